@@ -1,0 +1,193 @@
+"""The type boundary between private data and everything downstream.
+
+Only :mod:`ldpclient.privacy` reads raw record tensors. It hands out
+:class:`Release` objects (the LDP output plus its :class:`Guarantee`). Every later
+stage (post-processing, augmentation, teachers) works on a ``Release`` or on
+:class:`Derived` tensors made from releases by post-processing, which cost no
+further privacy. Neither class can be built from a raw tensor outside this
+package: ``Release`` needs a private token, and ``Derived`` can only be made from
+a ``Release`` or another ``Derived``. Teachers reject plain tensors with
+``TypeError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence, Union
+
+import torch
+
+from .guarantee import Guarantee
+
+_RELEASE_TOKEN = object()  # only code inside ldpclient.privacy may mint releases
+
+
+class Release:
+    """LDP output for a batch of N records, each noised independently.
+
+    ``values``: float tensor ``(N, *released_shape)`` in the domain's units (the
+    noise may take values outside the domain; clip as post-processing if wanted).
+    ``released_shape`` is the record shape after any reduction before noise.
+    ``record_shape``: the original record shape (per record, without N).
+    ``reduction``: integer average-pooling factor over the two spatial axes that
+    was applied before noise (1 = none).
+    ``clipped_elements``: per record, how many input elements were outside the
+    declared domain and were clipped before noising (``(N,)`` int64).
+    ``reused``: per record, True when the ledger returned a stored release at no
+    cost instead of charging a fresh one.
+    """
+
+    __slots__ = ("_values", "guarantee", "record_shape", "reduction", "clipped_elements", "reused")
+
+    def __init__(
+        self,
+        values: torch.Tensor,
+        guarantee: Guarantee,
+        record_shape: Sequence[int],
+        *,
+        reduction: int = 1,
+        clipped_elements: torch.Tensor | None = None,
+        reused: torch.Tensor | None = None,
+        _token: object = None,
+    ) -> None:
+        if _token is not _RELEASE_TOKEN:
+            raise TypeError(
+                "Release objects are produced by ldpclient.privacy mechanisms or the ledger only"
+            )
+        n = values.shape[0]
+        self._values = values.detach()
+        self.guarantee = guarantee
+        self.record_shape = tuple(int(s) for s in record_shape)
+        self.reduction = int(reduction)
+        self.clipped_elements = (
+            torch.zeros(n, dtype=torch.int64) if clipped_elements is None else clipped_elements
+        )
+        self.reused = torch.zeros(n, dtype=torch.bool) if reused is None else reused
+
+    @property
+    def values(self) -> torch.Tensor:
+        """A copy of the noised tensor ``(N, *released_shape)`` (the release itself stays immutable)."""
+        return self._values.clone()
+
+    @property
+    def released_shape(self) -> tuple[int, ...]:
+        return tuple(self._values.shape[1:])
+
+    def __len__(self) -> int:
+        return int(self._values.shape[0])
+
+    def __getitem__(self, index: Union[int, slice, Sequence[int], torch.Tensor]) -> "Release":
+        """Sub-batch of records (always a Release; an int index keeps the batch axis)."""
+        if isinstance(index, int):
+            index = slice(index, index + 1 if index != -1 else None)
+        return Release(
+            self._values[index],
+            self.guarantee,
+            self.record_shape,
+            reduction=self.reduction,
+            clipped_elements=self.clipped_elements[index],
+            reused=self.reused[index],
+            _token=_RELEASE_TOKEN,
+        )
+
+    def upsampled(self, mode: str = "nearest") -> "Derived":
+        """Post-processing: restore the original record shape after a reduction.
+
+        ``mode`` is ``"nearest"`` or ``"bilinear"``. Free: it only sees the release.
+        """
+        return Derived.from_release(self).map(
+            lambda v: upsample(v, self.record_shape, mode), f"upsample({mode})"
+        )
+
+    def __repr__(self) -> str:
+        return f"Release(n={len(self)}, shape={self.released_shape}, {self.guarantee.summary()})"
+
+
+def upsample(values: torch.Tensor, record_shape: Sequence[int], mode: str = "nearest") -> torch.Tensor:
+    """Resize ``(N, C, h, w)`` values to ``(N, *record_shape)`` (post-processing, no privacy cost)."""
+    target = tuple(record_shape)
+    if tuple(values.shape[1:]) == target:
+        return values
+    if mode not in ("nearest", "bilinear"):
+        raise ValueError(f"upsample mode must be 'nearest' or 'bilinear', got {mode!r}")
+    size = target[-2:]
+    kwargs = {"align_corners": False} if mode == "bilinear" else {}
+    return torch.nn.functional.interpolate(values.float(), size=size, mode=mode, **kwargs)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Tensors computed from releases by post-processing only (no extra privacy cost).
+
+    ``values``: ``(Q, *shape)`` float tensor. ``sources``: ``(Q, k)`` int64 indices
+    of the records (within the originating release batch) each row was made from,
+    -1 for unused slots. ``guarantee``: the guarantee of the underlying release;
+    post-processing never changes it. ``steps``: the post-processing history.
+    ``ids``: optional ``(Q,)`` int64 query ids from a query plan.
+    """
+
+    values: torch.Tensor
+    sources: torch.Tensor
+    guarantee: Guarantee
+    steps: tuple[str, ...] = ()
+    ids: torch.Tensor | None = None
+
+    @classmethod
+    def from_release(cls, release: Release) -> "Derived":
+        if not isinstance(release, Release):
+            raise TypeError(f"expected a Release, got {type(release).__name__}")
+        n = len(release)
+        return cls(
+            values=release._values,
+            sources=torch.arange(n, dtype=torch.int64).unsqueeze(1),
+            guarantee=release.guarantee,
+        )
+
+    @classmethod
+    def combine(
+        cls,
+        origin: Union[Release, "Derived"],
+        values: torch.Tensor,
+        sources: torch.Tensor,
+        step: str,
+        ids: torch.Tensor | None = None,
+    ) -> "Derived":
+        """New rows computed from ``origin``'s rows (e.g. LDPKiT-Sup averages of pairs).
+
+        ``origin`` must be a Release or Derived: this is what keeps raw tensors out.
+        ``sources`` indexes records of the originating release batch.
+        """
+        if isinstance(origin, Release):
+            origin = cls.from_release(origin)
+        if not isinstance(origin, Derived):
+            raise TypeError(
+                f"post-processing needs a Release or Derived origin, got {type(origin).__name__}"
+            )
+        if values.shape[0] != sources.shape[0]:
+            raise ValueError("values and sources must have the same number of rows")
+        return cls(values.detach(), sources, origin.guarantee, origin.steps + (step,), ids)
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor], step: str) -> "Derived":
+        """Apply a data-independent function to every row (post-processing)."""
+        out = fn(self.values)
+        if out.shape[0] != self.values.shape[0]:
+            raise ValueError(f"post-processing step {step!r} changed the number of rows")
+        return Derived(out.detach(), self.sources, self.guarantee, self.steps + (step,), self.ids)
+
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
+
+
+Releasable = Union[Release, Derived]
+
+
+def as_derived(obj: object) -> Derived:
+    """Accept a Release or Derived; reject anything else (raw tensors) with TypeError."""
+    if isinstance(obj, Derived):
+        return obj
+    if isinstance(obj, Release):
+        return Derived.from_release(obj)
+    raise TypeError(
+        f"expected a Release or Derived (LDP output), got {type(obj).__name__}: "
+        "raw tensors must go through an ldpclient.privacy mechanism first"
+    )

@@ -1,0 +1,1 @@
+"""Bundled offline mock teacher: a real HTTP server speaking the Open Inference Protocol v2."""

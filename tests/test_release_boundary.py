@@ -1,0 +1,28 @@
+"""The Release/Derived type boundary keeps raw tensors out of downstream stages."""
+
+import pytest
+import torch
+
+from ldpclient.privacy import Derived, Domain, Guarantee, Release, as_derived
+
+
+def test_release_cannot_be_built_from_a_raw_tensor():
+    g = Guarantee("laplace", 1.0, 0.0, 4.0, 0.0, 4, Domain())
+    with pytest.raises(TypeError, match="produced by ldpclient.privacy"):
+        Release(torch.zeros(1, 1, 2, 2), g, (1, 2, 2))
+
+
+def test_derived_needs_a_release_origin():
+    with pytest.raises(TypeError, match="Release or Derived"):
+        Derived.combine(torch.zeros(2, 4), torch.zeros(2, 4), torch.zeros(2, 1, dtype=torch.long), "x")
+    with pytest.raises(TypeError, match="raw tensors must go through"):
+        as_derived(torch.zeros(2, 4))
+
+
+def test_guarantee_validates_and_public_input_costs_nothing():
+    with pytest.raises(ValueError, match="delta_record"):
+        Guarantee("x", 1.0, 0.0, 1.0, 1.5, 1, Domain())
+    with pytest.raises(ValueError, match="high must exceed low"):
+        Domain(1.0, 0.0)
+    g = Guarantee("laplace", 1.0, 0.0, 784.0, 0.0, 784, Domain()).for_public_input()
+    assert g.epsilon_record == 0.0 and g.public_input
