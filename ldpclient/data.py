@@ -1,0 +1,309 @@
+"""Private image folders: discovery, validation and decoding to the teacher's input shape.
+
+Everything here runs on the data owner's machine and returns *raw* record tensors,
+which only :mod:`ldpclient.privacy` may turn into releases. Units: decoded records
+are float32 in ``[0, 1]`` (the state units the mechanisms' default domain
+declares), shape ``(C, H, W)`` taken from the teacher's metadata. Decoding
+(resize, grey/RGB conversion) happens *before* noising, because what is noised is
+exactly what is sent.
+
+Discovery is recursive and deterministic (sorted relative POSIX paths). An
+optional ``class_name/`` layout is ignored: directory names are never read as
+labels and nothing but LDP releases ever leaves the machine. Files that cannot be
+used (not an image, zero bytes, truncated or undecodable, more pixels than the
+limit, symlinks leaving the folder) are skipped and listed with a reason; a
+missing or empty folder is a :class:`DataError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+
+IMAGE_EXTENSIONS: frozenset[str] = frozenset(
+    {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+)
+#: Largest accepted image, in pixels (width x height) of the *file*, before resizing.
+#: Guards against decompression bombs; Pillow's own limit is also turned into an error.
+DEFAULT_MAX_PIXELS = 40_000_000
+
+
+class DataError(ValueError):
+    """A problem with the private folder as a whole (missing, empty, nothing readable).
+
+    The message is one line and names the folder.
+    """
+
+
+class ImageDecodeError(Exception):
+    """One file could not be used; ``reason`` says why in a few words."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file (or directory) left out, with the reason. ``path`` is relative to the folder."""
+
+    path: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """Result of scanning a folder: candidate image files and what was left out."""
+
+    root: Path
+    files: tuple[str, ...]
+    skipped: tuple[Skipped, ...]
+
+
+@dataclass(frozen=True)
+class PrivateImages:
+    """Decoded private records, ready for a mechanism.
+
+    ``records``: float32 ``(N, C, H, W)`` in ``[0, 1]``; row ``i`` comes from
+    ``paths[i]`` (relative POSIX path under ``root``). ``skipped``: files that were
+    not used, with reasons (discovery and decoding together, sorted by path).
+    """
+
+    root: Path
+    paths: tuple[str, ...]
+    records: torch.Tensor
+    skipped: tuple[Skipped, ...]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def discover_images(root: str | os.PathLike[str]) -> Discovery:
+    """List image files under ``root`` recursively, in sorted relative-path order.
+
+    Does not decode anything. Non-image extensions, hidden entries, zero-byte files,
+    broken symlinks and symlinks whose target lies outside ``root`` are returned
+    in ``skipped``. Symlinked directories are not descended into (their targets,
+    when inside ``root``, are scanned directly), which also rules out cycles.
+    Raises :class:`DataError` when ``root`` is missing or not a directory.
+    """
+    root_path = Path(root)
+    if not root_path.exists():
+        raise DataError(f"private folder {str(root_path)!r} does not exist")
+    if not root_path.is_dir():
+        raise DataError(f"private folder {str(root_path)!r} is not a directory")
+    real_root = root_path.resolve()
+    files: list[str] = []
+    skipped: list[Skipped] = []
+    for dirpath, dirnames, filenames in os.walk(root_path, followlinks=False, onerror=None):
+        here = Path(dirpath)
+        kept_dirs = []
+        for d in dirnames:
+            p = here / d
+            rel = p.relative_to(root_path).as_posix()
+            if d.startswith("."):
+                skipped.append(Skipped(rel + "/", "hidden directory"))
+            elif p.is_symlink():
+                target = p.resolve()
+                if not _inside(target, real_root):
+                    skipped.append(Skipped(rel + "/", "symlink leaves the folder"))
+                else:
+                    skipped.append(Skipped(rel + "/", "symlinked directory (its target is scanned directly)"))
+            else:
+                kept_dirs.append(d)
+        dirnames[:] = sorted(kept_dirs)
+        for name in filenames:
+            p = here / name
+            rel = p.relative_to(root_path).as_posix()
+            reason = _file_problem(p, name, real_root)
+            if reason is None:
+                files.append(rel)
+            else:
+                skipped.append(Skipped(rel, reason))
+    return Discovery(root_path, tuple(sorted(files)), tuple(sorted(skipped, key=lambda s: s.path)))
+
+
+def _file_problem(p: Path, name: str, real_root: Path) -> str | None:
+    if name.startswith("."):
+        return "hidden file"
+    if p.suffix.lower() not in IMAGE_EXTENSIONS:
+        return f"not an image file extension ({p.suffix or 'none'})"
+    if p.is_symlink():
+        if not p.exists():
+            return "broken symlink"
+        if not _inside(p.resolve(), real_root):
+            return "symlink leaves the folder"
+    if not p.is_file():
+        return "not a regular file"
+    try:
+        size = p.stat().st_size
+    except OSError as exc:
+        return f"cannot stat ({exc.strerror or exc})"
+    if size == 0:
+        return "empty file (0 bytes)"
+    return None
+
+
+def decode_image(
+    path: str | os.PathLike[str],
+    input_shape: Sequence[int],
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> torch.Tensor:
+    """Decode one image file to float32 ``(C, H, W)`` in ``[0, 1]``.
+
+    ``input_shape`` is ``(C, H, W)`` with C = 1 (grey) or 3 (RGB). The image is
+    converted to that colour mode (alpha dropped; 16-bit grey scaled from
+    0..65535), then resized to ``H x W`` with bilinear filtering (aspect ratio not
+    kept). Multi-frame files (GIF, TIFF) use their first frame. Raises
+    :class:`ImageDecodeError` with a short reason for any file that cannot be used,
+    including files with more than ``max_pixels`` pixels (checked from the header,
+    before decoding) and Pillow's decompression-bomb warning or error.
+    """
+    c, h, w = _check_shape(input_shape)
+    if max_pixels < 1:
+        raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as img:
+                width, height = img.size
+                if width * height > max_pixels:
+                    raise ImageDecodeError(
+                        f"too many pixels ({width}x{height} > limit {max_pixels}; possible decompression bomb)"
+                    )
+                img.seek(0)
+                img.load()
+                arr = _to_array(img, c)
+    except ImageDecodeError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise ImageDecodeError(f"decompression bomb refused ({exc})") from None
+    except UnidentifiedImageError:
+        raise ImageDecodeError("not a readable image (unknown format)") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ImageDecodeError(f"cannot decode image ({msg})") from None
+    if arr.shape[0] != h or arr.shape[1] != w:
+        arr = _resize(arr, h, w)
+    out = torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1))).float()
+    if not torch.isfinite(out).all():
+        raise ImageDecodeError("image has non-finite values")
+    return out.clamp_(0.0, 1.0)
+
+
+def _check_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
+    shape = tuple(int(s) for s in input_shape)
+    if len(shape) != 3 or shape[0] not in (1, 3) or shape[1] < 1 or shape[2] < 1:
+        raise ValueError(f"input shape must be (C, H, W) with C in {{1, 3}}, got {tuple(input_shape)}")
+    return shape  # type: ignore[return-value]
+
+
+def _to_array(img: Image.Image, channels: int) -> np.ndarray:
+    """HWC float32 array in [0, 1] with the requested number of channels."""
+    mode = img.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        grey = np.asarray(img, dtype=np.float64) / 65535.0
+        arr = grey[:, :, None].astype(np.float32)
+    elif mode == "F":
+        arr = np.asarray(img, dtype=np.float32)[:, :, None]
+    else:
+        target = "L" if channels == 1 else "RGB"
+        if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in img.info):
+            img = img.convert("RGBA" if channels == 3 else "LA")
+            img = img.convert(target)
+        elif mode != target:
+            img = img.convert(target)
+        arr = np.asarray(img, dtype=np.float32) / 255.0
+        if arr.ndim == 2:
+            arr = arr[:, :, None]
+    if arr.shape[2] != channels:
+        if channels == 3:
+            arr = np.repeat(arr[:, :, :1], 3, axis=2)
+        else:  # float/16-bit colour cannot happen (those modes are single-channel)
+            arr = arr.mean(axis=2, keepdims=True)
+    return np.clip(arr, 0.0, 1.0)
+
+
+def _resize(arr: np.ndarray, h: int, w: int) -> np.ndarray:
+    """Bilinear (antialiased when shrinking) resize of an HWC float array, channel by channel."""
+    planes = [
+        np.asarray(Image.fromarray(np.ascontiguousarray(arr[:, :, k], dtype=np.float32)).resize((w, h), Image.Resampling.BILINEAR))
+        for k in range(arr.shape[2])
+    ]
+    return np.stack(planes, axis=2)
+
+
+def load_private_folder(
+    root: str | os.PathLike[str],
+    input_shape: Sequence[int],
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    progress: Callable[[int, int], None] | None = None,
+) -> PrivateImages:
+    """Discover and decode every usable image under ``root`` (see :func:`decode_image`).
+
+    ``progress(done, total)`` is called after each file. Raises :class:`DataError`
+    when the folder is missing, holds no image files, or none of them decodes.
+    """
+    shape = _check_shape(input_shape)
+    found = discover_images(root)
+    if not found.files:
+        extra = f" ({len(found.skipped)} other entries skipped)" if found.skipped else ""
+        raise DataError(
+            f"private folder {str(found.root)!r} contains no image files "
+            f"({', '.join(sorted(IMAGE_EXTENSIONS))}){extra}"
+        )
+    tensors: list[torch.Tensor] = []
+    paths: list[str] = []
+    skipped = list(found.skipped)
+    for k, rel in enumerate(found.files):
+        try:
+            tensors.append(decode_image(found.root / rel, shape, max_pixels=max_pixels))
+            paths.append(rel)
+        except ImageDecodeError as exc:
+            skipped.append(Skipped(rel, exc.reason))
+        if progress is not None:
+            progress(k + 1, len(found.files))
+    if not tensors:
+        first = skipped[0] if skipped else None
+        detail = f"; e.g. {first.path}: {first.reason}" if first else ""
+        raise DataError(
+            f"no readable image in private folder {str(found.root)!r} "
+            f"({len(found.files)} image files, all skipped{detail})"
+        )
+    records = torch.stack(tensors)
+    return PrivateImages(found.root, tuple(paths), records, tuple(sorted(skipped, key=lambda s: s.path)))
+
+
+def to_uint8_image(values: torch.Tensor) -> Image.Image:
+    """A ``(C, H, W)`` tensor in ``[0, 1]`` units as a PIL image (values clipped, rounded to 0..255).
+
+    Used for noised copies and previews: applied to a release it is
+    post-processing (clip + quantise) and costs no privacy.
+    """
+    if values.dim() != 3 or values.shape[0] not in (1, 3):
+        raise ValueError(f"expected a (C, H, W) tensor with C in {{1, 3}}, got shape {tuple(values.shape)}")
+    arr = (values.detach().float().clamp(0.0, 1.0) * 255.0).round().to(torch.uint8)
+    hwc = arr.permute(1, 2, 0).cpu().numpy()
+    if hwc.shape[2] == 1:
+        return Image.fromarray(np.ascontiguousarray(hwc[:, :, 0]))
+    return Image.fromarray(np.ascontiguousarray(hwc))

@@ -1,0 +1,185 @@
+"""Private folder discovery and decoding (ldpclient.data), on small synthetic images."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from ldpclient.data import (
+    DataError,
+    ImageDecodeError,
+    decode_image,
+    discover_images,
+    load_private_folder,
+    to_uint8_image,
+)
+
+
+def _png(path: Path, arr: np.ndarray) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(arr).save(path)
+    return path
+
+
+def _grey(value: int, size: int = 8) -> np.ndarray:
+    return np.full((size, size), value, dtype=np.uint8)
+
+
+def test_discovery_is_recursive_sorted_and_lists_non_images(tmp_path: Path) -> None:
+    _png(tmp_path / "b" / "z.png", _grey(10))
+    _png(tmp_path / "a.PNG", _grey(20))
+    _png(tmp_path / "b" / "a.png", _grey(30))
+    Image.fromarray(_grey(40)).save(tmp_path / "c.jpg")
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / ".DS_Store").write_bytes(b"x")
+    (tmp_path / "zero.png").write_bytes(b"")
+    found = discover_images(tmp_path)
+    assert found.files == ("a.PNG", "b/a.png", "b/z.png", "c.jpg")
+    reasons = {s.path: s.reason for s in found.skipped}
+    assert reasons["notes.txt"].startswith("not an image file extension")
+    assert reasons[".DS_Store"] == "hidden file"
+    assert reasons["zero.png"] == "empty file (0 bytes)"
+
+
+def test_class_folders_are_ignored_and_order_does_not_depend_on_creation(tmp_path: Path) -> None:
+    for name in ["cat/2.png", "dog/1.png", "cat/1.png"]:
+        _png(tmp_path / name, _grey(5))
+    first = load_private_folder(tmp_path, (1, 8, 8))
+    assert first.paths == ("cat/1.png", "cat/2.png", "dog/1.png")
+    # the result carries no label derived from the directory names
+    assert not hasattr(first, "labels")
+
+
+def test_decoding_resizes_converts_and_scales_to_unit_range(tmp_path: Path) -> None:
+    rgb = np.zeros((16, 12, 3), dtype=np.uint8)
+    rgb[..., 0] = 255  # pure red
+    _png(tmp_path / "red.png", rgb)
+    grey = decode_image(tmp_path / "red.png", (1, 8, 8))
+    assert grey.shape == (1, 8, 8) and grey.dtype == torch.float32
+    # ITU-R 601-2 luma of pure red: 299/1000
+    assert torch.allclose(grey, torch.full_like(grey, 0.299), atol=2 / 255)
+    colour = decode_image(tmp_path / "red.png", (3, 4, 5))
+    assert colour.shape == (3, 4, 5)
+    assert torch.allclose(colour[0], torch.ones(4, 5)) and colour[1:].abs().max() == 0
+    _png(tmp_path / "g.png", _grey(255, 4))
+    assert torch.equal(decode_image(tmp_path / "g.png", (3, 4, 4)), torch.ones(3, 4, 4))
+    assert float(decode_image(tmp_path / "g.png", (1, 4, 4)).min()) >= 0.0
+
+
+def test_sixteen_bit_and_alpha_images(tmp_path: Path) -> None:
+    arr16 = np.full((4, 4), 65535 // 2, dtype=np.uint16)
+    Image.fromarray(arr16).save(tmp_path / "deep.png")
+    out = decode_image(tmp_path / "deep.png", (1, 4, 4))
+    assert torch.allclose(out, torch.full((1, 4, 4), 0.5), atol=1e-3)
+    rgba = np.zeros((4, 4, 4), dtype=np.uint8)
+    rgba[..., 1] = 255
+    rgba[..., 3] = 128
+    _png(tmp_path / "alpha.png", rgba)
+    out = decode_image(tmp_path / "alpha.png", (3, 4, 4))
+    assert out.shape == (3, 4, 4) and float(out[1].min()) > 0.9
+
+
+def test_bad_files_are_skipped_with_reasons(tmp_path: Path) -> None:
+    _png(tmp_path / "good.png", _grey(100))
+    (tmp_path / "fake.png").write_bytes(b"this is not a png at all")
+    big = tmp_path / "trunc.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (24, 24), dtype=np.uint8)).save(big)
+    data = big.read_bytes()
+    big.write_bytes(data[: len(data) // 2])
+    _png(tmp_path / "huge.png", _grey(0, 64))
+    result = load_private_folder(tmp_path, (1, 8, 8), max_pixels=32 * 32)
+    assert result.paths == ("good.png",)
+    assert result.records.shape == (1, 1, 8, 8)
+    reasons = {s.path: s.reason for s in result.skipped}
+    assert set(reasons) == {"fake.png", "trunc.png", "huge.png"}
+    assert "unknown format" in reasons["fake.png"]
+    assert reasons["trunc.png"].startswith("cannot decode image")
+    assert "too many pixels" in reasons["huge.png"]
+
+
+def test_pillow_decompression_bomb_guard_is_a_skip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _png(tmp_path / "bomb.png", _grey(0, 40))
+    # Pillow warns above MAX_IMAGE_PIXELS and errors above twice that; both become a skip.
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    with pytest.raises(ImageDecodeError, match="decompression bomb"):
+        decode_image(tmp_path / "bomb.png", (1, 8, 8))
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)
+    with pytest.raises(ImageDecodeError, match="decompression bomb"):
+        decode_image(tmp_path / "bomb.png", (1, 8, 8))
+
+
+@pytest.mark.skipif(os.name == "nt", reason="symlinks need privileges on Windows")
+def test_symlinks_leaving_the_folder_are_skipped(tmp_path: Path) -> None:
+    inside = tmp_path / "private"
+    outside = tmp_path / "elsewhere"
+    _png(inside / "a.png", _grey(1))
+    _png(outside / "secret.png", _grey(2))
+    (inside / "link_out.png").symlink_to(outside / "secret.png")
+    (inside / "link_in.png").symlink_to(inside / "a.png")
+    (inside / "dir_out").symlink_to(outside, target_is_directory=True)
+    (inside / "broken.png").symlink_to(tmp_path / "missing.png")
+    found = discover_images(inside)
+    assert found.files == ("a.png", "link_in.png")
+    reasons = {s.path: s.reason for s in found.skipped}
+    assert reasons["link_out.png"] == "symlink leaves the folder"
+    assert reasons["dir_out/"] == "symlink leaves the folder"
+    assert reasons["broken.png"] == "broken symlink"
+
+
+def test_missing_empty_and_unreadable_folders_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="does not exist") as info:
+        load_private_folder(tmp_path / "nope", (1, 8, 8))
+    assert "\n" not in str(info.value)
+    (tmp_path / "file.png").write_bytes(b"x")
+    with pytest.raises(DataError, match="not a directory"):
+        load_private_folder(tmp_path / "file.png", (1, 8, 8))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "readme.txt").write_text("no images here")
+    with pytest.raises(DataError, match="contains no image files"):
+        load_private_folder(empty, (1, 8, 8))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "x.png").write_bytes(b"garbage")
+    with pytest.raises(DataError, match="no readable image") as info:
+        load_private_folder(broken, (1, 8, 8))
+    assert "x.png" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_bad_input_shape_is_rejected(tmp_path: Path) -> None:
+    _png(tmp_path / "a.png", _grey(1))
+    with pytest.raises(ValueError, match="input shape"):
+        load_private_folder(tmp_path, (2, 8, 8))
+    with pytest.raises(ValueError, match="input shape"):
+        decode_image(tmp_path / "a.png", (8, 8))
+
+
+def test_gif_first_frame_and_other_formats(tmp_path: Path) -> None:
+    frames = [Image.fromarray(_grey(v)) for v in (200, 10)]
+    frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:])
+    Image.fromarray(_grey(60)).save(tmp_path / "a.bmp")
+    Image.fromarray(_grey(60)).save(tmp_path / "a.tiff")
+    Image.fromarray(_grey(60)).save(tmp_path / "a.webp", lossless=True)
+    result = load_private_folder(tmp_path, (1, 8, 8))
+    assert result.paths == ("a.bmp", "a.tiff", "a.webp", "anim.gif")
+    assert torch.allclose(result.records[3], torch.full((1, 8, 8), 200 / 255), atol=2 / 255)
+    assert torch.allclose(result.records[:3], torch.full((3, 1, 8, 8), 60 / 255), atol=1 / 255)
+
+
+def test_progress_callback_and_uint8_round_trip(tmp_path: Path) -> None:
+    for k in range(3):
+        _png(tmp_path / f"{k}.png", _grey(17 * k))
+    calls: list[tuple[int, int]] = []
+    result = load_private_folder(tmp_path, (1, 8, 8), progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    img = to_uint8_image(result.records[2])
+    assert img.mode == "L" and np.asarray(img).max() == 34
+    noisy = torch.tensor([[[-0.5, 1.7]]])  # outside [0, 1]: clipped when written
+    assert np.asarray(to_uint8_image(noisy)).tolist() == [[0, 255]]
+    with pytest.raises(ValueError):
+        to_uint8_image(torch.zeros(2, 4, 4))
