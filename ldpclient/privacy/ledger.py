@@ -1,0 +1,818 @@
+"""The privacy ledger: what each private record has spent, and its stored releases.
+
+A :class:`Ledger` is a SQLite file on the device. For every private record it
+keeps
+
+* the record's **spend**: the sum of the per-record (epsilon, delta) of every
+  *fresh* release of that record, across all mechanisms and scopes (basic
+  composition), and
+* each **release** it made: the noised values (the LDP output, never the input),
+  keyed by (record, mechanism identity, scope).
+
+Asking again for the same record, mechanism and scope returns the stored release
+at no cost (post-processing of a release is free; re-noising is not). A fresh
+release is charged, and refused *before any sampling* when it would push a
+record over the per-record cap (:class:`BudgetExceeded`).
+
+Records are identified by ``HMAC-SHA256(secret, canonical bytes of the record)``
+with a 32-byte per-ledger secret kept beside the database (``<path>.key``, mode
+0600). The database holds no raw inputs and no plain hash of them, so it does
+not fingerprint images for anyone without the key. Losing the key file makes the
+ledger unable to recognise its records; the ledger then refuses to open rather
+than silently treating every record as new.
+
+Crash safety: the cap check, the sampling and the write of both the charges and
+the released values happen inside one ``BEGIN IMMEDIATE`` transaction (WAL
+journal, ``synchronous=FULL``), and nothing is returned before ``COMMIT`` has
+returned. A kill before the commit leaves no charge and no release (the sampled
+noise died with the process and was never seen); a kill after it leaves both, so
+a re-run reuses the stored release instead of charging again.
+
+Units: epsilon in nats, delta a probability; both **per record** (the ledger
+charges ``Guarantee.epsilon_record`` / ``delta_record``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import os
+import secrets
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
+
+import torch
+
+from .base import Mechanism
+from .guarantee import Guarantee
+from .release import _RELEASE_TOKEN, Release
+
+__all__ = [
+    "Ledger",
+    "LedgerError",
+    "BudgetExceeded",
+    "Spend",
+    "default_state_dir",
+    "default_ledger_path",
+]
+
+SCHEMA_VERSION = 1
+KEY_BYTES = 32
+_KEY_CHECK_MESSAGE = b"ldpclient-ledger-key-check-v1"
+_RECORD_DOMAIN = b"ldpclient-record-v1\x00"
+# Relative slack on cap comparisons, so that e.g. ten charges of 0.1 fit a cap of 1.0
+# despite floating-point summation (1e-9 of the cap: far below any meaningful epsilon).
+_CAP_RTOL = 1e-9
+_SQL_CHUNK = 500
+
+
+class LedgerError(Exception):
+    """The ledger cannot be used safely (unreadable or mismatched key file, bad database)."""
+
+
+class BudgetExceeded(LedgerError):
+    """A fresh release would push some records over the per-record cap; nothing was sampled or charged.
+
+    Attributes: ``n_exceeding`` (records that would exceed), ``n_fresh`` (records in
+    the batch that would be charged), ``epsilon_cost``/``delta_cost`` (per-record cost
+    of this release), ``remaining_epsilon``/``remaining_delta`` ((min, max) remaining
+    budget over the exceeding records), ``cap_epsilon``/``cap_delta``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        n_exceeding: int,
+        n_fresh: int,
+        epsilon_cost: float,
+        delta_cost: float,
+        remaining_epsilon: tuple[float, float],
+        remaining_delta: tuple[float, float],
+        cap_epsilon: float | None,
+        cap_delta: float | None,
+    ) -> None:
+        super().__init__(message)
+        self.n_exceeding = n_exceeding
+        self.n_fresh = n_fresh
+        self.epsilon_cost = epsilon_cost
+        self.delta_cost = delta_cost
+        self.remaining_epsilon = remaining_epsilon
+        self.remaining_delta = remaining_delta
+        self.cap_epsilon = cap_epsilon
+        self.cap_delta = cap_delta
+
+
+class Spend(NamedTuple):
+    """Per-record privacy spend: ``epsilon`` and ``delta`` are float64 tensors ``(N,)`` (per record)."""
+
+    epsilon: torch.Tensor
+    delta: torch.Tensor
+
+
+def default_state_dir() -> Path:
+    """Directory for ldpclient's persistent state (the default ledger lives here).
+
+    ``$LDPCLIENT_STATE_DIR`` if set, else ``$XDG_STATE_HOME/ldpclient``, else
+    ``~/.local/state/ldpclient``. Not created by this function.
+    """
+    explicit = os.environ.get("LDPCLIENT_STATE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if xdg:
+        return Path(xdg).expanduser() / "ldpclient"
+    return Path.home() / ".local" / "state" / "ldpclient"
+
+
+def default_ledger_path() -> Path:
+    """``default_state_dir() / "ledger.sqlite"``."""
+    return default_state_dir() / "ledger.sqlite"
+
+
+def _check_cap(name: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or None, got {value!r}") from None
+    if math.isnan(v) or v < 0:
+        raise ValueError(f"{name} must be >= 0 (or None for no cap), got {value!r}")
+    if name == "cap_delta" and v > 1:
+        raise ValueError(f"cap_delta must be in [0, 1] (a probability), got {value!r}")
+    return v
+
+
+def _exceeds(total: float, cap: float | None) -> bool:
+    return cap is not None and total > cap + _CAP_RTOL * max(cap, 1e-300)
+
+
+def _canonical_json(obj: Any) -> str:
+    try:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"mechanism.config() must be JSON-serialisable with finite numbers: {exc}") from None
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _dtype_from_name(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise LedgerError(f"stored release has unknown dtype {name!r}")
+    return dtype
+
+
+def _row_bytes(t: torch.Tensor) -> list[bytes]:
+    """Canonical bytes of each row of ``(N, ...)``: contiguous, native dtype, little-endian.
+
+    Floating ``-0.0`` is normalised to ``+0.0`` (the same value to every mechanism).
+    """
+    t = t.detach().cpu()
+    if t.is_floating_point():
+        t = t + 0.0  # -0.0 + 0.0 == +0.0; keeps dtype
+    t = t.contiguous().reshape(t.shape[0], -1)
+    if t.element_size() > 1 and sys.byteorder != "little":  # pragma: no cover - big-endian hosts
+        raw = t.numpy().byteswap()
+        return [r.tobytes() for r in raw]
+    u8 = t.view(torch.uint8) if t.dtype != torch.uint8 else t
+    arr = u8.numpy()
+    return [arr[i].tobytes() for i in range(arr.shape[0])]
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class _Mech:
+    id: int
+    identity: str
+    guarantee: Guarantee
+
+
+class Ledger:
+    """Persistent per-record privacy ledger with stored, reusable releases.
+
+    ``path``: the SQLite file (default :func:`default_ledger_path`); its parent is
+    created if needed. The secret lives at ``path + ".key"``.
+    ``cap_epsilon`` / ``cap_delta``: per-record caps on the *total* spend of a
+    record (epsilon in nats, delta a probability), across all mechanisms and
+    scopes; ``None`` means no cap (releases are still charged and recorded). The
+    caps are a policy of this ``Ledger`` object, not stored in the file.
+
+    Use as a context manager or call :meth:`close`. One ``Ledger`` object may be
+    shared by threads; several processes may open the same file (SQLite locking
+    serialises their releases).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        cap_epsilon: float | None = None,
+        cap_delta: float | None = None,
+    ) -> None:
+        self.cap_epsilon = _check_cap("cap_epsilon", cap_epsilon)
+        self.cap_delta = _check_cap("cap_delta", cap_delta)
+        if path is None:
+            state = default_state_dir()
+            state.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.path = state / "ledger.sqlite"
+        else:
+            self.path = Path(path).expanduser()
+            if str(path) == ":memory:" or str(path) == "":
+                raise ValueError("Ledger needs a file path (an in-memory ledger would not persist any charge)")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.key_path = Path(str(self.path) + ".key")
+        #: Test hook: called with "checked" (cap checked, before sampling), "sampled"
+        #: (noise drawn, before the write) and "committed" (after COMMIT, before
+        #: returning). Used by the crash tests; None in normal use.
+        self._fault_hook: Callable[[str], None] | None = None
+        self._lock = threading.RLock()
+        self._mechs: dict[str, _Mech] = {}
+        db_existed = self.path.exists() and self.path.stat().st_size > 0
+        self._secret = self._load_or_create_key(db_existed)
+        self._conn: sqlite3.Connection | None = None
+        try:
+            self._conn = sqlite3.connect(
+                str(self.path), timeout=60.0, isolation_level=None, check_same_thread=False
+            )
+            self._init_db()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise LedgerError(f"cannot open ledger database {self.path}: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ setup
+
+    def _load_or_create_key(self, db_existed: bool) -> bytes:
+        kp = self.key_path
+        if not kp.exists():
+            if db_existed:
+                raise LedgerError(
+                    f"ledger key file {kp} is missing but the ledger {self.path} exists: without its "
+                    "key the ledger cannot recognise its records (every release would be charged "
+                    "again). Restore the key file, or start a new ledger at another path."
+                )
+            self._create_key()
+        try:
+            data = kp.read_bytes()
+        except OSError as exc:
+            raise LedgerError(f"cannot read ledger key file {kp}: {exc.strerror or exc}") from exc
+        if len(data) != KEY_BYTES:
+            raise LedgerError(
+                f"ledger key file {kp} is corrupt: expected {KEY_BYTES} bytes, found {len(data)}"
+            )
+        return data
+
+    def _create_key(self) -> None:
+        """Write a fresh secret atomically: temp file (0600) + fsync + hard link (never clobbers)."""
+        kp = self.key_path
+        fd, tmp = tempfile.mkstemp(prefix=kp.name + ".", suffix=".tmp", dir=kp.parent)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, secrets.token_bytes(KEY_BYTES))
+            os.fsync(fd)
+            os.close(fd)
+            fd = -1
+            try:
+                os.link(tmp, kp)  # atomic and fails if another process created the key first
+            except FileExistsError:
+                pass
+            _fsync_dir(kp.parent)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:  # pragma: no cover
+                pass
+
+    def _init_db(self) -> None:
+        c = self._db
+        mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":  # pragma: no cover - e.g. some network file systems
+            raise LedgerError(f"ledger {self.path} cannot use WAL journaling (got {mode!r})")
+        c.execute("PRAGMA synchronous=FULL")
+        c.execute("PRAGMA foreign_keys=ON")
+        check = hmac.new(self._secret, _KEY_CHECK_MESSAGE, hashlib.sha256).hexdigest()
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in _SCHEMA:
+                c.execute(stmt)
+            rows = dict(c.execute("SELECT key, value FROM meta").fetchall())
+            if "schema_version" not in rows:
+                c.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                c.execute("INSERT INTO meta(key, value) VALUES ('key_check', ?)", (check,))
+                c.execute("INSERT INTO meta(key, value) VALUES ('created', ?)", (repr(time.time()),))
+            else:
+                if rows["schema_version"] != str(SCHEMA_VERSION):
+                    raise LedgerError(
+                        f"ledger {self.path} has schema version {rows['schema_version']}, "
+                        f"this ldpclient understands {SCHEMA_VERSION}"
+                    )
+                if not hmac.compare_digest(rows.get("key_check", ""), check):
+                    raise LedgerError(
+                        f"ledger key file {self.key_path} does not belong to ledger {self.path} "
+                        "(key check mismatch): records would not be recognised. Restore the right key file."
+                    )
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise LedgerError("ledger is closed")
+        return self._conn
+
+    def close(self) -> None:
+        """Close the database (idempotent). Everything returned so far is already committed."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r}, cap_epsilon={self.cap_epsilon}, cap_delta={self.cap_delta})"
+
+    # --------------------------------------------------------------- keying
+
+    def record_keys(self, records: torch.Tensor) -> list[bytes]:
+        """HMAC-SHA256 key (32 bytes) of each record of ``(N, *record_shape)``.
+
+        The message is a domain tag, the record's dtype and shape, and its
+        contiguous little-endian bytes; the key is this ledger's secret. Equal
+        records (same dtype, shape and values) get the same key; a different
+        ledger secret gives unrelated keys.
+        """
+        records = _check_records(records)
+        header = (
+            _RECORD_DOMAIN
+            + _dtype_name(records.dtype).encode()
+            + b"\x00"
+            + json.dumps(list(records.shape[1:])).encode()
+            + b"\x00"
+        )
+        secret = self._secret
+        return [hmac.new(secret, header + row, hashlib.sha256).digest() for row in _row_bytes(records)]
+
+    def _mechanism(self, mechanism: Mechanism, record_shape: tuple[int, ...]) -> _Mech:
+        """Look up / register the mechanism identity (canonical config + record shape)."""
+        if not isinstance(mechanism, Mechanism):
+            raise TypeError(f"expected an ldpclient.privacy Mechanism, got {type(mechanism).__name__}")
+        identity = _canonical_json({"config": mechanism.config(), "record_shape": list(record_shape)})
+        cached = self._mechs.get(identity)
+        if cached is not None:
+            return cached
+        g = mechanism.guarantee(record_shape)
+        if not isinstance(g, Guarantee):
+            raise TypeError(f"{type(mechanism).__name__}.guarantee() must return a Guarantee")
+        for name in ("epsilon_record", "delta_record"):
+            if not math.isfinite(getattr(g, name)):
+                raise ValueError(f"mechanism guarantee {name} must be finite to be charged, got {getattr(g, name)}")
+        name = getattr(mechanism, "name", type(mechanism).__name__)
+        c = self._db
+        row = c.execute("SELECT id FROM mechanisms WHERE identity = ?", (identity,)).fetchone()
+        if row is None:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                row = c.execute("SELECT id FROM mechanisms WHERE identity = ?", (identity,)).fetchone()
+                if row is None:
+                    cur = c.execute(
+                        "INSERT INTO mechanisms(identity, name, epsilon_record, delta_record, guarantee)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (identity, str(name), g.epsilon_record, g.delta_record, _canonical_json(g.as_dict())),
+                    )
+                    row = (cur.lastrowid,)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        mech = _Mech(int(row[0]), identity, g)
+        self._mechs[identity] = mech
+        return mech
+
+    # -------------------------------------------------------------- release
+
+    def release(
+        self,
+        mechanism: Mechanism,
+        records: torch.Tensor,
+        *,
+        scope: str = "default",
+        generator: torch.Generator | None = None,
+        public: bool = False,
+    ) -> Release:
+        """Release a batch ``(N, *record_shape)`` through the ledger.
+
+        For each record with a stored release for (record, mechanism identity,
+        ``scope``) the stored values are returned at no cost (``reused`` True).
+        The other records are *fresh*: the whole batch is refused with
+        :class:`BudgetExceeded` before any sampling if one of them would exceed a
+        cap; otherwise they are noised by ``mechanism.release`` (a record that
+        appears several times in the batch is noised and charged once; its later
+        copies are marked ``reused``), and their charges
+        (``mechanism.guarantee(record_shape).epsilon_record`` / ``delta_record``,
+        added to each record's total over all mechanisms and scopes) and values are
+        committed durably in one transaction before anything is returned.
+
+        ``scope`` names who receives the release (e.g. the teacher): the same
+        record released to two scopes is two fresh releases and costs both.
+        ``public=True`` (data-free baseline, public blank inputs) bypasses the
+        ledger: neither charged nor stored.
+
+        The returned :class:`Release` is in input order; its guarantee is the
+        mechanism's per-release guarantee for ``record_shape``.
+        """
+        if public:
+            return mechanism.release(records, generator=generator, public=True)
+        if not isinstance(scope, str) or not scope:
+            raise ValueError(f"scope must be a non-empty string, got {scope!r}")
+        records = _check_records(records)
+        record_shape = tuple(int(s) for s in records.shape[1:])
+        n = records.shape[0]
+        keys = self.record_keys(records)
+        with self._lock:
+            mech = self._mechanism(mechanism, record_shape)
+            g = mech.guarantee
+            # unique keys, first occurrence order
+            first: dict[bytes, int] = {}
+            for i, k in enumerate(keys):
+                first.setdefault(k, i)
+            uniq = list(first)
+            c = self._db
+            c.execute("BEGIN IMMEDIATE")  # write lock held from the check to the commit
+            try:
+                stored = self._stored_releases(uniq, mech.id, scope)
+                fresh = [k for k in uniq if k not in stored]
+                if fresh:
+                    self._check_budget(fresh, g)
+                self._hook("checked")
+                fresh_values: dict[bytes, tuple[torch.Tensor, int]] = {}
+                out_dtype: torch.dtype | None = None
+                if fresh:
+                    idx = torch.tensor([first[k] for k in fresh], dtype=torch.int64)
+                    rel = mechanism.release(records[idx], generator=generator)
+                    if not isinstance(rel, Release) or len(rel) != len(fresh):
+                        raise LedgerError(
+                            f"{type(mechanism).__name__}.release returned {type(rel).__name__} "
+                            f"of wrong length for {len(fresh)} records"
+                        )
+                    vals = rel._values.detach().cpu().contiguous()
+                    out_dtype = vals.dtype
+                    clipped = rel.clipped_elements.tolist()
+                    for j, k in enumerate(fresh):
+                        fresh_values[k] = (vals[j], int(clipped[j]))
+                    self._hook("sampled")
+                    self._write_fresh(fresh, fresh_values, mech, g, scope)
+                c.execute("COMMIT")
+            except BaseException:
+                if self._conn is not None and self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._hook("committed")
+
+        # assemble in input order
+        rows: list[torch.Tensor] = []
+        clipped_out: list[int] = []
+        reused: list[bool] = []
+        for i, k in enumerate(keys):
+            if k in fresh_values:
+                v, cl = fresh_values[k]
+                rows.append(v)
+                clipped_out.append(cl)
+                reused.append(first[k] != i)
+            else:
+                v, cl = stored[k]
+                rows.append(v)
+                clipped_out.append(cl)
+                reused.append(True)
+        if out_dtype is not None:
+            rows = [r.to(out_dtype) for r in rows]
+        values = torch.stack(rows)
+        return Release(
+            values,
+            g,
+            record_shape,
+            reduction=int(getattr(mechanism, "reduction", 1)),
+            clipped_elements=torch.tensor(clipped_out, dtype=torch.int64),
+            reused=torch.tensor(reused, dtype=torch.bool),
+            _token=_RELEASE_TOKEN,
+        )
+
+    def _hook(self, stage: str) -> None:
+        if self._fault_hook is not None:
+            self._fault_hook(stage)
+
+    def _stored_releases(
+        self, keys: list[bytes], mech_id: int, scope: str
+    ) -> dict[bytes, tuple[torch.Tensor, int]]:
+        out: dict[bytes, tuple[torch.Tensor, int]] = {}
+        for chunk in _chunks(keys):
+            q = (
+                "SELECT record_key, dtype, shape, data, clipped FROM releases"
+                f" WHERE mechanism_id = ? AND scope = ? AND record_key IN ({','.join('?' * len(chunk))})"
+            )
+            for key, dtype, shape, data, clipped in self._db.execute(q, (mech_id, scope, *chunk)):
+                t = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+                t = t.view(_dtype_from_name(dtype)).reshape(json.loads(shape)).clone()
+                out[bytes(key)] = (t, int(clipped))
+        return out
+
+    def _spend_of(self, keys: Sequence[bytes]) -> dict[bytes, tuple[float, float]]:
+        out: dict[bytes, tuple[float, float]] = {}
+        for chunk in _chunks(list(keys)):
+            q = f"SELECT record_key, epsilon, delta FROM spend WHERE record_key IN ({','.join('?' * len(chunk))})"
+            for key, eps, delta in self._db.execute(q, chunk):
+                out[bytes(key)] = (float(eps), float(delta))
+        return out
+
+    def _check_budget(self, fresh: list[bytes], g: Guarantee) -> None:
+        if self.cap_epsilon is None and self.cap_delta is None:
+            return
+        spend = self._spend_of(fresh)
+        bad_eps: list[float] = []
+        bad_delta: list[float] = []
+        for k in fresh:
+            eps, delta = spend.get(k, (0.0, 0.0))
+            if _exceeds(eps + g.epsilon_record, self.cap_epsilon) or _exceeds(
+                delta + g.delta_record, self.cap_delta
+            ):
+                bad_eps.append(math.inf if self.cap_epsilon is None else max(self.cap_epsilon - eps, 0.0))
+                bad_delta.append(math.inf if self.cap_delta is None else max(self.cap_delta - delta, 0.0))
+        if not bad_eps:
+            return
+        rem_e = (min(bad_eps), max(bad_eps))
+        rem_d = (min(bad_delta), max(bad_delta))
+        msg = (
+            f"privacy budget exceeded: {len(bad_eps)} of {len(fresh)} records to be freshly released "
+            f"would exceed the per-record cap (epsilon cap {_fmt(self.cap_epsilon)}, delta cap "
+            f"{_fmt(self.cap_delta)}). This release costs epsilon {_fmt(g.epsilon_record)}, delta "
+            f"{_fmt(g.delta_record)} per record ({g.mechanism}); the remaining budget of those records is "
+            f"epsilon min {_fmt(rem_e[0])} / max {_fmt(rem_e[1])}, delta min {_fmt(rem_d[0])} / max "
+            f"{_fmt(rem_d[1])}. Nothing was sampled or charged."
+        )
+        raise BudgetExceeded(
+            msg,
+            n_exceeding=len(bad_eps),
+            n_fresh=len(fresh),
+            epsilon_cost=g.epsilon_record,
+            delta_cost=g.delta_record,
+            remaining_epsilon=rem_e,
+            remaining_delta=rem_d,
+            cap_epsilon=self.cap_epsilon,
+            cap_delta=self.cap_delta,
+        )
+
+    def _write_fresh(
+        self,
+        fresh: list[bytes],
+        values: dict[bytes, tuple[torch.Tensor, int]],
+        mech: _Mech,
+        g: Guarantee,
+        scope: str,
+    ) -> None:
+        now = time.time()
+        rows = []
+        for k in fresh:
+            v, clipped = values[k]
+            v = v.contiguous()
+            data = (v.view(torch.uint8) if v.dtype != torch.uint8 else v).numpy().tobytes()
+            rows.append(
+                (
+                    k,
+                    mech.id,
+                    scope,
+                    g.epsilon_record,
+                    g.delta_record,
+                    _dtype_name(v.dtype),
+                    json.dumps(list(v.shape)),
+                    data,
+                    clipped,
+                    now,
+                )
+            )
+        c = self._db
+        c.executemany(
+            "INSERT INTO releases(record_key, mechanism_id, scope, epsilon, delta, dtype, shape, data,"
+            " clipped, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        c.executemany(
+            "INSERT INTO spend(record_key, epsilon, delta, releases) VALUES (?, ?, ?, 1)"
+            " ON CONFLICT(record_key) DO UPDATE SET epsilon = epsilon + excluded.epsilon,"
+            " delta = delta + excluded.delta, releases = releases + 1",
+            [(k, g.epsilon_record, g.delta_record) for k in fresh],
+        )
+
+    # -------------------------------------------------------------- queries
+
+    def spent(self, records: torch.Tensor) -> Spend:
+        """Total spend so far of each record ``(N, *record_shape)``: per-record epsilon and delta, ``(N,)`` float64."""
+        keys = self.record_keys(records)
+        with self._lock:
+            spend = self._spend_of(keys)
+        eps = torch.tensor([spend.get(k, (0.0, 0.0))[0] for k in keys], dtype=torch.float64)
+        delta = torch.tensor([spend.get(k, (0.0, 0.0))[1] for k in keys], dtype=torch.float64)
+        return Spend(eps, delta)
+
+    def remaining(self, records: torch.Tensor) -> Spend:
+        """Budget left of each record under this ledger's caps (``inf`` where there is no cap; never < 0)."""
+        s = self.spent(records)
+        eps = (
+            torch.full_like(s.epsilon, math.inf)
+            if self.cap_epsilon is None
+            else (self.cap_epsilon - s.epsilon).clamp(min=0.0)
+        )
+        delta = (
+            torch.full_like(s.delta, math.inf)
+            if self.cap_delta is None
+            else (self.cap_delta - s.delta).clamp(min=0.0)
+        )
+        return Spend(eps, delta)
+
+    def would_charge(self, mechanism: Mechanism, records: torch.Tensor, *, scope: str = "default") -> torch.Tensor:
+        """``(N,)`` bool: True where :meth:`release` would charge the record (no stored release yet,
+        first copy of a duplicate). Samples nothing, charges nothing."""
+        records = _check_records(records)
+        keys = self.record_keys(records)
+        record_shape = tuple(int(s) for s in records.shape[1:])
+        with self._lock:
+            mech = self._mechanism(mechanism, record_shape)
+            stored = self._stored_releases(list(dict.fromkeys(keys)), mech.id, scope)
+        seen: set[bytes] = set()
+        out = []
+        for k in keys:
+            out.append(k not in stored and k not in seen)
+            seen.add(k)
+        return torch.tensor(out, dtype=torch.bool)
+
+    def summary(self) -> dict[str, Any]:
+        """Aggregate figures for ``ldpclient budget`` (no pixels, no record keys).
+
+        Keys: ``path``, ``records`` (records with any spend), ``releases`` (stored
+        fresh releases), ``epsilon``/``delta`` each ``{"total", "max", "mean"}`` over
+        records (per record), ``cap_epsilon``, ``cap_delta``, ``records_at_cap``
+        (records whose remaining epsilon or delta budget is 0 under the caps), and
+        ``by_mechanism``: one entry per (mechanism, scope) with ``mechanism`` (name),
+        ``config`` (mechanism config), ``record_shape``, ``scope``, ``releases``,
+        ``epsilon_per_release``, ``delta_per_release``.
+        """
+        with self._lock:
+            c = self._db
+            n, tot_e, max_e, tot_d, max_d = c.execute(
+                "SELECT COUNT(*), COALESCE(SUM(epsilon),0), COALESCE(MAX(epsilon),0),"
+                " COALESCE(SUM(delta),0), COALESCE(MAX(delta),0) FROM spend"
+            ).fetchone()
+            at_cap = 0
+            conds, params = [], []
+            if self.cap_epsilon is not None:
+                conds.append("epsilon >= ?")
+                params.append(self.cap_epsilon * (1 - _CAP_RTOL))
+            if self.cap_delta is not None:
+                conds.append("delta >= ?")
+                params.append(self.cap_delta * (1 - _CAP_RTOL))
+            if conds:
+                at_cap = c.execute(f"SELECT COUNT(*) FROM spend WHERE {' OR '.join(conds)}", params).fetchone()[0]
+            by = c.execute(
+                "SELECT m.name, m.identity, r.scope, COUNT(*), m.epsilon_record, m.delta_record"
+                " FROM releases r JOIN mechanisms m ON m.id = r.mechanism_id"
+                " GROUP BY r.mechanism_id, r.scope ORDER BY m.name, r.scope, m.id"
+            ).fetchall()
+            n_rel = c.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
+        by_mechanism = []
+        for name, identity, scope, count, eps, delta in by:
+            ident = json.loads(identity)
+            by_mechanism.append(
+                {
+                    "mechanism": name,
+                    "config": ident["config"],
+                    "record_shape": ident["record_shape"],
+                    "scope": scope,
+                    "releases": int(count),
+                    "epsilon_per_release": float(eps),
+                    "delta_per_release": float(delta),
+                }
+            )
+        n = int(n)
+        return {
+            "path": str(self.path),
+            "records": n,
+            "releases": int(n_rel),
+            "epsilon": {"total": float(tot_e), "max": float(max_e), "mean": float(tot_e) / n if n else 0.0},
+            "delta": {"total": float(tot_d), "max": float(max_d), "mean": float(tot_d) / n if n else 0.0},
+            "cap_epsilon": self.cap_epsilon,
+            "cap_delta": self.cap_delta,
+            "records_at_cap": int(at_cap),
+            "by_mechanism": by_mechanism,
+        }
+
+    def verify(self) -> list[str]:
+        """Consistency check; returns a list of problems (empty when all is well).
+
+        Checks ``PRAGMA integrity_check``, that every stored release carries exactly
+        its mechanism's per-record charge, and that each record's spend equals the
+        sum of the charges of its stored releases (and their count).
+        """
+        problems: list[str] = []
+        with self._lock:
+            c = self._db
+            ic = [r[0] for r in c.execute("PRAGMA integrity_check").fetchall()]
+            if ic != ["ok"]:
+                problems.append("integrity_check: " + "; ".join(ic))
+            bad = c.execute(
+                "SELECT COUNT(*) FROM releases r JOIN mechanisms m ON m.id = r.mechanism_id"
+                " WHERE r.epsilon != m.epsilon_record OR r.delta != m.delta_record"
+            ).fetchone()[0]
+            if bad:
+                problems.append(f"{bad} stored releases carry a charge different from their mechanism's")
+            rows = c.execute(
+                "SELECT s.epsilon, s.delta, s.releases, t.eps, t.delta, t.n FROM spend s LEFT JOIN"
+                " (SELECT record_key, SUM(epsilon) AS eps, SUM(delta) AS delta, COUNT(*) AS n"
+                "  FROM releases GROUP BY record_key) t ON t.record_key = s.record_key"
+            ).fetchall()
+            orphans = c.execute(
+                "SELECT COUNT(DISTINCT record_key) FROM releases WHERE record_key NOT IN"
+                " (SELECT record_key FROM spend)"
+            ).fetchone()[0]
+        mismatched = 0
+        for eps, delta, nrel, seps, sdelta, sn in rows:
+            if sn is None or nrel != sn or not math.isclose(eps, seps, rel_tol=1e-9, abs_tol=1e-12) or not (
+                math.isclose(delta, sdelta, rel_tol=1e-9, abs_tol=1e-15)
+            ):
+                mismatched += 1
+        if mismatched:
+            problems.append(f"{mismatched} records' spend differs from the sum of their stored releases' charges")
+        if orphans:
+            problems.append(f"{orphans} records have stored releases but no spend")
+        return problems
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS mechanisms ("
+    " id INTEGER PRIMARY KEY, identity TEXT NOT NULL UNIQUE, name TEXT NOT NULL,"
+    " epsilon_record REAL NOT NULL, delta_record REAL NOT NULL, guarantee TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS spend ("
+    " record_key BLOB PRIMARY KEY, epsilon REAL NOT NULL, delta REAL NOT NULL, releases INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS releases ("
+    " id INTEGER PRIMARY KEY, record_key BLOB NOT NULL,"
+    " mechanism_id INTEGER NOT NULL REFERENCES mechanisms(id), scope TEXT NOT NULL,"
+    " epsilon REAL NOT NULL, delta REAL NOT NULL, dtype TEXT NOT NULL, shape TEXT NOT NULL,"
+    " data BLOB NOT NULL, clipped INTEGER NOT NULL, created REAL NOT NULL,"
+    " UNIQUE (record_key, mechanism_id, scope))",
+)
+
+
+def _check_records(records: object) -> torch.Tensor:
+    if not isinstance(records, torch.Tensor):
+        raise TypeError(f"records must be a torch.Tensor (N, *record_shape), got {type(records).__name__}")
+    if records.dim() < 1 or records.shape[0] == 0:
+        raise ValueError(f"records must be a non-empty batch (N, *record_shape), got shape {tuple(records.shape)}")
+    if records.numel() == 0:
+        raise ValueError(f"records must have at least one element each, got shape {tuple(records.shape)}")
+    if records.is_complex():
+        raise ValueError("records must be real-valued")
+    return records
+
+
+def _chunks(items: list[bytes]) -> Iterator[list[bytes]]:
+    for i in range(0, len(items), _SQL_CHUNK):
+        yield items[i : i + _SQL_CHUNK]
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "none"
+    return f"{x:.6g}"
