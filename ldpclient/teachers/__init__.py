@@ -1,5 +1,48 @@
-"""Teacher adapters: the remote (or in-process) classifier that labels LDP queries."""
+"""Teacher adapters: the remote (or in-process) classifier that labels LDP queries.
+
+* :func:`connect` opens a teacher by address (``oip+http://...``, ``hf://...``,
+  ``torchserve+http://...``, ``local:...`` or a third-party adapter's name).
+* :class:`QueryClient` labels query batches with batching, bounded concurrency,
+  a money cap and a resumable :class:`Journal`.
+"""
 
 from .base import Queries, Teacher, TeacherMetadata
+from .client import ClientStats, QueryClient
+from .cost import CostMeter, Reconciliation
+from .errors import (
+    CostCapReached,
+    JournalMismatch,
+    MalformedResponse,
+    RetriesExhausted,
+    TeacherError,
+    TeacherRequestError,
+    TransientTeacherError,
+)
+from .journal import Journal, default_journal_path
+from .local import LocalTeacher
+from .registry import ENTRY_POINT_GROUP, available_adapters, connect
+from .result import InferResult
 
-__all__ = ["Queries", "Teacher", "TeacherMetadata"]
+__all__ = [
+    "Queries",
+    "Teacher",
+    "TeacherMetadata",
+    "ClientStats",
+    "QueryClient",
+    "CostMeter",
+    "Reconciliation",
+    "CostCapReached",
+    "JournalMismatch",
+    "MalformedResponse",
+    "RetriesExhausted",
+    "TeacherError",
+    "TeacherRequestError",
+    "TransientTeacherError",
+    "Journal",
+    "default_journal_path",
+    "LocalTeacher",
+    "ENTRY_POINT_GROUP",
+    "available_adapters",
+    "connect",
+    "InferResult",
+]

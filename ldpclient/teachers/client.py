@@ -1,0 +1,349 @@
+"""QueryClient: batches, bounded concurrency, money cap and a resumable journal.
+
+The client sits between a query plan and a teacher adapter::
+
+    client = QueryClient(connect("oip+http://127.0.0.1:8000/digits"), workers=4,
+                         journal=Journal("state/journal.sqlite"),
+                         cost=CostMeter(price_per_query=0.001, cap=5.0))
+    for batch_id, labels in client.label_batches(plan_batches):
+        ...
+
+``label_batches`` takes ``(batch_id, queries)`` pairs (queries: Release or
+Derived; the id must be stable across runs, e.g. derived from the query plan) and
+yields ``(batch_id, labels)`` in the same order. Batches already in the journal
+are answered from it without being sent or paid again. At most ``workers``
+requests are in flight; each worker thread has its own pooled HTTP session (held
+by the adapter). Retries, timeouts and response checks live in the adapters (see
+:mod:`ldpclient.teachers._http`); the client re-checks every label it hands out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import torch
+
+from ..privacy.release import Derived, as_derived
+from .base import Queries, Teacher, TeacherMetadata
+from .cost import CostMeter, Reconciliation
+from .errors import CostCapReached, JournalMismatch
+from .journal import Journal
+from .result import InferResult, validate_labels
+
+log = logging.getLogger("ldpclient.teachers.client")
+
+
+@dataclass
+class ClientStats:
+    """Counters of one client (all runs of ``label_batches`` on it).
+
+    ``batches_sent``/``batches_from_journal``: plan batches answered by the teacher
+    vs read back from the journal. ``queries_sent``: queries in sent batches.
+    ``requests``: HTTP requests answered; ``attempts``: including retries.
+    ``bytes_sent``/``bytes_received``: body bytes. ``wall_s``: wall time inside
+    ``label_batches``; ``teacher_s``: summed time workers spent waiting on the teacher.
+    """
+
+    batches_sent: int = 0
+    batches_from_journal: int = 0
+    queries_sent: int = 0
+    queries_from_journal: int = 0
+    requests: int = 0
+    attempts: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    wall_s: float = 0.0
+    teacher_s: float = 0.0
+
+
+def _digest(derived: Derived) -> str:
+    v = derived.values.detach().contiguous().cpu()
+    h = hashlib.sha256(str((tuple(v.shape), str(v.dtype))).encode())
+    h.update(v.numpy().tobytes())
+    return h.hexdigest()
+
+
+def _slice(d: Derived, start: int, stop: int) -> Derived:
+    ids = d.ids[start:stop] if d.ids is not None else None
+    return dataclasses.replace(d, values=d.values[start:stop], sources=d.sources[start:stop], ids=ids)
+
+
+class QueryClient:
+    """Label query batches with a teacher, safely and without paying twice.
+
+    ``teacher``: any :class:`~ldpclient.teachers.base.Teacher`; adapters with an
+    ``infer()`` method also report request counts, bytes and billed units.
+    ``batch_size``: queries per request (default: the teacher's ``max_batch_size``;
+    plan batches larger than this are split into several requests but journaled as
+    one). ``workers``: requests in flight at once (>= 1). ``journal``: a
+    :class:`Journal`, a path to one, ``True`` for the default path beside the
+    ledger, or None (no resumption). ``cost``: a :class:`CostMeter` (None = free,
+    uncapped). ``scope``: journal key of the teacher (default: the adapter's
+    ``journal_scope``, else its metadata name). ``verify_queries``: on resume, refuse
+    a journaled batch id whose queries differ from what was sent (raises
+    :class:`JournalMismatch`; labels of other queries would be silently wrong).
+    """
+
+    def __init__(
+        self,
+        teacher: Teacher,
+        *,
+        batch_size: int | None = None,
+        workers: int = 1,
+        journal: Journal | str | os.PathLike | bool | None = None,
+        cost: CostMeter | None = None,
+        scope: str | None = None,
+        verify_queries: bool = True,
+    ) -> None:
+        if not hasattr(teacher, "classify") or not hasattr(teacher, "metadata"):
+            raise TypeError(f"teacher must implement the Teacher protocol, got {type(teacher).__name__}")
+        if batch_size is not None and int(batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if int(workers) < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.teacher = teacher
+        self.workers = int(workers)
+        self._batch_size = int(batch_size) if batch_size is not None else None
+        if journal is True:
+            journal = Journal()
+        elif journal is False:
+            journal = None
+        elif journal is not None and not isinstance(journal, Journal):
+            journal = Journal(journal)
+        self.journal: Journal | None = journal
+        self.cost = cost if cost is not None else CostMeter()
+        self._scope = scope
+        self.verify_queries = verify_queries
+        self.stats = ClientStats()
+        self.run_id = uuid.uuid4().hex
+        self._meta: TeacherMetadata | None = None
+        self._lock = threading.Lock()
+        self._started = False
+
+    # -- metadata ---------------------------------------------------------------------------
+    def metadata(self) -> TeacherMetadata:
+        if self._meta is None:
+            self._meta = self.teacher.metadata()
+        return self._meta
+
+    @property
+    def scope(self) -> str:
+        if self._scope is None:
+            self._scope = str(getattr(self.teacher, "journal_scope", None) or self.metadata().name)
+        return self._scope
+
+    @property
+    def batch_size(self) -> int | None:
+        """Queries per request: the option, else the teacher's max batch size, else unlimited."""
+        if self._batch_size is not None:
+            mb = self.metadata().max_batch_size
+            return min(self._batch_size, mb) if mb else self._batch_size
+        return self.metadata().max_batch_size
+
+    def _requests_for(self, n: int) -> int:
+        per = getattr(self.teacher, "requests_for", None)
+        bs = self.batch_size
+        chunks = [min(bs, n - s) for s in range(0, n, bs)] if bs else [n]
+        if per is not None:
+            return sum(int(per(c)) for c in chunks)
+        return len(chunks)
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        if self.journal is not None:
+            self.cost.prior_total = self.journal.total_spend(self.scope)
+            self.journal.start_run(self.run_id, self.scope)
+
+    # -- the work ---------------------------------------------------------------------------
+    def _infer(self, derived: Derived, batch_id: str) -> InferResult:
+        infer = getattr(self.teacher, "infer", None)
+        if infer is None:
+            labels = self.teacher.classify(derived)
+            return InferResult(labels=torch.as_tensor(labels), requests=1, billed=None)
+        return infer(derived, request_id=batch_id)
+
+    def _run_batch(self, batch_id: str, derived: Derived, digest: str, reserved: float) -> torch.Tensor:
+        meta = self.metadata()
+        n = len(derived)
+        try:
+            t0 = time.perf_counter()
+            bs = self.batch_size or max(n, 1)
+            parts: list[InferResult] = []
+            for k, start in enumerate(range(0, n, bs)):
+                rid = batch_id if bs >= n else f"{batch_id}/{k}"
+                parts.append(self._infer(_slice(derived, start, start + bs), rid))
+            dt = time.perf_counter() - t0
+            labels = torch.cat([torch.as_tensor(p.labels) for p in parts]) if parts else torch.zeros(0, dtype=torch.int64)
+            labels = validate_labels(labels.numpy(), n, meta.num_classes, meta.name)
+            requests = sum(p.requests for p in parts)
+            billed_parts = [p.billed for p in parts]
+            billed = None if any(b is None for b in billed_parts) else int(sum(billed_parts))
+            cost = self.cost.cost_of(n, requests)
+            if self.journal is not None:
+                self.journal.record(
+                    self.scope, batch_id, labels, digest=digest, cost=cost, billed=billed,
+                    requests=requests, run_id=self.run_id,
+                )
+        except BaseException:
+            self.cost.release(reserved)
+            raise
+        self.cost.settle(batch_id, reserved, cost, n, billed)
+        with self._lock:
+            s = self.stats
+            s.batches_sent += 1
+            s.queries_sent += n
+            s.requests += requests
+            s.attempts += sum(p.attempts for p in parts)
+            s.bytes_sent += sum(p.bytes_sent for p in parts)
+            s.bytes_received += sum(p.bytes_received for p in parts)
+            s.teacher_s += dt
+        log.debug("batch %s: %d queries answered in %d request(s)", batch_id, n, requests)
+        return labels
+
+    def label_batches(self, batches: Iterable[tuple[str, Queries]]) -> Iterator[tuple[str, torch.Tensor]]:
+        """Yield ``(batch_id, labels int64 (n,))`` for each ``(batch_id, queries)``, in input order.
+
+        Streams: at most ``workers`` batches are in flight and a small window is
+        buffered, so any number of batches can be labelled in bounded memory.
+        Raises :class:`CostCapReached` after yielding every batch answered before the
+        cap (nothing over the cap is sent); on any other failure, in-flight batches
+        finish (and are journaled) before the error propagates.
+        """
+        self.metadata()
+        self._start()
+        t_start = time.perf_counter()
+        window = max(2 * self.workers, 8)
+        pending: deque[tuple[str, object]] = deque()
+        seen: set[str] = set()
+        stop: CostCapReached | None = None
+        done = 0
+        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="ldpclient-teacher")
+
+        def in_flight() -> int:
+            return sum(1 for _, x in pending if isinstance(x, Future) and not x.done())
+
+        def pop() -> tuple[str, torch.Tensor]:
+            bid, item = pending.popleft()
+            return bid, item.result() if isinstance(item, Future) else item  # type: ignore[union-attr]
+
+        try:
+            for batch_id, queries in batches:
+                if not isinstance(batch_id, str) or not batch_id:
+                    raise ValueError(f"batch ids must be non-empty strings, got {batch_id!r}")
+                if batch_id in seen:
+                    raise ValueError(f"batch id {batch_id!r} appears twice in one run; ids must be unique")
+                seen.add(batch_id)
+                derived = as_derived(queries)  # raw tensors: TypeError
+                digest = _digest(derived)
+                entry = self.journal.get(self.scope, batch_id) if self.journal is not None else None
+                if entry is not None:
+                    if self.verify_queries and entry.digest != digest:
+                        raise JournalMismatch(
+                            f"journal {self.journal.path} has batch {batch_id!r} answered for different queries; "  # type: ignore[union-attr]
+                            "the query plan is not reproducible (seed it) or the journal belongs to another job"
+                        )
+                    if entry.labels.shape[0] != len(derived):
+                        raise JournalMismatch(f"journaled batch {batch_id!r} has {entry.labels.shape[0]} labels for {len(derived)} queries")
+                    with self._lock:
+                        self.stats.batches_from_journal += 1
+                        self.stats.queries_from_journal += len(derived)
+                    pending.append((batch_id, entry.labels))
+                else:
+                    est = self.cost.cost_of(len(derived), self._requests_for(len(derived)))
+                    try:
+                        self.cost.reserve(batch_id, est, done_batches=done + len(pending))
+                    except CostCapReached as exc:
+                        stop = exc
+                        break
+                    pending.append((batch_id, pool.submit(self._run_batch, batch_id, derived, digest, est)))
+                while pending:
+                    head = pending[0][1]
+                    ready = not isinstance(head, Future) or head.done()
+                    if ready or in_flight() >= self.workers or len(pending) >= window:
+                        done += 1
+                        yield pop()
+                    else:
+                        break
+            while pending:
+                done += 1
+                yield pop()
+            if stop is not None:
+                stop.done_batches = done
+                stop.spent_run = self.cost.spent_run
+                stop.spent_total = self.cost.spent_total
+                raise stop
+        finally:
+            for _, item in pending:
+                if isinstance(item, Future):
+                    item.cancel()
+            pool.shutdown(wait=True, cancel_futures=True)
+            self.stats.wall_s += time.perf_counter() - t_start
+
+    def label(self, queries: Queries, *, prefix: str = "batch") -> torch.Tensor:
+        """Label all rows of one Release/Derived in batches with ids ``{prefix}-{k:06d}``.
+
+        The ids are stable as long as ``prefix`` and the batch size are, so a
+        re-run with the same journal resumes. Returns int64 labels ``(Q,)``.
+        """
+        derived = as_derived(queries)
+        n = len(derived)
+        bs = self.batch_size or max(n, 1)
+        out = [
+            labels
+            for _, labels in self.label_batches(
+                (f"{prefix}-{k:06d}", _slice(derived, s, s + bs)) for k, s in enumerate(range(0, n, bs))
+            )
+        ]
+        return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
+
+    def reconcile(self) -> Reconciliation:
+        """Server-reported billed units vs queries answered in this client's runs."""
+        return self.cost.reconcile()
+
+    def report(self) -> dict:
+        """Counters, spend and reconciliation as a JSON-able dict (contains no secrets)."""
+        s = self.stats
+        r = self.reconcile()
+        return {
+            "teacher": self.scope,
+            "run_id": self.run_id,
+            **dataclasses.asdict(s),
+            "spent_run": self.cost.spent_run,
+            "spent_total": self.cost.spent_total,
+            "cap": self.cost.cap,
+            "billing": {
+                "expected_units": r.expected_units,
+                "billed_units": r.billed_units,
+                "unreported_batches": r.unreported_batches,
+                "differences": [dataclasses.asdict(d) for d in r.differences],
+                "summary": r.summary(),
+            },
+        }
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+        closer = getattr(self.teacher, "close", None)
+        if callable(closer):
+            closer()
+
+    def __enter__(self) -> "QueryClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"QueryClient(teacher={self.scope!r}, workers={self.workers}, batch_size={self._batch_size})"

@@ -1,0 +1,172 @@
+"""Resumable query journal (SQLite): which batches the teacher answered, and with what.
+
+Each answered batch is one row, written in one transaction (WAL mode,
+``synchronous=FULL``), holding its labels, the digest of its queries, what it
+cost and what the server billed. A run killed at any moment and restarted reads
+the answered batches back instead of sending them: no batch in the journal is
+sent or paid twice. Batches are keyed by ``(scope, batch_id)``: ``scope`` names the
+teacher (a different teacher must not reuse another's labels) and ``batch_id`` is
+the stable id the query plan gives the batch.
+
+The only unavoidable window is a request the server answered but whose row was
+not yet committed when the process died; that batch is sent again on resume.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batches (
+    scope TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    labels BLOB NOT NULL,
+    digest TEXT NOT NULL,
+    cost REAL NOT NULL,
+    billed INTEGER,
+    requests INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (scope, batch_id)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    scope TEXT NOT NULL,
+    started REAL NOT NULL
+);
+"""
+
+
+def default_journal_path() -> Path:
+    """``journal.sqlite`` in the ledger's state directory (the privacy ledger's default dir)."""
+    try:
+        from ..privacy.ledger import default_state_dir  # the ledger decides where state lives
+    except ImportError:  # ledger not importable: same convention, env var or XDG state dir
+        base = os.environ.get("LDPCLIENT_STATE_DIR") or os.path.join(
+            os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "ldpclient"
+        )
+        return Path(base) / "journal.sqlite"
+    return Path(default_state_dir()) / "journal.sqlite"
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """One answered batch: labels int64 ``(n,)``, query digest, cost, billed units."""
+
+    batch_id: str
+    labels: torch.Tensor
+    digest: str
+    cost: float
+    billed: int | None
+    requests: int
+    run_id: str
+
+
+class Journal:
+    """SQLite journal of answered batches. Safe to share between the client's threads."""
+
+    def __init__(self, path: str | os.PathLike | None = None) -> None:
+        self.path = Path(path) if path is not None else default_journal_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(
+            str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        with self._lock:
+            self._conn.executescript(_SCHEMA)
+
+    def start_run(self, run_id: str, scope: str) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO runs(run_id, scope, started) VALUES (?, ?, ?)", (run_id, scope, time.time())
+            )
+
+    def get(self, scope: str, batch_id: str) -> JournalEntry | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT n, labels, digest, cost, billed, requests, run_id FROM batches WHERE scope=? AND batch_id=?",
+                (scope, batch_id),
+            ).fetchone()
+        if row is None:
+            return None
+        n, blob, digest, cost, billed, requests, run_id = row
+        labels = torch.from_numpy(np.frombuffer(blob, dtype="<i8").copy())
+        if labels.shape[0] != n:
+            raise RuntimeError(f"journal {self.path}: batch {batch_id!r} is corrupt ({labels.shape[0]} of {n} labels)")
+        return JournalEntry(batch_id, labels, digest, float(cost), billed, int(requests), run_id)
+
+    def record(
+        self,
+        scope: str,
+        batch_id: str,
+        labels: torch.Tensor,
+        *,
+        digest: str,
+        cost: float,
+        billed: int | None,
+        requests: int,
+        run_id: str,
+    ) -> None:
+        """Commit one answered batch atomically (all of it or nothing)."""
+        blob = np.ascontiguousarray(labels.numpy().astype("<i8")).tobytes()
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute(
+                    "INSERT INTO batches(scope, batch_id, n, labels, digest, cost, billed, requests, run_id, ts)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (scope, batch_id, int(labels.shape[0]), blob, digest, float(cost), billed, int(requests), run_id, time.time()),
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def total_spend(self, scope: str | None = None) -> float:
+        """Money recorded for answered batches (of one scope, or all)."""
+        q, args = "SELECT COALESCE(SUM(cost), 0) FROM batches", ()
+        if scope is not None:
+            q, args = q + " WHERE scope=?", (scope,)
+        with self._lock:
+            return float(self._conn.execute(q, args).fetchone()[0])
+
+    def run_spend(self, run_id: str) -> float:
+        with self._lock:
+            return float(
+                self._conn.execute("SELECT COALESCE(SUM(cost), 0) FROM batches WHERE run_id=?", (run_id,)).fetchone()[0]
+            )
+
+    def count(self, scope: str | None = None) -> int:
+        q, args = "SELECT COUNT(*) FROM batches", ()
+        if scope is not None:
+            q, args = q + " WHERE scope=?", (scope,)
+        with self._lock:
+            return int(self._conn.execute(q, args).fetchone()[0])
+
+    def batch_ids(self, scope: str) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._conn.execute("SELECT batch_id FROM batches WHERE scope=? ORDER BY ts", (scope,))]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Journal({str(self.path)!r})"

@@ -1,0 +1,160 @@
+"""Choosing a teacher adapter by name or URL scheme; third-party adapters via entry points.
+
+``connect(target, *, token=None, **opts)`` understands:
+
+=====================================  =============================================
+``oip+http://host:port/model``         Open Inference Protocol v2 (KServe, Triton,
+``oip+https://host/v2/models/model``   MLServer, the bundled mock teacher)
+``http(s)://host:port/model``          same (plain HTTP(S) defaults to OIP)
+``torchserve+http://host:8080/model``  TorchServe predictions API
+``hf://org/model``                     Hugging Face image-classification API
+``local:package.module:attr``          in-process model (see :func:`_connect_local`)
+``name+<url>`` / ``name:<rest>``       a third-party adapter registered as ``name``
+=====================================  =============================================
+
+Third-party adapters register a factory in the ``ldpclient.teachers``
+entry-point group (see ``examples/custom_teacher.py``)::
+
+    [project.entry-points."ldpclient.teachers"]
+    myapi = "my_package.teacher:connect"
+
+The factory is called as ``factory(target, token=token, **opts)`` where
+``target`` is the text after ``myapi+`` (or after ``myapi:``) and must return an
+object implementing :class:`~ldpclient.teachers.base.Teacher`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from .base import Teacher
+
+ENTRY_POINT_GROUP = "ldpclient.teachers"
+
+Factory = Callable[..., Teacher]
+
+
+def _connect_oip(target: str, **opts: Any) -> Teacher:
+    from .oip import OIPTeacher
+
+    return OIPTeacher.from_url(target, **opts)
+
+
+def _connect_torchserve(target: str, **opts: Any) -> Teacher:
+    from .torchserve import TorchServeTeacher
+
+    return TorchServeTeacher.from_url(target, **opts)
+
+
+def _connect_hf(target: str, **opts: Any) -> Teacher:
+    from .huggingface import HFTeacher
+
+    return HFTeacher(target, **opts)
+
+
+def _connect_local(target: str, token: str | None = None, **opts: Any) -> Teacher:
+    """``local:package.module:attr``. ``attr`` may be a Teacher instance (used as is), a
+    ``torch.nn.Module`` instance (wrapped in LocalTeacher; pass ``input_shape`` and
+    ``num_classes`` as options), or a factory callable returning a Teacher (called with
+    the options)."""
+    import torch
+
+    from .local import LocalTeacher
+
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"local teachers are named local:package.module:attr, got 'local:{target}'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"local teacher: cannot import module {module_name!r}: {exc}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"local teacher: {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, torch.nn.Module):
+        missing = [k for k in ("input_shape", "num_classes") if k not in opts]
+        if missing:
+            raise ValueError(f"local teacher {target!r} is a torch module: pass {', '.join(missing)}")
+        opts.setdefault("name", attr)
+        return LocalTeacher(obj, **opts)
+    if _is_teacher(obj):
+        if opts:
+            raise ValueError(f"local teacher {target!r} is a ready Teacher instance; options {sorted(opts)} unused")
+        return obj
+    if callable(obj):
+        made = obj(**opts)
+        if not _is_teacher(made):
+            raise TypeError(f"local teacher factory {target!r} returned {type(made).__name__}, not a Teacher")
+        return made
+    raise TypeError(f"local teacher {target!r} is a {type(obj).__name__}, not a Teacher, module or factory")
+
+
+def _is_teacher(obj: object) -> bool:
+    return not isinstance(obj, type) and callable(getattr(obj, "classify", None)) and callable(
+        getattr(obj, "metadata", None)
+    )
+
+
+BUILTIN: dict[str, Factory] = {
+    "oip": _connect_oip,
+    "torchserve": _connect_torchserve,
+    "hf": _connect_hf,
+    "local": _connect_local,
+}
+
+
+def available_adapters() -> dict[str, str]:
+    """Adapter names -> where they come from ("builtin" or the entry point's value)."""
+    out = {name: "builtin" for name in BUILTIN}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        out.setdefault(ep.name, ep.value)
+    return out
+
+
+def _plugin(name: str) -> Factory | None:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            factory = ep.load()
+            if not callable(factory):
+                raise TypeError(f"entry point {name!r} ({ep.value}) is not callable")
+            return factory
+    return None
+
+
+def resolve(target: str) -> tuple[str, str]:
+    """Split a teacher address into (adapter name, adapter target)."""
+    if not isinstance(target, str) or not target.strip():
+        raise ValueError("teacher address must be a non-empty string, e.g. oip+http://127.0.0.1:8000/digits")
+    target = target.strip()
+    scheme, sep, rest = target.partition("://")
+    if sep:
+        if "+" in scheme:
+            name, _, inner = scheme.partition("+")
+            return name.lower(), f"{inner}://{rest}"
+        if scheme.lower() in ("http", "https"):
+            return "oip", target
+        return scheme.lower(), rest  # hf://org/model -> ("hf", "org/model"); plugin://x -> ("plugin", "x")
+    name, sep, rest = target.partition(":")
+    if sep:
+        return name.lower(), rest
+    return target.lower(), ""
+
+
+def connect(target: str, *, token: str | None = None, **opts: Any) -> Teacher:
+    """Open a teacher by address (see the module docstring for the forms).
+
+    ``token``: bearer token / API key (else the adapter's environment variable:
+    ``LDPCLIENT_TOKEN``, or ``HF_TOKEN`` for Hugging Face). Other options go to the
+    adapter (timeouts, ``verify=`` CA bundle path, ``retry=RetryPolicy(...)``, ...).
+    """
+    name, inner = resolve(target)
+    factory = BUILTIN.get(name) or _plugin(name)
+    if factory is None:
+        known = ", ".join(sorted(available_adapters()))
+        raise ValueError(f"no teacher adapter named {name!r} (known: {known}); install a plugin that registers it")
+    if token is not None:
+        opts["token"] = token
+    return factory(inner, **opts)
