@@ -1,15 +1,415 @@
-"""Command-line interface (typer)."""
+"""Command-line interface (typer): ``ldpclient label``, ``noise``, ``budget``, ``serve-mock``, ``demo``, ``audit``.
+
+User errors (bad options, unusable folders, unreachable or misbehaving teachers,
+exhausted budgets, money caps) end with one line on stderr naming the problem and a
+non-zero exit code, never a traceback; everything already done (charged releases in
+the ledger, answered batches in the journal) is kept, so re-running the same command
+resumes. Exit codes: 0 ok, 1 other failure, 2 bad input, 3 privacy cap, 4 money cap,
+5 teacher unreachable or misbehaving, 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from . import __version__
+from .config import ConfigError, options_for_command, read_config
+from .data import DEFAULT_MAX_PIXELS
+from .ui import UI
 
-app = typer.Typer(help="Label private images with a remote teacher that only sees LDP releases.", no_args_is_help=True)
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_PRIVACY_CAP = 3
+EXIT_MONEY_CAP = 4
+EXIT_TEACHER = 5
+EXIT_INTERRUPTED = 130
+
+TOKEN_ENV = "LDPCLIENT_TOKEN"
+
+app = typer.Typer(
+    help="Label private images with a remote teacher that only ever sees LDP releases.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class CLIError(Exception):
+    """A user-facing failure: one-line ``message`` and an exit code."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class Mechanism(str, Enum):
+    laplace = "laplace"
+    gaussian = "gaussian"
+    tldp_laplace = "tldp-laplace"
+    tldp_gaussian = "tldp-gaussian"
+    tldp_weighted = "tldp-weighted"
+    discrete_tldp = "discrete-tldp"
+
+
+class EpsilonUnit(str, Enum):
+    element = "element"
+    record = "record"
+
+
+class Augment(str, Enum):
+    sup = "sup"
+    rand = "rand"
+    none = "none"
+
+
+class LabelFormat(str, Enum):
+    csv = "csv"
+    jsonl = "jsonl"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def classify_error(exc: BaseException) -> tuple[int, str] | None:
+    """Map a known user-facing exception to (exit code, one-line message); None = a bug (re-raise)."""
+    from .data import DataError
+
+    if isinstance(exc, CLIError):
+        return exc.exit_code, str(exc)
+    if isinstance(exc, (ConfigError, DataError)):
+        return EXIT_USAGE, str(exc)
+    try:
+        from .privacy.ledger import BudgetExceeded, LedgerError
+    except ImportError:  # pragma: no cover - ledger not installed yet
+        BudgetExceeded = LedgerError = ()  # type: ignore[assignment,misc]
+    if BudgetExceeded and isinstance(exc, BudgetExceeded):
+        return EXIT_PRIVACY_CAP, f"privacy cap reached: {exc}"
+    if LedgerError and isinstance(exc, LedgerError):
+        return EXIT_FAILURE, f"ledger problem: {exc}"
+    try:
+        from .teachers.errors import CostCapReached, TeacherError
+    except ImportError:  # pragma: no cover
+        CostCapReached = TeacherError = ()  # type: ignore[assignment,misc]
+    if CostCapReached and isinstance(exc, CostCapReached):
+        return EXIT_MONEY_CAP, str(exc)
+    if TeacherError and isinstance(exc, TeacherError):
+        return EXIT_TEACHER, f"teacher error: {exc}"
+    if isinstance(exc, (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)):
+        return EXIT_USAGE, str(exc)
+    return None
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split()) or "error"
+
+
+@contextmanager
+def user_errors(ui: UI, *, resume_hint: str | None = None, secrets: tuple[str | None, ...] = ()) -> Iterator[None]:
+    """Turn known exceptions into one-line messages and exit codes (see module doc)."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        ui.stop_progress()
+        hint = resume_hint or "re-run the same command to resume"
+        msg = f"interrupted; everything done so far is saved ({hint})"
+        ui.error(msg, EXIT_INTERRUPTED, secrets=secrets)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Exception as exc:  # noqa: BLE001 - classified below, bugs re-raised
+        mapped = classify_error(exc)
+        if mapped is None:
+            raise
+        code, msg = mapped
+        ui.stop_progress()
+        if code in (EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_TEACHER) and resume_hint:
+            msg = f"{msg} [{resume_hint}]"
+        ui.error(_one_line(msg), code, secrets=secrets)
+        raise typer.Exit(code) from None
+
+
+# --------------------------------------------------------------------------- config
+
+
+def _load_config(ctx: typer.Context, param: Any, value: Optional[Path]) -> Optional[Path]:
+    """Eager callback of ``--config``: the file's values become this command's defaults."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    try:
+        parsed = read_config(value)
+        names = [p.name for p in ctx.command.params if p.name not in ("config", "token")]
+        commands = list(ctx.parent.command.commands) if ctx.parent is not None and hasattr(ctx.parent.command, "commands") else []
+        values = options_for_command(
+            parsed, ctx.info_name or "", names, source=f"config file {str(value)!r}", commands=commands
+        )
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    ctx.default_map = {**(ctx.default_map or {}), **values}
+    return value
+
+
+ConfigOption = typer.Option(
+    None,
+    "--config",
+    help="TOML file with option values (command line wins; secrets are never read from it).",
+    is_eager=True,
+    callback=_load_config,
+    exists=False,
+    dir_okay=False,
+)
+TokenOption = typer.Option(
+    None,
+    "--token",
+    envvar=TOKEN_ENV,
+    help=f"Bearer token for the teacher (or ${TOKEN_ENV}). Never written anywhere.",
+    show_default=False,
+)
+
+
+# --------------------------------------------------------------------------- commands
 
 
 @app.command()
 def version() -> None:
     """Print the ldpclient version."""
     typer.echo(__version__)
+
+
+@app.command()
+def label(
+    private_dir: Path = typer.Argument(..., help="Folder of private images (searched recursively).", show_default=False),
+    teacher: Optional[str] = typer.Option(
+        None, "--teacher", "-t", help="Teacher URL, e.g. http://127.0.0.1:8080/v2/models/digits.", show_default=False
+    ),
+    mechanism: Mechanism = typer.Option(Mechanism.laplace, help="LDP mechanism applied to each record."),
+    epsilon: float = typer.Option(4.0, help="Privacy parameter epsilon (nats), in --epsilon-unit."),
+    epsilon_unit: EpsilonUnit = typer.Option(
+        EpsilonUnit.element, help="Whether --epsilon is per released element or per whole record."
+    ),
+    delta: Optional[float] = typer.Option(None, help="Delta for Gaussian mechanisms (same unit as --epsilon)."),
+    augment: Augment = typer.Option(Augment.sup, help="LDPKiT query expansion: sup, rand, or none (= SIDP)."),
+    reduce: int = typer.Option(4, min=1, help="Average-pool records by this factor before noise (1 = off)."),
+    postprocess: str = typer.Option("clip,blur", help="Post-processing of releases, e.g. 'clip,blur:1.0,median:3' or ''."),
+    baseline: bool = typer.Option(False, "--baseline/--no-baseline", help="Also run the data-free baseline (blank records, epsilon 0)."),
+    queries: Optional[int] = typer.Option(None, min=1, help="Number of teacher queries (default: 20 per record, at least 500)."),
+    batch_size: Optional[int] = typer.Option(None, min=1, help="Queries per request (default: teacher's max, at most 256)."),
+    price: float = typer.Option(0.0, min=0.0, help="Price per query (image), for the cost meter."),
+    money_cap: Optional[float] = typer.Option(None, min=0.0, help="Stop before a batch would push total spend over this."),
+    privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
+    student: str = typer.Option("small_cnn", help="Student model: small_cnn, resnet18, mobilenet_v2."),
+    epochs: int = typer.Option(5, min=1, help="Student training epochs."),
+    output: Path = typer.Option(Path("labels.csv"), "--output", "-o", help="Labels file (.csv, or .jsonl)."),
+    format: Optional[LabelFormat] = typer.Option(None, "--format", help="Labels format (default: from --output's extension)."),
+    report: Optional[Path] = typer.Option(None, help="Run report JSON (default: next to --output, *.report.json)."),
+    state_dir: Optional[Path] = typer.Option(None, help="Ledger + journal directory (default: $LDPCLIENT_STATE_DIR or ~/.local/state/ldpclient)."),
+    token: Optional[str] = TokenOption,
+    config: Optional[Path] = ConfigOption,
+    max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
+    workers: int = typer.Option(1, min=1, help="Requests in flight at once."),
+    seed: Optional[int] = typer.Option(None, help="Seed ALL randomness, noise included (tests only: never for real data)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or summary."),
+    json_out: bool = typer.Option(False, "--json", help="Print the run report as JSON on stdout (implies --quiet)."),
+) -> None:
+    """Label PRIVATE_DIR with a student trained on the teacher's answers to LDP queries.
+
+    Raw images never leave this machine: each is noised once (per-record budget kept
+    in the ledger), expanded into queries by post-processing, and sent in batches.
+    Re-running the same command resumes: no record is re-noised, no batch paid twice.
+    """
+    from .labelrun import LabelOptions, run_label, resume_hint
+
+    ui = UI(quiet=quiet or json_out, json_mode=json_out)
+    opts = None
+    with user_errors(ui, secrets=(token,)):
+        if not teacher:
+            raise CLIError("missing option --teacher URL (or `teacher = ...` in the --config file)", EXIT_USAGE)
+        opts = LabelOptions(
+            private_dir=private_dir,
+            teacher=teacher,
+            mechanism=mechanism.value,
+            epsilon=epsilon,
+            epsilon_unit=epsilon_unit.value,
+            delta=delta,
+            augment=augment.value,
+            reduce=reduce,
+            postprocess=postprocess,
+            baseline=baseline,
+            queries=queries,
+            batch_size=batch_size,
+            price=price,
+            money_cap=money_cap,
+            privacy_cap=privacy_cap,
+            student=student,
+            epochs=epochs,
+            output=output,
+            format=format.value if format else None,
+            report=report,
+            state_dir=state_dir,
+            max_pixels=max_pixels,
+            workers=workers,
+            seed=seed,
+        )
+        opts.validate()
+    assert opts is not None
+    with user_errors(ui, resume_hint=resume_hint(opts), secrets=(token,)):
+        result = run_label(opts, token=token, ui=ui)
+    if json_out:
+        ui.print_json(result, secrets=(token,))
+    else:
+        ui.summary(result)
+
+
+@app.command()
+def noise(
+    private_dir: Path = typer.Argument(..., help="Folder of private images.", show_default=False),
+    out: Path = typer.Option(..., "--out", help="Where noised copies (PNG) and preview.png go.", show_default=False),
+    teacher: Optional[str] = typer.Option(None, "--teacher", "-t", help="Take the input shape from this teacher, and release for it (the label run then reuses these releases)."),
+    size: int = typer.Option(28, min=1, help="Image side when no --teacher is given."),
+    channels: int = typer.Option(1, help="1 (grey) or 3 (RGB) when no --teacher is given."),
+    mechanism: Mechanism = typer.Option(Mechanism.laplace),
+    epsilon: float = typer.Option(4.0),
+    epsilon_unit: EpsilonUnit = typer.Option(EpsilonUnit.element),
+    delta: Optional[float] = typer.Option(None),
+    reduce: int = typer.Option(4, min=1),
+    postprocess: str = typer.Option("clip,blur"),
+    augment: Augment = typer.Option(Augment.sup, help="Augmentation shown in the preview's third row."),
+    preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
+    privacy_cap: Optional[float] = typer.Option(None),
+    state_dir: Optional[Path] = typer.Option(None),
+    token: Optional[str] = TokenOption,
+    config: Optional[Path] = ConfigOption,
+    max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1),
+    seed: Optional[int] = typer.Option(None, help="Seed ALL randomness (tests only)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Write noised copies of PRIVATE_DIR (what a teacher would see) and a preview grid.
+
+    preview.png rows: clean records, their releases (post-processed), augmented
+    queries. Charged in the ledger like any release; the preview shows clean images
+    and is for your eyes only.
+    """
+    from .labelrun import NoiseOptions, run_noise
+
+    ui = UI(quiet=quiet or json_out, json_mode=json_out)
+    with user_errors(ui, secrets=(token,)):
+        opts = NoiseOptions(
+            private_dir=private_dir,
+            out=out,
+            teacher=teacher,
+            size=size,
+            channels=channels,
+            mechanism=mechanism.value,
+            epsilon=epsilon,
+            epsilon_unit=epsilon_unit.value,
+            delta=delta,
+            reduce=reduce,
+            postprocess=postprocess,
+            augment=augment.value,
+            preview=preview,
+            privacy_cap=privacy_cap,
+            state_dir=state_dir,
+            max_pixels=max_pixels,
+            seed=seed,
+        )
+        opts.validate()
+        result = run_noise(opts, token=token, ui=ui)
+    if json_out:
+        ui.print_json(result, secrets=(token,))
+    else:
+        ui.noise_summary(result)
+
+
+@app.command()
+def budget(
+    state_dir: Optional[Path] = typer.Option(None, help="State directory holding ledger.sqlite."),
+    privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap to evaluate against."),
+    config: Optional[Path] = ConfigOption,
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """Show per-record privacy spend and caps from the ledger (no pixels, no record keys)."""
+    from .labelrun import ledger_summary
+
+    ui = UI(quiet=json_out, json_mode=json_out)
+    with user_errors(ui):
+        summary = ledger_summary(state_dir, privacy_cap)
+    if json_out:
+        ui.print_json(summary)
+    else:
+        ui.budget_summary(summary)
+
+
+@app.command(
+    "serve-mock",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def serve_mock(ctx: typer.Context) -> None:
+    """Run the bundled mock teacher (OIP v2 on 127.0.0.1); options as `python -m mock_server --help`."""
+    try:
+        from mock_server import main as mock_main
+    except ImportError:  # pragma: no cover - depends on the mock server being installed
+        typer.echo("error: the bundled mock server (package mock_server) is not available", err=True)
+        raise typer.Exit(EXIT_FAILURE)
+    code = mock_main(list(ctx.args))
+    raise typer.Exit(int(code or 0))
+
+
+@app.command()
+def demo(
+    workdir: Optional[Path] = typer.Option(None, help="Where the private PNG folder and outputs go (default: a temp dir)."),
+    queries: int = typer.Option(3000, min=10, help="Teacher queries per method."),
+    epochs: int = typer.Option(8, min=1),
+    epsilon: float = typer.Option(4.0, help="Per-element epsilon of the demo's Laplace mechanism."),
+    reduce: int = typer.Option(4, min=1),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run the data-free baseline."),
+    seed: int = typer.Option(0, help="Seed of the demo's data split and training (the demo uses public data)."),
+    json_out: bool = typer.Option(False, "--json"),
+) -> None:
+    """End-to-end demo on real digits: mock teacher, private PNG folder, label, compare with SIDP."""
+    from .demo import run_demo
+
+    ui = UI(quiet=json_out, json_mode=json_out)
+    with user_errors(ui):
+        result = run_demo(
+            workdir=workdir, queries=queries, epochs=epochs, epsilon=epsilon, reduce=reduce,
+            baseline=baseline, seed=seed, ui=ui,
+        )
+    if json_out:
+        ui.print_json(result)
+    else:
+        ui.demo_summary(result)
+
+
+def _register_audit() -> None:
+    try:
+        from .audit_cli import audit
+    except ImportError:
+        return
+    app.command("audit")(audit)
+
+
+_register_audit()
+
+
+def main() -> None:  # pragma: no cover - console entry point convenience
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

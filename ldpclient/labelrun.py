@@ -1,0 +1,700 @@
+"""The flows behind ``ldpclient label`` and ``ldpclient noise``, usable without the CLI.
+
+:func:`run_label` wires a private folder (:mod:`ldpclient.data`), a teacher
+(:func:`ldpclient.teachers.connect` + :class:`~ldpclient.teachers.QueryClient`
+with a journal and a money cap), a mechanism, the privacy ledger and
+:class:`~ldpclient.pipeline.KnowledgeTransfer`, then writes the labels and a JSON
+run report. State lives in one directory (``ledger.sqlite`` for per-record
+privacy spend and stored releases, ``journal.sqlite`` for answered batches,
+``runs.json`` for the query-plan seeds of earlier runs), so running the same
+command again resumes: no record is noised again and no answered batch is sent
+or paid again.
+
+Units: records are decoded to ``[0, 1]`` and mapped linearly to the teacher's
+declared value range, which is the mechanism's domain (sensitivity per element =
+its width). Epsilon is in nats; the report always gives it per element *and* per
+record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import secrets
+import shlex
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+from urllib.parse import urlsplit, urlunsplit
+
+import torch
+
+from .data import DEFAULT_MAX_PIXELS, PrivateImages, load_private_folder, to_uint8_image
+from .report import (
+    StageTimer,
+    label_format_for,
+    label_rows,
+    preview_grid,
+    versions,
+    write_json,
+    write_labels,
+)
+from .ui import UI
+
+MECHANISMS = ("laplace", "gaussian", "tldp-laplace", "tldp-gaussian", "tldp-weighted", "discrete-tldp")
+GAUSSIAN_MECHANISMS = ("gaussian",)
+AUGMENTS = ("sup", "rand", "none")
+EPSILON_UNITS = ("element", "record")
+DEFAULT_BATCH = 256
+
+
+# --------------------------------------------------------------------------- options
+
+
+@dataclass(frozen=True)
+class LabelOptions:
+    """Everything ``ldpclient label`` needs except the token (secrets are passed separately).
+
+    ``epsilon`` is in nats, per ``epsilon_unit`` (``element`` or ``record``);
+    ``privacy_cap`` is a per-record epsilon cap enforced by the ledger over all runs;
+    ``price`` is money per query and ``money_cap`` the largest total spend for this
+    teacher over all runs (journal). ``queries=None``: 20 per record, at least 500
+    (bounded by the distinct Sup pairs). ``seed`` seeds *all* randomness including
+    the privacy noise: tests only.
+    """
+
+    private_dir: Path
+    teacher: str
+    mechanism: str = "laplace"
+    epsilon: float = 4.0
+    epsilon_unit: str = "element"
+    delta: Optional[float] = None
+    augment: str = "sup"
+    reduce: int = 4
+    postprocess: str = "clip,blur"
+    baseline: bool = False
+    queries: Optional[int] = None
+    batch_size: Optional[int] = None
+    price: float = 0.0
+    money_cap: Optional[float] = None
+    privacy_cap: Optional[float] = None
+    student: str = "small_cnn"
+    epochs: int = 5
+    output: Path = Path("labels.csv")
+    format: Optional[str] = None
+    report: Optional[Path] = None
+    state_dir: Optional[Path] = None
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    workers: int = 1
+    seed: Optional[int] = None
+    device: str = "auto"
+
+    def validate(self) -> None:
+        """Raise ValueError naming the option for any value that cannot work."""
+        _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
+        if self.augment not in AUGMENTS:
+            raise ValueError(f"--augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
+        _check_postprocess(self.postprocess)
+        for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if not (math.isfinite(self.price) and self.price >= 0):
+            raise ValueError(f"--price must be a finite number >= 0, got {self.price}")
+        if self.money_cap is not None and not (math.isfinite(self.money_cap) and self.money_cap >= 0):
+            raise ValueError(f"--money-cap must be a finite number >= 0, got {self.money_cap}")
+        if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
+            raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
+        if self.epochs < 1:
+            raise ValueError(f"--epochs must be >= 1, got {self.epochs}")
+        if self.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {self.workers}")
+        from .student import build_student
+
+        try:
+            build_student(self.student, num_classes=2)
+        except (ValueError, KeyError) as exc:
+            raise ValueError(f"--student: {exc}") from None
+        label_format_for(self.output, self.format)
+        if self.output.exists() and self.output.is_dir():
+            raise ValueError(f"--output {str(self.output)!r} is a directory; give a file name")
+        if not self.teacher:
+            raise ValueError("--teacher must be a URL or adapter name")
+
+
+@dataclass(frozen=True)
+class NoiseOptions:
+    """Options of ``ldpclient noise`` (see :func:`run_noise`)."""
+
+    private_dir: Path
+    out: Path
+    teacher: Optional[str] = None
+    size: int = 28
+    channels: int = 1
+    mechanism: str = "laplace"
+    epsilon: float = 4.0
+    epsilon_unit: str = "element"
+    delta: Optional[float] = None
+    reduce: int = 4
+    postprocess: str = "clip,blur"
+    augment: str = "sup"
+    preview: int = 8
+    privacy_cap: Optional[float] = None
+    state_dir: Optional[Path] = None
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    seed: Optional[int] = None
+
+    def validate(self) -> None:
+        _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
+        _check_postprocess(self.postprocess)
+        if self.channels not in (1, 3):
+            raise ValueError(f"--channels must be 1 or 3, got {self.channels}")
+        if self.size < 1 or self.preview < 1:
+            raise ValueError("--size and --preview must be >= 1")
+        if self.augment not in AUGMENTS:
+            raise ValueError(f"--augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
+        if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
+            raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
+        if self.out.exists() and not self.out.is_dir():
+            raise ValueError(f"--out {str(self.out)!r} exists and is not a directory")
+
+
+def _check_mechanism_options(mechanism: str, epsilon: float, unit: str, delta: float | None, reduce: int) -> None:
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"--epsilon must be a finite number > 0, got {epsilon}")
+    if unit not in EPSILON_UNITS:
+        raise ValueError(f"--epsilon-unit must be element or record, got {unit!r}")
+    if delta is not None and not (0 < delta < 1):
+        raise ValueError(f"--delta must be in (0, 1), got {delta}")
+    if mechanism in GAUSSIAN_MECHANISMS and delta is None:
+        raise ValueError(f"--mechanism {mechanism} needs --delta (e.g. 1e-6)")
+    if reduce < 1:
+        raise ValueError(f"--reduce must be >= 1, got {reduce}")
+
+
+def _check_postprocess(spec: str) -> None:
+    from .postprocess import parse_postprocess
+
+    try:
+        parse_postprocess(spec)
+    except ValueError as exc:
+        raise ValueError(f"--postprocess: {exc}") from None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def teacher_identity(url: str) -> str:
+    """The teacher address without credentials, query string or fragment (safe for reports and scopes)."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return url.split("?", 1)[0].split("#", 1)[0]
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def check_private_folder(path: Path) -> None:
+    """Raise DataError (one line) when ``path`` is missing, not a folder, or holds no image files."""
+    from .data import IMAGE_EXTENSIONS, DataError, discover_images
+
+    found = discover_images(path)
+    if not found.files:
+        raise DataError(
+            f"private folder {str(path)!r} contains no image files ({', '.join(sorted(IMAGE_EXTENSIONS))})"
+        )
+
+
+def state_dir_for(state_dir: Path | None) -> Path:
+    from .privacy.ledger import default_state_dir
+
+    path = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def build_mechanism(
+    name: str,
+    epsilon: float,
+    unit: str,
+    delta: float | None,
+    reduce: int,
+    value_range: tuple[float, float],
+    record_shape: tuple[int, ...],
+):
+    """The mechanism for ``name`` on the teacher's value range, checked against the record shape."""
+    from .privacy import make_mechanism
+    from .privacy.guarantee import Domain
+
+    lo, hi = float(value_range[0]), float(value_range[1])
+    kwargs: dict[str, Any] = {"epsilon": epsilon, "per": unit, "reduction": reduce}
+    if delta is not None:
+        kwargs["delta"] = delta
+    if name != "discrete-tldp":
+        kwargs["domain"] = Domain(lo, hi)
+    if name == "tldp-weighted":
+        kwargs["weights"] = centre_weights(record_shape[-2:], reduce)
+    mech = make_mechanism(name, **kwargs)
+    if record_shape[-1] % reduce or record_shape[-2] % reduce:
+        raise ValueError(
+            f"--reduce {reduce} does not divide the teacher's input size {record_shape[-2]}x{record_shape[-1]}"
+        )
+    mech.guarantee(record_shape)  # validates shape-dependent parameters before any data is touched
+    return mech
+
+
+def centre_weights(hw: tuple[int, ...], reduce: int) -> torch.Tensor:
+    """Default weight matrix of ``tldp-weighted``: 0 in the centre (always noised), rising to 1 at the border.
+
+    Shape: the released (reduced) spatial size; weights in [0, 1], data-independent.
+    """
+    h, w = int(hw[0]) // reduce, int(hw[1]) // reduce
+    ys = torch.linspace(-1, 1, h).abs().unsqueeze(1)
+    xs = torch.linspace(-1, 1, w).abs().unsqueeze(0)
+    return torch.maximum(ys, xs).clamp(0, 1)
+
+
+class _RunState:
+    """``runs.json`` in the state directory: the query-plan seed of each run configuration.
+
+    The plan seed decides which pairs/noise copies are queried; keeping it makes a
+    re-run produce the same batches (same ids, same queries), which the journal then
+    answers without sending. It is not a privacy secret: the queries are functions
+    of the releases, which the teacher sees anyway.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "runs.json"
+
+    def seed_for(self, key: Mapping[str, Any], explicit: int | None) -> int:
+        if explicit is not None:
+            return int(explicit)
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+        data = self._read()
+        if digest not in data:
+            data[digest] = {"seed": secrets.randbits(62), "created": time.time()}
+            write_json(self.path, data)
+        return int(data[digest]["seed"])
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            loaded = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"state file {str(self.path)!r} is unreadable ({exc}); move it away to start afresh") from None
+        return loaded if isinstance(loaded, dict) else {}
+
+
+def resume_hint(opts: LabelOptions) -> str:
+    """What to tell a user whose run stopped: re-run the same command (state dir named)."""
+    where = str(opts.state_dir) if opts.state_dir is not None else "the default state directory"
+    return f"state kept in {where}; re-run the same command to resume without re-noising or paying twice"
+
+
+class _Progress:
+    """Adapter from the pipeline's ``progress(stage, done, total, metrics)`` to the UI's bars."""
+
+    NAMES = {"release": "noising", "label": "querying", "train": "training", "predict": "labelling"}
+
+    def __init__(self, ui: UI, prefix: str, client: Any) -> None:
+        self.ui = ui
+        self.prefix = prefix
+        self.client = client
+        self._bars: dict[str, Any] = {}
+        self._contexts: list[Any] = []
+        self._t0: dict[str, float] = {}
+        self._epoch_info = ""
+
+    def _bar(self, stage: str, total: int) -> Any:
+        if stage not in self._bars:
+            cm = self.ui.stage(f"{self.prefix}{self.NAMES[stage]}", total)
+            self._contexts.append(cm)
+            self._bars[stage] = cm.__enter__()
+            self._t0[stage] = time.perf_counter()
+        return self._bars[stage]
+
+    def __call__(self, stage: str, done: int, total: int, metrics: Mapping[str, Any]) -> None:
+        if stage == "epoch":
+            val = metrics.get("val_acc")
+            val_s = "" if val is None or val != val else f" val acc {100 * val:.1f}%"
+            self._epoch_info = (
+                f"epoch {done}/{total} loss {metrics.get('loss', float('nan')):.3f} "
+                f"train acc {100 * metrics.get('train_acc', float('nan')):.1f}%{val_s}"
+            )
+            if "train" in self._bars:
+                self._bars["train"].update(info=self._epoch_info)
+            return
+        if stage not in self.NAMES:
+            return
+        bar = self._bar(stage, total)
+        info = None
+        if stage == "label":
+            s = self.client.stats
+            elapsed = max(time.perf_counter() - self._t0[stage], 1e-9)
+            qps = s.queries_sent / elapsed
+            info = (
+                f"{qps:.0f} q/s, {s.queries_from_journal} from journal, "
+                f"spent {self.client.cost.spent_run:.4g} (total {self.client.cost.spent_total:.4g})"
+            )
+        elif stage == "train":
+            info = f"epoch {metrics.get('epoch', '?')} loss {metrics.get('loss', float('nan')):.3f}"
+            if self._epoch_info:
+                info += f" | last: {self._epoch_info}"
+        bar.update(done, total=total, info=info)
+
+    def close(self) -> None:
+        while self._contexts:
+            self._contexts.pop().__exit__(None, None, None)
+
+
+# --------------------------------------------------------------------------- label
+
+
+def run_label(
+    opts: LabelOptions,
+    *,
+    token: str | None = None,
+    ui: UI | None = None,
+    teacher: Any = None,
+) -> dict[str, Any]:
+    """Run the whole label flow; returns the run report (also written to disk).
+
+    ``teacher``: an already opened Teacher to use instead of connecting to
+    ``opts.teacher`` (embedding, tests); ``opts.teacher`` still names it in reports.
+    Raises the underlying errors (DataError, ValueError, BudgetExceeded,
+    CostCapReached, TeacherError) for the caller to present.
+    """
+    from .pipeline import KnowledgeTransfer
+    from .privacy.ledger import Ledger
+    from .teachers import CostMeter, Journal, QueryClient, connect
+
+    ui = ui or UI(quiet=True)
+    opts.validate()
+    timer = StageTimer()
+    state = state_dir_for(opts.state_dir)
+    identity = teacher_identity(opts.teacher)
+
+    check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
+    with timer.stage("connect"):
+        if teacher is None:
+            teacher = connect(opts.teacher, token=token)
+        meta = teacher.metadata()
+    shape = tuple(int(s) for s in meta.input_shape)
+    if len(shape) != 3:
+        raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
+    mechanism = build_mechanism(
+        opts.mechanism, opts.epsilon, opts.epsilon_unit, opts.delta, opts.reduce, meta.value_range, shape
+    )
+
+    with timer.stage("loading"), ui.stage("loading", None) as bar:
+        images = load_private_folder(
+            opts.private_dir, shape, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t)
+        )
+    records = _to_value_range(images.records, meta.value_range)
+    n = len(images)
+    num_queries = _default_queries(opts, n)
+
+    run_key = {
+        "private_dir": str(Path(opts.private_dir).resolve()),
+        "teacher": identity,
+        "mechanism": mechanism.config(),
+        "augment": opts.augment,
+        "postprocess": opts.postprocess,
+        "queries": num_queries,
+        "batch_size": opts.batch_size,
+        "records": n,
+    }
+    plan_seed = _RunState(state).seed_for(run_key, opts.seed)
+    generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
+
+    ledger = Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap)
+    journal = Journal(state / "journal.sqlite")
+    cost = CostMeter(price_per_query=opts.price, cap=opts.money_cap)
+    client = QueryClient(teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=identity)
+    q_batch = opts.batch_size or min(meta.max_batch_size or DEFAULT_BATCH, DEFAULT_BATCH)
+    progress = _Progress(ui, "", client)
+    common = dict(
+        augmentation=opts.augment,
+        num_queries=num_queries,
+        postprocess=opts.postprocess,
+        student=opts.student,
+        epochs=opts.epochs,
+        query_batch_size=q_batch,
+        client=client,
+        device=opts.device,
+    )
+    try:
+        spent_before = ledger.spent(records).epsilon
+        transfer = KnowledgeTransfer(
+            teacher, mechanism, ledger=ledger, scope=identity, mode="ldpkit" if opts.augment != "none" else "sidp",
+            seed=plan_seed, release_generator=generator, progress=progress, **common,
+        )
+        with timer.stage("pipeline"):
+            result = transfer.run(records)
+        progress.close()
+        spent_after = ledger.spent(records).epsilon
+        stats_private = dict(asdict(client.stats))
+        baseline = None
+        baseline_rows: list = []
+        if opts.baseline:
+            base_progress = _Progress(ui, "baseline ", client)
+            base_seed = (plan_seed * 1_000_003 + 0xB45E) % (2**62)
+            base = KnowledgeTransfer(
+                teacher, mechanism, mode="data-free", seed=base_seed,
+                release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
+                progress=base_progress, **common,
+            )
+            with timer.stage("baseline"):
+                base_result = base.run(records)
+            base_progress.close()
+            agree = float((base_result.labels == result.labels).float().mean())
+            base_conf = (
+                base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
+            )
+            baseline_rows = label_rows(images.paths, base_result.labels, base_conf, meta.class_names)
+            baseline = {
+                "mode": "data-free",
+                "epsilon_record": 0.0,
+                "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],
+                "queries_from_journal": client.stats.queries_from_journal - stats_private["queries_from_journal"],
+                "agreement_with_private_run": agree,
+                "student_val_accuracy": _last_val(base_result),
+            }
+        client_report = client.report()
+    finally:
+        progress.close()
+        client.close()
+        ledger_cap = ledger.cap_epsilon
+        ledger_path = ledger.path
+        ledger.close()
+
+    for k, v in result.timings.items():
+        timer.seconds[{"release": "noising", "label": "querying", "train": "training", "predict": "labelling"}.get(k, k)] = v
+    timer.seconds.pop("pipeline", None)
+
+    confidences = result.confidences if result.confidences is not None else torch.full((n,), float("nan"))
+    rows = label_rows(images.paths, result.labels, confidences, meta.class_names)
+    report_path = opts.report or opts.output.with_name(opts.output.stem + ".report.json")
+    fmt = label_format_for(opts.output, opts.format)
+    write_labels(opts.output, rows, fmt)
+    outputs = {"labels": str(opts.output), "format": fmt, "report": str(report_path)}
+    if baseline is not None:
+        base_path = opts.output.with_name(opts.output.stem + ".baseline" + opts.output.suffix)
+        write_labels(base_path, baseline_rows, fmt)
+        outputs["baseline_labels"] = str(base_path)
+
+    report = {
+        "schema": 1,
+        "command": "label",
+        "ok": True,
+        "private_dir": str(opts.private_dir),
+        "teacher": {"address": identity, "model": meta.name, "input_shape": list(shape), "datatype": meta.datatype,
+                    "num_classes": meta.num_classes, "value_range": list(meta.value_range)},
+        "mechanism": {"name": opts.mechanism, "epsilon": opts.epsilon, "epsilon_unit": opts.epsilon_unit,
+                      "delta": opts.delta, "reduce": opts.reduce, "config": mechanism.config()},
+        "guarantee": result.guarantee.as_dict(),
+        "guarantee_note": (
+            "per record is the figure that matters: it bounds what the teacher can learn about one whole image; "
+            "post-processing (augmentation, blur, clipping) adds nothing; inputs are clipped to the declared domain "
+            "before noising"
+        ),
+        "augment": opts.augment,
+        "postprocess": opts.postprocess,
+        "counts": {
+            "files_found": n + sum(1 for s in images.skipped if not s.path.endswith("/")),
+            "records": n,
+            "labelled": len(rows),
+            "skipped": len(images.skipped),
+            "releases_fresh": int(result.counts.get("releases_fresh", 0)),
+            "releases_reused": int(result.counts.get("releases_reused", 0)),
+        },
+        "queries": {
+            "planned": int(result.counts.get("queries", 0)),
+            "batches": int(result.counts.get("batches", 0)),
+            "sent": stats_private["queries_sent"],
+            "from_journal": stats_private["queries_from_journal"],
+            "requests": stats_private["requests"],
+            "batch_size": q_batch,
+            "plan_seed_source": "--seed" if opts.seed is not None else "runs.json",
+        },
+        "cost": {
+            "price_per_query": opts.price,
+            "spent_run": client_report["spent_run"],
+            "spent_total": client_report["spent_total"],
+            "cap": opts.money_cap,
+            "billing": client_report["billing"],
+        },
+        "ledger": {
+            "path": str(ledger_path),
+            "fresh": int(result.counts.get("releases_fresh", 0)),
+            "reused": int(result.counts.get("releases_reused", 0)),
+            "spent_this_run_max_epsilon": float((spent_after - spent_before).max()),
+            "max_spent_epsilon": float(spent_after.max()),
+            "cap_epsilon": ledger_cap,
+        },
+        "student": {
+            "model": opts.student if result.student is not None else None,
+            "epochs": opts.epochs if result.student is not None else 0,
+            "val_accuracy": _last_val(result),
+            "train_accuracy": result.history.train_accuracy[-1] if result.history else None,
+            "loss": result.history.loss[-1] if result.history else None,
+            "note": "validation accuracy = agreement with the teacher's labels on held-out noised queries",
+        },
+        "baseline": baseline,
+        "label_histogram": torch.bincount(result.labels, minlength=meta.num_classes).tolist(),
+        "timings": timer.as_dict(),
+        "skipped": [s.as_dict() for s in images.skipped],
+        "outputs": outputs,
+        "versions": versions(),
+    }
+    write_json(report_path, report, secrets=(token,))
+    return report
+
+
+def _last_val(result: Any) -> float | None:
+    if result.history is None or not result.history.val_accuracy:
+        return None
+    v = result.history.val_accuracy[-1]
+    return None if v != v else float(v)
+
+
+def _default_queries(opts: LabelOptions, n: int) -> int | None:
+    if opts.augment == "none":
+        return None
+    if opts.queries is not None:
+        q = opts.queries
+    else:
+        q = max(20 * n, 500)
+    if opts.augment == "sup":
+        pairs = n * (n - 1) // 2
+        if n < 2:
+            raise ValueError(f"--augment sup needs at least 2 images, the folder has {n}; use --augment rand or none")
+        if opts.queries is not None and q > pairs:
+            raise ValueError(
+                f"--queries {q} exceeds the {pairs} distinct Sup pairs of {n} images; lower it or use --augment rand"
+            )
+        q = min(q, pairs)
+    return q
+
+
+def _to_value_range(records: torch.Tensor, value_range: tuple[float, float]) -> torch.Tensor:
+    lo, hi = float(value_range[0]), float(value_range[1])
+    if (lo, hi) == (0.0, 1.0):
+        return records
+    return records * (hi - lo) + lo
+
+
+# --------------------------------------------------------------------------- noise
+
+
+def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = None) -> dict[str, Any]:
+    """Release every image of the folder once (charged in the ledger) and write what a teacher would see.
+
+    Writes ``OUT/<relative path>.png`` per record (the post-processed release,
+    clipped and quantised to 8 bits: free post-processing) and ``OUT/preview.png``
+    (rows: clean, released, augmented). With ``teacher`` the release is made for
+    that teacher (same ledger scope as ``ldpclient label``), so a later label run
+    reuses it at no further cost.
+    """
+    from .augment import QueryPlan
+    from .postprocess import apply_all, parse_postprocess
+    from .privacy.ledger import Ledger
+
+    ui = ui or UI(quiet=True)
+    opts.validate()
+    state = state_dir_for(opts.state_dir)
+    value_range: tuple[float, float] = (0.0, 1.0)
+    if opts.teacher:
+        from .teachers import connect
+
+        t = connect(opts.teacher, token=token)
+        try:
+            meta = t.metadata()
+        finally:
+            closer = getattr(t, "close", None)
+            if callable(closer):
+                closer()
+        shape = tuple(int(s) for s in meta.input_shape)
+        value_range = (float(meta.value_range[0]), float(meta.value_range[1]))
+        scope = teacher_identity(opts.teacher)
+    else:
+        shape = (opts.channels, opts.size, opts.size)
+        scope = "local-preview"
+    mechanism = build_mechanism(opts.mechanism, opts.epsilon, opts.epsilon_unit, opts.delta, opts.reduce, value_range, shape)
+    with ui.stage("loading", None) as bar:
+        images = load_private_folder(
+            opts.private_dir, shape, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t)
+        )
+    records = _to_value_range(images.records, value_range)
+    generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
+    with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap) as ledger, ui.stage("noising", len(images)) as bar:
+        release = ledger.release(mechanism, records, scope=scope, generator=generator)
+        bar.update(len(images))
+        spent = ledger.spent(records).epsilon
+    derived = release.upsampled("bilinear") if release.released_shape != release.record_shape else release
+    derived = apply_all(derived, parse_postprocess(opts.postprocess))
+    lo, hi = value_range
+    to_unit = lambda v: (v - lo) / (hi - lo)  # noqa: E731 - display only
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for rel, row in zip(images.paths, derived.values):
+        target = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        to_uint8_image(to_unit(row)).save(target)
+        written.append(str(target))
+    k = min(opts.preview, len(images))
+    aug_rows: list[torch.Tensor] = []
+    n = len(images)
+    kind = {"sup": "sup", "rand": "rand", "none": "identity"}[opts.augment]
+    if kind == "sup" and n < 2:
+        kind = "identity"
+    plan = QueryPlan(kind=kind, n=n, num_queries=k if kind != "identity" else None, seed=opts.seed or 0, batch_size=max(k, 1))
+    for _, d in plan.batches(derived, mechanism=mechanism):
+        aug_rows.extend(list(d.values[: k - len(aug_rows)]))
+        if len(aug_rows) >= k:
+            break
+    grid = preview_grid(
+        [[to_unit(r) for r in records[:k]], [to_unit(r) for r in derived.values[:k]], [to_unit(r) for r in aug_rows[:k]]]
+    )
+    preview_path = out / "preview.png"
+    grid.save(preview_path)
+    return {
+        "schema": 1,
+        "command": "noise",
+        "ok": True,
+        "private_dir": str(opts.private_dir),
+        "scope": scope,
+        "guarantee": release.guarantee.as_dict(),
+        "counts": {"noised": n, "fresh": int((~release.reused).sum()), "reused": int(release.reused.sum()),
+                   "skipped": len(images.skipped)},
+        "ledger": {"fresh": int((~release.reused).sum()), "reused": int(release.reused.sum()),
+                   "max_spent_epsilon": float(spent.max()), "cap_epsilon": opts.privacy_cap},
+        "skipped": [s.as_dict() for s in images.skipped],
+        "outputs": {"dir": str(out), "preview": str(preview_path), "files": len(written)},
+        "versions": versions(),
+    }
+
+
+# --------------------------------------------------------------------------- budget
+
+
+def ledger_summary(state_dir: Path | None, privacy_cap: float | None) -> dict[str, Any]:
+    """The ledger's aggregate summary for ``ldpclient budget`` (creates nothing when there is no ledger)."""
+    from .privacy.ledger import Ledger, default_state_dir
+
+    directory = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
+    path = directory / "ledger.sqlite"
+    if not path.exists():
+        raise ValueError(f"no ledger at {str(path)!r} yet (nothing has been noised with this --state-dir)")
+    if privacy_cap is not None and not (math.isfinite(privacy_cap) and privacy_cap > 0):
+        raise ValueError(f"--privacy-cap must be a finite number > 0, got {privacy_cap}")
+    with Ledger(path, cap_epsilon=privacy_cap) as ledger:
+        summary = ledger.summary()
+    return {"schema": 1, "command": "budget", "ok": True, **summary}

@@ -1,0 +1,233 @@
+"""Terminal output of the command line: progress per stage, summaries, errors, JSON.
+
+Progress and human-readable text go to stderr, so that ``--json`` leaves stdout
+holding exactly one JSON document. Nothing here prints pixels or secrets: every
+JSON document and error line is scrubbed of the secrets it is given.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from .report import scrub, to_json
+
+
+class StageProgress:
+    """Handle of one progress bar: ``update(completed, info="...")``; no-op when quiet."""
+
+    def __init__(self, progress: Progress | None, task: TaskID | None) -> None:
+        self._progress = progress
+        self._task = task
+
+    def update(self, completed: float | None = None, *, total: float | None = None, info: str | None = None) -> None:
+        if self._progress is None or self._task is None:
+            return
+        kwargs: dict[str, Any] = {}
+        if completed is not None:
+            kwargs["completed"] = completed
+        if total is not None:
+            kwargs["total"] = total
+        if info is not None:
+            kwargs["info"] = info
+        self._progress.update(self._task, **kwargs)
+
+
+class UI:
+    """What the CLI shows. ``quiet``: no progress and no summary; ``json_mode``: errors also as JSON on stdout."""
+
+    def __init__(self, *, quiet: bool = False, json_mode: bool = False, console: Console | None = None) -> None:
+        self.quiet = quiet
+        self.json_mode = json_mode
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
+        self.out = Console(highlight=False, soft_wrap=True)
+        self._progress: Progress | None = None
+
+    # ---------------------------------------------------------------- messages
+
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            self.console.print(message, markup=False)
+
+    def error(self, message: str, exit_code: int, *, secrets: tuple[str | None, ...] = ()) -> None:
+        message = scrub(message, secrets)
+        self.console.print(f"error: {message}", markup=False, soft_wrap=True)
+        if self.json_mode:
+            self.out.print(json.dumps({"ok": False, "error": message, "exit_code": exit_code}), markup=False)
+
+    def print_json(self, obj: Any, *, secrets: tuple[str | None, ...] = ()) -> None:
+        self.out.print(to_json(obj, secrets=secrets), markup=False, soft_wrap=True)
+
+    # ---------------------------------------------------------------- progress
+
+    @contextmanager
+    def stage(self, description: str, total: float | None = None) -> Iterator[StageProgress]:
+        """A progress bar for one stage (shared live display across stages)."""
+        if self.quiet:
+            yield StageProgress(None, None)
+            return
+        if self._progress is None:
+            self._progress = Progress(
+                TextColumn("[bold]{task.description:<10}"),
+                BarColumn(bar_width=30),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=False,
+            )
+            self._progress.start()
+        task = self._progress.add_task(description, total=total, info="")
+        handle = StageProgress(self._progress, task)
+        try:
+            yield handle
+        finally:  # an interrupted stage's bar stays where it stopped
+            if self._progress is not None:
+                self._progress.refresh()
+
+    def stop_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    # ---------------------------------------------------------------- summaries
+
+    def _table(self, title: str, rows: list[tuple[str, str]]) -> None:
+        table = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)
+        table.add_column(style="bold")
+        table.add_column()
+        for k, v in rows:
+            table.add_row(k, v)
+        self.console.print(table)
+
+    def summary(self, report: Mapping[str, Any]) -> None:
+        """Final summary of ``ldpclient label``."""
+        self.stop_progress()
+        if self.quiet:
+            return
+        g = report["guarantee"]
+        q = report["queries"]
+        cost = report["cost"]
+        rows = [
+            ("labels", f"{report['counts']['labelled']} written to {report['outputs']['labels']}"),
+            ("privacy", _guarantee_line(g)),
+            ("ledger", _ledger_line(report.get("ledger", {}))),
+            ("queries", f"{q['sent']} sent, {q['from_journal']} answered from the journal (not paid again)"),
+            ("money", _money_line(cost)),
+            ("student", _student_line(report.get("student", {}))),
+        ]
+        if report.get("baseline"):
+            b = report["baseline"]
+            rows.append(("baseline", f"data-free (epsilon 0): {b.get('queries_sent', 0)} queries; "
+                         f"{_agreement_line(b)}"))
+        skipped = report["counts"]["skipped"]
+        if skipped:
+            rows.append(("skipped", f"{skipped} files (reasons in {report['outputs']['report']})"))
+        rows.append(("time", ", ".join(f"{k} {v:.1f}s" for k, v in report["timings"].items())))
+        rows.append(("report", str(report["outputs"]["report"])))
+        self._table("ldpclient label: done", rows)
+
+    def noise_summary(self, result: Mapping[str, Any]) -> None:
+        if self.quiet:
+            return
+        self.stop_progress()
+        rows = [
+            ("noised", f"{result['counts']['noised']} records -> {result['outputs']['dir']}"),
+            ("preview", str(result["outputs"]["preview"])),
+            ("privacy", _guarantee_line(result["guarantee"])),
+            ("ledger", _ledger_line(result.get("ledger", {}))),
+        ]
+        if result["counts"]["skipped"]:
+            rows.append(("skipped", "; ".join(f"{s['path']}: {s['reason']}" for s in result["skipped"][:5])))
+        self._table("ldpclient noise: done", rows)
+
+    def budget_summary(self, s: Mapping[str, Any]) -> None:
+        rows = [
+            ("ledger", str(s["path"])),
+            ("records", f"{s['records']} with spend, {s['releases']} stored releases"),
+            ("epsilon", f"per record: max {s['epsilon']['max']:.4g}, mean {s['epsilon']['mean']:.4g}"),
+            ("delta", f"per record: max {s['delta']['max']:.3g}"),
+            ("cap", "none" if s.get("cap_epsilon") is None else f"epsilon {s['cap_epsilon']:.4g} per record; "
+             f"{s['records_at_cap']} records at the cap"),
+        ]
+        for m in s.get("by_mechanism", []):
+            rows.append((f"  {m['mechanism']}", f"scope {m['scope']}: {m['releases']} releases, "
+                         f"epsilon {m['epsilon_per_release']:.4g} per record each"))
+        self._table("ldpclient budget", rows)
+
+    def demo_summary(self, result: Mapping[str, Any]) -> None:
+        self.stop_progress()
+        table = Table(title="ldpclient demo: accuracy of the labels against the truth", title_justify="left")
+        for col in ("method", "accuracy", "eps per element", "eps per record", "queries", "money"):
+            table.add_column(col, justify="right" if col != "method" else "left")
+        for row in result["rows"]:
+            table.add_row(
+                row["method"],
+                f"{100 * row['accuracy']:.1f}%",
+                _fmt_eps(row["epsilon_element"]),
+                _fmt_eps(row["epsilon_record"]),
+                str(row["queries"]),
+                f"{row['money']:.2f}",
+            )
+        self.console.print(table)
+        for line in result.get("notes", []):
+            self.console.print(line, markup=False)
+
+
+def _fmt_eps(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return f"{float(x):.4g}"
+
+
+def _guarantee_line(g: Mapping[str, Any]) -> str:
+    pr, pe = g["per_record"], g["per_element"]
+    delta = f", delta {pr['delta']:.3g}" if pr.get("delta") else ""
+    return (
+        f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {g['elements_per_record']} released "
+        f"elements); per element epsilon {pe['epsilon']:.4g}"
+    )
+
+
+def _ledger_line(ledger: Mapping[str, Any]) -> str:
+    if not ledger:
+        return "-"
+    cap = ledger.get("cap_epsilon")
+    cap_s = "no cap" if cap is None else f"cap {cap:.4g}"
+    return (
+        f"{ledger.get('fresh', 0)} records noised now, {ledger.get('reused', 0)} reused; "
+        f"max total spend per record epsilon {ledger.get('max_spent_epsilon', 0.0):.4g} ({cap_s})"
+    )
+
+
+def _money_line(cost: Mapping[str, Any]) -> str:
+    cap = cost.get("cap")
+    cap_s = "" if cap is None else f" of a cap of {cap:.4g}"
+    return f"{cost.get('spent_run', 0.0):.4g} this run, {cost.get('spent_total', 0.0):.4g} in total{cap_s}"
+
+
+def _student_line(student: Mapping[str, Any]) -> str:
+    if not student:
+        return "-"
+    acc = student.get("val_accuracy")
+    acc_s = "n/a" if acc is None else f"{100 * acc:.1f}%"
+    return f"{student.get('model', '?')}, validation accuracy on held-out teacher labels {acc_s}"
+
+
+def _agreement_line(b: Mapping[str, Any]) -> str:
+    agr = b.get("agreement_with_private_run")
+    return "n/a" if agr is None else f"its labels agree with the private run's on {100 * agr:.1f}% of records"

@@ -1,0 +1,147 @@
+"""CLI user errors that need no teacher: one-line message, exit code, no traceback, config files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from ldpclient import __version__
+from ldpclient.cli import EXIT_USAGE, app
+from ldpclient.config import ConfigError, options_for_command, read_config
+
+UNREACHABLE = "http://127.0.0.1:9/v2/models/digits"  # discard port: nothing listens, never contacted here
+
+
+def _invoke(args: list[str], **kw):
+    return CliRunner().invoke(app, args, **kw)
+
+
+def _assert_user_error(result, code: int, *needles: str) -> None:
+    assert result.exit_code == code, (result.exit_code, result.output)
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in result.output, (needle, result.output)
+
+
+def _folder(tmp_path: Path, n: int = 3) -> Path:
+    d = tmp_path / "private"
+    d.mkdir()
+    for k in range(n):
+        Image.fromarray(np.full((8, 8), 20 * k, dtype=np.uint8)).save(d / f"{k}.png")
+    return d
+
+
+def test_version() -> None:
+    result = _invoke(["version"])
+    assert result.exit_code == 0 and result.stdout.strip() == __version__
+
+
+def test_missing_and_empty_folder(tmp_path: Path) -> None:
+    result = _invoke(["label", str(tmp_path / "nope"), "--teacher", UNREACHABLE])
+    _assert_user_error(result, EXIT_USAGE, "error: private folder", "does not exist")
+    assert len(result.stderr.strip().splitlines()) == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("x")
+    result = _invoke(["label", str(empty), "--teacher", UNREACHABLE])
+    _assert_user_error(result, EXIT_USAGE, "contains no image files")
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--epsilon", "-1"], "--epsilon must be"),
+        (["--epsilon", "nan"], "--epsilon must be"),
+        (["--mechanism", "gaussian"], "needs --delta"),
+        (["--delta", "2"], "--delta must be in (0, 1)"),
+        (["--postprocess", "sharpen"], "--postprocess"),
+        (["--student", "gpt"], "--student"),
+        (["--privacy-cap", "0"], "--privacy-cap"),
+        (["--output", "x.csv", "--format", "xml"], "--format"),
+        (["--mechanism", "nope"], "nope"),
+        (["--reduce", "0"], "--reduce"),
+        (["--queries", "0"], "--queries"),
+    ],
+)
+def test_bad_option_values(tmp_path: Path, args: list[str], needle: str) -> None:
+    folder = _folder(tmp_path)
+    result = _invoke(["label", str(folder), "--teacher", UNREACHABLE, *args])
+    _assert_user_error(result, EXIT_USAGE, needle)
+
+
+def test_missing_teacher(tmp_path: Path) -> None:
+    result = _invoke(["label", str(_folder(tmp_path))])
+    _assert_user_error(result, EXIT_USAGE, "missing option --teacher")
+
+
+def test_json_mode_error_is_a_json_document(tmp_path: Path) -> None:
+    result = _invoke(["label", str(tmp_path / "nope"), "--teacher", UNREACHABLE, "--json"])
+    assert result.exit_code == EXIT_USAGE
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and doc["exit_code"] == EXIT_USAGE and "does not exist" in doc["error"]
+
+
+def test_config_file_supplies_defaults_and_command_line_wins(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    cfg = tmp_path / "ldp.toml"
+    cfg.write_text(f'teacher = "{UNREACHABLE}"\nunrelated-top-level = 1\n[label]\nepsilon = -3.0\n')
+    # the config's (bad) epsilon is used: proof that the file was read, including the teacher
+    result = _invoke(["label", str(folder), "--config", str(cfg)])
+    _assert_user_error(result, EXIT_USAGE, "--epsilon must be", "-3.0")
+    # the command line wins over the file
+    result = _invoke(["label", str(folder), "--config", str(cfg), "--epsilon", "2", "--reduce", "0"])
+    _assert_user_error(result, EXIT_USAGE, "--reduce")
+
+
+def test_config_file_problems_are_one_line_errors(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    for text, needle in [
+        ('token = "abc"\n', "secrets are never read from config files"),
+        ('[label]\napi-key = "abc"\n', "looks like a secret"),
+        ("[label]\nepsilonn = 1\n", "unknown option 'epsilonn'"),
+        ("[frobnicate]\nx = 1\n", "unknown table [frobnicate]"),
+        ("epsilon = \n", "not valid TOML"),
+    ]:
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(text)
+        result = _invoke(["label", str(folder), "--config", str(cfg)])
+        _assert_user_error(result, EXIT_USAGE, needle)
+        assert "abc" not in result.output
+    result = _invoke(["label", str(folder), "--config", str(tmp_path / "missing.toml")])
+    _assert_user_error(result, EXIT_USAGE, "does not exist")
+
+
+def test_options_for_command_unit() -> None:
+    cfg = {"epsilon": 1.0, "batch-size": 8, "label": {"epsilon": 2.0}, "noise": {"size": 8}}
+    got = options_for_command(cfg, "label", ["epsilon", "batch_size", "teacher"], commands=["label", "noise"])
+    assert got == {"epsilon": 2.0, "batch_size": 8}
+    with pytest.raises(ConfigError, match="secret"):
+        options_for_command({"noise": {"my_token": "x"}}, "label", ["epsilon"], commands=["label", "noise"])
+
+
+def test_read_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        read_config(tmp_path / "nope.toml")
+    p = tmp_path / "bad.toml"
+    p.write_text("= 1")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        read_config(p)
+
+
+def test_budget_without_ledger_is_a_clear_error(tmp_path: Path) -> None:
+    result = _invoke(["budget", "--state-dir", str(tmp_path / "state")])
+    _assert_user_error(result, EXIT_USAGE, "no ledger at")
+
+
+def test_noise_bad_options(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    result = _invoke(["noise", str(folder), "--out", str(tmp_path / "out"), "--channels", "2"])
+    _assert_user_error(result, EXIT_USAGE, "--channels must be 1 or 3")
+    (tmp_path / "afile").write_text("x")
+    result = _invoke(["noise", str(folder), "--out", str(tmp_path / "afile")])
+    _assert_user_error(result, EXIT_USAGE, "is not a directory")
