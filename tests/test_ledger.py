@@ -336,3 +336,29 @@ def test_verify_detects_tampering(db: Path) -> None:
     con.close()
     with Ledger(db) as led:
         assert any("spend differs" in p for p in led.verify())
+
+
+def test_mechanism_understating_its_cost_is_refused(db: Path) -> None:
+    x = images(2, seed=17)
+
+    class Liar(Spy):  # guarantee() says 1.0 but the release it makes claims 3.0
+        def guarantee(self, record_shape):
+            return make_mechanism(1.0).guarantee(record_shape)
+
+        def release(self, records, *, generator=None, public=False):
+            self.calls += 1
+            return make_mechanism(3.0).release(records, generator=generator)
+
+    with Ledger(db) as led:
+        with pytest.raises(LedgerError, match="larger per-record cost"):
+            led.release(Liar(make_mechanism(1.0)), x)
+        assert led.summary()["records"] == 0
+
+
+def test_missing_key_detected_before_first_checkpoint(db: Path) -> None:
+    led = Ledger(db)  # kept open: the schema may sit in the WAL file only
+    led.release(make_mechanism(1.0), images(1, seed=18))
+    Path(str(db) + ".key").unlink()
+    with pytest.raises(LedgerError, match="missing"):
+        Ledger(db)
+    led.close()

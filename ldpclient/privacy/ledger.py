@@ -251,7 +251,10 @@ class Ledger:
         self._fault_hook: Callable[[str], None] | None = None
         self._lock = threading.RLock()
         self._mechs: dict[str, _Mech] = {}
-        db_existed = self.path.exists() and self.path.stat().st_size > 0
+        # the database may live only in its WAL file until the first checkpoint
+        db_existed = any(
+            p.exists() and p.stat().st_size > 0 for p in (self.path, Path(str(self.path) + "-wal"))
+        )
         self._secret = self._load_or_create_key(db_existed)
         self._conn: sqlite3.Connection | None = None
         try:
@@ -489,6 +492,15 @@ class Ledger:
                             f"{type(mechanism).__name__}.release returned {type(rel).__name__} "
                             f"of wrong length for {len(fresh)} records"
                         )
+                    rg = rel.guarantee
+                    if rg.epsilon_record > g.epsilon_record * (1 + _CAP_RTOL) or (
+                        rg.delta_record > g.delta_record * (1 + _CAP_RTOL)
+                    ):
+                        raise LedgerError(
+                            f"{type(mechanism).__name__}.release reported a larger per-record cost "
+                            f"(epsilon {rg.epsilon_record}, delta {rg.delta_record}) than its guarantee() "
+                            f"(epsilon {g.epsilon_record}, delta {g.delta_record}); nothing was charged or returned"
+                        )
                     vals = rel._values.detach().cpu().contiguous()
                     out_dtype = vals.dtype
                     clipped = rel.clipped_elements.tolist()
@@ -665,6 +677,8 @@ class Ledger:
     def would_charge(self, mechanism: Mechanism, records: torch.Tensor, *, scope: str = "default") -> torch.Tensor:
         """``(N,)`` bool: True where :meth:`release` would charge the record (no stored release yet,
         first copy of a duplicate). Samples nothing, charges nothing."""
+        if not isinstance(scope, str) or not scope:
+            raise ValueError(f"scope must be a non-empty string, got {scope!r}")
         records = _check_records(records)
         keys = self.record_keys(records)
         record_shape = tuple(int(s) for s in records.shape[1:])
