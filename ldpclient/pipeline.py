@@ -1,0 +1,393 @@
+"""KnowledgeTransfer: label private records with a remote teacher that never sees them.
+
+The five steps (DESIGN.md §1), in-process and resumable through the query journal
+of a :class:`~ldpclient.teachers.client.QueryClient`:
+
+1. **release** each private record once with an LDP mechanism (through the
+   :class:`~ldpclient.privacy.ledger.Ledger` when given: stored releases are
+   reused for free, fresh ones are charged per record and capped);
+2. **post-process** the releases (resize back after reduce-before-noise, clip,
+   denoise; free);
+3. **plan and label** Q queries built from the releases (LDPKiT-Sup pairs,
+   LDPKiT-Rand noise copies, or the releases themselves) in batches with stable
+   ids; only the labels are kept (int8 per query), never the query tensors;
+4. **train** a local student on the hard labels, recomputing the queries from
+   the plan each epoch (memory O(batch));
+5. **label** the clean private records with the student, locally.
+
+Modes (``mode=``):
+
+* ``"ldpkit"`` (default): the steps above;
+* ``"sidp"``: send the n (post-processed) releases and take the teacher's labels
+  as the answer (no student);
+* ``"data-free"``: the same pipeline and query budget, with every private record
+  replaced by a blank record (the domain's low value) released with
+  ``public=True``: epsilon 0, no private information. What a run gains over this
+  baseline is what the private data contributed.
+
+The guarantee in the result is the cost of releasing one record once, per
+element and per record; augmentation and post-processing add nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from torch import nn
+
+from .augment import QueryPlan
+from .postprocess import ClipToDomain, Transform, apply_all, parse_postprocess
+from .privacy.base import Mechanism
+from .privacy.guarantee import Domain, Guarantee
+from .privacy.release import Derived, Release
+from .student import LabelStore, Progress, TrainHistory, Trainer, build_student, predict, save_checkpoint
+
+MODES = ("ldpkit", "sidp", "data-free")
+AUGMENTATIONS = {"sup": "sup", "rand": "rand", "none": "identity"}
+
+
+@dataclass
+class TransferResult:
+    """What a run produced.
+
+    ``labels``: int64 ``(N,)`` labels of the private records, in input order.
+    ``confidences``: float32 ``(N,)`` student softmax max in [0, 1] (``None`` in
+    ``sidp`` mode: the teacher returns hard labels only). ``student``: the trained
+    model (``None`` for ``sidp``). ``guarantee``: cost of the one release of each
+    record (per element and per record; epsilon 0 for ``data-free``).
+    ``counts``: records, releases_fresh, releases_reused, queries (labelled by the
+    teacher in this run's plan), batches. ``timings``: seconds per stage.
+    ``teacher_label_histogram``: how often the teacher answered each class.
+    """
+
+    labels: torch.Tensor
+    confidences: Optional[torch.Tensor]
+    student: Optional[nn.Module]
+    guarantee: Guarantee
+    mode: str
+    counts: dict[str, int]
+    timings: dict[str, float]
+    history: Optional[TrainHistory] = None
+    teacher_label_histogram: list[int] = field(default_factory=list)
+    plan: Optional[QueryPlan] = None
+
+    @property
+    def epsilon_record(self) -> float:
+        return self.guarantee.epsilon_record
+
+    @property
+    def epsilon_element(self) -> float:
+        return self.guarantee.epsilon_element
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-serialisable summary (for reports and the CLI)."""
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "guarantee": self.guarantee.as_dict(),
+            "counts": dict(self.counts),
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "teacher_label_histogram": list(self.teacher_label_histogram),
+        }
+        if self.plan is not None:
+            out["plan"] = {"kind": self.plan.kind, "queries": self.plan.total, "fingerprint": self.plan.fingerprint}
+        if self.history is not None:
+            out["training"] = {
+                "loss": self.history.loss,
+                "train_accuracy": self.history.train_accuracy,
+                "val_accuracy": [None if v != v else v for v in self.history.val_accuracy],
+                "images_per_second": self.history.images_per_second,
+            }
+        return out
+
+
+class KnowledgeTransfer:
+    """Wires release -> post-process -> plan -> teacher labels -> student -> labels.
+
+    ``teacher``: a Teacher (``metadata()``, ``classify()``). ``mechanism``: the LDP
+    mechanism for the private records. ``ledger``: optional Ledger (records are
+    then charged/reused per record under ``scope``, default the teacher's
+    ``journal_scope`` or name). ``mode``: ``ldpkit`` | ``sidp`` | ``data-free``.
+    ``augmentation``: ``sup`` | ``rand`` | ``none``. ``num_queries``: Q (default
+    ``min(20 * n, n(n-1)/2)`` for Sup, ``20 * n`` for Rand). ``postprocess``:
+    Transforms or a spec like ``"blur:1,clip"`` applied to the releases after
+    resizing them back to the record shape (``upsample_mode``) when the
+    mechanism reduced them. ``clip_queries``: clip every query to the teacher's
+    value range (what a server does anyway) so the student trains on what the
+    teacher saw. ``student``/``student_kwargs``: zoo name and factory options.
+    ``epochs``/``batch_size``/``lr``/``val_fraction``/``device``: training.
+    ``query_batch_size``: queries per teacher batch (default the teacher's
+    ``max_batch_size`` or 256). ``seed``: plan and training seed (the release
+    noise still comes from the OS CSPRNG unless ``release_generator`` is given,
+    for tests and benchmarks only). ``rand_scale``: Rand noise multiplier.
+    ``blank_fraction``/``n_blank``: mix public blank-record queries into the plan.
+    ``client``: a QueryClient (batching, retries, cost, journal) used instead of
+    calling ``teacher.classify`` directly. ``progress(stage, done, total,
+    metrics)``: stages ``release``, ``label``, ``train``, ``epoch``, ``predict``.
+    ``checkpoint``: path to save the trained student to.
+    """
+
+    def __init__(
+        self,
+        teacher: Any,
+        mechanism: Mechanism,
+        *,
+        ledger: Any = None,
+        scope: str | None = None,
+        mode: str = "ldpkit",
+        augmentation: str = "sup",
+        num_queries: int | None = None,
+        postprocess: Union[str, Sequence[Transform], None] = None,
+        upsample_mode: str = "bilinear",
+        clip_queries: bool = True,
+        student: str = "small_cnn",
+        student_kwargs: dict[str, Any] | None = None,
+        epochs: int = 5,
+        batch_size: int = 128,
+        lr: float = 1e-3,
+        val_fraction: float = 0.05,
+        query_batch_size: int | None = None,
+        seed: int = 0,
+        rand_scale: float = 1.0,
+        blank_fraction: float = 0.0,
+        n_blank: int | None = None,
+        client: Any = None,
+        device: str = "auto",
+        release_generator: torch.Generator | None = None,
+        progress: Optional[Progress] = None,
+        checkpoint: str | Path | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if augmentation not in AUGMENTATIONS:
+            raise ValueError(f"augmentation must be one of {tuple(AUGMENTATIONS)}, got {augmentation!r}")
+        if not isinstance(mechanism, Mechanism):
+            raise TypeError(f"mechanism must be an ldpclient.privacy Mechanism, got {type(mechanism).__name__}")
+        if num_queries is not None and num_queries < 1:
+            raise ValueError(f"num_queries must be >= 1, got {num_queries}")
+        if query_batch_size is not None and query_batch_size < 1:
+            raise ValueError(f"query_batch_size must be >= 1, got {query_batch_size}")
+        self.teacher = teacher
+        self.mechanism = mechanism
+        self.ledger = ledger
+        self.scope = scope
+        self.mode = mode
+        self.augmentation = augmentation
+        self.num_queries = num_queries
+        self.transforms: list[Transform] = (
+            parse_postprocess(postprocess) if postprocess is None or isinstance(postprocess, str) else list(postprocess)
+        )
+        self.upsample_mode = upsample_mode
+        self.clip_queries = clip_queries
+        self.student_name = student
+        self.student_kwargs = dict(student_kwargs or {})
+        build_student(student, **{**self.student_kwargs, "num_classes": 2})  # fail fast on a bad name/kwargs
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.val_fraction = val_fraction
+        self.query_batch_size = query_batch_size
+        self.seed = int(seed)
+        self.rand_scale = rand_scale
+        self.blank_fraction = blank_fraction
+        self.n_blank = n_blank
+        self.client = client
+        self.device = device
+        self.release_generator = release_generator
+        self.progress = progress
+        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
+
+    # ------------------------------------------------------------------ helpers
+    def _report(self, stage: str, done: int, total: int, **metrics: Any) -> None:
+        if self.progress is not None:
+            self.progress(stage, done, total, metrics)
+
+    def _release(self, records: torch.Tensor, *, public: bool) -> Release:
+        g = self.release_generator
+        if public:
+            return self.mechanism.release(records, generator=g, public=True)
+        if self.ledger is not None:
+            scope = self.scope or getattr(self.teacher, "journal_scope", None) or self.teacher.metadata().name
+            return self.ledger.release(self.mechanism, records, scope=scope, generator=g)
+        return self.mechanism.release(records, generator=g)
+
+    def _postprocess(self, release: Release) -> Derived:
+        d = release.upsampled(self.upsample_mode) if release.released_shape != release.record_shape else release
+        return apply_all(d, self.transforms)
+
+    def _plan(self, n: int, q_batch: int) -> QueryPlan:
+        kind = "identity" if self.mode == "sidp" else AUGMENTATIONS[self.augmentation]
+        q = None
+        if kind == "sup":
+            pairs = n * (n - 1) // 2
+            q = self.num_queries if self.num_queries is not None else min(20 * n, pairs)
+            if q > pairs:
+                raise ValueError(
+                    f"num_queries={q} exceeds the {pairs} distinct Sup pairs of {n} records; "
+                    "lower it or use augmentation='rand'"
+                )
+        elif kind == "rand":
+            q = self.num_queries if self.num_queries is not None else 20 * n
+        n_blank = 0
+        if self.blank_fraction > 0 and kind != "identity":
+            n_blank = self.n_blank or n
+        return QueryPlan(
+            kind=kind,
+            n=n,
+            num_queries=q,
+            seed=self.seed,
+            batch_size=q_batch,
+            rand_scale=self.rand_scale,
+            n_blank=n_blank,
+            blank_fraction=self.blank_fraction if n_blank else 0.0,
+        )
+
+    # ------------------------------------------------------------------ run
+    def run(self, records: torch.Tensor) -> TransferResult:
+        """Label ``records`` (float ``(N, *teacher input shape)`` in the teacher's value range)."""
+        timings: dict[str, float] = {}
+        meta = self.teacher.metadata()
+        if not isinstance(records, torch.Tensor) or not records.is_floating_point():
+            raise ValueError("records must be a float tensor (N, C, H, W)")
+        if tuple(records.shape[1:]) != tuple(meta.input_shape):
+            raise ValueError(
+                f"records have shape {tuple(records.shape[1:])} per record but the teacher "
+                f"{meta.name!r} expects {tuple(meta.input_shape)}"
+            )
+        n = int(records.shape[0])
+        if n < 1:
+            raise ValueError("no records to label")
+        domain: Domain = self.mechanism.domain
+
+        # 1. release
+        t = time.perf_counter()
+        self._report("release", 0, n)
+        public = self.mode == "data-free"
+        inputs = torch.full_like(records, domain.low) if public else records
+        release = self._release(inputs, public=public)
+        self._report("release", n, n)
+        timings["release"] = time.perf_counter() - t
+        reused = int(release.reused.sum())
+        counts = {"records": n, "releases_fresh": 0 if public else n - reused, "releases_reused": reused}
+
+        # 2. post-process
+        t = time.perf_counter()
+        source = self._postprocess(release)
+        q_batch = self.query_batch_size or meta.max_batch_size or 256
+        plan = self._plan(n, q_batch)
+        blank_source = None
+        if plan.num_blank:
+            blank = torch.full((plan.n_blank, *records.shape[1:]), domain.low, dtype=records.dtype)
+            blank_source = self._postprocess(self.mechanism.release(blank, generator=self.release_generator, public=True))
+        timings["postprocess"] = time.perf_counter() - t
+
+        lo, hi = meta.value_range
+        clip = ClipToDomain(Domain(lo, hi)) if self.clip_queries else None
+
+        def stream(order: Sequence[int] | None = None) -> Iterator[tuple[str, Derived]]:
+            for bid, d in plan.batches(
+                source, mechanism=self.mechanism, blank_releases=blank_source, order=order, noise_mode=self.upsample_mode
+            ):
+                yield bid, (clip(d) if clip is not None else d)
+
+        # 3. label the queries
+        t = time.perf_counter()
+        store = LabelStore(plan.total, meta.num_classes)
+        index = {plan.batch_id(b): b for b in range(plan.num_batches)}
+        done = 0
+        for bid, labels in self._label(stream()):
+            if bid not in index:
+                raise RuntimeError(f"teacher client returned an unknown batch id {bid!r}")
+            ids = plan.batch_ids(index[bid])
+            labels = torch.as_tensor(labels).reshape(-1)
+            if len(labels) != len(ids):
+                raise RuntimeError(f"batch {bid}: {len(labels)} labels for {len(ids)} queries")
+            store.set(ids, labels.numpy())
+            done += 1
+            self._report("label", done, plan.num_batches, queries=store.num_labelled)
+        timings["label"] = time.perf_counter() - t
+        counts.update({"queries": store.num_labelled, "batches": plan.num_batches})
+        hist_labels = store.histogram().tolist()
+
+        if self.mode == "sidp":
+            labels = torch.from_numpy(store.get(np.arange(n)))
+            return TransferResult(
+                labels=labels,
+                confidences=None,
+                student=None,
+                guarantee=release.guarantee,
+                mode=self.mode,
+                counts=counts,
+                timings=timings,
+                teacher_label_histogram=hist_labels,
+                plan=plan,
+            )
+
+        # 4. train the student
+        t = time.perf_counter()
+        c, h, w = records.shape[1], records.shape[2], records.shape[3]
+        kwargs = {"num_classes": meta.num_classes, "in_channels": c, "image_size": min(h, w), **self.student_kwargs}
+        torch.manual_seed(self.seed)
+        model = build_student(self.student_name, **kwargs)
+        trainer = Trainer(
+            model,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            val_fraction=self.val_fraction,
+            device=self.device,
+            seed=self.seed,
+            progress=self.progress,
+        )
+
+        def make_stream(epoch: int) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            order = torch.randperm(plan.num_batches, generator=g).tolist()
+            for _, d in stream(order):
+                assert d.ids is not None
+                yield d.ids.numpy(), d.values
+
+        steps = -(-int(plan.total * (1 - self.val_fraction)) // self.batch_size)
+        history = trainer.fit(make_stream, store, steps_per_epoch=steps)
+        timings["train"] = time.perf_counter() - t
+        if self.checkpoint is not None:
+            save_checkpoint(
+                self.checkpoint,
+                trainer.model,
+                self.student_name,
+                kwargs,
+                extra={"mode": self.mode, "plan": plan.fingerprint, "guarantee": release.guarantee.as_dict()},
+            )
+
+        # 5. label the clean private records locally
+        t = time.perf_counter()
+        self._report("predict", 0, n)
+        labels, conf = predict(trainer.model, records, device=self.device)
+        self._report("predict", n, n)
+        timings["predict"] = time.perf_counter() - t
+        return TransferResult(
+            labels=labels,
+            confidences=conf,
+            student=trainer.model,
+            guarantee=release.guarantee,
+            mode=self.mode,
+            counts=counts,
+            timings=timings,
+            history=history,
+            teacher_label_histogram=hist_labels,
+            plan=plan,
+        )
+
+    def _label(self, batches: Iterable[tuple[str, Derived]]) -> Iterator[tuple[str, torch.Tensor]]:
+        if self.client is not None:
+            yield from self.client.label_batches(batches)
+            return
+        for bid, d in batches:
+            yield bid, self.teacher.classify(d)
+
+
+__all__ = ["AUGMENTATIONS", "MODES", "KnowledgeTransfer", "TransferResult"]

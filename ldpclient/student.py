@@ -1,0 +1,412 @@
+"""The local student: model zoo, trainer on the teacher's hard labels, checkpoints, labelling.
+
+Model zoo (factory functions like torchvision's, never downloading weights):
+
+* :func:`small_cnn` (default) - three conv layers, suited to small images (8x8 to 64x64);
+* :func:`resnet18` and :func:`mobilenet_v2` - torchvision's architectures
+  (``weights=None``) with the stem adapted to ``in_channels`` and, for small
+  images (< 64 px), a stride-1 stem without the first max-pool.
+
+:func:`build_student` picks one by name. :class:`Trainer` trains on labelled
+queries streamed batch by batch (the queries are recomputed from the query plan
+each epoch, so memory stays O(batch)); labels live in a compact
+:class:`LabelStore` (int16 per query id, -1 = unlabelled). :func:`predict` labels
+the clean private records locally and returns the softmax confidence.
+Input values are in the teacher's value range (e.g. [0, 1] per element).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+Progress = Callable[[str, int, int, dict], None]
+"""``progress(stage, done, total, metrics)``; the CLI draws it as a bar."""
+
+
+# ---------------------------------------------------------------- model zoo
+def _check_dims(num_classes: int, in_channels: int, image_size: int) -> None:
+    if num_classes < 2:
+        raise ValueError(f"num_classes must be >= 2, got {num_classes}")
+    if in_channels < 1:
+        raise ValueError(f"in_channels must be >= 1, got {in_channels}")
+    if image_size < 4:
+        raise ValueError(f"image_size must be >= 4 pixels, got {image_size}")
+
+
+class SmallCNN(nn.Module):
+    """conv(32)-conv(32)-pool-conv(64)-pool-fc(128)-fc; works from 4x4 to ~64x64 inputs."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, image_size: int = 28, width: int = 32) -> None:
+        super().__init__()
+        _check_dims(num_classes, in_channels, image_size)
+        w = width
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, w, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(w, w, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+            nn.Conv2d(w, 2 * w, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2) if image_size >= 16 else nn.Identity(),
+            nn.AdaptiveAvgPool2d(4),
+        )
+        self.classifier = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(2 * w * 16, 128),
+            nn.ReLU(inplace=True),
+            nn.Dropout(0.25),
+            nn.Linear(128, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+def small_cnn(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28, width: int = 32) -> nn.Module:
+    """The default student: a small CNN for ``(in_channels, image_size, image_size)`` inputs."""
+    return SmallCNN(num_classes, in_channels, image_size, width)
+
+
+def resnet18(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28) -> nn.Module:
+    """torchvision ResNet-18 (random init) for ``in_channels`` and small images."""
+    from torchvision.models import resnet18 as tv_resnet18
+
+    _check_dims(num_classes, in_channels, image_size)
+    model = tv_resnet18(weights=None, num_classes=num_classes)
+    if image_size < 64:
+        model.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)
+        model.maxpool = nn.Identity()
+    elif in_channels != 3:
+        model.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
+    return model
+
+
+def mobilenet_v2(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28) -> nn.Module:
+    """torchvision MobileNetV2 (random init) for ``in_channels``; stride-1 stem below 64 px."""
+    from torchvision.models import mobilenet_v2 as tv_mobilenet_v2
+
+    _check_dims(num_classes, in_channels, image_size)
+    model = tv_mobilenet_v2(weights=None, num_classes=num_classes)
+    stride = 1 if image_size < 64 else 2
+    model.features[0][0] = nn.Conv2d(in_channels, 32, 3, stride=stride, padding=1, bias=False)
+    return model
+
+
+STUDENTS: dict[str, Callable[..., nn.Module]] = {
+    "small_cnn": small_cnn,
+    "resnet18": resnet18,
+    "mobilenet_v2": mobilenet_v2,
+}
+
+
+def build_student(name: str = "small_cnn", **kwargs: Any) -> nn.Module:
+    """Model by zoo name (``small_cnn``, ``resnet18``, ``mobilenet_v2``; ``-`` works for ``_``)."""
+    key = name.replace("-", "_").lower()
+    if key not in STUDENTS:
+        raise ValueError(f"unknown student {name!r}; choose from {', '.join(STUDENTS)}")
+    return STUDENTS[key](**kwargs)
+
+
+def select_device(device: str = "auto") -> torch.device:
+    """``"auto"`` picks cuda, then mps, then cpu; explicit names must be available."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but CUDA is not available")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError("device 'mps' requested but MPS is not available")
+    if device not in ("cpu", "mps") and not device.startswith("cuda"):
+        raise ValueError(f"unknown device {device!r} (auto, cpu, cuda, cuda:N, mps)")
+    return torch.device(device)
+
+
+# ---------------------------------------------------------------- labels
+class LabelStore:
+    """Teacher labels by query id ``[0, Q)``, int16 (2 bytes per query), -1 = unlabelled."""
+
+    def __init__(self, num_queries: int, num_classes: int) -> None:
+        if num_queries < 0:
+            raise ValueError("num_queries must be >= 0")
+        if not 2 <= num_classes <= 32767:
+            raise ValueError(f"num_classes must be in [2, 32767], got {num_classes}")
+        self.num_classes = num_classes
+        dtype = np.int8 if num_classes <= 127 else np.int16
+        self.labels = np.full(num_queries, -1, dtype=dtype)
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def set(self, ids: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor) -> None:
+        ids = np.asarray(ids, dtype=np.int64)
+        lab = np.asarray(labels, dtype=np.int64)
+        if ids.shape != lab.shape:
+            raise ValueError(f"{len(ids)} query ids but {len(lab)} labels")
+        if lab.size and (lab.min() < 0 or lab.max() >= self.num_classes):
+            raise ValueError(f"teacher label out of range [0, {self.num_classes})")
+        self.labels[ids] = lab
+
+    def get(self, ids: np.ndarray | torch.Tensor) -> np.ndarray:
+        return self.labels[np.asarray(ids, dtype=np.int64)].astype(np.int64)
+
+    @property
+    def num_labelled(self) -> int:
+        return int((self.labels >= 0).sum())
+
+    def histogram(self) -> np.ndarray:
+        lab = self.labels[self.labels >= 0].astype(np.int64)
+        return np.bincount(lab, minlength=self.num_classes)
+
+
+def validation_mask(ids: np.ndarray, fraction: float, seed: int = 0) -> np.ndarray:
+    """Deterministic per-id hold-out: True for about ``fraction`` of query ids."""
+    if fraction <= 0:
+        return np.zeros(len(ids), dtype=bool)
+    x = np.asarray(ids, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed * 2 + 1)
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(31)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(29)
+    return (x % np.uint64(1_000_000)).astype(np.int64) < int(fraction * 1_000_000)
+
+
+# ---------------------------------------------------------------- training
+Batch = tuple[np.ndarray, torch.Tensor]
+"""``(query ids int64 (B,), query values float (B, C, H, W))``."""
+
+
+@dataclass
+class TrainHistory:
+    """Per-epoch mean training loss, training accuracy and validation accuracy (teacher agreement)."""
+
+    loss: list[float] = field(default_factory=list)
+    train_accuracy: list[float] = field(default_factory=list)
+    val_accuracy: list[float] = field(default_factory=list)
+    images: int = 0
+    seconds: float = 0.0
+
+    @property
+    def images_per_second(self) -> float:
+        return self.images / self.seconds if self.seconds > 0 else float("nan")
+
+
+class Trainer:
+    """Trains a student on hard labels, streaming batches (Adam by default).
+
+    ``epochs``, ``batch_size`` (rows per optimiser step; the stream's batches are
+    re-split), ``lr``; ``optimizer`` ``"adam"`` or ``"sgd"`` (momentum 0.9);
+    ``val_fraction`` of query ids held out (by a hash of the id) to measure
+    agreement with the teacher, after the last epoch (every epoch with
+    ``validate_each_epoch``: one more pass over the stream each time); ``device`` see :func:`select_device`;
+    ``progress(stage, done, total, metrics)`` called after each step
+    (stage ``"train"``) and epoch (stage ``"epoch"``).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        epochs: int = 5,
+        batch_size: int = 128,
+        lr: float = 1e-3,
+        optimizer: str = "adam",
+        weight_decay: float = 0.0,
+        val_fraction: float = 0.05,
+        validate_each_epoch: bool = False,
+        device: str = "auto",
+        seed: int = 0,
+        progress: Optional[Progress] = None,
+    ) -> None:
+        if epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {epochs}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not lr > 0:
+            raise ValueError(f"lr must be > 0, got {lr}")
+        if not 0 <= val_fraction < 1:
+            raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+        if optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+        self.device = select_device(device)
+        self.model = model.to(self.device)
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.val_fraction = val_fraction
+        self.validate_each_epoch = validate_each_epoch
+        self.seed = seed
+        self.progress = progress
+        params = self.model.parameters()
+        self.optimizer: torch.optim.Optimizer = (
+            torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+            if optimizer == "adam"
+            else torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
+        )
+
+    def _chunks(self, stream: Iterable[Batch], labels: LabelStore, train: bool) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        gen = torch.Generator().manual_seed(self.seed)
+        for ids, x in stream:
+            ids = np.asarray(ids, dtype=np.int64)
+            y = labels.get(ids)
+            keep = (y >= 0) & (validation_mask(ids, self.val_fraction, self.seed) != train)
+            if not keep.any():
+                continue
+            xk = x[torch.from_numpy(np.nonzero(keep)[0])]
+            yk = torch.from_numpy(y[keep])
+            if train:
+                perm = torch.randperm(len(yk), generator=gen)
+                xk, yk = xk[perm], yk[perm]
+            for s in range(0, len(yk), self.batch_size):
+                yield xk[s : s + self.batch_size], yk[s : s + self.batch_size]
+
+    def fit(
+        self,
+        make_stream: Callable[[int], Iterable[Batch]],
+        labels: LabelStore,
+        *,
+        steps_per_epoch: int | None = None,
+    ) -> TrainHistory:
+        """Train for ``epochs``; ``make_stream(epoch)`` yields ``(ids, values)`` batches anew each epoch.
+
+        ``steps_per_epoch`` only sizes the progress bar (optimiser steps, estimated).
+        """
+        torch.manual_seed(self.seed)
+        hist = TrainHistory()
+        loss_fn = nn.CrossEntropyLoss()
+        t0 = time.perf_counter()
+        total = (steps_per_epoch or 0) * self.epochs
+        step = 0
+        for epoch in range(self.epochs):
+            self.model.train()
+            tot_loss, correct, seen = 0.0, 0, 0
+            for xb, yb in self._chunks(make_stream(epoch), labels, train=True):
+                xb, yb = xb.to(self.device, non_blocking=True).float(), yb.to(self.device)
+                self.optimizer.zero_grad(set_to_none=True)
+                out = self.model(xb)
+                loss = loss_fn(out, yb)
+                loss.backward()
+                self.optimizer.step()
+                tot_loss += float(loss.detach()) * len(yb)
+                correct += int((out.argmax(1) == yb).sum())
+                seen += len(yb)
+                step += 1
+                if self.progress:
+                    self.progress("train", step, max(total, step), {"epoch": epoch + 1, "loss": float(loss.detach())})
+            if seen == 0:
+                raise ValueError("no labelled training queries (all unlabelled or held out for validation)")
+            hist.images += seen
+            hist.loss.append(tot_loss / seen)
+            hist.train_accuracy.append(correct / seen)
+            last = epoch == self.epochs - 1
+            validate = self.val_fraction > 0 and (last or self.validate_each_epoch)
+            val = self.evaluate(make_stream(epoch), labels) if validate else float("nan")
+            hist.val_accuracy.append(val)
+            if self.progress:
+                self.progress(
+                    "epoch",
+                    epoch + 1,
+                    self.epochs,
+                    {"loss": hist.loss[-1], "train_acc": hist.train_accuracy[-1], "val_acc": val},
+                )
+        hist.seconds = time.perf_counter() - t0
+        return hist
+
+    @torch.no_grad()
+    def evaluate(self, stream: Iterable[Batch], labels: LabelStore) -> float:
+        """Agreement with the teacher on the validation ids of ``stream`` (NaN if none)."""
+        self.model.eval()
+        correct = seen = 0
+        for xb, yb in self._chunks(stream, labels, train=False):
+            pred = self.model(xb.to(self.device).float()).argmax(1).cpu()
+            correct += int((pred == yb).sum())
+            seen += len(yb)
+        return correct / seen if seen else float("nan")
+
+
+# ---------------------------------------------------------------- labelling
+@torch.no_grad()
+def predict(
+    model: nn.Module, records: torch.Tensor, *, batch_size: int = 512, device: str = "auto"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Labels (int64 ``(N,)``) and confidences (softmax max, float32 in [0, 1]) for clean records.
+
+    Runs locally on the private records ``(N, C, H, W)`` in the teacher's value range.
+    """
+    if not isinstance(records, torch.Tensor) or records.dim() != 4:
+        raise ValueError("predict needs a (N, C, H, W) tensor of records")
+    dev = select_device(device)
+    model = model.to(dev).eval()
+    labels, conf = [], []
+    for s in range(0, records.shape[0], batch_size):
+        p = torch.softmax(model(records[s : s + batch_size].to(dev).float()), dim=1)
+        c, lab = p.max(dim=1)
+        labels.append(lab.cpu())
+        conf.append(c.float().cpu())
+    if not labels:
+        return torch.empty(0, dtype=torch.int64), torch.empty(0)
+    return torch.cat(labels).long(), torch.cat(conf)
+
+
+# ---------------------------------------------------------------- checkpoints
+def save_checkpoint(path: str | Path, model: nn.Module, name: str, config: dict[str, Any], extra: dict | None = None) -> None:
+    """Save ``{"student": name, "config": factory kwargs, "state_dict": ..., "extra": ...}``.
+
+    Only tensors and plain Python values are stored, so :func:`load_checkpoint` can
+    use ``torch.load(weights_only=True)``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"student": name, "config": dict(config), "state_dict": state, "extra": dict(extra or {})}, tmp)
+    tmp.replace(path)
+
+
+def load_checkpoint(path: str | Path, *, device: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:
+    """Rebuild the student from a checkpoint (safe load: ``weights_only=True``).
+
+    Returns ``(model, info)`` with ``info`` holding ``student``, ``config`` and ``extra``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"checkpoint not found: {path}")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # corrupted or unsafe pickle
+        raise ValueError(f"cannot load checkpoint {path}: {exc}") from None
+    if not isinstance(blob, dict) or "state_dict" not in blob or "student" not in blob:
+        raise ValueError(f"{path} is not an ldpclient student checkpoint")
+    model = build_student(blob["student"], **blob.get("config", {}))
+    model.load_state_dict(blob["state_dict"])
+    return model.to(select_device(device)), {k: blob.get(k) for k in ("student", "config", "extra")}
+
+
+__all__ = [
+    "STUDENTS",
+    "LabelStore",
+    "SmallCNN",
+    "TrainHistory",
+    "Trainer",
+    "build_student",
+    "load_checkpoint",
+    "mobilenet_v2",
+    "predict",
+    "resnet18",
+    "save_checkpoint",
+    "select_device",
+    "small_cnn",
+    "validation_mask",
+]
