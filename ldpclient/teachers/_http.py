@@ -1,0 +1,370 @@
+"""HTTP plumbing shared by the remote adapters: sessions, auth, timeouts, retries.
+
+* One pooled ``requests.Session`` per thread (the client's worker threads each get
+  their own), created lazily, with urllib3's own retries off (tenacity decides).
+* Every request has a ``(connect, read)`` timeout in seconds.
+* Retries with tenacity: exponential backoff with jitter for connection errors,
+  timeouts, 408, 429 and 5xx; ``Retry-After`` (seconds or an HTTP date) or a
+  body's ``estimated_time`` (Hugging Face "model is loading") is honoured as the
+  wait; other 4xx fail fast with the server's ``error`` text; a malformed answer
+  that could be transient is retried once; the total time spent (attempts plus
+  waits) is capped.
+* The token (bearer or API key) is only ever put in the request header. It is
+  redacted from every message this module builds and never appears in a repr.
+* TLS certificates are verified by default; ``verify="/path/ca.pem"`` trusts a
+  custom CA bundle, ``verify=False`` disables checks (not recommended).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, TypeVar, Union
+
+import requests
+import tenacity
+from requests.adapters import HTTPAdapter
+
+from .errors import MalformedResponse, RetriesExhausted, TeacherError, TeacherRequestError, TransientTeacherError
+
+log = logging.getLogger("ldpclient.teachers.http")
+
+T = TypeVar("T")
+Timeout = Union[float, tuple[float, float]]
+
+#: statuses that may succeed when repeated
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505, 600))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When and how long to retry. All times in seconds.
+
+    ``max_attempts``: attempts per request including the first. ``initial_wait``:
+    first backoff; it doubles each retry up to ``max_wait``; ``jitter``: uniform
+    random extra wait in ``[0, jitter]``. ``max_total``: give up when the time since
+    the first attempt plus the next wait would exceed it. ``max_retry_after``: the
+    longest server-requested wait honoured (a longer one fails at once).
+    ``malformed_retries``: retries of a malformed answer that might be transient.
+    ``sleep``: the sleep function (tests record waits instead of sleeping).
+    """
+
+    max_attempts: int = 6
+    initial_wait: float = 0.5
+    max_wait: float = 20.0
+    jitter: float = 0.5
+    max_total: float = 180.0
+    max_retry_after: float = 300.0
+    malformed_retries: int = 1
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        for name in ("initial_wait", "max_wait", "jitter", "max_total", "max_retry_after"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 seconds, got {getattr(self, name)}")
+
+    def backoff(self, retry_number: int) -> float:
+        """Wait before retry ``retry_number`` (1-based) when the server named none."""
+        base = min(self.max_wait, self.initial_wait * (2 ** (retry_number - 1)))
+        return base + random.uniform(0.0, self.jitter)
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date), else None."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def server_error_text(resp: requests.Response, limit: int = 300) -> str:
+    """The server's ``error`` message (JSON ``{"error": ...}``), else the start of the body."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "error" in body:
+        err = body["error"]
+        text = err if isinstance(err, str) else json.dumps(err)
+    else:
+        text = resp.text or ""
+    text = " ".join(text.split())
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+@dataclass
+class CallInfo:
+    """Accounting of one logical call: attempts made, body bytes sent/received (last attempt)."""
+
+    attempts: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+
+class HttpTransport:
+    """Sessions, auth header, timeouts, TLS and retries for one teacher.
+
+    ``token``: bearer token / API key; when None it is read from ``token_env``
+    (e.g. ``LDPCLIENT_TOKEN``). ``auth_header``/``auth_scheme``: how it is sent
+    (default ``Authorization: Bearer <token>``; ``auth_scheme=""`` with e.g.
+    ``auth_header="X-API-Key"`` sends the bare key). ``timeout``: seconds, one
+    number or ``(connect, read)``. ``verify``: True, False, or a CA bundle path.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        token: str | None = None,
+        token_env: str | None = "LDPCLIENT_TOKEN",
+        auth_header: str = "Authorization",
+        auth_scheme: str = "Bearer",
+        timeout: Timeout = (5.0, 60.0),
+        verify: bool | str = True,
+        retry: RetryPolicy | None = None,
+        headers: dict[str, str] | None = None,
+        pool_maxsize: int = 4,
+    ) -> None:
+        if token is None and token_env:
+            token = os.environ.get(token_env) or None
+        if token is not None and (not isinstance(token, str) or not token.strip()):
+            raise ValueError("token must be a non-empty string")
+        if isinstance(verify, str) and not os.path.exists(verify):
+            raise ValueError(f"CA bundle {verify!r} (verify=) does not exist")
+        if isinstance(timeout, (int, float)):
+            timeout = (float(timeout), float(timeout))
+        if len(timeout) != 2 or min(timeout) <= 0:
+            raise ValueError(f"timeout must be > 0 seconds (one number or (connect, read)), got {timeout}")
+        self.name = name
+        self.__token = token
+        self._auth_header = auth_header
+        self._auth_scheme = auth_scheme
+        self.timeout = (float(timeout[0]), float(timeout[1]))
+        self.verify = verify
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._headers = dict(headers or {})
+        self._pool_maxsize = pool_maxsize
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._sessions_lock = threading.Lock()
+
+    @property
+    def has_token(self) -> bool:
+        return self.__token is not None
+
+    def redact(self, text: str) -> str:
+        """Remove the token (and its header form) from ``text``."""
+        tok = self.__token
+        return text.replace(tok, "***") if tok else text
+
+    def session(self) -> requests.Session:
+        """This thread's pooled session (auth header preset)."""
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = requests.Session()
+            adapter = HTTPAdapter(pool_connections=1, pool_maxsize=self._pool_maxsize, max_retries=0)
+            s.mount("http://", adapter)
+            s.mount("https://", adapter)
+            s.headers.update(self._headers)
+            s.headers["User-Agent"] = "ldpclient"
+            if self.__token is not None:
+                s.headers[self._auth_header] = (
+                    f"{self._auth_scheme} {self.__token}" if self._auth_scheme else self.__token
+                )
+            s.verify = self.verify
+            self._local.session = s
+            with self._sessions_lock:
+                self._sessions.append(s)
+        return s
+
+    def close(self) -> None:
+        with self._sessions_lock:
+            for s in self._sessions:
+                s.close()
+            self._sessions.clear()
+        self._local = threading.local()
+
+    def _attempt(
+        self,
+        method: str,
+        url: str,
+        parse: Callable[[requests.Response], T],
+        data: bytes | None,
+        headers: dict[str, str] | None,
+        what: str,
+        info: CallInfo,
+    ) -> T:
+        info.attempts += 1
+        try:
+            resp = self.session().request(method, url, data=data, headers=headers, timeout=self.timeout)
+        except requests.exceptions.SSLError as exc:
+            raise TeacherError(
+                self.redact(f"{what}: TLS verification failed for {url}: {type(exc).__name__}; "
+                            "pass verify='/path/to/ca-bundle.pem' to trust a private CA")
+            ) from None
+        except requests.exceptions.Timeout:
+            raise TransientTeacherError(self.redact(f"{what}: timed out ({url}, timeout {self.timeout} s)")) from None
+        except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+            raise TransientTeacherError(self.redact(f"{what}: connection failed ({url}): {_short(exc)}")) from None
+        except requests.exceptions.RequestException as exc:
+            raise TeacherError(self.redact(f"{what}: request failed ({url}): {_short(exc)}")) from None
+        info.bytes_sent = len(data) if data else 0
+        try:
+            info.bytes_received = len(resp.content)
+        except requests.exceptions.RequestException as exc:  # body cut off mid-read
+            raise TransientTeacherError(self.redact(f"{what}: response body lost ({url}): {_short(exc)}")) from None
+        status = resp.status_code
+        if 200 <= status < 300:
+            try:
+                return parse(resp)
+            except MalformedResponse as exc:
+                raise MalformedResponse(self.redact(f"{what}: {exc}"), transient=exc.transient) from None
+        text = self.redact(server_error_text(resp))
+        if status in RETRY_STATUSES:
+            wait = parse_retry_after(resp.headers.get("Retry-After"))
+            if wait is None:
+                wait = _estimated_time(resp)
+            raise TransientTeacherError(f"{what}: HTTP {status} from {url}: {text}", status=status, retry_after=wait)
+        hint = ""
+        if status in (401, 403):
+            hint = " (check the token: option token= or the environment variable)" if self.has_token else (
+                " (no token was sent: pass token= or set the environment variable)"
+            )
+        raise TeacherRequestError(
+            f"{what}: HTTP {status} from {url}: {text}{hint}", status=status, server_message=text
+        )
+
+    def call(
+        self,
+        method: str,
+        url: str,
+        *,
+        parse: Callable[[requests.Response], T],
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        what: str = "request",
+        retry: bool = True,
+    ) -> tuple[T, CallInfo]:
+        """Perform one logical request with retries; return ``(parse(response), info)``."""
+        policy = self.retry
+        info = CallInfo()
+        malformed_seen = [0]
+        started = time.monotonic()
+
+        def should_retry(exc: BaseException) -> bool:
+            if not retry:
+                return False
+            if isinstance(exc, TransientTeacherError):
+                return True
+            if isinstance(exc, MalformedResponse) and exc.transient:
+                malformed_seen[0] += 1
+                return malformed_seen[0] <= policy.malformed_retries
+            return False
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            ra = getattr(exc, "retry_after", None)
+            if ra is not None:
+                return float(ra)
+            return policy.backoff(state.attempt_number)
+
+        def stop(state: tenacity.RetryCallState) -> bool:
+            if state.attempt_number >= policy.max_attempts:
+                return True
+            upcoming = state.upcoming_sleep or 0.0
+            exc = state.outcome.exception() if state.outcome else None
+            if getattr(exc, "retry_after", None) is not None and upcoming > policy.max_retry_after:
+                return True
+            return (time.monotonic() - started) + upcoming > policy.max_total
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            log.warning("%s: retry %d in %.2f s after: %s", what, state.attempt_number, state.upcoming_sleep or 0.0, exc)
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(should_retry),
+            wait=wait,
+            stop=stop,
+            sleep=policy.sleep,
+            before_sleep=before_sleep,
+            reraise=False,
+        )
+        try:
+            result = retrying(self._attempt, method, url, parse, data, headers, what, info)
+        except tenacity.RetryError as err:
+            last = err.last_attempt.exception()
+            elapsed = time.monotonic() - started
+            ra = getattr(last, "retry_after", None)
+            why = (
+                f"the server asked to wait {ra:.0f} s (over max_retry_after={policy.max_retry_after:g} s or the "
+                f"max_total={policy.max_total:g} s budget)"
+                if ra is not None and (ra > policy.max_retry_after or elapsed + ra > policy.max_total)
+                else f"{info.attempts} attempt(s) in {elapsed:.1f} s (max_attempts={policy.max_attempts}, "
+                f"max_total={policy.max_total:g} s)"
+            )
+            raise RetriesExhausted(
+                f"gave up on {what}: {why}; last error: {last}", attempts=info.attempts, elapsed_s=elapsed
+            ) from None
+        return result, info
+
+    def get_json(self, url: str, *, what: str, allow_404: bool = False, optional: bool = False) -> Any:
+        """GET a JSON document with retries (``allow_404``: return None on 404).
+
+        ``optional``: a probe for something servers may not offer (one attempt; any
+        failure returns None).
+        """
+
+        def parse(resp: requests.Response) -> Any:
+            try:
+                return resp.json()
+            except ValueError:
+                raise MalformedResponse(f"{url} did not return JSON: {resp.text[:100]!r}") from None
+
+        if optional:
+            try:
+                return self.call("GET", url, parse=parse, what=what, retry=False)[0]
+            except TeacherError:
+                return None
+        try:
+            return self.call("GET", url, parse=parse, what=what)[0]
+        except TeacherRequestError as exc:
+            if allow_404 and exc.status == 404:
+                return None
+            raise
+
+    def __repr__(self) -> str:
+        return f"HttpTransport(name={self.name!r}, token={'***' if self.has_token else None}, verify={self.verify!r})"
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:200]
+
+
+def _estimated_time(resp: requests.Response) -> float | None:
+    """Hugging Face's ``{"error": "... is currently loading", "estimated_time": s}``."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return None
+    if isinstance(body, dict) and isinstance(body.get("estimated_time"), (int, float)):
+        return max(0.0, float(body["estimated_time"]))
+    return None

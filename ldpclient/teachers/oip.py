@@ -1,0 +1,433 @@
+"""Open Inference Protocol v2 adapter (KServe, Triton, MLServer, the bundled mock teacher).
+
+Endpoints used: ``GET /v2/health/ready``, ``GET /v2`` (server extensions),
+``GET /v2/models/{m}[/versions/{v}]`` (metadata), optionally
+``GET .../config`` (Triton's ``max_batch_size``), ``POST .../infer``.
+
+Requests carry the queries as one input tensor ``[N, *input_shape]`` in the model's
+datatype (FP32 values clipped to ``value_range``; UINT8 = the range scaled to
+0..255). With ``binary=True`` (default) the binary tensor extension is used: the
+body is a compact JSON header followed by the raw little-endian tensor bytes
+(``Inference-Header-Content-Length`` gives the header length), so a batch of
+28x28 FP32 queries costs about 3,136 bytes per query plus one small header.
+
+Outputs understood:
+* class indices: an integer output ``[N]`` or ``[N, 1]`` (the mock teacher's ``label``);
+* scores/logits: a float output ``[N, K]`` -> argmax taken here;
+* Triton's classification extension (``"parameters": {"classification": 1}`` on
+  the requested output, answered as BYTES ``"score:index[:label]"`` strings),
+  used when the output is scores and the server lists the ``classification``
+  extension, or when forced with ``classification=True``.
+
+Every answer is checked: same id, the requested output, its declared datatype,
+one label per query, labels in ``[0, num_classes)``; anything else is a
+:class:`MalformedResponse`. Billed units come from ``X-Billed-Images`` or the
+response's ``parameters.billed_images``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import threading
+from typing import Any, Sequence
+from urllib.parse import quote, urlsplit
+
+import numpy as np
+import requests
+import torch
+
+from .base import Queries, TeacherMetadata
+from .encoding import FLOAT_DATATYPES, INPUT_DATATYPES, INTEGER_DATATYPES, NUMPY_DTYPES, to_wire
+from .errors import MalformedResponse, TeacherError
+from ._http import HttpTransport, RetryPolicy, Timeout
+from .result import InferResult, validate_labels
+
+HEADER_LENGTH = "Inference-Header-Content-Length"
+
+
+class OIPTeacher:
+    """A model served over the Open Inference Protocol v2 (REST).
+
+    ``base_url``: server root, e.g. ``http://127.0.0.1:8000``; ``model``: model name;
+    ``version``: optional model version. ``binary``: use the binary tensor
+    extension for requests and label outputs (False = plain JSON). Overrides for
+    what the metadata may not say: ``input_name``, ``output_name``,
+    ``num_classes``, ``class_names``, ``datatype`` (``"FP32"`` or ``"UINT8"``...),
+    ``value_range`` (units the model's inputs are in), ``max_batch_size``.
+    ``classification``: ``"auto"``, True or False (Triton classification extension).
+    ``check_ready``: call ``/v2/health/ready`` before reading metadata.
+    Transport options: ``token`` (else ``LDPCLIENT_TOKEN``), ``auth_header``,
+    ``auth_scheme``, ``timeout`` (s, or (connect, read)), ``verify`` (True, False or
+    a CA bundle path), ``retry`` (:class:`RetryPolicy`), ``headers``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        version: str | None = None,
+        binary: bool = True,
+        input_name: str | None = None,
+        output_name: str | None = None,
+        num_classes: int | None = None,
+        class_names: Sequence[str] | None = None,
+        datatype: str | None = None,
+        value_range: tuple[float, float] | None = None,
+        max_batch_size: int | None = None,
+        classification: bool | str = "auto",
+        check_ready: bool = True,
+        token: str | None = None,
+        token_env: str | None = "LDPCLIENT_TOKEN",
+        auth_header: str = "Authorization",
+        auth_scheme: str = "Bearer",
+        timeout: Timeout = (5.0, 60.0),
+        verify: bool | str = True,
+        retry: RetryPolicy | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"OIP base URL must be http(s)://host[:port][/prefix], got {base_url!r}")
+        if not model:
+            raise ValueError("OIP teacher needs a model name")
+        if classification not in ("auto", True, False):
+            raise ValueError(f"classification must be 'auto', True or False, got {classification!r}")
+        if datatype is not None and datatype not in INPUT_DATATYPES:
+            raise ValueError(f"datatype must be one of {INPUT_DATATYPES}, got {datatype!r}")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.version = version
+        self.binary = bool(binary)
+        self._overrides = dict(
+            input_name=input_name, output_name=output_name, num_classes=num_classes,
+            class_names=tuple(class_names) if class_names is not None else None, datatype=datatype,
+            value_range=tuple(value_range) if value_range is not None else None, max_batch_size=max_batch_size,
+        )
+        self._classification_opt = classification
+        self.check_ready = check_ready
+        self.http = HttpTransport(
+            name=f"oip:{self.model}", token=token, token_env=token_env, auth_header=auth_header,
+            auth_scheme=auth_scheme, timeout=timeout, verify=verify, retry=retry, headers=headers,
+        )
+        self.model_url = f"{self.base_url}/v2/models/{quote(model, safe='')}" + (
+            f"/versions/{quote(str(version), safe='')}" if version else ""
+        )
+        self.journal_scope = f"oip:{self.model_url}"
+        self._meta: TeacherMetadata | None = None
+        self._meta_lock = threading.Lock()
+        self.input_name = ""
+        self.output_name = ""
+        self.output_datatype = ""
+        self.use_classification = False
+
+    # -- construction from an address -------------------------------------------------------
+    @classmethod
+    def from_url(cls, url: str, **opts: Any) -> "OIPTeacher":
+        """``http://host:port/model``, ``http://host:port/v2/models/model[/versions/v]``,
+        or ``http://host:port`` with ``model=`` given as an option."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"OIP teacher URL must start with http:// or https://, got {url!r}")
+        path = [p for p in parts.path.split("/") if p]
+        root = f"{parts.scheme}://{parts.netloc}"
+        model, version = opts.pop("model", None), opts.pop("version", None)
+        if "models" in path and path.index("models") > 0 and path[path.index("models") - 1] == "v2":
+            i = path.index("models")
+            prefix, rest = path[: i - 1], path[i + 1 :]
+            if rest:
+                model = rest[0]
+            if len(rest) >= 3 and rest[1] == "versions":
+                version = rest[2]
+        elif path:
+            prefix, model = path[:-1], model or path[-1]
+        else:
+            prefix = []
+        if not model:
+            raise ValueError(f"no model name in teacher URL {url!r}; use {root}/<model> or pass model=")
+        base = root + ("/" + "/".join(prefix) if prefix else "")
+        return cls(base, model, version=version, **opts)
+
+    # -- health and metadata ----------------------------------------------------------------
+    def live(self) -> bool:
+        body = self.http.get_json(f"{self.base_url}/v2/health/live", what="health check", allow_404=True)
+        return bool(body is None or body.get("live", True))
+
+    def ready(self) -> bool:
+        """True when the server says it is ready (or has no health endpoint)."""
+        body = self.http.get_json(f"{self.base_url}/v2/health/ready", what="health check", allow_404=True)
+        return bool(body is None or not isinstance(body, dict) or body.get("ready", True))
+
+    def metadata(self) -> TeacherMetadata:
+        with self._meta_lock:
+            if self._meta is None:
+                if self.check_ready and not self.ready():
+                    raise TeacherError(f"OIP server {self.base_url} says it is not ready")
+                self._meta = self._read_metadata()
+            return self._meta
+
+    def _read_metadata(self) -> TeacherMetadata:
+        ov = self._overrides
+        md = self.http.get_json(self.model_url, what=f"metadata of model {self.model!r}")
+        if not isinstance(md, dict) or not isinstance(md.get("inputs"), list) or not md["inputs"]:
+            raise TeacherError(f"model metadata from {self.model_url} has no inputs: {str(md)[:200]}")
+        params = md.get("parameters") or {}
+        inp = _pick(md["inputs"], ov["input_name"], "input", self.model_url)
+        outputs = md.get("outputs") or []
+        if not outputs and not ov["output_name"]:
+            raise TeacherError(f"model metadata from {self.model_url} lists no outputs; pass output_name=")
+        out = _pick(outputs, ov["output_name"], "output", self.model_url) if outputs else {"name": ov["output_name"], "datatype": "INT64", "shape": [-1]}
+        self.input_name, self.output_name = str(inp["name"]), str(out["name"])
+        self.output_datatype = str(out.get("datatype", "")).upper()
+        datatype = ov["datatype"] or str(inp.get("datatype", "")).upper()
+        if datatype not in INPUT_DATATYPES:
+            raise TeacherError(
+                f"model {self.model!r} takes {datatype or 'an undeclared datatype'}; supported: {INPUT_DATATYPES}"
+            )
+        shape = [int(s) for s in inp.get("shape", [])]
+        max_batch = ov["max_batch_size"] or params.get("max_batch_size")
+        if shape and shape[0] == -1:
+            input_shape = tuple(shape[1:])
+        elif len(shape) >= 2 and shape[0] == 1:  # fixed batch of one
+            input_shape, max_batch = tuple(shape[1:]), 1
+        else:
+            input_shape = tuple(shape)
+        if any(s < 1 for s in input_shape):
+            raise TeacherError(f"model {self.model!r} has a variable input shape {shape}; not supported")
+        if max_batch is None:
+            cfg = self.http.get_json(f"{self.model_url}/config", what="model config", optional=True)
+            if isinstance(cfg, dict) and int(cfg.get("max_batch_size", 0) or 0) > 0:
+                max_batch = int(cfg["max_batch_size"])
+        class_names = ov["class_names"] or (tuple(str(c) for c in params["class_names"]) if params.get("class_names") else None)
+        num_classes = ov["num_classes"] or params.get("num_classes") or (len(class_names) if class_names else None)
+        out_shape = [int(s) for s in out.get("shape", [])]
+        scores = self.output_datatype in FLOAT_DATATYPES
+        if num_classes is None and scores and out_shape and out_shape[-1] > 0:
+            num_classes = out_shape[-1]
+        if num_classes is None:
+            raise TeacherError(f"model {self.model!r} does not publish its number of classes; pass num_classes=")
+        if self.output_datatype and self.output_datatype not in INTEGER_DATATYPES + FLOAT_DATATYPES:
+            raise TeacherError(f"model {self.model!r} output {self.output_name!r} is {self.output_datatype}, not labels or scores")
+        if self._classification_opt == "auto":
+            use = False
+            if scores:
+                server = self.http.get_json(f"{self.base_url}/v2", what="server metadata", optional=True)
+                use = isinstance(server, dict) and "classification" in (server.get("extensions") or [])
+            self.use_classification = use
+        else:
+            self.use_classification = bool(self._classification_opt)
+        value_range = ov["value_range"] or tuple(params.get("value_range") or (0.0, 1.0))
+        return TeacherMetadata(
+            name=str(md.get("name") or self.model),
+            input_shape=input_shape,
+            datatype=datatype,
+            num_classes=int(num_classes),
+            class_names=class_names,
+            max_batch_size=int(max_batch) if max_batch else None,
+            value_range=(float(value_range[0]), float(value_range[1])),
+        )
+
+    # -- inference --------------------------------------------------------------------------
+    def requests_for(self, n: int) -> int:
+        mb = self.metadata().max_batch_size
+        return max(1, math.ceil(n / mb)) if mb else 1
+
+    def classify(self, queries: Queries) -> torch.Tensor:
+        """Hard labels int64 ``(Q,)`` for Release/Derived queries (raw tensors: TypeError)."""
+        return self.infer(queries).labels
+
+    def infer(self, queries: Queries, *, request_id: str | None = None) -> InferResult:
+        meta = self.metadata()
+        wire = to_wire(queries, meta)
+        n = wire.shape[0]
+        step = meta.max_batch_size or max(n, 1)
+        labels: list[torch.Tensor] = []
+        total = InferResult(labels=torch.zeros(0, dtype=torch.int64), requests=0, billed=0, attempts=0)
+        for k, start in enumerate(range(0, n, step)):
+            chunk = wire[start : start + step]
+            rid = request_id if (request_id is None or step >= n) else f"{request_id}.{k}"
+            part = self._infer_chunk(chunk, rid)
+            labels.append(part.labels)
+            total.requests += 1
+            total.attempts += part.attempts
+            total.bytes_sent += part.bytes_sent
+            total.bytes_received += part.bytes_received
+            total.billed = None if (total.billed is None or part.billed is None) else total.billed + part.billed
+        if labels:
+            total.labels = torch.cat(labels)
+        return total
+
+    def encode_request(self, chunk: np.ndarray, request_id: str | None) -> tuple[bytes, dict[str, str]]:
+        """Request body and headers for one chunk ``(N, *input_shape)`` already in the wire datatype."""
+        meta = self.metadata()
+        inp: dict[str, Any] = {"name": self.input_name, "shape": list(chunk.shape), "datatype": meta.datatype}
+        out: dict[str, Any] = {"name": self.output_name}
+        if self.use_classification:
+            out["parameters"] = {"classification": 1}
+        elif self.binary:
+            out["parameters"] = {"binary_data": True}
+        header: dict[str, Any] = {}
+        if request_id is not None:
+            header["id"] = request_id
+        header["inputs"] = [inp]
+        header["outputs"] = [out]
+        if self.binary:
+            raw = chunk.tobytes()
+            inp["parameters"] = {"binary_data_size": len(raw)}
+            head = json.dumps(header, separators=(",", ":")).encode()
+            return head + raw, {HEADER_LENGTH: str(len(head)), "Content-Type": "application/octet-stream"}
+        inp["data"] = chunk.reshape(-1).tolist()
+        return json.dumps(header, separators=(",", ":")).encode(), {"Content-Type": "application/json"}
+
+    def _infer_chunk(self, chunk: np.ndarray, request_id: str | None) -> InferResult:
+        body, headers = self.encode_request(chunk, request_id)
+        n = chunk.shape[0]
+        (labels, billed), info = self.http.call(
+            "POST", f"{self.model_url}/infer", data=body, headers=headers,
+            parse=lambda resp: self.decode_response(resp, n, request_id), what=f"infer {self.model!r}",
+        )
+        return InferResult(labels, 1, billed, info.bytes_sent, info.bytes_received, info.attempts)
+
+    def decode_response(self, resp: requests.Response, n: int, request_id: str | None) -> tuple[torch.Tensor, int | None]:
+        """Labels ``(n,)`` and billed units from an infer response (raises MalformedResponse)."""
+        meta = self.metadata()
+        content = resp.content
+        hlen = resp.headers.get(HEADER_LENGTH)
+        try:
+            if hlen is not None:
+                cut = int(hlen)
+                if not 0 < cut <= len(content):
+                    raise ValueError(f"{HEADER_LENGTH} {cut} does not fit a {len(content)}-byte body")
+                header, binary = json.loads(content[:cut]), content[cut:]
+            else:
+                header, binary = json.loads(content), b""
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise MalformedResponse(f"unparseable infer response ({exc}); body starts {content[:80]!r}") from None
+        if not isinstance(header, dict) or not isinstance(header.get("outputs"), list):
+            raise MalformedResponse(f"infer response has no outputs list: {str(header)[:200]}")
+        if request_id is not None and header.get("id") not in (None, request_id):
+            raise MalformedResponse(f"infer response id {header.get('id')!r} does not match request {request_id!r}")
+        offset, found = 0, None
+        for o in header["outputs"]:
+            if not isinstance(o, dict):
+                raise MalformedResponse("infer response output is not an object")
+            size = (o.get("parameters") or {}).get("binary_data_size")
+            piece = None
+            if size is not None:
+                size = int(size)
+                if offset + size > len(binary):
+                    raise MalformedResponse(f"binary output {o.get('name')!r} truncated ({len(binary) - offset} of {size} bytes)")
+                piece = binary[offset : offset + size]
+                offset += size
+            if o.get("name") == self.output_name:
+                found = (o, piece)
+        if found is None:
+            names = [o.get("name") for o in header["outputs"]]
+            raise MalformedResponse(f"infer response lacks output {self.output_name!r} (got {names})")
+        o, piece = found
+        labels = self._labels_from_output(o, piece, n, meta)
+        billed = _billed(resp, header)
+        return labels, billed
+
+    def _labels_from_output(self, o: dict, piece: bytes | None, n: int, meta: TeacherMetadata) -> torch.Tensor:
+        dt = str(o.get("datatype", "")).upper()
+        shape = [int(s) for s in o.get("shape", [])]
+        if self.use_classification:
+            if dt != "BYTES":
+                raise MalformedResponse(f"classification output should be BYTES, got {dt}")
+            strings = _bytes_elements(piece) if piece is not None else [str(s) for s in _flat(o.get("data"))]
+            return validate_labels(_class_indices(strings), n, meta.num_classes, meta.name)
+        declared = self.output_datatype
+        if declared and dt != declared:
+            raise MalformedResponse(f"output {self.output_name!r} came as {dt}, metadata declares {declared}", transient=False)
+        if dt not in NUMPY_DTYPES:
+            raise MalformedResponse(f"output {self.output_name!r} has unusable datatype {dt!r}")
+        if piece is not None:
+            if len(piece) % NUMPY_DTYPES[dt].itemsize:
+                raise MalformedResponse(f"binary output of {len(piece)} bytes is not a whole number of {dt}")
+            arr = np.frombuffer(piece, dtype=NUMPY_DTYPES[dt])
+        else:
+            data = o.get("data")
+            if not isinstance(data, list):
+                raise MalformedResponse(f"output {self.output_name!r} has no data")
+            try:
+                arr = np.asarray(_flat(data), dtype=np.float64 if dt in FLOAT_DATATYPES else np.int64)
+            except (TypeError, ValueError) as exc:
+                raise MalformedResponse(f"output {self.output_name!r} data is not numeric: {exc}") from None
+        if shape and int(np.prod(shape)) != arr.size:
+            raise MalformedResponse(f"output shape {shape} does not match its {arr.size} values")
+        if dt in FLOAT_DATATYPES:
+            k = meta.num_classes
+            if arr.size != n * k:
+                raise MalformedResponse(f"score output has {arr.size} values for {n} queries x {k} classes")
+            scores = arr.reshape(n, k)
+            if not np.all(np.isfinite(scores)):
+                raise MalformedResponse("score output contains NaN or inf")
+            return validate_labels(scores.argmax(axis=1), n, k, meta.name)
+        return validate_labels(arr.astype(np.int64), n, meta.num_classes, meta.name)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __repr__(self) -> str:
+        return f"OIPTeacher({self.model_url!r}, binary={self.binary}, token={'***' if self.http.has_token else None})"
+
+
+def _pick(items: list, name: str | None, kind: str, where: str) -> dict:
+    if name is not None:
+        for it in items:
+            if isinstance(it, dict) and it.get("name") == name:
+                return it
+        raise TeacherError(f"model at {where} has no {kind} named {name!r} (has {[i.get('name') for i in items]})")
+    if not isinstance(items[0], dict) or "name" not in items[0]:
+        raise TeacherError(f"model metadata at {where}: malformed {kind} entry {str(items[0])[:100]}")
+    return items[0]
+
+
+def _flat(data: Any) -> list:
+    if isinstance(data, list) and data and isinstance(data[0], list):
+        return [x for row in data for x in _flat(row)]
+    return data if isinstance(data, list) else []
+
+
+def _bytes_elements(raw: bytes) -> list[str]:
+    """Decode the binary BYTES layout: each element is a 4-byte little-endian length + bytes."""
+    out, i = [], 0
+    while i < len(raw):
+        if i + 4 > len(raw):
+            raise MalformedResponse("truncated BYTES element length")
+        (ln,) = struct.unpack_from("<I", raw, i)
+        i += 4
+        if i + ln > len(raw):
+            raise MalformedResponse("truncated BYTES element")
+        out.append(raw[i : i + ln].decode("utf-8", "replace"))
+        i += ln
+    return out
+
+
+def _class_indices(strings: list[str]) -> list[int]:
+    """Triton classification strings ``"score:index[:label]"`` -> indices."""
+    out = []
+    for s in strings:
+        parts = s.split(":")
+        try:
+            float(parts[0])
+            out.append(int(parts[1]))
+        except (ValueError, IndexError):
+            raise MalformedResponse(f"classification entry {s!r} is not 'score:index[:label]'") from None
+    return out
+
+
+def _billed(resp: requests.Response, header: dict) -> int | None:
+    h = resp.headers.get("X-Billed-Images")
+    p = (header.get("parameters") or {}).get("billed_images")
+    try:
+        if h is not None:
+            return int(h)
+        if p is not None:
+            return int(p)
+    except (TypeError, ValueError):
+        raise MalformedResponse(f"unreadable billed units {h if h is not None else p!r}") from None
+    return None
