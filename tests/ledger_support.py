@@ -54,30 +54,34 @@ class ToyLaplace(Mechanism):
         return {"name": self.name, "epsilon": self.epsilon, "delta": self.delta}
 
 
+def _real(name: str) -> Any:
+    """The real factory ``ldpclient.privacy.<name>``, or None while the mechanisms are not there."""
+    import importlib
+
+    for module in ("ldpclient.privacy", "ldpclient.privacy.mechanisms"):
+        try:
+            factory = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if factory is not None:
+            return factory
+    return None
+
+
 def real_laplace_available() -> bool:
-    try:
-        from ldpclient.privacy import laplace  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _real("laplace") is not None
 
 
 def make_mechanism(epsilon: float) -> Mechanism:
-    """Laplace with a per-record epsilon: the real one when H1's mechanisms are there."""
-    try:
-        from ldpclient.privacy import laplace
-    except ImportError:
-        return ToyLaplace(epsilon)
-    return laplace(epsilon, per="record")
+    """Laplace with a per-record epsilon: the real one when the mechanisms are there."""
+    laplace = _real("laplace")
+    return ToyLaplace(epsilon) if laplace is None else laplace(epsilon, per="record")
 
 
 def make_delta_mechanism(epsilon: float, delta: float) -> Mechanism:
     """A mechanism with delta > 0 per record: the real Gaussian when available."""
-    try:
-        from ldpclient.privacy import gaussian
-    except ImportError:
-        return ToyLaplace(epsilon, delta)
-    return gaussian(epsilon, delta, per="record")
+    gaussian = _real("gaussian")
+    return ToyLaplace(epsilon, delta) if gaussian is None else gaussian(epsilon, delta, per="record")
 
 
 class Spy(Mechanism):

@@ -115,6 +115,8 @@ def test_cap_message_reports_min_and_max_remaining(db: Path) -> None:
         with pytest.raises(BudgetExceeded, match=r"2 of 4 records.*min 0\.5 / max 2") as info:
             led.release(make_mechanism(2.2), x)
         assert info.value.remaining_epsilon == pytest.approx((0.5, 2.0))
+        assert "epsilon cap 3" in str(info.value) and "delta" not in str(info.value).split("per record")[-1]
+        assert "inf" not in str(info.value)
 
 
 def test_cap_is_inclusive_despite_float_summation(db: Path) -> None:

@@ -587,13 +587,18 @@ class Ledger:
             return
         rem_e = (min(bad_eps), max(bad_eps))
         rem_d = (min(bad_delta), max(bad_delta))
+        caps, left = [], []
+        if self.cap_epsilon is not None:
+            caps.append(f"epsilon cap {_fmt(self.cap_epsilon)}")
+            left.append(f"epsilon min {_fmt(rem_e[0])} / max {_fmt(rem_e[1])}")
+        if self.cap_delta is not None:
+            caps.append(f"delta cap {_fmt(self.cap_delta)}")
+            left.append(f"delta min {_fmt(rem_d[0])} / max {_fmt(rem_d[1])}")
         msg = (
             f"privacy budget exceeded: {len(bad_eps)} of {len(fresh)} records to be freshly released "
-            f"would exceed the per-record cap (epsilon cap {_fmt(self.cap_epsilon)}, delta cap "
-            f"{_fmt(self.cap_delta)}). This release costs epsilon {_fmt(g.epsilon_record)}, delta "
-            f"{_fmt(g.delta_record)} per record ({g.mechanism}); the remaining budget of those records is "
-            f"epsilon min {_fmt(rem_e[0])} / max {_fmt(rem_e[1])}, delta min {_fmt(rem_d[0])} / max "
-            f"{_fmt(rem_d[1])}. Nothing was sampled or charged."
+            f"would exceed the per-record cap ({', '.join(caps)}). This release costs epsilon "
+            f"{_fmt(g.epsilon_record)}, delta {_fmt(g.delta_record)} per record ({g.mechanism}); the "
+            f"remaining budget of those records is {', '.join(left)}. Nothing was sampled or charged."
         )
         raise BudgetExceeded(
             msg,
