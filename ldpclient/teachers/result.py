@@ -56,3 +56,47 @@ def validate_labels(labels: object, n: int, num_classes: int, teacher: str) -> t
             f"teacher {teacher!r} returned labels {bad} outside [0, {num_classes})", transient=False
         )
     return torch.from_numpy(arr.copy())
+
+
+def label_to_index(label: object, names: "dict[str, int] | None", num_classes: int, teacher: str) -> int:
+    """Map a teacher's label (name or index) to a class index.
+
+    ``names``: label name -> index (from the teacher's class list / ``id2label``).
+    Integers, and strings of digits when no name matches, are taken as indices.
+    An unknown name is a :class:`MalformedResponse` (not transient): it will not go
+    away by asking again, and guessing would give a silently wrong label.
+    """
+    if isinstance(label, bool):
+        raise MalformedResponse(f"teacher {teacher!r} returned a boolean label", transient=False)
+    if isinstance(label, (int, np.integer)):
+        idx = int(label)
+    elif isinstance(label, str):
+        if names is not None and label in names:
+            idx = names[label]
+        elif label.strip().lstrip("-").isdigit():
+            idx = int(label)
+        else:
+            hint = "" if names else "; pass class_names= (or id2label=) to map names to indices"
+            raise MalformedResponse(f"teacher {teacher!r} returned unknown label {label!r}{hint}", transient=False)
+    else:
+        raise MalformedResponse(f"teacher {teacher!r} returned label {label!r} of type {type(label).__name__}")
+    if not 0 <= idx < num_classes:
+        raise MalformedResponse(f"teacher {teacher!r} returned label {idx} outside [0, {num_classes})", transient=False)
+    return idx
+
+
+def best_of_scores(pred: object, teacher: str) -> object:
+    """The label with the highest score in ``{label: score}`` or ``[{"label", "score"}, ...]``."""
+    if isinstance(pred, dict) and "label" in pred and "score" in pred and len(pred) <= 3:
+        return pred["label"]
+    if isinstance(pred, dict) and pred:
+        try:
+            return max(pred.items(), key=lambda kv: float(kv[1]))[0]
+        except (TypeError, ValueError):
+            raise MalformedResponse(f"teacher {teacher!r} returned non-numeric scores: {str(pred)[:100]}") from None
+    if isinstance(pred, list) and pred and all(isinstance(p, dict) for p in pred):
+        try:
+            return max(pred, key=lambda p: float(p["score"]))["label"]
+        except (KeyError, TypeError, ValueError):
+            raise MalformedResponse(f"teacher {teacher!r} returned entries without label/score: {str(pred)[:100]}") from None
+    raise MalformedResponse(f"teacher {teacher!r} returned an unusable prediction: {str(pred)[:100]}")
