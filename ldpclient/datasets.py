@@ -12,10 +12,16 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-__all__ = ["load_digits_images", "split_indices", "DIGITS_CLASS_NAMES"]
+__all__ = ["load_digits_images", "split_indices", "DIGITS_CLASS_NAMES", "DIGITS_TEACHER_SPLIT"]
 
 #: Class names of the digits data set, by label index.
 DIGITS_CLASS_NAMES: tuple[str, ...] = tuple(str(d) for d in range(10))
+
+#: How the bundled mock teacher splits the 1,797 digits:
+#: ``split_indices(1797, DIGITS_TEACHER_SPLIT, seed)`` gives (teacher training set,
+#: teacher held-out test set, records the teacher never saw). Demos should draw
+#: their "private" records from the third part so the teacher has not trained on them.
+DIGITS_TEACHER_SPLIT: tuple[float, float, float] = (0.6, 0.2, 0.2)
 
 
 def load_digits_images(size: int = 28) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,82 @@
+"""Per-API-key billing: requests, images and cost, with an optional image quota. Thread-safe."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+
+ANONYMOUS = "anonymous"
+
+
+def key_id(token: str | None) -> str:
+    """Short, non-reversible fingerprint of a bearer token (first 12 hex of its SHA-256), or "anonymous"."""
+    if token is None:
+        return ANONYMOUS
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+class QuotaExceeded(Exception):
+    """A batch would take a key past its image quota; ``remaining`` images are still allowed."""
+
+    def __init__(self, key: str, remaining: int, requested: int) -> None:
+        super().__init__(f"quota exceeded for key {key}: {remaining} images left, batch has {requested}")
+        self.remaining = remaining
+
+
+@dataclass
+class _Account:
+    requests: int = 0
+    images: int = 0
+    rejected: int = 0
+
+
+class Billing:
+    """Counts per key. ``charge`` is atomic check-and-add, so concurrent requests neither
+    lose counts nor overrun the quota. Cost = images x ``price_per_image`` (currency units)."""
+
+    def __init__(self, price_per_image: float, quota_images: int | None = None) -> None:
+        self.price_per_image = float(price_per_image)
+        self.quota_images = quota_images
+        self._lock = threading.Lock()
+        self._accounts: dict[str, _Account] = {}
+
+    def charge(self, key: str, images: int) -> None:
+        """Bill one request of ``images`` images, or raise QuotaExceeded without billing anything."""
+        with self._lock:
+            acct = self._accounts.setdefault(key, _Account())
+            if self.quota_images is not None and acct.images + images > self.quota_images:
+                acct.rejected += 1
+                raise QuotaExceeded(key, self.quota_images - acct.images, images)
+            acct.requests += 1
+            acct.images += images
+
+    def refund(self, key: str, images: int) -> None:
+        """Undo one ``charge`` (the server failed before answering)."""
+        with self._lock:
+            acct = self._accounts[key]
+            acct.requests -= 1
+            acct.images -= images
+            acct.rejected += 1
+
+    def reject(self, key: str) -> None:
+        """Count an infer request of ``key`` that was answered with an error (not billed)."""
+        with self._lock:
+            self._accounts.setdefault(key, _Account()).rejected += 1
+
+    def snapshot(self) -> dict:
+        """The ``GET /usage`` document: per key and total requests, images, cost, rejected."""
+        with self._lock:
+            accounts = {k: (a.requests, a.images, a.rejected) for k, a in self._accounts.items()}
+
+        def entry(requests: int, images: int, rejected: int) -> dict:
+            cost = round(images * self.price_per_image, 12)
+            return {"requests": requests, "images": images, "cost": cost, "rejected": rejected}
+
+        totals = [sum(v[i] for v in accounts.values()) for i in range(3)]
+        return {
+            "price_per_image": self.price_per_image,
+            "quota_images": self.quota_images,
+            "keys": {k: entry(*v) for k, v in sorted(accounts.items())},
+            "total": entry(*totals),
+        }

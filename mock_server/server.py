@@ -1,0 +1,394 @@
+"""The HTTP/1.1 server: routing, auth, billing, faults, query log, graceful shutdown.
+
+Built on the standard library's ``ThreadingHTTPServer`` (one thread per connection,
+keep-alive via ``protocol_version = "HTTP/1.1"``): no extra dependency, and every
+byte on the wire stays under our control, which fault injection needs (dropping a
+connection half-way through a body, trickling a body, lying in a 200).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import TCPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from .billing import Billing, QuotaExceeded, key_id
+from .config import ServerConfig
+from .faults import Decision, FaultInjector, RateLimiter, retry_after_header
+from .protocol import HEADER_LENGTH, INPUT_NAME, OUTPUT_NAME, ProtocolError, encode_infer_response, parse_infer_request
+from .querylog import QueryLog
+from .teacher import TeacherModel, build_teacher
+
+SERVER_NAME = "ldpclient-mock-teacher"
+SERVER_VERSION = "0.1.0"
+#: At most this many bytes of an over-long body are read and discarded before closing,
+#: so that the client gets to read its 413 instead of a reset.
+_DISCARD_LIMIT = 16 * 1024 * 1024
+
+
+class HTTPFailure(ProtocolError):
+    """An error reply with optional extra headers; ``close`` drops the connection after it."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None,
+                 close: bool = False, discard: int = 0) -> None:
+        super().__init__(status, message)
+        self.headers = headers or {}
+        self.close = close
+        self.discard = discard
+
+
+class MockTeacherServer(ThreadingHTTPServer):
+    """An OIP v2 teacher bound to ``config.host:config.port``. Use ``serve()`` in tests."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(self, config: ServerConfig, teacher: TeacherModel | None = None) -> None:
+        self.config = config
+        self.teacher = teacher if teacher is not None else build_teacher(config)
+        self.billing = Billing(config.price_per_image, config.quota_images)
+        self.faults = FaultInjector(config)
+        self.limiter = RateLimiter(config.rate_limit, config.rate_burst) if config.rate_limit else None
+        self.stopping = False
+        self._tokens = [t.encode() for t in config.tokens]
+        self._cond = threading.Condition()
+        self._active = 0
+        self._conns: set[socket.socket] = set()
+        self._serving = False
+        super().__init__((config.host, config.port), _Handler)
+        self.query_log = QueryLog(config.query_log) if config.query_log else None
+
+    def server_bind(self) -> None:  # skip HTTPServer's reverse-DNS lookup of the host
+        TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = self.server_address[0]
+        return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
+
+    def serve_forever(self, poll_interval: float = 0.1) -> None:
+        self._serving = True
+        try:
+            super().serve_forever(poll_interval)
+        finally:
+            self._serving = False
+
+    # --- bookkeeping used by the handler -------------------------------------------------
+    def authenticate(self, header: str | None) -> str:
+        """Key id of the caller; raises 401 when auth is on and the bearer token is missing or wrong."""
+        if not self._tokens:
+            return key_id(None)
+        scheme, _, token = (header or "").partition(" ")
+        token = token.strip()
+        if scheme.lower() == "bearer" and token:
+            raw = token.encode()
+            if any(hmac.compare_digest(raw, t) for t in self._tokens):
+                return key_id(token)
+        raise HTTPFailure(401, "missing or invalid bearer token" if header else "authorization required",
+                          {"WWW-Authenticate": 'Bearer realm="mock-teacher"'})
+
+    def model_metadata(self) -> dict[str, Any]:
+        t, c = self.teacher, self.config
+        return {
+            "name": c.model_name, "versions": ["1"], "platform": "pytorch",
+            "inputs": [{"name": INPUT_NAME, "datatype": "FP32", "shape": [-1, *t.input_shape]}],
+            "outputs": [{"name": OUTPUT_NAME, "datatype": "INT64", "shape": [-1]}],
+            "parameters": {
+                "num_classes": t.num_classes, "class_names": list(t.class_names),
+                "max_batch_size": c.max_batch_size, "value_range": list(t.value_range),
+                "input_datatypes": ["FP32", "UINT8"],
+            },
+        }
+
+    @contextmanager
+    def in_flight(self) -> Iterator[None]:
+        with self._cond:
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._cond.notify_all()
+
+    def track(self, conn: socket.socket, alive: bool) -> None:
+        with self._cond:
+            (self._conns.add if alive else self._conns.discard)(conn)
+
+    def graceful_stop(self, grace: float = 10.0) -> None:
+        """Stop accepting, let requests in flight finish (up to ``grace`` s), close idle keep-alive connections."""
+        self.stopping = True
+        if self._serving:
+            self.shutdown()
+        with self._cond:
+            self._cond.wait_for(lambda: self._active == 0, timeout=grace)
+            conns = list(self._conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.server_close()
+        if self.query_log is not None:
+            self.query_log.close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    default_request_version = "HTTP/1.0"  # error replies to garbled request lines still get a status line
+    server_version = f"{SERVER_NAME}/{SERVER_VERSION}"
+    sys_version = ""
+    server: MockTeacherServer
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    def setup(self) -> None:
+        self.timeout = self.server.config.request_timeout
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.track(self.connection, True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.server.track(self.connection, False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.config.verbose:
+            super().log_message(format, *args)
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = do_GET
+
+    # --- plumbing -------------------------------------------------------------------------
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Errors found by http.server itself (bad request line, headers, version) as JSON."""
+        self.close_connection = True
+        self._send(code, _json({"error": message or self.responses.get(code, ("error",))[0]}),
+                   {"Content-Type": "application/json"})
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        if self.server.stopping:
+            self.close_connection = True
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _send_json(self, status: int, doc: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(status, _json(doc), {"Content-Type": "application/json", **(headers or {})})
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding"):
+            raise HTTPFailure(411, "chunked request bodies are not supported; send Content-Length", close=True)
+        values = self.headers.get_all("Content-Length") or []
+        if not values:
+            if self.command in ("POST", "PUT", "PATCH"):
+                raise HTTPFailure(411, "missing Content-Length", close=True)
+            return b""
+        text = values[0].strip()
+        if len({v.strip() for v in values}) > 1 or not text.isdigit() or not text.isascii():
+            raise HTTPFailure(400, f"invalid Content-Length {', '.join(values)[:60]!r}", close=True)
+        length = int(text)
+        if length > self.server.config.max_body_bytes:
+            raise HTTPFailure(413, f"body of {length} bytes exceeds the limit of "
+                              f"{self.server.config.max_body_bytes}", close=True, discard=length)
+        body = self.rfile.read(length)
+        if len(body) < length:
+            raise HTTPFailure(400, f"body ended after {len(body)} of {length} bytes", close=True)
+        return body
+
+    def _discard(self, nbytes: int) -> None:
+        """Read and drop up to ``nbytes`` of an unread body (1 s), so the client can read our reply."""
+        self.connection.settimeout(1.0)
+        left = min(nbytes, _DISCARD_LIMIT)
+        try:
+            while left > 0:
+                chunk = self.rfile.read1(min(left, 65536))
+                if not chunk:
+                    break
+                left -= len(chunk)
+        except OSError:
+            pass
+
+    def _dispatch(self) -> None:
+        with self.server.in_flight():
+            try:
+                self._route()
+            except HTTPFailure as exc:
+                if exc.close:
+                    self.close_connection = True
+                self._send_json(exc.status, {"error": exc.message}, exc.headers)
+                if exc.discard:
+                    self._discard(exc.discard)
+            except ProtocolError as exc:
+                self._send_json(exc.status, {"error": exc.message})
+            except (BrokenPipeError, ConnectionResetError, TimeoutError, socket.timeout):
+                self.close_connection = True
+            except Exception as exc:  # never let a bug take the connection down silently
+                traceback.print_exc(file=sys.stderr)
+                self.close_connection = True
+                try:
+                    self._send_json(500, {"error": f"internal error: {type(exc).__name__}"})
+                except OSError:
+                    pass
+
+    # --- routes ---------------------------------------------------------------------------
+    def _route(self) -> None:
+        body = self._read_body()
+        path = urlsplit(self.path).path.rstrip("/") or "/"
+        parts = path.split("/")[1:]
+        cfg = self.server.config
+        method = self.command
+
+        def allow(*methods: str) -> None:
+            if method not in methods:
+                raise HTTPFailure(405, f"method {method} not allowed on {path}", {"Allow": ", ".join(methods)})
+
+        if parts == ["v2", "health", "live"]:
+            allow("GET")
+            return self._send_json(200, {"live": True})
+        if parts == ["v2", "health", "ready"]:
+            allow("GET")
+            return self._send_json(200, {"ready": True})
+        if parts == ["v2"]:
+            allow("GET")
+            return self._send_json(200, {"name": SERVER_NAME, "version": SERVER_VERSION,
+                                         "extensions": ["binary_tensor_data"]})
+        if parts == ["usage"]:
+            allow("GET")
+            self.server.authenticate(self.headers.get("Authorization"))
+            return self._send_json(200, self.server.billing.snapshot())
+        if len(parts) >= 3 and parts[:2] == ["v2", "models"]:
+            rest = parts[3:]
+            if rest[:1] == ["versions"]:
+                if len(rest) < 2 or rest[1] != "1":
+                    raise HTTPFailure(404, f"unknown version {'/'.join(rest[1:2]) or '(none)'!r}; only '1'")
+                rest = rest[2:]
+            if rest in ([], ["ready"], ["infer"]):
+                key = self.server.authenticate(self.headers.get("Authorization"))
+                if parts[2] != cfg.model_name:
+                    raise HTTPFailure(404, f"unknown model {parts[2][:60]!r}; this server has {cfg.model_name!r}")
+                if rest == ["infer"]:
+                    allow("POST")
+                    return self._infer(body, key)
+                allow("GET")
+                if rest == ["ready"]:
+                    return self._send_json(200, {"name": cfg.model_name, "ready": True})
+                return self._send_json(200, self.server.model_metadata())
+        raise HTTPFailure(404, f"unknown path {path[:80]!r}")
+
+    def _infer(self, body: bytes, key: str) -> None:
+        srv, cfg, teacher = self.server, self.server.config, self.server.teacher
+        billed0 = {"X-Billed-Images": "0"}
+        try:
+            req = parse_infer_request(body, self.headers.get(HEADER_LENGTH), input_shape=teacher.input_shape,
+                                      max_batch_size=cfg.max_batch_size)
+        except ProtocolError as exc:
+            srv.billing.reject(key)
+            raise HTTPFailure(exc.status, exc.message, billed0) from None
+        decision = srv.faults.decide()
+        if srv.query_log is not None:
+            srv.query_log.record(request_id=req.id, seq=decision.index, key_id=key, model=cfg.model_name,
+                                 tensor=req.tensor, datatype=req.datatype)
+        if decision.latency > 0:
+            time.sleep(decision.latency)
+        if decision.action == "status":
+            srv.billing.reject(key)
+            headers = dict(billed0)
+            if decision.status in (429, 503):
+                headers["Retry-After"] = retry_after_header(cfg.retry_after)
+            message = {429: "too many requests (injected)", 503: "service unavailable (injected)"}.get(
+                decision.status or 0, f"injected failure {decision.status}")
+            raise HTTPFailure(decision.status or 500, message, headers)
+        if srv.limiter is not None:
+            wait = srv.limiter.acquire(key)
+            if wait > 0:
+                srv.billing.reject(key)
+                raise HTTPFailure(429, f"rate limit of {cfg.rate_limit:g} requests/s exceeded",
+                                  {**billed0, "Retry-After": retry_after_header(wait)})
+        try:
+            srv.billing.charge(key, req.batch)
+        except QuotaExceeded as exc:
+            raise HTTPFailure(429, str(exc), {**billed0, "Retry-After": retry_after_header(cfg.retry_after)}) from None
+        try:
+            labels = teacher.predict(req.model_input(teacher.value_range))
+        except BaseException:
+            srv.billing.refund(key, req.batch)
+            raise
+        self._deliver(req, labels, decision)
+
+    def _deliver(self, req: Any, labels: np.ndarray, decision: Decision) -> None:
+        cfg, teacher = self.server.config, self.server.teacher
+
+        def encode(lab: np.ndarray) -> tuple[bytes, dict[str, str]]:
+            return encode_infer_response(req.id, cfg.model_name, lab, binary=req.binary_output,
+                                         billed_images=req.batch)
+
+        body, headers = encode(labels)
+        if decision.action == "malformed":
+            kind = decision.malformed_kind
+            if kind == "truncated":
+                body = body[: len(body) // 2]
+            elif kind == "not_json":
+                body = b"<html><body><h1>502 Bad Gateway</h1>upstream hiccup</body></html>"
+            elif kind == "wrong_count":
+                body, headers = encode(labels[:-1])
+            elif kind == "out_of_range":
+                body, headers = encode(labels + teacher.num_classes)
+        headers["X-Billed-Images"] = str(req.batch)
+        if decision.action == "drop":
+            self.close_connection = True
+            self.send_response(200)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if decision.action == "slow":
+            self.send_response(200)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            pieces = 10
+            step = max(1, -(-len(body) // pieces))
+            for i in range(0, len(body), step):
+                time.sleep(cfg.slow_body_seconds / pieces)
+                self.wfile.write(body[i : i + step])
+            return
+        self._send(200, body, headers)
+
+
+def _json(doc: Any) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
