@@ -1,0 +1,139 @@
+"""End-to-end knowledge transfer on a small synthetic task with an in-process teacher."""
+
+import numpy as np
+import pytest
+import torch
+
+from ldpclient.pipeline import KnowledgeTransfer
+from ldpclient.privacy import laplace
+from ldpclient.privacy.ledger import Ledger
+from ldpclient.teachers.local import LocalTeacher
+
+SIZE = 8
+
+
+def _quadrant_teacher():
+    """Label = brightest quadrant (4 classes): a fixed 'proprietary' rule."""
+
+    def model(x):
+        q = x.unfold(2, SIZE // 2, SIZE // 2).unfold(3, SIZE // 2, SIZE // 2).mean(dim=(-1, -2))
+        return q.reshape(x.shape[0], 4)
+
+    return LocalTeacher(model, (1, SIZE, SIZE), 4, name="quadrants")
+
+
+def _records(n=60, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 4, (n,), generator=g)
+    x = torch.rand(n, 1, SIZE, SIZE, generator=g) * 0.2
+    h = SIZE // 2
+    for k in range(4):
+        r, c = divmod(k, 2)
+        x[y == k, :, r * h : (r + 1) * h, c * h : (c + 1) * h] += 0.8
+    return x.clamp(0, 1), y
+
+
+def _kt(mode="ldpkit", aug="sup", **kw):
+    opts = dict(
+        mode=mode,
+        augmentation=aug,
+        num_queries=1200,
+        epochs=3,
+        batch_size=64,
+        lr=3e-3,
+        seed=0,
+        device="cpu",
+        student_kwargs={"width": 8},
+        release_generator=torch.Generator().manual_seed(7),
+    )
+    opts.update(kw)
+    return KnowledgeTransfer(_quadrant_teacher(), laplace(0.5), **opts)
+
+
+def test_sup_beats_sidp_end_to_end():
+    x, y = _records()
+    sidp = _kt("sidp", "none").run(x)
+    sup = _kt("ldpkit", "sup", postprocess="blur:1,clip").run(x)
+    acc_sidp = (sidp.labels == y).float().mean().item()
+    acc_sup = (sup.labels == y).float().mean().item()
+    assert acc_sup >= acc_sidp + 0.15, (acc_sidp, acc_sup)
+    assert acc_sup >= 0.8
+    assert sidp.student is None and sidp.confidences is None
+    assert sup.confidences.shape == (60,) and sup.student is not None
+    assert sup.counts["queries"] == 1200 and sup.counts["batches"] == 5
+    assert sidp.counts["queries"] == 60
+    assert sup.guarantee.epsilon_element == pytest.approx(0.5)
+    assert sup.guarantee.epsilon_record == pytest.approx(0.5 * SIZE * SIZE)
+    assert set(sup.timings) >= {"release", "postprocess", "label", "train", "predict"}
+    assert sum(sup.teacher_label_histogram) == 1200
+
+
+def test_data_free_costs_nothing_and_uses_blank_queries():
+    x, _ = _records(30)
+    seen = []
+    teacher = _quadrant_teacher()
+    orig = teacher.classify
+    teacher.classify = lambda q: (seen.append(q.values.mean().item()), orig(q))[1]
+    kt = KnowledgeTransfer(teacher, laplace(50.0), mode="data-free", num_queries=100, epochs=1,
+                           seed=0, device="cpu", student_kwargs={"width": 8})
+    res = kt.run(x)
+    assert res.guarantee.epsilon_record == 0 and res.guarantee.public_input
+    assert res.counts["releases_fresh"] == 0
+    assert max(seen) < 0.1  # near-noiseless blank records: the private images never reach the teacher
+    assert res.labels.shape == (30,)
+
+
+def test_ledger_charges_once_then_reuses(tmp_path):
+    x, _ = _records(20)
+    ledger = Ledger(tmp_path / "ledger.db")
+    progress = []
+    first = _kt(ledger=ledger, num_queries=100, epochs=1, progress=lambda *a: progress.append(a[0])).run(x)
+    again = _kt(ledger=ledger, num_queries=100, epochs=1).run(x)
+    assert first.counts["releases_fresh"] == 20 and first.counts["releases_reused"] == 0
+    assert again.counts["releases_fresh"] == 0 and again.counts["releases_reused"] == 20
+    assert ledger.spent(x).epsilon[0] == pytest.approx(first.guarantee.epsilon_record)
+    assert {"release", "label", "train", "epoch", "predict"} <= set(progress)
+    ledger.close()
+
+
+def test_rand_and_reduction_and_checkpoint(tmp_path):
+    x, y = _records(40)
+    ck = tmp_path / "student.pt"
+    res = KnowledgeTransfer(
+        _quadrant_teacher(), laplace(1.0, reduction=2), augmentation="rand", num_queries=400, epochs=2,
+        seed=1, device="cpu", student_kwargs={"width": 8}, checkpoint=ck,
+        release_generator=torch.Generator().manual_seed(0),
+    ).run(x)
+    assert res.guarantee.elements_per_record == (SIZE // 2) ** 2
+    assert res.guarantee.epsilon_record == pytest.approx(16.0)
+    assert res.plan.kind == "rand" and res.counts["queries"] == 400
+    assert ck.is_file()
+
+
+def test_client_path_uses_label_batches():
+    x, _ = _records(20)
+    teacher = _quadrant_teacher()
+    sent = []
+
+    class FakeClient:
+        def label_batches(self, batches):
+            for bid, d in batches:
+                sent.append(bid)
+                yield bid, teacher.classify(d)
+
+    res = _kt(client=FakeClient(), num_queries=150, epochs=1, query_batch_size=64).run(x)
+    assert len(sent) == 3 and res.counts["batches"] == 3
+    assert all(b.startswith(res.plan.fingerprint + ":") for b in sent)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="mode"):
+        _kt(mode="magic")
+    with pytest.raises(ValueError, match="augmentation"):
+        _kt(aug="mixup")
+    with pytest.raises(ValueError, match="unknown student"):
+        _kt(student="vgg99")
+    with pytest.raises(ValueError, match="expects"):
+        _kt().run(torch.rand(5, 1, 6, 6))
+    with pytest.raises(ValueError, match="distinct Sup pairs"):
+        _kt(num_queries=1000).run(_records(10)[0])

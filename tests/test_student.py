@@ -1,0 +1,135 @@
+"""Student zoo, trainer on hard labels, labelling, checkpoints."""
+
+import numpy as np
+import pytest
+import torch
+
+from ldpclient.student import (
+    LabelStore,
+    Trainer,
+    build_student,
+    load_checkpoint,
+    mobilenet_v2,
+    predict,
+    resnet18,
+    save_checkpoint,
+    select_device,
+    small_cnn,
+    validation_mask,
+)
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "resnet18", "mobilenet_v2", "small-cnn"])
+@pytest.mark.parametrize("channels,size", [(1, 8), (3, 28)])
+def test_zoo_shapes(name, channels, size):
+    model = build_student(name, num_classes=7, in_channels=channels, image_size=size).eval()
+    with torch.no_grad():
+        out = model(torch.rand(2, channels, size, size))
+    assert out.shape == (2, 7)
+
+
+def test_factories_and_bad_names():
+    assert isinstance(small_cnn(num_classes=3), torch.nn.Module)
+    assert resnet18(num_classes=3, in_channels=1, image_size=96).conv1.stride == (2, 2)
+    assert mobilenet_v2(num_classes=3, in_channels=2, image_size=16).features[0][0].in_channels == 2
+    with pytest.raises(ValueError, match="unknown student"):
+        build_student("vgg99")
+    with pytest.raises(ValueError):
+        small_cnn(num_classes=1)
+
+
+def test_select_device():
+    assert select_device("cpu").type == "cpu"
+    assert select_device("auto").type in ("cpu", "cuda", "mps")
+    with pytest.raises(ValueError):
+        select_device("tpu")
+
+
+def test_label_store_compact_and_checked():
+    s = LabelStore(1000, 10)
+    assert s.labels.dtype == np.int8 and s.labels.nbytes == 1000
+    s.set(np.array([3, 5]), torch.tensor([7, 2]))
+    assert s.get([3, 5, 6]).tolist() == [7, 2, -1]
+    assert s.num_labelled == 2 and s.histogram()[7] == 1
+    assert LabelStore(10, 500).labels.dtype == np.int16
+    with pytest.raises(ValueError):
+        s.set([1], [10])
+
+
+def test_validation_mask_fraction_and_determinism():
+    ids = np.arange(20000)
+    m = validation_mask(ids, 0.1, seed=3)
+    assert 0.08 < m.mean() < 0.12
+    assert np.array_equal(m, validation_mask(ids, 0.1, seed=3))
+    assert not validation_mask(ids, 0.0).any()
+
+
+def _toy(n=600, seed=0):
+    """Two classes: bright left half vs bright right half, 8x8, with noise."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    x = torch.rand(n, 1, 8, 8, generator=g) * 0.3
+    x[y == 0, :, :, :4] += 0.7
+    x[y == 1, :, :, 4:] += 0.7
+    return x, y
+
+
+def test_trainer_learns_from_stream_and_reports_progress():
+    x, y = _toy()
+    labels = LabelStore(len(y), 2)
+    labels.set(np.arange(len(y)), y)
+    events = []
+
+    def stream(epoch):
+        for s in range(0, len(y), 100):
+            yield np.arange(s, s + 100), x[s : s + 100]
+
+    torch.manual_seed(0)
+    model = small_cnn(num_classes=2, image_size=8, width=8)
+    tr = Trainer(model, epochs=3, batch_size=32, lr=3e-3, val_fraction=0.2, device="cpu",
+                 progress=lambda st, d, t, m: events.append((st, d, t)))
+    hist = tr.fit(stream, labels, steps_per_epoch=15)
+    assert len(hist.loss) == 3 and hist.loss[-1] < hist.loss[0]
+    assert hist.val_accuracy[-1] > 0.9
+    assert hist.images == 3 * int((~validation_mask(np.arange(600), 0.2, 0)).sum())
+    assert ("epoch", 3, 3) in events and any(e[0] == "train" for e in events)
+    xt, yt = _toy(200, seed=1)
+    pred, conf = predict(tr.model, xt, device="cpu")
+    assert pred.dtype == torch.int64 and (pred == yt).float().mean() > 0.9
+    assert conf.shape == (200,) and torch.all((conf >= 0.5) & (conf <= 1))
+
+
+def test_trainer_rejects_unlabelled_stream():
+    x, _ = _toy(50)
+    tr = Trainer(small_cnn(num_classes=2, image_size=8, width=8), epochs=1, device="cpu")
+    with pytest.raises(ValueError, match="no labelled"):
+        tr.fit(lambda e: iter([(np.arange(50), x)]), LabelStore(50, 2))
+
+
+def test_checkpoint_roundtrip_safe_load(tmp_path):
+    cfg = {"num_classes": 4, "in_channels": 1, "image_size": 8, "width": 8}
+    model = build_student("small_cnn", **cfg).eval()
+    path = tmp_path / "ck" / "student.pt"
+    save_checkpoint(path, model, "small_cnn", cfg, extra={"plan": "abc"})
+    loaded, info = load_checkpoint(path)
+    assert info["student"] == "small_cnn" and info["extra"] == {"plan": "abc"}
+    x = torch.rand(3, 1, 8, 8)
+    with torch.no_grad():
+        assert torch.equal(model(x), loaded.eval()(x))
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="cannot load"):
+        load_checkpoint(bad)
+    with pytest.raises(ValueError, match="not found"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_checkpoint_refuses_arbitrary_pickles(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    p = tmp_path / "evil.pt"
+    torch.save({"student": "small_cnn", "state_dict": {}, "x": Evil()}, p)
+    with pytest.raises(ValueError, match="cannot load"):
+        load_checkpoint(p)
