@@ -14,10 +14,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import random
+import select
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -106,26 +108,81 @@ def _rerun_is_free(path: Path, m_a: int, m_b: int) -> None:
         assert led.verify() == []
 
 
-def _fork_child(path: Path, **kill) -> tuple[mp.process.BaseProcess, "mp.synchronize.Event"]:
-    ctx = mp.get_context("fork")
-    ready = ctx.Event()
-    proc = ctx.Process(target=child.run, args=(str(path), ready.set), kwargs=kill, daemon=True)
-    proc.start()
-    return proc, ready
+def _forking() -> bool:
+    return (
+        hasattr(os, "fork")
+        and threading.active_count() == 1
+        and os.environ.get("LDPCLIENT_TEST_CRASH_SCRIPT") != "1"
+    )
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork for fast child processes")
+class _Child:
+    """The releasing child: forked (fast) when this process is single-threaded, else the script
+    run as a fresh interpreter (slower start; forking a multi-threaded process is unsafe)."""
+
+    def __init__(self, path: Path, *, script: bool = False, **kill: object) -> None:
+        self.proc: mp.process.BaseProcess | None = None
+        self.popen: subprocess.Popen | None = None
+        if not script and _forking():
+            ctx = mp.get_context("fork")
+            self._ready = ctx.Event()
+            self.proc = ctx.Process(target=child.run, args=(str(path), self._ready.set), kwargs=kill, daemon=True)
+            self.proc.start()
+            self.pid = self.proc.pid
+        else:
+            args = [sys.executable, str(HERE / "ledger_crash_child.py"), str(path)]
+            if kill:
+                args += ["--kill-stage", str(kill["kill_stage"]), "--kill-batch", str(kill["kill_batch"]),
+                         "--kill-scope", str(kill["kill_scope"])]
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]))
+            self.popen = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            self.pid = self.popen.pid
+
+    def wait_ready(self, timeout: float = 90.0) -> bool:
+        if self.proc is not None:
+            return self._ready.wait(timeout)
+        assert self.popen is not None and self.popen.stdout is not None
+        r, _, _ = select.select([self.popen.stdout], [], [], timeout)
+        return bool(r) and self.popen.stdout.readline().strip() == b"ready"
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float = 90.0) -> int | None:
+        """Exit code (negative signal number when killed); kills the child if it overstays."""
+        if self.proc is not None:
+            self.proc.join(timeout)
+            if self.proc.exitcode is None:
+                self.kill()
+                self.proc.join(10)
+                return None
+            return self.proc.exitcode
+        assert self.popen is not None
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.popen.wait(10)
+            return None
+        finally:
+            if self.popen.stdout is not None:
+                self.popen.stdout.close()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 def test_random_sigkill_never_loses_or_doubles_a_charge(tmp_path: Path) -> None:
     rng = random.Random(20240601)
     mid_run = 0
-    for it in range(6):
+    for it in range(6 if _forking() else 3):  # fewer when each child is a slow fresh interpreter
         path = tmp_path / f"ledger{it}.sqlite"
-        proc, ready = _fork_child(path)
-        assert ready.wait(60), "child did not open the ledger"
+        proc = _Child(path)
+        assert proc.wait_ready(), "child did not open the ledger"
         time.sleep(rng.uniform(0.02, 0.4))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join(30)
-        assert proc.exitcode == -signal.SIGKILL  # the child loops until killed
+        proc.kill()
+        assert proc.wait() == -signal.SIGKILL  # the child loops until killed
         m_a, m_b = _check_invariants(path)
         print(f"kill {it}: stored prefixes A={m_a} B={m_b}")
         mid_run += m_a > 0
@@ -133,54 +190,43 @@ def test_random_sigkill_never_loses_or_doubles_a_charge(tmp_path: Path) -> None:
     assert mid_run >= 1  # at least one kill landed after some releases were committed
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork for fast child processes")
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 def test_kill_then_continue_in_the_same_ledger(tmp_path: Path) -> None:
     """Several kills into one ledger: each child continues from the stored releases."""
     rng = random.Random(7)
     path = tmp_path / "ledger.sqlite"
     last = (0, 0)
-    for _ in range(4):
-        proc, ready = _fork_child(path)
-        assert ready.wait(60)
+    for _ in range(4 if _forking() else 2):
+        proc = _Child(path)
+        assert proc.wait_ready()
         time.sleep(rng.uniform(0.05, 0.3))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join(30)
+        proc.kill()
+        assert proc.wait() == -signal.SIGKILL
         m = _check_invariants(path)
         assert m >= last  # nothing committed is ever lost
         last = m
     _rerun_is_free(path, *last)
 
 
-def _script_child(path: Path, stage: str, batch: int, scope: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]))
-    return subprocess.run(
-        [sys.executable, str(HERE / "ledger_crash_child.py"), str(path),
-         "--kill-stage", stage, "--kill-batch", str(batch), "--kill-scope", scope],
-        env=env, capture_output=True, text=True, timeout=120,
-    )
-
-
 @pytest.mark.parametrize(
-    "stage, scope, expected",
+    "stage, scope, expected, script",
     [
         # killed with the noise drawn but not committed: no charge, no release of batch 3/A
-        ("sampled", "A", (4 * 2 + 8, 4 * 2 + 8)),
+        ("sampled", "A", (4 * 2 + 8, 4 * 2 + 8), False),
         # killed after COMMIT, before the release was returned: charged and stored, B not yet
-        ("committed", "A", (4 * 3 + 8, 4 * 2 + 8)),
-        ("committed", "B", (4 * 3 + 8, 4 * 3 + 8)),
+        # (run through the script entry point as a fresh interpreter)
+        ("committed", "A", (4 * 3 + 8, 4 * 2 + 8), True),
+        ("committed", "B", (4 * 3 + 8, 4 * 3 + 8), False),
     ],
 )
-def test_sigkill_at_exact_stages(tmp_path: Path, stage: str, scope: str, expected: tuple[int, int]) -> None:
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
+def test_sigkill_at_exact_stages(
+    tmp_path: Path, stage: str, scope: str, expected: tuple[int, int], script: bool
+) -> None:
     path = tmp_path / "ledger.sqlite"
-    if not (stage == "committed" and scope == "A") and hasattr(os, "fork"):
-        proc, ready = _fork_child(path, kill_stage=stage, kill_batch=3, kill_scope=scope)
-        proc.join(60)
-        rc = proc.exitcode
-    else:  # the script entry point, as a plain (slower to start) subprocess
-        res = _script_child(path, stage, 3, scope)
-        assert "ready" in res.stdout, res.stderr
-        rc = res.returncode
-    assert rc == -signal.SIGKILL
+    proc = _Child(path, script=script, kill_stage=stage, kill_batch=3, kill_scope=scope)
+    assert proc.wait_ready()
+    assert proc.wait() == -signal.SIGKILL
     assert _check_invariants(path) == expected
     _rerun_is_free(path, *expected)
 
