@@ -219,7 +219,7 @@ def test_binary_bytes_classification_layout():
     "reply, match, calls",
     [
         (label_reply([1, 2, 3]), "3 label", 2),  # wrong count: transient, retried once
-        (label_reply([1, 2, 3, 11]), r"outside \[0, 10\)", 1),  # impossible label: not retried
+        (label_reply([1, 2, 3, 11]), r"outside \[0, 10\)", 2),  # impossible label: could be corruption
         (label_reply([1, 2, 3, 4], dt="INT32"), "metadata declares INT64", 1),
         (label_reply([1, 2, 3, 4], rid="other"), "does not match request", 2),
         (lambda req: (200, {}, "{not json"), "unparseable", 2),

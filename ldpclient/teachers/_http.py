@@ -112,11 +112,14 @@ def server_error_text(resp: requests.Response, limit: int = 300) -> str:
 
 @dataclass
 class CallInfo:
-    """Accounting of one logical call: attempts made, body bytes sent/received (last attempt)."""
+    """Accounting of one logical call: attempts made, body bytes sent/received (last attempt), billing."""
 
     attempts: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
+    #: sum of ``X-Billed-Images`` over every attempt that carried one (failed or
+    #: malformed answers the server still billed included); None when none did
+    billed_header: int | None = None
 
 
 class HttpTransport:
@@ -227,6 +230,9 @@ class HttpTransport:
         except requests.exceptions.RequestException as exc:
             raise TeacherError(self.redact(f"{what}: request failed ({url}): {_short(exc)}")) from None
         info.bytes_sent = len(data) if data else 0
+        billed = resp.headers.get("X-Billed-Images")
+        if billed is not None and billed.strip().isdigit():
+            info.billed_header = (info.billed_header or 0) + int(billed)
         try:
             info.bytes_received = len(resp.content)
         except requests.exceptions.RequestException as exc:  # body cut off mid-read

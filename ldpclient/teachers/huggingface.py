@@ -146,6 +146,8 @@ class HFTeacher:
             res.attempts += info.attempts
             res.bytes_sent += info.bytes_sent
             res.bytes_received += info.bytes_received
+            if info.billed_header is not None:
+                billed = info.billed_header
             res.billed = None if (res.billed is None or billed is None) else res.billed + billed
         res.labels = validate_labels(np.asarray(labels, dtype=np.int64), wire.shape[0], m.num_classes, m.name)
         return res

@@ -288,6 +288,8 @@ class OIPTeacher:
             "POST", f"{self.model_url}/infer", data=body, headers=headers,
             parse=lambda resp: self.decode_response(resp, n, request_id), what=f"infer {self.model!r}",
         )
+        if info.billed_header is not None:  # counts units billed for failed/malformed attempts too
+            billed = info.billed_header
         return InferResult(labels, 1, billed, info.bytes_sent, info.bytes_received, info.attempts)
 
     def decode_response(self, resp: requests.Response, n: int, request_id: str | None) -> tuple[torch.Tensor, int | None]:

@@ -53,7 +53,7 @@ def validate_labels(labels: object, n: int, num_classes: int, teacher: str) -> t
     if n and (arr.min() < 0 or arr.max() >= num_classes):
         bad = arr[(arr < 0) | (arr >= num_classes)][:5].tolist()
         raise MalformedResponse(
-            f"teacher {teacher!r} returned labels {bad} outside [0, {num_classes})", transient=False
+            f"teacher {teacher!r} returned labels {bad} outside [0, {num_classes})"
         )
     return torch.from_numpy(arr.copy())
 

@@ -161,6 +161,8 @@ class TorchServeTeacher:
             res.attempts += info.attempts
             res.bytes_sent += info.bytes_sent
             res.bytes_received += info.bytes_received
+            if info.billed_header is not None:
+                billed = info.billed_header
             res.billed = None if (res.billed is None or billed is None) else res.billed + billed
 
         if self.mode == "image":
