@@ -72,7 +72,8 @@ def test_json_and_binary_agree_and_billing_reconciles(reference_labels):
 )
 def test_fault_injection_is_survived_with_identical_labels(faults, reference_labels, caplog):
     caplog.set_level(logging.WARNING, logger="ldpclient")
-    with mock_server.serve(model="trivial", fault_seed=2, **faults)  # seeded: deterministic with one worker as srv:
+    # seeded faults: deterministic in arrival order with one worker
+    with mock_server.serve(model="trivial", fault_seed=2, **faults) as srv:
         t = connect(f"oip+{srv.url}/digits", retry=fast(max_attempts=10), timeout=(2.0, 5.0))
         client = QueryClient(t, workers=1, cost=CostMeter(price_per_query=0.001))
         labels = torch.cat([l for _, l in client.label_batches(plan())])
