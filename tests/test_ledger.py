@@ -364,3 +364,30 @@ def test_missing_key_detected_before_first_checkpoint(db: Path) -> None:
     with pytest.raises(LedgerError, match="missing"):
         Ledger(db)
     led.close()
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, records",
+    [
+        ("laplace", {"epsilon": 0.5, "reduction": 4}, lambda: images(3, seed=19, shape=(1, 8, 8))),
+        ("tldp-laplace", {"epsilon": 0.5}, lambda: images(3, seed=20, shape=(1, 4, 4))),
+        ("discrete-tldp", {"epsilon": 8.0, "p": 0.1, "reduction": 2},
+         lambda: (images(3, seed=21, shape=(1, 8, 8)) * 255).round().to(torch.uint8)),
+    ],
+)
+def test_stored_releases_round_trip_for_real_mechanisms(db: Path, name: str, kwargs: dict, records) -> None:
+    from ldpclient.privacy import make_mechanism as by_name
+
+    x = records()
+    mech = by_name(name, **kwargs)
+    with Ledger(db) as led:
+        r1 = led.release(mech, x)
+    with Ledger(db) as led:
+        r2 = led.release(by_name(name, **kwargs), x)
+    assert r2.reused.all() and not r1.reused.any()
+    assert r2.values.dtype == r1.values.dtype and torch.equal(r2.values, r1.values)
+    assert r2.released_shape == r1.released_shape and r2.record_shape == r1.record_shape
+    assert r2.reduction == r1.reduction == kwargs.get("reduction", 1)
+    assert torch.equal(r2.clipped_elements, r1.clipped_elements)
+    assert r2.guarantee == r1.guarantee == mech.guarantee(x.shape[1:])
+    assert r2.upsampled().values.shape == x.shape
