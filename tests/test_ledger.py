@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -391,3 +392,26 @@ def test_stored_releases_round_trip_for_real_mechanisms(db: Path, name: str, kwa
     assert torch.equal(r2.clipped_elements, r1.clipped_elements)
     assert r2.guarantee == r1.guarantee == mech.guarantee(x.shape[1:])
     assert r2.upsampled().values.shape == x.shape
+
+
+def test_changed_accounting_for_the_same_config_is_not_reused(db: Path) -> None:
+    x = images(2, seed=22)
+    base = make_mechanism(1.0)
+
+    class Recalibrated(Spy):  # same config(), but its guarantee now says 1.2 per record
+        def guarantee(self, record_shape):
+            g = self.inner.guarantee(record_shape)
+            return dataclasses.replace(g, epsilon_record=1.2)
+
+        def release(self, records, *, generator=None, public=False):
+            self.calls += 1
+            r = self.inner.release(records, generator=generator)
+            return r  # its guarantee (1.0) is below the declared 1.2: allowed
+
+    with Ledger(db) as led:
+        led.release(base, x)
+        spy = Recalibrated(make_mechanism(1.0))
+        r = led.release(spy, x)
+        assert spy.calls == 1 and not r.reused.any()
+        assert led.spent(x).epsilon.tolist() == pytest.approx([2.2, 2.2])
+        assert led.verify() == []

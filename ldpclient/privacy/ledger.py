@@ -7,7 +7,9 @@ keeps
   *fresh* release of that record, across all mechanisms and scopes (basic
   composition), and
 * each **release** it made: the noised values (the LDP output, never the input),
-  keyed by (record, mechanism identity, scope).
+  keyed by (record, mechanism identity, scope). The mechanism identity is the
+  canonical JSON of ``mechanism.config()``, the record shape and the per-record
+  charge ``guarantee(record_shape)`` gives.
 
 Asking again for the same record, mechanism and scope returns the stored release
 at no cost (post-processing of a release is free; re-noising is not). A fresh
@@ -391,19 +393,27 @@ class Ledger:
         return [hmac.new(secret, header + row, hashlib.sha256).digest() for row in _row_bytes(records)]
 
     def _mechanism(self, mechanism: Mechanism, record_shape: tuple[int, ...]) -> _Mech:
-        """Look up / register the mechanism identity (canonical config + record shape)."""
+        """Look up / register the mechanism identity (canonical config + record shape + per-record charge)."""
         if not isinstance(mechanism, Mechanism):
             raise TypeError(f"expected an ldpclient.privacy Mechanism, got {type(mechanism).__name__}")
-        identity = _canonical_json({"config": mechanism.config(), "record_shape": list(record_shape)})
-        cached = self._mechs.get(identity)
-        if cached is not None:
-            return cached
         g = mechanism.guarantee(record_shape)
         if not isinstance(g, Guarantee):
             raise TypeError(f"{type(mechanism).__name__}.guarantee() must return a Guarantee")
         for name in ("epsilon_record", "delta_record"):
             if not math.isfinite(getattr(g, name)):
                 raise ValueError(f"mechanism guarantee {name} must be finite to be charged, got {getattr(g, name)}")
+        # The per-record charge is part of the identity: should the accounting of a configuration
+        # ever change, its old releases are not reused under a charge they were not made with.
+        identity = _canonical_json(
+            {
+                "config": mechanism.config(),
+                "record_shape": list(record_shape),
+                "charge": [g.epsilon_record, g.delta_record],
+            }
+        )
+        cached = self._mechs.get(identity)
+        if cached is not None:
+            return cached
         name = getattr(mechanism, "name", type(mechanism).__name__)
         c = self._db
         row = c.execute("SELECT id FROM mechanisms WHERE identity = ?", (identity,)).fetchone()
@@ -732,7 +742,7 @@ class Ledger:
             n_rel = c.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
         by_mechanism = []
         for name, identity, scope, count, eps, delta in by:
-            ident = json.loads(identity)
+            ident = json.loads(identity)  # {"config", "record_shape", "charge"}
             by_mechanism.append(
                 {
                     "mechanism": name,
