@@ -221,6 +221,9 @@ def label(
     config: Optional[Path] = ConfigOption,
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
     workers: int = typer.Option(1, min=1, help="Requests in flight at once."),
+    timeout: float = typer.Option(60.0, help="Seconds to wait for one teacher response."),
+    max_retry_time: float = typer.Option(120.0, help="Give up retrying a failing request after this many seconds (0 = no retries)."),
+    ca_bundle: Optional[Path] = typer.Option(None, help="CA bundle for TLS verification (verification is always on)."),
     seed: Optional[int] = typer.Option(None, help="Seed ALL randomness, noise included (tests only: never for real data)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or summary."),
     json_out: bool = typer.Option(False, "--json", help="Print the run report as JSON on stdout (implies --quiet)."),
@@ -234,6 +237,7 @@ def label(
     from .labelrun import LabelOptions, run_label, resume_hint
 
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
+    ui.capture_logs(secrets=(token,))
     opts = None
     with user_errors(ui, secrets=(token,)):
         if not teacher:
@@ -263,6 +267,9 @@ def label(
             max_pixels=max_pixels,
             workers=workers,
             seed=seed,
+            timeout=timeout,
+            max_retry_time=max_retry_time,
+            ca_bundle=ca_bundle,
         )
         opts.validate()
     assert opts is not None
@@ -307,6 +314,7 @@ def noise(
     from .labelrun import NoiseOptions, run_noise
 
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
+    ui.capture_logs(secrets=(token,))
     with user_errors(ui, secrets=(token,)):
         opts = NoiseOptions(
             private_dir=private_dir,

@@ -91,9 +91,18 @@ class LabelOptions:
     workers: int = 1
     seed: Optional[int] = None
     device: str = "auto"
+    timeout: float = 60.0
+    max_retry_time: float = 120.0
+    ca_bundle: Optional[Path] = None
 
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
+        if not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise ValueError(f"--timeout must be a number of seconds > 0, got {self.timeout}")
+        if not (math.isfinite(self.max_retry_time) and self.max_retry_time >= 0):
+            raise ValueError(f"--max-retry-time must be a number of seconds >= 0, got {self.max_retry_time}")
+        if self.ca_bundle is not None and not Path(self.ca_bundle).is_file():
+            raise ValueError(f"--ca-bundle {str(self.ca_bundle)!r} is not a file")
         _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
         if self.augment not in AUGMENTS:
             raise ValueError(f"--augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
@@ -188,6 +197,21 @@ def _check_postprocess(spec: str) -> None:
 # --------------------------------------------------------------------------- helpers
 
 
+def connect_options(opts: LabelOptions) -> dict[str, Any]:
+    """Network options for URL adapters: timeouts, retry budget, CA bundle (in-process adapters get none)."""
+    if "://" not in opts.teacher:
+        return {}
+    from .teachers._http import RetryPolicy
+
+    out: dict[str, Any] = {
+        "timeout": (min(10.0, opts.timeout), opts.timeout),
+        "retry": RetryPolicy(max_total=opts.max_retry_time, max_attempts=6 if opts.max_retry_time > 0 else 1),
+    }
+    if opts.ca_bundle is not None:
+        out["verify"] = str(opts.ca_bundle)
+    return out
+
+
 def teacher_identity(url: str) -> str:
     """The teacher address without credentials, query string or fragment (safe for reports and scopes)."""
     parts = urlsplit(url)
@@ -248,6 +272,49 @@ def build_mechanism(
     return mech
 
 
+class ByteUnitsTeacher:
+    """Present a teacher in integer byte units 0..255 (for ``discrete-tldp``, whose domain is {0..255}).
+
+    Records are released in 0..255; queries are mapped back to the wrapped
+    teacher's value range (``lo + v / 255 * (hi - lo)``) before sending, which is
+    post-processing of releases (free). The student then trains and predicts in the
+    same byte units. Everything else (journal scope, request accounting, billing)
+    is the wrapped adapter's.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        import dataclasses
+
+        self._inner = inner
+        self._meta_inner = inner.metadata()
+        self._meta = dataclasses.replace(self._meta_inner, value_range=(0.0, 255.0))
+        self.journal_scope = getattr(inner, "journal_scope", None) or self._meta_inner.name
+        if hasattr(inner, "infer"):
+            self.infer = self._infer
+        if hasattr(inner, "requests_for"):
+            self.requests_for = inner.requests_for
+
+    def _to_inner(self, queries: Any) -> Any:
+        from .privacy.release import as_derived
+
+        lo, hi = (float(v) for v in self._meta_inner.value_range)
+        return as_derived(queries).map(lambda v: lo + v.clamp(0, 255) * ((hi - lo) / 255.0), "bytes->value_range")
+
+    def metadata(self) -> Any:
+        return self._meta
+
+    def classify(self, queries: Any) -> torch.Tensor:
+        return self._inner.classify(self._to_inner(queries))
+
+    def _infer(self, queries: Any, **kwargs: Any) -> Any:
+        return self._inner.infer(self._to_inner(queries), **kwargs)
+
+    def close(self) -> None:
+        closer = getattr(self._inner, "close", None)
+        if callable(closer):
+            closer()
+
+
 def centre_weights(hw: tuple[int, ...], reduce: int) -> torch.Tensor:
     """Default weight matrix of ``tldp-weighted``: 0 in the centre (always noised), rising to 1 at the border.
 
@@ -277,7 +344,7 @@ class _RunState:
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
         data = self._read()
         if digest not in data:
-            data[digest] = {"seed": secrets.randbits(62), "created": time.time()}
+            data[digest] = {"seed": secrets.randbits(31), "created": time.time()}  # small: the pipeline derives seeds from it
             write_json(self.path, data)
         return int(data[digest]["seed"])
 
@@ -310,6 +377,7 @@ class _Progress:
         self._contexts: list[Any] = []
         self._t0: dict[str, float] = {}
         self._epoch_info = ""
+        self._label_start: float | None = None
 
     def _bar(self, stage: str, total: int) -> Any:
         if stage not in self._bars:
@@ -332,11 +400,13 @@ class _Progress:
             return
         if stage not in self.NAMES:
             return
+        if stage == "release" and done >= total:
+            self._label_start = time.perf_counter()  # querying starts right after the releases
         bar = self._bar(stage, total)
         info = None
         if stage == "label":
             s = self.client.stats
-            elapsed = max(time.perf_counter() - self._t0[stage], 1e-9)
+            elapsed = max(time.perf_counter() - (self._label_start or self._t0[stage]), 1e-3)
             qps = s.queries_sent / elapsed
             info = (
                 f"{qps:.0f} q/s, {s.queries_from_journal} from journal, "
@@ -383,7 +453,10 @@ def run_label(
     check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
     with timer.stage("connect"):
         if teacher is None:
-            teacher = connect(opts.teacher, token=token)
+            teacher = connect(opts.teacher, token=token, **connect_options(opts))
+        meta = teacher.metadata()
+    if opts.mechanism == "discrete-tldp" and tuple(meta.value_range) != (0.0, 255.0):
+        teacher = ByteUnitsTeacher(teacher)
         meta = teacher.metadata()
     shape = tuple(int(s) for s in meta.input_shape)
     if len(shape) != 3:
@@ -444,7 +517,7 @@ def run_label(
         baseline_rows: list = []
         if opts.baseline:
             base_progress = _Progress(ui, "baseline ", client)
-            base_seed = (plan_seed * 1_000_003 + 0xB45E) % (2**62)
+            base_seed = (plan_seed * 1_000_003 + 0xB45E) % (2**31)
             base = KnowledgeTransfer(
                 teacher, mechanism, mode="data-free", seed=base_seed,
                 release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
@@ -626,6 +699,8 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     else:
         shape = (opts.channels, opts.size, opts.size)
         scope = "local-preview"
+    if opts.mechanism == "discrete-tldp":
+        value_range = (0.0, 255.0)  # its domain is the integers 0..255 (see ByteUnitsTeacher)
     mechanism = build_mechanism(opts.mechanism, opts.epsilon, opts.epsilon_unit, opts.delta, opts.reduce, value_range, shape)
     with ui.stage("loading", None) as bar:
         images = load_private_folder(

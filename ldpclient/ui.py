@@ -8,6 +8,7 @@ JSON document and error line is scrubbed of the secrets it is given.
 from __future__ import annotations
 
 import json
+import logging
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
@@ -57,6 +58,33 @@ class UI:
 
     # ---------------------------------------------------------------- messages
 
+    def capture_logs(self, *, secrets: tuple[str | None, ...] = ()) -> None:
+        """Show ldpclient's log warnings (retries, billing differences) as one line each on stderr.
+
+        Quiet/JSON mode shows none. Messages are scrubbed of ``secrets``.
+        """
+        ui = self
+
+        class _Handler(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if ui.quiet:
+                    return
+                try:
+                    text = scrub(record.getMessage(), secrets)
+                except Exception:  # noqa: BLE001 - a bad log call must not kill the run
+                    return
+                ui.console.print(f"{record.levelname.lower()}: {' '.join(text.split())}", markup=False)
+
+        logger = logging.getLogger("ldpclient")
+        for h in list(logger.handlers):
+            if getattr(h, "_ldpclient_ui", False):
+                logger.removeHandler(h)
+        handler = _Handler(level=logging.WARNING)
+        handler._ldpclient_ui = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING)
+        logger.propagate = False
+
     def info(self, message: str) -> None:
         if not self.quiet:
             self.console.print(message, markup=False)
@@ -105,12 +133,11 @@ class UI:
     # ---------------------------------------------------------------- summaries
 
     def _table(self, title: str, rows: list[tuple[str, str]]) -> None:
-        table = Table(title=title, show_header=False, title_justify="left", box=None, pad_edge=False)
-        table.add_column(style="bold")
-        table.add_column()
+        """Plain ``key  value`` lines: never truncated, wrapped by the terminal, easy to grep."""
+        self.console.print(title, style="bold", markup=False)
+        width = max(len(k) for k, _ in rows)
         for k, v in rows:
-            table.add_row(k, v)
-        self.console.print(table)
+            self.console.print(f"  {k:<{width}}  {v}", markup=False, soft_wrap=True)
 
     def summary(self, report: Mapping[str, Any]) -> None:
         """Final summary of ``ldpclient label``."""

@@ -1,0 +1,250 @@
+"""`ldpclient label`, `noise`, `budget`, `serve-mock` against the real mock teacher on 127.0.0.1.
+
+Tiny on purpose: 12 private 8x8 images, a trivial (rule-based) mock teacher, tens of
+queries, one training epoch. The subprocess tests kill or interrupt a real run and
+check that the re-run resumes without sending an answered batch again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+import mock_server
+from ldpclient.cli import EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_TEACHER, app
+from ldpclient.report import read_labels
+
+TOKEN = "sekret-token-7f3a9c"
+REPORT_KEYS = {
+    "schema", "command", "ok", "private_dir", "teacher", "mechanism", "guarantee", "augment", "postprocess",
+    "counts", "queries", "cost", "ledger", "student", "baseline", "timings", "skipped", "outputs", "versions",
+}
+
+
+def _private(tmp_path: Path, n: int = 12, size: int = 8) -> Path:
+    folder = tmp_path / "private"
+    rng = np.random.default_rng(0)
+    for k in range(n):
+        sub = folder / ("cats" if k % 2 else "dogs")  # class folders: ignored, never sent
+        sub.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (size, size), dtype=np.uint8)).save(sub / f"img{k:02d}.png")
+    return folder
+
+
+def _server(**kw):
+    opts = dict(model="trivial", image_size=8, channels=1, price_per_image=0.01, max_batch_size=64)
+    opts.update(kw)
+    return mock_server.serve(**opts)
+
+
+def _args(folder: Path, url: str, tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        "label", str(folder), "--teacher", url, "--state-dir", str(tmp_path / "state"),
+        "--output", str(tmp_path / "out" / "labels.csv"), "--reduce", "2", "--queries", "24",
+        "--batch-size", "8", "--epochs", "1", "--price", "0.01", "--max-retry-time", "0", *extra,
+    ]
+
+
+def _run(args: list[str], **kw):
+    return CliRunner().invoke(app, args, **kw)
+
+
+def test_label_happy_path_json_schema_then_resume(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    with _server() as srv:
+        result = _run(_args(folder, srv.model_url, tmp_path, "--json", "--baseline"))
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        assert REPORT_KEYS <= set(report)
+        assert report["ok"] is True and report["counts"]["labelled"] == 12
+        g = report["guarantee"]
+        # per element eps 4 over 16 released elements (8x8 pooled by 2): per record 64
+        assert g["per_element"]["epsilon"] == pytest.approx(4.0)
+        assert g["per_record"]["epsilon"] == pytest.approx(64.0)
+        assert g["elements_per_record"] == 16
+        assert report["queries"]["sent"] == 24 and report["queries"]["from_journal"] == 0
+        assert report["cost"]["spent_run"] == pytest.approx(0.48)  # 24 private + 24 baseline queries
+        assert report["baseline"]["queries_sent"] == 24
+        assert report["ledger"]["fresh"] == 12
+        assert report["skipped"] == [{"path": "broken.png", "reason": "not a readable image (unknown format)"}]
+        assert set(report["timings"]) >= {"connect", "loading", "noising", "querying", "training", "labelling"}
+        rows = read_labels(tmp_path / "out" / "labels.csv")
+        assert [r.path for r in rows] == sorted(r.path for r in rows) and len(rows) == 12
+        assert all(0 <= r.label < 10 and 0.0 <= r.confidence <= 1.0 for r in rows)
+        on_disk = json.loads((tmp_path / "out" / "labels.report.json").read_text())
+        assert on_disk == report
+        first_usage = srv.usage()["total"]["images"]
+
+        # same command again: nothing re-noised, nothing sent or paid again
+        again = _run(_args(folder, srv.model_url, tmp_path, "--json", "--baseline"))
+        assert again.exit_code == 0, again.output
+        rep2 = json.loads(again.stdout)
+        assert rep2["queries"]["sent"] == 0 and rep2["queries"]["from_journal"] == 24
+        assert rep2["ledger"]["fresh"] == 0 and rep2["ledger"]["reused"] == 12
+        assert rep2["cost"]["spent_run"] == 0.0
+        assert srv.usage()["total"]["images"] == first_usage
+        assert [r.label for r in read_labels(tmp_path / "out" / "labels.csv")] == [r.label for r in rows]
+
+        # human-readable summary names both epsilons and the money
+        human = _run(_args(folder, srv.model_url, tmp_path, "--output", str(tmp_path / "h.jsonl")))
+        assert human.exit_code == 0, human.output
+        assert "per record epsilon 64" in human.stderr and "per element epsilon 4" in human.stderr
+        assert json.loads((tmp_path / "h.jsonl").read_text().splitlines()[0]).keys() == {
+            "path", "label", "label_name", "confidence"
+        }
+
+        budget = _run(["budget", "--state-dir", str(tmp_path / "state"), "--json"])
+        assert budget.exit_code == 0, budget.output
+        b = json.loads(budget.stdout)
+        assert b["records"] == 12 and b["epsilon"]["max"] == pytest.approx(64.0)
+
+
+def test_secrets_never_reach_any_output(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    with _server(tokens=(TOKEN,)) as srv:
+        ok = _run(_args(folder, srv.model_url, tmp_path, "--json"), env={"LDPCLIENT_TOKEN": TOKEN})
+        assert ok.exit_code == 0, ok.output
+        wrong = _run(_args(folder, srv.model_url, tmp_path / "w", "--token", TOKEN + "-wrong"))
+        assert wrong.exit_code == EXIT_TEACHER
+        assert "401" in wrong.output or "auth" in wrong.output.lower()
+        noise = _run(["noise", str(folder), "--out", str(tmp_path / "noised"), "--teacher", srv.model_url,
+                      "--state-dir", str(tmp_path / "state"), "--reduce", "2", "--token", TOKEN])
+        assert noise.exit_code == 0, noise.output
+    texts = [ok.output, wrong.output, noise.output]
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert TOKEN.encode() not in data, path
+    for text in texts:
+        assert TOKEN not in text
+
+
+def test_money_cap_stops_before_the_batch_and_resume_pays_nothing_twice(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    with _server() as srv:
+        capped = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.1"))
+        assert capped.exit_code == EXIT_MONEY_CAP, capped.output
+        assert "money cap reached" in capped.stderr and "Traceback" not in capped.output
+        assert srv.usage()["total"]["images"] == 8  # one batch of 8 (0.08) fits under 0.1, the next would not
+        resumed = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "1", "--json"))
+        assert resumed.exit_code == 0, resumed.output
+        rep = json.loads(resumed.stdout)
+        assert rep["queries"]["from_journal"] == 8 and rep["queries"]["sent"] == 16
+        assert rep["ledger"]["fresh"] == 0  # the stopped run's releases were reused
+        assert srv.usage()["total"]["images"] == 24
+
+
+def test_privacy_cap_refuses_before_noising(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    with _server() as srv:
+        result = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "10"))
+        assert result.exit_code == EXIT_PRIVACY_CAP, result.output
+        assert "privacy cap reached" in result.stderr and "Traceback" not in result.output
+        assert srv.usage()["total"]["images"] == 0
+        # per record epsilon 64 fits a cap of 100 once, but not twice under a new mechanism
+        assert _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100")).exit_code == 0
+        again = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100", "--epsilon", "3"))
+        assert again.exit_code == EXIT_PRIVACY_CAP
+
+
+def test_unreachable_and_misbehaving_teachers(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    unreachable = _run(_args(folder, "http://127.0.0.1:9/v2/models/digits", tmp_path))
+    assert unreachable.exit_code == EXIT_TEACHER
+    assert unreachable.stderr.strip().splitlines()[-1].startswith("error: teacher error")
+    with _server(malformed_rate=1.0, malformed_kind="out_of_range") as srv:
+        bad = _run(_args(folder, srv.model_url, tmp_path))
+        assert bad.exit_code == EXIT_TEACHER, bad.output
+        assert "Traceback" not in bad.output and "error: teacher error" in bad.stderr
+    with _server() as srv:
+        wrong_model = _run(_args(folder, srv.url + "/v2/models/nosuchmodel", tmp_path))
+        assert wrong_model.exit_code == EXIT_TEACHER, wrong_model.output
+        assert "nosuchmodel" in wrong_model.stderr
+
+
+def test_noise_writes_copies_and_preview_and_label_reuses_them(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    with _server() as srv:
+        out = tmp_path / "noised"
+        result = _run(["noise", str(folder), "--out", str(out), "--teacher", srv.model_url, "--reduce", "2",
+                       "--state-dir", str(tmp_path / "state"), "--json"])
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        assert doc["counts"]["noised"] == 12 and doc["counts"]["fresh"] == 12
+        copies = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.png") if p.name != "preview.png")
+        assert copies == sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.png"))
+        preview = Image.open(out / "preview.png")
+        assert preview.size[0] > preview.size[1]  # 3 rows, 8 columns
+        assert srv.usage()["total"]["images"] == 0  # noise never contacts the teacher with data
+        label = _run(_args(folder, srv.model_url, tmp_path, "--json"))
+        assert label.exit_code == 0, label.output
+        assert json.loads(label.stdout)["ledger"]["fresh"] == 0  # what `noise` showed is what was sent
+
+
+def test_serve_mock_is_registered() -> None:
+    result = _run(["serve-mock", "--help"])
+    assert result.exit_code == 0
+    assert "--port" in result.output
+
+
+# ------------------------------------------------------------------ subprocess: kill, Ctrl-C, resume
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ldpclient.cli", *args]
+
+
+def _wait_for_images(srv, at_least: int, proc: subprocess.Popen, timeout: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        images = srv.usage()["total"]["images"]
+        if images >= at_least:
+            return images
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError("the run did not get going")
+
+
+@pytest.mark.parametrize("how", ["kill", "interrupt"])
+def test_killed_or_interrupted_run_resumes_without_resending(tmp_path: Path, how: str) -> None:
+    folder = _private(tmp_path)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with _server(latency=0.25) as srv:
+        args = _args(folder, srv.model_url, tmp_path, "--queries", "48", "--batch-size", "4")
+        proc = subprocess.Popen(_cli(*args[0:]), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for_images(srv, 8, proc)
+        if how == "kill":
+            proc.kill()
+        else:
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        if how == "kill":
+            assert proc.returncode == -signal.SIGKILL
+        else:
+            assert proc.returncode == 130, err
+            assert "interrupted" in err and "re-run the same command to resume" in err
+            assert "Traceback" not in err
+        time.sleep(1.0)  # let a request that was in flight at the stop finish on the server (latency 0.25 s)
+        before = srv.usage()["total"]["images"]
+        assert 8 <= before < 48
+        done = subprocess.run(_cli(*args, "--json"), env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        rep = json.loads(done.stdout)
+        sent, journal = rep["queries"]["sent"], rep["queries"]["from_journal"]
+        assert sent + journal == 48
+        assert rep["ledger"]["fresh"] == 0  # the releases made before the stop were reused
+        after = srv.usage()["total"]["images"]
+        assert after - before == sent  # the re-run sent only what it reports sending
+        # at most the one batch in flight at the moment of the stop was answered but not journaled
+        assert journal >= before - 4
