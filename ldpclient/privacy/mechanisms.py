@@ -47,15 +47,12 @@ from .preprocess import (
 )
 from .release import _RELEASE_TOKEN, Release
 from .sampling import (
-    ONE,
     DiscreteLaplaceSampler,
-    bernoulli_int,
     bernoulli_positions,
     discrete_laplace_sampler,
     gaussian_noise,
     laplace_noise,
     make_generator,
-    probability_threshold,
 )
 
 _TINY = math.ulp(0.0)  # 5e-324: reported instead of a positive delta that underflows float64
@@ -304,7 +301,7 @@ class LaplaceMechanism(_Elementwise):
     def _apply(self, x, plan, gen):
         v = plan.values
         if not self.secure:
-            return x + laplace_noise(x.shape, v["b"], gen)
+            return x.to(torch.float32).add_(laplace_noise(x.shape, v["b"], gen))
         j = torch.round((x - self.domain.low) / v["gamma"]).to(torch.int64)
         z = v["sampler"].sample(x.shape, gen)
         return self.domain.low + (j + z).to(torch.float64) * v["gamma"]
@@ -587,11 +584,11 @@ class TLDPMechanism(_Elementwise):
 
     def _apply(self, x, plan, gen):
         v = plan.values
-        y = x + self._base_noise(x.shape, v, gen)
+        x32 = x.to(torch.float32)
+        y = x32 + self._base_noise(x.shape, v, gen).to(torch.float32)
         kept = bernoulli_positions(x.numel(), v["log_p_max"], gen, thin=v["thin"])
         if kept.numel():
-            flat_y, flat_x = y.view(-1), x.reshape(-1)
-            flat_y[kept] = flat_x[kept]
+            y.view(-1)[kept] = x32.view(-1)[kept]
         return y
 
     def _noise(self, shape, plan, gen):
@@ -658,41 +655,32 @@ class DiscreteTLDPMechanism(_Elementwise):
         b = self.b if self.b is not None else 2.0 * d / eps_target
         return dsc.solve_p(eps_target, b, d), b
 
-    def _bound(self, p: float, b: float) -> tuple[float, DiscreteLaplaceSampler, int]:
-        """Rigorous per-element epsilon of the realised sampler (see sampling.epsilon_excess)."""
+    def _bound(self, p: float, b: float) -> tuple[float, float, DiscreteLaplaceSampler]:
+        """(exact formula, rigorous epsilon of the realised sampler, sampler): formula + table-rounding excess."""
         d = self.sensitivity
-        sampler = discrete_laplace_sampler(b)
-        thr = probability_threshold(p)
-        p_real = thr / ONE
-        lam = sampler.mass_lower_factor
-        excess = sampler.epsilon_excess(d)
-        keep_term = p_real / ((1.0 - p_real) * dsc.c_of_b(b) * lam * lam) if thr > 0 else 0.0
-        eps = d / b + math.log(keep_term + math.exp(excess))
-        return eps, sampler, thr
+        sampler = discrete_laplace_sampler(b, p)
+        ideal = dsc.discrete_tldp_epsilon(p, b, d)
+        return ideal, ideal + sampler.epsilon_excess(d), sampler
 
     def _make_plan(self, record_shape, rel_shape, n_elem, noise_only=False) -> _Plan:
         d = self.sensitivity
         target = None if self.epsilon is None else self._eps_element(self.epsilon, n_elem)
         p, b = self._solve(target)
-        eps_ideal = dsc.discrete_tldp_epsilon(p, b, d)
-        eps_true, sampler, thr = self._bound(p, b)
+        eps_ideal, eps_true, sampler = self._bound(p, b)
         if target is not None and eps_true > target:
             t = target
             for _ in range(8):
                 t = t - (eps_true - target) * 1.5 - target * 1e-15
                 p, b = self._solve(t)
-                eps_ideal = dsc.discrete_tldp_epsilon(p, b, d)
-                eps_true, sampler, thr = self._bound(p, b)
+                eps_ideal, eps_true, sampler = self._bound(p, b)
                 if eps_true <= target:
                     break
             else:  # pragma: no cover
                 raise ValueError(f"could not fit discrete TLDP below epsilon={target}")
-        p_real = thr / ONE
         params = self._common_params(n_elem, rel_shape)
         params.update(
             {
-                "p": p_real,
-                "p_requested": p,
+                "p": p,
                 "b": b,
                 "c": dsc.c_of_b(b),
                 "integer_sensitivity": d,
@@ -700,11 +688,11 @@ class DiscreteTLDPMechanism(_Elementwise):
                 "epsilon_quantisation_excess": eps_true - eps_ideal,
                 "secure": True,
                 "sampling": "integer discrete Laplace tables (secure path)",
-                "table_lookups_per_noise_draw": sampler.lookups_per_draw,
+                "table_cells": 2 * sampler.k + 1,
             }
         )
         notes = (
-            f"pure LDP: keep with p = {p_real:.4g}, else discrete Laplace noise b = {_fmt(b)};"
+            f"pure LDP: keep with p = {p:.4g}, else discrete Laplace noise b = {_fmt(b)};"
             f" per element ln(1 + p/((1-p)c)) + {d}/b = {_fmt(eps_ideal)}, per record {n_elem} x that",
             f"secure integer sampling; table rounding adds at most {eps_true - eps_ideal:.3g} nats per element"
             " (included in the figures)",
@@ -722,17 +710,15 @@ class DiscreteTLDPMechanism(_Elementwise):
             params=params,
             notes=notes,
         )
-        return _Plan(g, n_elem, {"sampler": sampler, "threshold": thr})
+        return _Plan(g, n_elem, {"sampler": sampler, "b": b})
 
     def _apply(self, x, plan, gen):
-        v = plan.values
-        xi = x.to(torch.int64)
-        z = v["sampler"].sample(x.shape, gen)
-        keep = bernoulli_int(x.shape, v["threshold"], gen)
-        return torch.where(keep, xi, xi + z).to(torch.float64)
+        # keep-or-noise in one draw: the offset law is p 1[z=0] + (1-p) c e^(-|z|/b)
+        z = plan.values["sampler"].sample(x.shape, gen)
+        return (x.to(torch.int64) + z).to(torch.float64)
 
     def _noise(self, shape, plan, gen):
-        return plan.values["sampler"].sample(shape, gen).to(torch.float64)
+        return discrete_laplace_sampler(plan.values["b"], 0.0).sample(shape, gen).to(torch.float64)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ import torch
 ONE = 1 << 62  # probabilities are integers out of 2**62
 _SPAN = 12.0  # ln(largest/smallest entry) allowed inside one table (keeps rounding error tiny)
 _MAX_TABLE = 256  # entries per table
+_MAX_CENTRAL = 1 << 16  # cells per side of the one-lookup discrete Laplace table
 _MIN_SCALE = 0.1  # smallest discrete Laplace scale (in grid units) the secure sampler accepts
 
 
@@ -76,12 +77,29 @@ def uniform_open(shape: Sequence[int], generator: torch.Generator) -> torch.Tens
     return u.add_(2.0**-54)
 
 
-def laplace_noise(shape: Sequence[int], scale: float | torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Float64 Laplace(0, ``scale``) noise by inverse CDF (float path)."""
-    v = uniform_open(shape, generator).sub_(0.5)
-    # -scale * sign(v) * log(1 - 2|v|); |v| < 1/2 strictly, so the log is finite.
-    mag = torch.log1p(v.abs().mul_(-2.0))
-    return mag.mul_(torch.sign(v)).mul_(-1.0).mul_(scale)
+_REFINE = 2.0**-10  # |v| below this is redrawn at float64 resolution (keeps the Laplace tail)
+
+
+def laplace_noise(
+    shape: Sequence[int], scale: float | torch.Tensor, generator: torch.Generator, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Laplace(0, ``scale``) noise (float path): ``sign(v) * (-log|v|) * scale`` for v uniform on (-1, 1).
+
+    v starts as a float32 uniform on the symmetric grid of odd multiples of 2**-24
+    (never 0); every |v| < 2**-10 (probability 1/1024) is redrawn as
+    ``2**-10 * U`` with U a float64 uniform on (0, 1), so |v| has float64-level
+    resolution where the tail is decided: the largest reachable noise is about
+    44 * scale (float32 alone would stop at 16.6 * scale). The log is taken in
+    float32 (relative error ~1e-7, below the float32 output's resolution).
+    """
+    v = torch.rand(tuple(shape), dtype=torch.float32, generator=generator)
+    v.mul_(2.0).sub_(1.0 - 2.0**-24)  # odd multiples of 2**-24 in (-1, 1), exact in float32
+    a = v.abs()
+    small = torch.nonzero(a.view(-1) < _REFINE).flatten()
+    if small.numel():
+        a.view(-1)[small] = (uniform_open((small.numel(),), generator) * _REFINE).to(torch.float32)
+    noise = a.log_().copysign_(v).mul_(scale)
+    return noise if dtype == torch.float32 else noise.to(dtype)
 
 
 def gaussian_noise(shape: Sequence[int], sigma: float, generator: torch.Generator) -> torch.Tensor:
@@ -149,16 +167,9 @@ def uniform_int62(shape: Sequence[int], generator: torch.Generator) -> torch.Ten
     return torch.randint(0, ONE, tuple(shape), dtype=torch.int64, generator=generator)
 
 
-def bernoulli_int(shape: Sequence[int], threshold: int, generator: torch.Generator) -> torch.Tensor:
-    """Exact Bernoulli(threshold / 2**62) as a bool tensor (integer comparison)."""
-    if threshold <= 0:
-        return torch.zeros(tuple(shape), dtype=torch.bool)
-    return uniform_int62(shape, generator) < threshold
-
-
-def probability_threshold(p: float) -> int:
-    """Largest integer threshold with threshold / 2**62 <= p (so the realised p never exceeds p)."""
-    return int(math.floor(Decimal(p) * ONE))
+def _lr(r: float) -> float:
+    """``ln((1 + r) / (1 - r))``: bounds |ln(1 + e)| for every |e| <= r."""
+    return math.log1p(r) - math.log1p(-r)
 
 
 def _table(probs: list[Decimal], tail: Decimal | None) -> tuple[torch.Tensor, float, float]:
@@ -167,8 +178,7 @@ def _table(probs: list[Decimal], tail: Decimal | None) -> tuple[torch.Tensor, fl
     Returns ``(cum, rho_entries, rho_tail)``: ``cum[j]`` = round(2**62 * P(X <= j));
     without a tail the last entry is 2**62. With a tail the last cumulative entry
     is rounded *down* by one extra count, so the realised tail mass is strictly
-    larger than the true one (needed for the lower bound in
-    :meth:`DiscreteLaplaceSampler.epsilon_excess`).
+    larger than the true one (needed for the lower bound ``mass_lower_factor``).
     """
     cum: list[int] = []
     acc = Decimal(0)
@@ -192,32 +202,53 @@ def _table(probs: list[Decimal], tail: Decimal | None) -> tuple[torch.Tensor, fl
         realised = Decimal(ONE - cum[-1]) / ONE
         if realised <= tail:  # pragma: no cover - guaranteed by the extra floor count
             raise AssertionError("tail mass must be rounded up")
-        rho_tail = float(abs(realised - tail) / tail) * (1 + 1e-12)
-    return torch.tensor(cum, dtype=torch.int64), float(rho) * (1 + 1e-12), rho_tail
+        rho_tail = float(abs(realised - tail) / tail) * (1 + 1e-9)
+    return torch.tensor(cum, dtype=torch.int64), float(rho) * (1 + 1e-9), rho_tail
 
 
-class DiscreteLaplaceSampler:
-    """Exact-by-construction sampler of the discrete Laplace law ``P(Z = z) ∝ exp(-|z| / scale)``.
+def _alias_table(cells: list[int]) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """Walker/Vose alias table in exact integer arithmetic for integer weights summing to 2**62.
 
-    ``scale`` is in integer grid units (>= 0.1). ``Z = G1 - G2`` with G1, G2
-    independent geometric variables ``P(G = g) = (1 - q) q**g``, ``q = exp(-1/scale)``.
-    Each G = sum_i w_i D_i + W A where the digits D_i are independent truncated
-    geometrics on {0..L_i-1} (ratio ``q**w_i``) and A is geometric with ratio
-    ``q**W``, drawn from a K-entry table; landing in its tail adds K and redraws
-    (memorylessness), so the support is unbounded. All draws are uniform 62-bit
-    integers compared against integer CDF tables.
+    With n = 2**B buckets of capacity C = 2**(62 - B), bucket i returns cell i when
+    the low bits of the draw are < ``threshold[i]``, else ``alias[i]``; then
+    P(cell j) = weight_j / 2**62 exactly (same law as the CDF table, O(1) per draw).
+    """
+    bits = max(1, (len(cells) - 1).bit_length())
+    n = 1 << bits
+    cap = ONE >> bits
+    weight = list(cells) + [0] * (n - len(cells))
+    threshold = [cap] * n
+    alias = list(range(n))
+    small = [j for j in range(n) if weight[j] < cap]
+    large = [j for j in range(n) if weight[j] >= cap]
+    while small and large:
+        s_ = small.pop()
+        l_ = large.pop()
+        threshold[s_] = weight[s_]
+        alias[s_] = l_
+        weight[l_] -= cap - weight[s_]
+        (small if weight[l_] < cap else large).append(l_)
+    for j in small + large:  # exact integers: whatever is left is full
+        if weight[j] != cap:  # pragma: no cover
+            raise AssertionError("alias table construction lost mass")
+        threshold[j] = cap
+    return bits, torch.tensor(threshold, dtype=torch.int64), torch.tensor(alias, dtype=torch.int64)
+
+
+class GeometricSampler:
+    """Geometric variables ``P(G = g) = (1 - q) q**g``, ``q = exp(-1/scale)``, from integer tables.
+
+    G = sum_i w_i D_i + W A, where the digits D_i are independent truncated
+    geometrics on {0..L_i-1} (ratio ``q**w_i``; the geometric law factorises
+    exactly over this mixed-radix split) and A is geometric with ratio ``q**W``,
+    drawn from a K-entry table; landing in its tail adds K and draws again
+    (memorylessness), so the support is unbounded and nothing is truncated.
     """
 
     def __init__(self, scale: float) -> None:
-        scale = float(scale)
-        if not math.isfinite(scale) or scale < _MIN_SCALE:
-            raise ValueError(
-                f"discrete Laplace scale must be >= {_MIN_SCALE} grid units, got {scale!r} "
-                "(epsilon too large for the secure sampler)"
-            )
         self.scale = scale
         with localcontext() as ctx:
-            ctx.prec = 60
+            ctx.prec = 50
             q = (Decimal(-1) / Decimal(scale)).exp()
             self.digits: list[tuple[int, torch.Tensor]] = []
             self.rho_digits: list[float] = []
@@ -238,70 +269,142 @@ class DiscreteLaplaceSampler:
             probs = [(1 - big_r) * big_r**j for j in range(k)]
             self.top_cum, self.rho_top, self.rho_tail = _table(probs, big_r**k)
             self.top_k = k
-            self.tail_mass = float(big_r**k)
-            self.c = float((1 - q) / (1 + q))  # P(Z = 0) of the ideal law
 
-    @property
-    def lookups_per_draw(self) -> int:
-        """Table lookups per discrete Laplace draw (two geometric variables)."""
-        return 2 * (len(self.digits) + 1)
-
-    def geometric(self, n: int, generator: torch.Generator) -> torch.Tensor:
-        """``n`` independent geometric variables ``P(G = g) = (1-q) q**g`` (int64)."""
+    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """``n`` independent geometric variables (int64)."""
         g = torch.zeros(n, dtype=torch.int64)
         for weight, cum in self.digits:
             d = torch.searchsorted(cum, uniform_int62((n,), generator), right=True)
-            g.add_(d, alpha=weight) if weight != 1 else g.add_(d)
+            g.add_(d, alpha=weight)
         a = torch.searchsorted(self.top_cum, uniform_int62((n,), generator), right=True)
         pending = torch.nonzero(a == self.top_k).flatten()
         while pending.numel():
             redraw = torch.searchsorted(self.top_cum, uniform_int62((pending.numel(),), generator), right=True)
-            a[pending] += redraw  # redraw == K means the tail again: keep adding
+            a[pending] += redraw  # a redraw of K is the tail again: keep adding
             pending = pending[redraw == self.top_k]
         g.add_(a, alpha=self.top_weight)
         return g
 
-    def sample(self, shape: Sequence[int], generator: torch.Generator) -> torch.Tensor:
-        """Discrete Laplace noise of ``shape`` (int64)."""
-        shape = tuple(int(s) for s in shape)
-        n = math.prod(shape)
-        both = self.geometric(2 * n, generator)
-        return (both[:n] - both[n:]).reshape(shape)
+    def log_spread(self, span: int) -> float:
+        """Bound on |ln(P'(g)/P(g))| over 0 <= g <= span, and on its change between g, g' with |g - g'| <= span.
 
-    def epsilon_excess(self, sensitivity: int) -> float:
-        """Additive bound on the extra privacy loss from table rounding, at integer ``sensitivity``.
-
-        For all z and |d| <= sensitivity the realised law satisfies
-        ``P'(z) / P'(z + d) <= exp(|d| / scale + excess)`` where
-        ``excess = sum_i L(rho_i) + L(rho_top) + (floor(D / (W K)) + 1) L(rho_tail)``,
-        ``L(r) = ln((1 + r) / (1 - r))``: each digit and the top entry of G carry a
-        relative error of at most rho, and at most ``floor(D/(WK)) + 1`` tail
-        factors differ between g and g + d. The bound carries over from G to
-        Z = G1 - G2 (ratio of sums of positive terms, and Z is symmetric).
+        Each digit and the top entry carry a relative error of at most rho; the tail
+        factor (rounded up) enters once per redraw, at most ``span // (W K) + 1`` times.
         """
-        d = int(sensitivity)
-
-        def lr(r: float) -> float:
-            return math.log1p(r) - math.log1p(-r)
-
-        tails = d // (self.top_weight * self.top_k) + 1
-        return sum(lr(r) for r in self.rho_digits) + lr(self.rho_top) + tails * lr(self.rho_tail)
+        tails = int(span) // (self.top_weight * self.top_k) + 1
+        return sum(_lr(r) for r in self.rho_digits) + _lr(self.rho_top) + tails * _lr(self.rho_tail)
 
     @property
     def mass_lower_factor(self) -> float:
-        """lambda with P'(g) >= lambda * P(g) for every g (tail mass is rounded up)."""
+        """lambda with P'(g) >= lambda P(g) for every g (the tail mass is rounded up)."""
         lam = 1.0 - self.rho_top
         for r in self.rho_digits:
             lam *= 1.0 - r
         return lam
 
+
+class DiscreteLaplaceSampler:
+    """Secure sampler of ``Z`` with ``P(Z = z) = p 1[z = 0] + (1 - p) c e^(-|z|/scale)`` (integers).
+
+    With ``keep_p = 0`` this is the discrete Laplace ("two-sided geometric") law;
+    with ``keep_p = p`` it is the *offset* law of discrete TLDP (keep the element
+    with probability p, else add discrete Laplace noise), drawn in one step.
+    ``scale`` is in integer grid units (>= 0.1), ``c = tanh(1/(2 scale))``.
+
+    One uniform 62-bit integer per element picks a cell of a symmetric integer
+    table over z in (-K, K) plus two tail cells, by the alias method in exact
+    integer arithmetic (:func:`_alias_table`); a draw in
+    a tail cell returns ``±(K + G)`` with G from :class:`GeometricSampler`
+    (exact: the law beyond K is K + geometric). Table widths are integers out of
+    2**62 computed from 50-digit decimal probabilities; the central cells are
+    rounded to nearest, the tail cells up, and the residue goes to z = 0, so the
+    table is exactly symmetric. ``rho_central``/``rho_tail`` are the measured
+    relative rounding errors; :meth:`epsilon_excess` turns them into a rigorous
+    additive bound on the extra privacy loss.
+    """
+
+    def __init__(self, scale: float, keep_p: float = 0.0) -> None:
+        scale = float(scale)
+        if not math.isfinite(scale) or scale < _MIN_SCALE:
+            raise ValueError(
+                f"discrete Laplace scale must be >= {_MIN_SCALE} grid units, got {scale!r} "
+                "(epsilon too large for the secure sampler)"
+            )
+        keep_p = float(keep_p)
+        if not 0.0 <= keep_p < 1.0:
+            raise ValueError(f"keep probability must be in [0, 1), got {keep_p!r}")
+        self.scale = scale
+        self.keep_p = keep_p
+        self.geometric = GeometricSampler(scale)
+        k = max(1, min(_MAX_CENTRAL, int(math.floor(_SPAN * scale))))
+        self.k = k
+        with localcontext() as ctx:
+            ctx.prec = 50
+            q = (Decimal(-1) / Decimal(scale)).exp()
+            p = Decimal(keep_p)
+            c = (1 - q) / (1 + q)
+            side = [Decimal(0)] * k  # side[z] = P(Z = z) for 1 <= z < K
+            term = (1 - p) * c
+            for z in range(1, k):
+                term *= q
+                side[z] = term
+            tail = (1 - p) * c * q**k / (1 - q)  # P(Z >= K)
+            widths = [0] * k
+            for z in range(1, k):
+                widths[z] = int((side[z] * ONE).to_integral_value(rounding="ROUND_HALF_EVEN"))
+            tail_w = int((tail * ONE).to_integral_value(rounding="ROUND_CEILING")) + 1
+            zero_w = ONE - 2 * tail_w - 2 * sum(widths[1:])
+            zero_p = p + (1 - p) * c
+            rho = abs(Decimal(zero_w) / ONE - zero_p) / zero_p
+            for z in range(1, k):
+                if widths[z] <= 0:  # pragma: no cover - the span keeps every cell above 2**-40
+                    raise ValueError("secure sampler table has an empty cell")
+                rho = max(rho, abs(Decimal(widths[z]) / ONE - side[z]) / side[z])
+            realised_tail = Decimal(tail_w) / ONE
+            self.rho_central = float(rho) * (1 + 1e-9)
+            self.rho_tail = float((realised_tail - tail) / tail) * (1 + 1e-9)
+            self.c = float(c)
+        # Cells in order: left tail, z = -(K-1) .. K-1, right tail (2K + 1 cells).
+        cells = [tail_w] + widths[:0:-1] + [zero_w] + widths[1:] + [tail_w]
+        if sum(cells) != ONE:  # pragma: no cover
+            raise AssertionError("secure sampler table does not sum to 2**62")
+        self.cells = torch.tensor(cells, dtype=torch.int64)
+        self.bucket_bits, self.threshold, self.alias = _alias_table(cells)
+
+    def sample(self, shape: Sequence[int], generator: torch.Generator) -> torch.Tensor:
+        """Draws of Z with ``shape`` (int64)."""
+        shape = tuple(int(s) for s in shape)
+        u = uniform_int62((math.prod(shape),), generator)
+        # Alias method on integers: the top bits pick a bucket, the low bits decide bucket cell vs alias.
+        bucket = u >> (62 - self.bucket_bits)
+        low = u.bitwise_and_((1 << (62 - self.bucket_bits)) - 1)
+        z = torch.where(low < self.threshold[bucket], bucket, self.alias[bucket])
+        z.sub_(self.k)  # cell index -> z; -K = left tail, +K = right tail
+        tails = torch.nonzero(z.abs() == self.k).flatten()
+        if tails.numel():
+            z[tails] += torch.sign(z[tails]) * self.geometric.sample(tails.numel(), generator)
+        return z.reshape(shape)
+
     def pmf(self, z: torch.Tensor | int) -> torch.Tensor:
-        """Ideal pmf ``c * exp(-|z|/scale)`` (float64), for tests and reports."""
+        """Ideal pmf (float64), for tests and reports."""
         z = torch.as_tensor(z, dtype=torch.float64)
-        return self.c * torch.exp(-z.abs() / self.scale)
+        base = (1.0 - self.keep_p) * self.c * torch.exp(-z.abs() / self.scale)
+        return torch.where(z == 0, base + self.keep_p, base)
+
+    def epsilon_excess(self, sensitivity: int) -> float:
+        """Rigorous additive bound on the privacy loss added by table rounding, at integer ``sensitivity`` D.
+
+        For every pair z, z' with |z - z'| <= D the realised law P' satisfies
+        ``ln(P'(z)/P'(z')) <= ln(P(z)/P(z')) + excess``: each probability is
+        ``P(z) * err(z)`` with ``|ln err| <= L(rho_central)`` in the table and
+        ``<= L(rho_tail) + G.log_spread(D)`` beyond it (``L(r) = ln((1+r)/(1-r))``),
+        so the excess is twice the larger of the two.
+        """
+        d = int(sensitivity)
+        return 2.0 * max(_lr(self.rho_central), _lr(self.rho_tail) + self.geometric.log_spread(d))
 
 
-@lru_cache(maxsize=64)
-def discrete_laplace_sampler(scale: float) -> DiscreteLaplaceSampler:
-    """Cached :class:`DiscreteLaplaceSampler` for ``scale`` (tables take a few ms to build)."""
-    return DiscreteLaplaceSampler(scale)
+@lru_cache(maxsize=32)
+def discrete_laplace_sampler(scale: float, keep_p: float = 0.0) -> DiscreteLaplaceSampler:
+    """Cached :class:`DiscreteLaplaceSampler` (a large table takes up to ~0.2 s to build)."""
+    return DiscreteLaplaceSampler(scale, keep_p)
