@@ -1,0 +1,155 @@
+"""How to write and register a third-party teacher adapter for ldpclient.
+
+A teacher adapter is any object with two methods (the ``Teacher`` protocol):
+
+* ``metadata() -> TeacherMetadata``: input shape (C, H, W), wire datatype
+  ("FP32" or "UINT8"), number of classes, optional class names, max batch size,
+  and the value range the model's inputs are in;
+* ``classify(queries) -> torch.LongTensor``: one hard label per query row.
+
+``queries`` is always a ``Release`` or ``Derived`` (LDP output). Start with
+``to_wire(queries, metadata)``: it rejects raw tensors (TypeError), checks the
+shape, and quantises into the datatype (post-processing, no privacy cost). For
+HTTP, reuse ``HttpTransport``: pooled per-thread sessions, timeouts, retries with
+backoff and Retry-After, TLS verification, and a token that never shows up in
+logs or errors. Optionally add ``infer(queries, *, request_id=None) ->
+InferResult`` (request count, bytes, billed units: the QueryClient uses them for
+the cost meter and reconciliation) and ``requests_for(n)`` (HTTP requests n
+queries need: the cost meter prices per-request fees before sending).
+
+Registering: expose a factory ``connect(target: str, *, token=None, **opts) ->
+Teacher`` and declare it in your package's ``pyproject.toml``::
+
+    [project.entry-points."ldpclient.teachers"]
+    acme = "acme_ldp.teacher:connect"
+
+After ``pip install`` of your package, ``ldpclient.teachers.connect("acme+https://api.acme.example/v1/digits")``
+(or ``"acme:digits"``) finds it: the text after ``acme+`` (or ``acme:``) is
+passed as ``target``. ``ldpclient.teachers.available_adapters()`` lists what is
+installed.
+
+This file's adapter talks to a made-up "ACME vision" JSON API:
+``POST {base}/classify`` with ``{"images": [[...uint8 row-major...], ...],
+"shape": [C, H, W]}`` answering ``{"predictions": [{"class_id": 3}, ...]}``.
+Run it (no network needed; it serves the ACME API itself on 127.0.0.1)::
+
+    .venv/bin/python examples/custom_teacher.py
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import requests
+import torch
+
+from ldpclient.teachers import InferResult, MalformedResponse, QueryClient, TeacherMetadata
+from ldpclient.teachers._http import HttpTransport, RetryPolicy
+from ldpclient.teachers.encoding import to_wire
+from ldpclient.teachers.result import validate_labels
+
+
+class AcmeTeacher:
+    """Adapter for the ACME vision API (28x28 greyscale digits, 10 classes, bytes in)."""
+
+    def __init__(self, base_url: str, *, token: str | None = None, retry: RetryPolicy | None = None, **http: Any):
+        self.base_url = base_url.rstrip("/")
+        # token=None -> read from ACME_TOKEN; it is only ever placed in the header
+        self.http = HttpTransport(name="acme", token=token, token_env="ACME_TOKEN", retry=retry, **http)
+        self.journal_scope = f"acme:{self.base_url}"  # journal key: which teacher answered
+        self._meta = TeacherMetadata(
+            name="acme-digits", input_shape=(1, 28, 28), datatype="UINT8", num_classes=10,
+            class_names=tuple(str(i) for i in range(10)), max_batch_size=64, value_range=(0.0, 1.0),
+        )
+
+    def metadata(self) -> TeacherMetadata:
+        return self._meta
+
+    def requests_for(self, n: int) -> int:
+        return -(-n // self._meta.max_batch_size)
+
+    def classify(self, queries) -> torch.Tensor:
+        return self.infer(queries).labels
+
+    def infer(self, queries, *, request_id: str | None = None) -> InferResult:
+        wire = to_wire(queries, self._meta)  # TypeError for raw tensors; uint8 0..255
+        out = InferResult(labels=torch.zeros(0, dtype=torch.int64), requests=0, billed=None, attempts=0)
+        parts = []
+        step = self._meta.max_batch_size
+        for start in range(0, wire.shape[0], step):
+            chunk = wire[start : start + step]
+            body = json.dumps({"shape": list(chunk.shape[1:]), "images": chunk.reshape(len(chunk), -1).tolist()}).encode()
+
+            def parse(resp: requests.Response, k: int = len(chunk)) -> torch.Tensor:
+                try:
+                    preds = resp.json()["predictions"]
+                    ids = [int(p["class_id"]) for p in preds]
+                except (ValueError, KeyError, TypeError):
+                    raise MalformedResponse(f"ACME answer is not {{'predictions': [...]}}: {resp.text[:80]!r}") from None
+                return validate_labels(np.asarray(ids), k, self._meta.num_classes, self._meta.name)
+
+            labels, info = self.http.call(
+                "POST", f"{self.base_url}/classify", data=body, headers={"Content-Type": "application/json"},
+                parse=parse, what="ACME classify",
+            )
+            parts.append(labels)
+            out.requests += 1
+            out.attempts += info.attempts
+            out.bytes_sent += info.bytes_sent
+            out.bytes_received += info.bytes_received
+        out.labels = torch.cat(parts) if parts else out.labels
+        return out
+
+
+def connect(target: str, *, token: str | None = None, **opts: Any) -> AcmeTeacher:
+    """Entry-point factory: ``acme+https://host/path`` -> ``target = "https://host/path"``."""
+    if not target.startswith(("http://", "https://")):
+        raise ValueError(f"acme teachers are addressed as acme+https://host/path, got {target!r}")
+    return AcmeTeacher(target, token=token, **opts)
+
+
+# --- a tiny stand-in ACME server so the example runs offline --------------------------------
+class _AcmeHandler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802
+        doc = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        means = [np.mean(img) / 255 for img in doc["images"]]
+        body = json.dumps({"predictions": [{"class_id": min(9, int(m * 10))} for m in means]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def main() -> None:
+    from ldpclient.privacy import Domain, Guarantee
+    from ldpclient.privacy.release import _RELEASE_TOKEN, Release  # demo only: real code gets releases from a mechanism
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _AcmeHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        # Installed as a plugin this would be ldpclient.teachers.connect("acme+http://127.0.0.1:PORT").
+        teacher = connect(f"http://127.0.0.1:{server.server_address[1]}")
+        vals = torch.linspace(0, 1, 100).view(100, 1, 1, 1).expand(100, 1, 28, 28).contiguous()
+        g = Guarantee("demo", 1.0, 0.0, 784.0, 0.0, 784, Domain())
+        release = Release(vals, g, (1, 28, 28), _token=_RELEASE_TOKEN)
+        client = QueryClient(teacher, workers=2)
+        labels = client.label(release, prefix="acme-demo")
+        print("labels:", labels.tolist()[:12], "...", f"({client.stats.requests} requests)")
+        try:
+            teacher.classify(vals)
+        except TypeError as exc:
+            print("raw tensor refused:", exc)
+    finally:
+        server.shutdown()
+
+
+if __name__ == "__main__":
+    main()

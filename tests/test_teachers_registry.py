@@ -1,0 +1,51 @@
+"""Adapter selection by URL scheme and third-party adapters through the entry-point group."""
+
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from ldpclient.teachers import registry
+from ldpclient.teachers.huggingface import HFTeacher
+from ldpclient.teachers.oip import OIPTeacher
+from ldpclient.teachers.torchserve import TorchServeTeacher
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_resolve_schemes():
+    assert registry.resolve("oip+http://h:1/m") == ("oip", "http://h:1/m")
+    assert registry.resolve("oip+https://h/m") == ("oip", "https://h/m")
+    assert registry.resolve("http://h:1/m") == ("oip", "http://h:1/m")
+    assert registry.resolve("torchserve+http://h:8080/m") == ("torchserve", "http://h:8080/m")
+    assert registry.resolve("hf://org/model") == ("hf", "org/model")
+    assert registry.resolve("local:pkg.mod:attr") == ("local", "pkg.mod:attr")
+    assert registry.resolve("acme:digits") == ("acme", "digits")
+    with pytest.raises(ValueError, match="non-empty"):
+        registry.resolve("  ")
+
+
+def test_builtin_adapters_by_address():
+    assert isinstance(registry.connect("https://h.example/digits"), OIPTeacher)
+    ts = registry.connect("torchserve+http://h:8080/digits", num_classes=10, input_shape=(1, 28, 28))
+    assert isinstance(ts, TorchServeTeacher) and ts.url == "http://h:8080/predictions/digits"
+    hf = registry.connect("hf://org/model", endpoint="http://hf.local/models", class_names=["a", "b"], input_shape=(3, 8, 8))
+    assert isinstance(hf, HFTeacher) and hf.url == "http://hf.local/models/org/model"
+
+
+def test_third_party_adapter_via_entry_point(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    ep = EntryPoint(name="acme", value="custom_teacher:connect", group=registry.ENTRY_POINT_GROUP)
+
+    def fake_entry_points(*, group):
+        return [ep] if group == registry.ENTRY_POINT_GROUP else []
+
+    monkeypatch.setattr(registry, "entry_points", fake_entry_points)
+    assert registry.available_adapters()["acme"] == "custom_teacher:connect"
+    t = registry.connect("acme+http://127.0.0.1:9/v1", token="tok-XYZ")
+    assert type(t).__name__ == "AcmeTeacher" and t.base_url == "http://127.0.0.1:9/v1"
+    assert "tok-XYZ" not in repr(t.http)
+    with pytest.raises(ValueError, match="acme\\+https://host/path"):
+        registry.connect("acme:digits")
+    sys.modules.pop("custom_teacher", None)
