@@ -60,6 +60,12 @@ def _json_object(raw: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
+def _short(v: Any) -> str:
+    """repr for error messages, cut to 60 characters."""
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -110,16 +116,16 @@ def parse_infer_request(
     if not isinstance(inp, dict):
         raise ProtocolError(400, "each entry of 'inputs' must be an object")
     if inp.get("name") != INPUT_NAME:
-        raise ProtocolError(400, f"missing input {INPUT_NAME!r} (got input named {inp.get('name')!r})")
+        raise ProtocolError(400, f"missing input {INPUT_NAME!r} (got input named {_short(inp.get('name'))})")
     datatype = inp.get("datatype")
-    if datatype not in INPUT_DTYPES:
-        raise ProtocolError(400, f"unsupported datatype {datatype!r} for input {INPUT_NAME!r}; use FP32 or UINT8")
+    if not isinstance(datatype, str) or datatype not in INPUT_DTYPES:
+        raise ProtocolError(400, f"unsupported datatype {_short(datatype)} for input {INPUT_NAME!r}; use FP32 or UINT8")
     shape = inp.get("shape")
     expected = [-1, *input_shape]
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
-        raise ProtocolError(400, f"input 'shape' must be a list of non-negative ints, got {str(shape)[:80]}")
+        raise ProtocolError(400, f"input 'shape' must be a list of non-negative ints, got {_short(shape)}")
     if len(shape) != len(expected) or shape[1:] != list(input_shape):
-        raise ProtocolError(400, f"wrong shape {shape} for input {INPUT_NAME!r}; expected {expected}")
+        raise ProtocolError(400, f"wrong shape {_short(shape)} for input {INPUT_NAME!r}; expected {expected}")
     n = shape[0]
     if n == 0:
         raise ProtocolError(400, "empty batch: shape[0] must be >= 1")
@@ -133,7 +139,7 @@ def parse_infer_request(
         size = params["binary_data_size"]
         if not _is_int(size) or size != count * dtype.itemsize:
             raise ProtocolError(
-                400, f"binary_data_size {size!r} does not match shape {shape} of {datatype} "
+                400, f"binary_data_size {_short(size)} does not match shape {shape} of {datatype} "
                 f"({count * dtype.itemsize} bytes)")
         if len(binary) != size:
             raise ProtocolError(400, f"binary section holds {len(binary)} bytes, binary_data_size says {size}")
@@ -182,7 +188,7 @@ def _wants_binary_output(req: dict[str, Any]) -> bool:
             raise ProtocolError(400, "each entry of 'outputs' must be an object with a 'name'")
         if out["name"] != OUTPUT_NAME:
             raise ProtocolError(
-                400, f"unknown output {out['name'][:40]!r}: this teacher returns hard labels only "
+                400, f"unknown output {_short(out['name'])}: this teacher returns hard labels only "
                 f"(output {OUTPUT_NAME!r})")
         flag = _params(out, "output").get("binary_data")
         if flag is not None:
