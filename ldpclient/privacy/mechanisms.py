@@ -301,8 +301,8 @@ class LaplaceMechanism(_Elementwise):
     def _apply(self, x, plan, gen):
         v = plan.values
         if not self.secure:
-            return x.to(torch.float32).add_(laplace_noise(x.shape, v["b"], gen))
-        j = torch.round((x - self.domain.low) / v["gamma"]).to(torch.int64)
+            return laplace_noise(x.shape, v["b"], gen).add_(x)
+        j = torch.round((x.to(torch.float64) - self.domain.low) / v["gamma"]).to(torch.int64)
         z = v["sampler"].sample(x.shape, gen)
         return self.domain.low + (j + z).to(torch.float64) * v["gamma"]
 
@@ -585,7 +585,7 @@ class TLDPMechanism(_Elementwise):
     def _apply(self, x, plan, gen):
         v = plan.values
         x32 = x.to(torch.float32)
-        y = x32 + self._base_noise(x.shape, v, gen).to(torch.float32)
+        y = self._base_noise(x.shape, v, gen).to(torch.float32).add_(x32)
         kept = bernoulli_positions(x.numel(), v["log_p_max"], gen, thin=v["thin"])
         if kept.numel():
             y.view(-1)[kept] = x32.view(-1)[kept]
@@ -715,7 +715,7 @@ class DiscreteTLDPMechanism(_Elementwise):
     def _apply(self, x, plan, gen):
         # keep-or-noise in one draw: the offset law is p 1[z=0] + (1-p) c e^(-|z|/b)
         z = plan.values["sampler"].sample(x.shape, gen)
-        return (x.to(torch.int64) + z).to(torch.float64)
+        return z.add_(x.to(torch.int64))
 
     def _noise(self, shape, plan, gen):
         return discrete_laplace_sampler(plan.values["b"], 0.0).sample(shape, gen).to(torch.float64)

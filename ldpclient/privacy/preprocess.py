@@ -109,12 +109,19 @@ def validate_records(records: torch.Tensor, domain: Domain, reduction: int) -> t
         raise ValueError(f"records tensor is empty (shape {tuple(records.shape)})")
     if records.is_complex() or records.dtype == torch.bool:
         raise ValueError(f"records must be a real numeric tensor, got dtype {records.dtype}")
-    if records.is_floating_point() and not bool(torch.isfinite(records).all()):
-        bad = int((~torch.isfinite(records)).sum())
-        raise ValueError(f"records contain {bad} NaN/inf values; clean them before noising")
     record_shape = tuple(int(s) for s in records.shape[1:])
     released_shape(record_shape, reduction)
     return record_shape
+
+
+def _value_range(records: torch.Tensor) -> tuple[float, float]:
+    """(min, max) in one pass; NaN/inf raise ``ValueError`` (aminmax propagates NaN)."""
+    lo, hi = torch.aminmax(records.detach().reshape(-1))
+    lo_f, hi_f = float(lo), float(hi)
+    if not (math.isfinite(lo_f) and math.isfinite(hi_f)):
+        bad = int((~torch.isfinite(records)).sum())
+        raise ValueError(f"records contain {bad} NaN/inf values; clean them before noising")
+    return lo_f, hi_f
 
 
 def clip_to_domain(records: torch.Tensor, domain: Domain) -> tuple[torch.Tensor, torch.Tensor]:
@@ -147,10 +154,18 @@ def prepare(records: torch.Tensor, domain: Domain, reduction: int) -> tuple[torc
     """Validate, clip, reduce: the full data-independent preprocessing before noise.
 
     Returns ``(x, clipped_elements, record_shape)`` where ``x`` is float64
-    ``(N, *released_shape)``. For an integer domain the pooled mean is rounded to
+    ``(N, *released_shape)``, or the input itself (float32/float64/integer dtype, not
+    copied) when nothing needs clipping, rounding or pooling. For an integer domain the pooled mean is rounded to
     the nearest integer, so the released elements stay in {low..high}.
     """
     record_shape = validate_records(records, domain, reduction)
+    lo, hi = _value_range(records)
+    exact_dtype = records.dtype in (torch.float32, torch.float64) or not records.is_floating_point()
+    if reduction == 1 and domain.low <= lo and hi <= domain.high and exact_dtype and (
+        not domain.integer or not records.is_floating_point()
+    ):
+        # Fast path: nothing to clip, round or pool; the values are used as they are (no copy).
+        return records.detach(), torch.zeros(records.shape[0], dtype=torch.int64), record_shape
     x, counts = clip_to_domain(records, domain)
     x = average_pool(x, reduction)
     if domain.integer and reduction > 1:
