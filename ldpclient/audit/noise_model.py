@@ -11,7 +11,7 @@ on its output.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -27,59 +27,68 @@ ExtraNoiseFn = Callable[[tuple, Optional[torch.Generator]], torch.Tensor]
 class NoiseModel:
     """Simulate queries from clean images ``(N, C, H, W)`` in the domain's units.
 
-    ``release_fn(x, generator)``: one LDP release of each row, at the released
-    (possibly reduced) shape. ``extra_noise_fn(shape, generator)``: the Rand layer
-    (same distribution as the base noise), drawn at the released shape.
-    ``postprocess``: the client's own post-processing of releases before
-    augmentation (e.g. clip or blur), applied to released values.
-    ``upsample_mode``: how a reduced release is resized back to the record shape.
-    ``rand_scale``: multiplier of the Rand layer (as in the query plan).
+    ``release_fn(x, generator)``: one LDP release of each row, post-processed the
+    way the client does it (upsampled back to the record shape, transforms), at
+    the record shape. ``extra_noise_fn(shape, generator)``: the Rand layer (same
+    distribution as the base noise) at the record shape. ``rand_scale``: its
+    multiplier (as in the query plan). ``clip``: the teacher's value range when the
+    client clips queries to it before sending, else None.
     """
 
     release_fn: ReleaseFn
     extra_noise_fn: ExtraNoiseFn | None = None
-    postprocess: Callable[[torch.Tensor], torch.Tensor] | None = None
-    upsample_mode: str = "bilinear"
     rand_scale: float = 1.0
+    clip: tuple[float, float] | None = None
     name: str = "custom"
 
     @classmethod
-    def from_mechanism(cls, mechanism: Any, **kwargs: Any) -> "NoiseModel":
-        """Wrap an :class:`ldpclient.privacy.Mechanism` (releases flagged ``public=True``:
-        the simulator only ever noises public/synthetic images)."""
+    def from_mechanism(
+        cls,
+        mechanism: Any,
+        *,
+        transforms: Sequence[Callable[[Any], Any]] = (),
+        upsample_mode: str = "bilinear",
+        rand_scale: float = 1.0,
+        clip: tuple[float, float] | None = None,
+    ) -> "NoiseModel":
+        """The pipeline's query path for an :class:`ldpclient.privacy.Mechanism`.
+
+        Release (flagged ``public=True``: the simulator only noises public or
+        synthetic images), upsample a reduced release with ``upsample_mode``, apply
+        the client's post-processing ``transforms`` (e.g. from
+        :func:`ldpclient.postprocess.parse_postprocess`); Rand noise is drawn at the
+        released shape and resized the same way.
+        """
+        from ..postprocess import apply_all
 
         def release_fn(x: torch.Tensor, g: torch.Generator | None) -> torch.Tensor:
-            return mechanism.release(x, generator=g, public=True).values.float()
+            rel = mechanism.release(x, generator=g, public=True)
+            d = rel.upsampled(upsample_mode) if rel.released_shape != rel.record_shape else rel
+            return apply_all(d, list(transforms)).values.float()
 
         def extra(shape: tuple, g: torch.Generator | None) -> torch.Tensor:
-            return mechanism.noise(shape, generator=g).float()
+            r = max(1, int(getattr(mechanism, "reduction", 1) or 1))
+            base = (shape[0], shape[1], shape[2] // r, shape[3] // r) if r > 1 else tuple(shape)
+            noise = mechanism.noise(base, generator=g).float().reshape(base)
+            return upsample(noise, shape[1:], upsample_mode) if r > 1 else noise
 
-        kwargs.setdefault("name", getattr(mechanism, "name", type(mechanism).__name__))
-        return cls(release_fn=release_fn, extra_noise_fn=extra, **kwargs)
-
-    def releases(self, clean: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Released values (after the client's post-processing), at the released shape."""
-        r = self.release_fn(clean, generator)
-        return self.postprocess(r) if self.postprocess is not None else r
-
-    def to_record_shape(self, values: torch.Tensor, record_shape: tuple[int, ...]) -> torch.Tensor:
-        return upsample(values, record_shape, self.upsample_mode)
+        name = getattr(mechanism, "name", type(mechanism).__name__)
+        return cls(release_fn=release_fn, extra_noise_fn=extra, rand_scale=rand_scale, clip=clip, name=name)
 
     def simulate(
         self, clean: torch.Tensor, kind: str, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Queries of ``kind`` made from ``clean`` and the clean image each one stands for.
 
-        Returns ``(queries, targets)``, both ``(N, C, H, W)`` at the record shape. For
-        Sup the rows are paired with a random other row and the target is the clean
-        average of the two (what the query represents).
+        Returns ``(queries, targets)``, both ``(N, C, H, W)``. For Sup the rows are
+        paired with a random other row and the target is the clean average of the
+        two (what the query represents).
         """
         if kind not in KINDS:
             raise ValueError(f"query kind must be one of {KINDS}, got {kind!r}")
         if clean.dim() != 4:
             raise ValueError(f"expected clean images (N, C, H, W), got shape {tuple(clean.shape)}")
-        shape = tuple(clean.shape[1:])
-        r = self.releases(clean, generator)
+        r = self.release_fn(clean, generator)
         target = clean
         if kind == "rand":
             if self.extra_noise_fn is None:
@@ -89,17 +98,14 @@ class NoiseModel:
             n = clean.shape[0]
             if n < 2:
                 raise ValueError("Sup queries need at least 2 images")
-            shift = torch.randint(1, n, (), generator=generator).item()
+            shift = int(torch.randint(1, n, (), generator=generator))
             perm = (torch.arange(n) + shift) % n
             r = (r + r[perm]) / 2
             target = (clean + clean[perm]) / 2
-        return self.to_record_shape(r, shape), target
+        if self.clip is not None:
+            r = r.clamp(*self.clip)
+        return r, target
 
-
-def identity_noise_model() -> NoiseModel:
-    """No noise at all (the attacks' no-noise baseline)."""
-    return NoiseModel(
-        release_fn=lambda x, g: x.float(),
-        extra_noise_fn=lambda shape, g: torch.zeros(shape),
-        name="none",
-    )
+    def releases(self, clean: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """One post-processed release per row, at the record shape."""
+        return self.release_fn(clean, generator)

@@ -1,0 +1,458 @@
+"""``run_audit``: every attack on one private set, written as a JSON report and PNG figures.
+
+Two ways to get the queries a curious teacher saw:
+
+* **from its log** (``queries=`` a mock-server query log, or a tensor): which
+  private record each query came from is read from the client's query plan
+  (``plan=``, whose batch ids are the logged request ids) or given as ``sources=``;
+* **by simulation** (``sweep=`` {epsilon: mechanism}): the client's own query path
+  (mechanism release, post-processing, LDPKiT plan) is run on the private records
+  for each setting and each query kind, so that attack success can be read
+  against epsilon. Nothing leaves the machine.
+
+The attacker's denoisers never see the private records (synthetic training data).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..augment import QueryPlan
+from .denoise import build_denoisers
+from .empirical_epsilon import audit_mechanism
+from .linkage import linkage_attack
+from .membership import membership_inference
+from .noise_model import KINDS, NoiseModel
+from .reconstruction import reconstruction_attack
+from .rme import rme_linkage_audit
+
+Classifier = Callable[[torch.Tensor], torch.Tensor]
+PLAN_KIND = {"sidp": "identity", "rand": "rand", "sup": "sup"}
+KIND_OF_PLAN = {v: k for k, v in PLAN_KIND.items()}
+
+
+# ---- inputs ----------------------------------------------------------------
+def load_query_log(
+    path: str | os.PathLike[str], value_range: tuple[float, float] = (0.0, 1.0), model: str | None = None
+) -> tuple[torch.Tensor, list[tuple[str | None, int]]]:
+    """All queries of a mock-server query log as float ``(Q, C, H, W)`` in ``value_range`` units.
+
+    UINT8 requests are mapped back from bytes (``0..255`` -> ``value_range``).
+    Also returns ``(request_id, rows)`` per logged request, in log order.
+    ``model``: keep only requests to this model name.
+    """
+    from mock_server.querylog import read_query_log
+
+    lo, hi = value_range
+    chunks: list[torch.Tensor] = []
+    segments: list[tuple[str | None, int]] = []
+    for rec, arr in read_query_log(path):
+        if model is not None and rec.get("model") != model:
+            continue
+        t = torch.from_numpy(np.array(arr, copy=True))
+        t = lo + (hi - lo) * t.float() / 255.0 if rec.get("datatype") == "UINT8" else t.float()
+        if t.dim() != 4:
+            raise ValueError(f"{path}: logged tensor of shape {tuple(t.shape)} is not (N, C, H, W)")
+        chunks.append(t)
+        segments.append((rec.get("request_id"), int(t.shape[0])))
+    if not chunks:
+        raise ValueError(f"query log {path} holds no queries" + (f" for model {model!r}" if model else ""))
+    shapes = {tuple(c.shape[1:]) for c in chunks}
+    if len(shapes) > 1:
+        raise ValueError(f"query log {path} mixes input shapes {sorted(shapes)}; pass model=")
+    return torch.cat(chunks), segments
+
+
+def load_plan(spec: QueryPlan | Mapping[str, Any] | str | os.PathLike[str]) -> QueryPlan:
+    """A :class:`QueryPlan` from itself, a dict of its fields, or a JSON file holding one
+    (at the top level or under ``"plan"``)."""
+    if isinstance(spec, QueryPlan):
+        return spec
+    obj: Any = spec
+    if not isinstance(spec, Mapping):
+        try:
+            obj = json.loads(Path(spec).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"cannot read query plan {spec}: {exc}") from None
+    if isinstance(obj, Mapping) and "kind" not in obj and isinstance(obj.get("plan"), Mapping):
+        obj = obj["plan"]
+    fields = set(QueryPlan.__dataclass_fields__)
+    if not isinstance(obj, Mapping) or not {"kind", "n"} <= set(obj):
+        raise ValueError("a query plan needs at least the fields 'kind' and 'n'")
+    try:
+        return QueryPlan(**{k: v for k, v in obj.items() if k in fields})
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"bad query plan: {exc}") from None
+
+
+def sources_from_plan(plan: QueryPlan, segments: Sequence[tuple[str | None, int]]) -> torch.Tensor:
+    """Source records ``(Q, 2)`` of logged queries from their request ids (the plan's batch ids).
+
+    A request id is ``"<fingerprint>:<batch>"`` or, when the client split a batch
+    over several requests, ``"<fingerprint>:<batch>/<k>"``. Rows of requests from
+    other plans (other fingerprint or no id) get ``-1`` (unknown source).
+    """
+    parsed: list[tuple[int, int] | None] = []
+    chunk_sizes: dict[tuple[int, int], int] = {}
+    for rid, rows in segments:
+        p = None
+        if isinstance(rid, str) and rid.startswith(plan.fingerprint + ":"):
+            tail = rid[len(plan.fingerprint) + 1 :]
+            b_str, _, k_str = tail.partition("/")
+            try:
+                p = (int(b_str), int(k_str) if k_str else 0)
+            except ValueError:
+                p = None
+            if p is not None and not 0 <= p[0] < plan.num_batches:
+                p = None
+        parsed.append(p)
+        if p is not None:
+            chunk_sizes.setdefault(p, rows)
+    out = []
+    for (rid, rows), p in zip(segments, parsed):
+        src = torch.full((rows, 2), -1, dtype=torch.long)
+        if p is not None:
+            b, k = p
+            offset = sum(v for (bb, kk), v in chunk_sizes.items() if bb == b and kk < k)
+            ids = plan.batch_ids(b)[offset : offset + rows]
+            if len(ids) == rows:
+                r = plan.recipes(ids)
+                keep = torch.from_numpy(~r["blank"])
+                src[:, 0] = torch.where(keep, torch.from_numpy(r["i"]), -1)
+                src[:, 1] = torch.where(keep, torch.from_numpy(r["j"]), -1)
+        out.append(src)
+    return torch.cat(out)
+
+
+def simulate_client(
+    private: torch.Tensor,
+    mechanism: Any,
+    kind: str,
+    *,
+    queries_per_record: float = 2.0,
+    transforms: Sequence[Any] = (),
+    upsample_mode: str = "bilinear",
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The client's queries of ``kind`` for ``private`` (release, post-process, LDPKiT plan).
+
+    Runs locally on the private records (nothing is sent; no ledger involved).
+    Returns ``(queries (Q, C, H, W), sources (Q, 2))``; Q = n for SIDP, else
+    ``queries_per_record * n`` (capped at the number of Sup pairs).
+    """
+    from ..postprocess import apply_all
+
+    if kind not in KINDS:
+        raise ValueError(f"query kind must be one of {KINDS}, got {kind!r}")
+    n = private.shape[0]
+    g = torch.Generator().manual_seed(seed)
+    rel = mechanism.release(private, generator=g)
+    src = rel.upsampled(upsample_mode) if rel.released_shape != rel.record_shape else rel
+    src = apply_all(src, list(transforms))
+    q = None if kind == "sidp" else max(1, int(round(queries_per_record * n)))
+    if kind == "sup":
+        q = min(q or 1, n * (n - 1) // 2)
+    plan = QueryPlan(PLAN_KIND[kind], n, num_queries=q, seed=seed, batch_size=max(1, min(4096, q or n)))
+    qs, ss = [], []
+    for _, d in plan.batches(src, mechanism=mechanism, noise_mode=upsample_mode):
+        qs.append(d.values)
+        ss.append(d.sources)
+    return torch.cat(qs).float(), torch.cat(ss)
+
+
+# ---- one query set ----------------------------------------------------------
+def audit_queries(
+    queries: torch.Tensor,
+    sources: torch.Tensor,
+    private: torch.Tensor,
+    noise_model: NoiseModel,
+    kind: str,
+    *,
+    teacher: Optional[Classifier] = None,
+    distractors: Optional[torch.Tensor] = None,
+    low: float = 0.0,
+    high: float = 1.0,
+    cnn_steps: int = 200,
+    max_queries: int = 2000,
+    seed: int = 0,
+    banks: dict[str, Any] | None = None,
+) -> dict:
+    """Reconstruction and linkage on one set of queries of one ``kind``.
+
+    ``max_queries``: a seeded random subset of the queries is attacked (time bound).
+    ``distractors``: extra non-private candidates added to the linkage candidate set.
+    ``banks``: a cache {kind: DenoiserBank} for this noise model, filled as needed
+    (reuse it across kinds at the same setting).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"query kind must be one of {KINDS}, got {kind!r}")
+    shape = tuple(private.shape[1:])
+    if tuple(queries.shape[1:]) != shape:
+        raise ValueError(f"queries have shape {tuple(queries.shape[1:])} per row, private records {shape}")
+    g = torch.Generator().manual_seed(seed)
+    has = (sources >= 0).any(1)
+    queries, sources = queries[has], sources[has]
+    if queries.shape[0] == 0:
+        raise ValueError("no query could be traced to a private record (check the plan / sources)")
+    if queries.shape[0] > max_queries:
+        pick = torch.randperm(queries.shape[0], generator=g)[:max_queries]
+        queries, sources = queries[pick], sources[pick]
+    banks = {} if banks is None else banks
+    for k in {kind, "sidp"}:
+        if k not in banks:
+            banks[k] = build_denoisers(noise_model, k, shape, low=low, high=high, cnn_steps=cnn_steps, seed=seed)
+    bank, record_bank = banks[kind], banks["sidp"]
+    rec = reconstruction_attack(
+        queries, sources, private, bank, record_bank=record_bank, teacher=teacher, data_range=high - low, low=low, seed=seed
+    )
+    cands = private if distractors is None else torch.cat([private, distractors.to(private.dtype)])
+    link = linkage_attack(queries, sources, cands, denoiser=bank.candidates[bank.best])
+    return {
+        "kind": kind,
+        "denoiser_validation_mse": bank.validation_mse,
+        "reconstruction": rec,
+        "linkage": link,
+    }
+
+
+def _summary_row(eps: float | None, kind: str, res: dict, guarantee: Any | None) -> dict:
+    rec, link = res["reconstruction"], res["linkage"]
+    pq, li = rec["per_query"], rec["linked"]
+    row = {
+        "epsilon_element": eps,
+        "epsilon_record": None if guarantee is None else guarantee.epsilon_record,
+        "kind": kind,
+        "linkage_top1": link["top1_rate"],
+        "linkage_chance": link["chance_top1"],
+        "linkage_no_noise": link["no_noise_top1"],
+        "recon_ssim": pq["ssim"],
+        "recon_psnr_db": pq["psnr_db"],
+        "recon_chance_ssim": pq["chance"]["ssim"],
+        "linked_ssim": li.get("ssim"),
+        "linked_psnr_db": li.get("psnr_db"),
+        "denoiser": pq["denoiser"],
+    }
+    if "teacher_agreement" in pq:
+        row["recon_teacher_agreement"] = pq["teacher_agreement"]
+        row["recon_teacher_chance"] = pq["chance"]["teacher_agreement"]
+        row["linked_teacher_agreement"] = li.get("teacher_agreement")
+    if "pair_rate" in link:
+        row["linkage_pair"] = link["pair_rate"]
+    return row
+
+
+# ---- everything ---------------------------------------------------------------
+def run_audit(
+    private: torch.Tensor,
+    *,
+    queries: torch.Tensor | str | os.PathLike[str] | None = None,
+    sources: torch.Tensor | None = None,
+    plan: QueryPlan | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    mechanism: Any = None,
+    kind: str | None = None,
+    transforms: Sequence[Any] = (),
+    upsample_mode: str = "bilinear",
+    clip_queries: tuple[float, float] | str | None = "domain",
+    teacher: Optional[Classifier] = None,
+    sweep: Mapping[float, Any] | None = None,
+    sweep_kinds: Sequence[str] = KINDS,
+    queries_per_record: float = 2.0,
+    empirical: bool = True,
+    empirical_samples: int = 200_000,
+    paper_epsilon: float | None = None,
+    membership: Mapping[str, Any] | None = None,
+    rme: bool = True,
+    distractors: torch.Tensor | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    cnn_steps: int = 150,
+    max_queries: int = 2000,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """Run the privacy audit; returns the report dict (and writes it under ``out_dir``).
+
+    ``private``: the private records ``(N, C, H, W)`` in the mechanism's domain units
+    (``[0, 1]`` for images). ``queries``: what the teacher logged (a query-log path
+    or a tensor), with ``plan`` (the client's QueryPlan, to trace request ids to
+    records) or ``sources`` ``(Q, k)``. ``mechanism``: the client's mechanism (the
+    attacker knows the software and its settings; needed to train the denoiser
+    and for the empirical-epsilon test). ``kind``: ``sidp``/``rand``/``sup``
+    (default: from the plan). ``transforms``: the client's post-processing
+    (``ldpclient.postprocess`` objects). ``teacher``: a local callable images ->
+    labels/logits used to judge reconstructions (never a remote API: that would
+    send reconstructions of private data out). ``sweep``: {per-element epsilon:
+    mechanism} to simulate the client and attack each ``sweep_kinds``.
+    ``membership``: keyword arguments of :func:`membership_inference` (``model``,
+    ``members``, ``member_labels``, ``nonmembers``, ``nonmember_labels``, optional
+    ``baseline_model``). ``rme``: also audit Reverse Manifold Embedding on the
+    records as 7x7 feature vectors.
+    """
+    say = progress or (lambda msg: None)
+    if not isinstance(private, torch.Tensor) or private.dim() != 4 or not private.is_floating_point():
+        raise ValueError("private records must be a float tensor (N, C, H, W)")
+    if private.shape[0] < 2:
+        raise ValueError("the audit needs at least 2 private records")
+    if not torch.isfinite(private).all():
+        raise ValueError("private records contain NaN or inf")
+    dom = getattr(mechanism, "domain", None)
+    low, high = (dom.low, dom.high) if dom is not None else (0.0, 1.0)
+    report: dict[str, Any] = {
+        "num_records": int(private.shape[0]),
+        "record_shape": list(private.shape[1:]),
+        "domain": [low, high],
+        "attacker": "honest-but-curious teacher: keeps every query, knows the client software and settings, "
+        "has no private data; denoisers trained on synthetic strokes only",
+    }
+    examples: dict[str, torch.Tensor] | None = None
+    if clip_queries == "domain":
+        clip_queries = (low, high)
+    elif isinstance(clip_queries, str):
+        raise ValueError(f"clip_queries must be 'domain', None or (low, high), got {clip_queries!r}")
+    report["queries_clipped_to"] = list(clip_queries) if clip_queries is not None else None
+
+    if queries is not None:
+        say("reading queries")
+        if mechanism is None:
+            raise ValueError("auditing logged queries needs the client's mechanism (the attacker knows it)")
+        segments: list[tuple[str | None, int]] | None = None
+        if isinstance(queries, torch.Tensor):
+            q = queries.float()
+        else:
+            q, segments = load_query_log(queries, value_range=clip_queries or (low, high))
+        the_plan = load_plan(plan) if plan is not None else None
+        if sources is None:
+            if the_plan is None or segments is None:
+                raise ValueError("pass plan= (with a query log) or sources= to trace queries to records")
+            if the_plan.n != private.shape[0]:
+                raise ValueError(f"the plan is for n={the_plan.n} records but {private.shape[0]} private records were given")
+            sources = sources_from_plan(the_plan, segments)
+        sources = torch.as_tensor(sources).long()
+        if sources.dim() == 1:
+            sources = sources[:, None]
+        kind = kind or (KIND_OF_PLAN[the_plan.kind] if the_plan is not None else None)
+        if kind is None:
+            kind = "sup" if ((sources >= 0).sum(1) == 2).any() else "sidp"
+        nm = NoiseModel.from_mechanism(
+            mechanism, transforms=transforms, upsample_mode=upsample_mode,
+            rand_scale=the_plan.rand_scale if the_plan is not None else 1.0, clip=clip_queries,
+        )
+        say(f"attacking {q.shape[0]} logged {kind} queries")
+        res = audit_queries(q, sources, private, nm, kind, teacher=teacher, distractors=distractors,
+                            low=low, high=high, cnn_steps=cnn_steps, max_queries=max_queries, seed=seed)
+        examples = res["reconstruction"].pop("examples", None)
+        gu = mechanism.guarantee(tuple(private.shape[1:]))
+        report["logged"] = {"num_logged_queries": int(q.shape[0]), "traced": int((sources >= 0).any(1).sum()),
+                            "guarantee": gu.as_dict(), **res}
+        report["summary"] = [_summary_row(gu.epsilon_element, kind, res, gu)]
+
+    if sweep:
+        rows = report.setdefault("summary", [])
+        report["sweep"] = []
+        for eps in sorted(sweep):
+            mech = sweep[eps]
+            gu = mech.guarantee(tuple(private.shape[1:]))
+            nm = NoiseModel.from_mechanism(mech, transforms=transforms, upsample_mode=upsample_mode, clip=clip_queries)
+            banks: dict[str, Any] = {}
+            for k in sweep_kinds:
+                say(f"simulating {k} queries at epsilon {eps:g} per element")
+                qs, ss = simulate_client(private, mech, k, queries_per_record=queries_per_record,
+                                         transforms=transforms, upsample_mode=upsample_mode, seed=seed)
+                if clip_queries is not None:
+                    qs = qs.clamp(*clip_queries)
+                res = audit_queries(qs, ss, private, nm, k, teacher=teacher, distractors=distractors,
+                                    low=low, high=high, cnn_steps=cnn_steps, max_queries=max_queries, seed=seed,
+                                    banks=banks)
+                ex = res["reconstruction"].pop("examples", None)
+                if examples is None and ex is not None and k == "sidp":
+                    examples = {f"{name} eps={eps:g}" if name != "original" else name: v for name, v in ex.items()}
+                report["sweep"].append({"epsilon_element": eps, "guarantee": gu.as_dict(), **res})
+                rows.append(_summary_row(eps, k, res, gu))
+
+    if empirical:
+        mechs = {}
+        if mechanism is not None:
+            mechs["client"] = mechanism
+        for eps, m in (sweep or {}).items():
+            mechs[f"sweep eps={eps:g}"] = m
+        report["empirical_epsilon"] = {}
+        for name, m in mechs.items():
+            say(f"empirical epsilon of {name}")
+            report["empirical_epsilon"][name] = audit_mechanism(
+                m, tuple(private.shape[1:]), paper_epsilon=paper_epsilon, samples=empirical_samples, seed=seed
+            )
+        report["flags"] = [
+            f"{name}: empirical lower bound {r['epsilon_lb']:.3g} exceeds the reported per-element epsilon "
+            f"{r['claimed_epsilon']:.3g} (delta {r['claimed_delta']:.3g})"
+            for name, r in report["empirical_epsilon"].items() if r["violated"]
+        ] + [
+            f"{name}: the pure epsilon {r['paper_epsilon']:.3g} claimed by the paper is refuted "
+            f"(lower bound {r['epsilon_lb_pure']:.3g} ignoring delta)"
+            for name, r in report["empirical_epsilon"].items() if r.get("paper_claim_violated")
+        ]
+
+    if membership is not None:
+        say("membership inference on the student")
+        report["membership"] = membership_inference(**membership)
+
+    if rme:
+        say("Reverse Manifold Embedding audit")
+        feats = F.adaptive_avg_pool2d(private.float(), 7).flatten(1) if private.shape[-1] >= 7 else private.flatten(1)
+        scale_b = None
+        ref = mechanism if mechanism is not None else (sweep[min(sweep)] if sweep else None)
+        if ref is not None:
+            params = ref.guarantee(tuple(feats.shape[1:])).params
+            scale_b = params.get("b") or params.get("sigma")
+        report["rme"] = rme_linkage_audit(feats, float(scale_b) if scale_b else 1.0, seed=seed)
+
+    if out_dir is not None:
+        write_report(report, out_dir, examples)
+    return report
+
+
+def write_report(report: dict, out_dir: str | os.PathLike[str], examples: Mapping[str, torch.Tensor] | None = None) -> dict:
+    """Write ``audit.json`` and the PNG figures into ``out_dir``; returns their paths (also stored in the report)."""
+    from ..report import write_json
+    from .figure import line_plot, reconstruction_grid
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str] = {}
+    if examples:
+        files["reconstructions_png"] = str(reconstruction_grid(examples, out / "audit_reconstructions.png"))
+    rows = [r for r in report.get("summary", []) if r.get("epsilon_element")]
+    eps = sorted({r["epsilon_element"] for r in rows})
+    if len(eps) >= 2:
+        series: dict[str, list[float]] = {}
+        for kind in KINDS:
+            by = {r["epsilon_element"]: r for r in rows if r["kind"] == kind}
+            if len(by) == len(eps):
+                series[f"link {kind}"] = [by[e]["linkage_top1"] for e in eps]
+                if kind == "sidp":
+                    series["SSIM sidp"] = [by[e]["recon_ssim"] for e in eps]
+                    if "recon_teacher_agreement" in by[eps[0]]:
+                        series["teacher agr. sidp"] = [by[e]["recon_teacher_agreement"] for e in eps]
+        if series:
+            files["vs_epsilon_png"] = str(line_plot(eps, series, out / "audit_vs_epsilon.png",
+                                                    title="attack success vs per-element epsilon"))
+    report["files"] = {**files, "report_json": str(out / "audit.json")}
+    write_json(out / "audit.json", report)
+    return files
+
+
+__all__ = [
+    "audit_queries",
+    "load_plan",
+    "load_query_log",
+    "run_audit",
+    "simulate_client",
+    "sources_from_plan",
+    "write_report",
+]

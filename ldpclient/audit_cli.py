@@ -1,0 +1,217 @@
+"""``ldpclient audit``: measure what an honest-but-curious teacher could learn.
+
+H6's CLI registers :func:`audit` as a command; ``python -m ldpclient.audit_cli``
+runs it standalone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+import typer
+
+
+def _fail(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(2)
+
+
+def _parse_floats(spec: str | None, what: str) -> list[float]:
+    if not spec:
+        return []
+    try:
+        vals = [float(v) for v in spec.split(",") if v.strip()]
+    except ValueError:
+        _fail(f"{what} must be a comma-separated list of numbers, got {spec!r}")
+    if any(not v > 0 for v in vals):
+        _fail(f"{what} values must be > 0, got {spec!r}")
+    return vals
+
+
+def _mechanism_factory(name: str, per: str, delta: Optional[float], reduction: int) -> Callable[[float], Any]:
+    from .privacy import make_mechanism
+
+    def make(eps: float) -> Any:
+        kw: dict[str, Any] = {"epsilon": eps, "per": per, "reduction": reduction}
+        if delta is not None:
+            kw["delta"] = delta
+        return make_mechanism(name, **kw)
+
+    return make
+
+
+def _load_teacher(spec: str, input_shape: tuple[int, int, int]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A local teacher: a mock-server checkpoint file, or ``digits`` (the bundled demo teacher)."""
+    from mock_server.config import ServerConfig
+    from mock_server.teacher import digits_teacher, load_checkpoint
+
+    if spec == "digits":
+        tm = digits_teacher(ServerConfig(image_size=input_shape[-1]))
+    else:
+        if "://" in spec:
+            raise ValueError(
+                "--teacher must be a local checkpoint (or 'digits'): the audit classifies reconstructions of your "
+                "private records and must not send them to a remote teacher"
+            )
+        tm = load_checkpoint(spec, ServerConfig(image_size=input_shape[-1]))
+    return lambda x: torch.from_numpy(np.asarray(tm.predict(x.float().numpy()))).long()
+
+
+def _load_sources(path: Path) -> torch.Tensor:
+    if path.suffix == ".npy":
+        return torch.from_numpy(np.load(path, allow_pickle=False)).long()
+    try:
+        return torch.tensor(json.loads(path.read_text()), dtype=torch.long)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"cannot read sources {path}: {exc}") from None
+
+
+def audit(
+    private: Path = typer.Option(..., "--private", help="folder of the private images (the records the queries came from)"),
+    queries: Optional[Path] = typer.Option(None, "--queries", help="query log (JSONL) written by the teacher / mock server"),
+    plan: Optional[Path] = typer.Option(None, "--plan", help="JSON of the client's query plan (maps logged request ids to records)"),
+    sources: Optional[Path] = typer.Option(None, "--sources", help=".npy/.json (Q, k) record indices of each logged query (instead of --plan)"),
+    mechanism: str = typer.Option("laplace", "--mechanism", help="client mechanism: laplace|gaussian|tldp-laplace|tldp-gaussian|discrete-tldp"),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="the client's epsilon (unit: --per); needed with --queries"),
+    per: str = typer.Option("element", "--per", help="unit of --epsilon and --sweep: element or record"),
+    delta: Optional[float] = typer.Option(None, "--delta", help="delta for gaussian mechanisms"),
+    reduction: int = typer.Option(1, "--reduction", help="average-pooling factor before noise used by the client"),
+    postprocess: Optional[str] = typer.Option(None, "--postprocess", help="client post-processing, e.g. 'clip,blur:1'"),
+    kind: Optional[str] = typer.Option(None, "--kind", help="query kind sidp|rand|sup (default: from the plan)"),
+    teacher: Optional[str] = typer.Option(None, "--teacher", help="LOCAL teacher to judge reconstructions: mock-server checkpoint file or 'digits'"),
+    sweep: Optional[str] = typer.Option(None, "--sweep", help="also simulate the client at these epsilons, e.g. '0.5,1,2,4'"),
+    paper_epsilon: Optional[float] = typer.Option(None, "--paper-epsilon", help="per-element epsilon a paper claims as pure LDP (tested)"),
+    student: Optional[Path] = typer.Option(None, "--student", help="student checkpoint for membership inference (needs --holdout)"),
+    holdout: Optional[Path] = typer.Option(None, "--holdout", help="folder of non-member images of the same distribution"),
+    size: int = typer.Option(28, "--size", help="record height = width when no query log gives the shape"),
+    channels: int = typer.Option(1, "--channels", help="record channels when no query log gives the shape"),
+    out: Path = typer.Option(Path("audit"), "--out", help="output folder for audit.json and the PNG figures"),
+    cnn_steps: int = typer.Option(150, "--cnn-steps", help="training steps of the attacker's denoising CNN (0 = filters only)"),
+    max_queries: int = typer.Option(2000, "--max-queries", help="attack at most this many queries per setting"),
+    empirical: bool = typer.Option(True, "--empirical/--no-empirical", help="run the empirical-epsilon test"),
+    rme: bool = typer.Option(True, "--rme/--no-rme", help="run the Reverse Manifold Embedding audit"),
+    seed: int = typer.Option(0, "--seed", help="seed of the attacks and simulations"),
+    as_json: bool = typer.Option(False, "--json", help="print the whole report as JSON"),
+) -> None:
+    """Attack the queries a teacher saw (reconstruction, linkage, empirical epsilon, membership, RME)."""
+    from .audit import run_audit
+    from .audit.report import load_query_log
+    from .postprocess import parse_postprocess
+
+    try:
+        if queries is None and not sweep:
+            raise ValueError("nothing to audit: give --queries LOG (what the teacher saw) and/or --sweep EPSILONS")
+        if per not in ("element", "record"):
+            raise ValueError(f"--per must be 'element' or 'record', got {per!r}")
+        if kind is not None and kind not in ("sidp", "rand", "sup"):
+            raise ValueError(f"--kind must be sidp, rand or sup, got {kind!r}")
+        if (student is None) != (holdout is None):
+            raise ValueError("membership inference needs both --student and --holdout")
+        make = _mechanism_factory(mechanism, per, delta, reduction)
+        shape: tuple[int, int, int] = (channels, size, size)
+        log_q = None
+        if queries is not None:
+            if not queries.is_file():
+                raise ValueError(f"query log {queries} does not exist")
+            if epsilon is None:
+                raise ValueError("--epsilon (the client's setting) is needed to audit a query log")
+            log_q, _ = load_query_log(queries)
+            shape = tuple(int(v) for v in log_q.shape[1:])  # type: ignore[assignment]
+        from .data import load_private_folder
+
+        records = load_private_folder(private, shape).records
+        mech = make(epsilon) if epsilon is not None else None
+        dom = (mech or make(_parse_floats(sweep, "--sweep")[0])).domain
+        records = dom.low + (dom.high - dom.low) * records  # images are [0, 1]; the mechanism's domain may differ
+        judge = None
+        if teacher is not None:
+            t = _load_teacher(teacher, shape)
+            judge = lambda x: t((x - dom.low) / (dom.high - dom.low))  # noqa: E731
+        membership = None
+        if student is not None and holdout is not None:
+            if judge is None:
+                raise ValueError("membership inference labels records with the teacher: give --teacher too")
+            from .student import load_checkpoint
+
+            model, _ = load_checkpoint(student)
+            non = dom.low + (dom.high - dom.low) * load_private_folder(holdout, shape).records
+            membership = {"model": model, "members": records, "member_labels": judge(records),
+                          "nonmembers": non, "nonmember_labels": judge(non)}
+        sweep_map = {e: make(e) for e in _parse_floats(sweep, "--sweep")}
+        report = run_audit(
+            records,
+            queries=queries,
+            sources=_load_sources(sources) if sources is not None else None,
+            plan=plan,
+            mechanism=mech,
+            kind=kind,
+            transforms=parse_postprocess(postprocess),
+            teacher=judge,
+            sweep=sweep_map or None,
+            paper_epsilon=paper_epsilon,
+            membership=membership,
+            rme=rme,
+            empirical=empirical,
+            out_dir=out,
+            cnn_steps=cnn_steps,
+            max_queries=max_queries,
+            seed=seed,
+            progress=(lambda m: typer.echo(m, err=True)) if not as_json else None,
+        )
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        from .report import to_json
+
+        typer.echo(to_json(report))
+        return
+    _print_summary(report)
+
+
+def _print_summary(report: dict) -> None:
+    typer.echo(f"privacy audit of {report['num_records']} records {tuple(report['record_shape'])}")
+    for r in report.get("summary", []):
+        eps_r = r.get("epsilon_record")
+        line = (
+            f"  eps/elem {r['epsilon_element']:g} (per record {eps_r:.4g}) {r['kind']:>4}: "
+            f"linkage {r['linkage_top1']:.3f} (chance {r['linkage_chance']:.4f}, no noise {r['linkage_no_noise']:.3f}); "
+            f"reconstruction SSIM {r['recon_ssim']:.3f} (chance {r['recon_chance_ssim']:.3f}), PSNR {r['recon_psnr_db']:.1f} dB"
+        )
+        if "recon_teacher_agreement" in r:
+            line += f"; teacher agrees {r['recon_teacher_agreement']:.3f} (chance {r['recon_teacher_chance']:.3f})"
+        typer.echo(line)
+    for name, e in report.get("empirical_epsilon", {}).items():
+        typer.echo(
+            f"  empirical epsilon [{name}]: lower bound {e['epsilon_lb']:.3f} vs reported {e['claimed_epsilon']:.4g}"
+            f" (delta {e['claimed_delta']:.3g}); ignoring delta {e['epsilon_lb_pure']:.3f}"
+        )
+    for flag in report.get("flags", []):
+        typer.echo(f"  FLAG: {flag}")
+    if "membership" in report:
+        s = report["membership"]["student"]
+        typer.echo(f"  membership inference: AUC {s['auc']:.3f}, TPR@1%FPR {s['tpr_at_0.01_fpr']:.3f} (chance 0.5 / 0.01)")
+    if "rme" in report:
+        r = report["rme"]
+        typer.echo(
+            f"  RME: linkage plain {r['plain_l1']:.3f}, invertible RME after exact inversion "
+            f"{r['invertible']['attacker_inverts_l1']:.3f}, folding RME {max(r['folding'].values()):.3f} (chance {r['chance']:.4f})"
+        )
+    for k, v in report.get("files", {}).items():
+        typer.echo(f"  {k}: {v}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Standalone entry point: ``python -m ldpclient.audit_cli --private DIR ...``."""
+    app = typer.Typer(add_completion=False)
+    app.command()(audit)
+    app(args=argv if argv is not None else sys.argv[1:], prog_name="ldpclient audit")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The audit on a real query log: mock server logs what the OIP client sent; the CLI traces and attacks it."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import typer
+from PIL import Image
+from typer.testing import CliRunner
+
+from ldpclient.audit import load_plan, load_query_log, run_audit, sources_from_plan
+from ldpclient.audit_cli import audit
+from ldpclient.augment import QueryPlan
+from ldpclient.data import load_private_folder
+from ldpclient.privacy import laplace
+from ldpclient.teachers import connect
+from ldpclient.teachers.client import QueryClient
+from mock_server import serve
+
+N, SIZE = 24, 12
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory):
+    """Private PNG folder, a Sup plan, and the query log of a real server that answered it."""
+    root = tmp_path_factory.mktemp("audit")
+    folder = root / "private"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(N):
+        Image.fromarray(rng.integers(0, 256, (SIZE, SIZE), dtype=np.uint8), mode="L").save(folder / f"{k:03d}.png")
+    records = load_private_folder(folder, (1, SIZE, SIZE)).records
+    mech = laplace(2.0)
+    release = mech.release(records, generator=torch.Generator().manual_seed(1))
+    plan = QueryPlan("sup", N, num_queries=90, seed=5, batch_size=32)
+    log = root / "queries.jsonl"
+    # max_batch_size 20 < plan batch 32: the client splits batches, request ids get a "/k" suffix
+    with serve(model="trivial", image_size=SIZE, query_log=str(log), max_batch_size=20) as srv:
+        client = QueryClient(connect(srv.url + "/v2/models/digits"))
+        answered = list(client.label_batches(plan.batches(release)))
+    assert len(answered) == plan.num_batches
+    plan_file = root / "plan.json"
+    plan_file.write_text(json.dumps({"plan": dataclasses.asdict(plan)}))
+    return {"root": root, "folder": folder, "records": records, "release": release, "plan": plan,
+            "plan_file": plan_file, "log": log, "mech": mech}
+
+
+def test_logged_queries_are_traced_to_their_records(logged):
+    q, segments = load_query_log(logged["log"])
+    plan = load_plan(logged["plan_file"])
+    assert plan == logged["plan"]
+    src = sources_from_plan(plan, segments)
+    assert q.shape == (90, 1, SIZE, SIZE) and (src >= 0).all()
+    rel = logged["release"].values
+    # the OIP wire encoding clips FP32 queries to the value range [0, 1]
+    assert torch.allclose(q, ((rel[src[:, 0]] + rel[src[:, 1]]) / 2).clamp(0, 1), atol=1e-6)
+
+
+def test_run_audit_on_the_log(logged, tmp_path):
+    rep = run_audit(logged["records"], queries=logged["log"], plan=logged["plan_file"], mechanism=logged["mech"],
+                    cnn_steps=0, empirical=False, rme=False, out_dir=tmp_path)
+    row = rep["summary"][0]
+    assert row["kind"] == "sup" and rep["logged"]["traced"] == 90
+    assert row["linkage_top1"] > 5 * row["linkage_chance"]  # random-noise records are very identifiable
+    assert (tmp_path / "audit.json").is_file() and (tmp_path / "audit_reconstructions.png").is_file()
+    with pytest.raises(ValueError, match="plan"):
+        run_audit(logged["records"], queries=logged["log"], mechanism=logged["mech"], empirical=False, rme=False)
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command()(audit)
+    return app
+
+
+def test_cli_json_report(logged, tmp_path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(_app(), [
+        "--private", str(logged["folder"]), "--queries", str(logged["log"]), "--plan", str(logged["plan_file"]),
+        "--epsilon", "2", "--cnn-steps", "0", "--out", str(out), "--json",
+    ])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert set(rep) >= {"summary", "logged", "empirical_epsilon", "rme", "files", "flags"}
+    assert rep["summary"][0]["epsilon_record"] == pytest.approx(2.0 * SIZE * SIZE)
+    assert rep["empirical_epsilon"]["client"]["violated"] is False
+    assert json.loads((out / "audit.json").read_text())["num_records"] == N
+
+
+def test_cli_bad_inputs(logged, tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(_app(), ["--private", str(logged["folder"]), "--queries", str(logged["log"])])
+    assert res.exit_code == 2 and "--epsilon" in res.output
+    res = runner.invoke(_app(), ["--private", str(tmp_path / "missing"), "--sweep", "1"])
+    assert res.exit_code == 2 and "missing" in res.output
+    res = runner.invoke(_app(), ["--private", str(logged["folder"])])
+    assert res.exit_code == 2 and "nothing to audit" in res.output
+    res = runner.invoke(_app(), ["--private", str(logged["folder"]), "--sweep", "1", "--teacher", "http://x/y"])
+    assert res.exit_code == 2 and "local" in res.output
+
+
+def test_module_entry_point_reports_errors_without_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ldpclient.audit_cli", "--private", str(tmp_path / "nope"),
+                           "--sweep", "1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "error:" in proc.stderr and "Traceback" not in proc.stderr
