@@ -588,7 +588,7 @@ class TLDPMechanism(_Elementwise):
         y = self._base_noise(x.shape, v, gen).to(torch.float32).add_(x32)
         kept = bernoulli_positions(x.numel(), v["log_p_max"], gen, thin=v["thin"])
         if kept.numel():
-            y.view(-1)[kept] = x32.view(-1)[kept]
+            y.view(-1)[kept] = x32.reshape(-1)[kept]
         return y
 
     def _noise(self, shape, plan, gen):
