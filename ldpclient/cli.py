@@ -24,7 +24,10 @@ from rich.table import Table
 
 from . import __version__
 from .config import ConfigError, options_for_command, read_config
-from .data import DEFAULT_MAX_PIXELS
+
+#: Same value as ldpclient.data.DEFAULT_MAX_PIXELS (checked by a test); repeated here so
+#: that `ldpclient --help` and argument errors do not pay for importing torch.
+DEFAULT_MAX_PIXELS = 40_000_000
 from .ui import UI
 
 EXIT_OK = 0

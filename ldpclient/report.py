@@ -22,12 +22,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
-
-import torch
-from PIL import Image
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from . import __version__
+
+if TYPE_CHECKING:  # torch and Pillow are imported lazily: `ldpclient --help` should not wait for them
+    import torch
+    from PIL import Image
 
 LABEL_FORMATS = ("csv", "jsonl")
 LABEL_COLUMNS = ("path", "label", "label_name", "confidence")
@@ -65,13 +66,13 @@ def label_format_for(path: str | os.PathLike[str], explicit: str | None = None) 
 
 def label_rows(
     paths: Sequence[str],
-    labels: torch.Tensor | Sequence[int],
-    confidences: torch.Tensor | Sequence[float],
+    labels: "torch.Tensor | Sequence[int]",
+    confidences: "torch.Tensor | Sequence[float]",
     class_names: Sequence[str] | None = None,
 ) -> list[LabelRow]:
     """Zip paths, label indices and confidences into rows (label names looked up when known)."""
-    labs = [int(x) for x in (labels.tolist() if isinstance(labels, torch.Tensor) else labels)]
-    confs = [float(x) for x in (confidences.tolist() if isinstance(confidences, torch.Tensor) else confidences)]
+    labs = [int(x) for x in (labels.tolist() if hasattr(labels, "tolist") else labels)]
+    confs = [float(x) for x in (confidences.tolist() if hasattr(confidences, "tolist") else confidences)]
     if not len(paths) == len(labs) == len(confs):
         raise ValueError(f"got {len(paths)} paths, {len(labs)} labels and {len(confs)} confidences")
     rows = []
@@ -156,7 +157,8 @@ def _jsonable(obj: Any) -> Any:
         return obj
     if isinstance(obj, Path):
         return str(obj)
-    if isinstance(obj, torch.Tensor):
+    torch_mod = sys.modules.get("torch")  # no tensor can exist unless torch was imported
+    if torch_mod is not None and isinstance(obj, torch_mod.Tensor):
         if obj.numel() != 1:
             raise TypeError("refusing to put a multi-element tensor into a report (reports hold no pixels)")
         return obj.item()
@@ -181,6 +183,7 @@ def versions() -> dict[str, str]:
     """Versions of ldpclient, Python, torch and the libraries that shape results."""
     import numpy
     import PIL
+    import torch
 
     return {
         "ldpclient": __version__,
@@ -210,14 +213,17 @@ class StageTimer:
         return {k: round(v, 3) for k, v in self.seconds.items()}
 
 
-def preview_grid(rows: Sequence[Sequence[torch.Tensor]], *, scale: int = 4, pad: int = 2) -> Image.Image:
+def preview_grid(rows: "Sequence[Sequence[torch.Tensor]]", *, scale: int = 4, pad: int = 2) -> "Image.Image":
     """A PNG-ready grid: one row per list (e.g. clean / noised / augmented), one cell per ``(C, H, W)`` tensor.
 
     Values are in ``[0, 1]`` units and clipped; cells are upscaled ``scale`` times with
     nearest neighbour so small images stay visible. Grey cells are shown as grey in an
     RGB grid. Used only by ``ldpclient noise`` for the data owner's own eyes.
     """
-    if not rows or not any(rows):
+    import torch
+    from PIL import Image
+
+    if not rows or not any(len(r) for r in rows):
         raise ValueError("preview grid needs at least one image")
     if scale < 1 or pad < 0:
         raise ValueError("scale must be >= 1 and pad >= 0")

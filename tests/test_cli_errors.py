@@ -145,3 +145,9 @@ def test_noise_bad_options(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     result = _invoke(["noise", str(folder), "--out", str(tmp_path / "afile")])
     _assert_user_error(result, EXIT_USAGE, "is not a directory")
+
+
+def test_cli_pixel_limit_default_matches_data_module() -> None:
+    from ldpclient import cli, data
+
+    assert cli.DEFAULT_MAX_PIXELS == data.DEFAULT_MAX_PIXELS
