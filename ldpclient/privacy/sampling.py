@@ -11,21 +11,22 @@ Float path (Laplace, Gaussian, TLDP-Laplace/Gaussian, weighted TLDP)
     floating-point attack: the set of reachable output floats depends on the input.
 
 Secure path (discrete TLDP always; Laplace with ``secure=True``)
-    :class:`DiscreteLaplaceSampler` draws two-sided geometric ("discrete Laplace")
-    noise ``P(Z = z) ∝ exp(-|z|/t)`` using *integer arithmetic only*: uniform 62-bit
-    integers are compared against integer CDF tables (probabilities rounded to
-    integers out of 2**62). The output is an integer, so no float rounding can
-    leak the input. A geometric variable is split into independent base-L digits
-    (a truncated geometric each, exact factorisation of the geometric law) plus an
-    unbounded top part drawn from a table with a memoryless tail ("landed in the
-    tail: add K and draw again"), so nothing is truncated.
+    :class:`DiscreteLaplaceSampler` draws integer noise from
+    ``P(z) = p 1[z=0] + (1-p) c exp(-|z|/t)`` (p = 0: discrete Laplace) using
+    *integer arithmetic only*: one uniform 62-bit integer per element picks a cell of
+    an exactly symmetric table of integer probabilities out of 2**62 (alias method),
+    so no float rounding can leak the input. Draws in the two tail cells return
+    ``±(K + G)`` with G geometric from :class:`GeometricSampler` (independent
+    base-L digits, an exact factorisation of the geometric law, plus a top table
+    with a memoryless tail: "landed in the tail: add K and draw again"), so
+    nothing is truncated.
 
     The only deviation from the ideal law is the rounding of table entries to
-    multiples of 2**-62 (the tables themselves are computed with 60-digit decimal
-    arithmetic). Every table's largest relative rounding error ``rho`` is measured
-    when the table is built, and :meth:`DiscreteLaplaceSampler.epsilon_excess`
-    turns them into a rigorous additive bound on the extra privacy loss (of the
-    order 1e-10 nats; the exact figure is reported in each guarantee's params).
+    multiples of 2**-62 (the tables are computed with 50-digit decimal
+    arithmetic). Every table's largest relative rounding error is measured when it
+    is built, and :meth:`DiscreteLaplaceSampler.epsilon_excess` turns them into a
+    rigorous additive bound on the extra privacy loss (of the order 1e-11 nats;
+    reported in each guarantee's params and included in its epsilon).
 """
 
 from __future__ import annotations
