@@ -146,3 +146,26 @@ def test_fuzzed_raw_http_never_breaks_the_server(srv):
     assert requests.get(f"{srv.url}/v2/health/live").json() == {"live": True}
     ok = requests.post(f"{srv.model_url}/infer", json=_valid_json(random.Random(0)))
     assert ok.status_code == 200
+
+
+def test_fuzzed_auth_headers_are_401_or_200():
+    rng = random.Random(7)
+    token = "fuzz-token-0123"
+    alphabet = "abcXYZ019 -_=:;,.\t\"'\\/%" + "".join(chr(c) for c in range(0xA0, 0xB0))
+    with serve(teacher=trivial_teacher(SHAPE, 10), tokens=[token]) as s, requests.Session() as sess:
+        body = _valid_json(rng)
+        seen = set()
+        for _ in range(80):
+            value = rng.choice([
+                "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))),
+                "Bearer " + token[: rng.randint(0, len(token))],
+                rng.choice(["Bearer", "bearer ", "Basic ", "Bearer  "]) + token + rng.choice(["", "x", " "]),
+            ]).lstrip(" \t")  # requests refuses header values with leading whitespace
+            r = sess.post(f"{s.model_url}/infer", json=body, headers={"Authorization": value.encode("latin-1")})
+            assert r.status_code in (200, 401), (r.status_code, value)
+            seen.add(r.status_code)
+            # exactly the valid forms pass: scheme "bearer" (any case), the token, optional surrounding spaces
+            scheme, _, rest = value.partition(" ")
+            assert (r.status_code == 200) == (scheme.lower() == "bearer" and rest.strip() == token), value
+        assert seen == {200, 401}
+        assert token not in json.dumps(s.usage())
