@@ -90,7 +90,7 @@ def empirical_epsilon(
     claimed_epsilon: float,
     claimed_delta: float = 0.0,
     samples: int = 200_000,
-    alpha: float = 0.05,
+    alpha: float = 0.01,
     element: int | None = None,
     grid: int = 199,
     seed: int = 0,
@@ -170,7 +170,7 @@ def audit_mechanism(
     *,
     paper_epsilon: float | None = None,
     samples: int = 200_000,
-    alpha: float = 0.05,
+    alpha: float = 0.01,
     element: int | None = None,
     seed: int = 0,
 ) -> dict:

@@ -64,12 +64,14 @@ def ssim(
     n, c, h, w = x.shape
     if h < window_size or w < window_size:
         raise ValueError(f"images {h}x{w} are smaller than the SSIM window {window_size}")
-    win = gaussian_window(window_size, sigma).to(x.device)[None, None].repeat(c, 1, 1, 1)
+    g1 = gaussian_window(window_size, sigma).sum(0).to(x.device)  # the separable 1-D factor
+    row = g1.view(1, 1, 1, -1).repeat(c, 1, 1, 1)
+    col = g1.view(1, 1, -1, 1).repeat(c, 1, 1, 1)
     x, y = x.double(), y.double()
     c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
 
     def filt(t: torch.Tensor) -> torch.Tensor:
-        return F.conv2d(t, win, groups=c)
+        return F.conv2d(F.conv2d(t, row, groups=c), col, groups=c)
 
     mu_x, mu_y = filt(x), filt(y)
     sxx = filt(x * x) - mu_x**2
