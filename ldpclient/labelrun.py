@@ -91,6 +91,7 @@ class LabelOptions:
     workers: int = 1
     seed: Optional[int] = None
     device: str = "auto"
+    train_batch_size: int = 32
     timeout: float = 60.0
     max_retry_time: float = 120.0
     ca_bundle: Optional[Path] = None
@@ -118,6 +119,8 @@ class LabelOptions:
             raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
         if self.epochs < 1:
             raise ValueError(f"--epochs must be >= 1, got {self.epochs}")
+        if self.train_batch_size < 1:
+            raise ValueError(f"--train-batch-size must be >= 1, got {self.train_batch_size}")
         if self.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {self.workers}")
         from .student import build_student
@@ -498,6 +501,7 @@ def run_label(
         postprocess=opts.postprocess,
         student=opts.student,
         epochs=opts.epochs,
+        batch_size=opts.train_batch_size,
         query_batch_size=q_batch,
         client=client,
         device=opts.device,
