@@ -27,7 +27,15 @@ from ldpclient.privacy import Domain, Ledger, make_mechanism
 from ldpclient.teachers import CostMeter, Journal, QueryClient, connect
 
 
-def label_private_images(records: torch.Tensor, teacher_url: str, state: Path) -> torch.Tensor:
+def show_progress(stage: str, done: int, total: int, metrics: dict) -> None:
+    """The pipeline's progress callback: stages release, label, train, epoch, predict."""
+    if stage == "epoch":
+        print(f"  epoch {done}/{total}: loss {metrics['loss']:.3f}, train accuracy {metrics['train_acc']:.1%}")
+    elif stage in ("release", "label", "predict") and done == total:
+        print(f"  {stage}: {done}/{total} done")
+
+
+def label_private_images(records: torch.Tensor, teacher_url: str, state: Path, epochs: int = 5) -> torch.Tensor:
     """Labels for ``records`` (float (N, 1, 28, 28) in [0, 1]); raw pixels never leave this function."""
     teacher = connect(teacher_url)  # token: connect(url, token=...) or $LDPCLIENT_TOKEN
     meta = teacher.metadata()
@@ -48,14 +56,14 @@ def label_private_images(records: torch.Tensor, teacher_url: str, state: Path) -
             ledger=ledger,
             client=client,
             augmentation="sup",
-            num_queries=1000,
+            num_queries=1500,
             postprocess="clip,blur",
-            epochs=3,
+            epochs=epochs,
+            batch_size=32,
             seed=1234,  # query-plan seed: keep it to resume (the noise itself is CSPRNG-seeded)
-            progress=lambda stage, done, total, m: print(f"  {stage:8s} {done}/{total}", end="\r"),
+            progress=show_progress,
         )
         result = transfer.run(records)
-        print()
         print(f"queries sent {client.stats.queries_sent}, spent {client.cost.spent_run:.3f}")
         print(f"records noised now {result.counts['releases_fresh']}, reused {result.counts['releases_reused']}")
     return result.labels
@@ -69,8 +77,8 @@ def main() -> None:
         state = Path(tmp)
         predicted = label_private_images(records, server.model_url, state)
         print(f"accuracy against the truth: {(predicted == truth).float().mean():.1%}")
-        print("again, same state (resumes: nothing noised again, nothing paid again):")
-        label_private_images(records, server.model_url, state)
+        print("again, same state (resumes: nothing noised again, nothing paid again; 1 epoch to be quick):")
+        label_private_images(records, server.model_url, state, epochs=1)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def main(workdir: Path) -> None:
             "--state-dir", str(workdir / "state"),
             "--output", str(workdir / "labels.csv"),
         ]
-        print("$", " ".join(command[2:]).replace(str(workdir), "WORKDIR"))
+        print("$ ldpclient", " ".join(command[3:]).replace(str(workdir), "WORKDIR"))
         subprocess.run(command, check=True)  # progress bars and the summary go to stderr
 
         print("\nsame command again (resumes: nothing re-noised, nothing paid twice):")

@@ -265,7 +265,7 @@ def build_mechanism(
     if name != "discrete-tldp":
         kwargs["domain"] = Domain(lo, hi)
     if name == "tldp-weighted":
-        kwargs["weights"] = centre_weights(record_shape[-2:], reduce)
+        kwargs["weights"] = centre_weights(record_shape[-2:])
     mech = make_mechanism(name, **kwargs)
     if record_shape[-1] % reduce or record_shape[-2] % reduce:
         raise ValueError(
@@ -318,12 +318,14 @@ class ByteUnitsTeacher:
             closer()
 
 
-def centre_weights(hw: tuple[int, ...], reduce: int) -> torch.Tensor:
-    """Default weight matrix of ``tldp-weighted``: 0 in the centre (always noised), rising to 1 at the border.
+def centre_weights(hw: tuple[int, ...]) -> torch.Tensor:
+    """Default weight matrix of ``tldp-weighted``: 0 in the centre, rising to 1 at the border.
 
-    Shape: the released (reduced) spatial size; weights in [0, 1], data-independent.
+    Keep probability is ``p (1 - w)``: the centre keeps the published TLDP
+    probability, the border is always noised. Shape: the record's spatial size
+    ``(H, W)``; weights in [0, 1], data-independent.
     """
-    h, w = int(hw[0]) // reduce, int(hw[1]) // reduce
+    h, w = int(hw[0]), int(hw[1])
     ys = torch.linspace(-1, 1, h).abs().unsqueeze(1)
     xs = torch.linspace(-1, 1, w).abs().unsqueeze(0)
     return torch.maximum(ys, xs).clamp(0, 1)

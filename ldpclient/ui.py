@@ -109,7 +109,7 @@ class UI:
         if self._progress is None:
             self._progress = Progress(
                 TextColumn("[bold]{task.description:<10}"),
-                BarColumn(bar_width=30),
+                BarColumn(bar_width=20),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[info]}"),
                 TimeElapsedColumn(),
@@ -248,8 +248,8 @@ def _money_line(cost: Mapping[str, Any]) -> str:
 
 
 def _student_line(student: Mapping[str, Any]) -> str:
-    if not student:
-        return "-"
+    if not student or student.get("model") is None:
+        return "none (SIDP: the teacher's answers to the releases are the labels)"
     acc = student.get("val_accuracy")
     acc_s = "n/a" if acc is None else f"{100 * acc:.1f}%"
     return f"{student.get('model', '?')}, validation accuracy on held-out teacher labels {acc_s}"

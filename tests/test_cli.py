@@ -153,7 +153,8 @@ def test_privacy_cap_refuses_before_noising(tmp_path: Path) -> None:
         assert "privacy cap reached" in result.stderr and "Traceback" not in result.output
         assert srv.usage()["total"]["images"] == 0
         # per record epsilon 64 fits a cap of 100 once, but not twice under a new mechanism
-        assert _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100")).exit_code == 0
+        quiet = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100", "--quiet"))
+        assert quiet.exit_code == 0 and quiet.output == ""  # --quiet: nothing but errors
         again = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100", "--epsilon", "3"))
         assert again.exit_code == EXIT_PRIVACY_CAP
 
@@ -254,3 +255,37 @@ def test_killed_then_interrupted_run_resumes_without_resending(tmp_path: Path) -
         # at most the batch in flight at each stop (4 queries) was answered but not journaled
         assert journal >= before - 2 * 4
         assert after <= 40 + 2 * 4
+
+
+@pytest.mark.parametrize(
+    "mechanism, extra",
+    [
+        ("laplace", ["--epsilon-unit", "record", "--epsilon", "32"]),
+        ("gaussian", ["--delta", "1e-6"]),
+        ("tldp-laplace", []),
+        ("tldp-gaussian", []),
+        ("tldp-weighted", []),
+        ("discrete-tldp", ["--epsilon", "6"]),
+    ],
+)
+def test_every_mechanism_runs_through_label_sidp(tmp_path: Path, mechanism: str, extra: list[str]) -> None:
+    folder = _private(tmp_path, n=4)
+    with _server() as srv:
+        result = _run(_args(folder, srv.model_url, tmp_path, "--mechanism", mechanism, "--augment", "none",
+                            "--json", *extra))
+        assert result.exit_code == 0, result.output
+        rep = json.loads(result.stdout)
+        g = rep["guarantee"]
+        if "gaussian" in mechanism:  # composed more tightly than the plain sum
+            assert g["per_element"]["epsilon"] < g["per_record"]["epsilon"]
+            assert g["per_record"]["epsilon"] <= g["per_element"]["epsilon"] * g["elements_per_record"] + 1e-9
+        else:  # pure epsilon-LDP per element (or epsilon + point mass for TLDP): basic composition
+            assert g["per_record"]["epsilon"] == pytest.approx(g["per_element"]["epsilon"] * g["elements_per_record"])
+        assert g["elements_per_record"] == 16  # 8x8 pooled by 2
+        assert rep["queries"]["sent"] == 4 and rep["student"]["model"] is None  # SIDP: no student
+        if mechanism == "laplace":
+            assert g["per_record"]["epsilon"] == pytest.approx(32.0)
+        if mechanism == "discrete-tldp":
+            assert g["domain"] == {"low": 0, "high": 255, "integer": True}
+        # what reached the teacher lies in its value range [0, 1] (clipped/rescaled post-processing)
+        assert srv.usage()["total"]["images"] == 4
