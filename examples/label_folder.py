@@ -1,6 +1,7 @@
 """Label a folder of private images with `ldpclient label`, end to end, offline.
 
-Runs in about a minute on 2 cores:
+Runs in a few minutes on 2 cores (student training is most of it; 3.5 min measured on a
+busy shared 2-core machine, 65% of the 120 images labelled correctly):
 
     .venv/bin/python examples/label_folder.py [WORKDIR]
 
@@ -11,11 +12,12 @@ Runs in about a minute on 2 cores:
 3. runs the real command line, exactly as you would in a shell:
 
        ldpclient label WORKDIR/private --teacher http://127.0.0.1:PORT/v2/models/digits \\
-           --epsilon 4 --reduce 4 --queries 1200 --epochs 3 --price 0.001 --money-cap 5 \\
+           --epsilon 4 --reduce 4 --queries 2000 --epochs 5 --price 0.001 --money-cap 5 \\
            --state-dir WORKDIR/state --output WORKDIR/labels.csv
 
-4. runs it a second time: it resumes from the ledger and the journal, so nothing is
-   noised again and nothing is paid again;
+4. runs it a second time with ``--epochs 1``: the releases come back from the ledger
+   and the teacher's answers from the journal, so nothing is noised or paid again and
+   only the student is retrained (the query plan does not depend on the epochs);
 5. prints the first labels and how many match the truth this script kept aside.
 """
 
@@ -44,7 +46,7 @@ def main(workdir: Path) -> None:
             sys.executable, "-m", "ldpclient.cli", "label", str(workdir / "private"),
             "--teacher", server.model_url,
             "--epsilon", "4", "--epsilon-unit", "element", "--reduce", "4",
-            "--queries", "1200", "--epochs", "3",
+            "--queries", "2000", "--epochs", "5",
             "--price", "0.001", "--money-cap", "5",
             "--state-dir", str(workdir / "state"),
             "--output", str(workdir / "labels.csv"),
@@ -52,14 +54,17 @@ def main(workdir: Path) -> None:
         print("$ ldpclient", " ".join(command[3:]).replace(str(workdir), "WORKDIR"))
         subprocess.run(command, check=True)  # progress bars and the summary go to stderr
 
-        print("\nsame command again (resumes: nothing re-noised, nothing paid twice):")
-        again = subprocess.run([*command, "--json"], check=True, capture_output=True, text=True)
+        print("\nagain with --epochs 1 (resumes: nothing re-noised, nothing paid twice):")
+        again = subprocess.run(
+            [*command, "--epochs", "1", "--output", str(workdir / "labels_again.csv"), "--json"],
+            check=True, capture_output=True, text=True,
+        )
         report = json.loads(again.stdout)
         print(f"  queries sent {report['queries']['sent']}, from the journal {report['queries']['from_journal']}, "
               f"records noised again {report['ledger']['fresh']}, money spent {report['cost']['spent_run']}")
         print(f"  server-side usage: {server.usage()['total']}")
 
-    with (workdir / "labels.csv").open(newline="") as fh:
+    with (workdir / "labels.csv").open(newline="") as fh:  # the first (5-epoch) run's labels
         rows = list(csv.DictReader(fh))
     print("\nfirst labels:", *(f"{r['path']} -> {r['label']} ({float(r['confidence']):.2f})" for r in rows[:3]), sep="\n  ")
     correct = sum(int(r["label"]) == truth[r["path"]] for r in rows)

@@ -234,8 +234,8 @@ def label(
 ) -> None:
     """Label PRIVATE_DIR with a student trained on the teacher's answers to LDP queries.
 
-    Raw images never leave this machine: each is noised once (per-record budget kept
-    in the ledger), expanded into queries by post-processing, and sent in batches.
+    Raw images never leave this machine: each is noised once (per-record budget kept in the ledger), expanded into queries by post-processing, and sent in batches.
+
     Re-running the same command resumes: no record is re-noised, no batch paid twice.
     """
     from .labelrun import LabelOptions, run_label, resume_hint
@@ -293,28 +293,26 @@ def noise(
     teacher: Optional[str] = typer.Option(None, "--teacher", "-t", help="Take the input shape from this teacher, and release for it (the label run then reuses these releases)."),
     size: int = typer.Option(28, min=1, help="Image side when no --teacher is given."),
     channels: int = typer.Option(1, help="1 (grey) or 3 (RGB) when no --teacher is given."),
-    mechanism: Mechanism = typer.Option(Mechanism.laplace),
-    epsilon: float = typer.Option(4.0),
-    epsilon_unit: EpsilonUnit = typer.Option(EpsilonUnit.element),
-    delta: Optional[float] = typer.Option(None),
-    reduce: int = typer.Option(4, min=1),
-    postprocess: str = typer.Option("clip,blur"),
+    mechanism: Mechanism = typer.Option(Mechanism.laplace, help="LDP mechanism (as for `label`)."),
+    epsilon: float = typer.Option(4.0, help="Epsilon (nats) in --epsilon-unit."),
+    epsilon_unit: EpsilonUnit = typer.Option(EpsilonUnit.element, help="Per released element or per record."),
+    delta: Optional[float] = typer.Option(None, help="Delta for Gaussian mechanisms."),
+    reduce: int = typer.Option(4, min=1, help="Average-pool by this factor before noise."),
+    postprocess: str = typer.Option("clip,blur", help="Post-processing of the releases (free)."),
     augment: Augment = typer.Option(Augment.sup, help="Augmentation shown in the preview's third row."),
     preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
-    privacy_cap: Optional[float] = typer.Option(None),
-    state_dir: Optional[Path] = typer.Option(None),
+    privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
+    state_dir: Optional[Path] = typer.Option(None, help="Ledger directory (as for `label`)."),
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,
-    max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1),
+    max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
     seed: Optional[int] = typer.Option(None, help="Seed ALL randomness (tests only)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
-    json_out: bool = typer.Option(False, "--json"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
     """Write noised copies of PRIVATE_DIR (what a teacher would see) and a preview grid.
 
-    preview.png rows: clean records, their releases (post-processed), augmented
-    queries. Charged in the ledger like any release; the preview shows clean images
-    and is for your eyes only.
+    preview.png rows: clean records, their releases (post-processed), augmented queries. Charged in the ledger like any release; the preview shows clean images and is for your eyes only.
     """
     from .labelrun import NoiseOptions, run_noise
 
