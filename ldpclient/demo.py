@@ -54,11 +54,12 @@ def run_demo(
     workdir: Path | None = None,
     queries: int = 2000,
     epochs: int = 5,
-    epsilon: float = 4.0,
+    epsilon: float = 2.0,
     reduce: int = 4,
     baseline: bool = True,
     seed: int = 0,
     teacher_epochs: int | None = None,
+    postprocess: str = "blur:2,clip",
     ui: UI | None = None,
 ) -> dict[str, Any]:
     """Run the demo (see module doc); returns rows ``{method, accuracy, epsilon_element, epsilon_record, queries, money}``.
@@ -103,7 +104,7 @@ def run_demo(
                 epsilon=epsilon,
                 epsilon_unit="element",
                 reduce=reduce,
-                postprocess="clip,blur",
+                postprocess=postprocess,
                 price=DEMO_PRICE,
                 epochs=epochs,
                 state_dir=root / "state",

@@ -69,12 +69,12 @@ class LabelOptions:
     private_dir: Path
     teacher: str
     mechanism: str = "laplace"
-    epsilon: float = 4.0
+    epsilon: float = 2.0
     epsilon_unit: str = "element"
     delta: Optional[float] = None
     augment: str = "sup"
     reduce: int = 4
-    postprocess: str = "clip,blur"
+    postprocess: str = "blur:2,clip"
     baseline: bool = False
     queries: Optional[int] = None
     batch_size: Optional[int] = None
@@ -146,11 +146,11 @@ class NoiseOptions:
     size: int = 28
     channels: int = 1
     mechanism: str = "laplace"
-    epsilon: float = 4.0
+    epsilon: float = 2.0
     epsilon_unit: str = "element"
     delta: Optional[float] = None
     reduce: int = 4
-    postprocess: str = "clip,blur"
+    postprocess: str = "blur:2,clip"
     augment: str = "sup"
     preview: int = 8
     privacy_cap: Optional[float] = None

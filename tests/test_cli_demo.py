@@ -23,7 +23,7 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     for row in doc["rows"]:
         assert 0.0 <= row["accuracy"] <= 1.0
     sup, sidp, base, _ = doc["rows"]
-    assert sup["epsilon_element"] == 4.0 and sup["epsilon_record"] == 196.0  # 7x7 released elements
+    assert sup["epsilon_element"] == 2.0 and sup["epsilon_record"] == 98.0  # 7x7 released elements
     assert sidp["epsilon_record"] == sup["epsilon_record"] and base["epsilon_record"] == 0.0
     assert sup["queries"] == 120 and sidp["queries"] == 359 and base["queries"] == 120
     assert any("0 images noised again" in note for note in doc["notes"])  # SIDP reused the releases
