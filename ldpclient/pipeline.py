@@ -331,8 +331,9 @@ class KnowledgeTransfer:
         t = time.perf_counter()
         c, h, w = records.shape[1], records.shape[2], records.shape[3]
         kwargs = {"num_classes": meta.num_classes, "in_channels": c, "image_size": min(h, w), **self.student_kwargs}
-        torch.manual_seed(self.seed)
-        model = build_student(self.student_name, **kwargs)
+        with torch.random.fork_rng(devices=[]):  # seed the student's init without touching the caller's RNG
+            torch.manual_seed(self.seed % 2**63)
+            model = build_student(self.student_name, **kwargs)
         trainer = Trainer(
             model,
             epochs=self.epochs,
@@ -345,7 +346,7 @@ class KnowledgeTransfer:
         )
 
         def make_stream(epoch: int) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            g = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2**63)
             order = torch.randperm(plan.num_batches, generator=g).tolist()
             for _, d in stream(order):
                 assert d.ids is not None

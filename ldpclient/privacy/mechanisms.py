@@ -93,7 +93,7 @@ class _Elementwise(Mechanism):
         self.per = check_per(per)
         self.domain = check_domain(domain)
         self.reduction = check_reduction(reduction)
-        self._plans: dict[tuple[int, ...], _Plan] = {}
+        self._plans: dict[tuple[Any, ...], _Plan] = {}
 
     # -- subclasses ---------------------------------------------------------------------------
     def _make_plan(
@@ -174,8 +174,13 @@ class _Elementwise(Mechanism):
         return self._noise(shape, plan, make_generator(generator)).to(torch.float32)
 
     def _plan_for_elements(self, n_elem: int) -> _Plan:
-        # The noising branch depends only on I (not on weights or the spatial layout).
-        return self._make_plan((n_elem,), (n_elem,), n_elem, noise_only=True)
+        # The noising branch depends only on I (not on weights or the spatial layout). Cached:
+        # LDPKiT-Rand asks for noise once per query, and calibration (e.g. analytic Gaussian) is costly.
+        key = ("noise", n_elem)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._make_plan((n_elem,), (n_elem,), n_elem, noise_only=True)
+        return plan
 
     def config(self) -> dict[str, Any]:
         """JSON-serialisable parameters (ledger key, reports)."""
