@@ -196,6 +196,23 @@ class _Elementwise(Mechanism):
     def _eps_element(self, epsilon: float, n_elem: int) -> float:
         return epsilon if self.per == "element" else epsilon / n_elem
 
+    def _pure_plan(
+        self, eps_element: float, n_elem: int, params: dict[str, Any], notes: tuple[str, ...], values: dict[str, Any]
+    ) -> _Plan:
+        """Plan of a pure-LDP mechanism: delta 0, the record's n_elem elements compose to n_elem x eps."""
+        g = Guarantee(
+            mechanism=self.name,
+            epsilon_element=eps_element,
+            delta_element=0.0,
+            epsilon_record=n_elem * eps_element,
+            delta_record=0.0,
+            elements_per_record=n_elem,
+            domain=self.domain,
+            params=params,
+            notes=notes,
+        )
+        return _Plan(g, n_elem, values)
+
     def _common_params(self, n_elem: int, rel_shape: tuple[int, ...]) -> dict[str, Any]:
         return {
             "per": self.per,
@@ -290,18 +307,7 @@ class LaplaceMechanism(_Elementwise):
                 f" tables; table rounding adds at most {sampler.epsilon_excess(units):.3g} nats per element"
                 " (included in the figures)"
             )
-        g = Guarantee(
-            mechanism=self.name,
-            epsilon_element=eps_true,
-            delta_element=0.0,
-            epsilon_record=n_elem * eps_true,
-            delta_record=0.0,
-            elements_per_record=n_elem,
-            domain=self.domain,
-            params=params,
-            notes=tuple(notes),
-        )
-        return _Plan(g, n_elem, values)
+        return self._pure_plan(eps_true, n_elem, params, tuple(notes), values)
 
     def _apply(self, x, plan, gen):
         v = plan.values
@@ -704,18 +710,7 @@ class DiscreteTLDPMechanism(_Elementwise):
             f"inputs are clipped to {{{int(self.domain.low)}..{int(self.domain.high)}}} and rounded to integers"
             " before noise; outputs are integers and are not clipped (clip as post-processing if wanted)",
         )
-        g = Guarantee(
-            mechanism=self.name,
-            epsilon_element=eps_true,
-            delta_element=0.0,
-            epsilon_record=n_elem * eps_true,
-            delta_record=0.0,
-            elements_per_record=n_elem,
-            domain=self.domain,
-            params=params,
-            notes=notes,
-        )
-        return _Plan(g, n_elem, {"sampler": sampler, "b": b})
+        return self._pure_plan(eps_true, n_elem, params, notes, {"sampler": sampler, "b": b})
 
     def _apply(self, x, plan, gen):
         # keep-or-noise in one draw: the offset law is p 1[z=0] + (1-p) c e^(-|z|/b)
