@@ -81,15 +81,15 @@ def run_method(method, teacher, mech, records, args, seed, postprocess):
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=int, nargs="+", default=[28], help="image sizes (8 = native, 28 = bilinear)")
-    p.add_argument("--settings", nargs="+", default=["1:1", "1:4", "2:4"],
+    p.add_argument("--settings", nargs="+", default=["1:1", "1:4", "2:4", "6:7"],
                    help="per-element epsilon:reduction pairs (reduction = avg-pool factor before noise)")
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--queries", type=int, default=6000, help="Q per LDPKiT run")
+    p.add_argument("--queries", type=int, default=10000, help="Q per LDPKiT run")
     p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--width", type=int, default=16, help="student small_cnn width")
+    p.add_argument("--width", type=int, default=32, help="student small_cnn width")
     p.add_argument("--teacher-epochs", type=int, default=30)
-    p.add_argument("--postprocess", default="blur:1.5,clip")
+    p.add_argument("--postprocess", default="blur:2,clip")
     p.add_argument("--quick", action="store_true", help="1 seed, 1 setting, Q=1500, 1 epoch")
     args = p.parse_args(argv)
     if args.quick:
