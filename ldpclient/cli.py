@@ -384,8 +384,8 @@ def serve_mock(ctx: typer.Context) -> None:
 @app.command()
 def demo(
     workdir: Optional[Path] = typer.Option(None, help="Where the private PNG folder and outputs go (default: a temp dir)."),
-    queries: int = typer.Option(2000, min=10, help="Teacher queries per method."),
-    epochs: int = typer.Option(5, min=1),
+    queries: int = typer.Option(8000, min=10, help="Teacher queries per method."),
+    epochs: int = typer.Option(4, min=1),
     epsilon: float = typer.Option(2.0, help="Per-element epsilon of the demo's Laplace mechanism."),
     reduce: int = typer.Option(4, min=1),
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run the data-free baseline."),

@@ -52,8 +52,8 @@ def _accuracy(labels_csv: Path, truth: dict[str, int]) -> float:
 def run_demo(
     *,
     workdir: Path | None = None,
-    queries: int = 2000,
-    epochs: int = 5,
+    queries: int = 8000,
+    epochs: int = 4,
     epsilon: float = 2.0,
     reduce: int = 4,
     baseline: bool = True,
