@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-import numpy as np
-import torch
 import typer
+
+if TYPE_CHECKING:  # torch/numpy are imported where used, so `ldpclient --help` stays fast
+    import torch
 
 
 def _fail(msg: str) -> None:
@@ -59,10 +60,16 @@ def _load_teacher(spec: str, input_shape: tuple[int, int, int]) -> Callable[[tor
                 "private records and must not send them to a remote teacher"
             )
         tm = load_checkpoint(spec, ServerConfig(image_size=input_shape[-1]))
+    import numpy as np
+    import torch
+
     return lambda x: torch.from_numpy(np.asarray(tm.predict(x.float().numpy()))).long()
 
 
-def _load_sources(path: Path) -> torch.Tensor:
+def _load_sources(path: Path) -> "torch.Tensor":
+    import numpy as np
+    import torch
+
     if path.suffix == ".npy":
         return torch.from_numpy(np.load(path, allow_pickle=False)).long()
     try:
