@@ -16,10 +16,9 @@ The attacker's denoisers never see the private records (synthetic training data)
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
