@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,9 +52,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--teacher-epochs", type=int, default=30)
     p.add_argument("--student-epochs", type=int, default=3)
     p.add_argument("--postprocess", default="blur:1.5,clip")
-    p.add_argument("--out", default="audit_bench")
+    p.add_argument("--out", default=None, help="folder for the per-setting reports (default: a temporary folder)")
     p.add_argument("--quick", action="store_true", help="2 settings, 200 records, no CNN, no students")
     args = p.parse_args(argv)
+    if args.out is None:
+        args.out = tempfile.mkdtemp(prefix="ldpclient-audit-")
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     t0 = time.perf_counter()
     x, y = load_digits_images(28)
