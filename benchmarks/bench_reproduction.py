@@ -2,7 +2,7 @@
 
 Splits the 1,797 digits (``split_indices``, fractions teacher/private/held-out =
 0.4/0.4/0.2), trains a CNN teacher on the teacher part (clean images), then labels
-the private part with every method through :class:`ldpclient.pipeline.KnowledgeTransfer`
+the private part with every method through :class:`ldpclient.transfer.pipeline.KnowledgeTransfer`
 and an in-process :class:`ldpclient.teachers.local.LocalTeacher`:
 
 * ``teacher``   - the teacher on the clean private records (upper bound, no privacy);
@@ -30,9 +30,9 @@ import time
 import torch
 
 from ldpclient.datasets import load_digits_images, split_indices
-from ldpclient.pipeline import KnowledgeTransfer
+from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.privacy import laplace
-from ldpclient.student import small_cnn
+from ldpclient.transfer.student import small_cnn
 from ldpclient.teachers.local import LocalTeacher
 
 METHODS = ("sidp", "rand", "sup", "sup-raw", "data-free")

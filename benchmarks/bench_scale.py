@@ -19,10 +19,10 @@ import time
 import numpy as np
 import torch
 
-from ldpclient.augment import QueryPlan
-from ldpclient.postprocess import apply_all, parse_postprocess
+from ldpclient.transfer.augment import QueryPlan
+from ldpclient.transfer.postprocess import apply_all, parse_postprocess
 from ldpclient.privacy import laplace
-from ldpclient.student import LabelStore, Trainer, small_cnn
+from ldpclient.transfer.student import LabelStore, Trainer, small_cnn
 from ldpclient.teachers.local import LocalTeacher
 
 

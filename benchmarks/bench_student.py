@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from ldpclient.student import STUDENTS, build_student
+from ldpclient.transfer.student import STUDENTS, build_student
 
 
 def throughput(name: str, size: int, batch: int, steps: int) -> float:

@@ -48,7 +48,7 @@ import requests
 import torch
 
 from ldpclient.teachers import InferResult, MalformedResponse, QueryClient, TeacherMetadata
-from ldpclient.teachers._http import HttpTransport, RetryPolicy
+from ldpclient.teachers.http import HttpTransport, RetryPolicy
 from ldpclient.teachers.encoding import to_wire
 from ldpclient.teachers.result import validate_labels
 

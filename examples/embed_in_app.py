@@ -22,7 +22,7 @@ import torch
 
 import mock_server
 from ldpclient.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
-from ldpclient.pipeline import KnowledgeTransfer
+from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.privacy import Domain, Ledger, make_mechanism
 from ldpclient.teachers import CostMeter, Journal, QueryClient, connect
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import mock_server
 from ldpclient.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
-from ldpclient.demo import write_private_folder
+from ldpclient.run.demo import write_private_folder
 
 
 def main(workdir: Path) -> None:

@@ -28,7 +28,7 @@ from .config import ConfigError, options_for_command, read_config
 #: Same value as ldpclient.data.DEFAULT_MAX_PIXELS (checked by a test); repeated here so
 #: that `ldpclient --help` and argument errors do not pay for importing torch.
 DEFAULT_MAX_PIXELS = 40_000_000
-from .ui import UI
+from .run.ui import UI
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -238,7 +238,7 @@ def label(
 
     Re-running the same command resumes: no record is re-noised, no batch paid twice.
     """
-    from .labelrun import LabelOptions, run_label, resume_hint
+    from .run.label import LabelOptions, run_label, resume_hint
 
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
     ui.capture_logs(secrets=(token,))
@@ -314,7 +314,7 @@ def noise(
 
     preview.png rows: clean records, their releases (post-processed), augmented queries. Charged in the ledger like any release; the preview shows clean images and is for your eyes only.
     """
-    from .labelrun import NoiseOptions, run_noise
+    from .run.label import NoiseOptions, run_noise
 
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
     ui.capture_logs(secrets=(token,))
@@ -354,7 +354,7 @@ def budget(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Show per-record privacy spend and caps from the ledger (no pixels, no record keys)."""
-    from .labelrun import ledger_summary
+    from .run.label import ledger_summary
 
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
@@ -394,7 +394,7 @@ def demo(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """End-to-end demo on real digits: mock teacher, private PNG folder, label, compare with SIDP."""
-    from .demo import run_demo
+    from .run.demo import run_demo
 
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
@@ -409,11 +409,11 @@ def demo(
 
 
 def _register_audit() -> None:
-    """``ldpclient audit`` comes from :mod:`ldpclient.audit_cli` (the audit component)."""
+    """``ldpclient audit`` comes from :mod:`ldpclient.run.audit` (the audit component)."""
     try:
-        from .audit_cli import audit
+        from .run.audit import audit
     except ModuleNotFoundError as exc:  # only a missing audit component is tolerated, not its bugs
-        if exc.name != "ldpclient.audit_cli":
+        if exc.name != "ldpclient.run.audit":
             raise
         return
     app.command("audit")(audit)

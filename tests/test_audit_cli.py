@@ -13,8 +13,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ldpclient.audit import load_plan, load_query_log, run_audit, sources_from_plan
-from ldpclient.audit_cli import audit
-from ldpclient.augment import QueryPlan
+from ldpclient.run.audit import audit
+from ldpclient.transfer.augment import QueryPlan
 from ldpclient.data import load_private_folder
 from ldpclient.privacy import laplace
 from ldpclient.teachers import connect
@@ -104,7 +104,7 @@ def test_cli_bad_inputs(logged, tmp_path):
 
 
 def test_module_entry_point_reports_errors_without_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ldpclient.audit_cli", "--private", str(tmp_path / "nope"),
+    proc = subprocess.run([sys.executable, "-m", "ldpclient.run.audit", "--private", str(tmp_path / "nope"),
                            "--sweep", "1"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "error:" in proc.stderr and "Traceback" not in proc.stderr

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from ldpclient.augment import FeistelPermutation, QueryPlan, num_pairs, pair_from_index, pair_to_index
+from ldpclient.transfer.augment import FeistelPermutation, QueryPlan, num_pairs, pair_from_index, pair_to_index
 from ldpclient.privacy import Derived, laplace
 
 
@@ -104,7 +104,7 @@ def test_batches_have_stable_ids_and_cover_plan():
 
 _CHILD = """
 import sys, numpy as np, torch
-from ldpclient.augment import QueryPlan
+from ldpclient.transfer.augment import QueryPlan
 plan = QueryPlan(sys.argv[1], 30, num_queries=200, seed=42, batch_size=50)
 r = plan.recipes(np.arange(200))
 print(plan.fingerprint, r["i"].tolist(), r["j"].tolist(), r["noise_seed"].tolist())

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 import mock_server
 from ldpclient.cli import EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_TEACHER, app
-from ldpclient.report import read_labels
+from ldpclient.run.report import read_labels
 
 TOKEN = "sekret-token-7f3a9c"
 REPORT_KEYS = {

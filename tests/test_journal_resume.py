@@ -29,7 +29,7 @@ CHILD = textwrap.dedent(
     from ldpclient.privacy import Domain, Guarantee
     from ldpclient.privacy.release import _RELEASE_TOKEN, Release
     from ldpclient.teachers import CostMeter, QueryClient, connect
-    from ldpclient.teachers._http import RetryPolicy
+    from ldpclient.teachers.http import RetryPolicy
 
     url, journal, out = sys.argv[1:4]
     g = torch.Generator().manual_seed(7)

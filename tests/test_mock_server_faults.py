@@ -169,7 +169,7 @@ def test_oip_adapter_round_trip(teacher, binary):
 
 
 def test_oip_adapter_retries_through_injected_faults(teacher):
-    from ldpclient.teachers._http import RetryPolicy
+    from ldpclient.teachers.http import RetryPolicy
     from ldpclient.teachers.oip import OIPTeacher
 
     policy = RetryPolicy(max_attempts=5, initial_wait=0.01, max_wait=0.02, jitter=0.0)

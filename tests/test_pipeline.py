@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ldpclient.pipeline import KnowledgeTransfer
+from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger
 from ldpclient.teachers.local import LocalTeacher

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from ldpclient.postprocess import ClipToDomain, GaussianBlur, MedianFilter, apply_all, parse_postprocess
+from ldpclient.transfer.postprocess import ClipToDomain, GaussianBlur, MedianFilter, apply_all, parse_postprocess
 from ldpclient.privacy import Derived, Domain, laplace
 
 

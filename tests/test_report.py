@@ -1,4 +1,4 @@
-"""Label files, JSON reports, timers and preview grids (ldpclient.report)."""
+"""Label files, JSON reports, timers and preview grids (ldpclient.run.report)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ldpclient.report import (
+from ldpclient.run.report import (
     LabelRow,
     StageTimer,
     label_format_for,

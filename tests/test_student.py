@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ldpclient.student import (
+from ldpclient.transfer.student import (
     LabelStore,
     Trainer,
     build_student,

@@ -13,7 +13,7 @@ from PIL import Image
 from ldpclient.privacy import Domain, Guarantee
 from ldpclient.privacy.release import _RELEASE_TOKEN, Release
 from ldpclient.teachers import MalformedResponse, RetriesExhausted, TeacherRequestError, connect
-from ldpclient.teachers._http import RetryPolicy
+from ldpclient.teachers.http import RetryPolicy
 from ldpclient.teachers.huggingface import DEFAULT_ENDPOINT, HFTeacher
 from ldpclient.teachers.torchserve import TorchServeTeacher
 

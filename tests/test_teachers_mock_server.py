@@ -17,7 +17,7 @@ from ldpclient.teachers import (  # noqa: E402
     TeacherRequestError,
     connect,
 )
-from ldpclient.teachers._http import RetryPolicy  # noqa: E402
+from ldpclient.teachers.http import RetryPolicy  # noqa: E402
 
 TOKEN = "mock-SECRET-token-42abc"
 

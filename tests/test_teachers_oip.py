@@ -19,7 +19,7 @@ from ldpclient.teachers import (
     TeacherRequestError,
     connect,
 )
-from ldpclient.teachers._http import RetryPolicy, parse_retry_after
+from ldpclient.teachers.http import RetryPolicy, parse_retry_after
 from ldpclient.teachers.oip import HEADER_LENGTH, OIPTeacher
 
 BASE = "http://teacher.test:8000"

@@ -56,10 +56,10 @@ class NoiseModel:
         Release (flagged ``public=True``: the simulator only noises public or
         synthetic images), upsample a reduced release with ``upsample_mode``, apply
         the client's post-processing ``transforms`` (e.g. from
-        :func:`ldpclient.postprocess.parse_postprocess`); Rand noise is drawn at the
+        :func:`ldpclient.transfer.postprocess.parse_postprocess`); Rand noise is drawn at the
         released shape and resized the same way.
         """
-        from ..postprocess import apply_all
+        from ..transfer.postprocess import apply_all
 
         def release_fn(x: torch.Tensor, g: torch.Generator | None) -> torch.Tensor:
             rel = mechanism.release(x, generator=g, public=True)

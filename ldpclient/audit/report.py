@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..augment import QueryPlan
+from ..transfer.augment import QueryPlan
 from .denoise import build_denoisers
 from .empirical_epsilon import audit_mechanism
 from .linkage import linkage_attack
@@ -147,7 +147,7 @@ def simulate_client(
     Returns ``(queries (Q, C, H, W), sources (Q, 2))``; Q = n for SIDP, else
     ``queries_per_record * n`` (capped at the number of Sup pairs).
     """
-    from ..postprocess import apply_all
+    from ..transfer.postprocess import apply_all
 
     if kind not in KINDS:
         raise ValueError(f"query kind must be one of {KINDS}, got {kind!r}")
@@ -285,7 +285,7 @@ def run_audit(
     attacker knows the software and its settings; needed to train the denoiser
     and for the empirical-epsilon test). ``kind``: ``sidp``/``rand``/``sup``
     (default: from the plan). ``transforms``: the client's post-processing
-    (``ldpclient.postprocess`` objects). ``teacher``: a local callable images ->
+    (``ldpclient.transfer.postprocess`` objects). ``teacher``: a local callable images ->
     labels/logits used to judge reconstructions (never a remote API: that would
     send reconstructions of private data out). ``sweep``: {per-element epsilon:
     mechanism} to simulate the client and attack each ``sweep_kinds``.
@@ -418,7 +418,7 @@ def run_audit(
 
 def write_report(report: dict, out_dir: str | os.PathLike[str], examples: Mapping[str, torch.Tensor] | None = None) -> dict:
     """Write ``audit.json`` and the PNG figures into ``out_dir``; returns their paths (also stored in the report)."""
-    from ..report import write_json
+    from ..run.report import write_json
     from .figure import line_plot, reconstruction_grid
 
     out = Path(out_dir)

@@ -14,7 +14,7 @@ yields ``(batch_id, labels)`` in the same order. Batches already in the journal
 are answered from it without being sent or paid again. At most ``workers``
 requests are in flight; each worker thread has its own pooled HTTP session (held
 by the adapter). Retries, timeouts and response checks live in the adapters (see
-:mod:`ldpclient.teachers._http`); the client re-checks every label it hands out.
+:mod:`ldpclient.teachers.http`); the client re-checks every label it hands out.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Errors raised by teacher adapters and the query client.
 
 Every message is safe to show to a user: tokens are redacted before an error is
-built (see :func:`ldpclient.teachers._http.redact`), and messages name the
+built (see :func:`ldpclient.teachers.http.redact`), and messages name the
 teacher URL, the batch and the server's own ``error`` text where there is one.
 """
 

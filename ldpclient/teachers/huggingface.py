@@ -28,7 +28,7 @@ import torch
 from .base import Queries, TeacherMetadata
 from .encoding import to_png, to_wire
 from .errors import MalformedResponse, TeacherError
-from ._http import HttpTransport, RetryPolicy, Timeout
+from .http import HttpTransport, RetryPolicy, Timeout
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
 
 DEFAULT_ENDPOINT = "https://router.huggingface.co/hf-inference/models"

@@ -41,7 +41,7 @@ import torch
 from .base import Queries, TeacherMetadata
 from .encoding import FLOAT_DATATYPES, INPUT_DATATYPES, INTEGER_DATATYPES, NUMPY_DTYPES, to_wire
 from .errors import MalformedResponse, TeacherError
-from ._http import HttpTransport, RetryPolicy, Timeout
+from .http import HttpTransport, RetryPolicy, Timeout
 from .result import InferResult, validate_labels
 
 HEADER_LENGTH = "Inference-Header-Content-Length"

@@ -36,7 +36,7 @@ import torch
 from .base import Queries, TeacherMetadata
 from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, TeacherError
-from ._http import HttpTransport, RetryPolicy, Timeout
+from .http import HttpTransport, RetryPolicy, Timeout
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
 
 

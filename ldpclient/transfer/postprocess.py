@@ -26,8 +26,8 @@ from typing import Iterable, Sequence, Union
 import torch
 import torch.nn.functional as F
 
-from .privacy.guarantee import Domain
-from .privacy.release import Derived, Release, as_derived
+from ..privacy.guarantee import Domain
+from ..privacy.release import Derived, Release, as_derived
 
 Releasable = Union[Release, Derived]
 

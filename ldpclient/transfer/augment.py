@@ -39,8 +39,8 @@ from typing import Iterator, Sequence, Union
 import numpy as np
 import torch
 
-from .privacy.base import Mechanism
-from .privacy.release import Derived, Release, as_derived, upsample
+from ..privacy.base import Mechanism
+from ..privacy.release import Derived, Release, as_derived, upsample
 
 Releasable = Union[Release, Derived]
 KINDS = ("sup", "rand", "identity")

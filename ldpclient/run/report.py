@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
-from . import __version__
+from .. import __version__
 
 if TYPE_CHECKING:  # torch and Pillow are imported lazily: `ldpclient --help` should not wait for them
     import torch

@@ -3,7 +3,7 @@
 :func:`run_label` wires a private folder (:mod:`ldpclient.data`), a teacher
 (:func:`ldpclient.teachers.connect` + :class:`~ldpclient.teachers.QueryClient`
 with a journal and a money cap), a mechanism, the privacy ledger and
-:class:`~ldpclient.pipeline.KnowledgeTransfer`, then writes the labels and a JSON
+:class:`~ldpclient.transfer.pipeline.KnowledgeTransfer`, then writes the labels and a JSON
 run report. State lives in one directory (``ledger.sqlite`` for per-record
 privacy spend and stored releases, ``journal.sqlite`` for answered batches,
 ``runs.json`` for the query-plan seeds of earlier runs), so running the same
@@ -32,7 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import torch
 
-from .data import DEFAULT_MAX_PIXELS, PrivateImages, load_private_folder, to_uint8_image
+from ..data import DEFAULT_MAX_PIXELS, PrivateImages, load_private_folder, to_uint8_image
 from .report import (
     StageTimer,
     label_format_for,
@@ -123,7 +123,7 @@ class LabelOptions:
             raise ValueError(f"--train-batch-size must be >= 1, got {self.train_batch_size}")
         if self.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {self.workers}")
-        from .student import build_student
+        from ..transfer.student import build_student
 
         try:
             build_student(self.student, num_classes=2)
@@ -189,7 +189,7 @@ def _check_mechanism_options(mechanism: str, epsilon: float, unit: str, delta: f
 
 
 def _check_postprocess(spec: str) -> None:
-    from .postprocess import parse_postprocess
+    from ..transfer.postprocess import parse_postprocess
 
     try:
         parse_postprocess(spec)
@@ -204,7 +204,7 @@ def connect_options(opts: LabelOptions) -> dict[str, Any]:
     """Network options for URL adapters: timeouts, retry budget, CA bundle (in-process adapters get none)."""
     if "://" not in opts.teacher:
         return {}
-    from .teachers._http import RetryPolicy
+    from ..teachers.http import RetryPolicy
 
     out: dict[str, Any] = {
         "timeout": (min(10.0, opts.timeout), opts.timeout),
@@ -228,7 +228,7 @@ def teacher_identity(url: str) -> str:
 
 def check_private_folder(path: Path) -> None:
     """Raise DataError (one line) when ``path`` is missing, not a folder, or holds no image files."""
-    from .data import IMAGE_EXTENSIONS, DataError, discover_images
+    from ..data import IMAGE_EXTENSIONS, DataError, discover_images
 
     found = discover_images(path)
     if not found.files:
@@ -238,7 +238,7 @@ def check_private_folder(path: Path) -> None:
 
 
 def state_dir_for(state_dir: Path | None) -> Path:
-    from .privacy.ledger import default_state_dir
+    from ..privacy.ledger import default_state_dir
 
     path = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
     path.mkdir(parents=True, exist_ok=True)
@@ -255,8 +255,8 @@ def build_mechanism(
     record_shape: tuple[int, ...],
 ):
     """The mechanism for ``name`` on the teacher's value range, checked against the record shape."""
-    from .privacy import make_mechanism
-    from .privacy.guarantee import Domain
+    from ..privacy import make_mechanism
+    from ..privacy.guarantee import Domain
 
     lo, hi = float(value_range[0]), float(value_range[1])
     kwargs: dict[str, Any] = {"epsilon": epsilon, "per": unit, "reduction": reduce}
@@ -298,7 +298,7 @@ class ByteUnitsTeacher:
             self.requests_for = inner.requests_for
 
     def _to_inner(self, queries: Any) -> Any:
-        from .privacy.release import as_derived
+        from ..privacy.release import as_derived
 
         lo, hi = (float(v) for v in self._meta_inner.value_range)
         return as_derived(queries).map(lambda v: lo + v.clamp(0, 255) * ((hi - lo) / 255.0), "bytes->value_range")
@@ -445,9 +445,9 @@ def run_label(
     Raises the underlying errors (DataError, ValueError, BudgetExceeded,
     CostCapReached, TeacherError) for the caller to present.
     """
-    from .pipeline import KnowledgeTransfer
-    from .privacy.ledger import Ledger
-    from .teachers import CostMeter, Journal, QueryClient, connect
+    from ..transfer.pipeline import KnowledgeTransfer
+    from ..privacy.ledger import Ledger
+    from ..teachers import CostMeter, Journal, QueryClient, connect
 
     ui = ui or UI(quiet=True)
     opts.validate()
@@ -681,16 +681,16 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     that teacher (same ledger scope as ``ldpclient label``), so a later label run
     reuses it at no further cost.
     """
-    from .augment import QueryPlan
-    from .postprocess import apply_all, parse_postprocess
-    from .privacy.ledger import Ledger
+    from ..transfer.augment import QueryPlan
+    from ..transfer.postprocess import apply_all, parse_postprocess
+    from ..privacy.ledger import Ledger
 
     ui = ui or UI(quiet=True)
     opts.validate()
     state = state_dir_for(opts.state_dir)
     value_range: tuple[float, float] = (0.0, 1.0)
     if opts.teacher:
-        from .teachers import connect
+        from ..teachers import connect
 
         t = connect(opts.teacher, token=token)
         try:
@@ -768,7 +768,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
 
 def ledger_summary(state_dir: Path | None, privacy_cap: float | None) -> dict[str, Any]:
     """The ledger's aggregate summary for ``ldpclient budget`` (creates nothing when there is no ledger)."""
-    from .privacy.ledger import Ledger, default_state_dir
+    from ..privacy.ledger import Ledger, default_state_dir
 
     directory = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
     path = directory / "ledger.sqlite"

@@ -1,6 +1,6 @@
 """``ldpclient audit``: measure what an honest-but-curious teacher could learn.
 
-H6's CLI registers :func:`audit` as a command; ``python -m ldpclient.audit_cli``
+H6's CLI registers :func:`audit` as a command; ``python -m ldpclient.run.audit``
 runs it standalone.
 """
 
@@ -35,7 +35,7 @@ def _parse_floats(spec: str | None, what: str) -> list[float]:
 
 
 def _mechanism_factory(name: str, per: str, delta: Optional[float], reduction: int) -> Callable[[float], Any]:
-    from .privacy import make_mechanism
+    from ..privacy import make_mechanism
 
     def make(eps: float) -> Any:
         kw: dict[str, Any] = {"epsilon": eps, "per": per, "reduction": reduction}
@@ -106,9 +106,9 @@ def audit(
     as_json: bool = typer.Option(False, "--json", help="print the whole report as JSON"),
 ) -> None:
     """Attack the queries a teacher saw (reconstruction, linkage, empirical epsilon, membership, RME)."""
-    from .audit import run_audit
-    from .audit.report import load_query_log
-    from .postprocess import parse_postprocess
+    from ..audit import run_audit
+    from ..audit.report import load_query_log
+    from ..transfer.postprocess import parse_postprocess
 
     try:
         if queries is None and not sweep:
@@ -129,7 +129,7 @@ def audit(
                 raise ValueError("--epsilon (the client's setting) is needed to audit a query log")
             log_q, _ = load_query_log(queries)
             shape = tuple(int(v) for v in log_q.shape[1:])  # type: ignore[assignment]
-        from .data import load_private_folder
+        from ..data import load_private_folder
 
         records = load_private_folder(private, shape).records
         mech = make(epsilon) if epsilon is not None else None
@@ -143,7 +143,7 @@ def audit(
         if student is not None and holdout is not None:
             if judge is None:
                 raise ValueError("membership inference labels records with the teacher: give --teacher too")
-            from .student import load_checkpoint
+            from ..transfer.student import load_checkpoint
 
             model, _ = load_checkpoint(student)
             non = dom.low + (dom.high - dom.low) * load_private_folder(holdout, shape).records
@@ -214,7 +214,7 @@ def _print_summary(report: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Standalone entry point: ``python -m ldpclient.audit_cli --private DIR ...``."""
+    """Standalone entry point: ``python -m ldpclient.run.audit --private DIR ...``."""
     app = typer.Typer(add_completion=False)
     app.command()(audit)
     app(args=argv if argv is not None else sys.argv[1:], prog_name="ldpclient audit")

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from .data import to_uint8_image
-from .labelrun import LabelOptions, run_label
+from ..data import to_uint8_image
+from .label import LabelOptions, run_label
 from .ui import UI
 
 DEMO_PRICE = 0.001  # money per query charged by the demo's mock teacher
@@ -72,7 +72,7 @@ def run_demo(
     """
     import mock_server
 
-    from .datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
+    from ..datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
 
     ui = ui or UI(quiet=True)
     tmp = None

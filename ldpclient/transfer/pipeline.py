@@ -42,9 +42,9 @@ from torch import nn
 
 from .augment import QueryPlan
 from .postprocess import ClipToDomain, Transform, apply_all, parse_postprocess
-from .privacy.base import Mechanism
-from .privacy.guarantee import Domain, Guarantee
-from .privacy.release import Derived, Release
+from ..privacy.base import Mechanism
+from ..privacy.guarantee import Domain, Guarantee
+from ..privacy.release import Derived, Release
 from .student import LabelStore, Progress, TrainHistory, Trainer, build_student, predict, save_checkpoint
 
 MODES = ("ldpkit", "sidp", "data-free")

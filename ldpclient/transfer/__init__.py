@@ -1,0 +1,1 @@
+"""The stages after release: query plan (augmentation), post-processing, student, knowledge transfer."""
