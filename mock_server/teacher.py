@@ -111,7 +111,7 @@ def state_root(config: ServerConfig) -> Path:
     """Root of the mock teacher's cache: ``config.state_dir`` or ldpclient's default state dir."""
     if config.state_dir:
         return Path(config.state_dir).expanduser()
-    from ldpclient.privacy.ledger import default_state_dir
+    from ldpclient.state import default_state_dir
 
     return default_state_dir()
 

@@ -48,7 +48,8 @@ __all__ += [
 ]
 
 # Ledger and trust-adaptive budgets (H2).
-from .ledger import BudgetExceeded, Ledger, LedgerError, Spend, default_ledger_path, default_state_dir
+from ..state import default_state_dir
+from .ledger import BudgetExceeded, Ledger, LedgerError, Spend, default_ledger_path
 from .trust import TrustPolicy
 
 __all__ += [

@@ -53,6 +53,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import torch
 
+from ..state import default_state_dir
 from .base import Mechanism
 from .guarantee import Guarantee
 from .release import _RELEASE_TOKEN, Release
@@ -118,21 +119,6 @@ class Spend(NamedTuple):
 
     epsilon: torch.Tensor
     delta: torch.Tensor
-
-
-def default_state_dir() -> Path:
-    """Directory for ldpclient's persistent state (the default ledger lives here).
-
-    ``$LDPCLIENT_STATE_DIR`` if set, else ``$XDG_STATE_HOME/ldpclient``, else
-    ``~/.local/state/ldpclient``. Not created by this function.
-    """
-    explicit = os.environ.get("LDPCLIENT_STATE_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_STATE_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / "ldpclient"
-    return Path.home() / ".local" / "state" / "ldpclient"
 
 
 def default_ledger_path() -> Path:

@@ -238,11 +238,9 @@ def check_private_folder(path: Path) -> None:
 
 
 def state_dir_for(state_dir: Path | None) -> Path:
-    from ..privacy.ledger import default_state_dir
+    from ..state import state_dir as _state_dir
 
-    path = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _state_dir(state_dir)
 
 
 def build_mechanism(
@@ -768,7 +766,8 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
 
 def ledger_summary(state_dir: Path | None, privacy_cap: float | None) -> dict[str, Any]:
     """The ledger's aggregate summary for ``ldpclient budget`` (creates nothing when there is no ledger)."""
-    from ..privacy.ledger import Ledger, default_state_dir
+    from ..privacy.ledger import Ledger
+    from ..state import default_state_dir
 
     directory = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
     path = directory / "ledger.sqlite"

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..state import default_state_dir
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
     scope TEXT NOT NULL,
@@ -47,15 +49,8 @@ CREATE TABLE IF NOT EXISTS runs (
 
 
 def default_journal_path() -> Path:
-    """``journal.sqlite`` in the ledger's state directory (the privacy ledger's default dir)."""
-    try:
-        from ..privacy.ledger import default_state_dir  # the ledger decides where state lives
-    except ImportError:  # ledger not importable: same convention, env var or XDG state dir
-        base = os.environ.get("LDPCLIENT_STATE_DIR") or os.path.join(
-            os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "ldpclient"
-        )
-        return Path(base) / "journal.sqlite"
-    return Path(default_state_dir()) / "journal.sqlite"
+    """``journal.sqlite`` in the state directory (:func:`ldpclient.state.default_state_dir`)."""
+    return default_state_dir() / "journal.sqlite"
 
 
 @dataclass(frozen=True)
