@@ -36,10 +36,10 @@ from bench_reproduction import train_teacher  # noqa: E402  (same teacher as the
 
 from ldpclient.audit import audit_mechanism, membership_inference, rme_linkage_audit, run_audit  # noqa: E402
 from ldpclient.datasets import load_digits_images, split_indices  # noqa: E402
-from ldpclient.transfer.pipeline import KnowledgeTransfer  # noqa: E402
-from ldpclient.transfer.postprocess import parse_postprocess  # noqa: E402
 from ldpclient.privacy import discrete_tldp, gaussian, laplace, tldp_gaussian, tldp_laplace  # noqa: E402
 from ldpclient.teachers.local import LocalTeacher  # noqa: E402
+from ldpclient.transfer.pipeline import KnowledgeTransfer  # noqa: E402
+from ldpclient.transfer.postprocess import parse_postprocess  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
 import torch
 
 import mock_server

@@ -30,10 +30,10 @@ import time
 import torch
 
 from ldpclient.datasets import load_digits_images, split_indices
-from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.privacy import laplace
-from ldpclient.transfer.student import small_cnn
 from ldpclient.teachers.local import LocalTeacher
+from ldpclient.transfer.pipeline import KnowledgeTransfer
+from ldpclient.transfer.student import small_cnn
 
 METHODS = ("sidp", "rand", "sup", "sup-raw", "data-free")
 
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
                  for v in accs.values()]
         line = f"| {size}x{size} | {eps:g} | {red} | {eps_rec:g} | {100 * t_acc:.1f} | " + " | ".join(cells)
         if "sup" in accs and "data-free" in accs:
-            gains = [a - b for a, b in zip(accs["sup"], accs["data-free"])]
+            gains = [a - b for a, b in zip(accs["sup"], accs["data-free"], strict=True)]
             line += f" | {100 * statistics.mean(gains):+.1f} ± {100 * (statistics.stdev(gains) if len(gains) > 1 else 0):.1f}"
         print(line + " |")
     print(f"\n# total {time.perf_counter() - t_start:.0f}s", file=sys.stderr)

@@ -16,14 +16,13 @@ import resource
 import sys
 import time
 
-import numpy as np
 import torch
 
+from ldpclient.privacy import laplace
+from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.augment import QueryPlan
 from ldpclient.transfer.postprocess import apply_all, parse_postprocess
-from ldpclient.privacy import laplace
 from ldpclient.transfer.student import LabelStore, Trainer, small_cnn
-from ldpclient.teachers.local import LocalTeacher
 
 
 def peak_rss_mb() -> float:
@@ -50,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     w = torch.randn(784, 10, generator=g)
     teacher = LocalTeacher(lambda x: x.reshape(len(x), -1) @ w, (1, 28, 28), 10, name="synthetic")
     store = LabelStore(plan.total, 10)
-    for bid, d in plan.batches(source, mechanism=mech):
+    for _bid, d in plan.batches(source, mechanism=mech):
         store.set(d.ids.numpy(), teacher.classify(d).numpy())
     t_label = time.perf_counter() - t0
     print(f"labelled {store.num_labelled} {args.kind} queries from n={args.records} in {t_label:.1f}s "

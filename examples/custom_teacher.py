@@ -48,8 +48,8 @@ import requests
 import torch
 
 from ldpclient.teachers import InferResult, MalformedResponse, QueryClient, TeacherMetadata
-from ldpclient.teachers.http import HttpTransport, RetryPolicy
 from ldpclient.teachers.encoding import to_wire
+from ldpclient.teachers.http import HttpTransport, RetryPolicy
 from ldpclient.teachers.result import validate_labels
 
 

@@ -22,9 +22,9 @@ import torch
 
 import mock_server
 from ldpclient.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
-from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.privacy import Domain, Ledger, make_mechanism
 from ldpclient.teachers import CostMeter, Journal, QueryClient, connect
+from ldpclient.transfer.pipeline import KnowledgeTransfer
 
 
 def show_progress(stage: str, done: int, total: int, metrics: dict) -> None:

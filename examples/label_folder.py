@@ -39,7 +39,7 @@ def main(workdir: Path) -> None:
     images, labels = load_digits_images(28)
     unseen = split_indices(len(labels), DIGITS_TEACHER_SPLIT, seed=0)[2][:120]
     names = write_private_folder(images[unseen], workdir / "private")
-    truth = dict(zip(names, labels[unseen].tolist()))
+    truth = dict(zip(names, labels[unseen].tolist(), strict=True))
 
     with mock_server.serve(model="digits", image_size=28, price_per_image=0.001) as server:
         command = [

@@ -10,25 +10,20 @@ resumes. Exit codes: 0 ok, 1 other failure, 2 bad input, 3 privacy cap, 4 money 
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from . import __version__
 from .config import ConfigError, options_for_command, read_config
+from .run.ui import UI
 
 #: Same value as ldpclient.data.DEFAULT_MAX_PIXELS (checked by a test); repeated here so
 #: that `ldpclient --help` and argument errors do not pay for importing torch.
 DEFAULT_MAX_PIXELS = 40_000_000
-from .run.ui import UI
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -238,7 +233,7 @@ def label(
 
     Re-running the same command resumes: no record is re-noised, no batch paid twice.
     """
-    from .run.label import LabelOptions, run_label, resume_hint
+    from .run.label import LabelOptions, resume_hint, run_label
 
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
     ui.capture_logs(secrets=(token,))
@@ -376,7 +371,7 @@ def serve_mock(ctx: typer.Context) -> None:
         from mock_server import main as mock_main
     except ImportError:  # pragma: no cover - depends on the mock server being installed
         typer.echo("error: the bundled mock server (package mock_server) is not available", err=True)
-        raise typer.Exit(EXIT_FAILURE)
+        raise typer.Exit(EXIT_FAILURE) from None
     code = mock_main(list(ctx.args))
     raise typer.Exit(int(code or 0))
 

@@ -13,12 +13,12 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ldpclient.audit import load_plan, load_query_log, run_audit, sources_from_plan
-from ldpclient.run.audit import audit
-from ldpclient.transfer.augment import QueryPlan
 from ldpclient.data import load_private_folder
 from ldpclient.privacy import laplace
+from ldpclient.run.audit import audit
 from ldpclient.teachers import connect
 from ldpclient.teachers.client import QueryClient
+from ldpclient.transfer.augment import QueryPlan
 from mock_server import serve
 
 N, SIZE = 24, 12

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from ldpclient.transfer.augment import FeistelPermutation, QueryPlan, num_pairs, pair_from_index, pair_to_index
 from ldpclient.privacy import Derived, laplace
+from ldpclient.transfer.augment import FeistelPermutation, QueryPlan, num_pairs, pair_from_index, pair_to_index
 
 
 def _release(n: int = 12, shape=(1, 6, 6), eps: float = 1.0, reduction: int = 1, seed: int = 0):
@@ -22,7 +22,7 @@ def test_pair_index_bijection_small_n():
         k = np.arange(num_pairs(n))
         i, j = pair_from_index(k)
         assert np.all(i >= 0) and np.all(i < j) and np.all(j < n)
-        assert len(set(zip(i.tolist(), j.tolist()))) == num_pairs(n)
+        assert len(set(zip(i.tolist(), j.tolist(), strict=True))) == num_pairs(n)
         assert np.array_equal(pair_to_index(i, j), k)
 
 
@@ -61,14 +61,14 @@ def test_sup_queries_distinct_pairs_in_range():
     r = plan.recipes(np.arange(q))
     i, j = r["i"], r["j"]
     assert np.all(i >= 0) and np.all(i < j) and np.all(j < n)
-    assert len(set(zip(i.tolist(), j.tolist()))) == q  # without replacement
+    assert len(set(zip(i.tolist(), j.tolist(), strict=True))) == q  # without replacement
 
 
 def test_sup_all_pairs_when_num_queries_none():
     plan = QueryPlan("sup", 9, seed=0, batch_size=5)
     assert plan.total == 36
     r = plan.recipes(np.arange(36))
-    assert set(zip(r["i"].tolist(), r["j"].tolist())) == {(a, b) for b in range(9) for a in range(b)}
+    assert set(zip(r["i"].tolist(), r["j"].tolist(), strict=True)) == {(a, b) for b in range(9) for a in range(b)}
 
 
 def test_sup_too_many_queries_rejected():

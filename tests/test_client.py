@@ -75,7 +75,7 @@ def test_label_batches_in_order_with_bounded_concurrency():
     client = QueryClient(t, workers=3)
     out = list(client.label_batches(plan))
     assert [b for b, _ in out] == [b for b, _ in plan]
-    assert torch.equal(torch.cat([l for _, l in out]), expected_labels(vals))
+    assert torch.equal(torch.cat([lab for _, lab in out]), expected_labels(vals))
     assert 1 < t.max_active <= 3
     assert client.stats.batches_sent == 8 and client.stats.queries_sent == 32
 
@@ -84,7 +84,7 @@ def test_batch_size_splits_requests_but_journals_one_batch(tmp_path):
     t = CountingTeacher()
     plan, vals = batches(2, size=5)
     with QueryClient(t, batch_size=2, journal=tmp_path / "j.sqlite") as client:
-        labels = torch.cat([l for _, l in client.label_batches(plan)])
+        labels = torch.cat([lab for _, lab in client.label_batches(plan)])
         assert torch.equal(labels, expected_labels(vals))
         assert t.calls == ["b0/0", "b0/1", "b0/2", "b1/0", "b1/1", "b1/2"]
         assert client.journal.count("counting") == 2
@@ -106,8 +106,8 @@ def test_journal_resume_sends_nothing_twice_and_keeps_labels(tmp_path):
     assert t2.calls == ["b3", "b4", "b5"]
     assert c2.stats.batches_from_journal == 3 and c2.cost.spent_run == pytest.approx(6.0)
     assert c2.cost.spent_total == pytest.approx(12.0)
-    assert [l.tolist() for _, l in out[:3]] == [l.tolist() for _, l in first]
-    assert torch.equal(torch.cat([l for _, l in out]), expected_labels(vals))
+    assert [lab.tolist() for _, lab in out[:3]] == [lab.tolist() for _, lab in first]
+    assert torch.equal(torch.cat([lab for _, lab in out]), expected_labels(vals))
     # a third run sends nothing and pays nothing
     t3 = CountingTeacher()
     c3 = QueryClient(t3, journal=path, cost=CostMeter(price_per_query=0.5))
@@ -140,7 +140,7 @@ def test_cost_cap_stops_before_crossing_and_resume_respects_total(tmp_path):
     client = QueryClient(t, journal=path, cost=meter, workers=2)
     got = []
     with pytest.raises(CostCapReached) as info:
-        for bid, labels in client.label_batches(plan):
+        for bid, _labels in client.label_batches(plan):
             got.append(bid)
     assert got == ["b0", "b1"] and t.calls == ["b0", "b1"]
     err = info.value
@@ -155,7 +155,7 @@ def test_cost_cap_stops_before_crossing_and_resume_respects_total(tmp_path):
     # raise the cap: resumes at b2
     t3 = CountingTeacher()
     c3 = QueryClient(t3, journal=path, cost=CostMeter(price_per_query=1.0, price_per_request=0.5, cap=100.0))
-    labels = torch.cat([l for _, l in c3.label_batches(plan)])
+    labels = torch.cat([lab for _, lab in c3.label_batches(plan)])
     assert t3.calls == ["b2", "b3", "b4", "b5"] and torch.equal(labels, expected_labels(vals))
     assert c3.cost.spent_total == pytest.approx(27.0)
 

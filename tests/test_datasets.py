@@ -38,7 +38,7 @@ def test_split_indices_disjoint_complete_deterministic():
     b = split_indices(100, [0.7, 0.2, 0.1], seed=3)
     c = split_indices(100, [0.7, 0.2, 0.1], seed=4)
     assert [len(s) for s in a] == [70, 20, 10]
-    assert all(torch.equal(s, t) for s, t in zip(a, b))
+    assert all(torch.equal(s, t) for s, t in zip(a, b, strict=True))
     assert not torch.equal(a[0], c[0])
     allidx = torch.cat(a)
     assert allidx.dtype == torch.int64

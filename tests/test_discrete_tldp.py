@@ -1,6 +1,5 @@
 """Discrete TLDP: exact epsilon, solvers, output law, and an empirical privacy check (Clopper-Pearson)."""
 
-import math
 
 import numpy as np
 import pytest

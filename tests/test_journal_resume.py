@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 mock_server = pytest.importorskip("mock_server")
 
@@ -59,10 +58,8 @@ def run_child(script, url, journal, out, *, kill_after=None, kill_delay=None):
     done = 0
     try:
         if kill_delay is not None:
-            t0 = None
             for line in proc.stdout:  # wait until it is really sending, then kill at an arbitrary moment
                 if line.startswith("done"):
-                    t0 = time.monotonic()
                     break
             time.sleep(kill_delay)
             os.kill(proc.pid, signal.SIGKILL)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from ledger_support import Spy, images, make_delta_mechanism, make_mechanism
+
 from ldpclient.privacy.ledger import (
     BudgetExceeded,
     Ledger,
@@ -205,7 +205,7 @@ def test_hmac_keys(tmp_path: Path) -> None:
         ka, ka2, kb = a.record_keys(x), a.record_keys(x.clone()), b.record_keys(x)
         assert ka == ka2  # same bytes -> same key
         assert all(len(k) == 32 for k in ka) and len(set(ka)) == 3
-        assert all(p != q for p, q in zip(ka, kb))  # different secret -> different key
+        assert all(p != q for p, q in zip(ka, kb, strict=True))  # different secret -> different key
         assert a.record_keys(x.double()) != ka  # dtype is part of the canonical bytes
         nz = x.clone()
         nz[0, 0, 0, 0] = -0.0

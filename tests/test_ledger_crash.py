@@ -23,11 +23,11 @@ import threading
 import time
 from pathlib import Path
 
+import ledger_crash_child as child
 import pytest
 import torch
-
-import ledger_crash_child as child
 from ledger_support import Spy
+
 from ldpclient.privacy.ledger import Ledger
 
 HERE = Path(__file__).resolve().parent

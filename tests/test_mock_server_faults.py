@@ -11,8 +11,8 @@ import requests
 import torch
 
 from mock_server import serve
-from mock_server.faults import FaultInjector, RateLimiter
 from mock_server.config import ServerConfig
+from mock_server.faults import FaultInjector, RateLimiter
 from mock_server.teacher import trivial_teacher
 
 SHAPE = (1, 28, 28)

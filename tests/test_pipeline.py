@@ -1,13 +1,12 @@
 """End-to-end knowledge transfer on a small synthetic task with an in-process teacher."""
 
-import numpy as np
 import pytest
 import torch
 
-from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger
 from ldpclient.teachers.local import LocalTeacher
+from ldpclient.transfer.pipeline import KnowledgeTransfer
 
 SIZE = 8
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from ldpclient.transfer.postprocess import ClipToDomain, GaussianBlur, MedianFilter, apply_all, parse_postprocess
 from ldpclient.privacy import Derived, Domain, laplace
+from ldpclient.transfer.postprocess import ClipToDomain, GaussianBlur, MedianFilter, apply_all, parse_postprocess
 
 
 def _release(n=16, size=12, eps=1.0, seed=0):

@@ -42,7 +42,7 @@ def fast(**kw):
 def reference_labels():
     with mock_server.serve(model="trivial") as srv:
         client = QueryClient(connect(f"oip+{srv.url}/digits", retry=fast()))
-        return torch.cat([l for _, l in client.label_batches(plan())])
+        return torch.cat([lab for _, lab in client.label_batches(plan())])
 
 
 def test_json_and_binary_agree_and_billing_reconciles(reference_labels):
@@ -51,7 +51,7 @@ def test_json_and_binary_agree_and_billing_reconciles(reference_labels):
         for binary in (False, True):
             t = connect(f"oip+{srv.url}/digits", binary=binary, retry=fast())
             client = QueryClient(t, workers=2, cost=CostMeter(price_per_query=0.001))
-            out[binary] = torch.cat([l for _, l in client.label_batches(plan())])
+            out[binary] = torch.cat([lab for _, lab in client.label_batches(plan())])
             assert client.stats.requests == 20  # 6-query batches split for max_batch_size 4
             rec = client.reconcile()
             assert rec.matches and rec.billed_units == 60 and rec.unreported_batches == 0
@@ -76,7 +76,7 @@ def test_fault_injection_is_survived_with_identical_labels(faults, reference_lab
     with mock_server.serve(model="trivial", fault_seed=2, **faults) as srv:
         t = connect(f"oip+{srv.url}/digits", retry=fast(max_attempts=10), timeout=(2.0, 5.0))
         client = QueryClient(t, workers=1, cost=CostMeter(price_per_query=0.001))
-        labels = torch.cat([l for _, l in client.label_batches(plan())])
+        labels = torch.cat([lab for _, lab in client.label_batches(plan())])
         assert torch.equal(labels, reference_labels)
         assert client.stats.attempts > client.stats.requests  # faults really happened and were retried
         billed_by_server = srv.usage()["total"]["images"]
@@ -120,7 +120,7 @@ def test_uint8_teacher_path_matches_fp32_labels_mostly(reference_labels):
     with mock_server.serve(model="trivial") as srv:
         t = connect(f"oip+{srv.url}/digits", datatype="UINT8", retry=fast())
         client = QueryClient(t)
-        labels = torch.cat([l for _, l in client.label_batches(plan())])
+        labels = torch.cat([lab for _, lab in client.label_batches(plan())])
         assert client.stats.bytes_sent < 60 * 28 * 28 * 1.05 + 10 * 400
         # quantisation moves a few bucket-boundary means at most
         assert (labels == reference_labels).float().mean() > 0.9

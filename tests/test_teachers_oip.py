@@ -112,7 +112,7 @@ def test_metadata_and_url_forms():
     m = t.metadata()
     assert (m.input_shape, m.datatype, m.num_classes, m.max_batch_size) == ((1, 28, 28), "FP32", 10, 256)
     assert m.class_names[3] == "3" and m.value_range == (0.0, 1.0)
-    for url in (f"{BASE}/v2/models/digits", f"http://teacher.test:8000/digits"):
+    for url in (f"{BASE}/v2/models/digits", "http://teacher.test:8000/digits"):
         tt = connect(url)
         assert isinstance(tt, OIPTeacher) and tt.model_url == MODEL_URL
     v = OIPTeacher.from_url(f"{BASE}/v2/models/digits/versions/3")

@@ -16,7 +16,7 @@ def test_linear_map_endpoints_and_midpoint() -> None:
     assert p.epsilon_for(0.25) == pytest.approx(6.5)
     # monotone: less trusted (larger T) never gets a larger epsilon
     eps = [p.epsilon_for(t / 100) for t in range(101)]
-    assert all(a >= b for a, b in zip(eps, eps[1:]))
+    assert all(a >= b for a, b in zip(eps, eps[1:], strict=False))
 
 
 def test_equal_bounds_give_a_constant() -> None:

@@ -27,7 +27,7 @@ def per_example_loss(model: nn.Module, images: torch.Tensor, labels: torch.Tenso
     model.eval()
     out = []
     with torch.no_grad():
-        for x, y in zip(images.split(chunk), labels.split(chunk)):
+        for x, y in zip(images.split(chunk), labels.split(chunk), strict=True):
             out.append(F.cross_entropy(model(x.float()), y.long(), reduction="none").double())
     return torch.cat(out)
 

@@ -116,7 +116,7 @@ def sources_from_plan(plan: QueryPlan, segments: Sequence[tuple[str | None, int]
         if p is not None:
             chunk_sizes.setdefault(p, rows)
     out = []
-    for (rid, rows), p in zip(segments, parsed):
+    for (_rid, rows), p in zip(segments, parsed, strict=True):
         src = torch.full((rows, 2), -1, dtype=torch.long)
         if p is not None:
             b, k = p

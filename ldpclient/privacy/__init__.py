@@ -1,14 +1,11 @@
 """On-device local differential privacy: mechanisms, guarantees, releases, ledger."""
 
-from .base import Mechanism
-from .guarantee import Domain, Guarantee
-from .release import Derived, Release, as_derived, upsample
-
-__all__ = ["Domain", "Guarantee", "Mechanism", "Release", "Derived", "as_derived", "upsample"]
-
-# Mechanisms, calibration and secure sampling (H1).
+from ..state import default_state_dir
 from .analytic_gaussian import calibrate_sigma, epsilon_for_sigma
+from .base import Mechanism
 from .discrete import discrete_tldp_epsilon, solve_b, solve_p
+from .guarantee import Domain, Guarantee
+from .ledger import BudgetExceeded, Ledger, LedgerError, Spend, default_ledger_path
 from .mechanisms import (
     MECHANISMS,
     DiscreteTLDPMechanism,
@@ -23,9 +20,20 @@ from .mechanisms import (
     tldp_laplace,
     weighted_tldp,
 )
+from .release import Derived, Release, as_derived, upsample
 from .sampling import DiscreteLaplaceSampler, make_generator
+from .trust import TrustPolicy
 
-__all__ += [
+__all__ = [
+    # types
+    "Domain",
+    "Guarantee",
+    "Mechanism",
+    "Release",
+    "Derived",
+    "as_derived",
+    "upsample",
+    # mechanisms, calibration and secure sampling
     "laplace",
     "gaussian",
     "tldp_laplace",
@@ -45,14 +53,7 @@ __all__ += [
     "solve_p",
     "DiscreteLaplaceSampler",
     "make_generator",
-]
-
-# Ledger and trust-adaptive budgets (H2).
-from ..state import default_state_dir
-from .ledger import BudgetExceeded, Ledger, LedgerError, Spend, default_ledger_path
-from .trust import TrustPolicy
-
-__all__ += [
+    # ledger and trust-adaptive budgets
     "Ledger",
     "LedgerError",
     "BudgetExceeded",

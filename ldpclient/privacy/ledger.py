@@ -460,7 +460,6 @@ class Ledger:
             raise ValueError(f"scope must be a non-empty string, got {scope!r}")
         records = _check_records(records)
         record_shape = tuple(int(s) for s in records.shape[1:])
-        n = records.shape[0]
         keys = self.record_keys(records)
         with self._lock:
             mech = self._mechanism(mechanism, record_shape)

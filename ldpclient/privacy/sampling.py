@@ -193,7 +193,7 @@ def _table(probs: list[Decimal], tail: Decimal | None) -> tuple[torch.Tensor, fl
             cum.append(int((acc * ONE).to_integral_value(rounding="ROUND_HALF_EVEN")))
     rho = Decimal(0)
     prev = 0
-    for c, pj in zip(cum, probs):
+    for c, pj in zip(cum, probs, strict=True):
         if c - prev <= 0:
             raise ValueError("secure sampler table has an empty entry (scale out of range)")
         rho = max(rho, abs(Decimal(c - prev) / ONE - pj) / pj)

@@ -87,7 +87,7 @@ def run_demo(
         _, _, unseen = split_indices(len(labels), DIGITS_TEACHER_SPLIT, seed)
         private = root / "private"
         names = write_private_folder(images[unseen], private)
-        truth = {name: int(labels[i]) for name, i in zip(names, unseen.tolist())}
+        truth = {name: int(labels[i]) for name, i in zip(names, unseen.tolist(), strict=True)}
         ui.info(f"demo: {len(names)} private digit images (28x28) written to {private}; truth kept aside")
         ui.info("demo: starting the mock teacher (trains a small CNN on other digits the first time; cached after)")
         server_options: dict[str, Any] = {"model": "digits", "image_size": 28, "seed": seed, "price_per_image": DEMO_PRICE}

@@ -21,18 +21,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import secrets
-import shlex
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Mapping, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 import torch
 
-from ..data import DEFAULT_MAX_PIXELS, PrivateImages, load_private_folder, to_uint8_image
+from ..data import DEFAULT_MAX_PIXELS, load_private_folder, to_uint8_image
 from .report import (
     StageTimer,
     label_format_for,
@@ -443,9 +441,9 @@ def run_label(
     Raises the underlying errors (DataError, ValueError, BudgetExceeded,
     CostCapReached, TeacherError) for the caller to present.
     """
-    from ..transfer.pipeline import KnowledgeTransfer
     from ..privacy.ledger import Ledger
     from ..teachers import CostMeter, Journal, QueryClient, connect
+    from ..transfer.pipeline import KnowledgeTransfer
 
     ui = ui or UI(quiet=True)
     opts.validate()
@@ -679,9 +677,9 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     that teacher (same ledger scope as ``ldpclient label``), so a later label run
     reuses it at no further cost.
     """
+    from ..privacy.ledger import Ledger
     from ..transfer.augment import QueryPlan
     from ..transfer.postprocess import apply_all, parse_postprocess
-    from ..privacy.ledger import Ledger
 
     ui = ui or UI(quiet=True)
     opts.validate()
@@ -723,7 +721,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for rel, row in zip(images.paths, derived.values):
+    for rel, row in zip(images.paths, derived.values, strict=True):
         target = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         to_uint8_image(to_unit(row)).save(target)

@@ -76,7 +76,7 @@ def label_rows(
     if not len(paths) == len(labs) == len(confs):
         raise ValueError(f"got {len(paths)} paths, {len(labs)} labels and {len(confs)} confidences")
     rows = []
-    for p, lab, conf in zip(paths, labs, confs):
+    for p, lab, conf in zip(paths, labs, confs, strict=True):
         name = class_names[lab] if class_names is not None and 0 <= lab < len(class_names) else None
         rows.append(LabelRow(p, lab, name, conf))
     return rows

@@ -34,18 +34,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from torch import nn
 
-from .augment import QueryPlan
-from .postprocess import ClipToDomain, Transform, apply_all, parse_postprocess
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
 from ..privacy.release import Derived, Release
-from .student import LabelStore, Progress, TrainHistory, Trainer, build_student, predict, save_checkpoint
+from .augment import QueryPlan
+from .postprocess import ClipToDomain, Transform, apply_all, parse_postprocess
+from .student import LabelStore, Progress, Trainer, TrainHistory, build_student, predict, save_checkpoint
 
 MODES = ("ldpkit", "sidp", "data-free")
 AUGMENTATIONS = {"sup": "sup", "rand": "rand", "none": "identity"}

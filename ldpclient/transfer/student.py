@@ -17,7 +17,6 @@ Input values are in the teacher's value range (e.g. [0, 1] per element).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
