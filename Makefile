@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml | $(PY)
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check .
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
 demo: $(STAMP)
