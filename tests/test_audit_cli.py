@@ -108,3 +108,39 @@ def test_module_entry_point_reports_errors_without_traceback(tmp_path):
                            "--sweep", "1"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "error:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_audit_of_a_real_label_run_reads_settings_and_plan_from_its_report(tmp_path):
+    """`ldpclient label` against the mock teacher with a query log, then `ldpclient audit --run REPORT`."""
+    from ldpclient.cli import app
+
+    folder = tmp_path / "private"
+    folder.mkdir()
+    rng = np.random.default_rng(3)
+    for k in range(N):
+        Image.fromarray(rng.integers(0, 256, (SIZE, SIZE), dtype=np.uint8), mode="L").save(folder / f"{k:03d}.png")
+    log = tmp_path / "queries.jsonl"
+    out = tmp_path / "labels.csv"
+    with serve(model="trivial", image_size=SIZE, query_log=str(log), max_batch_size=16) as srv:
+        res = CliRunner().invoke(app, [
+            "label", str(folder), "--teacher", srv.url + "/v2/models/digits", "--state-dir", str(tmp_path / "state"),
+            "--output", str(out), "--epsilon", "3", "--reduce", "2", "--queries", "60", "--batch-size", "16",
+            "--epochs", "1", "--max-retry-time", "0", "--quiet",
+        ])
+    assert res.exit_code == 0, res.output
+    report_path = out.with_name("labels.report.json")
+    recorded = json.loads(report_path.read_text())
+    assert recorded["plan"]["kind"] == "sup" and recorded["plan"]["n"] == N
+    res = CliRunner().invoke(_app(), [
+        "--run", str(report_path), "--queries", str(log), "--private", str(folder),
+        "--cnn-steps", "0", "--no-empirical", "--no-rme", "--out", str(tmp_path / "audit"), "--json",
+    ])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["logged"]["traced"] == 60  # every logged query mapped to its two records through the run's plan
+    row = rep["summary"][0]
+    assert row["kind"] == "sup"
+    # the run's settings were used: 3 per element on the 2x2-reduced record
+    assert row["epsilon_record"] == pytest.approx(3.0 * (SIZE // 2) ** 2)
+    res = CliRunner().invoke(_app(), ["--run", str(log), "--queries", str(log), "--private", str(folder)])
+    assert res.exit_code == 2 and "--run" in res.output

@@ -27,7 +27,7 @@ from ldpclient.run.report import read_labels
 TOKEN = "sekret-token-7f3a9c"
 REPORT_KEYS = {
     "schema", "command", "ok", "private_dir", "teacher", "mechanism", "guarantee", "augment", "postprocess",
-    "counts", "queries", "cost", "ledger", "student", "baseline", "timings", "skipped", "outputs", "versions",
+    "plan", "counts", "queries", "cost", "ledger", "student", "baseline", "timings", "skipped", "outputs", "versions",
 }
 
 

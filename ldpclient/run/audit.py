@@ -1,7 +1,13 @@
 """``ldpclient audit``: measure what an honest-but-curious teacher could learn.
 
-H6's CLI registers :func:`audit` as a command; ``python -m ldpclient.run.audit``
-runs it standalone.
+The CLI registers :func:`audit` as a command; ``python -m ldpclient.run.audit``
+runs it standalone. ``--run labels.report.json`` reads the client's settings
+(mechanism, epsilon and its unit, delta, reduce, post-processing, value range)
+and its full query plan from the report of an ``ldpclient label`` run, so that the
+query log a teacher kept (``ldpclient serve-mock --query-log``) is audited with
+exactly the settings that produced it. Options use the names of ``label``
+(``--epsilon-unit``, ``--reduce``); the old spellings ``--per`` and
+``--reduction`` still work.
 """
 
 from __future__ import annotations
@@ -34,16 +40,57 @@ def _parse_floats(spec: str | None, what: str) -> list[float]:
     return vals
 
 
-def _mechanism_factory(name: str, per: str, delta: Optional[float], reduction: int) -> Callable[[float], Any]:
+def _mechanism_factory(
+    name: str, per: str, delta: Optional[float], reduction: int, value_range: tuple[float, float] | None = None
+) -> Callable[[float], Any]:
     from ..privacy import make_mechanism
+    from ..privacy.guarantee import Domain
 
     def make(eps: float) -> Any:
         kw: dict[str, Any] = {"epsilon": eps, "per": per, "reduction": reduction}
         if delta is not None:
             kw["delta"] = delta
+        if value_range is not None and name != "discrete-tldp":
+            kw["domain"] = Domain(float(value_range[0]), float(value_range[1]))
         return make_mechanism(name, **kw)
 
     return make
+
+
+#: Query kinds by the name ``label --augment`` uses (``sidp`` is the old name of ``none``).
+_KIND_NAMES = {"sup": "sup", "rand": "rand", "none": "sidp", "sidp": "sidp"}
+
+
+def _run_settings(path: Path) -> dict[str, Any]:
+    """The client settings recorded in an ``ldpclient label`` run report (see the module doc)."""
+    try:
+        rep = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--run: cannot read run report {str(path)!r}: {exc}") from None
+    if not isinstance(rep, dict) or rep.get("command") != "label" or not isinstance(rep.get("mechanism"), dict):
+        raise ValueError(f"--run: {str(path)!r} is not the report of an 'ldpclient label' run")
+    if not isinstance(rep.get("plan"), dict):
+        raise ValueError(f"--run: {str(path)!r} holds no query plan (written by an older ldpclient)")
+    mech, teacher = rep["mechanism"], rep.get("teacher") or {}
+    return {
+        "mechanism": mech.get("name"),
+        "epsilon": mech.get("epsilon"),
+        "epsilon_unit": mech.get("epsilon_unit"),
+        "delta": mech.get("delta"),
+        "reduce": mech.get("reduce"),
+        "postprocess": rep.get("postprocess"),
+        "plan": rep["plan"],
+        "value_range": tuple(teacher["value_range"]) if teacher.get("value_range") else None,
+        "input_shape": tuple(teacher["input_shape"]) if teacher.get("input_shape") else None,
+    }
+
+
+def _pick(given: Any, recorded: dict[str, Any], key: str, default: Any) -> Any:
+    """An explicit option wins over the run report, which wins over the default."""
+    if given is not None:
+        return given
+    value = recorded.get(key)
+    return default if value is None else value
 
 
 def _load_teacher(spec: str, input_shape: tuple[int, int, int]) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -81,15 +128,16 @@ def _load_sources(path: Path) -> "torch.Tensor":
 def audit(
     private: Path = typer.Option(..., "--private", help="folder of the private images (the records the queries came from)"),
     queries: Optional[Path] = typer.Option(None, "--queries", help="query log (JSONL) written by the teacher / mock server"),
-    plan: Optional[Path] = typer.Option(None, "--plan", help="JSON of the client's query plan (maps logged request ids to records)"),
+    run: Optional[Path] = typer.Option(None, "--run", help="report of the 'ldpclient label' run that sent the queries: settings and query plan are read from it"),
+    plan: Optional[Path] = typer.Option(None, "--plan", help="JSON of the client's query plan (maps logged request ids to records; default: from --run)"),
     sources: Optional[Path] = typer.Option(None, "--sources", help=".npy/.json (Q, k) record indices of each logged query (instead of --plan)"),
-    mechanism: str = typer.Option("laplace", "--mechanism", help="client mechanism: laplace|gaussian|tldp-laplace|tldp-gaussian|discrete-tldp"),
-    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="the client's epsilon (unit: --per); needed with --queries"),
-    per: str = typer.Option("element", "--per", help="unit of --epsilon and --sweep: element or record"),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", help="client mechanism: laplace|gaussian|tldp-laplace|tldp-gaussian|tldp-weighted|discrete-tldp (default: from --run, else laplace)"),
+    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="the client's epsilon (unit: --epsilon-unit); needed with --queries unless --run gives it"),
+    epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", "--per", help="unit of --epsilon and --sweep: element or record (default: from --run, else element)"),
     delta: Optional[float] = typer.Option(None, "--delta", help="delta for gaussian mechanisms"),
-    reduction: int = typer.Option(1, "--reduction", help="average-pooling factor before noise used by the client"),
-    postprocess: Optional[str] = typer.Option(None, "--postprocess", help="client post-processing, e.g. 'clip,blur:1'"),
-    kind: Optional[str] = typer.Option(None, "--kind", help="query kind sidp|rand|sup (default: from the plan)"),
+    reduce: Optional[int] = typer.Option(None, "--reduce", "--reduction", help="average-pooling factor before noise used by the client (default: from --run, else 1)"),
+    postprocess: Optional[str] = typer.Option(None, "--postprocess", help="client post-processing, e.g. 'clip,blur:1' (default: from --run)"),
+    kind: Optional[str] = typer.Option(None, "--kind", help="query kind sup|rand|none (= SIDP; default: from the plan)"),
     teacher: Optional[str] = typer.Option(None, "--teacher", help="LOCAL teacher to judge reconstructions: mock-server checkpoint file or 'digits'"),
     sweep: Optional[str] = typer.Option(None, "--sweep", help="also simulate the client at these epsilons, e.g. '0.5,1,2,4'"),
     paper_epsilon: Optional[float] = typer.Option(None, "--paper-epsilon", help="per-element epsilon a paper claims as pure LDP (tested)"),
@@ -113,14 +161,23 @@ def audit(
     try:
         if queries is None and not sweep:
             raise ValueError("nothing to audit: give --queries LOG (what the teacher saw) and/or --sweep EPSILONS")
+        recorded = _run_settings(run) if run is not None else {}
+        mechanism = _pick(mechanism, recorded, "mechanism", "laplace")
+        epsilon = _pick(epsilon, recorded, "epsilon", None)
+        per = _pick(epsilon_unit, recorded, "epsilon_unit", "element")
+        delta = _pick(delta, recorded, "delta", None)
+        reduction = int(_pick(reduce, recorded, "reduce", 1))
+        postprocess = _pick(postprocess, recorded, "postprocess", None)
         if per not in ("element", "record"):
-            raise ValueError(f"--per must be 'element' or 'record', got {per!r}")
-        if kind is not None and kind not in ("sidp", "rand", "sup"):
-            raise ValueError(f"--kind must be sidp, rand or sup, got {kind!r}")
+            raise ValueError(f"--epsilon-unit must be 'element' or 'record', got {per!r}")
+        if kind is not None:
+            if kind not in _KIND_NAMES:
+                raise ValueError(f"--kind must be sup, rand or none, got {kind!r}")
+            kind = _KIND_NAMES[kind]
         if (student is None) != (holdout is None):
             raise ValueError("membership inference needs both --student and --holdout")
-        make = _mechanism_factory(mechanism, per, delta, reduction)
-        shape: tuple[int, int, int] = (channels, size, size)
+        make = _mechanism_factory(mechanism, per, delta, reduction, recorded.get("value_range"))
+        shape: tuple[int, int, int] = recorded.get("input_shape") or (channels, size, size)
         log_q = None
         if queries is not None:
             if not queries.is_file():
@@ -154,7 +211,7 @@ def audit(
             records,
             queries=queries,
             sources=_load_sources(sources) if sources is not None else None,
-            plan=plan,
+            plan=plan if plan is not None else recorded.get("plan"),
             mechanism=mech,
             kind=kind,
             transforms=parse_postprocess(postprocess),

@@ -581,6 +581,9 @@ def run_label(
         ),
         "augment": opts.augment,
         "postprocess": opts.postprocess,
+        # the full query plan: with the teacher's query log it maps every logged query to its records
+        # (`ldpclient audit --run REPORT --queries LOG --private DIR`)
+        "plan": asdict(result.plan) if result.plan is not None else None,
         "counts": {
             "files_found": n + sum(1 for s in images.skipped if not s.path.endswith("/")),
             "records": n,
