@@ -144,3 +144,10 @@ def test_audit_of_a_real_label_run_reads_settings_and_plan_from_its_report(tmp_p
     assert row["epsilon_record"] == pytest.approx(3.0 * (SIZE // 2) ** 2)
     res = CliRunner().invoke(_app(), ["--run", str(log), "--queries", str(log), "--private", str(folder)])
     assert res.exit_code == 2 and "--run" in res.output
+
+
+def test_the_audit_leaves_the_global_rng_alone(logged, tmp_path):
+    before = torch.random.get_rng_state().clone()
+    run_audit(logged["records"], queries=logged["log"], plan=logged["plan_file"], mechanism=logged["mech"],
+              cnn_steps=2, empirical=False, rme=False, out_dir=tmp_path)
+    assert torch.equal(torch.random.get_rng_state(), before)

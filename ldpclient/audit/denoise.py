@@ -9,6 +9,7 @@ queries simulated from synthetic images (:mod:`.synthetic`) with the attacker's
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -20,6 +21,11 @@ from .noise_model import NoiseModel
 from .synthetic import blur, synthetic_strokes
 
 Denoiser = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _blur_within(x: torch.Tensor, *, low: float, high: float, sigma: float) -> torch.Tensor:
+    """Gaussian blur of ``x`` clamped to ``[low, high]`` first (outliers would smear)."""
+    return blur(x.clamp(low, high), sigma)
 
 
 def median_filter(x: torch.Tensor, k: int = 3) -> torch.Tensor:
@@ -99,12 +105,13 @@ def train_denoiser_cnn(
     pool = low + (high - low) * synthetic_strokes(pool_size, shape, generator=g)
     probe_q, probe_t = model.simulate(pool[:256], kind, g)
     noise_std = float((probe_q - probe_t).std().item())
-    net = DenoiseCNN(shape[0], width, low, high, noise_std)
-    torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):  # default init draws must not move the caller's global RNG
+        net = DenoiseCNN(shape[0], width, low, high, noise_std)
     for m in net.modules():  # deterministic init from the seed
         if isinstance(m, nn.Conv2d):
             nn.init.kaiming_uniform_(m.weight, a=5**0.5, generator=g)
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.MultiStepLR(opt, [max(1, 2 * steps // 3)], 0.1)
     net.train()
@@ -163,12 +170,13 @@ def build_denoisers(
         return lambda x: fn(x.float()).clamp(low, high)
 
     cands: dict[str, Denoiser] = {"clip": clipped(lambda x: x)}
+    spread = 3 * noise_var**0.5
     for s in (0.5, 1.0, 1.5, 2.0, 3.0):
-        cands[f"blur(sigma={s:g})"] = clipped(lambda x, s=s: blur(x.clamp(low - 3 * noise_var**0.5, high + 3 * noise_var**0.5), s))
+        cands[f"blur(sigma={s:g})"] = clipped(functools.partial(_blur_within, low=low - spread, high=high + spread, sigma=s))
     for k in (3, 5):
-        cands[f"median({k}x{k})"] = clipped(lambda x, k=k: median_filter(x, k))
+        cands[f"median({k}x{k})"] = clipped(functools.partial(median_filter, k=k))
     for k in (3, 5, 7):
-        cands[f"wiener({k}x{k})"] = clipped(lambda x, k=k: local_wiener(x, k, noise_var))
+        cands[f"wiener({k}x{k})"] = clipped(functools.partial(local_wiener, k=k, noise_var=noise_var))
     if cnn_steps > 0:
         net = train_denoiser_cnn(model, kind, shape, low=low, high=high, steps=cnn_steps, seed=seed)
 

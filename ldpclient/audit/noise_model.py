@@ -11,11 +11,14 @@ on its output.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import torch
 
 from ..privacy.release import upsample
+
+if TYPE_CHECKING:
+    from ..transfer.postprocess import Transform
 
 KINDS = ("sidp", "rand", "sup")
 
@@ -46,7 +49,7 @@ class NoiseModel:
         cls,
         mechanism: Any,
         *,
-        transforms: Sequence[Callable[[Any], Any]] = (),
+        transforms: Sequence[Transform] = (),
         upsample_mode: str = "bilinear",
         rand_scale: float = 1.0,
         clip: tuple[float, float] | None = None,

@@ -18,7 +18,7 @@ noise-free queries (no-noise), and for a random *other* record used as the
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -115,7 +115,7 @@ def reconstruction_attack(
     estimates, covered = least_squares_records(queries, sources, n)
     rb = record_bank or bank
     idx = covered.nonzero().flatten()
-    linked = {"records_covered": int(idx.numel())}
+    linked: dict[str, Any] = {"records_covered": int(idx.numel())}
     if idx.numel():
         lrecon = rb.candidates[rb.best](estimates[idx])
         orig = originals[idx].float()

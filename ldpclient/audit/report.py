@@ -38,6 +38,14 @@ PLAN_KIND = {"sidp": "identity", "rand": "rand", "sup": "sup"}
 KIND_OF_PLAN = {v: k for k, v in PLAN_KIND.items()}
 
 
+def _chw(shape: Sequence[int]) -> tuple[int, int, int]:
+    """A record shape as ``(C, H, W)``; the attacks work on images."""
+    if len(shape) != 3:
+        raise ValueError(f"records must be images (C, H, W), got shape {tuple(shape)}")
+    c, h, w = (int(v) for v in shape)
+    return c, h, w
+
+
 # ---- inputs ----------------------------------------------------------------
 def load_query_log(
     path: str | os.PathLike[str], value_range: tuple[float, float] = (0.0, 1.0), model: str | None = None
@@ -193,7 +201,7 @@ def audit_queries(
     """
     if kind not in KINDS:
         raise ValueError(f"query kind must be one of {KINDS}, got {kind!r}")
-    shape = tuple(private.shape[1:])
+    shape = _chw(private.shape[1:])
     if tuple(queries.shape[1:]) != shape:
         raise ValueError(f"queries have shape {tuple(queries.shape[1:])} per row, private records {shape}")
     g = torch.Generator().manual_seed(seed)
