@@ -32,7 +32,7 @@ def make_plan(n: int, batch: int, seed: int = 0):
 
 
 def run(url: str, plan, *, binary: bool, datatype: str | None, workers: int, batch: int) -> dict:
-    teacher = connect(f"oip+{url}/digits", binary=binary, datatype=datatype)
+    teacher = connect(f"oip+{url}/digits", wire="binary" if binary else "json", datatype=datatype)
     client = QueryClient(teacher, workers=workers, batch_size=batch)
     client.metadata()
     list(client.label_batches(plan[:2]))  # warm-up: connections, first requests

@@ -74,6 +74,12 @@ class Augment(str, Enum):
     none = "none"
 
 
+class Wire(str, Enum):
+    auto = "auto"
+    binary = "binary"
+    json = "json"
+
+
 class LabelFormat(str, Enum):
     csv = "csv"
     jsonl = "jsonl"
@@ -179,6 +185,40 @@ TokenOption = typer.Option(
 )
 
 
+# Model facts a server may not publish (stock KServe publishes no classes, value range or names),
+# shared by `label` and `noise`; see ldpclient.run.facts.
+WireOption = typer.Option(
+    Wire.auto, "--wire",
+    help="Request bodies: auto (binary tensor extension, JSON when the server cannot take it; remembered per "
+    "teacher in the state dir), binary or json.",
+)
+NumClassesOption = typer.Option(None, "--num-classes", help="Number of classes, when the server does not publish it.")
+ClassNamesOption = typer.Option(
+    None, "--class-names", dir_okay=False, help="File of class names in index order (one per line, or a JSON list)."
+)
+ValueRangeOption = typer.Option(
+    None, "--value-range",
+    help="LO,HI: the units the model's inputs are in (e.g. 0,255) when the server does not publish them "
+    "(otherwise [0,1] is assumed, and the report says so).",
+)
+InputShapeOption = typer.Option(None, "--input-shape", help="C,H,W of one input, when the server declares none or a variable one.")
+InputNameOption = typer.Option(None, "--input-name", help="Input tensor name, when the model has several or declares none.")
+OutputNameOption = typer.Option(None, "--output-name", help="Output tensor name (class indices or scores), when the model has several or declares none.")
+DatatypeOption = typer.Option(None, "--datatype", help="Input datatype the model takes (FP32, UINT8, ...), when it declares none.")
+
+
+def _facts(wire: Wire, num_classes: Optional[int], class_names: Optional[Path], value_range: Optional[str],
+           input_shape: Optional[str], input_name: Optional[str], output_name: Optional[str],
+           datatype: Optional[str]) -> Any:
+    """The CLI's teacher facts as :class:`ldpclient.run.facts.TeacherFacts` (ValueError names the option)."""
+    from .run.facts import TeacherFacts
+
+    return TeacherFacts.from_options(
+        wire=wire.value, num_classes=num_classes, class_names=class_names, value_range=value_range,
+        input_shape=input_shape, input_name=input_name, output_name=output_name, datatype=datatype,
+    )
+
+
 # --------------------------------------------------------------------------- commands
 
 
@@ -223,6 +263,14 @@ def label(
     timeout: float = typer.Option(60.0, help="Seconds to wait for one teacher response."),
     max_retry_time: float = typer.Option(120.0, help="Give up retrying a failing request after this many seconds (0 = no retries)."),
     ca_bundle: Optional[Path] = typer.Option(None, help="CA bundle for TLS verification (verification is always on)."),
+    wire: Wire = WireOption,
+    num_classes: Optional[int] = NumClassesOption,
+    class_names: Optional[Path] = ClassNamesOption,
+    value_range: Optional[str] = ValueRangeOption,
+    input_shape: Optional[str] = InputShapeOption,
+    input_name: Optional[str] = InputNameOption,
+    output_name: Optional[str] = OutputNameOption,
+    datatype: Optional[str] = DatatypeOption,
     seed: Optional[int] = typer.Option(None, help="Seed ALL randomness, noise included (tests only: never for real data)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or summary."),
     json_out: bool = typer.Option(False, "--json", help="Print the run report as JSON on stdout (implies --quiet)."),
@@ -270,6 +318,7 @@ def label(
             timeout=timeout,
             max_retry_time=max_retry_time,
             ca_bundle=ca_bundle,
+            facts=_facts(wire, num_classes, class_names, value_range, input_shape, input_name, output_name, datatype),
         )
         opts.validate()
     assert opts is not None
@@ -301,6 +350,14 @@ def noise(
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
+    wire: Wire = WireOption,
+    num_classes: Optional[int] = NumClassesOption,
+    class_names: Optional[Path] = ClassNamesOption,
+    value_range: Optional[str] = ValueRangeOption,
+    input_shape: Optional[str] = InputShapeOption,
+    input_name: Optional[str] = InputNameOption,
+    output_name: Optional[str] = OutputNameOption,
+    datatype: Optional[str] = DatatypeOption,
     seed: Optional[int] = typer.Option(None, help="Seed ALL randomness (tests only)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
@@ -332,6 +389,7 @@ def noise(
             state_dir=state_dir,
             max_pixels=max_pixels,
             seed=seed,
+            facts=_facts(wire, num_classes, class_names, value_range, input_shape, input_name, output_name, datatype),
         )
         opts.validate()
         result = run_noise(opts, token=token, ui=ui)

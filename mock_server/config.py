@@ -73,6 +73,13 @@ class ServerConfig:
     fail_status: int = _opt(503, "status for --fail-first (400..599)")
     rate_limit: float | None = _opt(None, "requests per second per API key (token bucket); beyond -> 429")
     rate_burst: int | None = _opt(None, "token-bucket size for --rate-limit (default: max(1, rate))")
+    # spec conformance: behave like a stock server instead of this mock's conveniences
+    strict_spec: bool = _opt(
+        False,
+        "behave like a stock OIP server (MLServer/KServe/Triton REST): empty health bodies, no custom metadata "
+        "'parameters' (no num_classes, value_range, class_names, max_batch_size), no binary tensor extension",
+    )
+    fresh_response_id: bool = _opt(False, "answer infer requests with a fresh response id instead of echoing the request's")
     # curious-server log
     query_log: str | None = _opt(None, "append every received query tensor to this JSONL file")
     verbose: bool = _opt(False, "log every request to stderr")

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -105,11 +106,17 @@ class MockTeacherServer(ThreadingHTTPServer):
                           {"WWW-Authenticate": 'Bearer realm="mock-teacher"'})
 
     def model_metadata(self) -> dict[str, Any]:
+        """The OIP metadata document; in strict-spec mode without the custom ``parameters``."""
         t, c = self.teacher, self.config
-        return {
+        doc: dict[str, Any] = {
             "name": c.model_name, "versions": ["1"], "platform": "pytorch",
             "inputs": [{"name": INPUT_NAME, "datatype": "FP32", "shape": [-1, *t.input_shape]}],
             "outputs": [{"name": OUTPUT_NAME, "datatype": "INT64", "shape": [-1]}],
+        }
+        if c.strict_spec:
+            return doc
+        return {
+            **doc,
             "parameters": {
                 "num_classes": t.num_classes, "class_names": list(t.class_names),
                 "max_batch_size": c.max_batch_size, "value_range": list(t.value_range),
@@ -273,16 +280,15 @@ class _Handler(BaseHTTPRequestHandler):
             if method not in methods:
                 raise HTTPFailure(405, f"method {method} not allowed on {path}", {"Allow": ", ".join(methods)})
 
-        if parts == ["v2", "health", "live"]:
+        if parts in (["v2", "health", "live"], ["v2", "health", "ready"]):
             allow("GET")
-            return self._send_json(200, {"live": True})
-        if parts == ["v2", "health", "ready"]:
-            allow("GET")
-            return self._send_json(200, {"ready": True})
+            if cfg.strict_spec:  # the spec advises an empty 200; MLServer and Triton send no body
+                return self._send(200, b"", {})
+            return self._send_json(200, {parts[-1]: True})
         if parts == ["v2"]:
             allow("GET")
             return self._send_json(200, {"name": SERVER_NAME, "version": SERVER_VERSION,
-                                         "extensions": ["binary_tensor_data"]})
+                                         "extensions": [] if cfg.strict_spec else ["binary_tensor_data"]})
         if parts == ["usage"]:
             allow("GET")
             self.server.authenticate(self.headers.get("Authorization"))
@@ -309,6 +315,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _infer(self, body: bytes, key: str) -> None:
         srv, cfg, teacher = self.server, self.server.config, self.server.teacher
         billed0 = {"X-Billed-Images": "0"}
+        if cfg.strict_spec and self.headers.get(HEADER_LENGTH) is not None:
+            srv.billing.reject(key)  # a stock REST server without the binary extension fails such a body
+            raise HTTPFailure(500, "Internal Server Error", billed0)
         try:
             req = parse_infer_request(body, self.headers.get(HEADER_LENGTH), input_shape=teacher.input_shape,
                                       max_batch_size=cfg.max_batch_size)
@@ -350,8 +359,9 @@ class _Handler(BaseHTTPRequestHandler):
         cfg, teacher = self.server.config, self.server.teacher
 
         def encode(lab: np.ndarray) -> tuple[bytes, dict[str, str]]:
-            return encode_infer_response(req.id, cfg.model_name, lab, binary=req.binary_output,
-                                         billed_images=req.batch)
+            rid = uuid.uuid4().hex if cfg.fresh_response_id else req.id
+            binary = req.binary_output and not cfg.strict_spec
+            return encode_infer_response(rid, cfg.model_name, lab, binary=binary, billed_images=req.batch)
 
         body, headers = encode(labels)
         if decision.action == "malformed":

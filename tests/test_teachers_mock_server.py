@@ -49,7 +49,7 @@ def test_json_and_binary_agree_and_billing_reconciles(reference_labels):
     with mock_server.serve(model="trivial", max_batch_size=4) as srv:
         out = {}
         for binary in (False, True):
-            t = connect(f"oip+{srv.url}/digits", binary=binary, retry=fast())
+            t = connect(f"oip+{srv.url}/digits", wire="binary" if binary else "json", retry=fast())
             client = QueryClient(t, workers=2, cost=CostMeter(price_per_query=0.001))
             out[binary] = torch.cat([lab for _, lab in client.label_batches(plan())])
             assert client.stats.requests == 20  # 6-query batches split for max_batch_size 4

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 import torch
 
 from ..data import DEFAULT_MAX_PIXELS, load_private_folder, to_uint8_image
+from .facts import TeacherFacts
 from .report import (
     StageTimer,
     label_format_for,
@@ -93,6 +94,7 @@ class LabelOptions:
     timeout: float = 60.0
     max_retry_time: float = 120.0
     ca_bundle: Optional[Path] = None
+    facts: TeacherFacts = TeacherFacts()
 
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
@@ -155,6 +157,7 @@ class NoiseOptions:
     state_dir: Optional[Path] = None
     max_pixels: int = DEFAULT_MAX_PIXELS
     seed: Optional[int] = None
+    facts: TeacherFacts = TeacherFacts()
 
     def validate(self) -> None:
         _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
@@ -198,19 +201,47 @@ def _check_postprocess(spec: str) -> None:
 # --------------------------------------------------------------------------- helpers
 
 
-def connect_options(opts: LabelOptions) -> dict[str, Any]:
-    """Network options for URL adapters: timeouts, retry budget, CA bundle (in-process adapters get none)."""
+def teacher_options(address: str, facts: TeacherFacts, state: Path) -> dict[str, Any]:
+    """The model facts the user supplied; for Open Inference Protocol teachers also the wire format,
+    whose ``auto`` choice is remembered in the state directory ``state``."""
+    from ..teachers.registry import resolve
+
+    out: dict[str, Any] = facts.supplied()
+    if resolve(address)[0] == "oip":
+        out.update(wire=facts.wire, state_dir=state)
+    elif facts.wire != "auto":
+        raise ValueError("--wire applies to Open Inference Protocol teachers (http://, oip+http://) only")
+    return out
+
+
+def connect_options(opts: LabelOptions, state: Path) -> dict[str, Any]:
+    """Options for :func:`~ldpclient.teachers.connect`: :func:`teacher_options`, and for URL adapters
+    timeouts, retry budget and CA bundle."""
+    out = teacher_options(opts.teacher, opts.facts, state)
     if "://" not in opts.teacher:
-        return {}
+        return out
     from ..teachers.http import RetryPolicy
 
-    out: dict[str, Any] = {
-        "timeout": (min(10.0, opts.timeout), opts.timeout),
-        "retry": RetryPolicy(max_total=opts.max_retry_time, max_attempts=6 if opts.max_retry_time > 0 else 1),
-    }
+    out["timeout"] = (min(10.0, opts.timeout), opts.timeout)
+    out["retry"] = RetryPolicy(max_total=opts.max_retry_time, max_attempts=6 if opts.max_retry_time > 0 else 1)
     if opts.ca_bundle is not None:
         out["verify"] = str(opts.ca_bundle)
     return out
+
+
+def open_teacher(address: str, token: str | None, options: Mapping[str, Any]) -> Any:
+    """:func:`~ldpclient.teachers.connect`, with an adapter's refusal of a supplied fact as one line."""
+    from ..teachers import connect
+
+    try:
+        return connect(address, token=token, **options)
+    except TypeError as exc:
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        name = str(exc).rsplit(" ", 1)[-1].strip("'")
+        raise ValueError(
+            f"the teacher adapter for {teacher_identity(address)!r} does not take --{name.replace('_', '-')}"
+        ) from None
 
 
 def teacher_identity(url: str) -> str:
@@ -442,7 +473,7 @@ def run_label(
     CostCapReached, TeacherError) for the caller to present.
     """
     from ..privacy.ledger import Ledger
-    from ..teachers import CostMeter, Journal, QueryClient, connect
+    from ..teachers import CostMeter, Journal, QueryClient
     from ..transfer.pipeline import KnowledgeTransfer
 
     ui = ui or UI(quiet=True)
@@ -454,7 +485,7 @@ def run_label(
     check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
     with timer.stage("connect"):
         if teacher is None:
-            teacher = connect(opts.teacher, token=token, **connect_options(opts))
+            teacher = open_teacher(opts.teacher, token, connect_options(opts, state))
         meta = teacher.metadata()
     if opts.mechanism == "discrete-tldp" and tuple(meta.value_range) != (0.0, 255.0):
         teacher = ByteUnitsTeacher(teacher)
@@ -570,7 +601,8 @@ def run_label(
         "ok": True,
         "private_dir": str(opts.private_dir),
         "teacher": {"address": identity, "model": meta.name, "input_shape": list(shape), "datatype": meta.datatype,
-                    "num_classes": meta.num_classes, "value_range": list(meta.value_range)},
+                    "num_classes": meta.num_classes, "value_range": list(meta.value_range),
+                    "wire": _wire_used(teacher), "assumed": list(meta.assumed)},
         "mechanism": {"name": opts.mechanism, "epsilon": opts.epsilon, "epsilon_unit": opts.epsilon_unit,
                       "delta": opts.delta, "reduce": opts.reduce, "config": mechanism.config()},
         "guarantee": result.guarantee.as_dict(),
@@ -635,6 +667,13 @@ def run_label(
     return report
 
 
+def _wire_used(teacher: Any) -> str | None:
+    """``"binary"``/``"json"`` for an Open Inference Protocol teacher (after negotiation), else None."""
+    inner = getattr(teacher, "_inner", teacher)
+    binary = getattr(inner, "binary", None)
+    return None if binary is None else ("binary" if binary else "json")
+
+
 def _last_val(result: Any) -> float | None:
     if result.history is None or not result.history.val_accuracy:
         return None
@@ -689,9 +728,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     state = state_dir_for(opts.state_dir)
     value_range: tuple[float, float] = (0.0, 1.0)
     if opts.teacher:
-        from ..teachers import connect
-
-        t = connect(opts.teacher, token=token)
+        t = open_teacher(opts.teacher, token, teacher_options(opts.teacher, opts.facts, state))
         try:
             meta = t.metadata()
         finally:

@@ -150,6 +150,7 @@ class UI:
         rows = [
             ("labels", f"{report['counts']['labelled']} written to {report['outputs']['labels']}"),
             ("privacy", _guarantee_line(g)),
+            *_assumed_rows(report.get("teacher", {})),
             ("ledger", _ledger_line(report.get("ledger", {}))),
             ("queries", f"{q['sent']} sent, {q['from_journal']} answered from the journal (not paid again)"),
             ("money", _money_line(cost)),
@@ -219,6 +220,12 @@ def _fmt_eps(x: Any) -> str:
     if isinstance(x, str):
         return x
     return f"{float(x):.4g}"
+
+
+def _assumed_rows(teacher: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """One line naming what was assumed about the teacher's model rather than published or given."""
+    assumed = teacher.get("assumed") or []
+    return [("assumed", "; ".join(str(a) for a in assumed))] if assumed else []
 
 
 def _guarantee_line(g: Mapping[str, Any]) -> str:

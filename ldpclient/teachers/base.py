@@ -22,6 +22,8 @@ class TeacherMetadata:
     ``num_classes``: labels are ints in ``[0, num_classes)``.
     ``class_names``: names by label index when the teacher publishes them.
     ``max_batch_size``: largest batch one request may carry (None = unknown).
+    ``assumed``: one short phrase per fact that neither the server published nor
+    the user supplied, e.g. ``"value_range [0, 1]"`` (runs print them).
     """
 
     name: str
@@ -31,6 +33,7 @@ class TeacherMetadata:
     class_names: tuple[str, ...] | None = None
     max_batch_size: int | None = None
     value_range: tuple[float, float] = (0.0, 1.0)
+    assumed: tuple[str, ...] = ()
 
 
 @runtime_checkable

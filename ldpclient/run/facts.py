@@ -1,0 +1,119 @@
+"""What the user knows about the teacher's model that its server may not publish.
+
+Stock servers publish little: KServe's metadata has no ``parameters`` (so no number
+of classes, value range or class names), some models declare no inputs at all.
+:class:`TeacherFacts` carries the CLI's ``--num-classes``, ``--class-names FILE``,
+``--value-range LO,HI``, ``--input-shape C,H,W``, ``--input-name``,
+``--output-name``, ``--datatype`` and ``--wire`` to :func:`ldpclient.teachers.connect`
+(the same keys work in the ``--config`` TOML file). Importing this module is cheap
+(no torch).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+WIRE_CHOICES = ("auto", "binary", "json")  # == ldpclient.teachers.wire.WIRE_FORMATS (checked by a test)
+
+
+@dataclass(frozen=True)
+class TeacherFacts:
+    """Model facts supplied by the user (None = ask the server) and the request wire format.
+
+    ``value_range``: the units the model's inputs are in, e.g. ``(0, 255)``;
+    ``input_shape``: per record without the batch axis, e.g. ``(1, 28, 28)``.
+    """
+
+    wire: str = "auto"
+    num_classes: int | None = None
+    class_names: tuple[str, ...] | None = None
+    value_range: tuple[float, float] | None = None
+    input_shape: tuple[int, ...] | None = None
+    input_name: str | None = None
+    output_name: str | None = None
+    datatype: str | None = None
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        wire: str = "auto",
+        num_classes: int | None = None,
+        class_names: Path | None = None,
+        value_range: str | None = None,
+        input_shape: str | None = None,
+        input_name: str | None = None,
+        output_name: str | None = None,
+        datatype: str | None = None,
+    ) -> "TeacherFacts":
+        """Parse the CLI's strings; ValueError naming the option for anything unusable."""
+        if wire not in WIRE_CHOICES:
+            raise ValueError(f"--wire must be one of {', '.join(WIRE_CHOICES)}, got {wire!r}")
+        if num_classes is not None and num_classes < 2:
+            raise ValueError(f"--num-classes must be >= 2, got {num_classes}")
+        names = read_class_names(class_names) if class_names is not None else None
+        if names is not None and num_classes is not None and len(names) != num_classes:
+            raise ValueError(f"--class-names {str(class_names)!r} has {len(names)} names but --num-classes is {num_classes}")
+        return cls(
+            wire=wire,
+            num_classes=num_classes,
+            class_names=names,
+            value_range=_value_range(value_range) if value_range is not None else None,
+            input_shape=_shape(input_shape) if input_shape is not None else None,
+            input_name=input_name or None,
+            output_name=output_name or None,
+            datatype=datatype.upper() if datatype else None,
+        )
+
+    def supplied(self) -> dict[str, Any]:
+        """The facts that were given, as keyword arguments of the teacher adapters."""
+        keys = ("num_classes", "class_names", "value_range", "input_shape", "input_name", "output_name", "datatype")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+
+
+def read_class_names(path: Path) -> tuple[str, ...]:
+    """Class names from a file: a JSON list, or one name per line (blank lines ignored), index order."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--class-names: cannot read {str(path)!r}: {exc}") from None
+    names: list[str]
+    if text.lstrip().startswith("["):
+        try:
+            loaded = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"--class-names {str(path)!r}: not a JSON list of names ({exc})") from None
+        names = [str(v) for v in loaded] if isinstance(loaded, list) else []
+    else:
+        names = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(names) < 2 or len(set(names)) != len(names):
+        raise ValueError(f"--class-names {str(path)!r} must hold at least 2 distinct names (one per line)")
+    return tuple(names)
+
+
+def _numbers(spec: str, option: str) -> list[float]:
+    try:
+        return [float(v) for v in spec.replace("x", ",").split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{option} must be comma-separated numbers, got {spec!r}") from None
+
+
+def _value_range(spec: str) -> tuple[float, float]:
+    values = _numbers(spec, "--value-range")
+    if len(values) != 2 or not all(math.isfinite(v) for v in values) or not values[0] < values[1]:
+        raise ValueError(f"--value-range must be LO,HI with LO < HI (e.g. 0,255), got {spec!r}")
+    return values[0], values[1]
+
+
+def _shape(spec: str) -> tuple[int, ...]:
+    values = _numbers(spec, "--input-shape")
+    if len(values) != 3 or any(v != int(v) or v < 1 for v in values):
+        raise ValueError(f"--input-shape must be C,H,W positive integers (e.g. 1,28,28), got {spec!r}")
+    return tuple(int(v) for v in values)
+
+
+__all__ = ["TeacherFacts", "WIRE_CHOICES", "read_class_names"]

@@ -1,0 +1,74 @@
+"""Which request body a teacher takes (binary tensor extension or plain JSON), remembered per teacher.
+
+The Open Inference Protocol's binary tensor extension makes bodies about 4x
+smaller than JSON, but stock servers differ: Triton and the bundled mock teacher
+accept it, MLServer's REST API does not (it answers 500). With ``wire="auto"``
+an adapter tries binary first and, when that fails with an HTTP error or an
+unparsable answer while the same request succeeds as JSON, switches to JSON. The
+outcome is kept in ``wire.json`` in the state directory, keyed by the teacher's
+address without credentials, so later runs do not probe again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+WIRE_FORMATS = ("auto", "binary", "json")
+
+log = logging.getLogger("ldpclient.teachers.wire")
+
+
+def teacher_key(url: str) -> str:
+    """``url`` without user info, query string or fragment: safe to store and to print."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+class WireMemory:
+    """``<directory>/wire.json``: ``{teacher address: "binary" | "json"}``.
+
+    Reading a missing or unreadable file gives no memory (the adapter probes
+    again); a failed write is logged and otherwise ignored, since the choice can
+    always be made again at the cost of one probe.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.path = Path(directory) / "wire.json"
+
+    def _read(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def get(self, url: str) -> str | None:
+        """The remembered format of the teacher at ``url`` (``"binary"``/``"json"``), or None."""
+        value = self._read().get(teacher_key(url))
+        return value if value in ("binary", "json") else None
+
+    def set(self, url: str, wire: str) -> None:
+        """Remember ``wire`` (``"binary"`` or ``"json"``) for the teacher at ``url``."""
+        if wire not in ("binary", "json"):
+            raise ValueError(f"wire must be 'binary' or 'json', got {wire!r}")
+        data = self._read()
+        data[teacher_key(url)] = wire
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".wire-", suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.warning("could not remember the wire format in %s: %s", self.path, exc)
+
+
+__all__ = ["WIRE_FORMATS", "WireMemory", "teacher_key"]
