@@ -156,7 +156,7 @@ def test_oip_adapter_round_trip(teacher, binary):
     from ldpclient.teachers.oip import OIPTeacher
 
     with serve(teacher=teacher, tokens=["adapter-token"], max_batch_size=32) as srv:
-        t = OIPTeacher(srv.url, srv.model_name, binary=binary, token="adapter-token")
+        t = OIPTeacher(srv.url, srv.model_name, wire="binary" if binary else "json", token="adapter-token")
         meta = t.metadata()
         assert meta.input_shape == SHAPE and meta.num_classes == 10 and meta.max_batch_size == 32
         rel = _release(70, seed=3)
