@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench clean
+.PHONY: test demo bench interop clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -21,9 +21,27 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/ldpclient demo
 
+# Interop with real inference servers from PyPI, each in a venv of its own (their pins never touch ours).
+INTEROP_MLSERVER_VENV := .venv-interop-mlserver
+INTEROP_KSERVE_VENV := .venv-interop-kserve
+
+$(INTEROP_MLSERVER_VENV)/.installed:
+	$(PYTHON) -m venv $(INTEROP_MLSERVER_VENV) || python3 -m venv $(INTEROP_MLSERVER_VENV)
+	$(INTEROP_MLSERVER_VENV)/bin/python -m pip install --quiet mlserver==1.7.1
+	touch $@
+
+$(INTEROP_KSERVE_VENV)/.installed:
+	$(PYTHON) -m venv $(INTEROP_KSERVE_VENV) || python3 -m venv $(INTEROP_KSERVE_VENV)
+	$(INTEROP_KSERVE_VENV)/bin/python -m pip install --quiet kserve==0.21.0
+	touch $@
+
+interop: $(STAMP) $(INTEROP_MLSERVER_VENV)/.installed $(INTEROP_KSERVE_VENV)/.installed
+	INTEROP_MLSERVER=$(INTEROP_MLSERVER_VENV)/bin/mlserver INTEROP_KSERVE_PYTHON=$(INTEROP_KSERVE_VENV)/bin/python \
+		$(PY) -m pytest -q interop
+
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(INTEROP_MLSERVER_VENV) $(INTEROP_KSERVE_VENV) .pytest_cache build *.egg-info

@@ -414,10 +414,13 @@ class OIPTeacher:
                 result = self._send(chunk, request_id, binary=True)  # no answer at all: nothing learnt yet
                 self._decide(binary=True)
                 return result
+            self.http.close()  # servers may drop the connection after a body they could not read
             result = self._send(chunk, request_id, binary=False)
+            brief = " ".join(str(exc).split())
             log.warning(
                 "teacher %s failed a binary-extension request (%s) but answered it as JSON: using JSON bodies "
-                "from now on (remembered in %s)", self.address, exc, self._wire_memory.path,
+                "from now on (remembered in %s)", self.address, brief[:160] + ("..." if len(brief) > 160 else ""),
+                self._wire_memory.path,
             )
             self._decide(binary=False)
             return result
