@@ -24,6 +24,7 @@ demo: $(STAMP)
 # Interop with real inference servers from PyPI, each in a venv of its own (their pins never touch ours).
 INTEROP_MLSERVER_VENV := .venv-interop-mlserver
 INTEROP_KSERVE_VENV := .venv-interop-kserve
+INTEROP_TRITON_VENV := .venv-interop-triton
 
 $(INTEROP_MLSERVER_VENV)/.installed:
 	$(PYTHON) -m venv $(INTEROP_MLSERVER_VENV) || python3 -m venv $(INTEROP_MLSERVER_VENV)
@@ -35,13 +36,18 @@ $(INTEROP_KSERVE_VENV)/.installed:
 	$(INTEROP_KSERVE_VENV)/bin/python -m pip install --quiet kserve==0.21.0
 	touch $@
 
-interop: $(STAMP) $(INTEROP_MLSERVER_VENV)/.installed $(INTEROP_KSERVE_VENV)/.installed
+$(INTEROP_TRITON_VENV)/.installed:
+	$(PYTHON) -m venv $(INTEROP_TRITON_VENV) || python3 -m venv $(INTEROP_TRITON_VENV)
+	$(INTEROP_TRITON_VENV)/bin/python -m pip install --quiet nvidia-pytriton==0.7.0
+	touch $@
+
+interop: $(STAMP) $(INTEROP_MLSERVER_VENV)/.installed $(INTEROP_KSERVE_VENV)/.installed $(INTEROP_TRITON_VENV)/.installed
 	INTEROP_MLSERVER=$(INTEROP_MLSERVER_VENV)/bin/mlserver INTEROP_KSERVE_PYTHON=$(INTEROP_KSERVE_VENV)/bin/python \
-		$(PY) -m pytest -q interop
+		INTEROP_TRITON_PYTHON=$(INTEROP_TRITON_VENV)/bin/python $(PY) -m pytest -q interop
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(INTEROP_MLSERVER_VENV) $(INTEROP_KSERVE_VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(INTEROP_MLSERVER_VENV) $(INTEROP_KSERVE_VENV) $(INTEROP_TRITON_VENV) .pytest_cache build *.egg-info

@@ -1,8 +1,10 @@
 """Real inference servers from PyPI, started on 127.0.0.1 in their own virtual environments.
 
-``make interop`` creates the environments (MLServer and KServe have pins of their own that must
-never touch the project's) and points these fixtures at them through ``INTEROP_MLSERVER`` (the
-``mlserver`` executable) and ``INTEROP_KSERVE_PYTHON`` (the KServe venv's python). Each server
+``make interop`` creates the environments (MLServer, KServe and PyTriton have pins of their own
+that must never touch the project's) and points these fixtures at them through
+``INTEROP_MLSERVER`` (the ``mlserver`` executable), ``INTEROP_KSERVE_PYTHON`` and
+``INTEROP_TRITON_PYTHON`` (those venvs' pythons). Triton runs on the CPU through PyTriton, whose
+wheel carries the ``tritonserver`` binary and its Python backend. Each server
 serves the numpy model of ``runtimes/digits_model.py`` and logs every tensor it received with its
 answer to a JSONL file, so a test can check each label against the model applied to exactly
 what was sent.
@@ -60,13 +62,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, out: Path, timeout: float = 120.0) -> None:
+def _wait_ready(url: str, proc: subprocess.Popen, out: Path, models: list[str], timeout: float = 180.0) -> None:
+    """Until the server is ready and every model in ``models`` answers its metadata request."""
     deadline = time.monotonic() + timeout
+    paths = ["/v2/health/ready", *(f"/v2/models/{m}" for m in models)]
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}: {out.read_text()[-2000:]}")
         try:
-            if requests.get(f"{url}/v2/health/ready", timeout=2).status_code == 200:
+            if all(requests.get(f"{url}{p}", timeout=2).status_code == 200 for p in paths):
                 return
         except requests.RequestException:
             pass
@@ -74,13 +78,14 @@ def _wait_ready(url: str, proc: subprocess.Popen, out: Path, timeout: float = 12
     raise RuntimeError(f"server at {url} not ready after {timeout:.0f} s: {out.read_text()[-2000:]}")
 
 
-def _start(name: str, cmd: list[str], cwd: Path, url: str, log: Path) -> Iterator[RealServer]:
+def _start(name: str, cmd: list[str], cwd: Path, url: str, log: Path, models: list[str],
+           **env_extra: str) -> Iterator[RealServer]:
     out = cwd / "server.out"
-    env = {**os.environ, "INTEROP_LOG": str(log), "PYTHONPATH": str(RUNTIMES)}
+    env = {**os.environ, "INTEROP_LOG": str(log), "PYTHONPATH": str(RUNTIMES), **env_extra}
     with open(out, "wb") as fh:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT)
     try:
-        _wait_ready(url, proc, out)
+        _wait_ready(url, proc, out, models)
         yield RealServer(name, url, log)
     finally:
         proc.terminate()
@@ -116,7 +121,8 @@ def mlserver(tmp_path_factory) -> Iterator[RealServer]:
             "inputs": [{"name": "input", "datatype": in_dt, "shape": [-1, 1, 28, 28]}],
             "outputs": [{"name": out_name, "datatype": out_dt, "shape": out_shape}],
         }))
-    yield from _start("mlserver", [exe, "start", str(repo)], repo, f"http://127.0.0.1:{http}", repo / "log.jsonl")
+    yield from _start("mlserver", [exe, "start", str(repo)], repo, f"http://127.0.0.1:{http}", repo / "log.jsonl",
+                      list(MLSERVER_MODELS))
 
 
 @pytest.fixture(scope="session")
@@ -126,4 +132,21 @@ def kserve(tmp_path_factory) -> Iterator[RealServer]:
     root = tmp_path_factory.mktemp("kserve")
     http, grpc = _free_port(), _free_port()
     cmd = [python, str(RUNTIMES / "kserve_server.py"), "--http_port", str(http), "--grpc_port", str(grpc)]
-    yield from _start("kserve", cmd, root, f"http://127.0.0.1:{http}", root / "log.jsonl")
+    yield from _start("kserve", cmd, root, f"http://127.0.0.1:{http}", root / "log.jsonl",
+                      ["digits-label", "digits-scores", "digits-bare"])
+
+
+@pytest.fixture(scope="session")
+def triton(tmp_path_factory) -> Iterator[RealServer]:
+    """Triton Inference Server 2.51 (CPU) via PyTriton 0.7.0: scores (classification extension) and labels."""
+    python = _needs("INTEROP_TRITON_PYTHON")
+    root = tmp_path_factory.mktemp("triton")
+    http, grpc, metrics = _free_port(), _free_port(), _free_port()
+    # Triton's Python-backend stub must load the same libpython as the venv's interpreter
+    libdir = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    ld = ":".join(p for p in (libdir, os.environ.get("LD_LIBRARY_PATH", "")) if p)
+    cmd = [python, str(RUNTIMES / "triton_server.py"), "--http-port", str(http), "--grpc-port", str(grpc),
+           "--metrics-port", str(metrics)]
+    yield from _start("triton", cmd, root, f"http://127.0.0.1:{http}", root / "log.jsonl",
+                      ["digits-scores", "digits-label"], LD_LIBRARY_PATH=ld, HOME=str(root))

@@ -1,9 +1,9 @@
-"""ldpclient against real MLServer and KServe servers (``make interop``), with default options.
+"""ldpclient against real MLServer, KServe and Triton servers (``make interop``), default options.
 
 Each case runs ``ldpclient label`` (a subprocess, as a user would) and the Python API against one
 served model, passing only the facts the server cannot publish, and then checks every label the
-teacher returned (the journal keeps them per batch) against ``digits_model`` applied to exactly the
-tensor the server logged for that request.
+teacher returned (the journal keeps them per batch, in the order they were answered) against
+``digits_model`` applied to exactly the tensors the server logged, in arrival order.
 """
 
 from __future__ import annotations
@@ -25,18 +25,20 @@ from ldpclient.teachers import QueryClient, connect
 from ldpclient.transfer.augment import QueryPlan
 
 N_IMAGES = 24
-# Facts a server does not publish: neither MLServer nor KServe has a place for the number of classes.
+# Facts a server does not publish: none of them has a place for the number of classes of a label output.
 CLASSES = ["--num-classes", "10"]
 BARE = ["--input-name", "input", "--output-name", "label", "--input-shape", "1,28,28", "--datatype", "FP32"]
 
 CASES = [
-    # (server fixture, model, extra CLI facts, wire the client should settle on)
+    # (server fixture, model, facts to pass, wire the client should settle on)
     ("mlserver", "digits-label", CLASSES, "json"),  # MLServer's REST API has no binary extension
     ("mlserver", "digits-scores", [], "json"),  # scores [N, 10]: the class count is the output's width
-    ("mlserver", "digits-uint8", CLASSES, "json"),
-    ("kserve", "digits-label", CLASSES, "binary"),
+    ("mlserver", "digits-uint8", CLASSES, "json"),  # UINT8 input
+    ("kserve", "digits-label", CLASSES, "binary"),  # fresh response ids
     ("kserve", "digits-scores", [], "binary"),
     ("kserve", "digits-bare", CLASSES + BARE, "binary"),  # declares "inputs": [] and "outputs": []
+    ("triton", "digits-scores", [], "binary"),  # Triton's classification extension; batches split at 64
+    ("triton", "digits-label", CLASSES, "binary"),
 ]
 
 
@@ -49,34 +51,38 @@ def private(tmp_path_factory) -> Path:
     return folder
 
 
-def _journal(state: Path) -> dict[str, np.ndarray]:
+def _journal(state: Path) -> list[np.ndarray]:
+    """Labels of every answered batch, in the order they were answered."""
     with sqlite3.connect(state / "journal.sqlite") as db:
-        rows = db.execute("SELECT batch_id, labels FROM batches").fetchall()
-    return {bid: np.frombuffer(blob, dtype="<i8") for bid, blob in rows}
+        rows = db.execute("SELECT labels FROM batches ORDER BY rowid").fetchall()
+    return [np.frombuffer(blob, dtype="<i8") for (blob,) in rows]
 
 
-def _check_against_log(server, model: str, answered: dict[str, np.ndarray]) -> int:
-    """Every answered batch equals the model applied to exactly what the server received for it."""
-    logged: dict[str, list[dict]] = {}
-    for entry in server.logged(model):
-        logged.setdefault(str(entry["id"]).split(".")[0], []).append(entry)
-    checked = 0
-    for bid, labels in answered.items():
-        entries = logged.get(bid)
-        assert entries, f"batch {bid} answered but the server logged no request with its id"
-        received = np.concatenate([
-            np.asarray(e["input"], dtype=np.uint8 if e["dtype"] == "uint8" else np.float32).reshape(e["shape"])
-            for e in entries[-1:]  # the request that was answered (an earlier binary probe was refused)
-        ])
-        assert received.shape == (len(labels), 1, 28, 28)
-        np.testing.assert_array_equal(digits_model.labels(received), labels)
-        checked += len(labels)
-    return checked
+def _server_labels(entry: dict) -> np.ndarray:
+    """What the server answered for one logged request, as class indices (scores -> argmax)."""
+    rows = entry["shape"][0]
+    answer = np.asarray(entry["answer"])
+    return answer.reshape(rows, -1).argmax(axis=1) if answer.size == rows * digits_model.NUM_CLASSES else answer
+
+
+def _check_against_log(entries: list[dict], answered: list[np.ndarray]) -> int:
+    """The labels ldpclient got equal what the server answered and the model applied to exactly what
+    the server received (requests in arrival order; ldpclient sends one at a time by default)."""
+    received = np.concatenate([
+        np.asarray(e["input"], dtype=np.uint8 if e["dtype"] == "uint8" else np.float32).reshape(e["shape"])
+        for e in entries
+    ])
+    got = np.concatenate(answered)
+    assert received.shape == (len(got), 1, 28, 28), (received.shape, len(got))
+    np.testing.assert_array_equal(digits_model.labels(received), got)
+    np.testing.assert_array_equal(np.concatenate([_server_labels(e) for e in entries]), got)
+    return len(got)
 
 
 @pytest.mark.parametrize("server_name, model, facts, wire", CASES)
 def test_cli_label_with_default_options(request, private, tmp_path, server_name, model, facts, wire):
     server = request.getfixturevalue(server_name)
+    seen = len(server.logged(model))
     out = tmp_path / "labels.csv"
     proc = subprocess.run(
         [sys.executable, "-m", "ldpclient.cli", "label", str(private), "--teacher", f"{server.url}/v2/models/{model}",
@@ -88,13 +94,13 @@ def test_cli_label_with_default_options(request, private, tmp_path, server_name,
     assert report["teacher"]["wire"] == wire
     assert report["counts"]["labelled"] == N_IMAGES
     answered = _journal(tmp_path / "state")
-    assert sum(len(v) for v in answered.values()) == report["queries"]["sent"] > 0
-    assert _check_against_log(server, model, answered) == report["queries"]["sent"]
+    assert _check_against_log(server.logged(model)[seen:], answered) == report["queries"]["sent"] > 0
 
 
 @pytest.mark.parametrize("server_name, model, facts, wire", CASES)
 def test_python_api(request, tmp_path, server_name, model, facts, wire):
     server = request.getfixturevalue(server_name)
+    seen = len(server.logged(model))
     options = {"num_classes": 10} if "--num-classes" in facts else {}
     if "--input-shape" in facts:
         options.update(input_name="input", output_name="label", input_shape=(1, 28, 28), datatype="FP32")
@@ -103,8 +109,8 @@ def test_python_api(request, tmp_path, server_name, model, facts, wire):
     release = laplace(2.0).release(torch.rand(12, 1, 28, 28, generator=g), generator=g)
     plan = QueryPlan("sup", 12, num_queries=30, seed=1, batch_size=8)
     client = QueryClient(teacher)
-    answered = {bid: labels.numpy() for bid, labels in client.label_batches(plan.batches(release))}
+    answered = [labels.numpy() for _, labels in client.label_batches(plan.batches(release))]
     assert len(answered) == plan.num_batches
-    assert _check_against_log(server, model, answered) == 30
+    assert _check_against_log(server.logged(model)[seen:], answered) == 30
     assert ("binary" if teacher.binary else "json") == wire
     teacher.close()
