@@ -415,3 +415,27 @@ def test_changed_accounting_for_the_same_config_is_not_reused(db: Path) -> None:
         assert spy.calls == 1 and not r.reused.any()
         assert led.spent(x).epsilon.tolist() == pytest.approx([2.2, 2.2])
         assert led.verify() == []
+
+
+def test_an_empty_or_missing_ledger_beside_its_key_is_refused_not_reset(tmp_path: Path) -> None:
+    """The one failure that would quietly break the privacy promise: accounting silently starting over."""
+    path = tmp_path / "ledger.sqlite"
+    from ldpclient.privacy import laplace
+
+    mech = laplace(1.0)
+    records = torch.rand(3, 1, 4, 4, generator=torch.Generator().manual_seed(0))
+    with Ledger(path) as led:
+        led.release(mech, records, generator=torch.Generator().manual_seed(1))
+    for suffix in ("-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    path.write_bytes(b"")  # truncated to zero bytes
+    with pytest.raises(LedgerError, match="missing or empty.*key file"):
+        Ledger(path)
+    path.unlink()
+    with pytest.raises(LedgerError, match="missing or empty"):
+        Ledger(path)
+    assert not path.exists()  # nothing was re-created
+    with sqlite3.connect(path) as db:  # a foreign SQLite file in its place
+        db.execute("CREATE TABLE other (x)")
+    with pytest.raises(LedgerError, match="not an ldpclient ledger"):
+        Ledger(path)

@@ -261,7 +261,15 @@ class Ledger:
 
     def _load_or_create_key(self, db_existed: bool) -> bytes:
         kp = self.key_path
-        if not kp.exists():
+        if kp.exists() and not db_existed:
+            raise LedgerError(
+                f"ledger {self.path} is missing or empty but its key file {kp} exists: the privacy spend "
+                "recorded with this key is gone, and starting afresh would forget it. Restore the ledger "
+                "file; only if no release was ever made with this key (e.g. the very first run was killed "
+                "before noising anything), delete the key file to start a new ledger."
+            )
+        self._key_created = not kp.exists()
+        if self._key_created:
             if db_existed:
                 raise LedgerError(
                     f"ledger key file {kp} is missing but the ledger {self.path} exists: without its "
@@ -315,6 +323,11 @@ class Ledger:
             for stmt in _SCHEMA:
                 c.execute(stmt)
             rows = dict(c.execute("SELECT key, value FROM meta").fetchall())
+            if "schema_version" not in rows and not self._key_created:
+                raise LedgerError(
+                    f"{self.path} is not an ldpclient ledger (no ledger metadata in it) but a ledger key "
+                    f"{self.key_path} exists beside it; restore the ledger file or use another --state-dir"
+                )
             if "schema_version" not in rows:
                 c.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 c.execute("INSERT INTO meta(key, value) VALUES ('key_check', ?)", (check,))
