@@ -159,6 +159,17 @@ def test_privacy_cap_refuses_before_noising(tmp_path: Path) -> None:
         assert again.exit_code == EXIT_PRIVACY_CAP
 
 
+def test_an_absurd_epsilon_is_refused_before_anything_is_noised_or_charged(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    with _server() as srv:
+        result = _run(_args(folder, srv.model_url, tmp_path, "--epsilon", "1e-300"))
+        assert result.exit_code == 2 and "choose a larger --epsilon" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+        assert srv.usage()["total"]["images"] == 0
+    assert not (tmp_path / "state" / "ledger.sqlite").exists() or _run(
+        ["budget", "--state-dir", str(tmp_path / "state"), "--json"]).stdout.count('"records": 0') == 1
+
+
 def test_unreachable_and_misbehaving_teachers(tmp_path: Path) -> None:
     folder = _private(tmp_path)
     unreachable = _run(_args(folder, "http://127.0.0.1:9/v2/models/digits", tmp_path))

@@ -336,3 +336,16 @@ def test_non_contiguous_and_integer_inputs():
     pixels = torch.randint(0, 256, (3, 1, 4, 4), dtype=torch.uint8, generator=gen(24))
     r = laplace(1.0, domain=Domain(0, 255, integer=True)).release(pixels, generator=gen(25))
     assert r.values.dtype == torch.float32 and r.clipped_elements.tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("factory, kwargs", [
+    ("laplace", {}), ("laplace", {"secure": True}), ("gaussian", {"delta": 1e-6}), ("tldp_laplace", {}),
+    ("tldp_gaussian", {}), ("discrete_tldp", {}),
+])
+@pytest.mark.parametrize("per", ["element", "record"])
+def test_an_unrepresentable_noise_scale_is_refused_before_any_sampling(factory, kwargs, per):
+    """--epsilon 1e-300 used to fail with 'queries contain NaN' after the ledger had charged the records."""
+    import ldpclient.privacy as privacy
+
+    with pytest.raises(ValueError, match="too large for a release"):  # at construction or first use
+        getattr(privacy, factory)(1e-300, per=per, **kwargs).guarantee((1, 8, 8))

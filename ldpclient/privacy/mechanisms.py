@@ -84,6 +84,22 @@ class _Plan:
     values: dict[str, Any] = field(default_factory=dict)
 
 
+#: Largest noise scale (domain units) a release can carry: noised values are stored as float32
+#: (max about 3.4e38), and a draw may reach about 50 scales. Beyond it the release would hold inf.
+MAX_NOISE_SCALE = 1e30
+
+
+def _check_noise_scale(name: str, values: dict[str, Any]) -> None:
+    """Refuse, before any sampling or charge, a calibration whose noise cannot be represented."""
+    for key in ("b", "sigma"):
+        scale = values.get(key)
+        if scale is not None and not (math.isfinite(float(scale)) and float(scale) <= MAX_NOISE_SCALE):
+            raise ValueError(
+                f"{name}: this epsilon gives a noise scale {key} = {float(scale):.3g} (domain units), too large for "
+                f"a release to hold (limit {MAX_NOISE_SCALE:.0e}); choose a larger --epsilon"
+            )
+
+
 class _Elementwise(Mechanism):
     """Shared release path: validate, clip, reduce, noise each element; float64 inside, float32 out."""
 
@@ -118,6 +134,7 @@ class _Elementwise(Mechanism):
         if plan is None:
             rel = released_shape(key, self.reduction)
             plan = self._make_plan(key, rel, elements(rel))
+            _check_noise_scale(self.name, plan.values)
             self._plans[key] = plan
         return plan
 
@@ -281,6 +298,7 @@ class LaplaceMechanism(_Elementwise):
             values["b"] = b
             notes.append("float sampling path (not hardened against the floating-point attack; use secure=True)")
         else:
+            _check_noise_scale(self.name, {"b": delta_w / eps_e})
             units = 1 << self.grid_bits  # sensitivity in grid units
             gamma = delta_w / units
 
@@ -371,12 +389,14 @@ class GaussianMechanism(_Elementwise):
     def _make_plan(self, record_shape, rel_shape, n_elem, noise_only=False) -> _Plan:
         d = self.domain.width
         l2_rec = d * math.sqrt(n_elem)
+        sigma = ag.calibrate_sigma(self.epsilon, self.delta, d if self.per == "element" else l2_rec)
+        if not sigma > 0:  # the calibration underflows for absurdly small epsilons: the scale is unrepresentable
+            sigma = math.inf
+        _check_noise_scale(self.name, {"sigma": sigma})
         if self.per == "element":
-            sigma = ag.calibrate_sigma(self.epsilon, self.delta, d)
             eps_e = self.epsilon
             eps_r = ag.epsilon_for_sigma(sigma, self.delta, l2_rec)
         else:
-            sigma = ag.calibrate_sigma(self.epsilon, self.delta, l2_rec)
             eps_r = self.epsilon
             eps_e = ag.epsilon_for_sigma(sigma, self.delta, d)
         params = self._common_params(n_elem, rel_shape)
@@ -669,6 +689,7 @@ class DiscreteTLDPMechanism(_Elementwise):
     def _bound(self, p: float, b: float) -> tuple[float, float, DiscreteLaplaceSampler]:
         """(exact formula, rigorous epsilon of the realised sampler, sampler): formula + table-rounding excess."""
         d = self.sensitivity
+        _check_noise_scale(self.name, {"b": b})
         sampler = discrete_laplace_sampler(b, p)
         ideal = dsc.discrete_tldp_epsilon(p, b, d)
         return ideal, ideal + sampler.epsilon_excess(d), sampler
