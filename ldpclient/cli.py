@@ -96,21 +96,18 @@ def classify_error(exc: BaseException) -> tuple[int, str] | None:
         return exc.exit_code, str(exc)
     if isinstance(exc, (ConfigError, DataError)):
         return EXIT_USAGE, str(exc)
-    try:
-        from .privacy.ledger import BudgetExceeded, LedgerError
-    except ImportError:  # pragma: no cover - ledger not installed yet
-        BudgetExceeded = LedgerError = ()  # type: ignore[assignment,misc]
-    if BudgetExceeded and isinstance(exc, BudgetExceeded):
+    from .privacy.ledger import BudgetExceeded, LedgerError
+    from .teachers.errors import CostCapReached, JournalError, TeacherError
+
+    if isinstance(exc, BudgetExceeded):
         return EXIT_PRIVACY_CAP, f"privacy cap reached: {exc}"
-    if LedgerError and isinstance(exc, LedgerError):
+    if isinstance(exc, LedgerError):
         return EXIT_FAILURE, f"ledger problem: {exc}"
-    try:
-        from .teachers.errors import CostCapReached, TeacherError
-    except ImportError:  # pragma: no cover
-        CostCapReached = TeacherError = ()  # type: ignore[assignment,misc]
-    if CostCapReached and isinstance(exc, CostCapReached):
+    if isinstance(exc, JournalError):
+        return EXIT_FAILURE, f"journal problem: {exc}"
+    if isinstance(exc, CostCapReached):
         return EXIT_MONEY_CAP, str(exc)
-    if TeacherError and isinstance(exc, TeacherError):
+    if isinstance(exc, TeacherError):
         return EXIT_TEACHER, f"teacher error: {exc}"
     if isinstance(exc, (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)):
         return EXIT_USAGE, str(exc)

@@ -26,7 +26,6 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
-from urllib.parse import urlsplit, urlunsplit
 
 import torch
 
@@ -246,13 +245,9 @@ def open_teacher(address: str, token: str | None, options: Mapping[str, Any]) ->
 
 def teacher_identity(url: str) -> str:
     """The teacher address without credentials, query string or fragment (safe for reports and scopes)."""
-    parts = urlsplit(url)
-    if not parts.scheme or not parts.netloc:
-        return url.split("?", 1)[0].split("#", 1)[0]
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    from ..teachers.http import redact_url
+
+    return redact_url(url)
 
 
 def check_private_folder(path: Path) -> None:
@@ -474,6 +469,7 @@ def run_label(
     """
     from ..privacy.ledger import Ledger
     from ..teachers import CostMeter, Journal, QueryClient
+    from ..teachers.limits import TeacherLimits
     from ..transfer.pipeline import KnowledgeTransfer
 
     ui = ui or UI(quiet=True)
@@ -491,6 +487,7 @@ def run_label(
         teacher = ByteUnitsTeacher(teacher)
         meta = teacher.metadata()
     shape = tuple(int(s) for s in meta.input_shape)
+    TeacherLimits().check_input_shape(shape, identity)  # before any image is decoded at that size
     if len(shape) != 3:
         raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
     mechanism = build_mechanism(

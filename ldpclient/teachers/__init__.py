@@ -11,6 +11,7 @@ from .client import ClientStats, QueryClient
 from .cost import CostMeter, Reconciliation
 from .errors import (
     CostCapReached,
+    JournalError,
     JournalMismatch,
     MalformedResponse,
     RetriesExhausted,
@@ -32,6 +33,7 @@ __all__ = [
     "CostMeter",
     "Reconciliation",
     "CostCapReached",
+    "JournalError",
     "JournalMismatch",
     "MalformedResponse",
     "RetriesExhausted",

@@ -98,3 +98,7 @@ class CostCapReached(TeacherError):
 
 class JournalMismatch(TeacherError):
     """A journaled batch id came back with different queries (the plan is not stable)."""
+
+
+class JournalError(Exception):
+    """The query journal cannot be used (corrupt or not a journal); the message says how to recover."""

@@ -13,6 +13,17 @@
   redacted from every message this module builds and never appears in a repr.
 * TLS certificates are verified by default; ``verify="/path/ca.pem"`` trusts a
   custom CA bundle, ``verify=False`` disables checks (not recommended).
+
+A teacher may be hostile, so one response is bounded here, where it is read:
+
+* its body, after decompression, is read in small pieces and refused past
+  ``max_response_bytes`` (a gzip bomb is never inflated whole);
+* reading it must finish within ``deadline`` seconds of the request (default: the
+  connect plus read timeouts), however slowly the bytes trickle in;
+* redirects are never followed: queries and tokens go only to the address the user
+  named (a 3xx is an error that says where the server wanted to send them).
+  What is not bounded here: a server trickling its status line and headers is
+  bounded only by the per-read timeout.
 """
 
 from __future__ import annotations
@@ -26,9 +37,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar, Union
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
 import tenacity
+import urllib3
 from requests.adapters import HTTPAdapter
 
 from .errors import MalformedResponse, RetriesExhausted, TeacherError, TeacherRequestError, TransientTeacherError
@@ -40,6 +53,23 @@ Timeout = Union[float, tuple[float, float]]
 
 #: statuses that may succeed when repeated
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505, 600))
+
+#: Default largest response body, after decompression (an infer answer for 256 queries is a few KB).
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+_READ_PIECE = 16 * 1024
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user info (``user:password@``), query string or fragment: safe to print and store."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return url.split("?", 1)[0].split("#", 1)[0]
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 @dataclass(frozen=True)
@@ -130,6 +160,9 @@ class HttpTransport:
     (default ``Authorization: Bearer <token>``; ``auth_scheme=""`` with e.g.
     ``auth_header="X-API-Key"`` sends the bare key). ``timeout``: seconds, one
     number or ``(connect, read)``. ``verify``: True, False, or a CA bundle path.
+    ``max_response_bytes``: largest body accepted, after decompression.
+    ``deadline``: seconds one attempt may take from sending to the last body byte
+    (default: connect + read timeout).
     """
 
     def __init__(
@@ -145,6 +178,8 @@ class HttpTransport:
         retry: RetryPolicy | None = None,
         headers: dict[str, str] | None = None,
         pool_maxsize: int = 4,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        deadline: float | None = None,
     ) -> None:
         if token is None and token_env:
             token = os.environ.get(token_env) or None
@@ -161,6 +196,12 @@ class HttpTransport:
         self._auth_header = auth_header
         self._auth_scheme = auth_scheme
         self.timeout = (float(timeout[0]), float(timeout[1]))
+        if not max_response_bytes >= 1:
+            raise ValueError(f"max_response_bytes must be >= 1, got {max_response_bytes}")
+        self.max_response_bytes = int(max_response_bytes)
+        self.deadline = float(deadline) if deadline is not None else self.timeout[0] + self.timeout[1]
+        if not self.deadline > 0:
+            raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
         self.verify = verify
         self.retry = retry if retry is not None else RetryPolicy()
         self._headers = dict(headers or {})
@@ -216,28 +257,38 @@ class HttpTransport:
         info: CallInfo,
     ) -> T:
         info.attempts += 1
+        where = redact_url(url)
+        started = time.monotonic()
         try:
-            resp = self.session().request(method, url, data=data, headers=headers, timeout=self.timeout)
+            resp = self.session().request(
+                method, url, data=data, headers=headers, timeout=self.timeout, stream=True, allow_redirects=False
+            )
         except requests.exceptions.SSLError as exc:
             raise TeacherError(
-                self.redact(f"{what}: TLS verification failed for {url}: {type(exc).__name__}; "
+                self.redact(f"{what}: TLS verification failed for {where}: {type(exc).__name__}; "
                             "pass verify='/path/to/ca-bundle.pem' to trust a private CA")
             ) from None
         except requests.exceptions.Timeout:
-            raise TransientTeacherError(self.redact(f"{what}: timed out ({url}, timeout {self.timeout} s)")) from None
+            raise TransientTeacherError(self.redact(f"{what}: timed out ({where}, timeout {self.timeout} s)")) from None
         except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
-            raise TransientTeacherError(self.redact(f"{what}: connection failed ({url}): {_short(exc)}")) from None
+            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc)}")) from None
         except requests.exceptions.RequestException as exc:
-            raise TeacherError(self.redact(f"{what}: request failed ({url}): {_short(exc)}")) from None
+            raise TeacherError(self.redact(f"{what}: request failed ({where}): {_short(exc)}")) from None
         info.bytes_sent = len(data) if data else 0
         billed = resp.headers.get("X-Billed-Images")
         if billed is not None and billed.strip().isdigit():
             info.billed_header = (info.billed_header or 0) + int(billed)
         try:
-            info.bytes_received = len(resp.content)
-        except requests.exceptions.RequestException as exc:  # body cut off mid-read
-            raise TransientTeacherError(self.redact(f"{what}: response body lost ({url}): {_short(exc)}")) from None
+            info.bytes_received = self._read_body(resp, started, what, where)
+        finally:
+            resp.close()
         status = resp.status_code
+        if 300 <= status < 400:
+            target = redact_url(resp.headers.get("Location", "") or "(no Location)")
+            raise TeacherRequestError(
+                f"{what}: HTTP {status} from {where} redirects to {target}; not followed (queries and tokens go "
+                "only to the address you gave: use the final address as --teacher)", status=status,
+            )
         if 200 <= status < 300:
             try:
                 return parse(resp)
@@ -248,15 +299,46 @@ class HttpTransport:
             wait = parse_retry_after(resp.headers.get("Retry-After"))
             if wait is None:
                 wait = _estimated_time(resp)
-            raise TransientTeacherError(f"{what}: HTTP {status} from {url}: {text}", status=status, retry_after=wait)
+            raise TransientTeacherError(f"{what}: HTTP {status} from {where}: {text}", status=status, retry_after=wait)
         hint = ""
         if status in (401, 403):
             hint = " (check the token: option token= or the environment variable)" if self.has_token else (
                 " (no token was sent: pass token= or set the environment variable)"
             )
         raise TeacherRequestError(
-            f"{what}: HTTP {status} from {url}: {text}{hint}", status=status, server_message=text
+            f"{what}: HTTP {status} from {where}: {text}{hint}", status=status, server_message=text
         )
+
+    def _read_body(self, resp: requests.Response, started: float, what: str, where: str) -> int:
+        """Read ``resp``'s body in pieces, decompressed, within the size limit and the deadline; returns
+        its size. Raises MalformedResponse past the size limit, TransientTeacherError past the deadline."""
+        limit, deadline = self.max_response_bytes, started + self.deadline
+        pieces: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                if time.monotonic() > deadline:
+                    raise TransientTeacherError(self.redact(
+                        f"{what}: the response from {where} did not arrive within {self.deadline:g} s (the server is "
+                        "sending too slowly)"
+                    ))
+                piece = resp.raw.read1(_READ_PIECE, decode_content=True)  # at most one read from the socket
+                if not piece:
+                    break
+                size += len(piece)
+                if size > limit:
+                    raise MalformedResponse(
+                        f"{what}: the response from {where} is larger than {limit} bytes (after decompression); "
+                        "refused", transient=False,
+                    )
+                pieces.append(piece)
+        except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
+            if isinstance(exc, urllib3.exceptions.DecodeError):
+                raise MalformedResponse(f"{what}: undecodable response body from {where}: {_short(exc)}") from None
+            raise TransientTeacherError(self.redact(f"{what}: response body lost ({where}): {_short(exc)}")) from None
+        resp._content = b"".join(pieces)  # what .content/.json() read from now on
+        resp._content_consumed = True
+        return size
 
     def call(
         self,
@@ -342,7 +424,7 @@ class HttpTransport:
             try:
                 return resp.json()
             except ValueError:
-                raise MalformedResponse(f"{url} did not return JSON: {resp.text[:100]!r}") from None
+                raise MalformedResponse(f"{redact_url(url)} did not return JSON: {resp.text[:100]!r}") from None
 
         if optional:
             try:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..state import default_state_dir
+from .errors import JournalError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
@@ -76,10 +77,18 @@ class Journal:
         self._conn = sqlite3.connect(
             str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False
         )
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        with self._lock:
-            self._conn.executescript(_SCHEMA)
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            with self._lock:
+                self._conn.executescript(_SCHEMA)
+                self._conn.execute("SELECT scope, batch_id, n, labels, digest, cost FROM batches LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise JournalError(
+                f"query journal {self.path} is unreadable ({exc}); move it away to start a new one (answered "
+                "batches recorded in it would then be sent and paid again)"
+            ) from None
 
     def start_run(self, run_id: str, scope: str) -> None:
         with self._lock:

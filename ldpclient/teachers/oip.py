@@ -57,6 +57,7 @@ from .base import Queries, TeacherMetadata
 from .encoding import FLOAT_DATATYPES, INPUT_DATATYPES, INTEGER_DATATYPES, NUMPY_DTYPES, to_wire
 from .errors import MalformedResponse, TeacherError, TeacherRequestError, TransientTeacherError
 from .http import HttpTransport, RetryPolicy, Timeout
+from .limits import TeacherLimits
 from .result import InferResult, validate_labels
 from .wire import WIRE_FORMATS, WireMemory, teacher_key
 
@@ -103,6 +104,7 @@ class OIPTeacher:
         input_shape: Sequence[int] | None = None,
         max_batch_size: int | None = None,
         classification: bool | str = "auto",
+        limits: TeacherLimits | None = None,
         check_ready: bool = True,
         token: str | None = None,
         token_env: str | None = "LDPCLIENT_TOKEN",
@@ -136,6 +138,7 @@ class OIPTeacher:
             max_batch_size=max_batch_size,
         )
         self._classification_opt = classification
+        self.limits = limits or TeacherLimits()
         self.check_ready = check_ready
         self.http = HttpTransport(
             name=f"oip:{self.model}", token=token, token_env=token_env, auth_header=auth_header,
@@ -144,8 +147,8 @@ class OIPTeacher:
         self.model_url = f"{self.base_url}/v2/models/{quote(model, safe='')}" + (
             f"/versions/{quote(str(version), safe='')}" if version else ""
         )
-        self.journal_scope = f"oip:{self.model_url}"
         self.address = teacher_key(self.model_url)
+        self.journal_scope = f"oip:{self.address}"
         self.wire = wire
         self._wire_memory = WireMemory(state_dir if state_dir is not None else default_state_dir())
         remembered = self._wire_memory.get(self.model_url) if wire == "auto" else None
@@ -279,6 +282,7 @@ class OIPTeacher:
             raise TeacherError(
                 f"model at {where} has a variable input shape {shape}; pass input_shape= (CLI: --input-shape C,H,W)"
             )
+        self.limits.check_input_shape(input_shape, where)
         if max_batch is not None and max_batch < 1:
             raise MalformedResponse(f"teacher {where} publishes max_batch_size {max_batch} (must be >= 1)", transient=False)
         if max_batch is None:
@@ -305,6 +309,9 @@ class OIPTeacher:
             )
         if num_classes < 2:
             raise MalformedResponse(f"teacher {where} publishes {num_classes} classes (need >= 2)", transient=False)
+        self.limits.check_classes(int(num_classes), where)
+        if max_batch is not None:
+            max_batch = min(int(max_batch), self.limits.max_batch_size)
         if class_names is not None and len(class_names) != num_classes:
             raise _FactConflict(f"{len(class_names)} class names for the {num_classes} classes of teacher {where}")
         if self.output_datatype and self.output_datatype not in INTEGER_DATATYPES + FLOAT_DATATYPES:
@@ -507,10 +514,17 @@ class OIPTeacher:
             data = o.get("data")
             if not isinstance(data, list):
                 raise MalformedResponse(f"output {self.output_name!r} has no data")
+            values = _flat(data)
+            if dt in INTEGER_DATATYPES and not all(type(v) is int for v in values):
+                odd = next(v for v in values if type(v) is not int)
+                raise MalformedResponse(
+                    f"output {self.output_name!r} is {dt} but holds {odd!r} ({type(odd).__name__}); labels must be "
+                    "JSON integers", transient=False,
+                )
             try:
-                arr = np.asarray(_flat(data), dtype=np.float64 if dt in FLOAT_DATATYPES else np.int64)
-            except (TypeError, ValueError) as exc:
-                raise MalformedResponse(f"output {self.output_name!r} data is not numeric: {exc}") from None
+                arr = np.asarray(values, dtype=np.float64 if dt in FLOAT_DATATYPES else np.int64)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise MalformedResponse(f"output {self.output_name!r} data is not usable: {exc}", transient=False) from None
         if shape and int(np.prod(shape)) != arr.size:
             raise MalformedResponse(f"output shape {shape} does not match its {arr.size} values")
         if dt in FLOAT_DATATYPES:
@@ -595,7 +609,7 @@ def _class_indices(strings: list[str]) -> list[int]:
         try:
             float(parts[0])
             out.append(int(parts[1]))
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, OverflowError):
             raise MalformedResponse(f"classification entry {s!r} is not 'score:index[:label]'") from None
     return out
 
