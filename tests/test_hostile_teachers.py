@@ -1,0 +1,108 @@
+"""Hostile teachers (a real HTTP peer that lies, tests/hostile_server.py): every case ends in one line,
+the right exit code, within the user's deadlines and in bounded memory; nothing goes to a host the
+user never named, and no credential from the teacher URL is ever printed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hostile_server import HostileServer
+from PIL import Image
+
+from ldpclient.cli import EXIT_FAILURE, EXIT_TEACHER
+from ldpclient.privacy import laplace
+from ldpclient.teachers import MalformedResponse, RetriesExhausted, TeacherError
+from ldpclient.teachers.http import RetryPolicy, redact_url
+from ldpclient.teachers.oip import OIPTeacher
+
+PEAK_RSS_LIMIT_KB = 1_500_000  # the issue's bound: 1.5 GB against every hostile peer
+_RUN = """
+import resource, sys
+from ldpclient.cli import app
+try:
+    app(sys.argv[1:])
+finally:
+    print("PEAK_RSS_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+@pytest.fixture(scope="module")
+def private(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("private")
+    rng = np.random.default_rng(0)
+    for k in range(6):
+        Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(folder / f"{k}.png")
+    return folder
+
+
+def _label(private: Path, url: str, tmp_path: Path, *extra: str) -> tuple[int, str, int]:
+    """``ldpclient label`` in a fresh process: (exit code, stderr without the RSS line, peak RSS in KB)."""
+    cmd = [sys.executable, "-c", _RUN, "label", str(private), "--teacher", url, "--state-dir", str(tmp_path / "s"),
+           "--output", str(tmp_path / "labels.csv"), "--queries", "10", "--epochs", "1", "--max-retry-time", "0",
+           "--quiet", *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    rss = int(lines[-1].split()[-1])
+    return proc.returncode, "\n".join(lines[:-1]), rss
+
+
+@pytest.mark.parametrize("behaviour, needle", [
+    ("huge-shape", "100000"),  # [-1, 1, 100000, 100000] used to take the client past 6 GiB
+    ("gzip-bomb-metadata", "larger than"),  # 250 KB that inflates to 256 MiB
+    ("big-body", "larger than"),  # a plain 80 MB body
+    ("gzip-bomb-infer", "larger than"),
+])
+def test_bounded_memory_against_lying_teachers(private, tmp_path, behaviour, needle):
+    with HostileServer(behaviour) as srv:
+        code, err, rss = _label(private, f"{srv.url}/v2/models/m", tmp_path)
+    assert code == EXIT_TEACHER, err
+    assert len(err.splitlines()) == 1 and needle in err and "Traceback" not in err
+    assert rss < PEAK_RSS_LIMIT_KB, f"peak RSS {rss} KB"
+
+
+def test_a_trickling_teacher_is_cut_off_at_the_users_deadline(private, tmp_path):
+    """One byte every 0.2 s: per-read timeouts never fire; the per-request deadline does."""
+    with HostileServer("trickle") as srv:
+        code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path, "--timeout", "1")
+    assert code == EXIT_TEACHER and "did not arrive within" in err and len(err.splitlines()) == 1
+
+
+def test_redirects_to_another_host_are_never_followed(private, tmp_path):
+    with HostileServer("labels:[0]") as elsewhere, HostileServer("redirect", redirect_to=elsewhere.port) as srv:
+        code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path)
+        assert code == EXIT_TEACHER and "not followed" in err
+        assert elsewhere.requests == []  # nothing, not even a health check, reached the other port
+
+
+def test_credentials_in_the_teacher_url_are_never_printed(private, tmp_path):
+    with HostileServer("trickle") as srv:
+        url = f"http://alice:SeCrEtPw@127.0.0.1:{srv.port}/v2/models/m?api_key=QuErYkEy"
+        code, err, _ = _label(private, url, tmp_path, "--timeout", "1")
+    assert code == EXIT_TEACHER
+    assert "SeCrEtPw" not in err and "QuErYkEy" not in err and "127.0.0.1" in err
+    assert redact_url(url) == f"http://127.0.0.1:{srv.port}/v2/models/m"
+
+
+@pytest.mark.parametrize("data", ["[1.7, 2, 3]", "[true, 2, 3]", '["3", 2, 3]', f"[{2**70}, 2, 3]", "[1, 2, 30]"])
+def test_labels_must_be_integers_in_range(data):
+    release = laplace(2.0).release(torch.rand(3, 1, 8, 8), generator=torch.Generator().manual_seed(0))
+    with HostileServer(f"labels:{data}") as srv:
+        teacher = OIPTeacher(srv.url, "m", wire="json", state_dir=None,
+                                 retry=RetryPolicy(max_attempts=1, sleep=lambda s: None))
+        with pytest.raises(TeacherError, match="label|integer|usable") as info:
+            teacher.classify(release)
+        assert isinstance(info.value, (MalformedResponse, RetriesExhausted))  # never a label
+
+
+def test_a_corrupt_journal_is_a_one_line_error(private, tmp_path):
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "journal.sqlite").write_bytes(b"this is not a database" * 100)
+    with HostileServer("labels:[0]") as srv:
+        code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path)
+    assert code == EXIT_FAILURE and "journal problem" in err and "move it away" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
