@@ -10,12 +10,19 @@ resumes. Exit codes: 0 ok, 1 other failure, 2 bad input, 3 privacy cap, 4 money 
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import typer
+from typer.core import TyperGroup
+
+try:  # recent typer vendors click
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer on top of click
+    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
 
 from . import __version__
 from .config import ConfigError, options_for_command, read_config
@@ -35,7 +42,31 @@ EXIT_INTERRUPTED = 130
 
 TOKEN_ENV = "LDPCLIENT_TOKEN"
 
+class _OneLineUsageErrors(TyperGroup):
+    """Option and argument errors (``--epochs 0``, an unknown option, a missing argument) as one line
+    on stderr with exit code 2, instead of click's multi-line usage box."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except NoArgsIsHelpError as exc:
+            if exc.ctx is not None:
+                typer.echo(exc.ctx.get_help())
+            sys.exit(EXIT_USAGE)
+        except UsageError as exc:
+            where = f" (ldpclient {exc.ctx.info_name} --help)" if exc.ctx is not None and exc.ctx.parent else ""
+            typer.echo(f"error: {_one_line(exc.format_message())}{where}", err=True)
+            sys.exit(EXIT_USAGE)
+        except typer.Abort:
+            typer.echo("error: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=_OneLineUsageErrors,
     help="Label private images with a remote teacher that only ever sees LDP releases.",
     no_args_is_help=True,
     add_completion=False,

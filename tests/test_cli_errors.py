@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -151,3 +153,17 @@ def test_cli_pixel_limit_default_matches_data_module() -> None:
     from ldpclient import cli, data
 
     assert cli.DEFAULT_MAX_PIXELS == data.DEFAULT_MAX_PIXELS
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["label", "x", "--teacher", "http://h/m", "--epochs", "0"], "--epochs"),
+    (["label", "x", "--teacher", "http://h/m", "--queries", "0"], "--queries"),
+    (["label", "x", "--bogus"], "--bogus"),
+    (["label"], "private_dir"),
+    (["noise", "x", "--out", "o", "--mechanism", "nope"], "--mechanism"),
+])
+def test_option_errors_are_one_line_not_a_usage_box(args, needle):
+    proc = subprocess.run([sys.executable, "-m", "ldpclient.cli", *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
