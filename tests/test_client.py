@@ -207,3 +207,31 @@ def test_label_convenience_uses_stable_ids(tmp_path):
     labels = client.label(make_release(vals), prefix="run")
     assert torch.equal(labels, expected_labels(vals))
     assert t.calls == ["run-000000", "run-000001", "run-000002"]
+
+
+@pytest.mark.parametrize("cap", [0.05, 0.137, 0.3])
+def test_under_the_fault_mix_the_server_never_bills_more_than_the_cap(tmp_path, cap):
+    """10% 503, 5% 429, 2% dropped connections, 2% malformed 200s: every attempt that may have been billed
+    counts against the cap before the next one is sent, so the server's own bill stays under it."""
+    import mock_server
+    from ldpclient.privacy import laplace
+    from ldpclient.teachers import connect
+    from ldpclient.teachers.errors import CostCapReached
+    from ldpclient.teachers.http import RetryPolicy
+    from ldpclient.transfer.augment import QueryPlan
+
+    g = torch.Generator().manual_seed(0)
+    release = laplace(2.0).release(torch.rand(40, 1, 8, 8, generator=g), generator=g)
+    plan = QueryPlan("sup", 40, num_queries=480, seed=2, batch_size=8)
+    faults = dict(error_rate_503=0.1, rate_429=0.05, drop_rate=0.02, malformed_rate=0.02, retry_after=0, fault_seed=3)
+    with mock_server.serve(model="trivial", image_size=8, price_per_image=0.001, **faults) as srv:
+        teacher = connect(f"{srv.url}/v2/models/digits", state_dir=tmp_path,
+                          retry=RetryPolicy(max_attempts=8, initial_wait=0.0, jitter=0.0, sleep=lambda s: None))
+        client = QueryClient(teacher, journal=tmp_path / "journal.sqlite", cost=CostMeter(price_per_query=0.001, cap=cap))
+        with pytest.raises(CostCapReached):
+            for _ in client.label_batches(plan.batches(release)):
+                pass
+        billed = srv.usage()["total"]["cost"]
+    assert billed <= cap + 1e-9, (billed, cap)
+    assert client.cost.spent_total >= billed - 1e-9  # what the client counted covers the server's bill
+    assert client.cost.spent_total <= cap + 1e-9

@@ -115,9 +115,12 @@ def test_killed_client_resumes_without_resending_or_double_charging(tmp_path):
     # only requests in flight at a kill (answered or not, never journaled) may be repeated
     assert resent.isdisjoint(answered_1)
     assert len(resent) <= 2 * WORKERS
-    # the journal charged every batch exactly once
+    # every batch journaled once; the money counted covers everything the server billed, the requests
+    # in flight at each kill included (booked before they were sent), and no more than those
+    assert usage["images"] == sum(sent.values()) * SIZE
     with Journal(journal) as j:
         assert j.count(j_scope) == N_BATCHES
-        assert j.total_spend(j_scope) == pytest.approx(N_BATCHES * SIZE * PRICE)
-    assert final["spent_total"] == pytest.approx(N_BATCHES * SIZE * PRICE)
-    assert usage["images"] == sum(sent.values()) * SIZE
+        counted = j.total_spend(j_scope)
+    assert usage["cost"] <= counted + 1e-9
+    assert counted <= (N_BATCHES + 2 * WORKERS) * SIZE * PRICE + 1e-9
+    assert final["spent_total"] == pytest.approx(counted)

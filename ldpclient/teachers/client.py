@@ -37,6 +37,7 @@ from ..privacy.release import Derived, as_derived
 from .base import Queries, Teacher, TeacherMetadata
 from .cost import CostMeter, Reconciliation
 from .errors import CostCapReached, JournalMismatch
+from .http import BILLING_GUARD
 from .journal import Journal
 from .result import InferResult, validate_labels
 
@@ -76,6 +77,40 @@ def _digest(derived: Derived) -> str:
 def _slice(d: Derived, start: int, stop: int) -> Derived:
     ids = d.ids[start:stop] if d.ids is not None else None
     return dataclasses.replace(d, values=d.values[start:stop], sources=d.sources[start:stop], ids=ids)
+
+
+class _AttemptBilling:
+    """The :class:`~ldpclient.teachers.http.BillingGuard` of one batch.
+
+    Every attempt is booked in the journal before it is sent and closed when the server
+    refused it; an attempt that may have been billed without a usable answer stays booked and
+    is counted as spent at once; before any attempt after the first, what is spent and
+    reserved must still fit the money cap. So what a server can bill never exceeds the cap,
+    whatever is lost on the way, even across a kill.
+    """
+
+    def __init__(self, client: "QueryClient", batch_id: str) -> None:
+        self.client = client
+        self.batch_id = batch_id
+        self.attempts = 0
+        self.lost_cost = 0.0
+
+    def before_attempt(self, units: int) -> None:
+        c = self.client
+        if self.attempts:
+            c.cost.check_room(self.batch_id)
+        self.attempts += 1
+        if c.journal is not None:
+            c.journal.open_attempt(c.scope, self.batch_id, c.cost.cost_of(units, 1), c.run_id)
+
+    def after_attempt(self, outcome: str, units: int) -> None:
+        c = self.client
+        cost = c.cost.cost_of(units, 1)
+        if outcome == "refused" and c.journal is not None:
+            c.journal.close_attempt(c.scope, self.batch_id, cost)
+        elif outcome == "lost":
+            self.lost_cost += cost
+            c.cost.book_unconfirmed(cost)
 
 
 class QueryClient:
@@ -177,6 +212,8 @@ class QueryClient:
     def _run_batch(self, batch_id: str, derived: Derived, digest: str, reserved: float) -> torch.Tensor:
         meta = self.metadata()
         n = len(derived)
+        guard = _AttemptBilling(self, batch_id)
+        token = BILLING_GUARD.set(guard)
         try:
             t0 = time.perf_counter()
             bs = self.batch_size or max(n, 1)
@@ -193,12 +230,14 @@ class QueryClient:
             cost = self.cost.cost_of(n, requests)
             if self.journal is not None:
                 self.journal.record(
-                    self.scope, batch_id, labels, digest=digest, cost=cost, billed=billed,
+                    self.scope, batch_id, labels, digest=digest, cost=cost + guard.lost_cost, billed=billed,
                     requests=requests, run_id=self.run_id,
                 )
         except BaseException:
             self.cost.release(reserved)
             raise
+        finally:
+            BILLING_GUARD.reset(token)
         self.cost.settle(batch_id, reserved, cost, n, billed)
         with self._lock:
             s = self.stats
@@ -236,7 +275,11 @@ class QueryClient:
 
         def pop() -> tuple[str, torch.Tensor]:
             bid, item = pending.popleft()
-            return bid, item.result() if isinstance(item, Future) else item  # type: ignore[union-attr]
+            try:
+                return bid, item.result() if isinstance(item, Future) else item  # type: ignore[union-attr]
+            except CostCapReached as exc:  # a retry that no longer fitted the cap
+                exc.done_batches, exc.spent_run, exc.spent_total = done, self.cost.spent_run, self.cost.spent_total
+                raise
 
         try:
             for batch_id, queries in batches:
@@ -322,6 +365,7 @@ class QueryClient:
             **dataclasses.asdict(s),
             "spent_run": self.cost.spent_run,
             "spent_total": self.cost.spent_total,
+            "spent_unconfirmed": self.cost.unconfirmed,
             "cap": self.cost.cap,
             "billing": {
                 "expected_units": r.expected_units,

@@ -35,8 +35,9 @@ import os
 import random
 import threading
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar, Union
+from typing import Any, Callable, Protocol, TypeVar, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -57,6 +58,26 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505
 #: Default largest response body, after decompression (an infer answer for 256 queries is a few KB).
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _READ_PIECE = 16 * 1024
+
+
+class BillingGuard(Protocol):
+    """Told about every attempt of a billable call, so that money is counted conservatively.
+
+    ``before_attempt(units)`` runs before each attempt is sent (``units``: queries it carries) and
+    raises (e.g. :class:`~ldpclient.teachers.errors.CostCapReached`) to stop instead;
+    ``after_attempt(outcome, units)`` reports how it ended: ``"answered"``, ``"refused"`` (not sent,
+    or an error answer the server did not bill) or ``"lost"`` (sent, and may have been billed for
+    ``units`` queries, but no usable answer came back: a dropped connection, a timeout, a
+    malformed 200).
+    """
+
+    def before_attempt(self, units: int) -> None: ...
+
+    def after_attempt(self, outcome: str, units: int) -> None: ...
+
+
+#: The guard of the batch being sent in this thread (set by :class:`~ldpclient.teachers.QueryClient`).
+BILLING_GUARD: ContextVar[BillingGuard | None] = ContextVar("ldpclient_billing_guard", default=None)
 
 
 def redact_url(url: str) -> str:
@@ -255,6 +276,47 @@ class HttpTransport:
         headers: dict[str, str] | None,
         what: str,
         info: CallInfo,
+        units: int = 0,
+    ) -> T:
+        """One attempt. With ``units`` (queries a billable request carries) the thread's
+        :data:`BILLING_GUARD` hears about it before it is sent and how it ended."""
+        guard = BILLING_GUARD.get() if units else None
+        if guard is None:
+            return self._attempt_once(method, url, parse, data, headers, what, info)
+        guard.before_attempt(units)
+        billed_before = info.billed_header or 0
+        outcome = "lost"
+        try:
+            result = self._attempt_once(method, url, parse, data, headers, what, info)
+            outcome = "answered"
+            return result
+        except MalformedResponse:
+            raise  # a 200 that could not be used: it may well have been billed
+        except _NotSent:
+            outcome = "refused"
+            raise
+        except TransientTeacherError as exc:
+            outcome = "refused" if exc.status is not None else "lost"  # an error answer vs no answer at all
+            raise
+        except TeacherError:  # an error answer (4xx, redirect) or a request that could not be made (TLS)
+            outcome = "refused"
+            raise
+        finally:
+            billed = (info.billed_header or 0) - billed_before  # the server's own word, when it gave one
+            if outcome != "answered" and billed > 0:
+                guard.after_attempt("lost", billed)
+            else:
+                guard.after_attempt(outcome, units)
+
+    def _attempt_once(
+        self,
+        method: str,
+        url: str,
+        parse: Callable[[requests.Response], T],
+        data: bytes | None,
+        headers: dict[str, str] | None,
+        what: str,
+        info: CallInfo,
     ) -> T:
         info.attempts += 1
         where = redact_url(url)
@@ -268,9 +330,15 @@ class HttpTransport:
                 self.redact(f"{what}: TLS verification failed for {where}: {type(exc).__name__}; "
                             "pass verify='/path/to/ca-bundle.pem' to trust a private CA")
             ) from None
+        except requests.exceptions.ConnectTimeout:
+            raise _NotSent(self.redact(f"{what}: timed out connecting ({where}, timeout {self.timeout[0]} s)")) from None
         except requests.exceptions.Timeout:
             raise TransientTeacherError(self.redact(f"{what}: timed out ({where}, timeout {self.timeout} s)")) from None
-        except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+        except requests.exceptions.ConnectionError as exc:
+            if _never_connected(exc):
+                raise _NotSent(self.redact(f"{what}: connection failed ({where}): {_short(exc)}")) from None
+            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc)}")) from None
+        except requests.exceptions.ChunkedEncodingError as exc:
             raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc)}")) from None
         except requests.exceptions.RequestException as exc:
             raise TeacherError(self.redact(f"{what}: request failed ({where}): {_short(exc)}")) from None
@@ -350,8 +418,12 @@ class HttpTransport:
         headers: dict[str, str] | None = None,
         what: str = "request",
         retry: bool = True,
+        units: int = 0,
     ) -> tuple[T, CallInfo]:
-        """Perform one logical request with retries; return ``(parse(response), info)``."""
+        """Perform one logical request with retries; return ``(parse(response), info)``.
+
+        ``units``: queries the request carries when it is billable (the :data:`BILLING_GUARD`
+        then hears about every attempt)."""
         policy = self.retry
         info = CallInfo()
         malformed_seen = [0]
@@ -396,7 +468,7 @@ class HttpTransport:
             reraise=False,
         )
         try:
-            result = retrying(self._attempt, method, url, parse, data, headers, what, info)
+            result = retrying(self._attempt, method, url, parse, data, headers, what, info, units)
         except tenacity.RetryError as err:
             last = err.last_attempt.exception()
             elapsed = time.monotonic() - started
@@ -440,6 +512,15 @@ class HttpTransport:
 
     def __repr__(self) -> str:
         return f"HttpTransport(name={self.name!r}, token={'***' if self.has_token else None}, verify={self.verify!r})"
+
+
+class _NotSent(TransientTeacherError):
+    """The request never reached the server (connection refused, connect timeout): nothing was billed."""
+
+
+def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
 
 
 def _short(exc: BaseException) -> str:

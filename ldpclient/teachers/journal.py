@@ -41,6 +41,15 @@ CREATE TABLE IF NOT EXISTS batches (
     ts REAL NOT NULL,
     PRIMARY KEY (scope, batch_id)
 );
+CREATE TABLE IF NOT EXISTS pending (
+    scope TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    cost REAL NOT NULL,
+    attempts INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (scope, batch_id)
+);
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     scope TEXT NOT NULL,
@@ -122,28 +131,60 @@ class Journal:
         requests: int,
         run_id: str,
     ) -> None:
-        """Commit one answered batch atomically (all of it or nothing)."""
+        """Commit one answered batch atomically (all of it or nothing). Its recorded cost is the larger of
+        ``cost`` and what its attempts booked (:meth:`open_attempt`), including attempts of earlier runs
+        that were in flight when they died; its booking is then closed."""
         blob = np.ascontiguousarray(labels.numpy().astype("<i8")).tobytes()
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
+                booked = self._conn.execute(
+                    "SELECT cost FROM pending WHERE scope=? AND batch_id=?", (scope, batch_id)
+                ).fetchone()
+                if booked is not None:  # every attempt of this batch that may have been billed, in any run
+                    cost = max(float(cost), float(booked[0]))
                 self._conn.execute(
                     "INSERT INTO batches(scope, batch_id, n, labels, digest, cost, billed, requests, run_id, ts)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (scope, batch_id, int(labels.shape[0]), blob, digest, float(cost), billed, int(requests), run_id, time.time()),
                 )
+                self._conn.execute("DELETE FROM pending WHERE scope=? AND batch_id=?", (scope, batch_id))
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
 
     def total_spend(self, scope: str | None = None) -> float:
-        """Money recorded for answered batches (of one scope, or all)."""
-        q, args = "SELECT COALESCE(SUM(cost), 0) FROM batches", ()
-        if scope is not None:
-            q, args = q + " WHERE scope=?", (scope,)
+        """Money recorded (of one scope, or all): answered batches, plus every attempt that may have been
+        billed without an answer (dropped, timed out, malformed, or in flight when the process died)."""
+        where, args = (" WHERE scope=?", (scope,)) if scope is not None else ("", ())
         with self._lock:
-            return float(self._conn.execute(q, args).fetchone()[0])
+            done = self._conn.execute(f"SELECT COALESCE(SUM(cost), 0) FROM batches{where}", args).fetchone()[0]
+            open_ = self._conn.execute(f"SELECT COALESCE(SUM(cost), 0) FROM pending{where}", args).fetchone()[0]
+        return float(done) + float(open_)
+
+    def open_attempt(self, scope: str, batch_id: str, cost: float, run_id: str) -> None:
+        """Book ``cost`` for an attempt about to be sent (durably, before it is): until it is answered or
+        refused, it counts as spent, so a kill mid-request never lets billing exceed the cap."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO pending(scope, batch_id, cost, attempts, run_id, ts) VALUES (?, ?, ?, 1, ?, ?)"
+                " ON CONFLICT(scope, batch_id) DO UPDATE SET cost = cost + excluded.cost, attempts = attempts + 1",
+                (scope, batch_id, float(cost), run_id, time.time()),
+            )
+
+    def close_attempt(self, scope: str, batch_id: str, cost: float) -> None:
+        """Take back ``cost`` of an attempt the server did not bill (refused, or never sent)."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE pending SET cost = MAX(0, cost - ?) WHERE scope=? AND batch_id=?", (float(cost), scope, batch_id)
+            )
+
+    def pending_cost(self, scope: str, batch_id: str) -> float:
+        """Money booked for the open (unanswered) attempts of one batch."""
+        with self._lock:
+            row = self._conn.execute("SELECT cost FROM pending WHERE scope=? AND batch_id=?", (scope, batch_id)).fetchone()
+        return float(row[0]) if row else 0.0
 
     def run_spend(self, run_id: str) -> float:
         with self._lock:

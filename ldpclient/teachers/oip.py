@@ -445,6 +445,7 @@ class OIPTeacher:
         (labels, billed), info = self.http.call(
             "POST", f"{self.model_url}/infer", data=body, headers=headers,
             parse=lambda resp: self.decode_response(resp, n, request_id), what=f"infer {self.address}", retry=retry,
+            units=n,
         )
         if info.billed_header is not None:  # counts units billed for failed/malformed attempts too
             billed = info.billed_header
