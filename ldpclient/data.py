@@ -50,6 +50,20 @@ class ImageDecodeError(Exception):
         self.reason = reason
 
 
+def printable_path(rel: str) -> str:
+    """``rel`` as it can be written to a UTF-8 file or report.
+
+    A file name that is not valid UTF-8 reaches Python with its undecodable bytes as
+    surrogate escapes; such a name is kept for opening the file, and shown with
+    ``\\xNN`` escapes wherever it is written (labels, reports).
+    """
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return rel
+
+
 @dataclass(frozen=True)
 class Skipped:
     """A file (or directory) left out, with the reason. ``path`` is relative to the folder."""
@@ -58,7 +72,7 @@ class Skipped:
     reason: str
 
     def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "reason": self.reason}
+        return {"path": printable_path(self.path), "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,16 @@ class PrivateImages:
 
     def __len__(self) -> int:
         return len(self.paths)
+
+    @property
+    def printable_paths(self) -> tuple[str, ...]:
+        """``paths`` as written to labels and reports (see :func:`printable_path`)."""
+        return tuple(printable_path(p) for p in self.paths)
+
+    @property
+    def escaped_paths(self) -> tuple[str, ...]:
+        """The printable forms of the file names that are not valid UTF-8 (the report lists them)."""
+        return tuple(q for p, q in zip(self.paths, self.printable_paths, strict=True) if p != q)
 
 
 def _inside(path: Path, root: Path) -> bool:

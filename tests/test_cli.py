@@ -300,3 +300,18 @@ def test_every_mechanism_runs_through_label_sidp(tmp_path: Path, mechanism: str,
             assert g["domain"] == {"low": 0, "high": 255, "integer": True}
         # what reached the teacher lies in its value range [0, 1] (clipped/rescaled post-processing)
         assert srv.usage()["total"]["images"] == 4
+
+
+def test_a_file_name_that_is_not_utf8_is_labelled_and_named_in_the_report(tmp_path: Path) -> None:
+    """It used to fail every run at the very end ('surrogates not allowed'), after budget and money were spent."""
+    folder = _private(tmp_path, n=8)
+    odd = os.path.join(os.fsencode(folder / "dogs"), b"caf\xe9-\xff.png")  # Latin-1 bytes: not UTF-8
+    rng = np.random.default_rng(5)
+    Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(os.fsdecode(odd))
+    with _server() as srv:
+        result = _run(_args(folder, srv.model_url, tmp_path, "--quiet"))
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "out" / "labels.report.json").read_text(encoding="utf-8"))
+    assert report["escaped_names"] == ["dogs/caf\\xe9-\\xff.png"]
+    rows = read_labels(tmp_path / "out" / "labels.csv")
+    assert len(rows) == 9 and "dogs/caf\\xe9-\\xff.png" in {r.path for r in rows}

@@ -560,7 +560,7 @@ def run_label(
             base_conf = (
                 base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
             )
-            baseline_rows = label_rows(images.paths, base_result.labels, base_conf, meta.class_names)
+            baseline_rows = label_rows(images.printable_paths, base_result.labels, base_conf, meta.class_names)
             baseline = {
                 "mode": "data-free",
                 "epsilon_record": 0.0,
@@ -582,7 +582,7 @@ def run_label(
     timer.seconds.pop("pipeline", None)
 
     confidences = result.confidences if result.confidences is not None else torch.full((n,), float("nan"))
-    rows = label_rows(images.paths, result.labels, confidences, meta.class_names)
+    rows = label_rows(images.printable_paths, result.labels, confidences, meta.class_names)
     report_path = opts.report or opts.output.with_name(opts.output.stem + ".report.json")
     fmt = label_format_for(opts.output, opts.format)
     write_labels(opts.output, rows, fmt)
@@ -657,6 +657,8 @@ def run_label(
         "label_histogram": torch.bincount(result.labels, minlength=meta.num_classes).tolist(),
         "timings": timer.as_dict(),
         "skipped": [s.as_dict() for s in images.skipped],
+        # file names that are not valid UTF-8: labelled, and written with \xNN escapes
+        "escaped_names": list(images.escaped_paths),
         "outputs": outputs,
         "versions": versions(),
     }
