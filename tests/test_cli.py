@@ -137,6 +137,9 @@ def test_money_cap_stops_before_the_batch_and_resume_pays_nothing_twice(tmp_path
         assert capped.exit_code == EXIT_MONEY_CAP, capped.output
         assert "money cap reached" in capped.stderr and "Traceback" not in capped.output
         assert srv.usage()["total"]["images"] == 8  # one batch of 8 (0.08) fits under 0.1, the next would not
+        stop = json.loads((tmp_path / "out" / "labels.report.json").read_text())  # what was spent is on record
+        assert stop["ok"] is False and stop["stopped"]["reason"] == "money cap"
+        assert stop["cost"]["spent_run"] == pytest.approx(0.08) and stop["queries"]["sent"] == 8
         resumed = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "1", "--json"))
         assert resumed.exit_code == 0, resumed.output
         rep = json.loads(resumed.stdout)
@@ -152,6 +155,8 @@ def test_privacy_cap_refuses_before_noising(tmp_path: Path) -> None:
         assert result.exit_code == EXIT_PRIVACY_CAP, result.output
         assert "privacy cap reached" in result.stderr and "Traceback" not in result.output
         assert srv.usage()["total"]["images"] == 0
+        stop = json.loads((tmp_path / "out" / "labels.report.json").read_text())
+        assert stop["ok"] is False and stop["stopped"]["reason"] == "privacy cap"
         # per record epsilon 64 fits a cap of 100 once, but not twice under a new mechanism
         quiet = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100", "--quiet"))
         assert quiet.exit_code == 0 and quiet.output == ""  # --quiet: nothing but errors

@@ -467,8 +467,8 @@ def run_label(
     Raises the underlying errors (DataError, ValueError, BudgetExceeded,
     CostCapReached, TeacherError) for the caller to present.
     """
-    from ..privacy.ledger import Ledger
-    from ..teachers import CostMeter, Journal, QueryClient
+    from ..privacy.ledger import BudgetExceeded, Ledger
+    from ..teachers import CostCapReached, CostMeter, Journal, QueryClient
     from ..teachers.limits import TeacherLimits
     from ..transfer.pipeline import KnowledgeTransfer
 
@@ -570,6 +570,9 @@ def run_label(
                 "student_val_accuracy": _last_val(base_result),
             }
         client_report = client.report()
+    except (CostCapReached, BudgetExceeded) as exc:
+        _write_stop_report(opts, exc, identity, client, ledger, records, token)
+        raise
     finally:
         progress.close()
         client.close()
@@ -583,7 +586,7 @@ def run_label(
 
     confidences = result.confidences if result.confidences is not None else torch.full((n,), float("nan"))
     rows = label_rows(images.printable_paths, result.labels, confidences, meta.class_names)
-    report_path = opts.report or opts.output.with_name(opts.output.stem + ".report.json")
+    report_path = report_path_for(opts)
     fmt = label_format_for(opts.output, opts.format)
     write_labels(opts.output, rows, fmt)
     outputs = {"labels": str(opts.output), "format": fmt, "report": str(report_path)}
@@ -664,6 +667,37 @@ def run_label(
     }
     write_json(report_path, report, secrets=(token,))
     return report
+
+
+def report_path_for(opts: LabelOptions) -> Path:
+    """The run report's path: ``--report``, else ``<output stem>.report.json`` beside the labels."""
+    return opts.report or opts.output.with_name(opts.output.stem + ".report.json")
+
+
+def _write_stop_report(
+    opts: LabelOptions, exc: Exception, identity: str, client: Any, ledger: Any, records: torch.Tensor,
+    token: str | None,
+) -> None:
+    """A partial report for a run stopped at the money or privacy cap: what was spent and answered."""
+    spent = ledger.spent(records).epsilon
+    stopped = "money cap" if type(exc).__name__ == "CostCapReached" else "privacy cap"
+    costs = client.report()
+    write_json(report_path_for(opts), {
+        "schema": 1,
+        "command": "label",
+        "ok": False,
+        "stopped": {"reason": stopped, "message": " ".join(str(exc).split())},
+        "private_dir": str(opts.private_dir),
+        "teacher": {"address": identity},
+        "queries": {"sent": client.stats.queries_sent, "from_journal": client.stats.queries_from_journal,
+                    "requests": client.stats.requests},
+        "cost": {"price_per_query": opts.price, "cap": opts.money_cap,
+                 **{k: costs[k] for k in ("spent_run", "spent_total", "spent_unconfirmed", "billing")}},
+        "ledger": {"path": str(ledger.path), "max_spent_epsilon": float(spent.max()) if len(spent) else 0.0,
+                   "cap_epsilon": ledger.cap_epsilon},
+        "outputs": {"report": str(report_path_for(opts))},
+        "versions": versions(),
+    }, secrets=(token,))
 
 
 def _wire_used(teacher: Any) -> str | None:
