@@ -114,6 +114,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # the client hanging up on a lie is the point, not an error worth a traceback
+
     def __init__(self, behaviour: str, redirect_to: int | None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.behaviour = behaviour
