@@ -165,3 +165,15 @@ def test_python_api_against_a_stock_like_server(tmp_path):
 
 def test_wire_choices_are_one_list():
     assert WIRE_CHOICES == WIRE_FORMATS
+
+
+def test_model_facts_come_from_the_config_file_too(tmp_path):
+    folder = _private(tmp_path)
+    config = tmp_path / "ldpclient.toml"
+    config.write_text('[label]\nnum-classes = 10\nvalue-range = "0,1"\nwire = "json"\n')
+    with _strict() as srv:
+        res = _label(folder, f"{srv.url}/v2/models/digits", tmp_path, "--config", str(config))
+        assert res.exit_code == 0, res.output
+        report = json.loads((tmp_path / "out" / "labels.report.json").read_text())
+        assert report["teacher"]["assumed"] == [] and report["teacher"]["wire"] == "json"
+        assert srv.usage()["total"]["rejected"] == 0
