@@ -19,6 +19,13 @@ def test_derived_needs_a_release_origin():
         as_derived(torch.zeros(2, 4))
 
 
+def test_derived_cannot_be_built_from_a_raw_tensor():
+    """Derived(raw_tensor, ...) used to pass as_derived and reach a teacher."""
+    g = Guarantee("laplace", 1.0, 0.0, 4.0, 0.0, 4, Domain())
+    with pytest.raises(TypeError, match="come only from releases"):
+        Derived(torch.zeros(2, 1, 2, 2), torch.zeros(2, 1, dtype=torch.long), g)
+
+
 def test_guarantee_validates_and_public_input_costs_nothing():
     with pytest.raises(ValueError, match="delta_record"):
         Guarantee("x", 1.0, 0.0, 1.0, 1.5, 1, Domain())

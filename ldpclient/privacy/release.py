@@ -12,7 +12,7 @@ a ``Release`` or another ``Derived``. Teachers reject plain tensors with
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence, Union
 
 import torch
@@ -20,6 +20,7 @@ import torch
 from .guarantee import Guarantee
 
 _RELEASE_TOKEN = object()  # only code inside ldpclient.privacy may mint releases
+_DERIVED_TOKEN = object()  # ... and Derived only comes from a Release (from_release, combine, map)
 
 
 class Release:
@@ -131,6 +132,14 @@ class Derived:
     guarantee: Guarantee
     steps: tuple[str, ...] = ()
     ids: torch.Tensor | None = None
+    _token: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._token is not _DERIVED_TOKEN:
+            raise TypeError(
+                "Derived tensors come only from releases: use Derived.from_release, Derived.combine or "
+                ".map (a raw tensor must go through an ldpclient.privacy mechanism first)"
+            )
 
     @classmethod
     def from_release(cls, release: Release) -> "Derived":
@@ -141,6 +150,7 @@ class Derived:
             values=release._values,
             sources=torch.arange(n, dtype=torch.int64).unsqueeze(1),
             guarantee=release.guarantee,
+            _token=_DERIVED_TOKEN,
         )
 
     @classmethod
@@ -165,14 +175,14 @@ class Derived:
             )
         if values.shape[0] != sources.shape[0]:
             raise ValueError("values and sources must have the same number of rows")
-        return cls(values.detach(), sources, origin.guarantee, origin.steps + (step,), ids)
+        return cls(values.detach(), sources, origin.guarantee, origin.steps + (step,), ids, _token=_DERIVED_TOKEN)
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor], step: str) -> "Derived":
         """Apply a data-independent function to every row (post-processing)."""
         out = fn(self.values)
         if out.shape[0] != self.values.shape[0]:
             raise ValueError(f"post-processing step {step!r} changed the number of rows")
-        return Derived(out.detach(), self.sources, self.guarantee, self.steps + (step,), self.ids)
+        return Derived(out.detach(), self.sources, self.guarantee, self.steps + (step,), self.ids, _token=_DERIVED_TOKEN)
 
     def __len__(self) -> int:
         return int(self.values.shape[0])
