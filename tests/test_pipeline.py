@@ -136,3 +136,12 @@ def test_bad_inputs():
         _kt().run(torch.rand(5, 1, 6, 6))
     with pytest.raises(ValueError, match="distinct Sup pairs"):
         _kt(num_queries=1000).run(_records(10)[0])
+
+
+def test_the_pipeline_leaves_the_callers_global_rng_alone():
+    """Trainer.fit used to call torch.manual_seed on the caller's global RNG."""
+    x, _ = _records(n=20)
+    torch.manual_seed(1234)
+    before = torch.random.get_rng_state().clone()
+    _kt("ldpkit", "sup", num_queries=100, epochs=1).run(x)
+    assert torch.equal(torch.random.get_rng_state(), before)

@@ -1,7 +1,7 @@
 """Discrete TLDP: the exact privacy loss and the solvers for its parameters.
 
 On an integer domain {low..high} (the largest change of one element is
-``D = high - low``, written Δ−1 in DESIGN.md), each element is kept unchanged with
+``D = high - low``, i.e. the domain {0..Δ-1} has D = Δ-1), each element is kept unchanged with
 probability p, otherwise discrete Laplace noise ``P(k) = c e^(-|k|/b)`` with
 ``c = (1 - e^(-1/b)) / (1 + e^(-1/b))`` is added. The worst output is the kept
 input itself, which gives the exact per-element loss

@@ -125,7 +125,8 @@ class LabelOptions:
         from ..transfer.student import build_student
 
         try:
-            build_student(self.student, num_classes=2)
+            with torch.random.fork_rng(devices=[]):  # a trial build: its init draws stay local
+                build_student(self.student, num_classes=2)
         except (ValueError, KeyError) as exc:
             raise ValueError(f"--student: {exc}") from None
         label_format_for(self.output, self.format)

@@ -1,6 +1,6 @@
 """KnowledgeTransfer: label private records with a remote teacher that never sees them.
 
-The five steps (DESIGN.md §1), in-process and resumable through the query journal
+The five steps (release, post-process, label, train, label locally), in-process and resumable through the query journal
 of a :class:`~ldpclient.teachers.client.QueryClient`:
 
 1. **release** each private record once with an LDP mechanism (through the
@@ -185,7 +185,8 @@ class KnowledgeTransfer:
         self.clip_queries = clip_queries
         self.student_name = student
         self.student_kwargs = dict(student_kwargs or {})
-        build_student(student, **{**self.student_kwargs, "num_classes": 2})  # fail fast on a bad name/kwargs
+        with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
+            build_student(student, **{**self.student_kwargs, "num_classes": 2})
         self.epochs = epochs
         self.batch_size = batch_size
         self.lr = lr

@@ -285,9 +285,17 @@ class Trainer:
     ) -> TrainHistory:
         """Train for ``epochs``; ``make_stream(epoch)`` yields ``(ids, values)`` batches anew each epoch.
 
-        ``steps_per_epoch`` only sizes the progress bar (optimiser steps, estimated).
+        ``steps_per_epoch`` only sizes the progress bar (optimiser steps, estimated). Layers that draw
+        randomness (dropout) draw from a generator seeded with ``seed`` inside a fork of the global
+        RNG: the caller's global RNG state is left exactly as it was.
         """
-        torch.manual_seed(self.seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            return self._fit(make_stream, labels, steps_per_epoch)
+
+    def _fit(
+        self, make_stream: Callable[[int], Iterable[Batch]], labels: LabelStore, steps_per_epoch: int | None
+    ) -> TrainHistory:
         hist = TrainHistory()
         loss_fn = nn.CrossEntropyLoss()
         t0 = time.perf_counter()
@@ -393,7 +401,8 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu") -> tuple[nn.Module
         raise ValueError(f"cannot load checkpoint {path}: {exc}") from None
     if not isinstance(blob, dict) or "state_dict" not in blob or "student" not in blob:
         raise ValueError(f"{path} is not an ldpclient student checkpoint")
-    model = build_student(blob["student"], **blob.get("config", {}))
+    with torch.random.fork_rng(devices=[]):  # the init draws are overwritten by the weights: keep them local
+        model = build_student(blob["student"], **blob.get("config", {}))
     model.load_state_dict(blob["state_dict"])
     return model.to(select_device(device)), {k: blob.get(k) for k in ("student", "config", "extra")}
 
