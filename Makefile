@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml | $(PY)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 
 demo: $(STAMP)

@@ -47,10 +47,11 @@ class _OneLineUsageErrors(TyperGroup):
     on stderr with exit code 2, instead of click's multi-line usage box."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(*args, **kwargs)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(*args, **kwargs)
         except NoArgsIsHelpError as exc:
             if exc.ctx is not None:
                 typer.echo(exc.ctx.get_help())

@@ -238,7 +238,7 @@ def _check_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
     shape = tuple(int(s) for s in input_shape)
     if len(shape) != 3 or shape[0] not in (1, 3) or shape[1] < 1 or shape[2] < 1:
         raise ValueError(f"input shape must be (C, H, W) with C in {{1, 3}}, got {tuple(input_shape)}")
-    return shape  # type: ignore[return-value]
+    return shape[0], shape[1], shape[2]
 
 
 def _to_array(img: Image.Image, channels: int) -> np.ndarray:

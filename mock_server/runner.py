@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
     stop = threading.Event()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             previous[sig] = signal.signal(sig, lambda *_: stop.set())

@@ -73,7 +73,8 @@ class MockTeacherServer(ThreadingHTTPServer):
 
     def server_bind(self) -> None:  # skip HTTPServer's reverse-DNS lookup of the host
         TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
 
     @property
     def port(self) -> int:
@@ -81,7 +82,7 @@ class MockTeacherServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host = self.server_address[0]
+        host = str(self.server_address[0])
         return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
 
     def serve_forever(self, poll_interval: float = 0.1) -> None:
@@ -168,7 +169,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server_version
 
     def setup(self) -> None:
-        self.timeout = self.server.config.request_timeout
+        self.timeout = self.server.config.request_timeout  # type: ignore[misc]  # per-connection socket timeout
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.track(self.connection, True)

@@ -187,7 +187,9 @@ def _load_folder(folder: Path, size: int, channels: int) -> tuple[torch.Tensor, 
             digest.update(data)
             try:
                 with Image.open(path) as im:
-                    im = im.convert("L" if channels == 1 else "RGB").resize((size, size), Image.BILINEAR)
+                    im = im.convert("L" if channels == 1 else "RGB").resize(  # type: ignore[assignment]
+                        (size, size), Image.Resampling.BILINEAR
+                    )
                     arr = np.asarray(im, dtype=np.float32) / 255.0
             except (UnidentifiedImageError, OSError) as exc:
                 raise ValueError(f"cannot read image {path}: {exc}") from exc
@@ -219,7 +221,7 @@ def _trained_teacher(
     predict = _torch_predict(module)
     acc = _accuracy(predict, x[test_idx], y[test_idx])
     teacher = TeacherModel(
-        ARCH, tuple(x.shape[1:]), class_names, predict,
+        ARCH, (int(x.shape[1]), int(x.shape[2]), int(x.shape[3])), class_names, predict,
         f"{label} (trained on {len(train_idx)} images in {seconds:.1f} s)", acc, len(test_idx), module,
     )
     if cache is not None:
@@ -316,8 +318,8 @@ def load_checkpoint(path: str | os.PathLike[str], config: ServerConfig, *, sourc
     if acc is None and in_ch == 1 and classes == 10:
         from ldpclient.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
 
-        x, y = load_digits_images(shape[1]) if shape[1] == shape[2] else (None, None)
-        if x is not None:
+        if shape[1] == shape[2]:
+            x, y = load_digits_images(shape[1])
             test = split_indices(len(x), DIGITS_TEACHER_SPLIT, config.seed)[1]
             acc, held_out = _accuracy(predict, x[test], y[test]), len(test)
     return TeacherModel(ARCH, shape, names, predict, source or f"checkpoint {path}",

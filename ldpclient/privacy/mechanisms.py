@@ -604,7 +604,7 @@ class TLDPMechanism(_Elementwise):
             params=params,
             notes=tuple(notes),
         )
-        values = dict(scale)
+        values: dict[str, Any] = dict(scale)
         values.update({"log_p_max": log_p_max, "thin": thin})
         return _Plan(g, n_elem, values)
 

@@ -28,7 +28,7 @@ __all__ = ["TrustPolicy"]
 def _finite(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         try:
-            value = float(value)  # numpy / torch scalars
+            value = float(value)  # type: ignore[arg-type]  # numpy / torch scalars; anything else -> caught below
         except (TypeError, ValueError):
             raise ValueError(f"{name} must be a real number, got {value!r}") from None
     v = float(value)

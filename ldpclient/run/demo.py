@@ -97,7 +97,7 @@ def run_demo(
             url = server.model_url
             reference = _teacher_on_clean(server, images[unseen], labels[unseen])
             ui.info(f"demo: mock teacher at {url}")
-            common = dict(
+            common: dict[str, Any] = dict(
                 private_dir=private,
                 teacher=url,
                 mechanism="laplace",

@@ -522,7 +522,7 @@ def run_label(
     client = QueryClient(teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=identity)
     q_batch = opts.batch_size or min(meta.max_batch_size or DEFAULT_BATCH, DEFAULT_BATCH)
     progress = _Progress(ui, "", client)
-    common = dict(
+    common: dict[str, Any] = dict(
         augmentation=opts.augment,
         num_queries=num_queries,
         postprocess=opts.postprocess,

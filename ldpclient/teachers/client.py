@@ -226,7 +226,7 @@ class QueryClient:
             labels = validate_labels(labels.numpy(), n, meta.num_classes, meta.name)
             requests = sum(p.requests for p in parts)
             billed_parts = [p.billed for p in parts]
-            billed = None if any(b is None for b in billed_parts) else int(sum(billed_parts))
+            billed = None if any(b is None for b in billed_parts) else sum(int(b or 0) for b in billed_parts)
             cost = self.cost.cost_of(n, requests)
             if self.journal is not None:
                 self.journal.record(
@@ -264,7 +264,7 @@ class QueryClient:
         self._start()
         t_start = time.perf_counter()
         window = max(2 * self.workers, 8)
-        pending: deque[tuple[str, object]] = deque()
+        pending: deque[tuple[str, Future[torch.Tensor] | torch.Tensor]] = deque()
         seen: set[str] = set()
         stop: CostCapReached | None = None
         done = 0
@@ -276,7 +276,7 @@ class QueryClient:
         def pop() -> tuple[str, torch.Tensor]:
             bid, item = pending.popleft()
             try:
-                return bid, item.result() if isinstance(item, Future) else item  # type: ignore[union-attr]
+                return bid, item.result() if isinstance(item, Future) else item
             except CostCapReached as exc:  # a retry that no longer fitted the cap
                 exc.done_batches, exc.spent_run, exc.spent_total = done, self.cost.spent_run, self.cost.spent_total
                 raise

@@ -193,7 +193,7 @@ class Journal:
             )
 
     def count(self, scope: str | None = None) -> int:
-        q, args = "SELECT COUNT(*) FROM batches", ()
+        q, args = "SELECT COUNT(*) FROM batches", tuple[str, ...]()
         if scope is not None:
             q, args = q + " WHERE scope=?", (scope,)
         with self._lock:

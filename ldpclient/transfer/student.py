@@ -168,10 +168,11 @@ class LabelStore:
 
     @property
     def num_labelled(self) -> int:
-        return int((self.labels >= 0).sum())
+        return int(np.count_nonzero(np.asarray(self.labels) >= 0))
 
     def histogram(self) -> np.ndarray:
-        lab = self.labels[self.labels >= 0].astype(np.int64)
+        labels = np.asarray(self.labels)
+        lab = labels[labels >= 0].astype(np.int64)
         return np.bincount(lab, minlength=self.num_classes)
 
 
