@@ -21,7 +21,7 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from hostile_server import HostileServer  # noqa: E402
 
-CASES = ("huge-shape", "gzip-bomb-metadata", "big-body", "gzip-bomb-infer", "trickle", "labels:[1.7]")
+CASES = ("huge-shape", "gzip-bomb-metadata", "big-body", "gzip-bomb-infer", "trickle", "trickle-headers", "labels:[1.7]")
 _RUN = """
 import resource, sys
 from ldpclient.cli import app

@@ -8,6 +8,7 @@ metadata or infer answers misbehave in one chosen way:
   that inflates to 256 MiB;
 * ``big-body``: a plain 80 MB metadata body;
 * ``trickle``: metadata headers at once, then the body one byte every 0.2 s;
+* ``trickle-headers``: the metadata answer's status line and headers themselves, one byte every 0.2 s;
 * ``redirect``: every request answered ``307`` to another port (``redirect_to``);
 * ``labels:<json>``: infer answers ``{"outputs": [{"name": "label", "datatype": "INT64",
   "data": <json>}]}`` whatever was asked (e.g. ``[1.7]``, ``[true]``, ``["3"]``, ``[2**70]``).
@@ -86,6 +87,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(200, json.dumps({**meta, "pad": "x" * 80_000_000}).encode())
             if how == "trickle":
                 return self._trickle(json.dumps(meta).encode())
+            if how == "trickle-headers":
+                body = json.dumps(meta).encode()
+                head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                return self._drip(head.encode() + body)
             return self._send(200, json.dumps(meta).encode())
         if how == "gzip-bomb-infer":
             return self._send(200, gzip_bomb(), {"Content-Type": "application/json", "Content-Encoding": "gzip"})
@@ -100,6 +105,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self._drip(body)
+
+    def _drip(self, body: bytes) -> None:
         try:
             for i in range(len(body)):
                 if self.server.stopping.is_set():

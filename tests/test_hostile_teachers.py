@@ -65,10 +65,12 @@ def test_bounded_memory_against_lying_teachers(private, tmp_path, behaviour, nee
     assert rss < PEAK_RSS_LIMIT_KB, f"peak RSS {rss} KB"
 
 
-def test_a_trickling_teacher_is_cut_off_at_the_users_deadline(private, tmp_path):
-    """One byte every 0.2 s: per-read timeouts never fire; the per-request deadline does."""
-    with HostileServer("trickle") as srv:
-        code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path, "--timeout", "1")
+@pytest.mark.parametrize("behaviour", ["trickle", "trickle-headers"])
+def test_a_trickling_teacher_is_cut_off_at_the_users_deadline(private, tmp_path, behaviour):
+    """One byte every 0.2 s, in the body or in the status line and headers: per-read timeouts never
+    fire; the per-request deadline does (the whole metadata answer would take over 40 s)."""
+    with HostileServer(behaviour) as srv:
+        code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path, "--timeout", "1", "--max-retry-time", "3")
     assert code == EXIT_TEACHER and "did not arrive within" in err and len(err.splitlines()) == 1
 
 

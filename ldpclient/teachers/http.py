@@ -18,12 +18,11 @@ A teacher may be hostile, so one response is bounded here, where it is read:
 
 * its body, after decompression, is read in small pieces and refused past
   ``max_response_bytes`` (a gzip bomb is never inflated whole);
-* reading it must finish within ``deadline`` seconds of the request (default: the
-  connect plus read timeouts), however slowly the bytes trickle in;
+* the whole answer, status line and headers included, must arrive within ``deadline``
+  seconds of the request (default: the connect plus read timeouts), however slowly the
+  bytes trickle in: a watchdog shuts the connection's socket when the deadline passes;
 * redirects are never followed: queries and tokens go only to the address the user
   named (a 3xx is an error that says where the server wanted to send them).
-  What is not bounded here: a server trickling its status line and headers is
-  bounded only by the per-read timeout.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import json
 import logging
 import os
 import random
+import socket
 import threading
 import time
 from contextvars import ContextVar
@@ -58,6 +58,55 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505
 #: Default largest response body, after decompression (an infer answer for 256 queries is a few KB).
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _READ_PIECE = 16 * 1024
+
+
+_WATCH = threading.local()  # .holder: list receiving the connection(s) of the attempt running in this thread
+
+
+class _WatchedHTTPConnection(urllib3.connection.HTTPConnection):
+    """Tells the attempt running in this thread which connection carries it (for its deadline)."""
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        holder = getattr(_WATCH, "holder", None)
+        if holder is not None:
+            holder.append(self)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        holder = getattr(_WATCH, "holder", None)
+        if holder is not None:
+            holder.append(self)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    """requests' adapter whose connections report themselves to the deadline watchdog."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
+
+
+def _shut(connections: list[Any], expired: threading.Event) -> None:
+    """Deadline passed: wake the blocked read by shutting the attempt's socket(s)."""
+    expired.set()
+    for conn in connections:
+        sock = getattr(conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class BillingGuard(Protocol):
@@ -245,7 +294,7 @@ class HttpTransport:
         s = getattr(self._local, "session", None)
         if s is None:
             s = requests.Session()
-            adapter = HTTPAdapter(pool_connections=1, pool_maxsize=self._pool_maxsize, max_retries=0)
+            adapter = _DeadlineAdapter(pool_connections=1, pool_maxsize=self._pool_maxsize, max_retries=0)
             s.mount("http://", adapter)
             s.mount("https://", adapter)
             s.headers.update(self._headers)
@@ -321,6 +370,37 @@ class HttpTransport:
         info.attempts += 1
         where = redact_url(url)
         started = time.monotonic()
+        connections: list[Any] = []
+        expired = threading.Event()
+        watchdog = threading.Timer(self.deadline, _shut, (connections, expired))
+        watchdog.daemon = True
+        _WATCH.holder = connections
+        watchdog.start()
+        try:
+            return self._exchange(method, url, parse, data, headers, what, info, where, started)
+        except (TeacherError, requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError):
+            if expired.is_set():
+                raise TransientTeacherError(self.redact(
+                    f"{what}: the response from {where} did not arrive within {self.deadline:g} s (the server is "
+                    "sending too slowly)"
+                )) from None
+            raise
+        finally:
+            watchdog.cancel()
+            _WATCH.holder = None
+
+    def _exchange(
+        self,
+        method: str,
+        url: str,
+        parse: Callable[[requests.Response], T],
+        data: bytes | None,
+        headers: dict[str, str] | None,
+        what: str,
+        info: CallInfo,
+        where: str,
+        started: float,
+    ) -> T:
         try:
             resp = self.session().request(
                 method, url, data=data, headers=headers, timeout=self.timeout, stream=True, allow_redirects=False
