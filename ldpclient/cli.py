@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - older typer on top of click
 
 from . import __version__
 from .config import ConfigError, options_for_command, read_config
+from .run.facts import WIRE_CHOICES
 from .run.ui import UI
 
 #: Same value as ldpclient.data.DEFAULT_MAX_PIXELS (checked by a test); repeated here so
@@ -106,10 +107,7 @@ class Augment(str, Enum):
     none = "none"
 
 
-class Wire(str, Enum):
-    auto = "auto"
-    binary = "binary"
-    json = "json"
+Wire = Enum("Wire", {choice: choice for choice in WIRE_CHOICES}, type=str)  # type: ignore[misc]
 
 
 class LabelFormat(str, Enum):
@@ -217,7 +215,7 @@ TokenOption = typer.Option(
 # Model facts a server may not publish (stock KServe publishes no classes, value range or names),
 # shared by `label` and `noise`; see ldpclient.run.facts.
 WireOption = typer.Option(
-    Wire.auto, "--wire",
+    "auto", "--wire",
     help="Request bodies: auto (binary tensor extension, JSON when the server cannot take it; remembered per "
     "teacher in the state dir), binary or json.",
 )

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Optional
 import torch
 
 from ..data import DEFAULT_MAX_PIXELS, load_private_folder, to_uint8_image
+from ..teachers.http import redact_url
 from .facts import TeacherFacts
 from .report import (
     StageTimer,
@@ -240,15 +241,8 @@ def open_teacher(address: str, token: str | None, options: Mapping[str, Any]) ->
             raise
         name = str(exc).rsplit(" ", 1)[-1].strip("'")
         raise ValueError(
-            f"the teacher adapter for {teacher_identity(address)!r} does not take --{name.replace('_', '-')}"
+            f"the teacher adapter for {redact_url(address)!r} does not take --{name.replace('_', '-')}"
         ) from None
-
-
-def teacher_identity(url: str) -> str:
-    """The teacher address without credentials, query string or fragment (safe for reports and scopes)."""
-    from ..teachers.http import redact_url
-
-    return redact_url(url)
 
 
 def check_private_folder(path: Path) -> None:
@@ -477,7 +471,7 @@ def run_label(
     opts.validate()
     timer = StageTimer()
     state = state_dir_for(opts.state_dir)
-    identity = teacher_identity(opts.teacher)
+    identity = redact_url(opts.teacher)
 
     check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
     with timer.stage("connect"):
@@ -771,7 +765,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
                 closer()
         shape = tuple(int(s) for s in meta.input_shape)
         value_range = (float(meta.value_range[0]), float(meta.value_range[1]))
-        scope = teacher_identity(opts.teacher)
+        scope = redact_url(opts.teacher)
     else:
         shape = (opts.channels, opts.size, opts.size)
         scope = "local-preview"

@@ -97,8 +97,8 @@ class _AttemptBilling:
 
     def before_attempt(self, units: int) -> None:
         c = self.client
-        if self.attempts:
-            c.cost.check_room(self.batch_id)
+        if self.attempts:  # the batch's reservation covers this attempt: it must still fit beside what is spent
+            c.cost.reserve(self.batch_id, 0.0, done_batches=0)
         self.attempts += 1
         if c.journal is not None:
             c.journal.open_attempt(c.scope, self.batch_id, c.cost.cost_of(units, 1), c.run_id)

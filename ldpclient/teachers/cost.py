@@ -112,16 +112,6 @@ class CostMeter:
                 )
             self._reserved += cost
 
-    def check_room(self, batch_id: str, *, done_batches: int = 0) -> None:
-        """Raise CostCapReached when what is spent and reserved no longer fits the cap (before a retry:
-        the batch's reservation must still cover the attempt about to be sent)."""
-        with self._lock:
-            if self.cap is not None and self.spent_total + self._reserved > self.cap + 1e-12:
-                raise CostCapReached(
-                    cap=self.cap, spent_run=self.spent_run, spent_total=self.spent_total, next_batch=batch_id,
-                    next_cost=0.0, done_batches=done_batches, currency=self.currency,
-                )
-
     def book_unconfirmed(self, cost: float) -> None:
         """Count ``cost`` of an attempt that may have been billed without an answer as spent (conservative)."""
         with self._lock:

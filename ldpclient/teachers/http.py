@@ -63,22 +63,23 @@ _READ_PIECE = 16 * 1024
 _WATCH = threading.local()  # .holder: list receiving the connection(s) of the attempt running in this thread
 
 
-class _WatchedHTTPConnection(urllib3.connection.HTTPConnection):
-    """Tells the attempt running in this thread which connection carries it (for its deadline)."""
+class _ReportsToWatchdog:
+    """Mixin for urllib3 connections: tells the attempt running in this thread which connection
+    carries it (for its deadline)."""
 
     def request(self, *args: Any, **kwargs: Any) -> None:
         holder = getattr(_WATCH, "holder", None)
         if holder is not None:
             holder.append(self)
-        super().request(*args, **kwargs)
+        super().request(*args, **kwargs)  # type: ignore[misc]
 
 
-class _WatchedHTTPSConnection(urllib3.connection.HTTPSConnection):
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        holder = getattr(_WATCH, "holder", None)
-        if holder is not None:
-            holder.append(self)
-        super().request(*args, **kwargs)
+class _WatchedHTTPConnection(_ReportsToWatchdog, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_ReportsToWatchdog, urllib3.connection.HTTPSConnection):
+    pass
 
 
 class _WatchedHTTPPool(urllib3.HTTPConnectionPool):

@@ -180,12 +180,6 @@ class Journal:
                 "UPDATE pending SET cost = MAX(0, cost - ?) WHERE scope=? AND batch_id=?", (float(cost), scope, batch_id)
             )
 
-    def pending_cost(self, scope: str, batch_id: str) -> float:
-        """Money booked for the open (unanswered) attempts of one batch."""
-        with self._lock:
-            row = self._conn.execute("SELECT cost FROM pending WHERE scope=? AND batch_id=?", (scope, batch_id)).fetchone()
-        return float(row[0]) if row else 0.0
-
     def run_spend(self, run_id: str) -> float:
         with self._lock:
             return float(

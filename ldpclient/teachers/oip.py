@@ -56,10 +56,10 @@ from ..state import default_state_dir
 from .base import Queries, TeacherMetadata
 from .encoding import FLOAT_DATATYPES, INPUT_DATATYPES, INTEGER_DATATYPES, NUMPY_DTYPES, to_wire
 from .errors import MalformedResponse, TeacherError, TeacherRequestError, TransientTeacherError
-from .http import HttpTransport, RetryPolicy, Timeout
+from .http import HttpTransport, RetryPolicy, Timeout, redact_url
 from .limits import TeacherLimits
 from .result import InferResult, validate_labels
-from .wire import WIRE_FORMATS, WireMemory, teacher_key
+from .wire import WIRE_FORMATS, WireMemory
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 DEFAULT_VALUE_RANGE = (0.0, 1.0)
@@ -147,7 +147,7 @@ class OIPTeacher:
         self.model_url = f"{self.base_url}/v2/models/{quote(model, safe='')}" + (
             f"/versions/{quote(str(version), safe='')}" if version else ""
         )
-        self.address = teacher_key(self.model_url)
+        self.address = redact_url(self.model_url)
         self.journal_scope = f"oip:{self.address}"
         self.wire = wire
         self._wire_memory = WireMemory(state_dir if state_dir is not None else default_state_dir())

@@ -16,20 +16,12 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from .http import redact_url
 
 WIRE_FORMATS = ("auto", "binary", "json")
 
 log = logging.getLogger("ldpclient.teachers.wire")
-
-
-def teacher_key(url: str) -> str:
-    """``url`` without user info, query string or fragment: safe to store and to print."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 class WireMemory:
@@ -52,7 +44,7 @@ class WireMemory:
 
     def get(self, url: str) -> str | None:
         """The remembered format of the teacher at ``url`` (``"binary"``/``"json"``), or None."""
-        value = self._read().get(teacher_key(url))
+        value = self._read().get(redact_url(url))
         return value if value in ("binary", "json") else None
 
     def set(self, url: str, wire: str) -> None:
@@ -60,7 +52,7 @@ class WireMemory:
         if wire not in ("binary", "json"):
             raise ValueError(f"wire must be 'binary' or 'json', got {wire!r}")
         data = self._read()
-        data[teacher_key(url)] = wire
+        data[redact_url(url)] = wire
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".wire-", suffix=".json")
@@ -71,4 +63,4 @@ class WireMemory:
             log.warning("could not remember the wire format in %s: %s", self.path, exc)
 
 
-__all__ = ["WIRE_FORMATS", "WireMemory", "teacher_key"]
+__all__ = ["WIRE_FORMATS", "WireMemory"]
