@@ -62,6 +62,8 @@ def run(
 
     torch.set_num_threads(1)
     mechs = mechanisms()
+    for m in mechs.values():  # build the secure samplers' tables now, so the random kill lands in the releases
+        m.release(batch(0), public=True)
     with Ledger(path) as led:
         current = {"batch": -1, "scope": ""}
 

@@ -95,10 +95,15 @@ def test_integer_domain_clips_rounds_and_pools():
     r = m.release(x, generator=gen(3))
     assert r.values.shape == (50, 1, 1, 1)
     assert float((r.values == 2).double().mean()) > 0.95
-    r2 = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True)).release(
-        torch.tensor([[-5.0, 3.4, 20.0]]), generator=gen(4)
+    floats = torch.tensor([[-5.0, 3.4, 20.0]])
+    with pytest.raises(ValueError, match=r"1 values are not integers .* round_inputs=True"):
+        discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True)).release(floats)
+    r2 = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True), round_inputs=True).release(
+        floats, generator=gen(4)
     )
-    assert r2.clipped_elements.tolist() == [2]
+    assert r2.clipped_elements.tolist() == [3]  # two clipped, one rounded: every changed element is counted
+    whole = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True)).release(torch.tensor([[3.0, 4.0]]))
+    assert whole.clipped_elements.tolist() == [0]  # integral floats are taken as they are
 
 
 # ------------------------------------------------------------------------------------ empirical privacy

@@ -37,7 +37,7 @@ def keep_tolerance(p: float, n: int) -> float:
 
 
 def test_laplace_noise_scale_ks_and_guarantee():
-    m = laplace(2.0, domain=Domain(-1.0, 1.0))  # b = 2 / 2 = 1
+    m = laplace(2.0, domain=Domain(-1.0, 1.0), secure=False)  # b = 2 / 2 = 1 (float path: continuous law)
     x = torch.full((100, 1, 10, 10), 0.25)
     r = m.release(x, generator=gen(1))
     assert isinstance(r, Release) and r.values.dtype == torch.float32 and r.values.shape == x.shape
@@ -62,7 +62,7 @@ def test_laplace_per_record_solves_the_element_scale_and_reduction_counts_releas
 
 def test_reduction_is_average_pooling_before_noise():
     x = torch.rand(2, 3, 8, 8, generator=gen(4))
-    r = laplace(1e9, reduction=4).release(x, generator=gen(5))  # negligible noise
+    r = laplace(1e9, reduction=4, secure=False).release(x, generator=gen(5))  # negligible noise
     pooled = torch.nn.functional.avg_pool2d(x, 4)
     assert torch.allclose(r.values, pooled, atol=1e-6)
     assert r.guarantee.elements_per_record == 3 * 2 * 2
@@ -89,7 +89,7 @@ def test_secure_laplace_is_on_a_grid_with_exact_sensitivity():
 
 
 def test_gaussian_is_analytic_and_record_figure_is_exact_l2():
-    m = gaussian(1.0, 1e-5)
+    m = gaussian(1.0, 1e-5, secure=False)
     x = torch.full((200, 1, 10, 10), 0.5)
     r = m.release(x, generator=gen(7))
     sigma = calibrate_sigma(1.0, 1e-5, 1.0)
@@ -103,7 +103,7 @@ def test_gaussian_is_analytic_and_record_figure_is_exact_l2():
 
 
 def test_gaussian_per_record():
-    g = gaussian(20.0, 1e-6, per="record").guarantee((1, 28, 28))
+    g = gaussian(20.0, 1e-6, per="record", secure=False).guarantee((1, 28, 28))
     assert g.epsilon_record == 20.0
     assert g.params["sigma"] == pytest.approx(calibrate_sigma(20.0, 1e-6, 28.0))
     assert g.epsilon_element == pytest.approx(epsilon_for_sigma(g.params["sigma"], 1e-6, 1.0))
@@ -114,7 +114,7 @@ def test_gaussian_per_record():
 
 def test_tldp_laplace_keep_fraction_equals_published_p():
     # one element per record: p = e^0 / (2b + 1) with b = 1/eps = 1  ->  p = 1/3
-    m = tldp_laplace(1.0)
+    m = tldp_laplace(1.0, secure=False)
     n = 30_000
     x = torch.rand(n, 1, generator=gen(8))
     r = m.release(x, generator=gen(9))
@@ -140,7 +140,7 @@ def test_tldp_laplace_two_elements_guarantee_composes_with_point_mass():
 
 def test_tldp_gaussian_keep_fraction_and_true_guarantee():
     eps, delta = 1.0, 1e-5
-    m = tldp_gaussian(eps, delta)
+    m = tldp_gaussian(eps, delta, secure=False)
     n = 20_000
     x = torch.rand(n, 2, generator=gen(10))
     r = m.release(x, generator=gen(11))
@@ -161,7 +161,7 @@ def test_tldp_gaussian_keep_fraction_and_true_guarantee():
 def test_weighted_tldp_keep_fraction_per_position_and_channel_broadcast():
     w = torch.tensor([[0.0, 0.5], [1.0, 0.25]])
     eps = 0.5
-    m = weighted_tldp(eps, w)
+    m = weighted_tldp(eps, w, secure=False)
     n = 15_000
     x = torch.rand(n, 2, 2, 2, generator=gen(12))  # 2 channels share the weights
     r = m.release(x, generator=gen(13))
@@ -190,7 +190,7 @@ def test_weighted_tldp_weights_are_pooled_with_the_reduction():
 
 
 def test_published_p_underflows_for_a_28x28_image_and_is_still_reported():
-    g = tldp_laplace(1.0).guarantee((1, 28, 28))
+    g = tldp_laplace(1.0, secure=False).guarantee((1, 28, 28))
     # log p = eps(1 - I) - log(2b + e^(eps(1 - I))) = -783 - ln 2
     assert g.params["log_p"] == pytest.approx(-783 - math.log(2.0), rel=1e-12)
     assert g.params["p"] == 0.0
@@ -205,13 +205,13 @@ def test_published_p_underflows_for_a_28x28_image_and_is_still_reported():
 
 def test_clipping_is_counted_per_record_and_applied_before_noise():
     x = torch.tensor([[[-1.0, 0.5], [2.0, 0.2]], [[0.1, 0.2], [0.3, 0.4]]])
-    r = laplace(1e9).release(x, generator=gen(14))
+    r = laplace(1e9, secure=False).release(x, generator=gen(14))
     assert r.clipped_elements.tolist() == [2, 0]
     assert torch.allclose(r.values[0], torch.tensor([[0.0, 0.5], [1.0, 0.2]]), atol=1e-6)
 
 
 def test_public_input_same_noise_zero_cost():
-    m = laplace(1.0)
+    m = laplace(1.0, secure=False)
     x = torch.zeros(4, 1, 4, 4)
     a = m.release(x, generator=gen(15))
     b = m.release(x, generator=gen(15), public=True)
@@ -221,20 +221,20 @@ def test_public_input_same_noise_zero_cost():
 
 
 def test_default_generator_is_fresh_and_explicit_generator_reproduces():
-    m = tldp_laplace(1.0)
+    m = tldp_laplace(1.0, secure=False)
     x = torch.rand(2, 1, 4, 4, generator=gen(16))
     assert not torch.equal(m.release(x).values, m.release(x).values)
     assert torch.equal(m.release(x, generator=gen(1)).values, m.release(x, generator=gen(1)).values)
 
 
 def test_noise_for_ldpkit_rand_uses_the_noising_branch():
-    m = laplace(2.0)
+    m = laplace(2.0, secure=False)
     z = m.noise((400, 50), generator=gen(17))
     assert z.shape == (400, 50) and z.dtype == torch.float32
     assert ks(z, "laplace", 0.0, 0.5) > 1e-3
     mr = laplace(100.0, per="record")
     assert float(mr.noise((10, 1, 10, 10), generator=gen(1)).abs().mean()) == pytest.approx(1.0, rel=0.2)
-    zt = tldp_laplace(1.0).noise((1000, 10), generator=gen(18))
+    zt = tldp_laplace(1.0, secure=False).noise((1000, 10), generator=gen(18))
     assert bool((zt != 0).all())  # no keep branch in the noise
     zd = discrete_tldp(5.0).noise((100, 10), generator=gen(19))
     assert torch.equal(zd, zd.round())
@@ -331,10 +331,10 @@ def test_non_contiguous_and_integer_inputs():
     pair = torch.rand(2, 6000, generator=gen(22)).t()  # (6000, 2) non-contiguous view; I = 2
     assert not pair.is_contiguous()
     p = math.exp(-1.0) / (2.0 + math.exp(-1.0))  # eps = 1, b = 1: e^(eps - 2 eps) / (2b + ...)
-    kept = tldp_laplace(1.0).release(pair, generator=gen(23)).values == pair
+    kept = tldp_laplace(1.0, secure=False).release(pair, generator=gen(23)).values == pair
     assert float(kept.double().mean()) == pytest.approx(p, abs=keep_tolerance(p, 12000))
     pixels = torch.randint(0, 256, (3, 1, 4, 4), dtype=torch.uint8, generator=gen(24))
-    r = laplace(1.0, domain=Domain(0, 255, integer=True)).release(pixels, generator=gen(25))
+    r = laplace(1.0, domain=Domain.uint8()).release(pixels, generator=gen(25))
     assert r.values.dtype == torch.float32 and r.clipped_elements.tolist() == [0, 0, 0]
 
 

@@ -1,9 +1,11 @@
 """On-device local differential privacy: mechanisms, guarantees, releases, ledger."""
 
 from ..state import default_state_dir
+from . import zcdp
 from .analytic_gaussian import calibrate_sigma, epsilon_for_sigma
 from .base import Mechanism
 from .discrete import discrete_tldp_epsilon, solve_b, solve_p
+from .discrete_gaussian import DiscreteGaussianSampler
 from .guarantee import Domain, Guarantee
 from .ledger import BudgetExceeded, Ledger, LedgerError, Spend, default_ledger_path
 from .mechanisms import (
@@ -52,6 +54,8 @@ __all__ = [
     "solve_b",
     "solve_p",
     "DiscreteLaplaceSampler",
+    "DiscreteGaussianSampler",
+    "zcdp",
     "make_generator",
     # ledger and trust-adaptive budgets
     "Ledger",

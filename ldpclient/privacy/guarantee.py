@@ -35,6 +35,11 @@ class Domain:
         if self.integer and (self.low != int(self.low) or self.high != int(self.high)):
             raise ValueError(f"integer domain needs integer bounds, got [{self.low}, {self.high}]")
 
+    @classmethod
+    def uint8(cls) -> "Domain":
+        """The integer domain {0..255} of 8-bit pixels (for uint8 tensors as they come from image files)."""
+        return cls(0, 255, integer=True)
+
     @property
     def width(self) -> float:
         """Per-element sensitivity: the largest change of one element, ``high - low``."""
@@ -113,12 +118,18 @@ class Guarantee:
             f" per element (eps={_fmt(self.epsilon_element)}, delta={_fmt(self.delta_element)})"
         )
 
+    @property
+    def sampling(self) -> str:
+        """How the noise was drawn (secure integer path or float64), as the mechanism states it."""
+        return str(self.params.get("sampling", "unknown"))
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "mechanism": self.mechanism,
             "per_record": {"epsilon": self.epsilon_record, "delta": self.delta_record},
             "per_element": {"epsilon": self.epsilon_element, "delta": self.delta_element},
             "elements_per_record": self.elements_per_record,
+            "sampling": self.sampling,
             "domain": self.domain.as_dict(),
             "params": dict(self.params),
             "notes": list(self.notes),

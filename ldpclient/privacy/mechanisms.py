@@ -31,7 +31,9 @@ import torch
 
 from . import analytic_gaussian as ag
 from . import discrete as dsc
+from . import zcdp
 from .base import Mechanism
+from .discrete_gaussian import MAX_VARIANCE_UNITS, discrete_gaussian_sampler
 from .guarantee import Domain, Guarantee
 from .preprocess import (
     check_delta,
@@ -54,6 +56,11 @@ from .sampling import (
     laplace_noise,
     make_generator,
 )
+
+#: How each path draws its noise (``Guarantee.params["sampling"]``; reports show it for every run).
+FLOAT_SAMPLING = "float64 (not hardened against the floating-point attack)"
+SECURE_LAPLACE_SAMPLING = "secure: integer discrete Laplace on a grid"
+SECURE_GAUSSIAN_SAMPLING = "secure: integer discrete Gaussian on a grid"
 
 _TINY = math.ulp(0.0)  # 5e-324: reported instead of a positive delta that underflows float64
 DEFAULT_DELTA = 1e-5
@@ -87,6 +94,8 @@ class _Plan:
 #: Largest noise scale (domain units) a release can carry: noised values are stored as float32
 #: (max about 3.4e38), and a draw may reach about 50 scales. Beyond it the release would hold inf.
 MAX_NOISE_SCALE = 1e30
+#: Largest grid resolution (bits) of the secure path: a grid of Δ / 2**20.
+MAX_GRID_BITS = 20
 
 
 def _check_noise_scale(name: str, values: dict[str, Any]) -> None:
@@ -100,6 +109,80 @@ def _check_noise_scale(name: str, values: dict[str, Any]) -> None:
             )
 
 
+@dataclass(frozen=True)
+class _Grid:
+    """The secure path's lattice: values ``low + j * gamma`` (j an int), integer noise in grid units.
+
+    ``units``: the per-element sensitivity in grid units (``Δ / gamma``, a power of two);
+    ``sampler``: a secure integer sampler (``.sample(shape, generator)`` -> int64).
+    """
+
+    low: float
+    gamma: float
+    units: int
+    sampler: Any
+
+    def snap(self, x: torch.Tensor) -> torch.Tensor:
+        """Grid index of each (clipped) value: ``round((x - low) / gamma)``, kept in ``0..units`` (int64).
+
+        Computed in the input's float precision: any deterministic snapping of a clipped value
+        into ``0..units`` keeps the sensitivity at exactly ``units`` grid steps.
+        """
+        xf = x if x.is_floating_point() else x.to(torch.float64)
+        j = torch.round((xf - self.low) * (1.0 / self.gamma)).to(torch.int64)
+        return j.clamp_(0, self.units)
+
+    def value(self, j: torch.Tensor) -> torch.Tensor:
+        """Released values ``low + j * gamma`` as float32 (post-processing of the integers j)."""
+        return j.to(torch.float32).mul_(self.gamma).add_(self.low)
+
+    def apply(self, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """Snap ``x`` to the grid and add integer noise; float32 values on the grid."""
+        return self.value(self.snap(x).add_(self.sampler.sample(x.shape, gen)))
+
+    def noise(self, shape: Sequence[int], gen: torch.Generator) -> torch.Tensor:
+        return self.sampler.sample(shape, gen).to(torch.float32).mul_(self.gamma)
+
+
+def _check_secure(secure: object) -> bool:
+    if not isinstance(secure, bool):
+        raise ValueError(f"secure must be True or False, got {secure!r}")
+    return secure
+
+
+def grid_bits_for(scale_over_width: float) -> int:
+    """Grid resolution for noise of scale ``scale_over_width * Δ`` (Laplace b or Gaussian sigma).
+
+    About 512-1024 grid units per scale, between 1 and :data:`MAX_GRID_BITS` bits: the
+    snapping error (half a grid step, at most scale / 1024) is far below the noise, and the
+    sampler's table stays small enough to be fast.
+    """
+    return min(MAX_GRID_BITS, max(1, math.floor(math.log2(1024.0 / scale_over_width))))
+
+
+def _gaussian_grid(domain: Domain, rho_element: float, name: str) -> tuple[_Grid, float]:
+    """Grid and discrete Gaussian sampler giving at most ``rho_element``-zCDP per element; returns (grid, realised rho)."""
+    bits = grid_bits_for(1.0 / math.sqrt(2.0 * rho_element))
+    units = 1 << bits
+    variance = math.ceil(units * units / (2.0 * rho_element))
+    if variance > MAX_VARIANCE_UNITS:
+        raise ValueError(
+            f"{name}: this epsilon needs a noise scale of {math.sqrt(variance) / units:.3g} x the domain width,"
+            " beyond the secure discrete Gaussian sampler's range; choose a larger epsilon (or secure=False)"
+        )
+    grid = _Grid(domain.low, domain.width / units, units, discrete_gaussian_sampler(variance))
+    return grid, units * units / (2.0 * variance)
+
+
+def _laplace_grid(domain: Domain, eps_element: float, grid_bits: int | None) -> _Grid:
+    """Grid and secure discrete Laplace sampler of scale ``units / eps_element`` grid units (no fitting).
+
+    ``grid_bits=None``: :func:`grid_bits_for` the scale ``b = Δ / eps_element``.
+    """
+    units = 1 << (grid_bits if grid_bits is not None else grid_bits_for(1.0 / eps_element))
+    return _Grid(domain.low, domain.width / units, units, discrete_laplace_sampler(units / eps_element))
+
+
 class _Elementwise(Mechanism):
     """Shared release path: validate, clip, reduce, noise each element; float64 inside, float32 out."""
 
@@ -109,6 +192,7 @@ class _Elementwise(Mechanism):
         self.per = check_per(per)
         self.domain = check_domain(domain)
         self.reduction = check_reduction(reduction)
+        self.round_inputs = False  # integer domains: refuse non-integer floats unless a mechanism opts in
         self._plans: dict[tuple[Any, ...], _Plan] = {}
 
     # -- subclasses ---------------------------------------------------------------------------
@@ -154,7 +238,7 @@ class _Elementwise(Mechanism):
         ``generator=None`` draws from a fresh generator seeded by the OS CSPRNG.
         ``public=True``: same noise, guarantee of a public input (epsilon 0).
         """
-        x, clipped, record_shape = prepare(records, self.domain, self.reduction)
+        x, clipped, record_shape = prepare(records, self.domain, self.reduction, round_inputs=self.round_inputs)
         plan = self._plan(record_shape)
         gen = make_generator(generator)
         y = self._apply(x, plan, gen)
@@ -249,9 +333,11 @@ class LaplaceMechanism(_Elementwise):
     """Laplace noise, scale ``b = Δ / eps_elem`` per element: pure eps_elem-LDP per element,
     ``I * eps_elem`` per record (exact: all I elements may change).
 
-    ``secure=True`` snaps the clipped input to the grid ``gamma = Δ / 2**grid_bits``
+    ``secure=True`` (default) snaps the clipped input to the grid ``gamma = Δ / 2**grid_bits``
     and adds ``gamma`` times discrete Laplace noise of scale ``b / gamma`` drawn on the
     secure integer path; the grid sensitivity is exactly ``2**grid_bits`` units.
+    ``grid_bits=None`` (default) picks about 512-1024 grid steps per b (:func:`grid_bits_for`).
+    ``secure=False``: float64 inverse-CDF sampling (for benchmarks; open to the floating-point attack).
     """
 
     name = "laplace"
@@ -263,16 +349,16 @@ class LaplaceMechanism(_Elementwise):
         per: str = "element",
         domain: Domain = Domain(0.0, 1.0),
         reduction: int = 1,
-        secure: bool = False,
-        grid_bits: int = 12,
+        secure: bool = True,
+        grid_bits: int | None = None,
     ) -> None:
         super().__init__(per=per, domain=domain, reduction=reduction)
         self.epsilon = check_epsilon(epsilon)
-        if not isinstance(secure, bool):
-            raise ValueError(f"secure must be True or False, got {secure!r}")
-        if isinstance(grid_bits, bool) or not isinstance(grid_bits, int) or not 1 <= grid_bits <= 30:
-            raise ValueError(f"grid_bits must be an int in [1, 30], got {grid_bits!r}")
-        self.secure = secure
+        self.secure = _check_secure(secure)
+        if grid_bits is not None and (
+            isinstance(grid_bits, bool) or not isinstance(grid_bits, int) or not 1 <= grid_bits <= 30
+        ):
+            raise ValueError(f"grid_bits must be None or an int in [1, 30], got {grid_bits!r}")
         self.grid_bits = grid_bits
 
     def _extra_config(self) -> dict[str, Any]:
@@ -294,36 +380,36 @@ class LaplaceMechanism(_Elementwise):
         if not self.secure:
             b = delta_w / eps_e
             eps_true = eps_e
-            params.update({"b": b, "secure": False, "sampling": "float64 inverse CDF"})
+            params.update({"b": b, "secure": False, "sampling": FLOAT_SAMPLING})
             values["b"] = b
-            notes.append("float sampling path (not hardened against the floating-point attack; use secure=True)")
+            notes.append("float sampling path (not hardened against the floating-point attack; secure=True is)")
         else:
             _check_noise_scale(self.name, {"b": delta_w / eps_e})
-            units = 1 << self.grid_bits  # sensitivity in grid units
-            gamma = delta_w / units
 
-            def bound(target: float) -> tuple[float, DiscreteLaplaceSampler, float]:
-                s = discrete_laplace_sampler(units / target)
-                return units / s.scale + s.epsilon_excess(units), s, target
+            def bound(target: float) -> tuple[float, _Grid, float]:
+                grid = _laplace_grid(self.domain, target, self.grid_bits)
+                return grid.units / grid.sampler.scale + grid.sampler.epsilon_excess(grid.units), grid, target
 
-            eps_true, sampler, used = _fit_below(eps_e, bound)
-            b = sampler.scale * gamma
+            eps_bound, grid, _ = _fit_below(eps_e, bound)
+            eps_true = eps_e  # the realised bound is at most the target: the target is the (exact) claim
+            excess = grid.sampler.epsilon_excess(grid.units)
+            b = grid.sampler.scale * grid.gamma
             params.update(
                 {
                     "b": b,
+                    "epsilon_element_bound": eps_bound,
                     "secure": True,
-                    "grid": gamma,
-                    "grid_bits": self.grid_bits,
-                    "scale_grid_units": sampler.scale,
-                    "epsilon_quantisation_excess": sampler.epsilon_excess(units),
-                    "sampling": "integer discrete Laplace on a grid (secure path)",
+                    "grid": grid.gamma,
+                    "grid_bits": grid.units.bit_length() - 1,
+                    "scale_grid_units": grid.sampler.scale,
+                    "epsilon_quantisation_excess": excess,
+                    "sampling": SECURE_LAPLACE_SAMPLING,
                 }
             )
-            values.update({"sampler": sampler, "gamma": gamma, "units": units, "b": b})
+            values.update({"grid": grid, "b": b})
             notes.append(
-                f"secure path: input snapped to a grid of {_fmt(gamma)}, discrete Laplace noise from integer"
-                f" tables; table rounding adds at most {sampler.epsilon_excess(units):.3g} nats per element"
-                " (included in the figures)"
+                f"secure path: input snapped to a grid of {_fmt(grid.gamma)}, discrete Laplace noise from integer"
+                f" tables; table rounding adds at most {excess:.3g} nats per element (included in the figures)"
             )
         return self._pure_plan(eps_true, n_elem, params, tuple(notes), values)
 
@@ -331,15 +417,13 @@ class LaplaceMechanism(_Elementwise):
         v = plan.values
         if not self.secure:
             return laplace_noise(x.shape, v["b"], gen).add_(x)
-        j = torch.round((x.to(torch.float64) - self.domain.low) / v["gamma"]).to(torch.int64)
-        z = v["sampler"].sample(x.shape, gen)
-        return self.domain.low + (j + z).to(torch.float64) * v["gamma"]
+        return v["grid"].apply(x, gen)
 
     def _noise(self, shape, plan, gen):
         v = plan.values
         if not self.secure:
             return laplace_noise(shape, v["b"], gen)
-        return v["sampler"].sample(shape, gen).to(torch.float64) * v["gamma"]
+        return v["grid"].noise(shape, gen)
 
 
 def _fit_below(target: float, bound: Callable[[float], tuple[float, Any, float]]) -> tuple[float, Any, float]:
@@ -359,13 +443,22 @@ def _fit_below(target: float, bound: Callable[[float], tuple[float, Any, float]]
 
 
 class GaussianMechanism(_Elementwise):
-    """Gaussian noise calibrated with the analytic Gaussian mechanism (Balle & Wang 2018).
+    """Gaussian noise at (epsilon, delta) per element or per record.
 
-    ``per="element"``: sigma is the smallest giving (eps, delta) for one element of
-    sensitivity Δ; the record figure is the exact analytic-Gaussian epsilon of the
-    whole record at L2 sensitivity ``Δ sqrt(I)`` and the same delta (much tighter than
-    basic composition). ``per="record"``: sigma is calibrated for L2 sensitivity
-    ``Δ sqrt(I)`` directly; the per-element figure is reported alongside.
+    ``secure=True`` (default): the discrete Gaussian on a grid (Canonne, Kamath &
+    Steinke 2020), sampled with integer arithmetic only
+    (:mod:`ldpclient.privacy.discrete_gaussian`). Accounting: an integer vector of L2
+    sensitivity ``Δ₂`` (grid units) plus independent ``N_Z(0, s)`` is
+    ``Δ₂²/(2s)``-zCDP exactly; converted to (epsilon, delta) by CKS Corollary 13
+    (:mod:`ldpclient.privacy.zcdp`). The sampler's measured rounding is added (to
+    epsilon, about 1e-10 nats per element, and to delta, about 1e-14).
+
+    ``secure=False``: float64 normal noise calibrated with the analytic Gaussian
+    mechanism (Balle & Wang 2018), for benchmarks.
+
+    Either way ``per="element"`` calibrates one element of sensitivity Δ and states
+    the whole record at L2 sensitivity ``Δ sqrt(I)`` and the same delta (much
+    tighter than basic composition); ``per="record"`` calibrates for ``Δ sqrt(I)``.
     """
 
     name = "gaussian"
@@ -378,13 +471,16 @@ class GaussianMechanism(_Elementwise):
         per: str = "element",
         domain: Domain = Domain(0.0, 1.0),
         reduction: int = 1,
+        secure: bool = True,
+        allow_large_delta: bool = False,
     ) -> None:
         super().__init__(per=per, domain=domain, reduction=reduction)
         self.epsilon = check_epsilon(epsilon)
-        self.delta = check_delta(delta)
+        self.delta = check_delta(delta, allow_large=allow_large_delta)
+        self.secure = _check_secure(secure)
 
     def _extra_config(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta}
+        return {"epsilon": self.epsilon, "delta": self.delta, "secure": self.secure}
 
     def _make_plan(self, record_shape, rel_shape, n_elem, noise_only=False) -> _Plan:
         d = self.domain.width
@@ -392,7 +488,9 @@ class GaussianMechanism(_Elementwise):
         sigma = ag.calibrate_sigma(self.epsilon, self.delta, d if self.per == "element" else l2_rec)
         if not sigma > 0:  # the calibration underflows for absurdly small epsilons: the scale is unrepresentable
             sigma = math.inf
-        _check_noise_scale(self.name, {"sigma": sigma})
+        _check_noise_scale(self.name, {"sigma": sigma})  # the discrete Gaussian needs at least this sigma too
+        if self.secure:
+            return self._secure_plan(rel_shape, n_elem)
         if self.per == "element":
             eps_e = self.epsilon
             eps_r = ag.epsilon_for_sigma(sigma, self.delta, l2_rec)
@@ -407,7 +505,7 @@ class GaussianMechanism(_Elementwise):
                 "l2_sensitivity_record": l2_rec,
                 "calibration": "analytic Gaussian (Balle & Wang 2018)",
                 "secure": False,
-                "sampling": "float64 normal",
+                "sampling": FLOAT_SAMPLING,
                 "basic_composition_epsilon_record": n_elem * eps_e,
                 "basic_composition_delta_record": min(1.0, n_elem * self.delta),
             }
@@ -418,25 +516,93 @@ class GaussianMechanism(_Elementwise):
             f" at delta = {self.delta:g}",
             f"basic composition of the {n_elem} per-element guarantees would give the looser"
             f" ({_fmt(n_elem * eps_e)}, {_fmt(min(1.0, n_elem * self.delta))})",
-            "float sampling path (Gaussian noise is not on the secure integer path)",
+            "float sampling path (not hardened against the floating-point attack; secure=True is)",
         )
-        g = Guarantee(
+        g = self._guarantee(eps_e, self.delta, eps_r, self.delta, n_elem, params, notes)
+        return _Plan(g, n_elem, {"sigma": sigma})
+
+    def _guarantee(self, eps_e, delta_e, eps_r, delta_r, n_elem, params, notes) -> Guarantee:
+        return Guarantee(
             mechanism=self.name,
             epsilon_element=eps_e,
-            delta_element=self.delta,
+            delta_element=delta_e,
             epsilon_record=eps_r,
-            delta_record=self.delta,
+            delta_record=delta_r,
             elements_per_record=n_elem,
             domain=self.domain,
             params=params,
-            notes=notes,
+            notes=tuple(notes),
         )
-        return _Plan(g, n_elem, {"sigma": sigma})
+
+    def _secure_plan(self, rel_shape: tuple[int, ...], n_elem: int) -> _Plan:
+        """Discrete Gaussian: fit the grid variance so the realised figure (with sampler excess) meets the target."""
+        scale = 1 if self.per == "element" else n_elem  # the target is stated for 1 or for all I elements
+
+        def realised(grid: _Grid, rho_e: float, delta_ideal: float) -> tuple[float, float, float, float]:
+            excess, tv = grid.sampler.epsilon_excess(grid.units), grid.sampler.tv_bound()
+            eps_e = zcdp.epsilon_for(rho_e, delta_ideal) + excess
+            eps_r = zcdp.epsilon_for(n_elem * rho_e, delta_ideal) + n_elem * excess
+            return eps_e, delta_ideal + tv, eps_r, delta_ideal + n_elem * tv
+
+        delta_ideal = self.delta * (1.0 - 1e-6)
+        for _ in range(2):
+
+            def bound(target: float, delta_ideal: float = delta_ideal) -> tuple[float, Any, float]:
+                grid, rho_e = _gaussian_grid(self.domain, zcdp.rho_for(target, delta_ideal) / scale, self.name)
+                figures = realised(grid, rho_e, delta_ideal)
+                return figures[0] if scale == 1 else figures[2], (grid, rho_e), target
+
+            _, (grid, rho_e), _ = _fit_below(self.epsilon, bound)
+            eps_e, delta_e, eps_r, delta_r = realised(grid, rho_e, delta_ideal)
+            spare = self.delta - (delta_e if scale == 1 else delta_r)
+            if spare >= 0:  # the realised figures are at most the target: state the target (an exact claim)
+                if scale == 1:
+                    eps_e, delta_e = self.epsilon, self.delta
+                else:
+                    eps_r, delta_r = self.epsilon, self.delta
+                break
+            delta_ideal += 2.0 * spare  # the sampler's TV did not fit in the 1e-6 margin: make room
+        else:  # pragma: no cover - defensive
+            raise ValueError(f"{self.name}: could not fit the sampler's rounding below delta={self.delta}")
+        sampler = grid.sampler
+        sigma = sampler.sigma * grid.gamma
+        params = self._common_params(n_elem, rel_shape)
+        params.update(
+            {
+                "sigma": sigma,
+                "delta": self.delta,
+                "l2_sensitivity_record": self.domain.width * math.sqrt(n_elem),
+                "calibration": "discrete Gaussian, zCDP (CKS 2020 Thm 4) converted by CKS Cor 13",
+                "rho_element": rho_e,
+                "rho_record": n_elem * rho_e,
+                "secure": True,
+                "grid": grid.gamma,
+                "grid_bits": int(grid.units).bit_length() - 1,
+                "variance_grid_units": sampler.s,
+                "epsilon_quantisation_excess": sampler.epsilon_excess(grid.units),
+                "delta_sampler_tv": sampler.tv_bound(),
+                "sampling": SECURE_GAUSSIAN_SAMPLING,
+            }
+        )
+        notes = (
+            f"discrete Gaussian noise, sigma = {_fmt(sigma)} ({sampler.s} grid units² on a grid of {_fmt(grid.gamma)});"
+            f" {_fmt(rho_e)}-zCDP per element, {_fmt(n_elem * rho_e)}-zCDP per record (L2 sensitivity"
+            f" {_fmt(self.domain.width)} x sqrt({n_elem})), converted to (epsilon, delta) by CKS 2020 Cor 13",
+            f"secure integer sampling; table rounding adds at most {sampler.epsilon_excess(grid.units):.3g} nats and"
+            f" {sampler.tv_bound():.3g} delta per element (included in the figures)",
+            f"inputs are clipped to the declared domain [{self.domain.low}, {self.domain.high}] and snapped to the grid",
+        )
+        g = self._guarantee(eps_e, delta_e, eps_r, delta_r, n_elem, params, notes)
+        return _Plan(g, n_elem, {"grid": grid, "sigma": sigma})
 
     def _apply(self, x, plan, gen):
+        if self.secure:
+            return plan.values["grid"].apply(x, gen)
         return x + gaussian_noise(x.shape, plan.values["sigma"], gen)
 
     def _noise(self, shape, plan, gen):
+        if self.secure:
+            return plan.values["grid"].noise(shape, gen)
         return gaussian_noise(shape, plan.values["sigma"], gen)
 
 
@@ -459,8 +625,16 @@ class TLDPMechanism(_Elementwise):
     point mass, so per element the Laplace version is ``(Δ/b, p_max)``-LDP and per
     record ``(I Δ/b, 1 - prod_e (1 - p_e))``; the Gaussian version is
     ``(eps_G, p + (1-p) delta)`` per element and ``(eps_G,rec, q + (1-q) delta)`` per
-    record, eps_G being the analytic-Gaussian epsilon of sigma at ``delta``.
+    record, eps_G being the Gaussian epsilon of sigma at ``delta`` (zCDP conversion of the
+    discrete Gaussian on the secure path, analytic Gaussian on the float path).
     p is computed in log space (it underflows for real images; ``params["log_p"]``).
+    ``p=`` replaces the published keep probability (audits, reproductions); the
+    guarantee is recomputed from it. ``weights`` may be given at the record's spatial
+    resolution or at the released one (after ``reduction``).
+
+    ``secure=True`` (default): the noise is integer discrete Laplace/Gaussian on a grid
+    of about b/1000 or sigma/1000 (:func:`grid_bits_for`), a kept element is
+    released snapped to that grid; ``secure=False``: float64 noise (benchmarks).
     """
 
     def __init__(
@@ -470,16 +644,21 @@ class TLDPMechanism(_Elementwise):
         base: str = "laplace",
         delta: float = DEFAULT_DELTA,
         weights: object | None = None,
+        p: float | None = None,
         per: str = "element",
         domain: Domain = Domain(0.0, 1.0),
         reduction: int = 1,
+        secure: bool = True,
+        allow_large_delta: bool = False,
     ) -> None:
         super().__init__(per=per, domain=domain, reduction=reduction)
         self.epsilon = check_epsilon(epsilon)
         if base not in ("laplace", "gaussian"):
             raise ValueError(f"TLDP base must be 'laplace' or 'gaussian', got {base!r}")
         self.base = base
-        self.delta = check_delta(delta)
+        self.delta = check_delta(delta, allow_large=allow_large_delta)
+        self.p = None if p is None else check_probability(p, "p")
+        self.secure = _check_secure(secure)
         self.weights = None if weights is None else check_weights(weights)
         if self.weights is not None:
             self.name = "tldp-weighted"
@@ -487,9 +666,11 @@ class TLDPMechanism(_Elementwise):
             self.name = f"tldp-{base}"
 
     def _extra_config(self) -> dict[str, Any]:
-        cfg: dict[str, Any] = {"epsilon": self.epsilon, "base": self.base}
+        cfg: dict[str, Any] = {"epsilon": self.epsilon, "base": self.base, "secure": self.secure}
         if self.base == "gaussian":
             cfg["delta"] = self.delta
+        if self.p is not None:
+            cfg["p"] = self.p
         if self.weights is not None:
             w = self.weights.contiguous()
             cfg["weights_shape"] = list(w.shape)
@@ -500,14 +681,27 @@ class TLDPMechanism(_Elementwise):
         d = self.domain.width
         eps_e = self._eps_element(self.epsilon, n_elem)
         expo = eps_e - n_elem * eps_e  # eps - I Δ/b (Laplace) = eps - I Δ²/(2σ²) (Gaussian) = eps (1 - I)
+        grid: _Grid | None = None
+        rho_e = eps_e  # Gaussian base: Δ²/(2σ²) with the published σ² = Δ²/(2 eps)
         if self.base == "laplace":
             b = d / eps_e
             log_p = expo - _logaddexp(math.log(2.0 * b), expo)
-            scale = {"b": b}
+            if self.secure:
+                _check_noise_scale(self.name, {"b": b})
+                grid = _laplace_grid(self.domain, eps_e, None)
+                b = grid.sampler.scale * grid.gamma
+            scale: dict[str, Any] = {"b": b}
         else:
             sigma = d / math.sqrt(2.0 * eps_e)
             log_p = expo - _logaddexp(math.log(sigma * math.sqrt(2.0 * math.pi)), expo)
+            if self.secure:
+                _check_noise_scale(self.name, {"sigma": sigma})
+                grid, rho_e = _gaussian_grid(self.domain, eps_e, self.name)
+                sigma = grid.sampler.sigma * grid.gamma
             scale = {"sigma": sigma}
+        log_p_published = log_p
+        if self.p is not None:
+            log_p = math.log(self.p) if self.p > 0 else -math.inf
 
         # Per-element keep probabilities of one released record (log space, float64).
         thin = None
@@ -552,22 +746,35 @@ class TLDPMechanism(_Elementwise):
                 "epsilon_paper": eps_e,
                 "log_p": log_p,
                 "p": p,
+                "p_source": "published formula" if self.p is None else "set explicitly",
+                "log_p_published": log_p_published,
                 "log_p_max": log_p_max,
                 "p_max": math.exp(log_p_max) if log_p_max > -math.inf else 0.0,
                 "log_delta_keep_record": log_q,
-                "secure": False,
-                "sampling": "float64 noise; keep decisions exact from log p",
+                "secure": self.secure,
+                "sampling": (
+                    (SECURE_LAPLACE_SAMPLING if self.base == "laplace" else SECURE_GAUSSIAN_SAMPLING)
+                    if self.secure
+                    else FLOAT_SAMPLING
+                )
+                + "; keep decisions from log p",
             }
         )
         params.update(w_info)
+        excess, tv = 0.0, 0.0
+        if grid is not None:
+            excess, tv = grid.sampler.epsilon_excess(grid.units), (grid.sampler.tv_bound() if self.base == "gaussian" else 0.0)
+            params.update({"grid": grid.gamma, "epsilon_quantisation_excess": excess, "delta_sampler_tv": tv})
 
         point_mass = (
             "a kept element is released unchanged (a point mass), so the published pure-eps claim does not hold;"
             " the keep probability enters as delta"
         )
         p_txt = f"p = {p:.3g} (log p = {log_p:.4g})"
+        if self.p is not None:
+            p_txt += f", set explicitly (the published formula gives log p = {log_p_published:.4g})"
         if self.base == "laplace":
-            eps_elem, eps_rec = d / b, n_elem * d / b
+            eps_elem, eps_rec = d / b + excess, n_elem * (d / b + excess)
             delta_elem, delta_rec = p_max, q
             mix = (
                 f"per record: with probability prod(1 - p_e) every element is noised (pure {_fmt(eps_rec)}),"
@@ -575,10 +782,14 @@ class TLDPMechanism(_Elementwise):
             )
         else:
             sigma = scale["sigma"]
-            eps_elem = ag.epsilon_for_sigma(sigma, self.delta, d)
-            eps_rec = ag.epsilon_for_sigma(sigma, self.delta, d * math.sqrt(n_elem))
-            delta_elem = min(1.0, p_max + (1.0 - p_max) * self.delta)
-            delta_rec = min(1.0, q + (1.0 - q) * self.delta)
+            if grid is not None:
+                eps_elem = zcdp.epsilon_for(rho_e, self.delta) + excess
+                eps_rec = zcdp.epsilon_for(n_elem * rho_e, self.delta) + n_elem * excess
+            else:
+                eps_elem = ag.epsilon_for_sigma(sigma, self.delta, d)
+                eps_rec = ag.epsilon_for_sigma(sigma, self.delta, d * math.sqrt(n_elem))
+            delta_elem = min(1.0, p_max + (1.0 - p_max) * (self.delta + tv))
+            delta_rec = min(1.0, q + (1.0 - q) * (self.delta + n_elem * tv))
             params["delta"] = self.delta
             mix = (
                 f"Gaussian noise sigma = {_fmt(sigma)} (= Δ/sqrt(2 eps)) is (eps_G = {_fmt(eps_elem)}, {self.delta:g})"
@@ -592,7 +803,13 @@ class TLDPMechanism(_Elementwise):
                 f" per-element {self.base} noise"
             )
         notes.append(f"inputs are clipped to the declared domain [{self.domain.low}, {self.domain.high}] before noise")
-        notes.append("float sampling path (not hardened against the floating-point attack)")
+        if grid is not None:
+            notes.append(
+                f"secure integer sampling on a grid of {_fmt(grid.gamma)} (kept elements are snapped to it);"
+                f" table rounding adds at most {excess:.3g} nats per element (included in the figures)"
+            )
+        else:
+            notes.append("float sampling path (not hardened against the floating-point attack; secure=True is)")
         g = Guarantee(
             mechanism=self.name,
             epsilon_element=eps_elem,
@@ -605,16 +822,26 @@ class TLDPMechanism(_Elementwise):
             notes=tuple(notes),
         )
         values: dict[str, Any] = dict(scale)
-        values.update({"log_p_max": log_p_max, "thin": thin})
+        values.update({"log_p_max": log_p_max, "thin": thin, "grid": grid})
         return _Plan(g, n_elem, values)
 
     def _base_noise(self, shape, values, gen) -> torch.Tensor:
+        if values["grid"] is not None:
+            return values["grid"].noise(shape, gen)
         if self.base == "laplace":
             return laplace_noise(shape, values["b"], gen)
         return gaussian_noise(shape, values["sigma"], gen)
 
     def _apply(self, x, plan, gen):
         v = plan.values
+        grid: _Grid | None = v["grid"]
+        if grid is not None:
+            j = grid.snap(x)
+            z = grid.sampler.sample(x.shape, gen)
+            kept = bernoulli_positions(x.numel(), v["log_p_max"], gen, thin=v["thin"])
+            if kept.numel():
+                z.view(-1)[kept] = 0  # a kept element is released as its grid value
+            return grid.value(j.add_(z))
         x32 = x.to(torch.float32)
         y = self._base_noise(x.shape, v, gen).to(torch.float32).add_(x32)
         kept = bernoulli_positions(x.numel(), v["log_p_max"], gen, thin=v["thin"])
@@ -656,8 +883,12 @@ class DiscreteTLDPMechanism(_Elementwise):
         per: str = "element",
         domain: Domain = Domain(0, 255, integer=True),
         reduction: int = 1,
+        round_inputs: bool = False,
     ) -> None:
         super().__init__(per=per, domain=domain, reduction=reduction)
+        if not isinstance(round_inputs, bool):
+            raise ValueError(f"round_inputs must be True or False, got {round_inputs!r}")
+        self.round_inputs = round_inputs
         if not self.domain.integer:
             raise ValueError("discrete TLDP needs an integer domain, e.g. Domain(0, 255, integer=True)")
         given = [v is not None for v in (epsilon, p, b)]
@@ -675,7 +906,7 @@ class DiscreteTLDPMechanism(_Elementwise):
             self._plan_for_elements(1)  # validate now (feasibility, sampler range): independent of I here
 
     def _extra_config(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "p": self.p, "b": self.b}
+        return {"epsilon": self.epsilon, "p": self.p, "b": self.b, "round_inputs": self.round_inputs}
 
     def _solve(self, eps_target: float | None) -> tuple[float, float]:
         d = self.sensitivity
@@ -753,8 +984,8 @@ def laplace(
     per: str = "element",
     domain: Domain = Domain(0.0, 1.0),
     reduction: int = 1,
-    secure: bool = False,
-    grid_bits: int = 12,
+    secure: bool = True,
+    grid_bits: int | None = None,
 ) -> LaplaceMechanism:
     """Laplace mechanism, ``b = Δ/eps_elem``. ``epsilon`` is per element, or per record with ``per="record"``."""
     return LaplaceMechanism(epsilon, per=per, domain=domain, reduction=reduction, secure=secure, grid_bits=grid_bits)
@@ -767,28 +998,51 @@ def gaussian(
     per: str = "element",
     domain: Domain = Domain(0.0, 1.0),
     reduction: int = 1,
+    secure: bool = True,
+    allow_large_delta: bool = False,
 ) -> GaussianMechanism:
-    """Analytic Gaussian mechanism at (epsilon, delta) per element or per record (``per``)."""
-    return GaussianMechanism(epsilon, delta, per=per, domain=domain, reduction=reduction)
+    """Gaussian mechanism at (epsilon, delta) per element or per record (``per``); discrete and secure by default."""
+    return GaussianMechanism(
+        epsilon, delta, per=per, domain=domain, reduction=reduction, secure=secure, allow_large_delta=allow_large_delta
+    )
 
 
 def tldp_laplace(
-    epsilon: float, *, per: str = "element", domain: Domain = Domain(0.0, 1.0), reduction: int = 1
+    epsilon: float,
+    *,
+    p: float | None = None,
+    per: str = "element",
+    domain: Domain = Domain(0.0, 1.0),
+    reduction: int = 1,
+    secure: bool = True,
 ) -> TLDPMechanism:
     """Published TLDP with Laplace noise (``b = Δ/eps``); the guarantee reports the point mass as delta."""
-    return TLDPMechanism(epsilon, base="laplace", per=per, domain=domain, reduction=reduction)
+    return TLDPMechanism(epsilon, base="laplace", p=p, per=per, domain=domain, reduction=reduction, secure=secure)
 
 
 def tldp_gaussian(
     epsilon: float,
     delta: float = DEFAULT_DELTA,
     *,
+    p: float | None = None,
     per: str = "element",
     domain: Domain = Domain(0.0, 1.0),
     reduction: int = 1,
+    secure: bool = True,
+    allow_large_delta: bool = False,
 ) -> TLDPMechanism:
     """Published TLDP with Gaussian noise (``σ² = Δ²/(2 eps)``); ``delta`` is used to report the true guarantee."""
-    return TLDPMechanism(epsilon, base="gaussian", delta=delta, per=per, domain=domain, reduction=reduction)
+    return TLDPMechanism(
+        epsilon,
+        base="gaussian",
+        delta=delta,
+        p=p,
+        per=per,
+        domain=domain,
+        reduction=reduction,
+        secure=secure,
+        allow_large_delta=allow_large_delta,
+    )
 
 
 def weighted_tldp(
@@ -797,12 +1051,29 @@ def weighted_tldp(
     *,
     base: str = "laplace",
     delta: float = DEFAULT_DELTA,
+    p: float | None = None,
     per: str = "element",
     domain: Domain = Domain(0.0, 1.0),
     reduction: int = 1,
+    secure: bool = True,
+    allow_large_delta: bool = False,
 ) -> TLDPMechanism:
-    """Weighted TLDP: keep probability ``p (1 - w)`` with ``weights`` (H, W) in [0, 1] over the spatial axes."""
-    return TLDPMechanism(epsilon, base=base, delta=delta, weights=weights, per=per, domain=domain, reduction=reduction)
+    """Weighted TLDP: keep probability ``p (1 - w)`` with ``weights`` in [0, 1] over the spatial axes.
+
+    ``weights``: ``(H, W)`` at the record's resolution or at the released one (after ``reduction``).
+    """
+    return TLDPMechanism(
+        epsilon,
+        base=base,
+        delta=delta,
+        weights=weights,
+        p=p,
+        per=per,
+        domain=domain,
+        reduction=reduction,
+        secure=secure,
+        allow_large_delta=allow_large_delta,
+    )
 
 
 def discrete_tldp(
@@ -813,9 +1084,13 @@ def discrete_tldp(
     per: str = "element",
     domain: Domain = Domain(0, 255, integer=True),
     reduction: int = 1,
+    round_inputs: bool = False,
 ) -> DiscreteTLDPMechanism:
-    """Discrete TLDP on an integer domain (secure sampling); two of epsilon/p/b, or epsilon alone."""
-    return DiscreteTLDPMechanism(epsilon, p=p, b=b, per=per, domain=domain, reduction=reduction)
+    """Discrete TLDP on an integer domain (secure sampling); two of epsilon/p/b, or epsilon alone.
+
+    Float inputs with non-integer values are refused unless ``round_inputs=True``.
+    """
+    return DiscreteTLDPMechanism(epsilon, p=p, b=b, per=per, domain=domain, reduction=reduction, round_inputs=round_inputs)
 
 
 MECHANISMS: dict[str, Callable[..., Mechanism]] = {

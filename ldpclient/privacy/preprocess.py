@@ -28,15 +28,38 @@ def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     return value
 
 
-def check_delta(delta: float, name: str = "delta") -> float:
-    """A delta in the open interval (0, 1)."""
+#: Largest delta a mechanism accepts unless forced (``allow_large_delta=True``, CLI ``--allow-large-delta``).
+MAX_DELTA = 1e-2
+
+
+def check_delta(delta: float, name: str = "delta", *, allow_large: bool = True) -> float:
+    """A delta in the open interval (0, 1); above :data:`MAX_DELTA` only with ``allow_large``."""
     try:
         value = float(delta)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a number, got {delta!r}") from None
     if not (0.0 < value < 1.0):
         raise ValueError(f"{name} must be in (0, 1), got {delta!r}")
+    if not allow_large and value > MAX_DELTA:
+        raise ValueError(
+            f"{name}={value:g} is above {MAX_DELTA:g}: with that probability a record may be released in the clear;"
+            " choose a delta below 1/(number of records), or force it with allow_large_delta=True (--allow-large-delta)"
+        )
     return value
+
+
+def delta_warning(delta_record: float, n_records: int) -> str | None:
+    """A one-line warning when a per-record delta exceeds ``1 / n_records`` (else ``None``).
+
+    Delta is the probability that the guarantee fails for a record; above 1/n one of the
+    n records is expected to be exposed.
+    """
+    if n_records >= 1 and delta_record > 1.0 / n_records:
+        return (
+            f"per-record delta {delta_record:.3g} exceeds 1/n = {1.0 / n_records:.3g} for {n_records} records:"
+            " about one record is expected to lose its guarantee; choose a smaller delta"
+        )
+    return None
 
 
 def check_probability(p: float, name: str = "p", *, allow_zero: bool = True) -> float:
@@ -150,8 +173,40 @@ def average_pool(x: torch.Tensor, reduction: int) -> torch.Tensor:
     return x.reshape(*lead, h // k, k, w // k, k).mean(dim=(-3, -1))
 
 
-def prepare(records: torch.Tensor, domain: Domain, reduction: int) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...]]:
+def check_dtype_for_domain(records: torch.Tensor, domain: Domain, *, round_inputs: bool = False) -> int:
+    """Refuse what the domain would silently reinterpret; return how many elements rounding changes.
+
+    * integer tensors (e.g. uint8 pixels 0..255) on a float domain are refused: scale them
+      (``x.float() / 255`` for [0, 1]) or declare ``Domain.uint8()``;
+    * floats with non-integer values on an integer domain are refused unless
+      ``round_inputs`` (then the count of rounded elements is returned).
+    """
+    is_float = records.is_floating_point()
+    if not domain.integer and not is_float:
+        hint = " (e.g. x.float() / 255 for uint8 pixels)" if records.dtype == torch.uint8 else ""
+        raise ValueError(
+            f"records are {str(records.dtype).replace('torch.', '')} but the domain [{domain.low:g}, {domain.high:g}]"
+            f" is continuous: scale them to the domain{hint}, or declare an integer domain such as Domain.uint8()"
+        )
+    if domain.integer and is_float:
+        fractional = int((records.detach() != torch.round(records.detach())).sum())
+        if fractional and not round_inputs:
+            raise ValueError(
+                f"{fractional} values are not integers but the domain {{{int(domain.low)}..{int(domain.high)}}} is an"
+                " integer domain: convert the records (e.g. (x * 255).round().to(torch.uint8)), or pass"
+                " round_inputs=True to have them rounded"
+            )
+        return fractional
+    return 0
+
+
+def prepare(
+    records: torch.Tensor, domain: Domain, reduction: int, *, round_inputs: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...]]:
     """Validate, clip, reduce: the full data-independent preprocessing before noise.
+
+    Refuses dtype/domain mismatches (:func:`check_dtype_for_domain`); elements rounded
+    because ``round_inputs`` was asked are counted with the clipped ones.
 
     Returns ``(x, clipped_elements, record_shape)`` where ``x`` is float64
     ``(N, *released_shape)``, or the input itself (float32/float64/integer dtype, not
@@ -160,6 +215,7 @@ def prepare(records: torch.Tensor, domain: Domain, reduction: int) -> tuple[torc
     """
     record_shape = validate_records(records, domain, reduction)
     lo, hi = _value_range(records)
+    rounded = check_dtype_for_domain(records, domain, round_inputs=round_inputs)
     exact_dtype = records.dtype in (torch.float32, torch.float64) or not records.is_floating_point()
     if reduction == 1 and domain.low <= lo and hi <= domain.high and exact_dtype and (
         not domain.integer or not records.is_floating_point()
@@ -167,6 +223,9 @@ def prepare(records: torch.Tensor, domain: Domain, reduction: int) -> tuple[torc
         # Fast path: nothing to clip, round or pool; the values are used as they are (no copy).
         return records.detach(), torch.zeros(records.shape[0], dtype=torch.int64), record_shape
     x, counts = clip_to_domain(records, domain)
+    if rounded:
+        x_in = records.detach().to(torch.float64).clamp(domain.low, domain.high)
+        counts = counts + (x_in != torch.round(x_in)).reshape(x.shape[0], -1).sum(dim=1).to(torch.int64)
     x = average_pool(x, reduction)
     if domain.integer and reduction > 1:
         x = torch.round(x)
@@ -176,8 +235,9 @@ def prepare(records: torch.Tensor, domain: Domain, reduction: int) -> tuple[torc
 def check_weights(weights: object, record_shape: Sequence[int] | None = None, reduction: int = 1) -> torch.Tensor:
     """Weight matrix of weighted TLDP: float64 ``(H, W)`` with every value in [0, 1].
 
-    With ``record_shape`` given, H x W must equal the record's last two axes (before
-    reduction); the result is average-pooled by ``reduction`` to the released H x W.
+    With ``record_shape`` given, H x W must equal the record's last two axes before
+    reduction (then average-pooled by ``reduction``) or after it (the released
+    resolution, used as is); a mismatch names both shapes.
     """
     if isinstance(weights, torch.Tensor):
         w = weights.detach().to(dtype=torch.float64, device="cpu")
@@ -197,11 +257,16 @@ def check_weights(weights: object, record_shape: Sequence[int] | None = None, re
             f"weights must lie in [0, 1], got values in [{float(w.min()):.4g}, {float(w.max()):.4g}]"
         )
     if record_shape is not None:
-        shape = tuple(record_shape)
-        if len(shape) < 2 or tuple(w.shape) != shape[-2:]:
-            raise ValueError(
-                f"weights shape {tuple(w.shape)} does not match the record's spatial axes "
-                f"{shape[-2:] if len(shape) >= 2 else shape} (record shape {shape})"
-            )
-        w = average_pool(w, reduction)
+        shape = tuple(int(v) for v in record_shape)
+        full = shape[-2:] if len(shape) >= 2 else shape
+        released = released_shape(shape, reduction)[-2:] if len(shape) >= 2 else shape
+        if tuple(w.shape) == full:
+            return average_pool(w, reduction)
+        if tuple(w.shape) == released:
+            return w
+        at = f" or the released {released} (reduction {reduction})" if reduction > 1 else ""
+        raise ValueError(
+            f"weights shape {tuple(w.shape)} does not match these records: expected the record's spatial axes"
+            f" {full}{at}; record shape {shape}"
+        )
     return w
