@@ -23,12 +23,14 @@ from hostile_server import HostileServer  # noqa: E402
 
 CASES = ("huge-shape", "gzip-bomb-metadata", "big-body", "gzip-bomb-infer", "trickle", "trickle-headers", "labels:[1.7]")
 _RUN = """
-import resource, sys
+import re, sys
 from ldpclient.cli import app
 try:
     app(sys.argv[1:])
 finally:
-    print("PEAK_RSS_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+    # VmHWM: this process image's own peak (ru_maxrss would carry the parent's RSS at fork across exec)
+    status = open("/proc/self/status").read()
+    print("PEAK_RSS_KB", re.search(r"VmHWM:\\s+(\\d+)", status).group(1), file=sys.stderr)
 """
 
 

@@ -476,12 +476,14 @@ class HttpTransport:
                     break
                 size += len(piece)
                 if size > limit:
+                    pieces.clear()  # a kept exception (retry state, wire fallback) must not pin the pieces
                     raise MalformedResponse(
                         f"{what}: the response from {where} is larger than {limit} bytes (after decompression); "
                         "refused", transient=False,
                     )
                 pieces.append(piece)
         except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
+            pieces.clear()
             if isinstance(exc, urllib3.exceptions.DecodeError):
                 raise MalformedResponse(f"{what}: undecodable response body from {where}: {_short(exc)}") from None
             raise TransientTeacherError(self.redact(f"{what}: response body lost ({where}): {_short(exc)}")) from None
