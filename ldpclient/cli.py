@@ -28,6 +28,7 @@ from . import __version__
 from .config import ConfigError, options_for_command, read_config
 from .run.facts import WIRE_CHOICES
 from .run.ui import UI
+from .transfer import defaults
 
 #: Same value as ldpclient.data.DEFAULT_MAX_PIXELS (checked by a test); repeated here so
 #: that `ldpclient --help` and argument errors do not pay for importing torch.
@@ -203,6 +204,43 @@ ConfigOption = typer.Option(
     exists=False,
     dir_okay=False,
 )
+MechanismOption = typer.Option(Mechanism(defaults.mechanism()), help="LDP mechanism applied to each record.")
+EpsilonOption = typer.Option(defaults.epsilon(), help="Privacy parameter epsilon (nats), in --epsilon-unit.")
+EpsilonUnitOption = typer.Option(
+    EpsilonUnit(defaults.epsilon_unit()), help="Whether --epsilon is per released element or per whole record."
+)
+DeltaOption = typer.Option(
+    None,
+    help=f"Delta of gaussian, tldp-gaussian and tldp-weighted (same unit as --epsilon; default {defaults.delta():g}).",
+    show_default=False,
+)
+ReduceOption = typer.Option(
+    None,
+    min=1,
+    help="Average-pool records by this factor before noise (1 = off). Default: the largest factor that keeps at "
+    f"least {defaults.MIN_RELEASED_SIDE} pixels per side (28x28 -> 4, 8x8 -> 1).",
+    show_default=False,
+)
+PostprocessOption = typer.Option(
+    None,
+    help="Post-processing of releases (free), e.g. 'blur:2,clip', 'median:3,clip' or ''. Default: a blur of half the "
+    "--reduce factor in pixels, then clip ('clip' alone without reduction).",
+    show_default=False,
+)
+AdaptOption = typer.Option(
+    True, "--adapt/--no-adapt",
+    help="Fine-tune the student on the clean private images before labelling them (on this device only: no "
+    "query, no privacy cost; the adapted student has seen them and must stay here). The baseline gets the same.",
+)
+SecureOption = typer.Option(
+    True,
+    "--secure/--no-secure",
+    help="Draw the noise on the secure integer path (discrete Laplace/Gaussian on a grid); --no-secure uses float64 "
+    "sampling, open to the floating-point attack (benchmarks only). discrete-tldp is always secure.",
+)
+AllowLargeDeltaOption = typer.Option(
+    False, "--allow-large-delta", help="Accept a --delta above 1e-2 (refused otherwise: it is no meaningful guarantee)."
+)
 TokenOption = typer.Option(
     None,
     "--token",
@@ -261,24 +299,27 @@ def label(
     teacher: Optional[str] = typer.Option(
         None, "--teacher", "-t", help="Teacher URL, e.g. http://127.0.0.1:8080/v2/models/digits.", show_default=False
     ),
-    mechanism: Mechanism = typer.Option(Mechanism.laplace, help="LDP mechanism applied to each record."),
-    epsilon: float = typer.Option(2.0, help="Privacy parameter epsilon (nats), in --epsilon-unit."),
-    epsilon_unit: EpsilonUnit = typer.Option(
-        EpsilonUnit.element, help="Whether --epsilon is per released element or per whole record."
-    ),
-    delta: Optional[float] = typer.Option(None, help="Delta for Gaussian mechanisms (same unit as --epsilon)."),
+    mechanism: Mechanism = MechanismOption,
+    epsilon: float = EpsilonOption,
+    epsilon_unit: EpsilonUnit = EpsilonUnitOption,
+    delta: Optional[float] = DeltaOption,
+    secure: bool = SecureOption,
+    allow_large_delta: bool = AllowLargeDeltaOption,
     augment: Augment = typer.Option(Augment.sup, help="LDPKiT query expansion: sup, rand, or none (= SIDP)."),
-    reduce: int = typer.Option(4, min=1, help="Average-pool records by this factor before noise (1 = off)."),
-    postprocess: str = typer.Option("blur:2,clip", help="Post-processing of releases, e.g. 'blur:2,clip', 'median:3,clip' or ''."),
+    reduce: Optional[int] = ReduceOption,
+    postprocess: Optional[str] = PostprocessOption,
     baseline: bool = typer.Option(False, "--baseline/--no-baseline", help="Also run the data-free baseline (blank records, epsilon 0)."),
+    adapt: bool = AdaptOption,
     queries: Optional[int] = typer.Option(None, min=1, help="Number of teacher queries (default: 20 per record, at least 500)."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Queries per request (default: teacher's max, at most 256)."),
     price: float = typer.Option(0.0, min=0.0, help="Price per query (image), for the cost meter."),
     money_cap: Optional[float] = typer.Option(None, min=0.0, help="Stop before a batch would push total spend over this."),
     privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
     student: str = typer.Option("small_cnn", help="Student model: small_cnn, resnet18, mobilenet_v2."),
-    epochs: int = typer.Option(5, min=1, help="Student training epochs."),
-    train_batch_size: int = typer.Option(32, min=1, help="Student training batch size (optimiser step)."),
+    epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs."),
+    train_batch_size: int = typer.Option(
+        defaults.train_batch_size(), min=1, help="Student training batch size (optimiser step)."
+    ),
     output: Path = typer.Option(Path("labels.csv"), "--output", "-o", help="Labels file (.csv, or .jsonl)."),
     format: Optional[LabelFormat] = typer.Option(None, "--format", help="Labels format (default: from --output's extension)."),
     report: Optional[Path] = typer.Option(None, help="Run report JSON (default: next to --output, *.report.json)."),
@@ -323,10 +364,13 @@ def label(
             epsilon=epsilon,
             epsilon_unit=epsilon_unit.value,
             delta=delta,
+            secure=secure,
+            allow_large_delta=allow_large_delta,
             augment=augment.value,
             reduce=reduce,
             postprocess=postprocess,
             baseline=baseline,
+            adapt=adapt,
             queries=queries,
             batch_size=batch_size,
             price=price,
@@ -364,12 +408,14 @@ def noise(
     teacher: Optional[str] = typer.Option(None, "--teacher", "-t", help="Take the input shape from this teacher, and release for it (the label run then reuses these releases)."),
     size: int = typer.Option(28, min=1, help="Image side when no --teacher is given."),
     channels: int = typer.Option(1, help="1 (grey) or 3 (RGB) when no --teacher is given."),
-    mechanism: Mechanism = typer.Option(Mechanism.laplace, help="LDP mechanism (as for `label`)."),
-    epsilon: float = typer.Option(2.0, help="Epsilon (nats) in --epsilon-unit."),
-    epsilon_unit: EpsilonUnit = typer.Option(EpsilonUnit.element, help="Per released element or per record."),
-    delta: Optional[float] = typer.Option(None, help="Delta for Gaussian mechanisms."),
-    reduce: int = typer.Option(4, min=1, help="Average-pool by this factor before noise."),
-    postprocess: str = typer.Option("blur:2,clip", help="Post-processing of the releases (free)."),
+    mechanism: Mechanism = MechanismOption,
+    epsilon: float = EpsilonOption,
+    epsilon_unit: EpsilonUnit = EpsilonUnitOption,
+    delta: Optional[float] = DeltaOption,
+    secure: bool = SecureOption,
+    allow_large_delta: bool = AllowLargeDeltaOption,
+    reduce: Optional[int] = ReduceOption,
+    postprocess: Optional[str] = PostprocessOption,
     augment: Augment = typer.Option(Augment.sup, help="Augmentation shown in the preview's third row."),
     preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
     privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
@@ -408,6 +454,8 @@ def noise(
             epsilon=epsilon,
             epsilon_unit=epsilon_unit.value,
             delta=delta,
+            secure=secure,
+            allow_large_delta=allow_large_delta,
             reduce=reduce,
             postprocess=postprocess,
             augment=augment.value,
@@ -466,8 +514,9 @@ def demo(
     workdir: Optional[Path] = typer.Option(None, help="Where the private PNG folder and outputs go (default: a temp dir)."),
     queries: int = typer.Option(8000, min=10, help="Teacher queries per method."),
     epochs: int = typer.Option(4, min=1),
-    epsilon: float = typer.Option(2.0, help="Per-element epsilon of the demo's Laplace mechanism."),
-    reduce: int = typer.Option(4, min=1),
+    epsilon: float = typer.Option(defaults.epsilon(), help=f"Per-record epsilon of the demo's {defaults.mechanism()} mechanism."),
+    reduce: Optional[int] = ReduceOption,
+    adapt: bool = AdaptOption,
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run the data-free baseline."),
     seed: int = typer.Option(0, help="Seed of the demo's data split and training (the demo uses public data)."),
     teacher_epochs: Optional[int] = typer.Option(None, min=1, hidden=True, help="Mock teacher epochs, uncached (tests)."),
@@ -480,7 +529,7 @@ def demo(
     with user_errors(ui):
         result = run_demo(
             workdir=workdir, queries=queries, epochs=epochs, epsilon=epsilon, reduce=reduce,
-            baseline=baseline, seed=seed, teacher_epochs=teacher_epochs, ui=ui,
+            baseline=baseline, adapt=adapt, seed=seed, teacher_epochs=teacher_epochs, ui=ui,
         )
     if json_out:
         ui.print_json(result)

@@ -50,7 +50,7 @@ def _server(**kw):
 def _args(folder: Path, url: str, tmp_path: Path, *extra: str) -> list[str]:
     return [
         "label", str(folder), "--teacher", url, "--state-dir", str(tmp_path / "state"),
-        "--output", str(tmp_path / "out" / "labels.csv"), "--epsilon", "4", "--reduce", "2", "--queries", "24",
+        "--output", str(tmp_path / "out" / "labels.csv"), "--epsilon", "4", "--epsilon-unit", "element", "--reduce", "2", "--queries", "24",
         "--batch-size", "8", "--epochs", "1", "--price", "0.01", "--max-retry-time", "0", *extra,
     ]
 
@@ -194,7 +194,7 @@ def test_noise_writes_copies_and_preview_and_label_reuses_them(tmp_path: Path) -
     folder = _private(tmp_path)
     with _server() as srv:
         out = tmp_path / "noised"
-        result = _run(["noise", str(folder), "--out", str(out), "--teacher", srv.model_url, "--reduce", "2", "--epsilon", "4",
+        result = _run(["noise", str(folder), "--out", str(out), "--teacher", srv.model_url, "--reduce", "2", "--epsilon", "4", "--epsilon-unit", "element",
                        "--state-dir", str(tmp_path / "state"), "--json"])
         assert result.exit_code == 0, result.output
         doc = json.loads(result.stdout)
@@ -320,3 +320,43 @@ def test_a_file_name_that_is_not_utf8_is_labelled_and_named_in_the_report(tmp_pa
     assert report["escaped_names"] == ["dogs/caf\\xe9-\\xff.png"]
     rows = read_labels(tmp_path / "out" / "labels.csv")
     assert len(rows) == 9 and "dogs/caf\\xe9-\\xff.png" in {r.path for r in rows}
+
+
+def test_sampling_path_is_secure_by_default_and_reported(tmp_path: Path) -> None:
+    folder = _private(tmp_path, n=4)
+    with _server() as srv:
+        secure = _run(_args(folder, srv.model_url, tmp_path, "--augment", "none", "--json"))
+        assert secure.exit_code == 0, secure.output
+        rep = json.loads(secure.stdout)
+        assert rep["guarantee"]["sampling"].startswith("secure") and rep["mechanism"]["config"]["secure"] is True
+        human = _run(_args(folder, srv.model_url, tmp_path / "f", "--augment", "none", "--no-secure",
+                           "--mechanism", "gaussian", "--delta", "1e-6"))
+        assert human.exit_code == 0, human.output
+        assert "sampling" in human.stderr and "float64" in human.stderr
+
+
+def test_a_large_delta_is_refused_unless_forced_and_delta_above_one_over_n_warns(tmp_path: Path) -> None:
+    folder = _private(tmp_path, n=4)
+    with _server() as srv:
+        refused = _run(_args(folder, srv.model_url, tmp_path, "--mechanism", "gaussian", "--delta", "0.5"))
+        assert refused.exit_code == 2
+        assert "--allow-large-delta" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+        assert srv.usage()["total"]["images"] == 0
+        forced = _run(_args(folder, srv.model_url, tmp_path, "--mechanism", "gaussian", "--delta", "0.3",
+                            "--allow-large-delta", "--augment", "none"))
+        assert forced.exit_code == 0, forced.output
+        assert "warning: per-record delta 0.3 exceeds 1/n = 0.25 for 4 records" in forced.stderr
+
+
+def test_adaptation_is_on_by_default_writes_the_unadapted_labels_and_can_be_turned_off(tmp_path: Path) -> None:
+    folder = _private(tmp_path, n=8)
+    with _server() as srv:
+        on = _run(_args(folder, srv.model_url, tmp_path, "--json"))
+        assert on.exit_code == 0, on.output
+        rep = json.loads(on.stdout)
+        assert rep["adaptation"]["selected"] and "must not leave the device" in rep["adaptation"]["note"]
+        assert len(read_labels(Path(rep["outputs"]["unadapted_labels"]))) == 8
+        off = _run(_args(folder, srv.model_url, tmp_path / "off", "--json", "--no-adapt"))
+        assert off.exit_code == 0, off.output
+        rep_off = json.loads(off.stdout)
+        assert rep_off["adaptation"] is None and "unadapted_labels" not in rep_off["outputs"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ldpclient.cli import app
@@ -18,14 +19,21 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     methods = [r["method"] for r in doc["rows"]]
-    assert methods == ["LDPKiT-Sup", "SIDP", "data-free baseline", "teacher on clean images"]
+    assert methods == [
+        "LDPKiT-Sup, adapted", "LDPKiT-Sup, unadapted", "SIDP",
+        "data-free baseline, adapted", "data-free baseline, unadapted", "teacher on clean images",
+    ]
     assert doc["records"] == 359  # the 20% of the digits the teacher never trained on
     for row in doc["rows"]:
         assert 0.0 <= row["accuracy"] <= 1.0
-    sup, sidp, base, _ = doc["rows"]
-    assert sup["epsilon_element"] == 2.0 and sup["epsilon_record"] == 98.0  # 7x7 released elements
-    assert sidp["epsilon_record"] == sup["epsilon_record"] and base["epsilon_record"] == 0.0
-    assert sup["queries"] == 120 and sidp["queries"] == 359 and base["queries"] == 120
+    rows = {r["method"]: r for r in doc["rows"]}
+    sup, sup_raw, sidp = rows["LDPKiT-Sup, adapted"], rows["LDPKiT-Sup, unadapted"], rows["SIDP"]
+    base, base_raw = rows["data-free baseline, adapted"], rows["data-free baseline, unadapted"]
+    # the default: 100 per record (the label default), over the 7x7 released elements of the auto reduction
+    assert sup["epsilon_record"] == pytest.approx(100.0) and sup["epsilon_element"] == pytest.approx(100.0 / 49)
+    assert sup_raw["epsilon_record"] == sidp["epsilon_record"] == sup["epsilon_record"]
+    assert base["epsilon_record"] == base_raw["epsilon_record"] == 0.0
+    assert sup["queries"] == sup_raw["queries"] == 120 and sidp["queries"] == 359 and base["queries"] == 120
     assert any("0 images noised again" in note for note in doc["notes"])  # SIDP reused the releases
     private = tmp_path / "private"
     assert len(list(private.glob("*.png"))) == 359

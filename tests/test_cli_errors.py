@@ -59,7 +59,7 @@ def test_missing_and_empty_folder(tmp_path: Path) -> None:
     [
         (["--epsilon", "-1"], "--epsilon must be"),
         (["--epsilon", "nan"], "--epsilon must be"),
-        (["--mechanism", "gaussian"], "needs --delta"),
+        (["--mechanism", "laplace", "--delta", "1e-5"], "--delta applies to gaussian"),
         (["--delta", "2"], "--delta must be in (0, 1)"),
         (["--postprocess", "sharpen"], "--postprocess"),
         (["--student", "gpt"], "--student"),

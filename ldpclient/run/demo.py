@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..data import to_uint8_image
+from ..transfer import defaults
 from .label import LabelOptions, run_label
 from .ui import UI
 
@@ -54,19 +55,21 @@ def run_demo(
     workdir: Path | None = None,
     queries: int = 8000,
     epochs: int = 4,
-    epsilon: float = 2.0,
-    reduce: int = 4,
+    epsilon: float | None = None,
+    reduce: int | None = None,
     baseline: bool = True,
+    adapt: bool = True,
     seed: int = 0,
     teacher_epochs: int | None = None,
-    postprocess: str = "blur:2,clip",
+    postprocess: str | None = None,
     ui: UI | None = None,
 ) -> dict[str, Any]:
     """Run the demo (see module doc); returns rows ``{method, accuracy, epsilon_element, epsilon_record, queries, money}``.
 
     ``workdir``: where the private folder, labels and state go (default: a fresh
-    temporary directory, removed afterwards). ``epsilon`` is per element (Laplace,
-    after average pooling by ``reduce``); the per-record figure is reported too.
+    temporary directory, removed afterwards). ``epsilon`` is per record (default
+    :func:`ldpclient.transfer.defaults.epsilon`, Laplace, after average pooling by ``reduce``;
+    ``reduce``/``postprocess`` ``None``: the label defaults); the per-element figure is reported too.
     ``teacher_epochs``: train the mock teacher for this many epochs, uncached
     (tests); default: the mock server's own setting, cached after the first start.
     """
@@ -100,9 +103,9 @@ def run_demo(
             common: dict[str, Any] = dict(
                 private_dir=private,
                 teacher=url,
-                mechanism="laplace",
-                epsilon=epsilon,
-                epsilon_unit="element",
+                mechanism=defaults.mechanism(),
+                epsilon=defaults.epsilon() if epsilon is None else epsilon,
+                epsilon_unit="record",
                 reduce=reduce,
                 postprocess=postprocess,
                 price=DEMO_PRICE,
@@ -112,7 +115,8 @@ def run_demo(
             )
             ui.info("demo: LDPKiT-Sup (noise each image once, query averages of pairs, train a student)")
             sup = run_label(
-                LabelOptions(**common, augment="sup", queries=queries, baseline=baseline, output=root / "labels_sup.csv"),
+                LabelOptions(**common, augment="sup", queries=queries, baseline=baseline, adapt=adapt,
+                             output=root / "labels_sup.csv"),
                 ui=ui,
             )
             ui.stop_progress()
@@ -120,22 +124,25 @@ def run_demo(
             sidp = run_label(LabelOptions(**common, augment="none", output=root / "labels_sidp.csv"), ui=ui)
             ui.stop_progress()
         g = sup["guarantee"]
-        rows = [
-            _row("LDPKiT-Sup", _accuracy(root / "labels_sup.csv", truth), g, sup),
-            _row("SIDP", _accuracy(root / "labels_sidp.csv", truth), sidp["guarantee"], sidp),
-        ]
+        outputs = sup["outputs"]
+        rows = [_row("LDPKiT-Sup" + (", adapted" if adapt else ""), _accuracy(root / "labels_sup.csv", truth), g, sup)]
+        if "unadapted_labels" in outputs:  # same run, same queries: the student before adaptation
+            rows.append({**rows[0], "method": "LDPKiT-Sup, unadapted", "money": 0.0,
+                         "accuracy": _accuracy(Path(outputs["unadapted_labels"]), truth)})
+        rows.append(_row("SIDP", _accuracy(root / "labels_sidp.csv", truth), sidp["guarantee"], sidp))
         if baseline and sup.get("baseline"):
-            base_csv = Path(sup["outputs"]["baseline_labels"])
-            rows.append(
-                {
-                    "method": "data-free baseline",
-                    "accuracy": _accuracy(base_csv, truth),
-                    "epsilon_element": 0.0,
-                    "epsilon_record": 0.0,
-                    "queries": sup["baseline"]["queries_sent"] + sup["baseline"]["queries_from_journal"],
-                    "money": sup["baseline"]["queries_sent"] * DEMO_PRICE,
-                }
-            )
+            base = {
+                "method": "data-free baseline" + (", adapted" if adapt else ""),
+                "accuracy": _accuracy(Path(outputs["baseline_labels"]), truth),
+                "epsilon_element": 0.0,
+                "epsilon_record": 0.0,
+                "queries": sup["baseline"]["queries_sent"] + sup["baseline"]["queries_from_journal"],
+                "money": sup["baseline"]["queries_sent"] * DEMO_PRICE,
+            }
+            rows.append(base)
+            if "baseline_unadapted_labels" in outputs:
+                rows.append({**base, "method": "data-free baseline, unadapted", "money": 0.0,
+                             "accuracy": _accuracy(Path(outputs["baseline_unadapted_labels"]), truth)})
         if reference is not None:
             rows.append(
                 {"method": "teacher on clean images", "accuracy": reference, "epsilon_element": "inf",
@@ -144,8 +151,10 @@ def run_demo(
         notes = [
             "LDPKiT-Sup: what `ldpclient label` does (noise each image once, query averages of pairs, train a "
             "student). SIDP: send the same releases and take the teacher's answers. Data-free baseline: the same "
-            "pipeline on blank images (no private information). Teacher on clean images: the reference you would "
-            "get by sending the raw images (no privacy at all; not done by ldpclient).",
+            "pipeline on blank images (no private information). Adapted: the student was then fine-tuned on the "
+            "clean private images on this device (no query, no privacy cost; unadapted rows are the same run's "
+            "student before that). Teacher on clean images: the reference you would get by sending the raw images "
+            "(no privacy at all; not done by ldpclient).",
             f"privacy: each private image was noised once; per record epsilon {g['per_record']['epsilon']:.4g} "
             f"over {g['elements_per_record']} released elements (per element {g['per_element']['epsilon']:.4g}). "
             f"SIDP reused the stored releases: {sidp['ledger']['fresh']} images noised again.",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import secrets
 import time
@@ -30,7 +31,9 @@ from typing import Any, Mapping, Optional
 import torch
 
 from ..data import DEFAULT_MAX_PIXELS, load_private_folder, to_uint8_image
+from ..privacy.preprocess import delta_warning
 from ..teachers.http import redact_url
+from ..transfer import defaults
 from .facts import TeacherFacts
 from .report import (
     StageTimer,
@@ -44,10 +47,9 @@ from .report import (
 from .ui import UI
 
 MECHANISMS = ("laplace", "gaussian", "tldp-laplace", "tldp-gaussian", "tldp-weighted", "discrete-tldp")
-GAUSSIAN_MECHANISMS = ("gaussian",)
+DELTA_MECHANISMS = ("gaussian", "tldp-gaussian", "tldp-weighted")  # take --delta (and --allow-large-delta)
 AUGMENTS = ("sup", "rand", "none")
 EPSILON_UNITS = ("element", "record")
-DEFAULT_BATCH = 256
 
 
 # --------------------------------------------------------------------------- options
@@ -67,21 +69,24 @@ class LabelOptions:
 
     private_dir: Path
     teacher: str
-    mechanism: str = "laplace"
-    epsilon: float = 2.0
-    epsilon_unit: str = "element"
+    mechanism: str = defaults.mechanism()
+    epsilon: float = defaults.epsilon()
+    epsilon_unit: str = defaults.epsilon_unit()
     delta: Optional[float] = None
+    secure: bool = True
+    allow_large_delta: bool = False
     augment: str = "sup"
-    reduce: int = 4
-    postprocess: str = "blur:2,clip"
+    reduce: Optional[int] = None
+    postprocess: Optional[str] = None
     baseline: bool = False
+    adapt: bool = True
     queries: Optional[int] = None
     batch_size: Optional[int] = None
     price: float = 0.0
     money_cap: Optional[float] = None
     privacy_cap: Optional[float] = None
     student: str = "small_cnn"
-    epochs: int = 5
+    epochs: int = defaults.epochs()
     output: Path = Path("labels.csv")
     format: Optional[str] = None
     report: Optional[Path] = None
@@ -90,7 +95,7 @@ class LabelOptions:
     workers: int = 1
     seed: Optional[int] = None
     device: str = "auto"
-    train_batch_size: int = 32
+    train_batch_size: int = defaults.train_batch_size()
     timeout: float = 60.0
     max_retry_time: float = 120.0
     ca_bundle: Optional[Path] = None
@@ -107,7 +112,8 @@ class LabelOptions:
         _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
         if self.augment not in AUGMENTS:
             raise ValueError(f"--augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
-        _check_postprocess(self.postprocess)
+        if self.postprocess is not None:
+            _check_postprocess(self.postprocess)
         for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
@@ -146,12 +152,14 @@ class NoiseOptions:
     teacher: Optional[str] = None
     size: int = 28
     channels: int = 1
-    mechanism: str = "laplace"
-    epsilon: float = 2.0
-    epsilon_unit: str = "element"
+    mechanism: str = defaults.mechanism()
+    epsilon: float = defaults.epsilon()
+    epsilon_unit: str = defaults.epsilon_unit()
     delta: Optional[float] = None
-    reduce: int = 4
-    postprocess: str = "blur:2,clip"
+    secure: bool = True
+    allow_large_delta: bool = False
+    reduce: Optional[int] = None
+    postprocess: Optional[str] = None
     augment: str = "sup"
     preview: int = 8
     privacy_cap: Optional[float] = None
@@ -162,7 +170,8 @@ class NoiseOptions:
 
     def validate(self) -> None:
         _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
-        _check_postprocess(self.postprocess)
+        if self.postprocess is not None:
+            _check_postprocess(self.postprocess)
         if self.channels not in (1, 3):
             raise ValueError(f"--channels must be 1 or 3, got {self.channels}")
         if self.size < 1 or self.preview < 1:
@@ -175,7 +184,9 @@ class NoiseOptions:
             raise ValueError(f"--out {str(self.out)!r} exists and is not a directory")
 
 
-def _check_mechanism_options(mechanism: str, epsilon: float, unit: str, delta: float | None, reduce: int) -> None:
+def _check_mechanism_options(
+    mechanism: str, epsilon: float, unit: str, delta: float | None, reduce: int | None
+) -> None:
     if mechanism not in MECHANISMS:
         raise ValueError(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
     if not (math.isfinite(epsilon) and epsilon > 0):
@@ -184,10 +195,20 @@ def _check_mechanism_options(mechanism: str, epsilon: float, unit: str, delta: f
         raise ValueError(f"--epsilon-unit must be element or record, got {unit!r}")
     if delta is not None and not (0 < delta < 1):
         raise ValueError(f"--delta must be in (0, 1), got {delta}")
-    if mechanism in GAUSSIAN_MECHANISMS and delta is None:
-        raise ValueError(f"--mechanism {mechanism} needs --delta (e.g. 1e-6)")
-    if reduce < 1:
+    if delta is not None and mechanism not in DELTA_MECHANISMS:
+        raise ValueError(f"--delta applies to {', '.join(DELTA_MECHANISMS)} only, not to --mechanism {mechanism}")
+    if reduce is not None and reduce < 1:
         raise ValueError(f"--reduce must be >= 1, got {reduce}")
+
+
+def resolve_shape_defaults(opts: Any, input_shape: tuple[int, ...]) -> Any:
+    """``opts`` with ``reduce`` and ``postprocess`` filled from the record shape where the user gave none
+    (:func:`ldpclient.transfer.defaults.reduction` and :func:`~ldpclient.transfer.defaults.postprocess`)."""
+    import dataclasses
+
+    reduce = opts.reduce if opts.reduce is not None else defaults.reduction(input_shape)
+    post = opts.postprocess if opts.postprocess is not None else defaults.postprocess(reduce)
+    return dataclasses.replace(opts, reduce=reduce, postprocess=post)
 
 
 def _check_postprocess(spec: str) -> None:
@@ -263,24 +284,23 @@ def state_dir_for(state_dir: Path | None) -> Path:
 
 
 def build_mechanism(
-    name: str,
-    epsilon: float,
-    unit: str,
-    delta: float | None,
-    reduce: int,
+    opts: LabelOptions | NoiseOptions,
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
 ):
-    """The mechanism for ``name`` on the teacher's value range, checked against the record shape."""
+    """The mechanism the options name, on the teacher's value range, checked against the record shape."""
     from ..privacy import make_mechanism
     from ..privacy.guarantee import Domain
 
+    name, reduce = opts.mechanism, opts.reduce or 1
     lo, hi = float(value_range[0]), float(value_range[1])
-    kwargs: dict[str, Any] = {"epsilon": epsilon, "per": unit, "reduction": reduce}
-    if delta is not None:
-        kwargs["delta"] = delta
-    if name != "discrete-tldp":
+    kwargs: dict[str, Any] = {"epsilon": opts.epsilon, "per": opts.epsilon_unit, "reduction": reduce}
+    if name in DELTA_MECHANISMS:
+        kwargs["delta"] = opts.delta if opts.delta is not None else defaults.delta()
+        kwargs["allow_large_delta"] = opts.allow_large_delta
+    if name != "discrete-tldp":  # discrete TLDP is always on the secure path
         kwargs["domain"] = Domain(lo, hi)
+        kwargs["secure"] = opts.secure
     if name == "tldp-weighted":
         kwargs["weights"] = centre_weights(record_shape[-2:])
     mech = make_mechanism(name, **kwargs)
@@ -485,16 +505,18 @@ def run_label(
     TeacherLimits().check_input_shape(shape, identity)  # before any image is decoded at that size
     if len(shape) != 3:
         raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
-    mechanism = build_mechanism(
-        opts.mechanism, opts.epsilon, opts.epsilon_unit, opts.delta, opts.reduce, meta.value_range, shape
-    )
+    opts = resolve_shape_defaults(opts, shape)
+    mechanism = build_mechanism(opts, meta.value_range, shape)
 
     with timer.stage("loading"), ui.stage("loading", None) as bar:
         images = load_private_folder(
             opts.private_dir, shape, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t)
         )
-    records = _to_value_range(images.records, meta.value_range)
+    records = _to_value_range(images.records, meta.value_range, integer=mechanism.domain.integer)
     n = len(images)
+    warned = delta_warning(mechanism.guarantee(shape).delta_record, n)
+    if warned:
+        logging.getLogger("ldpclient").warning(warned)
     num_queries = _default_queries(opts, n)
 
     run_key = {
@@ -514,7 +536,7 @@ def run_label(
     journal = Journal(state / "journal.sqlite")
     cost = CostMeter(price_per_query=opts.price, cap=opts.money_cap)
     client = QueryClient(teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=identity)
-    q_batch = opts.batch_size or min(meta.max_batch_size or DEFAULT_BATCH, DEFAULT_BATCH)
+    q_batch = opts.batch_size or defaults.query_batch_size(meta.max_batch_size)
     progress = _Progress(ui, "", client)
     common: dict[str, Any] = dict(
         augmentation=opts.augment,
@@ -526,6 +548,7 @@ def run_label(
         query_batch_size=q_batch,
         client=client,
         device=opts.device,
+        adapt=opts.adapt,
     )
     try:
         spent_before = ledger.spent(records).epsilon
@@ -540,6 +563,7 @@ def run_label(
         stats_private = dict(asdict(client.stats))
         baseline = None
         baseline_rows: list = []
+        base_unadapted = None
         if opts.baseline:
             base_progress = _Progress(ui, "baseline ", client)
             base_seed = (plan_seed * 1_000_003 + 0xB45E) % (2**31)
@@ -556,6 +580,7 @@ def run_label(
                 base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
             )
             baseline_rows = label_rows(images.printable_paths, base_result.labels, base_conf, meta.class_names)
+            base_unadapted = base_result.unadapted_labels
             baseline = {
                 "mode": "data-free",
                 "epsilon_record": 0.0,
@@ -585,10 +610,18 @@ def run_label(
     fmt = label_format_for(opts.output, opts.format)
     write_labels(opts.output, rows, fmt)
     outputs = {"labels": str(opts.output), "format": fmt, "report": str(report_path)}
+    if result.unadapted_labels is not None:  # what the student said before adaptation, for comparison
+        path = _sibling(opts.output, ".unadapted")
+        write_labels(path, label_rows(images.printable_paths, result.unadapted_labels, _no_conf(n), meta.class_names), fmt)
+        outputs["unadapted_labels"] = str(path)
     if baseline is not None:
-        base_path = opts.output.with_name(opts.output.stem + ".baseline" + opts.output.suffix)
+        base_path = _sibling(opts.output, ".baseline")
         write_labels(base_path, baseline_rows, fmt)
         outputs["baseline_labels"] = str(base_path)
+        if base_unadapted is not None:
+            path = _sibling(opts.output, ".baseline.unadapted")
+            write_labels(path, label_rows(images.printable_paths, base_unadapted, _no_conf(n), meta.class_names), fmt)
+            outputs["baseline_unadapted_labels"] = str(path)
 
     report = {
         "schema": 1,
@@ -651,6 +684,7 @@ def run_label(
             "loss": result.history.loss[-1] if result.history else None,
             "note": "validation accuracy = agreement with the teacher's labels on held-out noised queries",
         },
+        "adaptation": _adaptation_section(result),
         "baseline": baseline,
         "label_histogram": torch.bincount(result.labels, minlength=meta.num_classes).tolist(),
         "timings": timer.as_dict(),
@@ -662,6 +696,32 @@ def run_label(
     }
     write_json(report_path, report, secrets=(token,))
     return report
+
+
+ADAPTATION_NOTE = (
+    "the student was fine-tuned on the clean private images, on this device only (no query, no privacy cost); "
+    "it has seen them, is not covered by the LDP guarantee and must not leave the device; the queries and the "
+    "teacher's answers keep their meaning"
+)
+
+
+def _adaptation_section(result: Any) -> dict[str, Any] | None:
+    summary = result.summary().get("adaptation")
+    if summary is None:
+        return None
+    changed = None
+    if result.unadapted_labels is not None:
+        changed = float((result.unadapted_labels != result.labels).float().mean())
+    return {**summary, "labels_changed": changed, "note": ADAPTATION_NOTE}
+
+
+def _sibling(output: Path, tag: str) -> Path:
+    """``labels.csv`` -> ``labels<tag>.csv`` beside it."""
+    return output.with_name(output.stem + tag + output.suffix)
+
+
+def _no_conf(n: int) -> torch.Tensor:
+    return torch.full((n,), float("nan"))
 
 
 def report_path_for(opts: LabelOptions) -> Path:
@@ -712,27 +772,24 @@ def _last_val(result: Any) -> float | None:
 def _default_queries(opts: LabelOptions, n: int) -> int | None:
     if opts.augment == "none":
         return None
-    if opts.queries is not None:
-        q = opts.queries
-    else:
-        q = max(20 * n, 500)
-    if opts.augment == "sup":
-        pairs = n * (n - 1) // 2
-        if n < 2:
-            raise ValueError(f"--augment sup needs at least 2 images, the folder has {n}; use --augment rand or none")
-        if opts.queries is not None and q > pairs:
-            raise ValueError(
-                f"--queries {q} exceeds the {pairs} distinct Sup pairs of {n} images; lower it or use --augment rand"
-            )
-        q = min(q, pairs)
-    return q
+    if opts.augment == "sup" and n < 2:
+        raise ValueError(f"--augment sup needs at least 2 images, the folder has {n}; use --augment rand or none")
+    if opts.queries is None:
+        return defaults.num_queries(n, opts.augment)
+    pairs = n * (n - 1) // 2
+    if opts.augment == "sup" and opts.queries > pairs:
+        raise ValueError(
+            f"--queries {opts.queries} exceeds the {pairs} distinct Sup pairs of {n} images; lower it or use --augment rand"
+        )
+    return opts.queries
 
 
-def _to_value_range(records: torch.Tensor, value_range: tuple[float, float]) -> torch.Tensor:
+def _to_value_range(records: torch.Tensor, value_range: tuple[float, float], *, integer: bool = False) -> torch.Tensor:
+    """Decoded images (float [0, 1]) in the teacher's value range; ``integer``: rounded to whole units
+    (for an integer domain such as 0..255: the 8-bit pixel values the files held)."""
     lo, hi = float(value_range[0]), float(value_range[1])
-    if (lo, hi) == (0.0, 1.0):
-        return records
-    return records * (hi - lo) + lo
+    out = records if (lo, hi) == (0.0, 1.0) else records * (hi - lo) + lo
+    return torch.round(out) if integer else out
 
 
 # --------------------------------------------------------------------------- noise
@@ -771,12 +828,13 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
         scope = "local-preview"
     if opts.mechanism == "discrete-tldp":
         value_range = (0.0, 255.0)  # its domain is the integers 0..255 (see ByteUnitsTeacher)
-    mechanism = build_mechanism(opts.mechanism, opts.epsilon, opts.epsilon_unit, opts.delta, opts.reduce, value_range, shape)
+    opts = resolve_shape_defaults(opts, shape)
+    mechanism = build_mechanism(opts, value_range, shape)
     with ui.stage("loading", None) as bar:
         images = load_private_folder(
             opts.private_dir, shape, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t)
         )
-    records = _to_value_range(images.records, value_range)
+    records = _to_value_range(images.records, value_range, integer=mechanism.domain.integer)
     generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
     with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap) as ledger, ui.stage("noising", len(images)) as bar:
         release = ledger.release(mechanism, records, scope=scope, generator=generator)

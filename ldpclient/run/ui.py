@@ -150,12 +150,19 @@ class UI:
         rows = [
             ("labels", f"{report['counts']['labelled']} written to {report['outputs']['labels']}"),
             ("privacy", _guarantee_line(g)),
+            ("sampling", str(g.get("sampling", "unknown"))),
             *_assumed_rows(report.get("teacher", {})),
             ("ledger", _ledger_line(report.get("ledger", {}))),
             ("queries", f"{q['sent']} sent, {q['from_journal']} answered from the journal (not paid again)"),
             ("money", _money_line(cost)),
             ("student", _student_line(report.get("student", {}))),
         ]
+        if report.get("adaptation"):
+            a = report["adaptation"]
+            changed = a.get("labels_changed")
+            rows.append(("adaptation", "fine-tuned on the clean private images on this device"
+                         + (f" ({100 * changed:.1f}% of labels changed)" if changed is not None else "")
+                         + "; the student has seen them: keep it here"))
         if report.get("baseline"):
             b = report["baseline"]
             rows.append(("baseline", f"data-free (epsilon 0): {b.get('queries_sent', 0)} queries; "
@@ -175,6 +182,7 @@ class UI:
             ("noised", f"{result['counts']['noised']} records -> {result['outputs']['dir']}"),
             ("preview", str(result["outputs"]["preview"])),
             ("privacy", _guarantee_line(result["guarantee"])),
+            ("sampling", str(result["guarantee"].get("sampling", "unknown"))),
             ("ledger", _ledger_line(result.get("ledger", {}))),
         ]
         if result["counts"]["skipped"]:

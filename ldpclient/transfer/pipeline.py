@@ -13,7 +13,11 @@ of a :class:`~ldpclient.teachers.client.QueryClient`:
    ids; only the labels are kept (int8 per query), never the query tensors;
 4. **train** a local student on the hard labels, recomputing the queries from
    the plan each epoch (memory O(batch));
-5. **label** the clean private records with the student, locally.
+5. **adapt** (``adapt=True``, default): fine-tune the student on its own confident
+   labels of the clean private records, anchored to the teacher-labelled queries
+   (:mod:`ldpclient.transfer.adapt`; local, nothing is sent, no privacy cost, but the
+   adapted student has seen the clean records and stays on the device);
+6. **label** the clean private records with the student, locally.
 
 Modes (``mode=``):
 
@@ -43,9 +47,21 @@ from torch import nn
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
 from ..privacy.release import Derived, Release
+from . import defaults
+from .adapt import AdaptHistory, SelfTrainingAdapter
 from .augment import QueryPlan
+from .evidence import fuse_pair_evidence
 from .postprocess import ClipToDomain, Transform, apply_all, parse_postprocess
-from .student import LabelStore, Progress, Trainer, TrainHistory, build_student, predict, save_checkpoint
+from .student import (
+    LabelStore,
+    Progress,
+    Trainer,
+    TrainHistory,
+    build_student,
+    predict,
+    predict_proba,
+    save_checkpoint,
+)
 
 MODES = ("ldpkit", "sidp", "data-free")
 AUGMENTATIONS = {"sup": "sup", "rand": "rand", "none": "identity"}
@@ -75,6 +91,13 @@ class TransferResult:
     history: Optional[TrainHistory] = None
     teacher_label_histogram: list[int] = field(default_factory=list)
     plan: Optional[QueryPlan] = None
+    #: labels of the student before on-device adaptation (``None`` when adaptation was off or not applicable)
+    unadapted_labels: Optional[torch.Tensor] = None
+    adaptation: Optional[AdaptHistory] = None
+    #: labels of the (adapted) student before fusing the pair evidence (``None`` when fusion was off)
+    unfused_labels: Optional[torch.Tensor] = None
+    #: how informative the pair answers were (FusionResult.informativeness; ``None`` without fusion)
+    fusion_informativeness: Optional[float] = None
 
     @property
     def epsilon_record(self) -> float:
@@ -95,6 +118,13 @@ class TransferResult:
         }
         if self.plan is not None:
             out["plan"] = {"kind": self.plan.kind, "queries": self.plan.total, "fingerprint": self.plan.fingerprint}
+        if self.adaptation is not None:
+            out["adaptation"] = {
+                "selected": list(self.adaptation.selected),
+                "loss": list(self.adaptation.loss),
+                "labels_changed": self.adaptation.changed[-1] if self.adaptation.changed else 0.0,
+                "seconds": round(self.adaptation.seconds, 3),
+            }
         if self.history is not None:
             out["training"] = {
                 "loss": self.history.loss,
@@ -113,22 +143,27 @@ class KnowledgeTransfer:
     then charged/reused per record under ``scope``, default the teacher's
     ``journal_scope`` or name). ``mode``: ``ldpkit`` | ``sidp`` | ``data-free``.
     ``augmentation``: ``sup`` | ``rand`` | ``none``. ``num_queries``: Q (default
-    ``min(20 * n, n(n-1)/2)`` for Sup, ``20 * n`` for Rand). ``postprocess``:
+    :func:`ldpclient.transfer.defaults.num_queries`). ``postprocess``:
     Transforms or a spec like ``"blur:1,clip"`` applied to the releases after
     resizing them back to the record shape (``upsample_mode``) when the
     mechanism reduced them. ``clip_queries``: clip every query to the teacher's
     value range (what a server does anyway) so the student trains on what the
     teacher saw. ``student``/``student_kwargs``: zoo name and factory options.
     ``epochs``/``batch_size``/``lr``/``val_fraction``/``device``: training.
-    ``query_batch_size``: queries per teacher batch (default the teacher's
-    ``max_batch_size`` or 256). ``seed``: plan and training seed (the release
+    ``query_batch_size``: queries per teacher batch (default
+    :func:`~ldpclient.transfer.defaults.query_batch_size`). ``epochs``/``batch_size``
+    default to :func:`~ldpclient.transfer.defaults.epochs` / ``train_batch_size``. ``seed``: plan and training seed (the release
     noise still comes from the OS CSPRNG unless ``release_generator`` is given,
     for tests and benchmarks only). ``rand_scale``: Rand noise multiplier.
     ``blank_fraction``/``n_blank``: mix public blank-record queries into the plan.
     ``client``: a QueryClient (batching, retries, cost, journal) used instead of
     calling ``teacher.classify`` directly. ``progress(stage, done, total,
     metrics)``: stages ``release``, ``label``, ``train``, ``epoch``, ``predict``.
-    ``checkpoint``: path to save the trained student to.
+    ``checkpoint``: path to save the trained student to. ``adapt``: fine-tune the
+    student on the clean records before labelling them (``adapter`` configures it;
+    default :class:`~ldpclient.transfer.adapt.SelfTrainingAdapter` with this run's seed).
+    ``fuse``: combine the teacher's answers to each record's Sup pairs with the student's
+    prediction (:mod:`ldpclient.transfer.evidence`; ``ldpkit`` mode with ``sup`` only).
     """
 
     def __init__(
@@ -146,8 +181,8 @@ class KnowledgeTransfer:
         clip_queries: bool = True,
         student: str = "small_cnn",
         student_kwargs: dict[str, Any] | None = None,
-        epochs: int = 5,
-        batch_size: int = 128,
+        epochs: int | None = None,
+        batch_size: int | None = None,
         lr: float = 1e-3,
         val_fraction: float = 0.05,
         query_batch_size: int | None = None,
@@ -160,6 +195,9 @@ class KnowledgeTransfer:
         release_generator: torch.Generator | None = None,
         progress: Optional[Progress] = None,
         checkpoint: str | Path | None = None,
+        adapt: bool = True,
+        adapter: SelfTrainingAdapter | None = None,
+        fuse: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -187,8 +225,8 @@ class KnowledgeTransfer:
         self.student_kwargs = dict(student_kwargs or {})
         with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
             build_student(student, **{**self.student_kwargs, "num_classes": 2})
-        self.epochs = epochs
-        self.batch_size = batch_size
+        self.epochs = epochs if epochs is not None else defaults.epochs()
+        self.batch_size = batch_size if batch_size is not None else defaults.train_batch_size()
         self.lr = lr
         self.val_fraction = val_fraction
         self.query_batch_size = query_batch_size
@@ -201,6 +239,9 @@ class KnowledgeTransfer:
         self.release_generator = release_generator
         self.progress = progress
         self.checkpoint = Path(checkpoint) if checkpoint is not None else None
+        self.adapt = bool(adapt)
+        self.adapter = adapter
+        self.fuse = bool(fuse)
 
     # ------------------------------------------------------------------ helpers
     def _report(self, stage: str, done: int, total: int, **metrics: Any) -> None:
@@ -225,14 +266,14 @@ class KnowledgeTransfer:
         q = None
         if kind == "sup":
             pairs = n * (n - 1) // 2
-            q = self.num_queries if self.num_queries is not None else min(20 * n, pairs)
-            if q > pairs:
+            q = self.num_queries if self.num_queries is not None else defaults.num_queries(n, "sup")
+            if q is not None and q > pairs:
                 raise ValueError(
                     f"num_queries={q} exceeds the {pairs} distinct Sup pairs of {n} records; "
                     "lower it or use augmentation='rand'"
                 )
         elif kind == "rand":
-            q = self.num_queries if self.num_queries is not None else 20 * n
+            q = self.num_queries if self.num_queries is not None else defaults.num_queries(n, "rand")
         n_blank = 0
         if self.blank_fraction > 0 and kind != "identity":
             n_blank = self.n_blank or n
@@ -278,7 +319,7 @@ class KnowledgeTransfer:
         # 2. post-process
         t = time.perf_counter()
         source = self._postprocess(release)
-        q_batch = self.query_batch_size or meta.max_batch_size or 256
+        q_batch = self.query_batch_size or defaults.query_batch_size(meta.max_batch_size)
         plan = self._plan(n, q_batch)
         blank_source = None
         if plan.num_blank:
@@ -356,19 +397,51 @@ class KnowledgeTransfer:
         steps = -(-int(plan.total * (1 - self.val_fraction)) // self.batch_size)
         history = trainer.fit(make_stream, store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t
+        # 5. adapt on the clean private records (local), anchored to the teacher-labelled queries
+        unadapted, adaptation = None, None
+        if self.adapt:
+            t = time.perf_counter()
+            unadapted, _ = predict(trainer.model, records, device=self.device)
+            adapter = self.adapter or SelfTrainingAdapter(seed=self.seed, device=trainer.device)
+
+            def anchor(rnd: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+                for ids, values in make_stream(10_000 + rnd):
+                    y = torch.from_numpy(store.get(ids))
+                    keep = y >= 0
+                    if bool(keep.any()):
+                        yield values[keep], y[keep]
+
+            self._report("adapt", 0, len(adapter.schedule))
+            adaptation = adapter.adapt(trainer.model, records, anchor)
+            self._report("adapt", len(adapter.schedule), len(adapter.schedule))
+            timings["adapt"] = time.perf_counter() - t
+
         if self.checkpoint is not None:
             save_checkpoint(
                 self.checkpoint,
                 trainer.model,
                 self.student_name,
                 kwargs,
-                extra={"mode": self.mode, "plan": plan.fingerprint, "guarantee": release.guarantee.as_dict()},
+                extra={"mode": self.mode, "plan": plan.fingerprint, "guarantee": release.guarantee.as_dict(),
+                       "adapted_on_clean_private_records": self.adapt},
             )
 
-        # 5. label the clean private records locally
+        # 6. label the clean private records locally
         t = time.perf_counter()
         self._report("predict", 0, n)
         labels, conf = predict(trainer.model, records, device=self.device)
+        unfused, alpha = None, None
+        if self.fuse and self.mode == "ldpkit" and plan.kind == "sup":
+            ids = np.arange(plan.total)
+            recipe = plan.recipes(ids)
+            private = ~recipe["blank"]
+            fused = fuse_pair_evidence(
+                predict_proba(trainer.model, records, device=self.device),
+                recipe["i"][private], recipe["j"][private], store.get(ids)[private].astype(np.int64),
+            )
+            unfused, alpha = labels, fused.informativeness
+            conf_t, labels = fused.posterior.max(dim=1)
+            conf = conf_t.float()
         self._report("predict", n, n)
         timings["predict"] = time.perf_counter() - t
         return TransferResult(
@@ -382,6 +455,10 @@ class KnowledgeTransfer:
             history=history,
             teacher_label_histogram=hist_labels,
             plan=plan,
+            unadapted_labels=unadapted,
+            adaptation=adaptation,
+            unfused_labels=unfused,
+            fusion_informativeness=alpha,
         )
 
     def _label(self, batches: Iterable[tuple[str, Derived]]) -> Iterator[tuple[str, torch.Tensor]]:

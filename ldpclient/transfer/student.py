@@ -351,6 +351,22 @@ class Trainer:
 
 # ---------------------------------------------------------------- labelling
 @torch.no_grad()
+def predict_proba(
+    model: nn.Module, records: torch.Tensor, *, batch_size: int = 512, device: str = "auto"
+) -> torch.Tensor:
+    """Softmax probabilities (float32 ``(N, K)``, rows in [0, 1] summing to 1) for clean records, locally."""
+    if not isinstance(records, torch.Tensor) or records.dim() != 4:
+        raise ValueError("predict needs a (N, C, H, W) tensor of records")
+    dev = select_device(device)
+    model = model.to(dev).eval()
+    out = [
+        torch.softmax(model(records[s : s + batch_size].to(dev).float()), dim=1).float().cpu()
+        for s in range(0, records.shape[0], batch_size)
+    ]
+    return torch.cat(out) if out else torch.empty(0, 0)
+
+
+@torch.no_grad()
 def predict(
     model: nn.Module, records: torch.Tensor, *, batch_size: int = 512, device: str = "auto"
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -358,19 +374,11 @@ def predict(
 
     Runs locally on the private records ``(N, C, H, W)`` in the teacher's value range.
     """
-    if not isinstance(records, torch.Tensor) or records.dim() != 4:
-        raise ValueError("predict needs a (N, C, H, W) tensor of records")
-    dev = select_device(device)
-    model = model.to(dev).eval()
-    labels, conf = [], []
-    for s in range(0, records.shape[0], batch_size):
-        p = torch.softmax(model(records[s : s + batch_size].to(dev).float()), dim=1)
-        c, lab = p.max(dim=1)
-        labels.append(lab.cpu())
-        conf.append(c.float().cpu())
-    if not labels:
+    probs = predict_proba(model, records, batch_size=batch_size, device=device)
+    if probs.numel() == 0:
         return torch.empty(0, dtype=torch.int64), torch.empty(0)
-    return torch.cat(labels).long(), torch.cat(conf)
+    conf, labels = probs.max(dim=1)
+    return labels.long(), conf
 
 
 # ---------------------------------------------------------------- checkpoints

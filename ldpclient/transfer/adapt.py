@@ -1,0 +1,176 @@
+"""On-device adaptation: fine-tune the student on the clean private records it will label.
+
+The clean records never leave the device, so learning from them costs no privacy:
+nothing more is sent. The method is self-training with a class-balanced confidence
+curriculum (Cascante-Bonilla et al., "Curriculum Labeling", AAAI 2021; class-wise
+selection as in FlexMatch, Zhang et al. 2021), anchored to the teacher:
+
+* each round, the current student labels the clean records; per predicted class the
+  most confident fraction (``schedule``, e.g. 50% then 80% then all) becomes the
+  pseudo-labelled set, so no class is crowded out by an easy one;
+* the student is fine-tuned (not retrained: retraining from scratch on its own labels
+  was measured to lose accuracy) on weakly augmented pseudo-labelled records
+  (``torchvision.transforms.v2.RandomAffine``: ±5° and ±1 pixel, images of 16 px and
+  more), and every step also takes a batch of teacher-labelled queries with their hard
+  labels, so the student does not drift from the teacher (without them, measured, it did).
+
+What this means for privacy: the adapted student has seen the clean private records.
+It never leaves the device and is not covered by the LDP guarantee (no model is); the
+labels it writes are local outputs, and the queries and teacher answers keep their
+meaning. Memory: O(n x record) for the clean records (already held by the caller).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from .student import predict_proba
+
+#: Pseudo-label fraction per class in each round (the curriculum): one default, measured (BENCHMARKS.md).
+DEFAULT_SCHEDULE: tuple[float, ...] = (0.5, 0.8, 1.0)
+
+AnchorBatches = Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]
+"""``anchor(round)`` yields ``(queries, teacher labels)`` batches: float ``(B, C, H, W)``, int64 ``(B,)``."""
+
+
+@dataclass
+class AdaptHistory:
+    """What adaptation did: per round the pseudo-labelled count, mean loss and the share of labels changed."""
+
+    selected: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    changed: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+#: Smallest image side that gets geometric augmentation: below it a one-pixel shift is a large move
+#: (measured on 8x8 digits: augmentation there cost accuracy; see BENCHMARKS.md).
+MIN_AUGMENT_SIDE = 16
+
+
+def weak_augmentation(image_size: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Weak augmentation for one image: random rotation (±5°) and shift (±1 pixel), bilinear; one draw per image.
+
+    Identity for images smaller than :data:`MIN_AUGMENT_SIDE` pixels.
+    """
+    if image_size < MIN_AUGMENT_SIDE:
+        return lambda image: image
+    from torchvision.transforms import v2  # imported here: torchvision adds ~170 MB RSS to runs that never augment
+
+    shift = 1.0 / image_size
+    return v2.RandomAffine(degrees=5.0, translate=(shift, shift), interpolation=v2.InterpolationMode.BILINEAR)
+
+
+def select_confident(probs: torch.Tensor, fraction: float) -> torch.Tensor:
+    """Indices of the ``fraction`` most confident records within each predicted class (at least one per class seen).
+
+    ``probs``: float ``(N, K)`` softmax outputs. Class-wise quantiles keep the pseudo-labelled
+    set balanced the way the student's predictions are, instead of favouring easy classes.
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    conf, pred = probs.max(dim=1)
+    chosen = []
+    for c in torch.unique(pred):
+        idx = torch.nonzero(pred == c).flatten()
+        k = max(1, int(round(fraction * len(idx))))
+        chosen.append(idx[torch.argsort(conf[idx], descending=True)[:k]])
+    return torch.sort(torch.cat(chosen)).values
+
+
+class SelfTrainingAdapter:
+    """Fine-tunes a trained student on its confident labels of the clean records, anchored to teacher labels.
+
+    ``schedule``: per-class pseudo-label fraction for each round (one round per entry).
+    ``epochs``: passes over the pseudo-labelled set per round. ``batch_size``: pseudo-labelled
+    records per step (the anchor batch is re-split to the same size). ``lr``: Adam step (a
+    fine-tune: lower than training's). ``seed``: augmentation and order (a private generator;
+    the caller's global RNG is left untouched).
+    """
+
+    def __init__(
+        self,
+        *,
+        schedule: Sequence[float] = DEFAULT_SCHEDULE,
+        epochs: int = 3,
+        batch_size: int = 64,
+        lr: float = 3e-4,
+        seed: int = 0,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if not schedule or any(not 0.0 < f <= 1.0 for f in schedule):
+            raise ValueError(f"schedule must be fractions in (0, 1], got {list(schedule)}")
+        if epochs < 1 or batch_size < 1 or not lr > 0:
+            raise ValueError("epochs and batch_size must be >= 1 and lr > 0")
+        self.schedule = tuple(float(f) for f in schedule)
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.seed = int(seed)
+        self.device = torch.device(device)
+
+    def adapt(self, model: nn.Module, records: torch.Tensor, anchor: AnchorBatches | None = None) -> AdaptHistory:
+        """Adapt ``model`` in place on ``records`` (float ``(N, C, H, W)``, the values it will label)."""
+        hist = AdaptHistory()
+        t0 = time.perf_counter()
+        augment = weak_augmentation(int(records.shape[-1]))
+        optimizer = torch.optim.Adam(model.parameters(), lr=self.lr)
+        loss_fn = nn.CrossEntropyLoss()
+        previous = predict_proba(model, records, device=str(self.device)).argmax(1)
+        with torch.random.fork_rng(devices=[]):  # v2 transforms draw from the global RNG: keep it local
+            torch.manual_seed(self.seed)
+            for rnd, fraction in enumerate(self.schedule):
+                probs = predict_proba(model, records, device=str(self.device))
+                chosen = select_confident(probs, fraction)
+                targets = probs.argmax(1)
+                anchors = anchor(rnd) if anchor is not None else None
+                total, seen = 0.0, 0
+                model.train()
+                for _ in range(self.epochs):
+                    order = chosen[torch.randperm(len(chosen))]
+                    for s in range(0, len(order), self.batch_size):
+                        idx = order[s : s + self.batch_size]
+                        xb = torch.stack([augment(records[i]) for i in idx.tolist()]).float()
+                        yb = targets[idx]
+                        extra = _next_anchor(anchors, len(idx))
+                        if extra is not None:
+                            xb, yb = torch.cat([xb, extra[0].float()]), torch.cat([yb, extra[1]])
+                        optimizer.zero_grad(set_to_none=True)
+                        loss = loss_fn(model(xb.to(self.device)), yb.to(self.device))
+                        loss.backward()
+                        optimizer.step()
+                        total += float(loss.detach()) * len(yb)
+                        seen += len(yb)
+                hist.selected.append(len(chosen))
+                hist.loss.append(total / max(1, seen))
+        model.eval()
+        final = predict_proba(model, records, device=str(self.device)).argmax(1)
+        hist.changed.append(float((final != previous).float().mean()))
+        hist.seconds = time.perf_counter() - t0
+        return hist
+
+
+def _next_anchor(
+    anchors: Iterator[tuple[torch.Tensor, torch.Tensor]] | None, size: int
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Up to ``size`` teacher-labelled queries from the anchor stream (None when absent or exhausted)."""
+    if anchors is None:
+        return None
+    xs, ys, have = [], [], 0
+    for x, y in anchors:
+        xs.append(x)
+        ys.append(y)
+        have += len(y)
+        if have >= size:
+            break
+    if not have:
+        return None
+    return torch.cat(xs)[:size], torch.cat(ys)[:size]
+
+
+__all__ = ["DEFAULT_SCHEDULE", "AdaptHistory", "SelfTrainingAdapter", "select_confident", "weak_augmentation"]

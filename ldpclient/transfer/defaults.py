@@ -1,0 +1,108 @@
+"""One function per default: the CLI, the config file, the demo and the library all call these.
+
+The values were chosen by measurement (``benchmarks/bench_adapt.py``; table and commands in
+BENCHMARKS.md) and hold no dataset-specific constant.
+"""
+
+from __future__ import annotations
+
+#: Teacher queries per private record when the user gives no ``--queries``.
+QUERIES_PER_RECORD = 20
+#: Fewest queries a run plans (a student needs a few hundred labels to learn anything).
+MIN_QUERIES = 500
+#: Largest teacher batch the client sends unless told otherwise (requests stay small and retries cheap).
+MAX_QUERY_BATCH = 256
+
+
+def mechanism() -> str:
+    """The LDP mechanism a run uses unless told otherwise (a name of ``ldpclient.privacy.MECHANISMS``).
+
+    Laplace: pure epsilon-DP, no delta. At the default per-record epsilon the analytic Gaussian
+    (delta 1e-5) labelled as well, within a seed's spread, on both image sizes measured
+    (BENCHMARKS.md, "Adaptation and defaults").
+    """
+    return "laplace"
+
+
+def epsilon() -> float:
+    """Default epsilon (nats) per whole record (:func:`epsilon_unit`).
+
+    Per record, so that one default means the same guarantee whatever the image size and the
+    reduction (a per-element default grows with the number of released elements). 100 is where
+    the private releases measured clearly above the data-free baseline at 28x28; it is a weak
+    formal guarantee, and the report says so beside every figure.
+    """
+    return 100.0
+
+
+def epsilon_unit() -> str:
+    """Whether the default epsilon counts per released ``element`` or per ``record``: per ``record``."""
+    return "record"
+
+
+def delta() -> float:
+    """Delta of the Gaussian mechanisms when none is given (per :func:`epsilon_unit`)."""
+    return 1e-5
+
+
+#: Smallest side (pixels) of a released record that the default reduction keeps.
+MIN_RELEASED_SIDE = 7
+
+
+def reduction(input_shape: tuple[int, ...]) -> int:
+    """Default average-pooling factor for records of ``input_shape`` (..., H, W).
+
+    The largest factor dividing both H and W that keeps at least ``MIN_RELEASED_SIDE`` pixels
+    per side (28x28 -> 4, i.e. 7x7 released; 8x8 -> 1; 32x32 -> 4; 224x224 -> 32). Fewer
+    released elements mean less epsilon per record for the same noise per element, or less
+    noise per element for the same epsilon per record.
+    """
+    h, w = int(input_shape[-2]), int(input_shape[-1])
+    best = 1
+    for r in range(1, min(h, w) + 1):
+        if h % r == 0 and w % r == 0 and min(h, w) // r >= MIN_RELEASED_SIDE:
+            best = r
+    return best
+
+
+def postprocess(reduce: int) -> str:
+    """Default post-processing of releases pooled by ``reduce``: a Gaussian blur of ``reduce / 2`` input
+    pixels (the pooling cell's scale), then clipping to the domain; clipping only without reduction.
+
+    Tied to the reduction, not to a data set: a fixed blur in pixels measured well on 28x28 and
+    badly on 8x8 (BENCHMARKS.md).
+    """
+    return f"blur:{reduce / 2:g},clip" if reduce > 1 else "clip"
+
+
+def num_queries(n_records: int, augmentation: str) -> int | None:
+    """Default query budget for ``n_records`` private records.
+
+    ``QUERIES_PER_RECORD`` per record, at least ``MIN_QUERIES``, and for ``sup`` at most the
+    ``n(n-1)/2`` distinct pairs; ``None`` for ``none`` (SIDP sends each release once).
+    """
+    if augmentation in ("none", "identity"):
+        return None
+    q = max(QUERIES_PER_RECORD * n_records, MIN_QUERIES)
+    if augmentation == "sup":
+        q = min(q, n_records * (n_records - 1) // 2)
+    return q
+
+
+def query_batch_size(teacher_max: int | None) -> int:
+    """Queries per teacher request: the teacher's declared maximum, at most ``MAX_QUERY_BATCH``."""
+    return min(teacher_max or MAX_QUERY_BATCH, MAX_QUERY_BATCH)
+
+
+def train_batch_size() -> int:
+    """Student training batch (rows per optimiser step), CLI and library alike (measured: BENCHMARKS.md)."""
+    return 128
+
+
+def epochs() -> int:
+    """Student training epochs over the query plan."""
+    return 5
+
+
+__all__ = ["delta", "epsilon", "epsilon_unit", "mechanism", "MAX_QUERY_BATCH", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
+           "postprocess", "query_batch_size", "reduction", "train_batch_size"]

@@ -1,0 +1,78 @@
+"""On-device adaptation: class-wise confident selection, the fine-tune loop, anchoring, and RNG hygiene."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ldpclient.transfer.adapt import SelfTrainingAdapter, select_confident
+from ldpclient.transfer.student import small_cnn
+
+
+def test_select_confident_takes_the_top_fraction_within_each_predicted_class() -> None:
+    probs = torch.tensor(
+        [[0.9, 0.1], [0.6, 0.4], [0.7, 0.3], [0.55, 0.45], [0.2, 0.8], [0.45, 0.55]], dtype=torch.float32
+    )
+    assert select_confident(probs, 0.5).tolist() == [0, 2, 4]  # 2 of class 0's 4, 1 of class 1's 2
+    assert select_confident(probs, 1.0).tolist() == list(range(6))
+    assert select_confident(probs, 0.01).tolist() == [0, 4]  # at least one per class
+    with pytest.raises(ValueError, match="fraction"):
+        select_confident(probs, 0.0)
+
+
+def _stripes(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Synthetic 12x12 images: class 0 has a horizontal bar, class 1 a vertical bar, plus noise."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    x = torch.rand(n, 1, 12, 12, generator=g) * 0.3
+    for i in range(n):
+        pos = int(torch.randint(3, 9, (1,), generator=g))
+        if y[i] == 0:
+            x[i, 0, pos, 2:10] = 1.0
+        else:
+            x[i, 0, 2:10, pos] = 1.0
+    return x, y
+
+
+def _accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    with torch.no_grad():
+        model.eval()
+        return float((model(x).argmax(1) == y).float().mean())
+
+
+def test_adapter_fine_tunes_in_place_keeps_a_good_student_good_and_leaves_the_global_rng_alone() -> None:
+    torch.manual_seed(0)
+    model = small_cnn(num_classes=2, image_size=12, width=8)
+    x, y = _stripes(256, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(60):  # a decent but imperfect student
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[:64]), y[:64]).backward()
+        opt.step()
+    before = _accuracy(model, x, y)
+    anchor_x, anchor_y = x[:64], y[:64]
+
+    def anchor(rnd: int):
+        for s in range(0, 64, 16):
+            yield anchor_x[s : s + 16], anchor_y[s : s + 16]
+
+    state = torch.random.get_rng_state()
+    hist = SelfTrainingAdapter(seed=3).adapt(model, x, anchor)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert hist.selected[-1] == 256 and len(hist.loss) == 3 and 0.0 <= hist.changed[-1] <= 1.0
+    assert _accuracy(model, x, y) >= before - 0.05
+
+
+def test_adapter_is_reproducible_for_a_seed_and_validates_its_options() -> None:
+    x, _ = _stripes(64, 2)
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(5)
+        model = small_cnn(num_classes=2, image_size=12, width=4)
+        SelfTrainingAdapter(seed=1, schedule=(0.5,)).adapt(model, x)
+        outs.append(model(x).detach())
+    assert torch.equal(outs[0], outs[1])
+    with pytest.raises(ValueError, match="schedule"):
+        SelfTrainingAdapter(schedule=(0.5, 1.5))
+    with pytest.raises(ValueError, match="lr"):
+        SelfTrainingAdapter(lr=0)

@@ -1,0 +1,51 @@
+"""One function per default: values, and that the CLI, the options and the library use them."""
+
+from __future__ import annotations
+
+import inspect
+
+from typer.testing import CliRunner
+
+from ldpclient.cli import app
+from ldpclient.run.label import LabelOptions, NoiseOptions
+from ldpclient.transfer import defaults
+from ldpclient.transfer.pipeline import KnowledgeTransfer
+
+
+def test_reduction_keeps_at_least_seven_pixels_per_side_and_divides_both_axes() -> None:
+    assert defaults.reduction((1, 28, 28)) == 4
+    assert defaults.reduction((1, 8, 8)) == 1
+    assert defaults.reduction((3, 32, 32)) == 4
+    assert defaults.reduction((3, 224, 224)) == 32
+    assert defaults.reduction((1, 28, 21)) == 1  # 7 divides both, but 21 / 7 = 3 px is too small
+    assert defaults.reduction((1, 42, 28)) == 2
+    assert defaults.reduction((1, 5, 5)) == 1
+
+
+def test_postprocess_blur_follows_the_reduction() -> None:
+    assert defaults.postprocess(4) == "blur:2,clip"
+    assert defaults.postprocess(3) == "blur:1.5,clip"
+    assert defaults.postprocess(1) == "clip"
+
+
+def test_query_budget_defaults() -> None:
+    assert defaults.num_queries(719, "sup") == 14380
+    assert defaults.num_queries(10, "sup") == 45  # capped by the distinct pairs
+    assert defaults.num_queries(10, "rand") == 500
+    assert defaults.num_queries(10, "none") is None
+    assert defaults.query_batch_size(None) == 256 and defaults.query_batch_size(64) == 64
+    assert defaults.query_batch_size(10_000) == 256
+
+
+def test_cli_options_and_library_share_the_defaults() -> None:
+    label_opts = LabelOptions(private_dir=".", teacher="t")  # type: ignore[arg-type]
+    assert label_opts.mechanism == defaults.mechanism() and label_opts.epsilon == defaults.epsilon()
+    assert label_opts.epsilon_unit == defaults.epsilon_unit()
+    assert label_opts.train_batch_size == defaults.train_batch_size() and label_opts.epochs == defaults.epochs()
+    assert label_opts.reduce is None and label_opts.postprocess is None  # resolved from the teacher's shape
+    noise_opts = NoiseOptions(private_dir=".", out=".")  # type: ignore[arg-type]
+    assert noise_opts.mechanism == defaults.mechanism()
+    params = inspect.signature(KnowledgeTransfer).parameters
+    assert params["epochs"].default is None and params["batch_size"].default is None  # -> defaults.*()
+    help_text = CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output
+    assert f"[default: {defaults.train_batch_size()}]" in help_text
