@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - older typer on top of click
 
 from . import __version__
 from .config import ConfigError, options_for_command, read_config
+from .names import AUGMENTATIONS, DELTA_MECHANISMS, EPSILON_UNITS, MECHANISMS, choice_list
 from .run.facts import WIRE_CHOICES
 from .run.ui import UI
 from .transfer import defaults
@@ -88,26 +89,11 @@ class CLIError(Exception):
             self.exit_code = exit_code
 
 
-class Mechanism(str, Enum):
-    laplace = "laplace"
-    gaussian = "gaussian"
-    tldp_laplace = "tldp-laplace"
-    tldp_gaussian = "tldp-gaussian"
-    tldp_weighted = "tldp-weighted"
-    discrete_tldp = "discrete-tldp"
-
-
-class EpsilonUnit(str, Enum):
-    element = "element"
-    record = "record"
-
-
-class Augment(str, Enum):
-    sup = "sup"
-    rand = "rand"
-    none = "none"
-
-
+# The choices derive from the one list of each concept (ldpclient.names).
+Mechanism = Enum("Mechanism", {name: name for name in MECHANISMS}, type=str)  # type: ignore[misc]
+EpsilonUnit = Enum("EpsilonUnit", {name: name for name in EPSILON_UNITS}, type=str)  # type: ignore[misc]
+Augment = Enum("Augment", {name: name for name in AUGMENTATIONS}, type=str)  # type: ignore[misc]
+DEFAULT_AUGMENT = Augment(defaults.augmentation())
 Wire = Enum("Wire", {choice: choice for choice in WIRE_CHOICES}, type=str)  # type: ignore[misc]
 
 
@@ -211,7 +197,7 @@ EpsilonUnitOption = typer.Option(
 )
 DeltaOption = typer.Option(
     None,
-    help=f"Delta of gaussian, tldp-gaussian and tldp-weighted (same unit as --epsilon; default {defaults.delta():g}).",
+    help=f"Delta of {choice_list(DELTA_MECHANISMS)} (same unit as --epsilon; default {defaults.delta():g}).",
     show_default=False,
 )
 ReduceOption = typer.Option(
@@ -305,7 +291,7 @@ def label(
     delta: Optional[float] = DeltaOption,
     secure: bool = SecureOption,
     allow_large_delta: bool = AllowLargeDeltaOption,
-    augment: Augment = typer.Option(Augment.sup, help="LDPKiT query expansion: sup, rand, or none (= SIDP)."),
+    augment: Augment = typer.Option(DEFAULT_AUGMENT, help="LDPKiT query expansion: sup, rand, or none (= SIDP)."),
     reduce: Optional[int] = ReduceOption,
     postprocess: Optional[str] = PostprocessOption,
     baseline: bool = typer.Option(False, "--baseline/--no-baseline", help="Also run the data-free baseline (blank records, epsilon 0)."),
@@ -416,7 +402,7 @@ def noise(
     allow_large_delta: bool = AllowLargeDeltaOption,
     reduce: Optional[int] = ReduceOption,
     postprocess: Optional[str] = PostprocessOption,
-    augment: Augment = typer.Option(Augment.sup, help="Augmentation shown in the preview's third row."),
+    augment: Augment = typer.Option(DEFAULT_AUGMENT, help="Augmentation shown in the preview's third row."),
     preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
     privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
     state_dir: Optional[Path] = typer.Option(None, help="Ledger directory (as for `label`)."),

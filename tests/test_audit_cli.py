@@ -81,7 +81,7 @@ def test_cli_json_report(logged, tmp_path):
     out = tmp_path / "out"
     res = CliRunner().invoke(_app(), [
         "--private", str(logged["folder"]), "--queries", str(logged["log"]), "--plan", str(logged["plan_file"]),
-        "--epsilon", "2", "--cnn-steps", "0", "--out", str(out), "--json",
+        "--epsilon", "2", "--epsilon-unit", "element", "--cnn-steps", "0", "--out", str(out), "--json",
     ])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
@@ -147,7 +147,8 @@ def test_audit_of_a_real_label_run_reads_settings_and_plan_from_its_report(tmp_p
 
 
 def test_the_audit_leaves_the_global_rng_alone(logged, tmp_path):
+    """The empirical-epsilon test used to draw its event sample from the global RNG."""
     before = torch.random.get_rng_state().clone()
     run_audit(logged["records"], queries=logged["log"], plan=logged["plan_file"], mechanism=logged["mech"],
-              cnn_steps=2, empirical=False, rme=False, out_dir=tmp_path)
+              cnn_steps=2, empirical=True, rme=False, out_dir=tmp_path)
     assert torch.equal(torch.random.get_rng_state(), before)

@@ -59,9 +59,11 @@ def _collect(sampler: Sampler, value: float, shape: Sequence[int], samples: int,
     return torch.cat(out)[:samples]
 
 
-def _events(a: torch.Tensor, b: torch.Tensor, low: float, high: float, grid: int) -> list[tuple[str, float]]:
+def _events(
+    a: torch.Tensor, b: torch.Tensor, low: float, high: float, grid: int, g: torch.Generator
+) -> list[tuple[str, float]]:
     pooled = torch.cat([a, b])
-    qs = torch.quantile(pooled[torch.randperm(pooled.numel())[:200_000]].float(), torch.linspace(0.001, 0.999, grid)).double()
+    qs = torch.quantile(pooled[torch.randperm(pooled.numel(), generator=g)[:200_000]].float(), torch.linspace(0.001, 0.999, grid)).double()
     ev: list[tuple[str, float]] = [("==", low), ("==", high)]
     for t in torch.unique(qs).tolist():
         ev += [(">=", t), ("<=", t)]
@@ -116,7 +118,7 @@ def empirical_epsilon(
     half = samples // 2
     sel0, test0, sel1, test1 = x0[:half], x0[half:], x1[:half], x1[half:]
     n_sel, n_test = half, samples - half
-    events = [(op, t, _count(sel0, op, t), _count(sel1, op, t)) for op, t in _events(sel0, sel1, low, high, grid)]
+    events = [(op, t, _count(sel0, op, t), _count(sel1, op, t)) for op, t in _events(sel0, sel1, low, high, grid, g)]
 
     def select(delta: float) -> tuple[str, float, bool]:
         best: tuple[float, str, float, bool] | None = None

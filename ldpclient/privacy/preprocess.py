@@ -14,6 +14,7 @@ from typing import Sequence
 
 import torch
 
+from ..names import EPSILON_UNITS, choice_list
 from .guarantee import Domain
 
 
@@ -75,8 +76,9 @@ def check_probability(p: float, name: str = "p", *, allow_zero: bool = True) -> 
 
 
 def check_per(per: str) -> str:
-    if per not in ("element", "record"):
-        raise ValueError(f"per must be 'element' or 'record', got {per!r}")
+    """``per`` must be one of :data:`ldpclient.names.EPSILON_UNITS`."""
+    if per not in EPSILON_UNITS:
+        raise ValueError(f"per must be {choice_list(EPSILON_UNITS)}, got {per!r}")
     return per
 
 

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 
+from ..names import AUGMENTATIONS, EPSILON_UNITS, MECHANISMS, choice_list
+from ..transfer import defaults
+
 if TYPE_CHECKING:  # torch/numpy are imported where used, so `ldpclient --help` stays fast
     import torch
 
@@ -131,13 +134,13 @@ def audit(
     run: Optional[Path] = typer.Option(None, "--run", help="report of the 'ldpclient label' run that sent the queries: settings and query plan are read from it"),
     plan: Optional[Path] = typer.Option(None, "--plan", help="JSON of the client's query plan (maps logged request ids to records; default: from --run)"),
     sources: Optional[Path] = typer.Option(None, "--sources", help=".npy/.json (Q, k) record indices of each logged query (instead of --plan)"),
-    mechanism: Optional[str] = typer.Option(None, "--mechanism", help="client mechanism: laplace|gaussian|tldp-laplace|tldp-gaussian|tldp-weighted|discrete-tldp (default: from --run, else laplace)"),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", help=f"client mechanism: {'|'.join(MECHANISMS)} (default: from --run, else label's default, {defaults.mechanism()})"),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="the client's epsilon (unit: --epsilon-unit); needed with --queries unless --run gives it"),
-    epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", "--per", help="unit of --epsilon and --sweep: element or record (default: from --run, else element)"),
+    epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", "--per", help=f"unit of --epsilon and --sweep: {choice_list(EPSILON_UNITS)} (default: from --run, else label's default, {defaults.epsilon_unit()})"),
     delta: Optional[float] = typer.Option(None, "--delta", help="delta for gaussian mechanisms"),
-    reduce: Optional[int] = typer.Option(None, "--reduce", "--reduction", help="average-pooling factor before noise used by the client (default: from --run, else 1)"),
-    postprocess: Optional[str] = typer.Option(None, "--postprocess", help="client post-processing, e.g. 'clip,blur:1' (default: from --run)"),
-    kind: Optional[str] = typer.Option(None, "--kind", help="query kind sup|rand|none (= SIDP; default: from the plan)"),
+    reduce: Optional[int] = typer.Option(None, "--reduce", "--reduction", help="average-pooling factor before noise used by the client (default: from --run, else label's default for the record shape)"),
+    postprocess: Optional[str] = typer.Option(None, "--postprocess", help="client post-processing, e.g. 'clip,blur:1' (default: from --run, else label's default for the reduction)"),
+    kind: Optional[str] = typer.Option(None, "--kind", help=f"query kind {'|'.join(AUGMENTATIONS)} (none = SIDP; default: from the plan)"),
     teacher: Optional[str] = typer.Option(None, "--teacher", help="LOCAL teacher to judge reconstructions: mock-server checkpoint file or 'digits'"),
     sweep: Optional[str] = typer.Option(None, "--sweep", help="also simulate the client at these epsilons, e.g. '0.5,1,2,4'"),
     paper_epsilon: Optional[float] = typer.Option(None, "--paper-epsilon", help="per-element epsilon a paper claims as pure LDP (tested)"),
@@ -162,21 +165,22 @@ def audit(
         if queries is None and not sweep:
             raise ValueError("nothing to audit: give --queries LOG (what the teacher saw) and/or --sweep EPSILONS")
         recorded = _run_settings(run) if run is not None else {}
-        mechanism = _pick(mechanism, recorded, "mechanism", "laplace")
+        mechanism = _pick(mechanism, recorded, "mechanism", defaults.mechanism())
         epsilon = _pick(epsilon, recorded, "epsilon", None)
-        per = _pick(epsilon_unit, recorded, "epsilon_unit", "element")
+        per = _pick(epsilon_unit, recorded, "epsilon_unit", defaults.epsilon_unit())
         delta = _pick(delta, recorded, "delta", None)
-        reduction = int(_pick(reduce, recorded, "reduce", 1))
+        given_reduce = _pick(reduce, recorded, "reduce", None)
         postprocess = _pick(postprocess, recorded, "postprocess", None)
-        if per not in ("element", "record"):
-            raise ValueError(f"--epsilon-unit must be 'element' or 'record', got {per!r}")
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
+        if per not in EPSILON_UNITS:
+            raise ValueError(f"--epsilon-unit must be {choice_list(EPSILON_UNITS)}, got {per!r}")
         if kind is not None:
             if kind not in _KIND_NAMES:
-                raise ValueError(f"--kind must be sup, rand or none, got {kind!r}")
+                raise ValueError(f"--kind must be {choice_list(AUGMENTATIONS)}, got {kind!r}")
             kind = _KIND_NAMES[kind]
         if (student is None) != (holdout is None):
             raise ValueError("membership inference needs both --student and --holdout")
-        make = _mechanism_factory(mechanism, per, delta, reduction, recorded.get("value_range"))
         shape: tuple[int, int, int] = recorded.get("input_shape") or (channels, size, size)
         log_q = None
         if queries is not None:
@@ -186,6 +190,11 @@ def audit(
                 raise ValueError("--epsilon (the client's setting) is needed to audit a query log")
             log_q, _ = load_query_log(queries)
             shape = tuple(int(v) for v in log_q.shape[1:])  # type: ignore[assignment]
+        # what `label` would have used, where neither the options nor the run report say
+        reduction = int(given_reduce) if given_reduce is not None else defaults.reduction(shape)
+        if postprocess is None:
+            postprocess = defaults.postprocess(reduction)
+        make = _mechanism_factory(mechanism, per, delta, reduction, recorded.get("value_range"))
         from ..data import load_private_folder
 
         records = load_private_folder(private, shape).records

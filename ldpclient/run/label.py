@@ -31,6 +31,7 @@ from typing import Any, Mapping, Optional
 import torch
 
 from ..data import DEFAULT_MAX_PIXELS, load_private_folder, to_uint8_image
+from ..names import AUGMENTATIONS, DELTA_MECHANISMS, EPSILON_UNITS, MECHANISMS, PLAN_KINDS, choice_list
 from ..privacy.preprocess import delta_warning
 from ..teachers.http import redact_url
 from ..transfer import defaults
@@ -45,12 +46,6 @@ from .report import (
     write_labels,
 )
 from .ui import UI
-
-MECHANISMS = ("laplace", "gaussian", "tldp-laplace", "tldp-gaussian", "tldp-weighted", "discrete-tldp")
-DELTA_MECHANISMS = ("gaussian", "tldp-gaussian", "tldp-weighted")  # take --delta (and --allow-large-delta)
-AUGMENTS = ("sup", "rand", "none")
-EPSILON_UNITS = ("element", "record")
-
 
 # --------------------------------------------------------------------------- options
 
@@ -75,7 +70,7 @@ class LabelOptions:
     delta: Optional[float] = None
     secure: bool = True
     allow_large_delta: bool = False
-    augment: str = "sup"
+    augment: str = defaults.augmentation()
     reduce: Optional[int] = None
     postprocess: Optional[str] = None
     baseline: bool = False
@@ -110,8 +105,8 @@ class LabelOptions:
         if self.ca_bundle is not None and not Path(self.ca_bundle).is_file():
             raise ValueError(f"--ca-bundle {str(self.ca_bundle)!r} is not a file")
         _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
-        if self.augment not in AUGMENTS:
-            raise ValueError(f"--augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
         if self.postprocess is not None:
             _check_postprocess(self.postprocess)
         for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
@@ -160,7 +155,7 @@ class NoiseOptions:
     allow_large_delta: bool = False
     reduce: Optional[int] = None
     postprocess: Optional[str] = None
-    augment: str = "sup"
+    augment: str = defaults.augmentation()
     preview: int = 8
     privacy_cap: Optional[float] = None
     state_dir: Optional[Path] = None
@@ -176,8 +171,8 @@ class NoiseOptions:
             raise ValueError(f"--channels must be 1 or 3, got {self.channels}")
         if self.size < 1 or self.preview < 1:
             raise ValueError("--size and --preview must be >= 1")
-        if self.augment not in AUGMENTS:
-            raise ValueError(f"--augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
         if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
             raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
         if self.out.exists() and not self.out.is_dir():
@@ -192,7 +187,7 @@ def _check_mechanism_options(
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"--epsilon must be a finite number > 0, got {epsilon}")
     if unit not in EPSILON_UNITS:
-        raise ValueError(f"--epsilon-unit must be element or record, got {unit!r}")
+        raise ValueError(f"--epsilon-unit must be {choice_list(EPSILON_UNITS)}, got {unit!r}")
     if delta is not None and not (0 < delta < 1):
         raise ValueError(f"--delta must be in (0, 1), got {delta}")
     if delta is not None and mechanism not in DELTA_MECHANISMS:
@@ -855,7 +850,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     k = min(opts.preview, len(images))
     aug_rows: list[torch.Tensor] = []
     n = len(images)
-    kind = {"sup": "sup", "rand": "rand", "none": "identity"}[opts.augment]
+    kind = PLAN_KINDS[opts.augment]
     if kind == "sup" and n < 2:
         kind = "identity"
     plan = QueryPlan(kind=kind, n=n, num_queries=k if kind != "identity" else None, seed=opts.seed or 0, batch_size=max(k, 1))

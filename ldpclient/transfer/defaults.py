@@ -24,6 +24,11 @@ def mechanism() -> str:
     return "laplace"
 
 
+def augmentation() -> str:
+    """The query expansion a run uses unless told otherwise (a name of ``ldpclient.names.AUGMENTATIONS``): Sup pairs."""
+    return "sup"
+
+
 def epsilon() -> float:
     """Default epsilon (nats) per whole record (:func:`epsilon_unit`).
 
@@ -104,5 +109,5 @@ def epochs() -> int:
     return 5
 
 
-__all__ = ["delta", "epsilon", "epsilon_unit", "mechanism", "MAX_QUERY_BATCH", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
+__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_QUERY_BATCH", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
            "postprocess", "query_batch_size", "reduction", "train_batch_size"]

@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..names import PLAN_KINDS
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
 from ..privacy.release import Derived, Release
@@ -64,7 +65,7 @@ from .student import (
 )
 
 MODES = ("ldpkit", "sidp", "data-free")
-AUGMENTATIONS = {"sup": "sup", "rand": "rand", "none": "identity"}
+AUGMENTATIONS = PLAN_KINDS  # augmentation name -> query-plan kind (ldpclient.names)
 
 
 @dataclass
