@@ -1,6 +1,7 @@
 """How to write and register a third-party teacher adapter for ldpclient.
 
-A teacher adapter is any object with two methods (the ``Teacher`` protocol):
+A teacher adapter subclasses ``ldpclient.teachers.Teacher`` and implements two
+methods:
 
 * ``metadata() -> TeacherMetadata``: input shape (C, H, W), wire datatype
   ("FP32" or "UINT8"), number of classes, optional class names, max batch size,
@@ -12,10 +13,14 @@ A teacher adapter is any object with two methods (the ``Teacher`` protocol):
 shape, and quantises into the datatype (post-processing, no privacy cost). For
 HTTP, reuse ``HttpTransport``: pooled per-thread sessions, timeouts, retries with
 backoff and Retry-After, TLS verification, and a token that never shows up in
-logs or errors. Optionally add ``infer(queries, *, request_id=None) ->
-InferResult`` (request count, bytes, billed units: the QueryClient uses them for
-the cost meter and reconciliation) and ``requests_for(n)`` (HTTP requests n
-queries need: the cost meter prices per-request fees before sending).
+logs or errors. Optional hooks, each with a default in ``Teacher``:
+``infer(queries, *, request_id=None) -> InferResult`` (request count, bytes,
+billed units: the QueryClient uses them for the cost meter and reconciliation;
+default: ``classify`` counted as one request), ``requests_for(n)`` (HTTP requests
+n queries need: the cost meter prices per-request fees before sending; default 1),
+``journal_scope`` (journal key; default ``metadata().name``) and ``close()``
+(default: nothing). An object with ``metadata()`` and ``classify()`` that does not
+subclass ``Teacher`` is still accepted (``ldpclient.teachers.as_teacher`` wraps it).
 
 Registering: expose a factory ``connect(target: str, *, token=None, **opts) ->
 Teacher`` and declare it in your package's ``pyproject.toml``::
@@ -47,13 +52,13 @@ import numpy as np
 import requests
 import torch
 
-from ldpclient.teachers import InferResult, MalformedResponse, QueryClient, TeacherMetadata
+from ldpclient.teachers import InferResult, MalformedResponse, QueryClient, Teacher, TeacherMetadata
 from ldpclient.teachers.encoding import to_wire
 from ldpclient.teachers.http import HttpTransport, RetryPolicy
 from ldpclient.teachers.result import validate_labels
 
 
-class AcmeTeacher:
+class AcmeTeacher(Teacher):
     """Adapter for the ACME vision API (28x28 greyscale digits, 10 classes, bytes in)."""
 
     def __init__(self, base_url: str, *, token: str | None = None, retry: RetryPolicy | None = None, **http: Any):
@@ -129,8 +134,7 @@ class _AcmeHandler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    from ldpclient.privacy import Domain, Guarantee
-    from ldpclient.privacy.release import _RELEASE_TOKEN, Release  # demo only: real code gets releases from a mechanism
+    from ldpclient.privacy import laplace
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _AcmeHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -138,8 +142,8 @@ def main() -> None:
         # Installed as a plugin this would be ldpclient.teachers.connect("acme+http://127.0.0.1:PORT").
         teacher = connect(f"http://127.0.0.1:{server.server_address[1]}")
         vals = torch.linspace(0, 1, 100).view(100, 1, 1, 1).expand(100, 1, 28, 28).contiguous()
-        g = Guarantee("demo", 1.0, 0.0, 784.0, 0.0, 784, Domain())
-        release = Release(vals, g, (1, 28, 28), _token=_RELEASE_TOKEN)
+        # releases only ever come from a mechanism; these ramp images are made up, hence public=True
+        release = laplace(50.0).release(vals, public=True)
         client = QueryClient(teacher, workers=2)
         labels = client.label(release, prefix="acme-demo")
         print("labels:", labels.tolist()[:12], "...", f"({client.stats.requests} requests)")

@@ -33,7 +33,9 @@ import torch
 from ..data import DEFAULT_MAX_PIXELS, load_private_folder, to_uint8_image
 from ..names import AUGMENTATIONS, DELTA_MECHANISMS, EPSILON_UNITS, MECHANISMS, PLAN_KINDS, choice_list
 from ..privacy.preprocess import delta_warning
+from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
+from ..teachers.units import ByteUnitsTeacher
 from ..transfer import defaults
 from .facts import TeacherFacts
 from .report import (
@@ -305,49 +307,6 @@ def build_mechanism(
         )
     mech.guarantee(record_shape)  # validates shape-dependent parameters before any data is touched
     return mech
-
-
-class ByteUnitsTeacher:
-    """Present a teacher in integer byte units 0..255 (for ``discrete-tldp``, whose domain is {0..255}).
-
-    Records are released in 0..255; queries are mapped back to the wrapped
-    teacher's value range (``lo + v / 255 * (hi - lo)``) before sending, which is
-    post-processing of releases (free). The student then trains and predicts in the
-    same byte units. Everything else (journal scope, request accounting, billing)
-    is the wrapped adapter's.
-    """
-
-    def __init__(self, inner: Any) -> None:
-        import dataclasses
-
-        self._inner = inner
-        self._meta_inner = inner.metadata()
-        self._meta = dataclasses.replace(self._meta_inner, value_range=(0.0, 255.0))
-        self.journal_scope = getattr(inner, "journal_scope", None) or self._meta_inner.name
-        if hasattr(inner, "infer"):
-            self.infer = self._infer
-        if hasattr(inner, "requests_for"):
-            self.requests_for = inner.requests_for
-
-    def _to_inner(self, queries: Any) -> Any:
-        from ..privacy.release import as_derived
-
-        lo, hi = (float(v) for v in self._meta_inner.value_range)
-        return as_derived(queries).map(lambda v: lo + v.clamp(0, 255) * ((hi - lo) / 255.0), "bytes->value_range")
-
-    def metadata(self) -> Any:
-        return self._meta
-
-    def classify(self, queries: Any) -> torch.Tensor:
-        return self._inner.classify(self._to_inner(queries))
-
-    def _infer(self, queries: Any, **kwargs: Any) -> Any:
-        return self._inner.infer(self._to_inner(queries), **kwargs)
-
-    def close(self) -> None:
-        closer = getattr(self._inner, "close", None)
-        if callable(closer):
-            closer()
 
 
 def centre_weights(hw: tuple[int, ...]) -> torch.Tensor:
@@ -752,9 +711,12 @@ def _write_stop_report(
 
 def _wire_used(teacher: Any) -> str | None:
     """``"binary"``/``"json"`` for an Open Inference Protocol teacher (after negotiation), else None."""
-    inner = getattr(teacher, "_inner", teacher)
-    binary = getattr(inner, "binary", None)
-    return None if binary is None else ("binary" if binary else "json")
+    from ..teachers.oip import OIPTeacher
+
+    inner = teacher.inner if isinstance(teacher, ByteUnitsTeacher) else teacher
+    if not isinstance(inner, OIPTeacher):
+        return None
+    return "binary" if inner.binary else "json"
 
 
 def _last_val(result: Any) -> float | None:
@@ -812,9 +774,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
         try:
             meta = t.metadata()
         finally:
-            closer = getattr(t, "close", None)
-            if callable(closer):
-                closer()
+            as_teacher(t).close()
         shape = tuple(int(s) for s in meta.input_shape)
         value_range = (float(meta.value_range[0]), float(meta.value_range[1]))
         scope = redact_url(opts.teacher)

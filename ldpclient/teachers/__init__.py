@@ -2,11 +2,13 @@
 
 * :func:`connect` opens a teacher by address (``oip+http://...``, ``hf://...``,
   ``torchserve+http://...``, ``local:...`` or a third-party adapter's name).
+* :class:`Teacher` is the base class of adapters (:func:`as_teacher` accepts plain
+  objects with ``metadata()`` and ``classify()`` too).
 * :class:`QueryClient` labels query batches with batching, bounded concurrency,
   a money cap and a resumable :class:`Journal`.
 """
 
-from .base import Queries, Teacher, TeacherMetadata
+from .base import Queries, Teacher, TeacherMetadata, as_teacher
 from .client import ClientStats, QueryClient
 from .cost import CostMeter, Reconciliation
 from .errors import (
@@ -27,6 +29,7 @@ from .result import InferResult
 __all__ = [
     "Queries",
     "Teacher",
+    "as_teacher",
     "TeacherMetadata",
     "ClientStats",
     "QueryClient",

@@ -1,13 +1,22 @@
-"""The Teacher protocol: what every adapter (remote or in-process) provides."""
+"""The Teacher base class: what every adapter (remote or in-process) provides.
+
+An adapter subclasses :class:`Teacher` and implements :meth:`~Teacher.metadata` and
+:meth:`~Teacher.classify`; the other methods are optional hooks with working defaults
+(override them when the adapter knows better). Objects that only have ``metadata()``
+and ``classify()`` without subclassing are still accepted: :func:`as_teacher` wraps
+them, and is the one place that decides what counts as a teacher.
+"""
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
-from typing import Protocol, Union, runtime_checkable
+from typing import Any, Union
 
 import torch
 
 from ..privacy.release import Derived, Release
+from .result import InferResult
 
 Queries = Union[Release, Derived]
 
@@ -36,14 +45,119 @@ class TeacherMetadata:
     assumed: tuple[str, ...] = ()
 
 
-@runtime_checkable
-class Teacher(Protocol):
-    """A classifier that returns hard labels for LDP-derived queries only."""
+class Teacher(abc.ABC):
+    """A classifier that returns hard labels for LDP-derived queries only.
 
+    Required: :meth:`metadata` and :meth:`classify`. Optional hooks (defaults below):
+    :attr:`journal_scope`, :meth:`requests_for`, :meth:`infer`, :meth:`close`.
+    A teacher is a context manager (``with`` closes it).
+    """
+
+    _journal_scope: str | None = None
+
+    @abc.abstractmethod
     def metadata(self) -> TeacherMetadata:
         """Input shape, datatype, number of classes (may contact the server once)."""
-        ...
 
+    @abc.abstractmethod
     def classify(self, queries: Queries) -> torch.Tensor:
         """Hard labels, int64 ``(Q,)``, one per query row. Raw tensors raise TypeError."""
-        ...
+
+    @property
+    def journal_scope(self) -> str:
+        """Optional hook: the key the journal and ledger file this teacher's answers under.
+
+        Set it (``self.journal_scope = "acme:https://..."``) or override the property;
+        default: ``metadata().name``. Two teachers with one scope share journaled labels.
+        """
+        return self._journal_scope or self.metadata().name
+
+    @journal_scope.setter
+    def journal_scope(self, value: str) -> None:
+        self._journal_scope = value
+
+    def requests_for(self, n: int) -> int:
+        """Optional hook: HTTP requests one :meth:`infer` call on ``n`` queries takes.
+
+        The client prices per-request fees with it before sending (it calls it once per
+        chunk of at most its batch size). Default: 1.
+        """
+        return 1
+
+    def infer(self, queries: Queries, *, request_id: str | None = None) -> InferResult:
+        """Optional hook: labels plus accounting (requests, attempts, bytes, billed units).
+
+        ``request_id``: a stable id for the request (servers may echo or log it).
+        Default: :meth:`classify`, counted as one request with nothing billed reported.
+        """
+        return InferResult(labels=torch.as_tensor(self.classify(queries)), requests=1, billed=None)
+
+    def close(self) -> None:  # noqa: B027 (a hook whose default is to do nothing, not abstract)
+        """Optional hook: release connections and other resources. Default: nothing to do."""
+
+    def __enter__(self) -> "Teacher":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Delegating(Teacher):
+    """A :class:`Teacher` around an object that has ``metadata()`` and ``classify()`` but
+    does not subclass it: each hook calls the object's method of that name when it has
+    one, else the default. Other attributes are read from the object."""
+
+    def __init__(self, obj: Any) -> None:
+        self.wrapped = obj
+
+    def metadata(self) -> TeacherMetadata:
+        return self.wrapped.metadata()
+
+    def classify(self, queries: Queries) -> torch.Tensor:
+        return self.wrapped.classify(queries)
+
+    @property
+    def journal_scope(self) -> str:
+        return self._journal_scope or getattr(self.wrapped, "journal_scope", None) or self.metadata().name
+
+    @journal_scope.setter
+    def journal_scope(self, value: str) -> None:
+        self._journal_scope = value
+
+    def requests_for(self, n: int) -> int:
+        hook = getattr(self.wrapped, "requests_for", None)
+        return int(hook(n)) if hook is not None else super().requests_for(n)
+
+    def infer(self, queries: Queries, *, request_id: str | None = None) -> InferResult:
+        hook = getattr(self.wrapped, "infer", None)
+        return hook(queries, request_id=request_id) if hook is not None else super().infer(queries)
+
+    def close(self) -> None:
+        hook = getattr(self.wrapped, "close", None)
+        if callable(hook):
+            hook()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "wrapped":  # not yet set (e.g. during unpickling)
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)
+
+    def __repr__(self) -> str:
+        return repr(self.wrapped)
+
+
+def as_teacher(obj: object) -> Teacher:
+    """``obj`` as a :class:`Teacher`: a Teacher instance unchanged, an object with callable
+    ``metadata()`` and ``classify()`` wrapped (its ``journal_scope``, ``requests_for``,
+    ``infer`` and ``close`` are used when present). Anything else raises TypeError."""
+    if isinstance(obj, Teacher):
+        return obj
+    if isinstance(obj, type):
+        raise TypeError(f"{obj.__name__} is a class, not a teacher: pass an instance")
+    missing = [f"{m}()" for m in ("metadata", "classify") if not callable(getattr(obj, m, None))]
+    if missing:
+        raise TypeError(
+            f"{type(obj).__name__} is not a teacher: it has no {' or '.join(missing)} "
+            "(a teacher needs metadata() and classify(queries))"
+        )
+    return _Delegating(obj)

@@ -34,7 +34,7 @@ from typing import Iterable, Iterator
 import torch
 
 from ..privacy.release import Derived, as_derived
-from .base import Queries, Teacher, TeacherMetadata
+from .base import Queries, Teacher, TeacherMetadata, as_teacher
 from .cost import CostMeter, Reconciliation
 from .errors import CostCapReached, JournalMismatch
 from .http import BILLING_GUARD
@@ -116,22 +116,23 @@ class _AttemptBilling:
 class QueryClient:
     """Label query batches with a teacher, safely and without paying twice.
 
-    ``teacher``: any :class:`~ldpclient.teachers.base.Teacher`; adapters with an
-    ``infer()`` method also report request counts, bytes and billed units.
+    ``teacher``: a :class:`~ldpclient.teachers.base.Teacher`, or any object with
+    ``metadata()`` and ``classify()`` (see :func:`~ldpclient.teachers.base.as_teacher`);
+    adapters that override ``infer()`` also report request counts, bytes and billed units.
     ``batch_size``: queries per request (default: the teacher's ``max_batch_size``;
     plan batches larger than this are split into several requests but journaled as
     one). ``workers``: requests in flight at once (>= 1). ``journal``: a
     :class:`Journal`, a path to one, ``True`` for the default path beside the
     ledger, or None (no resumption). ``cost``: a :class:`CostMeter` (None = free,
-    uncapped). ``scope``: journal key of the teacher (default: the adapter's
-    ``journal_scope``, else its metadata name). ``verify_queries``: on resume, refuse
+    uncapped). ``scope``: journal key of the teacher (default: the teacher's
+    ``journal_scope``, by default its metadata name). ``verify_queries``: on resume, refuse
     a journaled batch id whose queries differ from what was sent (raises
     :class:`JournalMismatch`; labels of other queries would be silently wrong).
     """
 
     def __init__(
         self,
-        teacher: Teacher,
+        teacher: Teacher | object,
         *,
         batch_size: int | None = None,
         workers: int = 1,
@@ -140,13 +141,11 @@ class QueryClient:
         scope: str | None = None,
         verify_queries: bool = True,
     ) -> None:
-        if not hasattr(teacher, "classify") or not hasattr(teacher, "metadata"):
-            raise TypeError(f"teacher must implement the Teacher protocol, got {type(teacher).__name__}")
         if batch_size is not None and int(batch_size) < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if int(workers) < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
-        self.teacher = teacher
+        self.teacher: Teacher = as_teacher(teacher)  # TypeError for anything that is not a teacher
         self.workers = int(workers)
         self._batch_size = int(batch_size) if batch_size is not None else None
         if journal is True:
@@ -174,7 +173,7 @@ class QueryClient:
     @property
     def scope(self) -> str:
         if self._scope is None:
-            self._scope = str(getattr(self.teacher, "journal_scope", None) or self.metadata().name)
+            self._scope = str(self.teacher.journal_scope)
         return self._scope
 
     @property
@@ -186,12 +185,9 @@ class QueryClient:
         return self.metadata().max_batch_size
 
     def _requests_for(self, n: int) -> int:
-        per = getattr(self.teacher, "requests_for", None)
         bs = self.batch_size
         chunks = [min(bs, n - s) for s in range(0, n, bs)] if bs else [n]
-        if per is not None:
-            return sum(int(per(c)) for c in chunks)
-        return len(chunks)
+        return sum(int(self.teacher.requests_for(c)) for c in chunks)
 
     def _start(self) -> None:
         if self._started:
@@ -203,11 +199,7 @@ class QueryClient:
 
     # -- the work ---------------------------------------------------------------------------
     def _infer(self, derived: Derived, batch_id: str) -> InferResult:
-        infer = getattr(self.teacher, "infer", None)
-        if infer is None:
-            labels = self.teacher.classify(derived)
-            return InferResult(labels=torch.as_tensor(labels), requests=1, billed=None)
-        return infer(derived, request_id=batch_id)
+        return self.teacher.infer(derived, request_id=batch_id)
 
     def _run_batch(self, batch_id: str, derived: Derived, digest: str, reserved: float) -> torch.Tensor:
         meta = self.metadata()
@@ -379,9 +371,7 @@ class QueryClient:
     def close(self) -> None:
         if self.journal is not None:
             self.journal.close()
-        closer = getattr(self.teacher, "close", None)
-        if callable(closer):
-            closer()
+        self.teacher.close()
 
     def __enter__(self) -> "QueryClient":
         return self

@@ -25,7 +25,7 @@ import numpy as np
 import requests
 import torch
 
-from .base import Queries, TeacherMetadata
+from .base import Queries, Teacher, TeacherMetadata
 from .encoding import to_png, to_wire
 from .errors import MalformedResponse, TeacherError
 from .http import HttpTransport, RetryPolicy, Timeout
@@ -35,7 +35,7 @@ DEFAULT_ENDPOINT = "https://router.huggingface.co/hf-inference/models"
 DEFAULT_HUB = "https://huggingface.co"
 
 
-class HFTeacher:
+class HFTeacher(Teacher):
     """A Hugging Face image classifier behind the inference API."""
 
     def __init__(

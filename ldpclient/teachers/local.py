@@ -1,4 +1,4 @@
-"""In-process teacher: a torch module or any callable, behind the Teacher protocol.
+"""In-process teacher: a torch module or any callable, behind the Teacher interface.
 
 Useful for tests, for the demo, and for teachers you run yourself. It still only
 accepts LDP queries (Release or Derived) and still goes through the same wire
@@ -14,14 +14,14 @@ from typing import Callable, Sequence, Union
 import numpy as np
 import torch
 
-from .base import Queries, TeacherMetadata
+from .base import Queries, Teacher, TeacherMetadata
 from .encoding import INPUT_DATATYPES, from_wire_uint8, to_wire
 from .result import InferResult, validate_labels
 
 ModelLike = Union[torch.nn.Module, Callable[[torch.Tensor], object]]
 
 
-class LocalTeacher:
+class LocalTeacher(Teacher):
     """A teacher that runs ``model`` in this process.
 
     ``model``: a ``torch.nn.Module`` (put in eval mode, run under ``no_grad``) or a

@@ -53,7 +53,7 @@ import requests
 import torch
 
 from ..state import default_state_dir
-from .base import Queries, TeacherMetadata
+from .base import Queries, Teacher, TeacherMetadata
 from .encoding import FLOAT_DATATYPES, INPUT_DATATYPES, INTEGER_DATATYPES, NUMPY_DTYPES, to_wire
 from .errors import MalformedResponse, TeacherError, TeacherRequestError, TransientTeacherError
 from .http import HttpTransport, RetryPolicy, Timeout, redact_url
@@ -67,7 +67,7 @@ DEFAULT_VALUE_RANGE = (0.0, 1.0)
 log = logging.getLogger("ldpclient.teachers.oip")
 
 
-class OIPTeacher:
+class OIPTeacher(Teacher):
     """A model served over the Open Inference Protocol v2 (REST).
 
     ``base_url``: server root, e.g. ``http://127.0.0.1:8000``; ``model``: model name;

@@ -19,8 +19,9 @@ entry-point group (see ``examples/custom_teacher.py``)::
     myapi = "my_package.teacher:connect"
 
 The factory is called as ``factory(target, token=token, **opts)`` where
-``target`` is the text after ``myapi+`` (or after ``myapi:``) and must return an
-object implementing :class:`~ldpclient.teachers.base.Teacher`.
+``target`` is the text after ``myapi+`` (or after ``myapi:``) and must return a
+:class:`~ldpclient.teachers.base.Teacher` (or an object with ``metadata()`` and
+``classify()``, see :func:`~ldpclient.teachers.base.as_teacher`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
-from .base import Teacher
+from .base import Teacher, as_teacher
 
 ENTRY_POINT_GROUP = "ldpclient.teachers"
 
@@ -58,7 +59,8 @@ def _connect_local(target: str, token: str | None = None, **opts: Any) -> Teache
     """``local:package.module:attr``. ``attr`` may be a Teacher instance (used as is), a
     ``torch.nn.Module`` instance (wrapped in LocalTeacher; pass ``input_shape`` and
     ``num_classes`` as options), or a factory callable returning a Teacher (called with
-    the options)."""
+    the options). Objects that are teachers without subclassing Teacher are accepted
+    through :func:`~ldpclient.teachers.base.as_teacher`."""
     import torch
 
     from .local import LocalTeacher
@@ -80,22 +82,21 @@ def _connect_local(target: str, token: str | None = None, **opts: Any) -> Teache
             raise ValueError(f"local teacher {target!r} is a torch module: pass {', '.join(missing)}")
         opts.setdefault("name", attr)
         return LocalTeacher(obj, **opts)
-    if _is_teacher(obj):
+    try:
+        ready: Teacher | None = as_teacher(obj)
+    except TypeError:
+        ready = None  # a factory (or nothing usable)
+    if ready is not None:
         if opts:
             raise ValueError(f"local teacher {target!r} is a ready Teacher instance; options {sorted(opts)} unused")
-        return obj
+        return ready
     if callable(obj):
         made = obj(**opts)
-        if not _is_teacher(made):
-            raise TypeError(f"local teacher factory {target!r} returned {type(made).__name__}, not a Teacher")
-        return made
+        try:
+            return as_teacher(made)
+        except TypeError as exc:
+            raise TypeError(f"local teacher factory {target!r} returned {type(made).__name__}, not a Teacher ({exc})") from None
     raise TypeError(f"local teacher {target!r} is a {type(obj).__name__}, not a Teacher, module or factory")
-
-
-def _is_teacher(obj: object) -> bool:
-    return not isinstance(obj, type) and callable(getattr(obj, "classify", None)) and callable(
-        getattr(obj, "metadata", None)
-    )
 
 
 BUILTIN: dict[str, Factory] = {

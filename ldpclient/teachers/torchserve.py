@@ -33,14 +33,14 @@ import numpy as np
 import requests
 import torch
 
-from .base import Queries, TeacherMetadata
+from .base import Queries, Teacher, TeacherMetadata
 from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, TeacherError
 from .http import HttpTransport, RetryPolicy, Timeout
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
 
 
-class TorchServeTeacher:
+class TorchServeTeacher(Teacher):
     """A model behind TorchServe's inference API (default port 8080)."""
 
     def __init__(

@@ -254,7 +254,9 @@ class KnowledgeTransfer:
         if public:
             return self.mechanism.release(records, generator=g, public=True)
         if self.ledger is not None:
-            scope = self.scope or getattr(self.teacher, "journal_scope", None) or self.teacher.metadata().name
+            from ..teachers.base import as_teacher
+
+            scope = self.scope or as_teacher(self.teacher).journal_scope
             return self.ledger.release(self.mechanism, records, scope=scope, generator=g)
         return self.mechanism.release(records, generator=g)
 
