@@ -10,7 +10,7 @@ query budget, training and adaptation: the baseline a private run must beat.
 
 Settings are given as ``mechanism:eps_record:reduce:queries:epochs:train_batch[:postprocess]``
 (per-record epsilon; Gaussian at delta = 1e-5 per record; postprocess spec with ``;`` for ``,``,
-default ``blur:2,clip``). Results are appended to a JSONL file
+default: ``ldpclient.transfer.defaults.postprocess`` for the image size). Results are appended to a JSONL file
 (one line per run, resumable: finished runs are skipped) and ``--table`` prints the
 mean ± std over seeds as a markdown table::
 
@@ -32,6 +32,7 @@ import torch
 from ldpclient.datasets import load_digits_images, split_indices
 from ldpclient.privacy import gaussian, laplace
 from ldpclient.teachers.local import LocalTeacher
+from ldpclient.transfer import defaults
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 
 DELTA = 1e-5
@@ -57,7 +58,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         mode=mode,
         augmentation="sup",
         num_queries=setting["queries"],
-        postprocess=setting.get("postprocess", "blur:2,clip"),
+        postprocess=setting.get("postprocess") or defaults.postprocess(records.shape[1:]),
         epochs=setting["epochs"],
         batch_size=setting["train_batch"],
         seed=seed,
@@ -115,7 +116,7 @@ def _read_runs(paths: list[Path]) -> list[dict]:
 def table(paths: list[Path]) -> None:
     rows: dict[tuple, dict[str, list[float]]] = {}
     for r in _read_runs(paths):
-        k = (r["size"], r["mechanism"], r["eps_record"], r["reduce"], r.get("postprocess", "blur:2,clip"),
+        k = (r["size"], r["mechanism"], r["eps_record"], r["reduce"], r.get("postprocess") or defaults.postprocess((r["size"], r["size"])),
              r["queries"], r["epochs"], r["train_batch"])
         d = rows.setdefault(k, {})
         d.setdefault(f"{r['mode']}_adapted", []).append(r["accuracy"])

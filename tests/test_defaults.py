@@ -22,10 +22,11 @@ def test_reduction_keeps_at_least_seven_pixels_per_side_and_divides_both_axes() 
     assert defaults.reduction((1, 5, 5)) == 1
 
 
-def test_postprocess_blur_follows_the_reduction() -> None:
-    assert defaults.postprocess(4) == "blur:2,clip"
-    assert defaults.postprocess(3) == "blur:1.5,clip"
-    assert defaults.postprocess(1) == "clip"
+def test_postprocess_blur_is_half_a_cell_of_the_coarsest_default_grid() -> None:
+    assert defaults.postprocess((1, 28, 28)) == "blur:2,clip"
+    assert defaults.postprocess((1, 8, 8)) == "blur:0.571,clip"
+    assert defaults.postprocess((3, 224, 224)) == "blur:16,clip"
+    assert defaults.postprocess((1, 42, 28)) == "blur:3,clip"  # the longer side sets the scale
 
 
 def test_query_budget_defaults() -> None:

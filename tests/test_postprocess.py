@@ -4,7 +4,14 @@ import pytest
 import torch
 
 from ldpclient.privacy import Derived, Domain, laplace
-from ldpclient.transfer.postprocess import ClipToDomain, GaussianBlur, MedianFilter, apply_all, parse_postprocess
+from ldpclient.transfer.postprocess import (
+    ClipToDomain,
+    GaussianBlur,
+    MedianFilter,
+    Transform,
+    apply_all,
+    parse_postprocess,
+)
 
 
 def _release(n=16, size=12, eps=1.0, seed=0):
@@ -64,3 +71,14 @@ def test_parse_spec():
     for bad in ("sharpen", "blur:x", "median:4", "blur:-1", "clip:3"):
         with pytest.raises(ValueError, match="post-processing"):
             parse_postprocess(bad)
+
+
+def test_every_registered_step_parses_and_the_message_lists_them_all():
+    from ldpclient.transfer.postprocess import STEPS
+
+    for name, step in STEPS.items():
+        assert isinstance(parse_postprocess(name)[0], Transform) and name in step.usage
+    with pytest.raises(ValueError) as err:
+        parse_postprocess("sharpen")
+    for step in STEPS.values():
+        assert step.usage in str(err.value)

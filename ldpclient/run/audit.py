@@ -193,7 +193,7 @@ def audit(
         # what `label` would have used, where neither the options nor the run report say
         reduction = int(given_reduce) if given_reduce is not None else defaults.reduction(shape)
         if postprocess is None:
-            postprocess = defaults.postprocess(reduction)
+            postprocess = defaults.postprocess(shape)
         make = _mechanism_factory(mechanism, per, delta, reduction, recorded.get("value_range"))
         from ..data import load_private_folder
 

@@ -204,7 +204,7 @@ def resolve_shape_defaults(opts: Any, input_shape: tuple[int, ...]) -> Any:
     import dataclasses
 
     reduce = opts.reduce if opts.reduce is not None else defaults.reduction(input_shape)
-    post = opts.postprocess if opts.postprocess is not None else defaults.postprocess(reduce)
+    post = opts.postprocess if opts.postprocess is not None else defaults.postprocess(input_shape)
     return dataclasses.replace(opts, reduce=reduce, postprocess=post)
 
 

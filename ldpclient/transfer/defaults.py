@@ -70,14 +70,18 @@ def reduction(input_shape: tuple[int, ...]) -> int:
     return best
 
 
-def postprocess(reduce: int) -> str:
-    """Default post-processing of releases pooled by ``reduce``: a Gaussian blur of ``reduce / 2`` input
-    pixels (the pooling cell's scale), then clipping to the domain; clipping only without reduction.
+def postprocess(input_shape: tuple[int, ...]) -> str:
+    """Default post-processing of releases of records of ``input_shape`` (..., H, W): a Gaussian blur
+    of ``max(H, W) / (2 * MIN_RELEASED_SIDE)`` input pixels, then clipping to the domain.
 
-    Tied to the reduction, not to a data set: a fixed blur in pixels measured well on 28x28 and
-    badly on 8x8 (BENCHMARKS.md).
+    The blur is half a cell of the coarsest grid the default reduction releases
+    (``MIN_RELEASED_SIDE`` pixels per side): 28x28 -> 2 px (= half the 4x4 pooling cell), 8x8 ->
+    0.571 px, 224x224 -> 16 px, whatever ``--reduce`` is. Relative to the image, not a fixed number
+    of pixels: a fixed blur measured well on 28x28 and badly on 8x8, this one well on both, with
+    and without reduction (BENCHMARKS.md, "Adaptation and defaults").
     """
-    return f"blur:{reduce / 2:g},clip" if reduce > 1 else "clip"
+    sigma = max(int(input_shape[-2]), int(input_shape[-1])) / (2 * MIN_RELEASED_SIDE)
+    return f"blur:{sigma:.3g},clip"
 
 
 def num_queries(n_records: int, augmentation: str) -> int | None:

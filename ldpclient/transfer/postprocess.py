@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence, Union
+from typing import Any, Callable, Iterable, Sequence, Union
 
 import torch
 import torch.nn.functional as F
@@ -146,11 +146,28 @@ def apply_all(obj: Releasable, transforms: Iterable[Transform]) -> Derived:
     return out
 
 
+@dataclass(frozen=True)
+class Step:
+    """One post-processing step of the spec language: how to build it from ``name[:argument]``."""
+
+    make: Callable[..., Transform]
+    parse: Callable[[str], Any] | None  # parses the text after ``:``; None: the step takes no argument
+    usage: str
+
+
+#: The post-processing steps by spec name (the one list: parsing and messages derive from it).
+STEPS: dict[str, Step] = {
+    "clip": Step(ClipToDomain, None, "clip"),
+    "blur": Step(GaussianBlur, float, "blur[:sigma]"),
+    "median": Step(MedianFilter, int, "median[:size]"),
+}
+
+
 def parse_postprocess(spec: str | Sequence[str] | None) -> list[Transform]:
     """Build transforms from ``"clip,blur:1.5,median:3"`` (or a list of such items).
 
     Items: ``clip``; ``blur[:sigma]`` (pixels, default 1.0); ``median[:size]``
-    (odd, default 3). Empty/None -> no transforms.
+    (odd, default 3): the names of :data:`STEPS`. Empty/None -> no transforms.
     """
     if spec is None:
         return []
@@ -161,20 +178,15 @@ def parse_postprocess(spec: str | Sequence[str] | None) -> list[Transform]:
         if not item:
             continue
         name, _, arg = item.partition(":")
+        step = STEPS.get(name)
         try:
-            if name == "clip" and not arg:
-                out.append(ClipToDomain())
-            elif name == "blur":
-                out.append(GaussianBlur(float(arg)) if arg else GaussianBlur())
-            elif name == "median":
-                out.append(MedianFilter(int(arg)) if arg else MedianFilter())
-            else:
+            if step is None or (arg and step.parse is None):
                 raise ValueError("unknown")
+            out.append(step.make(step.parse(arg)) if arg and step.parse else step.make())
         except ValueError as exc:
             detail = "" if str(exc) == "unknown" else f": {exc}"
-            raise ValueError(
-                f"bad post-processing step {item!r} (use clip, blur[:sigma], median[:size]){detail}"
-            ) from None
+            usage = ", ".join(s.usage for s in STEPS.values())
+            raise ValueError(f"bad post-processing step {item!r} (use {usage}){detail}") from None
     return out
 
 
@@ -185,4 +197,6 @@ __all__ = [
     "MedianFilter",
     "apply_all",
     "parse_postprocess",
+    "STEPS",
+    "Step",
 ]
