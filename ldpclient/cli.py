@@ -498,8 +498,11 @@ def serve_mock(ctx: typer.Context) -> None:
 @app.command()
 def demo(
     workdir: Optional[Path] = typer.Option(None, help="Where the private PNG folder and outputs go (default: a temp dir)."),
-    queries: int = typer.Option(8000, min=10, help="Teacher queries per method."),
-    epochs: int = typer.Option(4, min=1),
+    queries: Optional[int] = typer.Option(
+        None, min=10, help=f"Teacher queries per method (default: label's, {defaults.QUERIES_PER_RECORD} per record).",
+        show_default=False,
+    ),
+    epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs (label's default)."),
     epsilon: float = typer.Option(defaults.epsilon(), help=f"Per-record epsilon of the demo's {defaults.mechanism()} mechanism."),
     reduce: Optional[int] = ReduceOption,
     adapt: bool = AdaptOption,

@@ -53,8 +53,8 @@ def _accuracy(labels_csv: Path, truth: dict[str, int]) -> float:
 def run_demo(
     *,
     workdir: Path | None = None,
-    queries: int = 8000,
-    epochs: int = 4,
+    queries: int | None = None,
+    epochs: int | None = None,
     epsilon: float | None = None,
     reduce: int | None = None,
     baseline: bool = True,
@@ -70,6 +70,7 @@ def run_demo(
     temporary directory, removed afterwards). ``epsilon`` is per record (default
     :func:`ldpclient.transfer.defaults.epsilon`, Laplace, after average pooling by ``reduce``;
     ``reduce``/``postprocess`` ``None``: the label defaults); the per-element figure is reported too.
+    ``queries``/``epochs``: per method; default: ``label``'s (:mod:`ldpclient.transfer.defaults`).
     ``teacher_epochs``: train the mock teacher for this many epochs, uncached
     (tests); default: the mock server's own setting, cached after the first start.
     """
@@ -109,7 +110,7 @@ def run_demo(
                 reduce=reduce,
                 postprocess=postprocess,
                 price=DEMO_PRICE,
-                epochs=epochs,
+                epochs=defaults.epochs() if epochs is None else epochs,
                 state_dir=root / "state",
                 seed=None,
             )
