@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -257,6 +258,195 @@ def _summary_row(eps: float | None, kind: str, res: dict, guarantee: Any | None)
 
 
 # ---- everything ---------------------------------------------------------------
+@dataclass(frozen=True)
+class _Setup:
+    """What every attacked query set shares: the private records, their domain and the attack settings."""
+
+    private: torch.Tensor
+    low: float
+    high: float
+    clip: tuple[float, float] | None
+    transforms: Sequence[Any]
+    upsample_mode: str
+    teacher: Optional[Classifier]
+    distractors: torch.Tensor | None
+    cnn_steps: int
+    max_queries: int
+    seed: int
+    say: Callable[[str], None]
+
+    def attack(
+        self, queries: torch.Tensor, sources: torch.Tensor, nm: NoiseModel, kind: str, banks: dict[str, Any] | None = None
+    ) -> dict:
+        """:func:`audit_queries` on one query set (domain units) with these settings."""
+        return audit_queries(queries, sources, self.private, nm, kind, teacher=self.teacher, distractors=self.distractors,
+                             low=self.low, high=self.high, cnn_steps=self.cnn_steps, max_queries=self.max_queries,
+                             seed=self.seed, banks=banks)
+
+
+def _check_private(private: torch.Tensor) -> None:
+    """Reject private records that are not at least 2 finite float images ``(N, C, H, W)``."""
+    if not isinstance(private, torch.Tensor) or private.dim() != 4 or not private.is_floating_point():
+        raise ValueError("private records must be a float tensor (N, C, H, W)")
+    if private.shape[0] < 2:
+        raise ValueError("the audit needs at least 2 private records")
+    if not torch.isfinite(private).all():
+        raise ValueError("private records contain NaN or inf")
+
+
+def _report_header(private: torch.Tensor, low: float, high: float) -> dict[str, Any]:
+    """The report's first keys: the records, their domain (mechanism units) and the attacker model."""
+    return {
+        "num_records": int(private.shape[0]),
+        "record_shape": list(private.shape[1:]),
+        "domain": [low, high],
+        "attacker": "honest-but-curious teacher: keeps every query, knows the client software and settings, "
+        "has no private data; denoisers trained on synthetic strokes only",
+    }
+
+
+def _resolve_clip(
+    clip_queries: tuple[float, float] | str | None, low: float, high: float
+) -> tuple[float, float] | None:
+    """The ``(low, high)`` range queries are clipped to (domain units), or None for no clipping."""
+    if clip_queries == "domain":
+        return (low, high)
+    if isinstance(clip_queries, str):
+        raise ValueError(f"clip_queries must be 'domain', None or (low, high), got {clip_queries!r}")
+    return clip_queries
+
+
+def _logged_queries(
+    s: _Setup,
+    queries: torch.Tensor | str | os.PathLike[str],
+    sources: torch.Tensor | None,
+    plan: QueryPlan | Mapping[str, Any] | str | os.PathLike[str] | None,
+) -> tuple[torch.Tensor, torch.Tensor, QueryPlan | None]:
+    """The logged queries ``(Q, C, H, W)`` (domain units), their source records ``(Q, k)`` and the plan, if any."""
+    segments: list[tuple[str | None, int]] | None = None
+    if isinstance(queries, torch.Tensor):
+        q = queries.float()
+    else:
+        q, segments = load_query_log(queries, value_range=s.clip or (s.low, s.high))
+    the_plan = load_plan(plan) if plan is not None else None
+    if sources is None:
+        if the_plan is None or segments is None:
+            raise ValueError("pass plan= (with a query log) or sources= to trace queries to records")
+        if the_plan.n != s.private.shape[0]:
+            raise ValueError(f"the plan is for n={the_plan.n} records but {s.private.shape[0]} private records were given")
+        sources = sources_from_plan(the_plan, segments)
+    sources = torch.as_tensor(sources).long()
+    if sources.dim() == 1:
+        sources = sources[:, None]
+    return q, sources, the_plan
+
+
+def _audit_logged(
+    s: _Setup,
+    report: dict[str, Any],
+    queries: torch.Tensor | str | os.PathLike[str],
+    sources: torch.Tensor | None,
+    plan: QueryPlan | Mapping[str, Any] | str | os.PathLike[str] | None,
+    mechanism: Any,
+    kind: str | None,
+) -> dict[str, torch.Tensor] | None:
+    """Attack what the teacher logged: fills ``logged`` and ``summary``; returns the example images, if any."""
+    s.say("reading queries")
+    if mechanism is None:
+        raise ValueError("auditing logged queries needs the client's mechanism (the attacker knows it)")
+    q, sources, the_plan = _logged_queries(s, queries, sources, plan)
+    kind = kind or (KIND_OF_PLAN[the_plan.kind] if the_plan is not None else None)
+    if kind is None:
+        kind = "sup" if ((sources >= 0).sum(1) == 2).any() else "sidp"
+    nm = NoiseModel.from_mechanism(
+        mechanism, transforms=s.transforms, upsample_mode=s.upsample_mode,
+        rand_scale=the_plan.rand_scale if the_plan is not None else 1.0, clip=s.clip,
+    )
+    s.say(f"attacking {q.shape[0]} logged {kind} queries")
+    res = s.attack(q, sources, nm, kind)
+    examples = res["reconstruction"].pop("examples", None)
+    gu = mechanism.guarantee(tuple(s.private.shape[1:]))
+    report["logged"] = {"num_logged_queries": int(q.shape[0]), "traced": int((sources >= 0).any(1).sum()),
+                        "guarantee": gu.as_dict(), **res}
+    report["summary"] = [_summary_row(gu.epsilon_element, kind, res, gu)]
+    return examples
+
+
+def _audit_sweep(
+    s: _Setup,
+    report: dict[str, Any],
+    sweep: Mapping[float, Any],
+    sweep_kinds: Sequence[str],
+    queries_per_record: float,
+    examples: dict[str, torch.Tensor] | None,
+) -> dict[str, torch.Tensor] | None:
+    """Simulate the client at each per-element epsilon and attack each kind; returns the example images."""
+    rows = report.setdefault("summary", [])
+    report["sweep"] = []
+    for eps in sorted(sweep):
+        mech = sweep[eps]
+        gu = mech.guarantee(tuple(s.private.shape[1:]))
+        nm = NoiseModel.from_mechanism(mech, transforms=s.transforms, upsample_mode=s.upsample_mode, clip=s.clip)
+        banks: dict[str, Any] = {}
+        for k in sweep_kinds:
+            s.say(f"simulating {k} queries at epsilon {eps:g} per element")
+            qs, ss = simulate_client(s.private, mech, k, queries_per_record=queries_per_record,
+                                     transforms=s.transforms, upsample_mode=s.upsample_mode, seed=s.seed)
+            if s.clip is not None:
+                qs = qs.clamp(*s.clip)
+            res = s.attack(qs, ss, nm, k, banks=banks)
+            ex = res["reconstruction"].pop("examples", None)
+            if examples is None and ex is not None and k == "sidp":
+                examples = {f"{name} eps={eps:g}" if name != "original" else name: v for name, v in ex.items()}
+            report["sweep"].append({"epsilon_element": eps, "guarantee": gu.as_dict(), **res})
+            rows.append(_summary_row(eps, k, res, gu))
+    return examples
+
+
+def _audit_empirical(
+    s: _Setup,
+    report: dict[str, Any],
+    mechanism: Any,
+    sweep: Mapping[float, Any] | None,
+    paper_epsilon: float | None,
+    samples: int,
+) -> None:
+    """Empirical-epsilon test of the client's and every swept mechanism; fills ``empirical_epsilon`` and ``flags``."""
+    mechs = {}
+    if mechanism is not None:
+        mechs["client"] = mechanism
+    for eps, m in (sweep or {}).items():
+        mechs[f"sweep eps={eps:g}"] = m
+    report["empirical_epsilon"] = {}
+    for name, m in mechs.items():
+        s.say(f"empirical epsilon of {name}")
+        report["empirical_epsilon"][name] = audit_mechanism(
+            m, tuple(s.private.shape[1:]), paper_epsilon=paper_epsilon, samples=samples, seed=s.seed
+        )
+    report["flags"] = [
+        f"{name}: empirical lower bound {r['epsilon_lb']:.3g} exceeds the reported per-element epsilon "
+        f"{r['claimed_epsilon']:.3g} (delta {r['claimed_delta']:.3g})"
+        for name, r in report["empirical_epsilon"].items() if r["violated"]
+    ] + [
+        f"{name}: the pure epsilon {r['paper_epsilon']:.3g} claimed by the paper is refuted "
+        f"(lower bound {r['epsilon_lb_pure']:.3g} ignoring delta)"
+        for name, r in report["empirical_epsilon"].items() if r.get("paper_claim_violated")
+    ]
+
+
+def _audit_rme(s: _Setup, report: dict[str, Any], mechanism: Any, sweep: Mapping[float, Any] | None) -> None:
+    """Reverse Manifold Embedding audit on the records as 7x7 feature vectors; fills ``rme``."""
+    s.say("Reverse Manifold Embedding audit")
+    private = s.private
+    feats = F.adaptive_avg_pool2d(private.float(), 7).flatten(1) if private.shape[-1] >= 7 else private.flatten(1)
+    scale_b = None
+    ref = mechanism if mechanism is not None else (sweep[min(sweep)] if sweep else None)
+    if ref is not None:
+        params = ref.guarantee(tuple(feats.shape[1:])).params
+        scale_b = params.get("b") or params.get("sigma")
+    report["rme"] = rme_linkage_audit(feats, float(scale_b) if scale_b else 1.0, seed=s.seed)
+
+
 def run_audit(
     private: torch.Tensor,
     *,
@@ -303,122 +493,25 @@ def run_audit(
     records as 7x7 feature vectors.
     """
     say = progress or (lambda msg: None)
-    if not isinstance(private, torch.Tensor) or private.dim() != 4 or not private.is_floating_point():
-        raise ValueError("private records must be a float tensor (N, C, H, W)")
-    if private.shape[0] < 2:
-        raise ValueError("the audit needs at least 2 private records")
-    if not torch.isfinite(private).all():
-        raise ValueError("private records contain NaN or inf")
+    _check_private(private)
     dom = getattr(mechanism, "domain", None)
     low, high = (dom.low, dom.high) if dom is not None else (0.0, 1.0)
-    report: dict[str, Any] = {
-        "num_records": int(private.shape[0]),
-        "record_shape": list(private.shape[1:]),
-        "domain": [low, high],
-        "attacker": "honest-but-curious teacher: keeps every query, knows the client software and settings, "
-        "has no private data; denoisers trained on synthetic strokes only",
-    }
+    report = _report_header(private, low, high)
+    clip = _resolve_clip(clip_queries, low, high)
+    report["queries_clipped_to"] = list(clip) if clip is not None else None
+    s = _Setup(private, low, high, clip, transforms, upsample_mode, teacher, distractors, cnn_steps, max_queries, seed, say)
     examples: dict[str, torch.Tensor] | None = None
-    if clip_queries == "domain":
-        clip_queries = (low, high)
-    elif isinstance(clip_queries, str):
-        raise ValueError(f"clip_queries must be 'domain', None or (low, high), got {clip_queries!r}")
-    report["queries_clipped_to"] = list(clip_queries) if clip_queries is not None else None
-
     if queries is not None:
-        say("reading queries")
-        if mechanism is None:
-            raise ValueError("auditing logged queries needs the client's mechanism (the attacker knows it)")
-        segments: list[tuple[str | None, int]] | None = None
-        if isinstance(queries, torch.Tensor):
-            q = queries.float()
-        else:
-            q, segments = load_query_log(queries, value_range=clip_queries or (low, high))
-        the_plan = load_plan(plan) if plan is not None else None
-        if sources is None:
-            if the_plan is None or segments is None:
-                raise ValueError("pass plan= (with a query log) or sources= to trace queries to records")
-            if the_plan.n != private.shape[0]:
-                raise ValueError(f"the plan is for n={the_plan.n} records but {private.shape[0]} private records were given")
-            sources = sources_from_plan(the_plan, segments)
-        sources = torch.as_tensor(sources).long()
-        if sources.dim() == 1:
-            sources = sources[:, None]
-        kind = kind or (KIND_OF_PLAN[the_plan.kind] if the_plan is not None else None)
-        if kind is None:
-            kind = "sup" if ((sources >= 0).sum(1) == 2).any() else "sidp"
-        nm = NoiseModel.from_mechanism(
-            mechanism, transforms=transforms, upsample_mode=upsample_mode,
-            rand_scale=the_plan.rand_scale if the_plan is not None else 1.0, clip=clip_queries,
-        )
-        say(f"attacking {q.shape[0]} logged {kind} queries")
-        res = audit_queries(q, sources, private, nm, kind, teacher=teacher, distractors=distractors,
-                            low=low, high=high, cnn_steps=cnn_steps, max_queries=max_queries, seed=seed)
-        examples = res["reconstruction"].pop("examples", None)
-        gu = mechanism.guarantee(tuple(private.shape[1:]))
-        report["logged"] = {"num_logged_queries": int(q.shape[0]), "traced": int((sources >= 0).any(1).sum()),
-                            "guarantee": gu.as_dict(), **res}
-        report["summary"] = [_summary_row(gu.epsilon_element, kind, res, gu)]
-
+        examples = _audit_logged(s, report, queries, sources, plan, mechanism, kind)
     if sweep:
-        rows = report.setdefault("summary", [])
-        report["sweep"] = []
-        for eps in sorted(sweep):
-            mech = sweep[eps]
-            gu = mech.guarantee(tuple(private.shape[1:]))
-            nm = NoiseModel.from_mechanism(mech, transforms=transforms, upsample_mode=upsample_mode, clip=clip_queries)
-            banks: dict[str, Any] = {}
-            for k in sweep_kinds:
-                say(f"simulating {k} queries at epsilon {eps:g} per element")
-                qs, ss = simulate_client(private, mech, k, queries_per_record=queries_per_record,
-                                         transforms=transforms, upsample_mode=upsample_mode, seed=seed)
-                if clip_queries is not None:
-                    qs = qs.clamp(*clip_queries)
-                res = audit_queries(qs, ss, private, nm, k, teacher=teacher, distractors=distractors,
-                                    low=low, high=high, cnn_steps=cnn_steps, max_queries=max_queries, seed=seed,
-                                    banks=banks)
-                ex = res["reconstruction"].pop("examples", None)
-                if examples is None and ex is not None and k == "sidp":
-                    examples = {f"{name} eps={eps:g}" if name != "original" else name: v for name, v in ex.items()}
-                report["sweep"].append({"epsilon_element": eps, "guarantee": gu.as_dict(), **res})
-                rows.append(_summary_row(eps, k, res, gu))
-
+        examples = _audit_sweep(s, report, sweep, sweep_kinds, queries_per_record, examples)
     if empirical:
-        mechs = {}
-        if mechanism is not None:
-            mechs["client"] = mechanism
-        for eps, m in (sweep or {}).items():
-            mechs[f"sweep eps={eps:g}"] = m
-        report["empirical_epsilon"] = {}
-        for name, m in mechs.items():
-            say(f"empirical epsilon of {name}")
-            report["empirical_epsilon"][name] = audit_mechanism(
-                m, tuple(private.shape[1:]), paper_epsilon=paper_epsilon, samples=empirical_samples, seed=seed
-            )
-        report["flags"] = [
-            f"{name}: empirical lower bound {r['epsilon_lb']:.3g} exceeds the reported per-element epsilon "
-            f"{r['claimed_epsilon']:.3g} (delta {r['claimed_delta']:.3g})"
-            for name, r in report["empirical_epsilon"].items() if r["violated"]
-        ] + [
-            f"{name}: the pure epsilon {r['paper_epsilon']:.3g} claimed by the paper is refuted "
-            f"(lower bound {r['epsilon_lb_pure']:.3g} ignoring delta)"
-            for name, r in report["empirical_epsilon"].items() if r.get("paper_claim_violated")
-        ]
-
+        _audit_empirical(s, report, mechanism, sweep, paper_epsilon, empirical_samples)
     if membership is not None:
         say("membership inference on the student")
         report["membership"] = membership_inference(**membership)
-
     if rme:
-        say("Reverse Manifold Embedding audit")
-        feats = F.adaptive_avg_pool2d(private.float(), 7).flatten(1) if private.shape[-1] >= 7 else private.flatten(1)
-        scale_b = None
-        ref = mechanism if mechanism is not None else (sweep[min(sweep)] if sweep else None)
-        if ref is not None:
-            params = ref.guarantee(tuple(feats.shape[1:])).params
-            scale_b = params.get("b") or params.get("sigma")
-        report["rme"] = rme_linkage_audit(feats, float(scale_b) if scale_b else 1.0, seed=seed)
-
+        _audit_rme(s, report, mechanism, sweep)
     if out_dir is not None:
         write_report(report, out_dir, examples)
     return report

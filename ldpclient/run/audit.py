@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -128,6 +129,201 @@ def _load_sources(path: Path) -> "torch.Tensor":
         raise ValueError(f"cannot read sources {path}: {exc}") from None
 
 
+@dataclass(frozen=True)
+class _AuditOptions:
+    """The options of ``ldpclient audit`` as given (None: not given; see :func:`audit` for each)."""
+
+    private: Path
+    queries: Optional[Path]
+    run: Optional[Path]
+    plan: Optional[Path]
+    sources: Optional[Path]
+    mechanism: Optional[str]
+    epsilon: Optional[float]
+    epsilon_unit: Optional[str]
+    delta: Optional[float]
+    reduce: Optional[int]
+    postprocess: Optional[str]
+    kind: Optional[str]
+    teacher: Optional[str]
+    sweep: Optional[str]
+    paper_epsilon: Optional[float]
+    student: Optional[Path]
+    holdout: Optional[Path]
+    size: int
+    channels: int
+    out: Path
+    cnn_steps: int
+    max_queries: int
+    empirical: bool
+    rme: bool
+    seed: int
+    as_json: bool
+
+
+@dataclass(frozen=True)
+class _ClientSettings:
+    """The client's settings: the option if given, else the ``--run`` report, else ``label``'s default."""
+
+    recorded: dict[str, Any]
+    mechanism: str
+    epsilon: Optional[float]
+    per: str
+    delta: Optional[float]
+    reduce: Optional[int]
+    postprocess: Optional[str]
+    kind: Optional[str]
+
+
+@dataclass(frozen=True)
+class _Records:
+    """The private records ``(N, C, H, W)`` in the mechanism's domain units, with the client's mechanism(s)."""
+
+    values: torch.Tensor
+    shape: tuple[int, int, int]
+    make: Callable[[float], Any]
+    mech: Any
+    domain: Any
+    postprocess: str
+
+
+def _client_settings(o: _AuditOptions) -> _ClientSettings:
+    """Check that there is something to audit and resolve the client's settings (option > ``--run`` > default)."""
+    if o.queries is None and not o.sweep:
+        raise ValueError("nothing to audit: give --queries LOG (what the teacher saw) and/or --sweep EPSILONS")
+    recorded = _run_settings(o.run) if o.run is not None else {}
+    mechanism = _pick(o.mechanism, recorded, "mechanism", defaults.mechanism())
+    epsilon = _pick(o.epsilon, recorded, "epsilon", None)
+    per = _pick(o.epsilon_unit, recorded, "epsilon_unit", defaults.epsilon_unit())
+    delta = _pick(o.delta, recorded, "delta", None)
+    given_reduce = _pick(o.reduce, recorded, "reduce", None)
+    postprocess = _pick(o.postprocess, recorded, "postprocess", None)
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
+    if per not in EPSILON_UNITS:
+        raise ValueError(f"--epsilon-unit must be {choice_list(EPSILON_UNITS)}, got {per!r}")
+    kind = o.kind
+    if kind is not None:
+        if kind not in _KIND_NAMES:
+            raise ValueError(f"--kind must be {choice_list(AUGMENTATIONS)}, got {kind!r}")
+        kind = _KIND_NAMES[kind]
+    if (o.student is None) != (o.holdout is None):
+        raise ValueError("membership inference needs both --student and --holdout")
+    return _ClientSettings(recorded, mechanism, epsilon, per, delta, given_reduce, postprocess, kind)
+
+
+def _record_shape(o: _AuditOptions, st: _ClientSettings) -> tuple[int, int, int]:
+    """The record shape ``(C, H, W)``: from the query log, else the ``--run`` report, else ``--channels``/``--size``."""
+    shape: tuple[int, int, int] = st.recorded.get("input_shape") or (o.channels, o.size, o.size)
+    if o.queries is not None:
+        if not o.queries.is_file():
+            raise ValueError(f"query log {o.queries} does not exist")
+        if st.epsilon is None:
+            raise ValueError("--epsilon (the client's setting) is needed to audit a query log")
+        from ..audit.report import load_query_log
+
+        log_q, _ = load_query_log(o.queries)
+        shape = tuple(int(v) for v in log_q.shape[1:])  # type: ignore[assignment]
+    return shape
+
+
+def _load_records(o: _AuditOptions, st: _ClientSettings, shape: tuple[int, int, int]) -> _Records:
+    """The private records in the mechanism's domain units, the client's mechanism(s) and post-processing spec."""
+    # what `label` would have used, where neither the options nor the run report say
+    reduction = int(st.reduce) if st.reduce is not None else defaults.reduction(shape)
+    postprocess = st.postprocess
+    if postprocess is None:
+        postprocess = defaults.postprocess(shape)
+    make = _mechanism_factory(st.mechanism, st.per, st.delta, reduction, st.recorded.get("value_range"))
+    from ..data import load_private_folder
+
+    records = load_private_folder(o.private, shape).records
+    mech = make(st.epsilon) if st.epsilon is not None else None
+    dom = (mech or make(_parse_floats(o.sweep, "--sweep")[0])).domain
+    records = dom.low + (dom.high - dom.low) * records  # images are [0, 1]; the mechanism's domain may differ
+    return _Records(records, shape, make, mech, dom, postprocess)
+
+
+def _judge(o: _AuditOptions, r: _Records) -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
+    """The local ``--teacher`` on records in domain units (labels ``(N,)``), or None without one."""
+    if o.teacher is None:
+        return None
+    t = _load_teacher(o.teacher, r.shape)
+    dom = r.domain
+    return lambda x: t((x - dom.low) / (dom.high - dom.low))
+
+
+def _membership(
+    o: _AuditOptions, r: _Records, judge: Optional[Callable[[torch.Tensor], torch.Tensor]]
+) -> Optional[dict[str, Any]]:
+    """Keyword arguments of the membership-inference attack (``--student``, ``--holdout``), or None."""
+    if o.student is None or o.holdout is None:
+        return None
+    if judge is None:
+        raise ValueError("membership inference labels records with the teacher: give --teacher too")
+    from ..data import load_private_folder
+    from ..transfer.student import load_checkpoint
+
+    model, _ = load_checkpoint(o.student)
+    dom = r.domain
+    non = dom.low + (dom.high - dom.low) * load_private_folder(o.holdout, r.shape).records
+    return {"model": model, "members": r.values, "member_labels": judge(r.values),
+            "nonmembers": non, "nonmember_labels": judge(non)}
+
+
+def _audit_report(
+    o: _AuditOptions,
+    st: _ClientSettings,
+    r: _Records,
+    judge: Optional[Callable[[torch.Tensor], torch.Tensor]],
+    membership: Optional[dict[str, Any]],
+) -> dict:
+    """Run :func:`ldpclient.audit.run_audit` with the resolved settings; returns its report."""
+    from ..audit import run_audit
+    from ..transfer.postprocess import parse_postprocess
+
+    sweep_map = {e: r.make(e) for e in _parse_floats(o.sweep, "--sweep")}
+    return run_audit(
+        r.values,
+        queries=o.queries,
+        sources=_load_sources(o.sources) if o.sources is not None else None,
+        plan=o.plan if o.plan is not None else st.recorded.get("plan"),
+        mechanism=r.mech,
+        kind=st.kind,
+        transforms=parse_postprocess(r.postprocess),
+        teacher=judge,
+        sweep=sweep_map or None,
+        paper_epsilon=o.paper_epsilon,
+        membership=membership,
+        rme=o.rme,
+        empirical=o.empirical,
+        out_dir=o.out,
+        cnn_steps=o.cnn_steps,
+        max_queries=o.max_queries,
+        seed=o.seed,
+        progress=(lambda m: typer.echo(m, err=True)) if not o.as_json else None,
+    )
+
+
+def _run_audit_command(o: _AuditOptions) -> None:
+    """The body of ``ldpclient audit``: audit, then print the report (JSON or summary); exit code 2 on bad input."""
+    try:
+        st = _client_settings(o)
+        records = _load_records(o, st, _record_shape(o, st))
+        judge = _judge(o, records)
+        membership = _membership(o, records, judge)
+        report = _audit_report(o, st, records, judge, membership)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+        return
+    if o.as_json:
+        from .report import to_json
+
+        typer.echo(to_json(report))
+        return
+    _print_summary(report)
+
+
 def audit(
     private: Path = typer.Option(..., "--private", help="folder of the private images (the records the queries came from)"),
     queries: Optional[Path] = typer.Option(None, "--queries", help="query log (JSONL) written by the teacher / mock server"),
@@ -157,94 +353,13 @@ def audit(
     as_json: bool = typer.Option(False, "--json", help="print the whole report as JSON"),
 ) -> None:
     """Attack the queries a teacher saw (reconstruction, linkage, empirical epsilon, membership, RME)."""
-    from ..audit import run_audit
-    from ..audit.report import load_query_log
-    from ..transfer.postprocess import parse_postprocess
-
-    try:
-        if queries is None and not sweep:
-            raise ValueError("nothing to audit: give --queries LOG (what the teacher saw) and/or --sweep EPSILONS")
-        recorded = _run_settings(run) if run is not None else {}
-        mechanism = _pick(mechanism, recorded, "mechanism", defaults.mechanism())
-        epsilon = _pick(epsilon, recorded, "epsilon", None)
-        per = _pick(epsilon_unit, recorded, "epsilon_unit", defaults.epsilon_unit())
-        delta = _pick(delta, recorded, "delta", None)
-        given_reduce = _pick(reduce, recorded, "reduce", None)
-        postprocess = _pick(postprocess, recorded, "postprocess", None)
-        if mechanism not in MECHANISMS:
-            raise ValueError(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
-        if per not in EPSILON_UNITS:
-            raise ValueError(f"--epsilon-unit must be {choice_list(EPSILON_UNITS)}, got {per!r}")
-        if kind is not None:
-            if kind not in _KIND_NAMES:
-                raise ValueError(f"--kind must be {choice_list(AUGMENTATIONS)}, got {kind!r}")
-            kind = _KIND_NAMES[kind]
-        if (student is None) != (holdout is None):
-            raise ValueError("membership inference needs both --student and --holdout")
-        shape: tuple[int, int, int] = recorded.get("input_shape") or (channels, size, size)
-        log_q = None
-        if queries is not None:
-            if not queries.is_file():
-                raise ValueError(f"query log {queries} does not exist")
-            if epsilon is None:
-                raise ValueError("--epsilon (the client's setting) is needed to audit a query log")
-            log_q, _ = load_query_log(queries)
-            shape = tuple(int(v) for v in log_q.shape[1:])  # type: ignore[assignment]
-        # what `label` would have used, where neither the options nor the run report say
-        reduction = int(given_reduce) if given_reduce is not None else defaults.reduction(shape)
-        if postprocess is None:
-            postprocess = defaults.postprocess(shape)
-        make = _mechanism_factory(mechanism, per, delta, reduction, recorded.get("value_range"))
-        from ..data import load_private_folder
-
-        records = load_private_folder(private, shape).records
-        mech = make(epsilon) if epsilon is not None else None
-        dom = (mech or make(_parse_floats(sweep, "--sweep")[0])).domain
-        records = dom.low + (dom.high - dom.low) * records  # images are [0, 1]; the mechanism's domain may differ
-        judge = None
-        if teacher is not None:
-            t = _load_teacher(teacher, shape)
-            judge = lambda x: t((x - dom.low) / (dom.high - dom.low))  # noqa: E731
-        membership = None
-        if student is not None and holdout is not None:
-            if judge is None:
-                raise ValueError("membership inference labels records with the teacher: give --teacher too")
-            from ..transfer.student import load_checkpoint
-
-            model, _ = load_checkpoint(student)
-            non = dom.low + (dom.high - dom.low) * load_private_folder(holdout, shape).records
-            membership = {"model": model, "members": records, "member_labels": judge(records),
-                          "nonmembers": non, "nonmember_labels": judge(non)}
-        sweep_map = {e: make(e) for e in _parse_floats(sweep, "--sweep")}
-        report = run_audit(
-            records,
-            queries=queries,
-            sources=_load_sources(sources) if sources is not None else None,
-            plan=plan if plan is not None else recorded.get("plan"),
-            mechanism=mech,
-            kind=kind,
-            transforms=parse_postprocess(postprocess),
-            teacher=judge,
-            sweep=sweep_map or None,
-            paper_epsilon=paper_epsilon,
-            membership=membership,
-            rme=rme,
-            empirical=empirical,
-            out_dir=out,
-            cnn_steps=cnn_steps,
-            max_queries=max_queries,
-            seed=seed,
-            progress=(lambda m: typer.echo(m, err=True)) if not as_json else None,
-        )
-    except (ValueError, OSError) as exc:
-        _fail(str(exc))
-        return
-    if as_json:
-        from .report import to_json
-
-        typer.echo(to_json(report))
-        return
-    _print_summary(report)
+    _run_audit_command(_AuditOptions(
+        private=private, queries=queries, run=run, plan=plan, sources=sources, mechanism=mechanism, epsilon=epsilon,
+        epsilon_unit=epsilon_unit, delta=delta, reduce=reduce, postprocess=postprocess, kind=kind, teacher=teacher,
+        sweep=sweep, paper_epsilon=paper_epsilon, student=student, holdout=holdout, size=size, channels=channels,
+        out=out, cnn_steps=cnn_steps, max_queries=max_queries, empirical=empirical, rme=rme, seed=seed,
+        as_json=as_json,
+    ))
 
 
 def _print_summary(report: dict) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,39 @@ def _accuracy(labels_csv: Path, truth: dict[str, int]) -> float:
     return hits / len(truth)
 
 
+@dataclass(frozen=True)
+class _DemoOptions:
+    """What each labelling method runs with (``run_demo``'s arguments, see its doc)."""
+
+    queries: int | None
+    epochs: int | None
+    epsilon: float | None
+    reduce: int | None
+    baseline: bool
+    adapt: bool
+    postprocess: str | None
+
+
+@dataclass(frozen=True)
+class _PrivateData:
+    """The demo's private folder, its file names, their true labels kept aside, and the clean images."""
+
+    folder: Path
+    names: list[str]
+    truth: dict[str, int]
+    images: torch.Tensor  # (N, 1, 28, 28) in [0, 1]
+    labels: torch.Tensor  # (N,) true digits
+
+
+@dataclass(frozen=True)
+class _Answers:
+    """The label reports of LDPKiT-Sup and SIDP, and the teacher's accuracy on clean images (None: unknown)."""
+
+    sup: dict[str, Any]
+    sidp: dict[str, Any]
+    reference: float | None
+
+
 def run_demo(
     *,
     workdir: Path | None = None,
@@ -79,6 +113,7 @@ def run_demo(
     from ..datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
 
     ui = ui or UI(quiet=True)
+    opts = _DemoOptions(queries, epochs, epsilon, reduce, baseline, adapt, postprocess)
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="ldpclient-demo-")
@@ -89,86 +124,120 @@ def run_demo(
     try:
         images, labels = load_digits_images(28)
         _, _, unseen = split_indices(len(labels), DIGITS_TEACHER_SPLIT, seed)
-        private = root / "private"
-        names = write_private_folder(images[unseen], private)
-        truth = {name: int(labels[i]) for name, i in zip(names, unseen.tolist(), strict=True)}
-        ui.info(f"demo: {len(names)} private digit images (28x28) written to {private}; truth kept aside")
+        data = _write_private_data(root / "private", images, labels, unseen, ui)
         ui.info("demo: starting the mock teacher (trains a small CNN on other digits the first time; cached after)")
-        server_options: dict[str, Any] = {"model": "digits", "image_size": 28, "seed": seed, "price_per_image": DEMO_PRICE}
-        if teacher_epochs is not None:
-            server_options.update(epochs=teacher_epochs, no_cache=True)
-        with mock_server.serve(**server_options) as server:
-            url = server.model_url
-            reference = _teacher_on_clean(server, images[unseen], labels[unseen])
-            ui.info(f"demo: mock teacher at {url}")
-            common: dict[str, Any] = dict(
-                private_dir=private,
-                teacher=url,
-                mechanism=defaults.mechanism(),
-                epsilon=defaults.epsilon() if epsilon is None else epsilon,
-                epsilon_unit="record",
-                reduce=reduce,
-                postprocess=postprocess,
-                price=DEMO_PRICE,
-                epochs=defaults.epochs() if epochs is None else epochs,
-                state_dir=root / "state",
-                seed=None,
-            )
-            ui.info("demo: LDPKiT-Sup (noise each image once, query averages of pairs, train a student)")
-            sup = run_label(
-                LabelOptions(**common, augment="sup", queries=queries, baseline=baseline, adapt=adapt,
-                             output=root / "labels_sup.csv"),
-                ui=ui,
-            )
-            ui.stop_progress()
-            ui.info("demo: SIDP (send the same releases, take the teacher's answers as labels)")
-            sidp = run_label(LabelOptions(**common, augment="none", output=root / "labels_sidp.csv"), ui=ui)
-            ui.stop_progress()
-        g = sup["guarantee"]
-        outputs = sup["outputs"]
-        rows = [_row("LDPKiT-Sup" + (", adapted" if adapt else ""), _accuracy(root / "labels_sup.csv", truth), g, sup)]
-        if "unadapted_labels" in outputs:  # same run, same queries: the student before adaptation
-            rows.append({**rows[0], "method": "LDPKiT-Sup, unadapted", "money": 0.0,
-                         "accuracy": _accuracy(Path(outputs["unadapted_labels"]), truth)})
-        rows.append(_row("SIDP", _accuracy(root / "labels_sidp.csv", truth), sidp["guarantee"], sidp))
-        if baseline and sup.get("baseline"):
-            base = {
-                "method": "data-free baseline" + (", adapted" if adapt else ""),
-                "accuracy": _accuracy(Path(outputs["baseline_labels"]), truth),
-                "epsilon_element": 0.0,
-                "epsilon_record": 0.0,
-                "queries": sup["baseline"]["queries_sent"] + sup["baseline"]["queries_from_journal"],
-                "money": sup["baseline"]["queries_sent"] * DEMO_PRICE,
-            }
-            rows.append(base)
-            if "baseline_unadapted_labels" in outputs:
-                rows.append({**base, "method": "data-free baseline, unadapted", "money": 0.0,
-                             "accuracy": _accuracy(Path(outputs["baseline_unadapted_labels"]), truth)})
-        if reference is not None:
-            rows.append(
-                {"method": "teacher on clean images", "accuracy": reference, "epsilon_element": "inf",
-                 "epsilon_record": "inf", "queries": len(names), "money": len(names) * DEMO_PRICE}
-            )
-        notes = [
-            "LDPKiT-Sup: what `ldpclient label` does (noise each image once, query averages of pairs, train a "
-            "student). SIDP: send the same releases and take the teacher's answers. Data-free baseline: the same "
-            "pipeline on blank images (no private information). Adapted: the student was then fine-tuned on the "
-            "clean private images on this device (no query, no privacy cost; unadapted rows are the same run's "
-            "student before that). Teacher on clean images: the reference you would get by sending the raw images "
-            "(no privacy at all; not done by ldpclient).",
-            f"privacy: each private image was noised once; per record epsilon {g['per_record']['epsilon']:.4g} "
-            f"over {g['elements_per_record']} released elements (per element {g['per_element']['epsilon']:.4g}). "
-            f"SIDP reused the stored releases: {sidp['ledger']['fresh']} images noised again.",
-            "per record is what bounds what the teacher can learn about one whole image; it is large here, "
-            "so read the accuracy against the data-free baseline, which uses no private information at all.",
-            f"money: {sum(r['money'] for r in rows):.4g} spent in total at {DEMO_PRICE} per query (mock prices).",
-        ]
-        if tmp is None:
-            notes.append(f"outputs and state kept in {root}")
-        return {"schema": 1, "command": "demo", "ok": True, "records": len(names), "rows": rows, "notes": notes}
+        with mock_server.serve(**_server_options(seed, teacher_epochs)) as server:
+            answers = _run_methods(server, root, data, opts, ui)
+        rows = _rows(root, data, answers, opts)
+        notes = _notes(answers, rows, root, kept=tmp is None)
+        return {"schema": 1, "command": "demo", "ok": True, "records": len(data.names), "rows": rows, "notes": notes}
     finally:
         if tmp is not None:
             tmp.cleanup()
+
+
+def _write_private_data(
+    private: Path, images: torch.Tensor, labels: torch.Tensor, unseen: torch.Tensor, ui: UI
+) -> _PrivateData:
+    """Write the digits the teacher never saw (indices ``unseen``) as PNGs in ``private``; truth kept aside."""
+    names = write_private_folder(images[unseen], private)
+    truth = {name: int(labels[i]) for name, i in zip(names, unseen.tolist(), strict=True)}
+    ui.info(f"demo: {len(names)} private digit images (28x28) written to {private}; truth kept aside")
+    return _PrivateData(private, names, truth, images[unseen], labels[unseen])
+
+
+def _server_options(seed: int, teacher_epochs: int | None) -> dict[str, Any]:
+    """Options for ``mock_server.serve``: the 28x28 digits teacher at :data:`DEMO_PRICE` per query."""
+    server_options: dict[str, Any] = {"model": "digits", "image_size": 28, "seed": seed, "price_per_image": DEMO_PRICE}
+    if teacher_epochs is not None:
+        server_options.update(epochs=teacher_epochs, no_cache=True)
+    return server_options
+
+
+def _run_methods(server: Any, root: Path, data: _PrivateData, opts: _DemoOptions, ui: UI) -> _Answers:
+    """Run LDPKiT-Sup (with the baseline) then SIDP against the running mock ``server``; outputs under ``root``."""
+    url = server.model_url
+    reference = _teacher_on_clean(server, data.images, data.labels)
+    ui.info(f"demo: mock teacher at {url}")
+    common: dict[str, Any] = dict(
+        private_dir=data.folder,
+        teacher=url,
+        mechanism=defaults.mechanism(),
+        epsilon=defaults.epsilon() if opts.epsilon is None else opts.epsilon,
+        epsilon_unit="record",
+        reduce=opts.reduce,
+        postprocess=opts.postprocess,
+        price=DEMO_PRICE,
+        epochs=defaults.epochs() if opts.epochs is None else opts.epochs,
+        state_dir=root / "state",
+        seed=None,
+    )
+    ui.info("demo: LDPKiT-Sup (noise each image once, query averages of pairs, train a student)")
+    sup = run_label(
+        LabelOptions(**common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
+                     output=root / "labels_sup.csv"),
+        ui=ui,
+    )
+    ui.stop_progress()
+    ui.info("demo: SIDP (send the same releases, take the teacher's answers as labels)")
+    sidp = run_label(LabelOptions(**common, augment="none", output=root / "labels_sidp.csv"), ui=ui)
+    ui.stop_progress()
+    return _Answers(sup, sidp, reference)
+
+
+def _rows(root: Path, data: _PrivateData, answers: _Answers, opts: _DemoOptions) -> list[dict[str, Any]]:
+    """One row per method (accuracy in [0, 1], epsilon per element and per record, queries, money spent)."""
+    sup, sidp, reference, truth = answers.sup, answers.sidp, answers.reference, data.truth
+    adapt = opts.adapt
+    g = sup["guarantee"]
+    outputs = sup["outputs"]
+    rows = [_row("LDPKiT-Sup" + (", adapted" if adapt else ""), _accuracy(root / "labels_sup.csv", truth), g, sup)]
+    if "unadapted_labels" in outputs:  # same run, same queries: the student before adaptation
+        rows.append({**rows[0], "method": "LDPKiT-Sup, unadapted", "money": 0.0,
+                     "accuracy": _accuracy(Path(outputs["unadapted_labels"]), truth)})
+    rows.append(_row("SIDP", _accuracy(root / "labels_sidp.csv", truth), sidp["guarantee"], sidp))
+    if opts.baseline and sup.get("baseline"):
+        base = {
+            "method": "data-free baseline" + (", adapted" if adapt else ""),
+            "accuracy": _accuracy(Path(outputs["baseline_labels"]), truth),
+            "epsilon_element": 0.0,
+            "epsilon_record": 0.0,
+            "queries": sup["baseline"]["queries_sent"] + sup["baseline"]["queries_from_journal"],
+            "money": sup["baseline"]["queries_sent"] * DEMO_PRICE,
+        }
+        rows.append(base)
+        if "baseline_unadapted_labels" in outputs:
+            rows.append({**base, "method": "data-free baseline, unadapted", "money": 0.0,
+                         "accuracy": _accuracy(Path(outputs["baseline_unadapted_labels"]), truth)})
+    if reference is not None:
+        n = len(data.names)
+        rows.append(
+            {"method": "teacher on clean images", "accuracy": reference, "epsilon_element": "inf",
+             "epsilon_record": "inf", "queries": n, "money": n * DEMO_PRICE}
+        )
+    return rows
+
+
+def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: bool) -> list[str]:
+    """The report's notes: what each method is, the privacy guarantee, the money spent, where outputs are kept."""
+    g = answers.sup["guarantee"]
+    notes = [
+        "LDPKiT-Sup: what `ldpclient label` does (noise each image once, query averages of pairs, train a "
+        "student). SIDP: send the same releases and take the teacher's answers. Data-free baseline: the same "
+        "pipeline on blank images (no private information). Adapted: the student was then fine-tuned on the "
+        "clean private images on this device (no query, no privacy cost; unadapted rows are the same run's "
+        "student before that). Teacher on clean images: the reference you would get by sending the raw images "
+        "(no privacy at all; not done by ldpclient).",
+        f"privacy: each private image was noised once; per record epsilon {g['per_record']['epsilon']:.4g} "
+        f"over {g['elements_per_record']} released elements (per element {g['per_element']['epsilon']:.4g}). "
+        f"SIDP reused the stored releases: {answers.sidp['ledger']['fresh']} images noised again.",
+        "per record is what bounds what the teacher can learn about one whole image; it is large here, "
+        "so read the accuracy against the data-free baseline, which uses no private information at all.",
+        f"money: {sum(r['money'] for r in rows):.4g} spent in total at {DEMO_PRICE} per query (mock prices).",
+    ]
+    if kept:
+        notes.append(f"outputs and state kept in {root}")
+    return notes
 
 
 def _teacher_on_clean(server: Any, images: torch.Tensor, labels: torch.Tensor) -> float | None:

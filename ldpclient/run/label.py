@@ -422,6 +422,74 @@ class _Progress:
 # --------------------------------------------------------------------------- label
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """One label run's resolved inputs: options (shape defaults filled), teacher, mechanism, UI, timer, state."""
+
+    opts: LabelOptions
+    token: str | None
+    ui: UI
+    timer: StageTimer
+    state: Path
+    identity: str
+    teacher: Any
+    meta: Any
+    shape: tuple[int, ...]
+    mechanism: Any
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The query count, the query-plan seed and the release generator of one run."""
+
+    num_queries: int | None
+    seed: int
+    generator: torch.Generator | None
+
+
+@dataclass(frozen=True)
+class _Session:
+    """The run's open state: the ledger, the journalled query client, its progress bars, the pipeline arguments."""
+
+    ledger: Any
+    client: Any
+    progress: _Progress
+    q_batch: int
+    common: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """The data-free baseline run: its report section, its label rows and its unadapted labels."""
+
+    section: dict[str, Any]
+    rows: list
+    unadapted: Any
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the transfer step leaves: the private result, the spend around it, the client's figures, the baseline."""
+
+    result: Any
+    spent_before: torch.Tensor
+    spent_after: torch.Tensor
+    stats_private: dict[str, Any]
+    client_report: dict[str, Any]
+    ledger_cap: float | None
+    ledger_path: Path
+    query_batch_size: int
+    baseline: _Baseline | None
+
+
+@dataclass(frozen=True)
+class _Written:
+    """The label rows written and the report's ``outputs`` section."""
+
+    rows: list
+    outputs: dict[str, str]
+
+
 def run_label(
     opts: LabelOptions,
     *,
@@ -436,11 +504,6 @@ def run_label(
     Raises the underlying errors (DataError, ValueError, BudgetExceeded,
     CostCapReached, TeacherError) for the caller to present.
     """
-    from ..privacy.ledger import BudgetExceeded, Ledger
-    from ..teachers import CostCapReached, CostMeter, Journal, QueryClient
-    from ..teachers.limits import TeacherLimits
-    from ..transfer.pipeline import KnowledgeTransfer
-
     ui = ui or UI(quiet=True)
     opts.validate()
     timer = StageTimer()
@@ -448,6 +511,26 @@ def run_label(
     identity = redact_url(opts.teacher)
 
     check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
+    setup = _prepare_teacher(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state, identity=identity)
+    images, records = _load_records(setup)
+    plan = _plan_queries(setup, len(images))
+    session = _open_session(setup, plan)
+    outcome = _run_transfer(setup, session, plan, images, records)
+    _merge_timings(timer, outcome.result)
+
+    report_path = report_path_for(setup.opts)
+    written = _write_outputs(setup, images, outcome, report_path)
+    report = _build_report(setup, images, outcome, written)
+    write_json(report_path, report, secrets=(token,))
+    return report
+
+
+def _prepare_teacher(
+    opts: LabelOptions, *, token: str | None, teacher: Any, ui: UI, timer: StageTimer, state: Path, identity: str
+) -> _Setup:
+    """Connect to and describe the teacher, check its input shape, fill shape defaults, build the mechanism."""
+    from ..teachers.limits import TeacherLimits
+
     with timer.stage("connect"):
         if teacher is None:
             teacher = open_teacher(opts.teacher, token, connect_options(opts, state))
@@ -461,21 +544,32 @@ def run_label(
         raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
     opts = resolve_shape_defaults(opts, shape)
     mechanism = build_mechanism(opts, meta.value_range, shape)
+    return _Setup(opts=opts, token=token, ui=ui, timer=timer, state=state, identity=identity,
+                  teacher=teacher, meta=meta, shape=shape, mechanism=mechanism)
 
-    with timer.stage("loading"), ui.stage("loading", None) as bar:
+
+def _load_records(setup: _Setup) -> tuple[Any, torch.Tensor]:
+    """Decode the private folder at the teacher's shape; the images and their records in its value range."""
+    opts, meta = setup.opts, setup.meta
+    with setup.timer.stage("loading"), setup.ui.stage("loading", None) as bar:
         images = load_private_folder(
-            opts.private_dir, shape, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t)
+            opts.private_dir, setup.shape, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t)
         )
-    records = _to_value_range(images.records, meta.value_range, integer=mechanism.domain.integer)
-    n = len(images)
-    warned = delta_warning(mechanism.guarantee(shape).delta_record, n)
+    records = _to_value_range(images.records, meta.value_range, integer=setup.mechanism.domain.integer)
+    return images, records
+
+
+def _plan_queries(setup: _Setup, n: int) -> _Plan:
+    """Warn about a large delta, settle the query count and the plan seed (``runs.json``), seed the releases."""
+    opts, mechanism = setup.opts, setup.mechanism
+    warned = delta_warning(mechanism.guarantee(setup.shape).delta_record, n)
     if warned:
         logging.getLogger("ldpclient").warning(warned)
     num_queries = _default_queries(opts, n)
 
     run_key = {
         "private_dir": str(Path(opts.private_dir).resolve()),
-        "teacher": identity,
+        "teacher": setup.identity,
         "mechanism": mechanism.config(),
         "augment": opts.augment,
         "postprocess": opts.postprocess,
@@ -483,18 +577,28 @@ def run_label(
         "batch_size": opts.batch_size,
         "records": n,
     }
-    plan_seed = _RunState(state).seed_for(run_key, opts.seed)
+    plan_seed = _RunState(setup.state).seed_for(run_key, opts.seed)
     generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
+    return _Plan(num_queries=num_queries, seed=plan_seed, generator=generator)
 
+
+def _open_session(setup: _Setup, plan: _Plan) -> _Session:
+    """Open the ledger and the journal, and build the query client, its progress bars and the pipeline arguments."""
+    from ..privacy.ledger import Ledger
+    from ..teachers import CostMeter, Journal, QueryClient
+
+    opts, state = setup.opts, setup.state
     ledger = Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap)
     journal = Journal(state / "journal.sqlite")
     cost = CostMeter(price_per_query=opts.price, cap=opts.money_cap)
-    client = QueryClient(teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=identity)
-    q_batch = opts.batch_size or defaults.query_batch_size(meta.max_batch_size)
-    progress = _Progress(ui, "", client)
+    client = QueryClient(
+        setup.teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=setup.identity
+    )
+    q_batch = opts.batch_size or defaults.query_batch_size(setup.meta.max_batch_size)
+    progress = _Progress(setup.ui, "", client)
     common: dict[str, Any] = dict(
         augmentation=opts.augment,
-        num_queries=num_queries,
+        num_queries=plan.num_queries,
         postprocess=opts.postprocess,
         student=opts.student,
         epochs=opts.epochs,
@@ -504,48 +608,34 @@ def run_label(
         device=opts.device,
         adapt=opts.adapt,
     )
+    return _Session(ledger=ledger, client=client, progress=progress, q_batch=q_batch, common=common)
+
+
+def _run_transfer(setup: _Setup, session: _Session, plan: _Plan, images: Any, records: torch.Tensor) -> _Outcome:
+    """Noise, query and train (then the baseline); a stop report at a cap; client and ledger closed whatever happens."""
+    from ..privacy.ledger import BudgetExceeded
+    from ..teachers import CostCapReached
+    from ..transfer.pipeline import KnowledgeTransfer
+
+    opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
     try:
         spent_before = ledger.spent(records).epsilon
         transfer = KnowledgeTransfer(
-            teacher, mechanism, ledger=ledger, scope=identity, mode="ldpkit" if opts.augment != "none" else "sidp",
-            seed=plan_seed, release_generator=generator, progress=progress, **common,
+            setup.teacher, setup.mechanism, ledger=ledger, scope=setup.identity,
+            mode="ldpkit" if opts.augment != "none" else "sidp",
+            seed=plan.seed, release_generator=plan.generator, progress=progress, **session.common,
         )
-        with timer.stage("pipeline"):
+        with setup.timer.stage("pipeline"):
             result = transfer.run(records)
         progress.close()
         spent_after = ledger.spent(records).epsilon
         stats_private = dict(asdict(client.stats))
         baseline = None
-        baseline_rows: list = []
-        base_unadapted = None
         if opts.baseline:
-            base_progress = _Progress(ui, "baseline ", client)
-            base_seed = (plan_seed * 1_000_003 + 0xB45E) % (2**31)
-            base = KnowledgeTransfer(
-                teacher, mechanism, mode="data-free", seed=base_seed,
-                release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
-                progress=base_progress, **common,
-            )
-            with timer.stage("baseline"):
-                base_result = base.run(records)
-            base_progress.close()
-            agree = float((base_result.labels == result.labels).float().mean())
-            base_conf = (
-                base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
-            )
-            baseline_rows = label_rows(images.printable_paths, base_result.labels, base_conf, meta.class_names)
-            base_unadapted = base_result.unadapted_labels
-            baseline = {
-                "mode": "data-free",
-                "epsilon_record": 0.0,
-                "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],
-                "queries_from_journal": client.stats.queries_from_journal - stats_private["queries_from_journal"],
-                "agreement_with_private_run": agree,
-                "student_val_accuracy": _last_val(base_result),
-            }
+            baseline = _run_baseline(setup, session, plan, images, records, result, stats_private)
         client_report = client.report()
     except (CostCapReached, BudgetExceeded) as exc:
-        _write_stop_report(opts, exc, identity, client, ledger, records, token)
+        _write_stop_report(opts, exc, setup.identity, client, ledger, records, setup.token)
         raise
     finally:
         progress.close()
@@ -553,38 +643,87 @@ def run_label(
         ledger_cap = ledger.cap_epsilon
         ledger_path = ledger.path
         ledger.close()
+    return _Outcome(result=result, spent_before=spent_before, spent_after=spent_after, stats_private=stats_private,
+                    client_report=client_report, ledger_cap=ledger_cap, ledger_path=ledger_path,
+                    query_batch_size=session.q_batch, baseline=baseline)
 
+
+def _run_baseline(
+    setup: _Setup, session: _Session, plan: _Plan, images: Any, records: torch.Tensor, result: Any,
+    stats_private: Mapping[str, Any],
+) -> _Baseline:
+    """The data-free baseline (blank public input, no privacy cost) and how far it agrees with the private run."""
+    from ..transfer.pipeline import KnowledgeTransfer
+
+    client, n = session.client, len(images)
+    base_progress = _Progress(setup.ui, "baseline ", client)
+    base_seed = (plan.seed * 1_000_003 + 0xB45E) % (2**31)
+    base = KnowledgeTransfer(
+        setup.teacher, setup.mechanism, mode="data-free", seed=base_seed,
+        release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
+        progress=base_progress, **session.common,
+    )
+    with setup.timer.stage("baseline"):
+        base_result = base.run(records)
+    base_progress.close()
+    agree = float((base_result.labels == result.labels).float().mean())
+    base_conf = (
+        base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
+    )
+    rows = label_rows(images.printable_paths, base_result.labels, base_conf, setup.meta.class_names)
+    section = {
+        "mode": "data-free",
+        "epsilon_record": 0.0,
+        "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],
+        "queries_from_journal": client.stats.queries_from_journal - stats_private["queries_from_journal"],
+        "agreement_with_private_run": agree,
+        "student_val_accuracy": _last_val(base_result),
+    }
+    return _Baseline(section=section, rows=rows, unadapted=base_result.unadapted_labels)
+
+
+def _merge_timings(timer: StageTimer, result: Any) -> None:
+    """Replace the timer's ``pipeline`` stage by the pipeline's own stages, under the progress bars' names."""
     for k, v in result.timings.items():
         timer.seconds[{"release": "noising", "label": "querying", "train": "training", "predict": "labelling"}.get(k, k)] = v
     timer.seconds.pop("pipeline", None)
 
+
+def _write_outputs(setup: _Setup, images: Any, outcome: _Outcome, report_path: Path) -> _Written:
+    """Write the labels, the unadapted and baseline labels beside them; the rows and the ``outputs`` section."""
+    opts, class_names, n, result = setup.opts, setup.meta.class_names, len(images), outcome.result
     confidences = result.confidences if result.confidences is not None else torch.full((n,), float("nan"))
-    rows = label_rows(images.printable_paths, result.labels, confidences, meta.class_names)
-    report_path = report_path_for(opts)
+    rows = label_rows(images.printable_paths, result.labels, confidences, class_names)
     fmt = label_format_for(opts.output, opts.format)
     write_labels(opts.output, rows, fmt)
     outputs = {"labels": str(opts.output), "format": fmt, "report": str(report_path)}
     if result.unadapted_labels is not None:  # what the student said before adaptation, for comparison
         path = _sibling(opts.output, ".unadapted")
-        write_labels(path, label_rows(images.printable_paths, result.unadapted_labels, _no_conf(n), meta.class_names), fmt)
+        write_labels(path, label_rows(images.printable_paths, result.unadapted_labels, _no_conf(n), class_names), fmt)
         outputs["unadapted_labels"] = str(path)
+    baseline = outcome.baseline
     if baseline is not None:
         base_path = _sibling(opts.output, ".baseline")
-        write_labels(base_path, baseline_rows, fmt)
+        write_labels(base_path, baseline.rows, fmt)
         outputs["baseline_labels"] = str(base_path)
-        if base_unadapted is not None:
+        if baseline.unadapted is not None:
             path = _sibling(opts.output, ".baseline.unadapted")
-            write_labels(path, label_rows(images.printable_paths, base_unadapted, _no_conf(n), meta.class_names), fmt)
+            write_labels(path, label_rows(images.printable_paths, baseline.unadapted, _no_conf(n), class_names), fmt)
             outputs["baseline_unadapted_labels"] = str(path)
+    return _Written(rows=rows, outputs=outputs)
 
-    report = {
+
+def _build_report(setup: _Setup, images: Any, outcome: _Outcome, written: _Written) -> dict[str, Any]:
+    """The run report of a finished label run (``ui.py`` and ``ldpclient audit`` read it by these keys)."""
+    opts, meta, mechanism, result = setup.opts, setup.meta, setup.mechanism, outcome.result
+    return {
         "schema": 1,
         "command": "label",
         "ok": True,
         "private_dir": str(opts.private_dir),
-        "teacher": {"address": identity, "model": meta.name, "input_shape": list(shape), "datatype": meta.datatype,
-                    "num_classes": meta.num_classes, "value_range": list(meta.value_range),
-                    "wire": _wire_used(teacher), "assumed": list(meta.assumed)},
+        "teacher": {"address": setup.identity, "model": meta.name, "input_shape": list(setup.shape),
+                    "datatype": meta.datatype, "num_classes": meta.num_classes, "value_range": list(meta.value_range),
+                    "wire": _wire_used(setup.teacher), "assumed": list(meta.assumed)},
         "mechanism": {"name": opts.mechanism, "epsilon": opts.epsilon, "epsilon_unit": opts.epsilon_unit,
                       "delta": opts.delta, "reduce": opts.reduce, "config": mechanism.config()},
         "guarantee": result.guarantee.as_dict(),
@@ -598,21 +737,47 @@ def run_label(
         # the full query plan: with the teacher's query log it maps every logged query to its records
         # (`ldpclient audit --run REPORT --queries LOG --private DIR`)
         "plan": asdict(result.plan) if result.plan is not None else None,
+        **_usage_sections(setup, images, outcome, len(written.rows)),
+        "student": {
+            "model": opts.student if result.student is not None else None,
+            "epochs": opts.epochs if result.student is not None else 0,
+            "val_accuracy": _last_val(result),
+            "train_accuracy": result.history.train_accuracy[-1] if result.history else None,
+            "loss": result.history.loss[-1] if result.history else None,
+            "note": "validation accuracy = agreement with the teacher's labels on held-out noised queries",
+        },
+        "adaptation": _adaptation_section(result),
+        "baseline": outcome.baseline.section if outcome.baseline is not None else None,
+        "label_histogram": torch.bincount(result.labels, minlength=meta.num_classes).tolist(),
+        "timings": setup.timer.as_dict(),
+        "skipped": [s.as_dict() for s in images.skipped],
+        # file names that are not valid UTF-8: labelled, and written with \xNN escapes
+        "escaped_names": list(images.escaped_paths),
+        "outputs": written.outputs,
+        "versions": versions(),
+    }
+
+
+def _usage_sections(setup: _Setup, images: Any, outcome: _Outcome, labelled: int) -> dict[str, Any]:
+    """The report's ``counts``, ``queries``, ``cost`` and ``ledger`` sections, in that order."""
+    opts, counts, n = setup.opts, outcome.result.counts, len(images)
+    stats, client_report = outcome.stats_private, outcome.client_report
+    return {
         "counts": {
             "files_found": n + sum(1 for s in images.skipped if not s.path.endswith("/")),
             "records": n,
-            "labelled": len(rows),
+            "labelled": labelled,
             "skipped": len(images.skipped),
-            "releases_fresh": int(result.counts.get("releases_fresh", 0)),
-            "releases_reused": int(result.counts.get("releases_reused", 0)),
+            "releases_fresh": int(counts.get("releases_fresh", 0)),
+            "releases_reused": int(counts.get("releases_reused", 0)),
         },
         "queries": {
-            "planned": int(result.counts.get("queries", 0)),
-            "batches": int(result.counts.get("batches", 0)),
-            "sent": stats_private["queries_sent"],
-            "from_journal": stats_private["queries_from_journal"],
-            "requests": stats_private["requests"],
-            "batch_size": q_batch,
+            "planned": int(counts.get("queries", 0)),
+            "batches": int(counts.get("batches", 0)),
+            "sent": stats["queries_sent"],
+            "from_journal": stats["queries_from_journal"],
+            "requests": stats["requests"],
+            "batch_size": outcome.query_batch_size,
             "plan_seed_source": "--seed" if opts.seed is not None else "runs.json",
         },
         "cost": {
@@ -623,33 +788,14 @@ def run_label(
             "billing": client_report["billing"],
         },
         "ledger": {
-            "path": str(ledger_path),
-            "fresh": int(result.counts.get("releases_fresh", 0)),
-            "reused": int(result.counts.get("releases_reused", 0)),
-            "spent_this_run_max_epsilon": float((spent_after - spent_before).max()),
-            "max_spent_epsilon": float(spent_after.max()),
-            "cap_epsilon": ledger_cap,
+            "path": str(outcome.ledger_path),
+            "fresh": int(counts.get("releases_fresh", 0)),
+            "reused": int(counts.get("releases_reused", 0)),
+            "spent_this_run_max_epsilon": float((outcome.spent_after - outcome.spent_before).max()),
+            "max_spent_epsilon": float(outcome.spent_after.max()),
+            "cap_epsilon": outcome.ledger_cap,
         },
-        "student": {
-            "model": opts.student if result.student is not None else None,
-            "epochs": opts.epochs if result.student is not None else 0,
-            "val_accuracy": _last_val(result),
-            "train_accuracy": result.history.train_accuracy[-1] if result.history else None,
-            "loss": result.history.loss[-1] if result.history else None,
-            "note": "validation accuracy = agreement with the teacher's labels on held-out noised queries",
-        },
-        "adaptation": _adaptation_section(result),
-        "baseline": baseline,
-        "label_histogram": torch.bincount(result.labels, minlength=meta.num_classes).tolist(),
-        "timings": timer.as_dict(),
-        "skipped": [s.as_dict() for s in images.skipped],
-        # file names that are not valid UTF-8: labelled, and written with \xNN escapes
-        "escaped_names": list(images.escaped_paths),
-        "outputs": outputs,
-        "versions": versions(),
     }
-    write_json(report_path, report, secrets=(token,))
-    return report
 
 
 ADAPTATION_NOTE = (
@@ -752,6 +898,15 @@ def _to_value_range(records: torch.Tensor, value_range: tuple[float, float], *, 
 # --------------------------------------------------------------------------- noise
 
 
+@dataclass(frozen=True)
+class _NoiseTarget:
+    """What a noise run releases for: the record shape, the mechanism's value range and the ledger scope."""
+
+    shape: tuple[int, ...]
+    value_range: tuple[float, float]
+    scope: str
+
+
 def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = None) -> dict[str, Any]:
     """Release every image of the folder once (charged in the ledger) and write what a teacher would see.
 
@@ -762,27 +917,13 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     reuses it at no further cost.
     """
     from ..privacy.ledger import Ledger
-    from ..transfer.augment import QueryPlan
     from ..transfer.postprocess import apply_all, parse_postprocess
 
     ui = ui or UI(quiet=True)
     opts.validate()
     state = state_dir_for(opts.state_dir)
-    value_range: tuple[float, float] = (0.0, 1.0)
-    if opts.teacher:
-        t = open_teacher(opts.teacher, token, teacher_options(opts.teacher, opts.facts, state))
-        try:
-            meta = t.metadata()
-        finally:
-            as_teacher(t).close()
-        shape = tuple(int(s) for s in meta.input_shape)
-        value_range = (float(meta.value_range[0]), float(meta.value_range[1]))
-        scope = redact_url(opts.teacher)
-    else:
-        shape = (opts.channels, opts.size, opts.size)
-        scope = "local-preview"
-    if opts.mechanism == "discrete-tldp":
-        value_range = (0.0, 255.0)  # its domain is the integers 0..255 (see ByteUnitsTeacher)
+    target = _noise_target(opts, token, state)
+    shape, value_range, scope = target.shape, target.value_range, target.scope
     opts = resolve_shape_defaults(opts, shape)
     mechanism = build_mechanism(opts, value_range, shape)
     with ui.stage("loading", None) as bar:
@@ -803,26 +944,12 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for rel, row in zip(images.paths, derived.values, strict=True):
-        target = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        to_uint8_image(to_unit(row)).save(target)
-        written.append(str(target))
-    k = min(opts.preview, len(images))
-    aug_rows: list[torch.Tensor] = []
+        target_path = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
+        target_path.parent.mkdir(parents=True, exist_ok=True)
+        to_uint8_image(to_unit(row)).save(target_path)
+        written.append(str(target_path))
     n = len(images)
-    kind = PLAN_KINDS[opts.augment]
-    if kind == "sup" and n < 2:
-        kind = "identity"
-    plan = QueryPlan(kind=kind, n=n, num_queries=k if kind != "identity" else None, seed=opts.seed or 0, batch_size=max(k, 1))
-    for _, d in plan.batches(derived, mechanism=mechanism):
-        aug_rows.extend(list(d.values[: k - len(aug_rows)]))
-        if len(aug_rows) >= k:
-            break
-    grid = preview_grid(
-        [[to_unit(r) for r in records[:k]], [to_unit(r) for r in derived.values[:k]], [to_unit(r) for r in aug_rows[:k]]]
-    )
-    preview_path = out / "preview.png"
-    grid.save(preview_path)
+    preview_path = _write_preview(opts, out, n, records, derived, mechanism, to_unit)
     return {
         "schema": 1,
         "command": "noise",
@@ -838,6 +965,50 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
         "outputs": {"dir": str(out), "preview": str(preview_path), "files": len(written)},
         "versions": versions(),
     }
+
+
+def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseTarget:
+    """Shape, value range and scope of a noise run: the named teacher's (asked once, then closed), else local."""
+    value_range: tuple[float, float] = (0.0, 1.0)
+    if opts.teacher:
+        t = open_teacher(opts.teacher, token, teacher_options(opts.teacher, opts.facts, state))
+        try:
+            meta = t.metadata()
+        finally:
+            as_teacher(t).close()
+        shape = tuple(int(s) for s in meta.input_shape)
+        value_range = (float(meta.value_range[0]), float(meta.value_range[1]))
+        scope = redact_url(opts.teacher)
+    else:
+        shape = (opts.channels, opts.size, opts.size)
+        scope = "local-preview"
+    if opts.mechanism == "discrete-tldp":
+        value_range = (0.0, 255.0)  # its domain is the integers 0..255 (see ByteUnitsTeacher)
+    return _NoiseTarget(shape=shape, value_range=value_range, scope=scope)
+
+
+def _write_preview(
+    opts: NoiseOptions, out: Path, n: int, records: torch.Tensor, derived: Any, mechanism: Any, to_unit: Any
+) -> Path:
+    """Write ``OUT/preview.png``: rows of clean records, their releases and augmented queries."""
+    from ..transfer.augment import QueryPlan
+
+    k = min(opts.preview, n)
+    aug_rows: list[torch.Tensor] = []
+    kind = PLAN_KINDS[opts.augment]
+    if kind == "sup" and n < 2:
+        kind = "identity"
+    plan = QueryPlan(kind=kind, n=n, num_queries=k if kind != "identity" else None, seed=opts.seed or 0, batch_size=max(k, 1))
+    for _, d in plan.batches(derived, mechanism=mechanism):
+        aug_rows.extend(list(d.values[: k - len(aug_rows)]))
+        if len(aug_rows) >= k:
+            break
+    grid = preview_grid(
+        [[to_unit(r) for r in records[:k]], [to_unit(r) for r in derived.values[:k]], [to_unit(r) for r in aug_rows[:k]]]
+    )
+    preview_path = out / "preview.png"
+    grid.save(preview_path)
+    return preview_path
 
 
 # --------------------------------------------------------------------------- budget

@@ -44,6 +44,7 @@ import logging
 import math
 import struct
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import quote, urlsplit
@@ -234,37 +235,71 @@ class OIPTeacher(Teacher):
 
     def _parse_metadata(self, md: Any) -> TeacherMetadata:
         """TeacherMetadata from the metadata document ``md`` and the user's facts (see the class doc)."""
-        ov = self._overrides
         where = self.address
         if not isinstance(md, dict):
             raise MalformedResponse(f"model metadata from {where} is not a JSON object: {str(md)[:200]}", transient=False)
         params: dict[str, Any] = md["parameters"] if isinstance(md.get("parameters"), dict) else {}
-        inputs = md.get("inputs") if isinstance(md.get("inputs"), list) else []
-        outputs = md.get("outputs") if isinstance(md.get("outputs"), list) else []
-        if inputs:
-            inp = _pick(inputs, ov["input_name"], "input", where)
-        elif ov["input_name"] and ov["input_shape"] and ov["datatype"]:
-            inp = {"name": ov["input_name"], "datatype": ov["datatype"], "shape": [-1, *ov["input_shape"]]}
-        else:
-            raise TeacherError(
-                f"model metadata from {where} declares no inputs; pass input_name=, input_shape= and datatype= "
-                "(CLI: --input-name, --input-shape, --datatype)"
-            )
-        if outputs:
-            out = _pick(outputs, ov["output_name"], "output", where)
-        elif ov["output_name"]:
-            out = {"name": ov["output_name"], "shape": [-1]}  # datatype: whatever the answers carry
-        else:
-            raise TeacherError(f"model metadata from {where} lists no outputs; pass output_name= (CLI: --output-name)")
+        inputs: list = md["inputs"] if isinstance(md.get("inputs"), list) else []
+        outputs: list = md["outputs"] if isinstance(md.get("outputs"), list) else []
+        inp = self._metadata_input(inputs, where)
+        out = self._metadata_output(outputs, where)
         self.input_name, self.output_name = str(inp["name"]), str(out["name"])
         self.output_datatype = str(out.get("datatype", "")).upper()
-        published_dt = str(inp.get("datatype", "")).upper()
-        datatype = ov["datatype"] or published_dt
+        datatype = self._input_datatype(inp, where)
+        input_shape, max_batch = self._input_shape(inp, params, where)
+        if max_batch is None:
+            max_batch = self._config_max_batch()
+        classes = self._classes(params, out, where)
+        if max_batch is not None:
+            max_batch = min(int(max_batch), self.limits.max_batch_size)
+        self._check_label_output(classes, where)
+        self.use_classification = self._wants_classification(classes.scores)
+        value_range, assumed = self._value_range(params, where)
+        return TeacherMetadata(
+            name=str(md.get("name") or self.model),
+            input_shape=input_shape,
+            datatype=datatype,
+            num_classes=int(classes.num_classes),
+            class_names=classes.names,
+            max_batch_size=int(max_batch) if max_batch else None,
+            value_range=(float(value_range[0]), float(value_range[1])),
+            assumed=tuple(assumed),
+        )
+
+    def _metadata_input(self, inputs: list, where: str) -> dict:
+        """The input tensor entry from metadata ``inputs`` (by ``input_name`` if given), else from the user's facts."""
+        ov = self._overrides
+        if inputs:
+            return _pick(inputs, ov["input_name"], "input", where)
+        if ov["input_name"] and ov["input_shape"] and ov["datatype"]:
+            return {"name": ov["input_name"], "datatype": ov["datatype"], "shape": [-1, *ov["input_shape"]]}
+        raise TeacherError(
+            f"model metadata from {where} declares no inputs; pass input_name=, input_shape= and datatype= "
+            "(CLI: --input-name, --input-shape, --datatype)"
+        )
+
+    def _metadata_output(self, outputs: list, where: str) -> dict:
+        """The output tensor entry: from metadata ``outputs`` (by ``output_name`` if given), else the user's name."""
+        ov = self._overrides
+        if outputs:
+            return _pick(outputs, ov["output_name"], "output", where)
+        if ov["output_name"]:
+            return {"name": ov["output_name"], "shape": [-1]}  # datatype: whatever the answers carry
+        raise TeacherError(f"model metadata from {where} lists no outputs; pass output_name= (CLI: --output-name)")
+
+    def _input_datatype(self, inp: dict, where: str) -> str:
+        """The wire datatype: the user's ``datatype`` or the input entry's ``datatype``; must be one we can send."""
+        datatype = self._overrides["datatype"] or str(inp.get("datatype", "")).upper()
         if datatype not in INPUT_DATATYPES:
             raise TeacherError(
                 f"model at {where} takes {datatype or 'an undeclared datatype'}; supported: {INPUT_DATATYPES}"
                 + ("" if datatype else " (pass datatype=, CLI --datatype)")
             )
+        return datatype
+
+    def _input_shape(self, inp: dict, params: dict[str, Any], where: str) -> tuple[tuple[int, ...], int | None]:
+        """Per-record shape from the input's ``shape`` (batch axis dropped) and ``parameters.max_batch_size``."""
+        ov = self._overrides
         shape = [int(s) for s in inp.get("shape", [])]
         published_batch = params.get("max_batch_size")
         max_batch = ov["max_batch_size"] or (int(published_batch) if published_batch is not None else None)
@@ -285,10 +320,18 @@ class OIPTeacher(Teacher):
         self.limits.check_input_shape(input_shape, where)
         if max_batch is not None and max_batch < 1:
             raise MalformedResponse(f"teacher {where} publishes max_batch_size {max_batch} (must be >= 1)", transient=False)
-        if max_batch is None:
-            cfg = self.http.get_json(f"{self.model_url}/config", what="model config", optional=True)
-            if isinstance(cfg, dict) and int(cfg.get("max_batch_size", 0) or 0) > 0:
-                max_batch = int(cfg["max_batch_size"])
+        return input_shape, max_batch
+
+    def _config_max_batch(self) -> int | None:
+        """Batch limit from Triton's ``GET .../config`` (``max_batch_size`` > 0), when the metadata gave none."""
+        cfg = self.http.get_json(f"{self.model_url}/config", what="model config", optional=True)
+        if isinstance(cfg, dict) and int(cfg.get("max_batch_size", 0) or 0) > 0:
+            return int(cfg["max_batch_size"])
+        return None
+
+    def _classes(self, params: dict[str, Any], out: dict, where: str) -> _Classes:
+        """Classes from ``parameters.num_classes``/``class_names``, else a float output's last ``shape`` axis."""
+        ov = self._overrides
         published_names = tuple(str(c) for c in params["class_names"]) if params.get("class_names") else None
         class_names = ov["class_names"] or published_names
         published_k = params.get("num_classes")
@@ -310,20 +353,28 @@ class OIPTeacher(Teacher):
         if num_classes < 2:
             raise MalformedResponse(f"teacher {where} publishes {num_classes} classes (need >= 2)", transient=False)
         self.limits.check_classes(int(num_classes), where)
-        if max_batch is not None:
-            max_batch = min(int(max_batch), self.limits.max_batch_size)
+        return _Classes(num_classes, class_names, scores)
+
+    def _check_label_output(self, classes: _Classes, where: str) -> None:
+        """One name per class, and an output ``datatype`` (if declared) that holds labels or scores."""
+        class_names, num_classes = classes.names, classes.num_classes
         if class_names is not None and len(class_names) != num_classes:
             raise _FactConflict(f"{len(class_names)} class names for the {num_classes} classes of teacher {where}")
         if self.output_datatype and self.output_datatype not in INTEGER_DATATYPES + FLOAT_DATATYPES:
             raise TeacherError(f"model at {where}: output {self.output_name!r} is {self.output_datatype}, not labels or scores")
-        if self._classification_opt == "auto":
-            use = False
-            if scores:
-                server = self.http.get_json(f"{self.base_url}/v2", what="server metadata", optional=True)
-                use = isinstance(server, dict) and "classification" in (server.get("extensions") or [])
-            self.use_classification = use
-        else:
-            self.use_classification = bool(self._classification_opt)
+
+    def _wants_classification(self, scores: bool) -> bool:
+        """Use Triton's classification extension? ``auto``: for a scores output when ``GET /v2`` lists it."""
+        if self._classification_opt != "auto":
+            return bool(self._classification_opt)
+        if not scores:
+            return False
+        server = self.http.get_json(f"{self.base_url}/v2", what="server metadata", optional=True)
+        return isinstance(server, dict) and "classification" in (server.get("extensions") or [])
+
+    def _value_range(self, params: dict[str, Any], where: str) -> tuple[tuple[float, ...], list[str]]:
+        """Input units from the user's ``value_range`` or ``parameters.value_range`` (else [0, 1], noted as assumed)."""
+        ov = self._overrides
         published_range = params.get("value_range")
         assumed: list[str] = []
         if ov["value_range"] is not None:
@@ -337,16 +388,7 @@ class OIPTeacher(Teacher):
             assumed.append(f"value_range [{value_range[0]:g}, {value_range[1]:g}] (pass --value-range LO,HI if the model expects other units)")
         if len(value_range) != 2 or not value_range[0] < value_range[1]:
             raise MalformedResponse(f"teacher {where} publishes value_range {list(value_range)} (need [low, high])", transient=False)
-        return TeacherMetadata(
-            name=str(md.get("name") or self.model),
-            input_shape=input_shape,
-            datatype=datatype,
-            num_classes=int(num_classes),
-            class_names=class_names,
-            max_batch_size=int(max_batch) if max_batch else None,
-            value_range=(float(value_range[0]), float(value_range[1])),
-            assumed=tuple(assumed),
-        )
+        return value_range, assumed
 
     # -- inference --------------------------------------------------------------------------
     def requests_for(self, n: int) -> int:
@@ -543,6 +585,15 @@ class OIPTeacher(Teacher):
 
     def __repr__(self) -> str:
         return f"OIPTeacher({self.address!r}, wire={self.wire!r}, token={'***' if self.http.has_token else None})"
+
+
+@dataclass(frozen=True)
+class _Classes:
+    """The classes :meth:`OIPTeacher._classes` settled on, passed on to the later metadata checks."""
+
+    num_classes: int | float  # as given or published (a user's 4.0 stays 4.0 until TeacherMetadata)
+    names: tuple[str, ...] | None
+    scores: bool  # the output is a float (scores/logits) tensor
 
 
 class _FactConflict(ValueError):

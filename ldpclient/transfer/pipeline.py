@@ -1,6 +1,6 @@
 """KnowledgeTransfer: label private records with a remote teacher that never sees them.
 
-The five steps (release, post-process, label, train, label locally), in-process and resumable through the query journal
+The six steps (release, post-process, label, train, adapt, label locally), in-process and resumable through the query journal
 of a :class:`~ldpclient.teachers.client.QueryClient`:
 
 1. **release** each private record once with an LDP mechanism (through the
@@ -38,7 +38,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -63,6 +63,9 @@ from .student import (
     predict_proba,
     save_checkpoint,
 )
+
+if TYPE_CHECKING:
+    from ..teachers.base import TeacherMetadata
 
 MODES = ("ldpkit", "sidp", "data-free")
 AUGMENTATIONS = PLAN_KINDS  # augmentation name -> query-plan kind (ldpclient.names)
@@ -134,6 +137,51 @@ class TransferResult:
                 "images_per_second": self.history.images_per_second,
             }
         return out
+
+
+@dataclass
+class _Released:
+    """Step 1's output: the release of the records and the counts ``records``/``releases_fresh``/``releases_reused``."""
+
+    release: Release
+    counts: dict[str, int]
+
+
+@dataclass
+class _Queries:
+    """Step 2's output: the query plan and what its batches are built from (releases, blank releases, clip)."""
+
+    plan: QueryPlan
+    source: Derived
+    blank_source: Optional[Derived]
+    clip: Optional[ClipToDomain]
+
+
+@dataclass
+class _Trained:
+    """Step 4's output: the trainer (holding the student), the student's factory kwargs, the training history."""
+
+    trainer: Trainer
+    student_kwargs: dict[str, Any]
+    history: TrainHistory
+
+
+@dataclass
+class _Adapted:
+    """Step 5's output: the student's labels before adaptation and the adaptation history (``None`` when off)."""
+
+    unadapted_labels: Optional[torch.Tensor]
+    adaptation: Optional[AdaptHistory]
+
+
+@dataclass
+class _Predicted:
+    """Step 6's output: int64 ``(N,)`` labels, float32 ``(N,)`` confidences, pre-fusion labels, informativeness."""
+
+    labels: torch.Tensor
+    confidences: torch.Tensor
+    unfused_labels: Optional[torch.Tensor]
+    informativeness: Optional[float]
 
 
 class KnowledgeTransfer:
@@ -296,6 +344,47 @@ class KnowledgeTransfer:
         """Label ``records`` (float ``(N, *teacher input shape)`` in the teacher's value range)."""
         timings: dict[str, float] = {}
         meta = self.teacher.metadata()
+        n = self._check_records(records, meta)
+        released = self._release_records(records, n, timings)  # 1. release
+        queries = self._prepare_queries(records, released.release, meta, n, timings)  # 2. post-process and plan
+        store = self._label_queries(queries, meta, timings)  # 3. label the queries
+        counts = {**released.counts, "queries": store.num_labelled, "batches": queries.plan.num_batches}
+        hist_labels = store.histogram().tolist()
+        if self.mode == "sidp":
+            return TransferResult(
+                labels=torch.from_numpy(store.get(np.arange(n))),
+                confidences=None,
+                student=None,
+                guarantee=released.release.guarantee,
+                mode=self.mode,
+                counts=counts,
+                timings=timings,
+                teacher_label_histogram=hist_labels,
+                plan=queries.plan,
+            )
+        trained = self._train_student(records, meta, queries, store, timings)  # 4. train the student
+        adapted = self._adapt_student(records, trained, queries, store, timings)  # 5. adapt (local)
+        self._save_student(trained, queries.plan, released.release)
+        predicted = self._predict_records(records, trained, queries.plan, store, timings)  # 6. label locally
+        return TransferResult(
+            labels=predicted.labels,
+            confidences=predicted.confidences,
+            student=trained.trainer.model,
+            guarantee=released.release.guarantee,
+            mode=self.mode,
+            counts=counts,
+            timings=timings,
+            history=trained.history,
+            teacher_label_histogram=hist_labels,
+            plan=queries.plan,
+            unadapted_labels=adapted.unadapted_labels,
+            adaptation=adapted.adaptation,
+            unfused_labels=predicted.unfused_labels,
+            fusion_informativeness=predicted.informativeness,
+        )
+
+    def _check_records(self, records: torch.Tensor, meta: TeacherMetadata) -> int:
+        """Validate ``records`` against the teacher's input shape; return N (raises ValueError)."""
         if not isinstance(records, torch.Tensor) or not records.is_floating_point():
             raise ValueError("records must be a float tensor (N, C, H, W)")
         if tuple(records.shape[1:]) != tuple(meta.input_shape):
@@ -306,45 +395,66 @@ class KnowledgeTransfer:
         n = int(records.shape[0])
         if n < 1:
             raise ValueError("no records to label")
-        domain: Domain = self.mechanism.domain
+        return n
 
-        # 1. release
+    def _release_records(self, records: torch.Tensor, n: int, timings: dict[str, float]) -> _Released:
+        """Step 1: release the N records (blank ones for ``data-free``) once; timings["release"] in seconds."""
         t = time.perf_counter()
         self._report("release", 0, n)
         public = self.mode == "data-free"
-        inputs = torch.full_like(records, domain.low) if public else records
+        inputs = torch.full_like(records, self.mechanism.domain.low) if public else records
         release = self._release(inputs, public=public)
         self._report("release", n, n)
         timings["release"] = time.perf_counter() - t
         reused = int(release.reused.sum())
         counts = {"records": n, "releases_fresh": 0 if public else n - reused, "releases_reused": reused}
+        return _Released(release, counts)
 
-        # 2. post-process
+    def _prepare_queries(
+        self, records: torch.Tensor, release: Release, meta: TeacherMetadata, n: int, timings: dict[str, float]
+    ) -> _Queries:
+        """Step 2: post-process the release, plan the queries, release the blanks; timings["postprocess"] in s."""
         t = time.perf_counter()
         source = self._postprocess(release)
         q_batch = self.query_batch_size or defaults.query_batch_size(meta.max_batch_size)
         plan = self._plan(n, q_batch)
         blank_source = None
         if plan.num_blank:
-            blank = torch.full((plan.n_blank, *records.shape[1:]), domain.low, dtype=records.dtype)
+            blank = torch.full((plan.n_blank, *records.shape[1:]), self.mechanism.domain.low, dtype=records.dtype)
             blank_source = self._postprocess(self.mechanism.release(blank, generator=self.release_generator, public=True))
         timings["postprocess"] = time.perf_counter() - t
 
         lo, hi = meta.value_range
         clip = ClipToDomain(Domain(lo, hi)) if self.clip_queries else None
+        return _Queries(plan, source, blank_source, clip)
 
-        def stream(order: Sequence[int] | None = None) -> Iterator[tuple[str, Derived]]:
-            for bid, d in plan.batches(
-                source, mechanism=self.mechanism, blank_releases=blank_source, order=order, noise_mode=self.upsample_mode
-            ):
-                yield bid, (clip(d) if clip is not None else d)
+    def _stream(self, queries: _Queries, order: Sequence[int] | None = None) -> Iterator[tuple[str, Derived]]:
+        """The plan's query batches ``(batch id, queries)`` in ``order`` (default: plan order), clipped if asked."""
+        for bid, d in queries.plan.batches(
+            queries.source,
+            mechanism=self.mechanism,
+            blank_releases=queries.blank_source,
+            order=order,
+            noise_mode=self.upsample_mode,
+        ):
+            yield bid, (queries.clip(d) if queries.clip is not None else d)
 
-        # 3. label the queries
+    def _epoch_batches(self, queries: _Queries, epoch: int) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
+        """Query batches ``(query ids, values)`` for one training epoch, in a seeded shuffled batch order."""
+        g = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2**63)
+        order = torch.randperm(queries.plan.num_batches, generator=g).tolist()
+        for _, d in self._stream(queries, order):
+            assert d.ids is not None
+            yield d.ids.numpy(), d.values
+
+    def _label_queries(self, queries: _Queries, meta: TeacherMetadata, timings: dict[str, float]) -> LabelStore:
+        """Step 3: have the teacher label every planned query; int8 labels per query; timings["label"] in s."""
         t = time.perf_counter()
+        plan = queries.plan
         store = LabelStore(plan.total, meta.num_classes)
         index = {plan.batch_id(b): b for b in range(plan.num_batches)}
         done = 0
-        for bid, labels in self._label(stream()):
+        for bid, labels in self._label(self._stream(queries)):
             if bid not in index:
                 raise RuntimeError(f"teacher client returned an unknown batch id {bid!r}")
             ids = plan.batch_ids(index[bid])
@@ -355,24 +465,17 @@ class KnowledgeTransfer:
             done += 1
             self._report("label", done, plan.num_batches, queries=store.num_labelled)
         timings["label"] = time.perf_counter() - t
-        counts.update({"queries": store.num_labelled, "batches": plan.num_batches})
-        hist_labels = store.histogram().tolist()
+        return store
 
-        if self.mode == "sidp":
-            labels = torch.from_numpy(store.get(np.arange(n)))
-            return TransferResult(
-                labels=labels,
-                confidences=None,
-                student=None,
-                guarantee=release.guarantee,
-                mode=self.mode,
-                counts=counts,
-                timings=timings,
-                teacher_label_histogram=hist_labels,
-                plan=plan,
-            )
-
-        # 4. train the student
+    def _train_student(
+        self,
+        records: torch.Tensor,
+        meta: TeacherMetadata,
+        queries: _Queries,
+        store: LabelStore,
+        timings: dict[str, float],
+    ) -> _Trained:
+        """Step 4: build a seeded student and train it on the labelled queries; timings["train"] in seconds."""
         t = time.perf_counter()
         c, h, w = records.shape[1], records.shape[2], records.shape[3]
         kwargs = {"num_classes": meta.num_classes, "in_channels": c, "image_size": min(h, w), **self.student_kwargs}
@@ -389,57 +492,73 @@ class KnowledgeTransfer:
             seed=self.seed,
             progress=self.progress,
         )
-
-        def make_stream(epoch: int) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-            g = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2**63)
-            order = torch.randperm(plan.num_batches, generator=g).tolist()
-            for _, d in stream(order):
-                assert d.ids is not None
-                yield d.ids.numpy(), d.values
-
-        steps = -(-int(plan.total * (1 - self.val_fraction)) // self.batch_size)
-        history = trainer.fit(make_stream, store, steps_per_epoch=steps)
+        steps = -(-int(queries.plan.total * (1 - self.val_fraction)) // self.batch_size)
+        history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch), store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t
-        # 5. adapt on the clean private records (local), anchored to the teacher-labelled queries
-        unadapted, adaptation = None, None
-        if self.adapt:
-            t = time.perf_counter()
-            unadapted, _ = predict(trainer.model, records, device=self.device)
-            adapter = self.adapter or SelfTrainingAdapter(seed=self.seed, device=trainer.device)
+        return _Trained(trainer, kwargs, history)
 
-            def anchor(rnd: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-                for ids, values in make_stream(10_000 + rnd):
-                    y = torch.from_numpy(store.get(ids))
-                    keep = y >= 0
-                    if bool(keep.any()):
-                        yield values[keep], y[keep]
+    def _adapt_student(
+        self,
+        records: torch.Tensor,
+        trained: _Trained,
+        queries: _Queries,
+        store: LabelStore,
+        timings: dict[str, float],
+    ) -> _Adapted:
+        """Step 5 (``adapt=True``): fine-tune on the clean records, anchored to the queries; timings["adapt"] in s."""
+        if not self.adapt:
+            return _Adapted(None, None)
+        t = time.perf_counter()
+        model = trained.trainer.model
+        unadapted, _ = predict(model, records, device=self.device)
+        adapter = self.adapter or SelfTrainingAdapter(seed=self.seed, device=trained.trainer.device)
 
-            self._report("adapt", 0, len(adapter.schedule))
-            adaptation = adapter.adapt(trainer.model, records, anchor)
-            self._report("adapt", len(adapter.schedule), len(adapter.schedule))
-            timings["adapt"] = time.perf_counter() - t
+        def anchor(rnd: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+            for ids, values in self._epoch_batches(queries, 10_000 + rnd):
+                y = torch.from_numpy(store.get(ids))
+                keep = y >= 0
+                if bool(keep.any()):
+                    yield values[keep], y[keep]
 
+        self._report("adapt", 0, len(adapter.schedule))
+        adaptation = adapter.adapt(model, records, anchor)
+        self._report("adapt", len(adapter.schedule), len(adapter.schedule))
+        timings["adapt"] = time.perf_counter() - t
+        return _Adapted(unadapted, adaptation)
+
+    def _save_student(self, trained: _Trained, plan: QueryPlan, release: Release) -> None:
+        """Save the (adapted) student to ``checkpoint`` when one was given."""
         if self.checkpoint is not None:
             save_checkpoint(
                 self.checkpoint,
-                trainer.model,
+                trained.trainer.model,
                 self.student_name,
-                kwargs,
+                trained.student_kwargs,
                 extra={"mode": self.mode, "plan": plan.fingerprint, "guarantee": release.guarantee.as_dict(),
                        "adapted_on_clean_private_records": self.adapt},
             )
 
-        # 6. label the clean private records locally
+    def _predict_records(
+        self,
+        records: torch.Tensor,
+        trained: _Trained,
+        plan: QueryPlan,
+        store: LabelStore,
+        timings: dict[str, float],
+    ) -> _Predicted:
+        """Step 6: label the clean records with the student (fused with Sup pair answers if asked); seconds."""
         t = time.perf_counter()
+        n = int(records.shape[0])
+        model = trained.trainer.model
         self._report("predict", 0, n)
-        labels, conf = predict(trainer.model, records, device=self.device)
+        labels, conf = predict(model, records, device=self.device)
         unfused, alpha = None, None
         if self.fuse and self.mode == "ldpkit" and plan.kind == "sup":
             ids = np.arange(plan.total)
             recipe = plan.recipes(ids)
             private = ~recipe["blank"]
             fused = fuse_pair_evidence(
-                predict_proba(trainer.model, records, device=self.device),
+                predict_proba(model, records, device=self.device),
                 recipe["i"][private], recipe["j"][private], store.get(ids)[private].astype(np.int64),
             )
             unfused, alpha = labels, fused.informativeness
@@ -447,22 +566,7 @@ class KnowledgeTransfer:
             conf = conf_t.float()
         self._report("predict", n, n)
         timings["predict"] = time.perf_counter() - t
-        return TransferResult(
-            labels=labels,
-            confidences=conf,
-            student=trainer.model,
-            guarantee=release.guarantee,
-            mode=self.mode,
-            counts=counts,
-            timings=timings,
-            history=history,
-            teacher_label_histogram=hist_labels,
-            plan=plan,
-            unadapted_labels=unadapted,
-            adaptation=adaptation,
-            unfused_labels=unfused,
-            fusion_informativeness=alpha,
-        )
+        return _Predicted(labels, conf, unfused, alpha)
 
     def _label(self, batches: Iterable[tuple[str, Derived]]) -> Iterator[tuple[str, torch.Tensor]]:
         if self.client is not None:
