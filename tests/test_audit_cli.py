@@ -152,3 +152,11 @@ def test_the_audit_leaves_the_global_rng_alone(logged, tmp_path):
     run_audit(logged["records"], queries=logged["log"], plan=logged["plan_file"], mechanism=logged["mech"],
               cnn_steps=2, empirical=True, rme=False, out_dir=tmp_path)
     assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_the_rme_audit_works_with_a_reducing_mechanism(logged, tmp_path):
+    """RME read the noise scale from a guarantee of 7x7 feature vectors, which a reduction cannot pool:
+    every audit of a default run (reduction 4 at 28x28) failed."""
+    mech = laplace(50.0, per="record", reduction=2)
+    report = run_audit(logged["records"], mechanism=mech, cnn_steps=0, empirical=False, rme=True, out_dir=tmp_path)
+    assert report["rme"]

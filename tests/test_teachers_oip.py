@@ -16,6 +16,7 @@ from ldpclient.teachers import (
     MalformedResponse,
     QueryClient,
     RetriesExhausted,
+    TeacherError,
     TeacherRequestError,
     connect,
 )
@@ -374,3 +375,15 @@ def test_metadata_errors_are_clear():
     with pytest.raises(Exception, match="pass num_classes="):
         OIPTeacher(BASE, "digits", retry=fast_policy()).metadata()
     assert OIPTeacher(BASE, "digits", num_classes=4, retry=fast_policy()).metadata().num_classes == 4
+
+
+@responses.activate
+def test_a_named_input_among_malformed_entries_is_a_teacher_error():
+    """With input_name given, non-dict entries in the metadata used to escape as AttributeError."""
+    doc = metadata()
+    doc["inputs"] = [1, "x", {"name": "other", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]
+    responses.add(responses.GET, f"{BASE}/v2/health/ready", json={"ready": True})
+    responses.add(responses.GET, MODEL_URL, json=doc)
+    t = connect(MODEL_URL, input_name="input", retry=fast_policy())
+    with pytest.raises(TeacherError, match="has no input named 'input'"):
+        t.metadata()

@@ -442,7 +442,7 @@ def _audit_rme(s: _Setup, report: dict[str, Any], mechanism: Any, sweep: Mapping
     scale_b = None
     ref = mechanism if mechanism is not None else (sweep[min(sweep)] if sweep else None)
     if ref is not None:
-        params = ref.guarantee(tuple(feats.shape[1:])).params
+        params = ref.guarantee(tuple(private.shape[1:])).params  # the record's shape: a reduction needs (H, W)
         scale_b = params.get("b") or params.get("sigma")
     report["rme"] = rme_linkage_audit(feats, float(scale_b) if scale_b else 1.0, seed=s.seed)
 

@@ -626,7 +626,8 @@ def _pick(items: list, name: str | None, kind: str, where: str) -> dict:
         for it in items:
             if isinstance(it, dict) and it.get("name") == name:
                 return it
-        raise TeacherError(f"model at {where} has no {kind} named {name!r} (has {[i.get('name') for i in items]})")
+        names = [i.get("name") if isinstance(i, dict) else i for i in items]
+        raise TeacherError(f"model at {where} has no {kind} named {name!r} (has {str(names)[:200]})")
     if not isinstance(items[0], dict) or "name" not in items[0]:
         raise TeacherError(f"model metadata at {where}: malformed {kind} entry {str(items[0])[:100]}")
     return items[0]
