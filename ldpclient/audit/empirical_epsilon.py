@@ -83,6 +83,43 @@ def _lb(c0: int, c1: int, n: int, delta: float, alpha: float) -> float:
     return math.log(num / p1_hi) if num > 0 else 0.0
 
 
+def _check_arguments(samples: int, low: float, high: float, claimed_epsilon: float, claimed_delta: float) -> None:
+    """Raise ValueError for a sample count, domain or claimed (epsilon, delta) that cannot be tested."""
+    if samples < 100:
+        raise ValueError(f"samples must be >= 100, got {samples}")
+    if not high > low:
+        raise ValueError(f"high must exceed low, got [{low}, {high}]")
+    if claimed_epsilon < 0 or not 0 <= claimed_delta <= 1:
+        raise ValueError("claimed epsilon must be >= 0 and claimed delta in [0, 1]")
+
+
+def _select(events: list[tuple[str, float, int, int]], n_sel: int, delta: float) -> tuple[str, float, bool]:
+    """Event (op, threshold, swap) with the best cheap bound on the selection half; delta in probability."""
+    best: tuple[float, str, float, bool] | None = None
+    for op, t, c0, c1 in events:
+        for swap in (False, True):
+            a, b = (c1, c0) if swap else (c0, c1)
+            # cheap selection score: approximate lower/upper confidence ends
+            p_a = (a + 0.5) / (n_sel + 1)
+            p_b = (b + 0.5) / (n_sel + 1)
+            num = p_a - 2 * math.sqrt(p_a / n_sel) - delta
+            score = math.log(max(num, 1e-300)) - math.log(p_b + 2 * math.sqrt(p_b / n_sel))
+            if best is None or score > best[0]:
+                best = (score, op, t, swap)
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
+def _test(
+    test0: torch.Tensor, test1: torch.Tensor, n_test: int, alpha: float, op: str, t: float, swap: bool, delta: float
+) -> tuple[float, int, int]:
+    """Clopper-Pearson lower bound (nats) of the event on the test half, and its two counts."""
+    c0, c1 = _count(test0, op, t), _count(test1, op, t)
+    if swap:
+        c0, c1 = c1, c0
+    return _lb(c0, c1, n_test, delta, alpha), c0, c1
+
+
 def empirical_epsilon(
     sampler: Sampler,
     record_shape: Sequence[int],
@@ -106,12 +143,7 @@ def empirical_epsilon(
     after subtracting ``claimed_delta`` (``epsilon_lb``), the chosen event, the
     empirical probabilities, and ``violated`` = ``epsilon_lb > claimed_epsilon``.
     """
-    if samples < 100:
-        raise ValueError(f"samples must be >= 100, got {samples}")
-    if not high > low:
-        raise ValueError(f"high must exceed low, got [{low}, {high}]")
-    if claimed_epsilon < 0 or not 0 <= claimed_delta <= 1:
-        raise ValueError("claimed epsilon must be >= 0 and claimed delta in [0, 1]")
+    _check_arguments(samples, low, high, claimed_epsilon, claimed_delta)
     g = torch.Generator().manual_seed(seed)
     x0 = _collect(sampler, low, record_shape, samples, element, g)
     x1 = _collect(sampler, high, record_shape, samples, element, g)
@@ -119,33 +151,11 @@ def empirical_epsilon(
     sel0, test0, sel1, test1 = x0[:half], x0[half:], x1[:half], x1[half:]
     n_sel, n_test = half, samples - half
     events = [(op, t, _count(sel0, op, t), _count(sel1, op, t)) for op, t in _events(sel0, sel1, low, high, grid, g)]
-
-    def select(delta: float) -> tuple[str, float, bool]:
-        best: tuple[float, str, float, bool] | None = None
-        for op, t, c0, c1 in events:
-            for swap in (False, True):
-                a, b = (c1, c0) if swap else (c0, c1)
-                # cheap selection score: approximate lower/upper confidence ends
-                p_a = (a + 0.5) / (n_sel + 1)
-                p_b = (b + 0.5) / (n_sel + 1)
-                num = p_a - 2 * math.sqrt(p_a / n_sel) - delta
-                score = math.log(max(num, 1e-300)) - math.log(p_b + 2 * math.sqrt(p_b / n_sel))
-                if best is None or score > best[0]:
-                    best = (score, op, t, swap)
-        assert best is not None
-        return best[1], best[2], best[3]
-
-    def test(op: str, t: float, swap: bool, delta: float) -> tuple[float, int, int]:
-        c0, c1 = _count(test0, op, t), _count(test1, op, t)
-        if swap:
-            c0, c1 = c1, c0
-        return _lb(c0, c1, n_test, delta, alpha), c0, c1
-
-    op, t, swap = select(0.0)
-    lb_pure, c0, c1 = test(op, t, swap, 0.0)
+    op, t, swap = _select(events, n_sel, 0.0)
+    lb_pure, c0, c1 = _test(test0, test1, n_test, alpha, op, t, swap, 0.0)
     if claimed_delta > 0:
-        op_d, t_d, swap_d = select(claimed_delta)
-        lb, _, _ = test(op_d, t_d, swap_d, claimed_delta)
+        op_d, t_d, swap_d = _select(events, n_sel, claimed_delta)
+        lb, _, _ = _test(test0, test1, n_test, alpha, op_d, t_d, swap_d, claimed_delta)
     else:
         lb, op_d, t_d = lb_pure, op, t
     first, second = (high, low) if swap else (low, high)

@@ -60,6 +60,86 @@ def _derangement(n: int, g: torch.Generator) -> torch.Tensor:
     return out
 
 
+def _per_query_attack(
+    queries: torch.Tensor,
+    sources: torch.Tensor,
+    originals: torch.Tensor,
+    bank: DenoiserBank,
+    teacher: Optional[Classifier],
+    data_range: float,
+    g: torch.Generator,
+) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """Per-query attacker with its no-noise and chance baselines; returns (figures, reconstructions, derangement)."""
+    n = originals.shape[0]
+    target = source_means(originals, sources)
+    best = bank.best
+    recon = bank.candidates[best](queries)
+    per_query = {"denoiser": best, **_figures(recon, target, data_range)}
+    per_query["all_denoisers_mse"] = {
+        name: float(mse(fn(queries), target).mean()) for name, fn in bank.candidates.items()
+    }
+    noise_free = bank.candidates["clip"](target)
+    base_no_noise = _figures(noise_free, target, data_range)
+    other = _derangement(n, g)
+    chance_sources = torch.where(sources >= 0, other[sources.clamp_min(0)], sources)
+    chance_img = source_means(originals, chance_sources)
+    base_chance = _figures(chance_img, target, data_range)
+    src_labels = None
+    if teacher is not None:
+        orig_labels = _labels(teacher, originals.float())
+        src_labels = torch.where(sources >= 0, orig_labels[sources.clamp_min(0)], torch.full_like(sources, -1))
+        per_query["teacher_agreement"] = _teacher_agreement(teacher, recon, src_labels)
+        base_no_noise["teacher_agreement"] = _teacher_agreement(teacher, noise_free, src_labels)
+        base_chance["teacher_agreement"] = _teacher_agreement(teacher, chance_img, src_labels)
+    return {**per_query, "no_noise": base_no_noise, "chance": base_chance}, recon, other
+
+
+def _linked_attack(
+    queries: torch.Tensor,
+    sources: torch.Tensor,
+    originals: torch.Tensor,
+    recon: torch.Tensor,
+    rb: DenoiserBank,
+    other: torch.Tensor,
+    teacher: Optional[Classifier],
+    data_range: float,
+    low: float,
+) -> tuple[dict[str, Any], Optional[dict]]:
+    """Linked (least-squares per record) attacker with its baselines; returns (figures, examples or None)."""
+    n = originals.shape[0]
+    estimates, covered = least_squares_records(queries, sources, n)
+    idx = covered.nonzero().flatten()
+    linked: dict[str, Any] = {"records_covered": int(idx.numel())}
+    if not idx.numel():
+        return linked, None
+    lrecon = rb.candidates[rb.best](estimates[idx])
+    orig = originals[idx].float()
+    linked.update({"denoiser": rb.best, **_figures(lrecon, orig, data_range)})
+    lchance = originals[other[idx]].float()
+    linked_chance = _figures(lchance, orig, data_range)
+    if teacher is not None:
+        ol = _labels(teacher, orig)[:, None]
+        linked["teacher_agreement"] = _teacher_agreement(teacher, lrecon, ol)
+        linked_chance["teacher_agreement"] = _teacher_agreement(teacher, lchance, ol)
+    # no noise: the least-squares estimate from noise-free queries is the record itself
+    clean_est, _ = least_squares_records(source_means(originals, sources), sources, n)
+    clean_rec = rb.candidates["clip"](clean_est[idx])
+    linked_clean = _figures(clean_rec, orig, data_range)
+    if teacher is not None:
+        linked_clean["teacher_agreement"] = _teacher_agreement(teacher, clean_rec, ol)
+    linked["no_noise"] = linked_clean
+    linked["chance"] = linked_chance
+    m = min(8, idx.numel())
+    first_q = torch.tensor([int((sources == int(r)).any(1).nonzero()[0]) for r in idx[:m]], dtype=torch.long)
+    examples = {
+        "original": orig[:m],
+        "query": queries[first_q].clamp(low, low + data_range),
+        "per_query": recon[first_q],
+        "linked": lrecon[:m],
+    }
+    return linked, examples
+
+
 def reconstruction_attack(
     queries: torch.Tensor,
     sources: torch.Tensor,
@@ -89,58 +169,12 @@ def reconstruction_attack(
     if queries.shape[0] == 0:
         raise ValueError("no query has a known source record")
     g = torch.Generator().manual_seed(seed)
-    target = source_means(originals, sources)
-    best = bank.best
-    recon = bank.candidates[best](queries)
     res: dict = {"num_queries": int(queries.shape[0]), "num_records": int(n)}
-    per_query = {"denoiser": best, **_figures(recon, target, data_range)}
-    per_query["all_denoisers_mse"] = {
-        name: float(mse(fn(queries), target).mean()) for name, fn in bank.candidates.items()
-    }
-    noise_free = bank.candidates["clip"](target)
-    base_no_noise = _figures(noise_free, target, data_range)
-    other = _derangement(n, g)
-    chance_sources = torch.where(sources >= 0, other[sources.clamp_min(0)], sources)
-    chance_img = source_means(originals, chance_sources)
-    base_chance = _figures(chance_img, target, data_range)
-    src_labels = None
-    if teacher is not None:
-        orig_labels = _labels(teacher, originals.float())
-        src_labels = torch.where(sources >= 0, orig_labels[sources.clamp_min(0)], torch.full_like(sources, -1))
-        per_query["teacher_agreement"] = _teacher_agreement(teacher, recon, src_labels)
-        base_no_noise["teacher_agreement"] = _teacher_agreement(teacher, noise_free, src_labels)
-        base_chance["teacher_agreement"] = _teacher_agreement(teacher, chance_img, src_labels)
-    res["per_query"] = {**per_query, "no_noise": base_no_noise, "chance": base_chance}
-
-    estimates, covered = least_squares_records(queries, sources, n)
-    rb = record_bank or bank
-    idx = covered.nonzero().flatten()
-    linked: dict[str, Any] = {"records_covered": int(idx.numel())}
-    if idx.numel():
-        lrecon = rb.candidates[rb.best](estimates[idx])
-        orig = originals[idx].float()
-        linked.update({"denoiser": rb.best, **_figures(lrecon, orig, data_range)})
-        lchance = originals[other[idx]].float()
-        linked_chance = _figures(lchance, orig, data_range)
-        if teacher is not None:
-            ol = _labels(teacher, orig)[:, None]
-            linked["teacher_agreement"] = _teacher_agreement(teacher, lrecon, ol)
-            linked_chance["teacher_agreement"] = _teacher_agreement(teacher, lchance, ol)
-        # no noise: the least-squares estimate from noise-free queries is the record itself
-        clean_est, _ = least_squares_records(source_means(originals, sources), sources, n)
-        clean_rec = rb.candidates["clip"](clean_est[idx])
-        linked_clean = _figures(clean_rec, orig, data_range)
-        if teacher is not None:
-            linked_clean["teacher_agreement"] = _teacher_agreement(teacher, clean_rec, ol)
-        linked["no_noise"] = linked_clean
-        linked["chance"] = linked_chance
-        m = min(8, idx.numel())
-        first_q = torch.tensor([int((sources == int(r)).any(1).nonzero()[0]) for r in idx[:m]], dtype=torch.long)
-        res["examples"] = {
-            "original": orig[:m],
-            "query": queries[first_q].clamp(low, low + data_range),
-            "per_query": recon[first_q],
-            "linked": lrecon[:m],
-        }
+    res["per_query"], recon, other = _per_query_attack(queries, sources, originals, bank, teacher, data_range, g)
+    linked, examples = _linked_attack(
+        queries, sources, originals, recon, record_bank or bank, other, teacher, data_range, low
+    )
+    if examples is not None:
+        res["examples"] = examples
     res["linked"] = linked
     return res

@@ -476,54 +476,92 @@ class Ledger:
         keys = self.record_keys(records)
         with self._lock:
             mech = self._mechanism(mechanism, record_shape)
-            g = mech.guarantee
             # unique keys, first occurrence order
             first: dict[bytes, int] = {}
             for i, k in enumerate(keys):
                 first.setdefault(k, i)
-            uniq = list(first)
-            c = self._db
-            c.execute("BEGIN IMMEDIATE")  # write lock held from the check to the commit
-            try:
-                stored = self._stored_releases(uniq, mech.id, scope)
-                fresh = [k for k in uniq if k not in stored]
-                if fresh:
-                    self._check_budget(fresh, g)
-                self._hook("checked")
-                fresh_values: dict[bytes, tuple[torch.Tensor, int]] = {}
-                out_dtype: torch.dtype | None = None
-                if fresh:
-                    idx = torch.tensor([first[k] for k in fresh], dtype=torch.int64)
-                    rel = mechanism.release(records[idx], generator=generator)
-                    if not isinstance(rel, Release) or len(rel) != len(fresh):
-                        raise LedgerError(
-                            f"{type(mechanism).__name__}.release returned {type(rel).__name__} "
-                            f"of wrong length for {len(fresh)} records"
-                        )
-                    rg = rel.guarantee
-                    if rg.epsilon_record > g.epsilon_record * (1 + _CAP_RTOL) or (
-                        rg.delta_record > g.delta_record * (1 + _CAP_RTOL)
-                    ):
-                        raise LedgerError(
-                            f"{type(mechanism).__name__}.release reported a larger per-record cost "
-                            f"(epsilon {rg.epsilon_record}, delta {rg.delta_record}) than its guarantee() "
-                            f"(epsilon {g.epsilon_record}, delta {g.delta_record}); nothing was charged or returned"
-                        )
-                    vals = rel._values.detach().cpu().contiguous()
-                    out_dtype = vals.dtype
-                    clipped = rel.clipped_elements.tolist()
-                    for j, k in enumerate(fresh):
-                        fresh_values[k] = (vals[j], int(clipped[j]))
-                    self._hook("sampled")
-                    self._write_fresh(fresh, fresh_values, mech, g, scope)
-                c.execute("COMMIT")
-            except BaseException:
-                if self._conn is not None and self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
+            stored, fresh_values, out_dtype = self._release_transaction(mechanism, records, first, mech, scope, generator)
             self._hook("committed")
+        return self._assemble(mechanism, keys, first, stored, fresh_values, out_dtype, mech.guarantee, record_shape)
 
-        # assemble in input order
+    def _release_transaction(
+        self,
+        mechanism: Mechanism,
+        records: torch.Tensor,
+        first: dict[bytes, int],
+        mech: _Mech,
+        scope: str,
+        generator: torch.Generator | None,
+    ) -> tuple[dict[bytes, tuple[torch.Tensor, int]], dict[bytes, tuple[torch.Tensor, int]], torch.dtype | None]:
+        """One BEGIN IMMEDIATE..COMMIT: cap check, sampling, charges (per record, nats/probability) and values; (stored, fresh, dtype)."""
+        g = mech.guarantee
+        uniq = list(first)
+        c = self._db
+        c.execute("BEGIN IMMEDIATE")  # write lock held from the check to the commit
+        try:
+            stored = self._stored_releases(uniq, mech.id, scope)
+            fresh = [k for k in uniq if k not in stored]
+            if fresh:
+                self._check_budget(fresh, g)
+            self._hook("checked")
+            fresh_values: dict[bytes, tuple[torch.Tensor, int]] = {}
+            out_dtype: torch.dtype | None = None
+            if fresh:
+                fresh_values, out_dtype = self._sample_fresh(mechanism, records, first, fresh, g, generator)
+                self._hook("sampled")
+                self._write_fresh(fresh, fresh_values, mech, g, scope)
+            c.execute("COMMIT")
+        except BaseException:
+            if self._conn is not None and self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+        return stored, fresh_values, out_dtype
+
+    def _sample_fresh(
+        self,
+        mechanism: Mechanism,
+        records: torch.Tensor,
+        first: dict[bytes, int],
+        fresh: list[bytes],
+        g: Guarantee,
+        generator: torch.Generator | None,
+    ) -> tuple[dict[bytes, tuple[torch.Tensor, int]], torch.dtype]:
+        """Noise the fresh records once each; refuse a release costing more per record (eps nats, delta) than ``g``."""
+        idx = torch.tensor([first[k] for k in fresh], dtype=torch.int64)
+        rel = mechanism.release(records[idx], generator=generator)
+        if not isinstance(rel, Release) or len(rel) != len(fresh):
+            raise LedgerError(
+                f"{type(mechanism).__name__}.release returned {type(rel).__name__} "
+                f"of wrong length for {len(fresh)} records"
+            )
+        rg = rel.guarantee
+        if rg.epsilon_record > g.epsilon_record * (1 + _CAP_RTOL) or (
+            rg.delta_record > g.delta_record * (1 + _CAP_RTOL)
+        ):
+            raise LedgerError(
+                f"{type(mechanism).__name__}.release reported a larger per-record cost "
+                f"(epsilon {rg.epsilon_record}, delta {rg.delta_record}) than its guarantee() "
+                f"(epsilon {g.epsilon_record}, delta {g.delta_record}); nothing was charged or returned"
+            )
+        vals = rel._values.detach().cpu().contiguous()
+        clipped = rel.clipped_elements.tolist()
+        fresh_values: dict[bytes, tuple[torch.Tensor, int]] = {}
+        for j, k in enumerate(fresh):
+            fresh_values[k] = (vals[j], int(clipped[j]))
+        return fresh_values, vals.dtype
+
+    def _assemble(
+        self,
+        mechanism: Mechanism,
+        keys: list[bytes],
+        first: dict[bytes, int],
+        stored: dict[bytes, tuple[torch.Tensor, int]],
+        fresh_values: dict[bytes, tuple[torch.Tensor, int]],
+        out_dtype: torch.dtype | None,
+        g: Guarantee,
+        record_shape: tuple[int, ...],
+    ) -> Release:
+        """The Release in input order (guarantee ``g`` per release of one record); no database access."""
         rows: list[torch.Tensor] = []
         clipped_out: list[int] = []
         reused: list[bool] = []

@@ -678,8 +678,37 @@ class TLDPMechanism(_Elementwise):
         return cfg
 
     def _make_plan(self, record_shape, rel_shape, n_elem, noise_only=False) -> _Plan:
-        d = self.domain.width
+        """Plan of one record shape: noise scale, keep probabilities (log space) and the guarantee (nats, per element/record)."""
         eps_e = self._eps_element(self.epsilon, n_elem)
+        log_p, scale, grid, rho_e = self._calibrate(eps_e, n_elem)
+        log_p_published = log_p
+        if self.p is not None:
+            log_p = math.log(self.p) if self.p > 0 else -math.inf
+        log_p_max, log_q, thin, w_info = self._keep_probabilities(log_p, record_shape, n_elem, noise_only)
+        params, excess, tv = self._plan_params(
+            n_elem, rel_shape, eps_e, scale, grid, (log_p, log_p_published, log_p_max, log_q), w_info
+        )
+        figures = self._figures(n_elem, scale, grid, rho_e, excess, tv, _exp_up(log_p_max), _exp_up(log_q), params)
+        eps_elem, delta_elem, eps_rec, delta_rec, mix = figures
+        notes = self._plan_notes(n_elem, log_p, log_p_published, log_p_max, grid, excess, mix)
+        g = Guarantee(
+            mechanism=self.name,
+            epsilon_element=eps_elem,
+            delta_element=delta_elem,
+            epsilon_record=eps_rec,
+            delta_record=delta_rec,
+            elements_per_record=n_elem,
+            domain=self.domain,
+            params=params,
+            notes=notes,
+        )
+        values: dict[str, Any] = dict(scale)
+        values.update({"log_p_max": log_p_max, "thin": thin, "grid": grid})
+        return _Plan(g, n_elem, values)
+
+    def _calibrate(self, eps_e: float, n_elem: int) -> tuple[float, dict[str, Any], _Grid | None, float]:
+        """Published per-element noise scale and log keep probability (nats); returns (log p, scale, grid, rho_e)."""
+        d = self.domain.width
         expo = eps_e - n_elem * eps_e  # eps - I Δ/b (Laplace) = eps - I Δ²/(2σ²) (Gaussian) = eps (1 - I)
         grid: _Grid | None = None
         rho_e = eps_e  # Gaussian base: Δ²/(2σ²) with the published σ² = Δ²/(2 eps)
@@ -699,13 +728,15 @@ class TLDPMechanism(_Elementwise):
                 grid, rho_e = _gaussian_grid(self.domain, eps_e, self.name)
                 sigma = grid.sampler.sigma * grid.gamma
             scale = {"sigma": sigma}
-        log_p_published = log_p
-        if self.p is not None:
-            log_p = math.log(self.p) if self.p > 0 else -math.inf
+        return log_p, scale, grid, rho_e
 
-        # Per-element keep probabilities of one released record (log space, float64).
+    def _keep_probabilities(
+        self, log_p: float, record_shape: tuple[int, ...], n_elem: int, noise_only: bool
+    ) -> tuple[float, float, torch.Tensor | None, dict[str, Any]]:
+        """Per-element keep probabilities of one released record, log space: (log p_max, log q per record, thin, info)."""
         thin = None
         w_info: dict[str, Any] = {}
+        log_q: float | None
         if self.weights is None or noise_only:
             log_p_max = log_p
             log_q = log_p + math.log(n_elem) if log_p + math.log(n_elem) < math.log(1e-8) else None
@@ -734,10 +765,20 @@ class TLDPMechanism(_Elementwise):
             # 1 - prod(1 - p_e), representable: compute exactly from sum log1p(-p_e).
             q = -math.expm1(sum_log1m)
             log_q = math.log(q) if q > 0 else -math.inf
-        p = math.exp(log_p)
-        p_max = _exp_up(log_p_max)
-        q = _exp_up(log_q)
+        return log_p_max, log_q, thin, w_info
 
+    def _plan_params(
+        self,
+        n_elem: int,
+        rel_shape: tuple[int, ...],
+        eps_e: float,
+        scale: dict[str, Any],
+        grid: _Grid | None,
+        log_ps: tuple[float, float, float, float],
+        w_info: dict[str, Any],
+    ) -> tuple[dict[str, Any], float, float]:
+        """Guarantee params (log_ps: log p, published log p, log p_max, log q; per element except q); returns (params, excess nats, tv)."""
+        log_p, log_p_published, log_p_max, log_q = log_ps
         params = self._common_params(n_elem, rel_shape)
         params.update(scale)
         params.update(
@@ -745,7 +786,7 @@ class TLDPMechanism(_Elementwise):
                 "base": self.base,
                 "epsilon_paper": eps_e,
                 "log_p": log_p,
-                "p": p,
+                "p": math.exp(log_p),
                 "p_source": "published formula" if self.p is None else "set explicitly",
                 "log_p_published": log_p_published,
                 "log_p_max": log_p_max,
@@ -765,37 +806,66 @@ class TLDPMechanism(_Elementwise):
         if grid is not None:
             excess, tv = grid.sampler.epsilon_excess(grid.units), (grid.sampler.tv_bound() if self.base == "gaussian" else 0.0)
             params.update({"grid": grid.gamma, "epsilon_quantisation_excess": excess, "delta_sampler_tv": tv})
+        return params, excess, tv
 
-        point_mass = (
-            "a kept element is released unchanged (a point mass), so the published pure-eps claim does not hold;"
-            " the keep probability enters as delta"
-        )
-        p_txt = f"p = {p:.3g} (log p = {log_p:.4g})"
-        if self.p is not None:
-            p_txt += f", set explicitly (the published formula gives log p = {log_p_published:.4g})"
+    def _figures(
+        self,
+        n_elem: int,
+        scale: dict[str, Any],
+        grid: _Grid | None,
+        rho_e: float,
+        excess: float,
+        tv: float,
+        p_max: float,
+        q: float,
+        params: dict[str, Any],
+    ) -> tuple[float, float, float, float, str]:
+        """(eps_elem, delta_elem, eps_rec, delta_rec, note): epsilon in nats, delta a probability; sets params["delta"] (Gaussian)."""
+        d = self.domain.width
         if self.base == "laplace":
+            b = scale["b"]
             eps_elem, eps_rec = d / b + excess, n_elem * (d / b + excess)
             delta_elem, delta_rec = p_max, q
             mix = (
                 f"per record: with probability prod(1 - p_e) every element is noised (pure {_fmt(eps_rec)}),"
                 f" otherwise bounded by 1: ({_fmt(eps_rec)}, 1 - prod(1 - p_e) = {q:.3g})"
             )
+            return eps_elem, delta_elem, eps_rec, delta_rec, mix
+        sigma = scale["sigma"]
+        if grid is not None:
+            eps_elem = zcdp.epsilon_for(rho_e, self.delta) + excess
+            eps_rec = zcdp.epsilon_for(n_elem * rho_e, self.delta) + n_elem * excess
         else:
-            sigma = scale["sigma"]
-            if grid is not None:
-                eps_elem = zcdp.epsilon_for(rho_e, self.delta) + excess
-                eps_rec = zcdp.epsilon_for(n_elem * rho_e, self.delta) + n_elem * excess
-            else:
-                eps_elem = ag.epsilon_for_sigma(sigma, self.delta, d)
-                eps_rec = ag.epsilon_for_sigma(sigma, self.delta, d * math.sqrt(n_elem))
-            delta_elem = min(1.0, p_max + (1.0 - p_max) * (self.delta + tv))
-            delta_rec = min(1.0, q + (1.0 - q) * (self.delta + n_elem * tv))
-            params["delta"] = self.delta
-            mix = (
-                f"Gaussian noise sigma = {_fmt(sigma)} (= Δ/sqrt(2 eps)) is (eps_G = {_fmt(eps_elem)}, {self.delta:g})"
-                f" per element by the analytic Gaussian mechanism, ({_fmt(eps_rec)}, {self.delta:g}) per record"
-                " (L2 sensitivity Δ sqrt(I)); the keep events add their probability to delta"
-            )
+            eps_elem = ag.epsilon_for_sigma(sigma, self.delta, d)
+            eps_rec = ag.epsilon_for_sigma(sigma, self.delta, d * math.sqrt(n_elem))
+        delta_elem = min(1.0, p_max + (1.0 - p_max) * (self.delta + tv))
+        delta_rec = min(1.0, q + (1.0 - q) * (self.delta + n_elem * tv))
+        params["delta"] = self.delta
+        mix = (
+            f"Gaussian noise sigma = {_fmt(sigma)} (= Δ/sqrt(2 eps)) is (eps_G = {_fmt(eps_elem)}, {self.delta:g})"
+            f" per element by the analytic Gaussian mechanism, ({_fmt(eps_rec)}, {self.delta:g}) per record"
+            " (L2 sensitivity Δ sqrt(I)); the keep events add their probability to delta"
+        )
+        return eps_elem, delta_elem, eps_rec, delta_rec, mix
+
+    def _plan_notes(
+        self,
+        n_elem: int,
+        log_p: float,
+        log_p_published: float,
+        log_p_max: float,
+        grid: _Grid | None,
+        excess: float,
+        mix: str,
+    ) -> tuple[str, ...]:
+        """Guarantee notes (log p per element; excess in nats per element)."""
+        point_mass = (
+            "a kept element is released unchanged (a point mass), so the published pure-eps claim does not hold;"
+            " the keep probability enters as delta"
+        )
+        p_txt = f"p = {math.exp(log_p):.3g} (log p = {log_p:.4g})"
+        if self.p is not None:
+            p_txt += f", set explicitly (the published formula gives log p = {log_p_published:.4g})"
         notes = [point_mass, p_txt, mix]
         if log_p_max < math.log(1e-6):
             notes.append(
@@ -810,20 +880,7 @@ class TLDPMechanism(_Elementwise):
             )
         else:
             notes.append("float sampling path (not hardened against the floating-point attack; secure=True is)")
-        g = Guarantee(
-            mechanism=self.name,
-            epsilon_element=eps_elem,
-            delta_element=delta_elem,
-            epsilon_record=eps_rec,
-            delta_record=delta_rec,
-            elements_per_record=n_elem,
-            domain=self.domain,
-            params=params,
-            notes=tuple(notes),
-        )
-        values: dict[str, Any] = dict(scale)
-        values.update({"log_p_max": log_p_max, "thin": thin, "grid": grid})
-        return _Plan(g, n_elem, values)
+        return tuple(notes)
 
     def _base_noise(self, shape, values, gen) -> torch.Tensor:
         if values["grid"] is not None:

@@ -79,6 +79,11 @@ def _slice(d: Derived, start: int, stop: int) -> Derived:
     return dataclasses.replace(d, values=d.values[start:stop], sources=d.sources[start:stop], ids=ids)
 
 
+def _in_flight(pending: deque[tuple[str, Future[torch.Tensor] | torch.Tensor]]) -> int:
+    """Pending batches whose request has not finished yet."""
+    return sum(1 for _, x in pending if isinstance(x, Future) and not x.done())
+
+
 class _AttemptBilling:
     """The :class:`~ldpclient.teachers.http.BillingGuard` of one batch.
 
@@ -243,6 +248,45 @@ class QueryClient:
         log.debug("batch %s: %d queries answered in %d request(s)", batch_id, n, requests)
         return labels
 
+    @staticmethod
+    def _check_batch_id(batch_id: str, seen: set[str]) -> None:
+        """Raise ValueError for a batch id that is not a non-empty string or repeats one of ``seen``; add it."""
+        if not isinstance(batch_id, str) or not batch_id:
+            raise ValueError(f"batch ids must be non-empty strings, got {batch_id!r}")
+        if batch_id in seen:
+            raise ValueError(f"batch id {batch_id!r} appears twice in one run; ids must be unique")
+        seen.add(batch_id)
+
+    def _from_journal(self, batch_id: str, derived: Derived, digest: str) -> torch.Tensor | None:
+        """Journaled labels of this batch (counted in stats), or None; JournalMismatch if they do not fit it."""
+        entry = self.journal.get(self.scope, batch_id) if self.journal is not None else None
+        if entry is None:
+            return None
+        if self.verify_queries and entry.digest != digest:
+            raise JournalMismatch(
+                f"journal {self.journal.path} has batch {batch_id!r} answered for different queries; "  # type: ignore[union-attr]
+                "the query plan is not reproducible (seed it) or the journal belongs to another job"
+            )
+        if entry.labels.shape[0] != len(derived):
+            raise JournalMismatch(f"journaled batch {batch_id!r} has {entry.labels.shape[0]} labels for {len(derived)} queries")
+        with self._lock:
+            self.stats.batches_from_journal += 1
+            self.stats.queries_from_journal += len(derived)
+        return entry.labels
+
+    def _fill_cap_counts(self, exc: CostCapReached, done: int) -> None:
+        """Set the run's batches answered and money spent so far on a cap error."""
+        exc.done_batches, exc.spent_run, exc.spent_total = done, self.cost.spent_run, self.cost.spent_total
+
+    def _pop(self, pending: deque[tuple[str, Future[torch.Tensor] | torch.Tensor]], done: int) -> tuple[str, torch.Tensor]:
+        """Take the oldest pending batch, waiting for its labels; a cap reached by a retry gets the run's counts."""
+        bid, item = pending.popleft()
+        try:
+            return bid, item.result() if isinstance(item, Future) else item
+        except CostCapReached as exc:  # a retry that no longer fitted the cap
+            self._fill_cap_counts(exc, done)
+            raise
+
     def label_batches(self, batches: Iterable[tuple[str, Queries]]) -> Iterator[tuple[str, torch.Tensor]]:
         """Yield ``(batch_id, labels int64 (n,))`` for each ``(batch_id, queries)``, in input order.
 
@@ -261,40 +305,14 @@ class QueryClient:
         stop: CostCapReached | None = None
         done = 0
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="ldpclient-teacher")
-
-        def in_flight() -> int:
-            return sum(1 for _, x in pending if isinstance(x, Future) and not x.done())
-
-        def pop() -> tuple[str, torch.Tensor]:
-            bid, item = pending.popleft()
-            try:
-                return bid, item.result() if isinstance(item, Future) else item
-            except CostCapReached as exc:  # a retry that no longer fitted the cap
-                exc.done_batches, exc.spent_run, exc.spent_total = done, self.cost.spent_run, self.cost.spent_total
-                raise
-
         try:
             for batch_id, queries in batches:
-                if not isinstance(batch_id, str) or not batch_id:
-                    raise ValueError(f"batch ids must be non-empty strings, got {batch_id!r}")
-                if batch_id in seen:
-                    raise ValueError(f"batch id {batch_id!r} appears twice in one run; ids must be unique")
-                seen.add(batch_id)
+                self._check_batch_id(batch_id, seen)
                 derived = as_derived(queries)  # raw tensors: TypeError
                 digest = _digest(derived)
-                entry = self.journal.get(self.scope, batch_id) if self.journal is not None else None
-                if entry is not None:
-                    if self.verify_queries and entry.digest != digest:
-                        raise JournalMismatch(
-                            f"journal {self.journal.path} has batch {batch_id!r} answered for different queries; "  # type: ignore[union-attr]
-                            "the query plan is not reproducible (seed it) or the journal belongs to another job"
-                        )
-                    if entry.labels.shape[0] != len(derived):
-                        raise JournalMismatch(f"journaled batch {batch_id!r} has {entry.labels.shape[0]} labels for {len(derived)} queries")
-                    with self._lock:
-                        self.stats.batches_from_journal += 1
-                        self.stats.queries_from_journal += len(derived)
-                    pending.append((batch_id, entry.labels))
+                journaled = self._from_journal(batch_id, derived, digest)
+                if journaled is not None:
+                    pending.append((batch_id, journaled))
                 else:
                     est = self.cost.cost_of(len(derived), self._requests_for(len(derived)))
                     try:
@@ -306,18 +324,16 @@ class QueryClient:
                 while pending:
                     head = pending[0][1]
                     ready = not isinstance(head, Future) or head.done()
-                    if ready or in_flight() >= self.workers or len(pending) >= window:
+                    if ready or _in_flight(pending) >= self.workers or len(pending) >= window:
                         done += 1
-                        yield pop()
+                        yield self._pop(pending, done)
                     else:
                         break
             while pending:
                 done += 1
-                yield pop()
+                yield self._pop(pending, done)
             if stop is not None:
-                stop.done_batches = done
-                stop.spent_run = self.cost.spent_run
-                stop.spent_total = self.cost.spent_total
+                self._fill_cap_counts(stop, done)
                 raise stop
         finally:
             for _, item in pending:
