@@ -196,6 +196,29 @@ class _Elementwise(Mechanism):
         self._plans: dict[tuple[Any, ...], _Plan] = {}
 
     # -- subclasses ---------------------------------------------------------------------------
+    def _guarantee(
+        self,
+        eps_e: float,
+        delta_e: float,
+        eps_r: float,
+        delta_r: float,
+        n_elem: int,
+        params: dict[str, Any],
+        notes: Sequence[str],
+    ) -> Guarantee:
+        """The guarantee of one release: epsilon (nats) and delta per element and per record of ``n_elem``."""
+        return Guarantee(
+            mechanism=self.name,
+            epsilon_element=eps_e,
+            delta_element=delta_e,
+            epsilon_record=eps_r,
+            delta_record=delta_r,
+            elements_per_record=n_elem,
+            domain=self.domain,
+            params=params,
+            notes=tuple(notes),
+        )
+
     def _make_plan(
         self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
     ) -> _Plan:
@@ -521,19 +544,6 @@ class GaussianMechanism(_Elementwise):
         g = self._guarantee(eps_e, self.delta, eps_r, self.delta, n_elem, params, notes)
         return _Plan(g, n_elem, {"sigma": sigma})
 
-    def _guarantee(self, eps_e, delta_e, eps_r, delta_r, n_elem, params, notes) -> Guarantee:
-        return Guarantee(
-            mechanism=self.name,
-            epsilon_element=eps_e,
-            delta_element=delta_e,
-            epsilon_record=eps_r,
-            delta_record=delta_r,
-            elements_per_record=n_elem,
-            domain=self.domain,
-            params=params,
-            notes=tuple(notes),
-        )
-
     def _secure_plan(self, rel_shape: tuple[int, ...], n_elem: int) -> _Plan:
         """Discrete Gaussian: fit the grid variance so the realised figure (with sampler excess) meets the target."""
         scale = 1 if self.per == "element" else n_elem  # the target is stated for 1 or for all I elements
@@ -691,17 +701,7 @@ class TLDPMechanism(_Elementwise):
         figures = self._figures(n_elem, scale, grid, rho_e, excess, tv, _exp_up(log_p_max), _exp_up(log_q), params)
         eps_elem, delta_elem, eps_rec, delta_rec, mix = figures
         notes = self._plan_notes(n_elem, log_p, log_p_published, log_p_max, grid, excess, mix)
-        g = Guarantee(
-            mechanism=self.name,
-            epsilon_element=eps_elem,
-            delta_element=delta_elem,
-            epsilon_record=eps_rec,
-            delta_record=delta_rec,
-            elements_per_record=n_elem,
-            domain=self.domain,
-            params=params,
-            notes=notes,
-        )
+        g = self._guarantee(eps_elem, delta_elem, eps_rec, delta_rec, n_elem, params, notes)
         values: dict[str, Any] = dict(scale)
         values.update({"log_p_max": log_p_max, "thin": thin, "grid": grid})
         return _Plan(g, n_elem, values)
