@@ -47,6 +47,16 @@ from .report import (
     write_json,
     write_labels,
 )
+from .run_report import (
+    CostSection,
+    CountsSection,
+    LedgerSection,
+    MechanismSection,
+    QueriesSection,
+    RunReport,
+    StudentSection,
+    TeacherSection,
+)
 from .ui import UI
 
 # --------------------------------------------------------------------------- options
@@ -520,7 +530,7 @@ def run_label(
 
     report_path = report_path_for(setup.opts)
     written = _write_outputs(setup, images, outcome, report_path)
-    report = _build_report(setup, images, outcome, written)
+    report = _build_report(setup, images, outcome, written).to_dict()
     write_json(report_path, report, secrets=(token,))
     return report
 
@@ -713,49 +723,49 @@ def _write_outputs(setup: _Setup, images: Any, outcome: _Outcome, report_path: P
     return _Written(rows=rows, outputs=outputs)
 
 
-def _build_report(setup: _Setup, images: Any, outcome: _Outcome, written: _Written) -> dict[str, Any]:
-    """The run report of a finished label run (``ui.py`` and ``ldpclient audit`` read it by these keys)."""
+def _build_report(setup: _Setup, images: Any, outcome: _Outcome, written: _Written) -> RunReport:
+    """The run report of a finished label run (``ui.py`` and ``ldpclient audit`` read it; JSON via ``to_dict``)."""
     opts, meta, mechanism, result = setup.opts, setup.meta, setup.mechanism, outcome.result
-    return {
-        "schema": 1,
-        "command": "label",
-        "ok": True,
-        "private_dir": str(opts.private_dir),
-        "teacher": {"address": setup.identity, "model": meta.name, "input_shape": list(setup.shape),
-                    "datatype": meta.datatype, "num_classes": meta.num_classes, "value_range": list(meta.value_range),
-                    "wire": _wire_used(setup.teacher), "assumed": list(meta.assumed)},
-        "mechanism": {"name": opts.mechanism, "epsilon": opts.epsilon, "epsilon_unit": opts.epsilon_unit,
-                      "delta": opts.delta, "reduce": opts.reduce, "config": mechanism.config()},
-        "guarantee": result.guarantee.as_dict(),
-        "guarantee_note": (
+    return RunReport(
+        command="label",
+        ok=True,
+        private_dir=str(opts.private_dir),
+        teacher=TeacherSection(address=setup.identity, model=meta.name, input_shape=list(setup.shape),
+                               datatype=meta.datatype, num_classes=meta.num_classes,
+                               value_range=list(meta.value_range), wire=_wire_used(setup.teacher),
+                               assumed=list(meta.assumed)),
+        mechanism=MechanismSection(name=opts.mechanism, epsilon=opts.epsilon, epsilon_unit=opts.epsilon_unit,
+                                   delta=opts.delta, reduce=opts.reduce, config=mechanism.config()),
+        guarantee=result.guarantee.as_dict(),
+        guarantee_note=(
             "per record is the figure that matters: it bounds what the teacher can learn about one whole image; "
             "post-processing (augmentation, blur, clipping) adds nothing; inputs are clipped to the declared domain "
             "before noising"
         ),
-        "augment": opts.augment,
-        "postprocess": opts.postprocess,
+        augment=opts.augment,
+        postprocess=opts.postprocess,
         # the full query plan: with the teacher's query log it maps every logged query to its records
         # (`ldpclient audit --run REPORT --queries LOG --private DIR`)
-        "plan": asdict(result.plan) if result.plan is not None else None,
+        plan=asdict(result.plan) if result.plan is not None else None,
         **_usage_sections(setup, images, outcome, len(written.rows)),
-        "student": {
-            "model": opts.student if result.student is not None else None,
-            "epochs": opts.epochs if result.student is not None else 0,
-            "val_accuracy": _last_val(result),
-            "train_accuracy": result.history.train_accuracy[-1] if result.history else None,
-            "loss": result.history.loss[-1] if result.history else None,
-            "note": "validation accuracy = agreement with the teacher's labels on held-out noised queries",
-        },
-        "adaptation": _adaptation_section(result),
-        "baseline": outcome.baseline.section if outcome.baseline is not None else None,
-        "label_histogram": torch.bincount(result.labels, minlength=meta.num_classes).tolist(),
-        "timings": setup.timer.as_dict(),
-        "skipped": [s.as_dict() for s in images.skipped],
+        student=StudentSection(
+            model=opts.student if result.student is not None else None,
+            epochs=opts.epochs if result.student is not None else 0,
+            val_accuracy=_last_val(result),
+            train_accuracy=result.history.train_accuracy[-1] if result.history else None,
+            loss=result.history.loss[-1] if result.history else None,
+            note="validation accuracy = agreement with the teacher's labels on held-out noised queries",
+        ),
+        adaptation=_adaptation_section(result),
+        baseline=outcome.baseline.section if outcome.baseline is not None else None,
+        label_histogram=torch.bincount(result.labels, minlength=meta.num_classes).tolist(),
+        timings=setup.timer.as_dict(),
+        skipped=[s.as_dict() for s in images.skipped],
         # file names that are not valid UTF-8: labelled, and written with \xNN escapes
-        "escaped_names": list(images.escaped_paths),
-        "outputs": written.outputs,
-        "versions": versions(),
-    }
+        escaped_names=list(images.escaped_paths),
+        outputs=written.outputs,
+        versions=versions(),
+    )
 
 
 def _usage_sections(setup: _Setup, images: Any, outcome: _Outcome, labelled: int) -> dict[str, Any]:
@@ -763,38 +773,38 @@ def _usage_sections(setup: _Setup, images: Any, outcome: _Outcome, labelled: int
     opts, counts, n = setup.opts, outcome.result.counts, len(images)
     stats, client_report = outcome.stats_private, outcome.client_report
     return {
-        "counts": {
-            "files_found": n + sum(1 for s in images.skipped if not s.path.endswith("/")),
-            "records": n,
-            "labelled": labelled,
-            "skipped": len(images.skipped),
-            "releases_fresh": int(counts.get("releases_fresh", 0)),
-            "releases_reused": int(counts.get("releases_reused", 0)),
-        },
-        "queries": {
-            "planned": int(counts.get("queries", 0)),
-            "batches": int(counts.get("batches", 0)),
-            "sent": stats["queries_sent"],
-            "from_journal": stats["queries_from_journal"],
-            "requests": stats["requests"],
-            "batch_size": outcome.query_batch_size,
-            "plan_seed_source": "--seed" if opts.seed is not None else "runs.json",
-        },
-        "cost": {
-            "price_per_query": opts.price,
-            "spent_run": client_report["spent_run"],
-            "spent_total": client_report["spent_total"],
-            "cap": opts.money_cap,
-            "billing": client_report["billing"],
-        },
-        "ledger": {
-            "path": str(outcome.ledger_path),
-            "fresh": int(counts.get("releases_fresh", 0)),
-            "reused": int(counts.get("releases_reused", 0)),
-            "spent_this_run_max_epsilon": float((outcome.spent_after - outcome.spent_before).max()),
-            "max_spent_epsilon": float(outcome.spent_after.max()),
-            "cap_epsilon": outcome.ledger_cap,
-        },
+        "counts": CountsSection(
+            files_found=n + sum(1 for s in images.skipped if not s.path.endswith("/")),
+            records=n,
+            labelled=labelled,
+            skipped=len(images.skipped),
+            releases_fresh=int(counts.get("releases_fresh", 0)),
+            releases_reused=int(counts.get("releases_reused", 0)),
+        ),
+        "queries": QueriesSection(
+            planned=int(counts.get("queries", 0)),
+            batches=int(counts.get("batches", 0)),
+            sent=stats["queries_sent"],
+            from_journal=stats["queries_from_journal"],
+            requests=stats["requests"],
+            batch_size=outcome.query_batch_size,
+            plan_seed_source="--seed" if opts.seed is not None else "runs.json",
+        ),
+        "cost": CostSection(
+            price_per_query=opts.price,
+            spent_run=client_report["spent_run"],
+            spent_total=client_report["spent_total"],
+            cap=opts.money_cap,
+            billing=client_report["billing"],
+        ),
+        "ledger": LedgerSection(
+            path=str(outcome.ledger_path),
+            fresh=int(counts.get("releases_fresh", 0)),
+            reused=int(counts.get("releases_reused", 0)),
+            spent_this_run_max_epsilon=float((outcome.spent_after - outcome.spent_before).max()),
+            max_spent_epsilon=float(outcome.spent_after.max()),
+            cap_epsilon=outcome.ledger_cap,
+        ),
     }
 
 

@@ -24,6 +24,7 @@ from rich.progress import (
 from rich.table import Table
 
 from .report import scrub, to_json
+from .run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 
 
 class StageProgress:
@@ -139,39 +140,36 @@ class UI:
         for k, v in rows:
             self.console.print(f"  {k:<{width}}  {v}", markup=False, soft_wrap=True)
 
-    def summary(self, report: Mapping[str, Any]) -> None:
-        """Final summary of ``ldpclient label``."""
+    def summary(self, report: RunReport | Mapping[str, Any]) -> None:
+        """Final summary of ``ldpclient label`` (a :class:`RunReport`, or its dict as ``run_label`` returns it)."""
         self.stop_progress()
         if self.quiet:
             return
-        g = report["guarantee"]
-        q = report["queries"]
-        cost = report["cost"]
+        r = report if isinstance(report, RunReport) else RunReport.from_dict(report)
+        g, q = r.guarantee, r.queries
         rows = [
-            ("labels", f"{report['counts']['labelled']} written to {report['outputs']['labels']}"),
+            ("labels", f"{r.counts.labelled} written to {r.outputs['labels']}"),
             ("privacy", _guarantee_line(g)),
             ("sampling", str(g.get("sampling", "unknown"))),
-            *_assumed_rows(report.get("teacher", {})),
-            ("ledger", _ledger_line(report.get("ledger", {}))),
-            ("queries", f"{q['sent']} sent, {q['from_journal']} answered from the journal (not paid again)"),
-            ("money", _money_line(cost)),
-            ("student", _student_line(report.get("student", {}))),
+            *_assumed_rows(r.teacher),
+            ("ledger", _label_ledger_line(r.ledger)),
+            ("queries", f"{q.sent} sent, {q.from_journal} answered from the journal (not paid again)"),
+            ("money", _money_line(r.cost)),
+            ("student", _student_line(r.student)),
         ]
-        if report.get("adaptation"):
-            a = report["adaptation"]
-            changed = a.get("labels_changed")
+        if r.adaptation:
+            changed = r.adaptation.get("labels_changed")
             rows.append(("adaptation", "fine-tuned on the clean private images on this device"
                          + (f" ({100 * changed:.1f}% of labels changed)" if changed is not None else "")
                          + "; the student has seen them: keep it here"))
-        if report.get("baseline"):
-            b = report["baseline"]
+        if r.baseline:
+            b = r.baseline
             rows.append(("baseline", f"data-free (epsilon 0): {b.get('queries_sent', 0)} queries; "
                          f"{_agreement_line(b)}"))
-        skipped = report["counts"]["skipped"]
-        if skipped:
-            rows.append(("skipped", f"{skipped} files (reasons in {report['outputs']['report']})"))
-        rows.append(("time", ", ".join(f"{k} {v:.1f}s" for k, v in report["timings"].items())))
-        rows.append(("report", str(report["outputs"]["report"])))
+        if r.counts.skipped:
+            rows.append(("skipped", f"{r.counts.skipped} files (reasons in {r.outputs['report']})"))
+        rows.append(("time", ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items())))
+        rows.append(("report", str(r.outputs["report"])))
         self._table("ldpclient label: done", rows)
 
     def noise_summary(self, result: Mapping[str, Any]) -> None:
@@ -230,10 +228,29 @@ def _fmt_eps(x: Any) -> str:
     return f"{float(x):.4g}"
 
 
-def _assumed_rows(teacher: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _assumed_rows(teacher: TeacherSection) -> list[tuple[str, str]]:
     """One line naming what was assumed about the teacher's model rather than published or given."""
-    assumed = teacher.get("assumed") or []
-    return [("assumed", "; ".join(str(a) for a in assumed))] if assumed else []
+    return [("assumed", "; ".join(str(a) for a in teacher.assumed))] if teacher.assumed else []
+
+
+def _label_ledger_line(ledger: LedgerSection) -> str:
+    cap_s = "no cap" if ledger.cap_epsilon is None else f"cap {ledger.cap_epsilon:.4g}"
+    return (
+        f"{ledger.fresh} records noised now, {ledger.reused} reused; "
+        f"max total spend per record epsilon {ledger.max_spent_epsilon:.4g} ({cap_s})"
+    )
+
+
+def _money_line(cost: CostSection) -> str:
+    cap_s = "" if cost.cap is None else f" of a cap of {cost.cap:.4g}"
+    return f"{cost.spent_run:.4g} this run, {cost.spent_total:.4g} in total{cap_s}"
+
+
+def _student_line(student: StudentSection) -> str:
+    if student.model is None:
+        return "none (SIDP: the teacher's answers to the releases are the labels)"
+    acc_s = "n/a" if student.val_accuracy is None else f"{100 * student.val_accuracy:.1f}%"
+    return f"{student.model}, validation accuracy on held-out teacher labels {acc_s}"
 
 
 def _guarantee_line(g: Mapping[str, Any]) -> str:
@@ -254,20 +271,6 @@ def _ledger_line(ledger: Mapping[str, Any]) -> str:
         f"{ledger.get('fresh', 0)} records noised now, {ledger.get('reused', 0)} reused; "
         f"max total spend per record epsilon {ledger.get('max_spent_epsilon', 0.0):.4g} ({cap_s})"
     )
-
-
-def _money_line(cost: Mapping[str, Any]) -> str:
-    cap = cost.get("cap")
-    cap_s = "" if cap is None else f" of a cap of {cap:.4g}"
-    return f"{cost.get('spent_run', 0.0):.4g} this run, {cost.get('spent_total', 0.0):.4g} in total{cap_s}"
-
-
-def _student_line(student: Mapping[str, Any]) -> str:
-    if not student or student.get("model") is None:
-        return "none (SIDP: the teacher's answers to the releases are the labels)"
-    acc = student.get("val_accuracy")
-    acc_s = "n/a" if acc is None else f"{100 * acc:.1f}%"
-    return f"{student.get('model', '?')}, validation accuracy on held-out teacher labels {acc_s}"
 
 
 def _agreement_line(b: Mapping[str, Any]) -> str:
