@@ -50,3 +50,9 @@ def test_cli_options_and_library_share_the_defaults() -> None:
     assert params["epochs"].default is None and params["batch_size"].default is None  # -> defaults.*()
     help_text = CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output
     assert f"[default: {defaults.train_batch_size()}]" in help_text
+
+
+def test_shape_settings_keep_what_is_given_and_fill_the_rest() -> None:
+    assert defaults.shape_settings((1, 28, 28), None, None) == (4, "blur:2,clip")
+    assert defaults.shape_settings((1, 28, 28), 1, "") == (1, "")  # '' is "no post-processing", kept
+    assert defaults.shape_settings((1, 8, 8), 2, None) == (2, "blur:0.571,clip")

@@ -230,10 +230,7 @@ def _record_shape(o: _AuditOptions, st: _ClientSettings) -> tuple[int, int, int]
 def _load_records(o: _AuditOptions, st: _ClientSettings, shape: tuple[int, int, int]) -> _Records:
     """The private records in the mechanism's domain units, the client's mechanism(s) and post-processing spec."""
     # what `label` would have used, where neither the options nor the run report say
-    reduction = int(st.reduce) if st.reduce is not None else defaults.reduction(shape)
-    postprocess = st.postprocess
-    if postprocess is None:
-        postprocess = defaults.postprocess(shape)
+    reduction, postprocess = defaults.shape_settings(shape, st.reduce, st.postprocess)
     make = _mechanism_factory(st.mechanism, st.per, st.delta, reduction, st.recorded.get("value_range"))
     from ..data import load_private_folder
 

@@ -210,11 +210,10 @@ def _check_mechanism_options(
 
 def resolve_shape_defaults(opts: Any, input_shape: tuple[int, ...]) -> Any:
     """``opts`` with ``reduce`` and ``postprocess`` filled from the record shape where the user gave none
-    (:func:`ldpclient.transfer.defaults.reduction` and :func:`~ldpclient.transfer.defaults.postprocess`)."""
+    (:func:`ldpclient.transfer.defaults.shape_settings`)."""
     import dataclasses
 
-    reduce = opts.reduce if opts.reduce is not None else defaults.reduction(input_shape)
-    post = opts.postprocess if opts.postprocess is not None else defaults.postprocess(input_shape)
+    reduce, post = defaults.shape_settings(input_shape, opts.reduce, opts.postprocess)
     return dataclasses.replace(opts, reduce=reduce, postprocess=post)
 
 
@@ -695,7 +694,7 @@ def _run_baseline(
 def _merge_timings(timer: StageTimer, result: Any) -> None:
     """Replace the timer's ``pipeline`` stage by the pipeline's own stages, under the progress bars' names."""
     for k, v in result.timings.items():
-        timer.seconds[{"release": "noising", "label": "querying", "train": "training", "predict": "labelling"}.get(k, k)] = v
+        timer.seconds[_Progress.NAMES.get(k, k)] = v
     timer.seconds.pop("pipeline", None)
 
 

@@ -22,17 +22,22 @@ def _section_dict(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
+def _check_keys(d: Mapping[str, Any], names: list[str], where: str) -> None:
+    """ValueError (one line, naming ``where``) on the first key of ``names`` missing from ``d`` or key of ``d`` not in them."""
+    missing = [k for k in names if k not in d]
+    if missing:
+        raise ValueError(f"{where}: missing key {missing[0]!r}")
+    unknown = [k for k in d if k not in names]
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r}")
+
+
 def _section(cls: type[_S], d: Any, name: str) -> _S:
     """Build a section dataclass from its dict; ValueError naming the section on a missing or unknown key."""
     if not isinstance(d, Mapping):
         raise ValueError(f"run report: section {name!r} is not an object")
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    missing = [k for k in names if k not in d]
-    if missing:
-        raise ValueError(f"run report: section {name!r} lacks key {missing[0]!r}")
-    unknown = [k for k in d if k not in names]
-    if unknown:
-        raise ValueError(f"run report: section {name!r} has unknown key {unknown[0]!r}")
+    _check_keys(d, names, f"run report: section {name!r}")
     return cls(**{k: d[k] for k in names})
 
 
@@ -168,12 +173,7 @@ class RunReport:
         if d["schema"] != SCHEMA:
             raise ValueError(f"run report: schema {d['schema']!r} is not supported (this ldpclient reads schema {SCHEMA})")
         names = [f.name for f in fields(cls)]
-        missing = [k for k in names if k not in d]
-        if missing:
-            raise ValueError(f"run report: missing key {missing[0]!r}")
-        unknown = [k for k in d if k not in names]
-        if unknown:
-            raise ValueError(f"run report: unknown key {unknown[0]!r}")
+        _check_keys(d, names, "run report")
         if d["command"] != "label":
             raise ValueError(f"run report: command {d['command']!r} is not a label run")
         kwargs = {k: _section(_SECTIONS[k], d[k], k) if k in _SECTIONS else d[k] for k in names}

@@ -84,6 +84,17 @@ def postprocess(input_shape: tuple[int, ...]) -> str:
     return f"blur:{sigma:.3g},clip"
 
 
+def shape_settings(
+    input_shape: tuple[int, ...], given_reduce: int | None, given_postprocess: str | None
+) -> tuple[int, str]:
+    """``(reduce, postprocess)`` for records of ``input_shape``: the given values, else :func:`reduction`
+    and :func:`postprocess` (what ``label`` uses, and what ``audit`` assumes a run used)."""
+    return (
+        int(given_reduce) if given_reduce is not None else reduction(input_shape),
+        given_postprocess if given_postprocess is not None else postprocess(input_shape),
+    )
+
+
 def num_queries(n_records: int, augmentation: str) -> int | None:
     """Default query budget for ``n_records`` private records.
 
@@ -119,4 +130,4 @@ def epochs() -> int:
 
 
 __all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_QUERY_BATCH", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
-           "postprocess", "query_batch_size", "reduction", "train_batch_size"]
+           "postprocess", "query_batch_size", "reduction", "shape_settings", "train_batch_size"]
