@@ -144,6 +144,93 @@ def test_audit_of_a_real_label_run_reads_settings_and_plan_from_its_report(tmp_p
     assert row["epsilon_record"] == pytest.approx(3.0 * (SIZE // 2) ** 2)
     res = CliRunner().invoke(_app(), ["--run", str(log), "--queries", str(log), "--private", str(folder)])
     assert res.exit_code == 2 and "--run" in res.output
+    # an explicit option wins over the run report
+    res = CliRunner().invoke(_app(), [
+        "--run", str(report_path), "--queries", str(log), "--private", str(folder), "--epsilon", "1",
+        "--cnn-steps", "0", "--no-empirical", "--no-rme", "--out", str(tmp_path / "audit1"), "--json",
+    ])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["summary"][0]["epsilon_record"] == pytest.approx(1.0 * (SIZE // 2) ** 2)
+
+
+def _serve_mock(*args: str) -> tuple[subprocess.Popen, str]:
+    """`ldpclient serve-mock ARGS` as a real process; (process, base URL) once it listens."""
+    import threading
+
+    from mock_server import LISTENING_PREFIX
+
+    proc = subprocess.Popen([sys.executable, "-c", "from ldpclient.cli import app; app()", "serve-mock",
+                             "--port", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(120, proc.kill)
+    timer.start()
+    line = proc.stdout.readline()
+    timer.cancel()
+    assert line.startswith(LISTENING_PREFIX), (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc, line[len(LISTENING_PREFIX):].strip()
+
+
+def test_ldpclient_audit_on_what_label_and_serve_mock_query_log_wrote(tmp_path):
+    """The issue's command line: `ldpclient audit --run labels.report.json --queries queries.jsonl --private DIR`
+    on a `label` run against `ldpclient serve-mock --query-log`; the partial report of a run stopped at the
+    money cap is refused, and once the run is finished (resumed) its report audits both runs' queries."""
+    import signal
+
+    from ldpclient.cli import EXIT_MONEY_CAP, app
+    from ldpclient.run.run_report import RunReport
+
+    folder = tmp_path / "private"
+    folder.mkdir()
+    rng = np.random.default_rng(4)
+    for k in range(N):
+        Image.fromarray(rng.integers(0, 256, (SIZE, SIZE), dtype=np.uint8), mode="L").save(folder / f"{k:03d}.png")
+    log = tmp_path / "queries.jsonl"
+    report_path = tmp_path / "labels.report.json"
+    audit_args = ["audit", "--run", str(report_path), "--queries", str(log), "--private", str(folder),
+                  "--cnn-steps", "0", "--no-empirical", "--no-rme", "--out", str(tmp_path / "audit"), "--json"]
+    proc, url = _serve_mock("--model", "trivial", "--image-size", str(SIZE), "--max-batch-size", "16",
+                            "--price-per-image", "0.01", "--query-log", str(log))
+    try:
+        label = ["label", str(folder), "--teacher", url + "/v2/models/digits", "--state-dir", str(tmp_path / "state"),
+                 "--output", str(tmp_path / "labels.csv"), "--epsilon", "3", "--epsilon-unit", "element",
+                 "--reduce", "2", "--queries", "40", "--batch-size", "8", "--price", "0.01", "--epochs", "1",
+                 "--max-retry-time", "0", "--quiet"]
+        capped = CliRunner().invoke(app, [*label, "--money-cap", "0.1"])
+        assert capped.exit_code == EXIT_MONEY_CAP, capped.output
+        res = CliRunner().invoke(app, audit_args)
+        assert res.exit_code == 2
+        assert "stopped early" in res.output and "money cap" in res.output and "Traceback" not in res.output
+        done = CliRunner().invoke(app, [*label, "--money-cap", "10"])
+        assert done.exit_code == 0, done.output
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        proc.stdout.close()
+        proc.stderr.close()
+    run = RunReport.read(report_path)
+    assert run.plan is not None and run.plan["kind"] == "sup" and run.queries.from_journal == 8
+    res = CliRunner().invoke(app, audit_args)
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    assert rep["logged"]["traced"] == 40  # the capped run's 8 queries and the resumed run's 32, through one plan
+    row = rep["summary"][0]
+    assert row["kind"] == "sup" and row["epsilon_record"] == pytest.approx(3.0 * (SIZE // 2) ** 2)
+
+
+def test_audit_refuses_a_bad_run_report_in_one_line(tmp_path):
+    folder = tmp_path / "private"
+    folder.mkdir()
+    stop = tmp_path / "stop.report.json"
+    stop.write_text(json.dumps({"schema": 1, "command": "label", "ok": False,
+                                "stopped": {"reason": "privacy cap", "message": "privacy cap reached"}}))
+    newer = tmp_path / "newer.report.json"
+    newer.write_text(json.dumps({"schema": 99, "command": "label", "ok": True}))
+    cases = [(tmp_path / "missing.json", "does not exist"), (stop, "stopped early (privacy cap: privacy cap reached)"),
+             (newer, "schema 99 is not supported")]
+    for path, match in cases:
+        res = CliRunner().invoke(_app(), ["--run", str(path), "--sweep", "1", "--private", str(folder)])
+        assert res.exit_code == 2, res.output
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: --run: run report") and match in lines[0], res.output
 
 
 def test_the_audit_leaves_the_global_rng_alone(logged, tmp_path):

@@ -85,3 +85,65 @@ def test_summary_reads_a_run_report_or_its_dict(
     assert "ldpclient label: done" in typed and f"{report.queries.sent} sent" in typed
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.ok = False  # type: ignore[misc]
+
+
+def _stop_report() -> dict[str, Any]:
+    """The shape `label` writes when a run stops at a cap (`_write_stop_report`)."""
+    return {
+        "schema": SCHEMA, "command": "label", "ok": False,
+        "stopped": {"reason": "money cap", "message": "money cap reached: 0.08 spent, the next batch would cost 0.08"},
+        "private_dir": "private", "teacher": {"address": "http://127.0.0.1:1/v2/models/m"},
+        "queries": {"sent": 8, "from_journal": 0, "requests": 1},
+        "cost": {"price_per_query": 0.01, "cap": 0.1, "spent_run": 0.08, "spent_total": 0.08,
+                 "spent_unconfirmed": 0.0, "billing": None},
+        "ledger": {"path": "state/ledger.sqlite", "max_spent_epsilon": 64.0, "cap_epsilon": None},
+        "outputs": {"report": "out/labels.report.json"}, "versions": {},
+    }
+
+
+def test_read_gives_the_report_of_a_finished_run(label_run: tuple[dict[str, Any], Path]) -> None:
+    stdout_report, path = label_run
+    report = RunReport.read(path)
+    assert report.to_dict() == stdout_report
+    assert RunReport.read(str(path)) == report
+    assert report.plan is not None and report.plan["n"] == report.counts.records
+
+
+@pytest.mark.parametrize("content,match", [
+    (None, "does not exist"),
+    ("", "is not JSON"),
+    ('{"a": 1}\n{"a": 2}\n', "is not JSON"),  # a JSONL file (e.g. the query log) by mistake
+    (b"\xff\xfe{}", "cannot read"),
+    ("[1, 2]", "not a JSON object"),
+    (json.dumps({"schema": SCHEMA + 1}), "schema 2 is not supported"),
+    (json.dumps({"schema": SCHEMA, "command": "budget", "ok": True}), "command 'budget' is not a label run"),
+    (json.dumps({"schema": SCHEMA, "command": "label", "ok": True}), "missing key"),
+])
+def test_read_refuses_in_one_line_naming_the_file(tmp_path: Path, content: Any, match: str) -> None:
+    path = tmp_path / "labels.report.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError, match=match) as err:
+        RunReport.read(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_read_refuses_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="cannot read") as err:
+        RunReport.read(tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_the_stop_report_of_a_capped_run_is_refused_with_the_reason(tmp_path: Path) -> None:
+    path = tmp_path / "labels.report.json"
+    path.write_text(json.dumps(_stop_report()))
+    with pytest.raises(ValueError, match="stopped early") as err:
+        RunReport.read(path)
+    msg = str(err.value)
+    assert "money cap reached: 0.08 spent" in msg and str(path) in msg and "\n" not in msg
+    with pytest.raises(ValueError, match=r"^run report: the run stopped early \(money cap: "):
+        RunReport.from_dict(_stop_report())
+    with pytest.raises(ValueError, match=r"stopped early \(no reason recorded\)"):
+        RunReport.from_dict({k: v for k, v in _stop_report().items() if k != "stopped"})

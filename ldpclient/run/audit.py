@@ -3,7 +3,9 @@
 The CLI registers :func:`audit` as a command; ``python -m ldpclient.run.audit``
 runs it standalone. ``--run labels.report.json`` reads the client's settings
 (mechanism, epsilon and its unit, delta, reduce, post-processing, value range)
-and its full query plan from the report of an ``ldpclient label`` run, so that the
+and its full query plan from the report of a finished ``ldpclient label`` run
+(a :class:`~ldpclient.run.run_report.RunReport`, read by ``RunReport.read``;
+the partial report of a run stopped at a cap is refused), so that the
 query log a teacher kept (``ldpclient serve-mock --query-log``) is audited with
 exactly the settings that produced it. Options use the names of ``label``
 (``--epsilon-unit``, ``--reduce``); the old spellings ``--per`` and
@@ -22,6 +24,7 @@ import typer
 
 from ..names import AUGMENTATIONS, EPSILON_UNITS, MECHANISMS, choice_list
 from ..transfer import defaults
+from .run_report import RunReport
 
 if TYPE_CHECKING:  # torch/numpy are imported where used, so `ldpclient --help` stays fast
     import torch
@@ -65,36 +68,24 @@ def _mechanism_factory(
 _KIND_NAMES = {"sup": "sup", "rand": "rand", "none": "sidp", "sidp": "sidp"}
 
 
-def _run_settings(path: Path) -> dict[str, Any]:
-    """The client settings recorded in an ``ldpclient label`` run report (see the module doc)."""
+def _read_run(path: Path) -> RunReport:
+    """The report of the ``ldpclient label`` run given as ``--run`` (read through :meth:`RunReport.read`)."""
     try:
-        rep = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"--run: cannot read run report {str(path)!r}: {exc}") from None
-    if not isinstance(rep, dict) or rep.get("command") != "label" or not isinstance(rep.get("mechanism"), dict):
-        raise ValueError(f"--run: {str(path)!r} is not the report of an 'ldpclient label' run")
-    if not isinstance(rep.get("plan"), dict):
+        report = RunReport.read(path)
+    except ValueError as exc:
+        raise ValueError(f"--run: {exc}") from None
+    if report.plan is None:
         raise ValueError(f"--run: {str(path)!r} holds no query plan (written by an older ldpclient)")
-    mech, teacher = rep["mechanism"], rep.get("teacher") or {}
-    return {
-        "mechanism": mech.get("name"),
-        "epsilon": mech.get("epsilon"),
-        "epsilon_unit": mech.get("epsilon_unit"),
-        "delta": mech.get("delta"),
-        "reduce": mech.get("reduce"),
-        "postprocess": rep.get("postprocess"),
-        "plan": rep["plan"],
-        "value_range": tuple(teacher["value_range"]) if teacher.get("value_range") else None,
-        "input_shape": tuple(teacher["input_shape"]) if teacher.get("input_shape") else None,
-    }
+    if len(report.teacher.input_shape) != 3:
+        raise ValueError(f"--run: {str(path)!r}: teacher input shape {report.teacher.input_shape} is not (C, H, W)")
+    return report
 
 
-def _pick(given: Any, recorded: dict[str, Any], key: str, default: Any) -> Any:
+def _pick(given: Any, recorded: Any, default: Any) -> Any:
     """An explicit option wins over the run report, which wins over the default."""
     if given is not None:
         return given
-    value = recorded.get(key)
-    return default if value is None else value
+    return default if recorded is None else recorded
 
 
 def _load_teacher(spec: str, input_shape: tuple[int, int, int]) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -163,9 +154,10 @@ class _AuditOptions:
 
 @dataclass(frozen=True)
 class _ClientSettings:
-    """The client's settings: the option if given, else the ``--run`` report, else ``label``'s default."""
+    """The client's settings: the option if given, else the ``--run`` report, else ``label``'s default.
 
-    recorded: dict[str, Any]
+    ``plan``, ``value_range`` and ``input_shape`` come from the ``--run`` report only (None without one)."""
+
     mechanism: str
     epsilon: Optional[float]
     per: str
@@ -173,6 +165,9 @@ class _ClientSettings:
     reduce: Optional[int]
     postprocess: Optional[str]
     kind: Optional[str]
+    plan: Optional[dict[str, Any]] = None
+    value_range: Optional[tuple[float, float]] = None
+    input_shape: Optional[tuple[int, int, int]] = None
 
 
 @dataclass(frozen=True)
@@ -191,13 +186,14 @@ def _client_settings(o: _AuditOptions) -> _ClientSettings:
     """Check that there is something to audit and resolve the client's settings (option > ``--run`` > default)."""
     if o.queries is None and not o.sweep:
         raise ValueError("nothing to audit: give --queries LOG (what the teacher saw) and/or --sweep EPSILONS")
-    recorded = _run_settings(o.run) if o.run is not None else {}
-    mechanism = _pick(o.mechanism, recorded, "mechanism", defaults.mechanism())
-    epsilon = _pick(o.epsilon, recorded, "epsilon", None)
-    per = _pick(o.epsilon_unit, recorded, "epsilon_unit", defaults.epsilon_unit())
-    delta = _pick(o.delta, recorded, "delta", None)
-    given_reduce = _pick(o.reduce, recorded, "reduce", None)
-    postprocess = _pick(o.postprocess, recorded, "postprocess", None)
+    run = _read_run(o.run) if o.run is not None else None
+    m = run.mechanism if run is not None else None
+    mechanism = _pick(o.mechanism, m.name if m else None, defaults.mechanism())
+    epsilon = _pick(o.epsilon, m.epsilon if m else None, None)
+    per = _pick(o.epsilon_unit, m.epsilon_unit if m else None, defaults.epsilon_unit())
+    delta = _pick(o.delta, m.delta if m else None, None)
+    given_reduce = _pick(o.reduce, m.reduce if m else None, None)
+    postprocess = _pick(o.postprocess, run.postprocess if run else None, None)
     if mechanism not in MECHANISMS:
         raise ValueError(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
     if per not in EPSILON_UNITS:
@@ -209,12 +205,19 @@ def _client_settings(o: _AuditOptions) -> _ClientSettings:
         kind = _KIND_NAMES[kind]
     if (o.student is None) != (o.holdout is None):
         raise ValueError("membership inference needs both --student and --holdout")
-    return _ClientSettings(recorded, mechanism, epsilon, per, delta, given_reduce, postprocess, kind)
+    if run is None:
+        return _ClientSettings(mechanism, epsilon, per, delta, given_reduce, postprocess, kind)
+    t = run.teacher
+    return _ClientSettings(
+        mechanism, epsilon, per, delta, given_reduce, postprocess, kind, plan=run.plan,
+        value_range=(float(t.value_range[0]), float(t.value_range[1])) if t.value_range else None,
+        input_shape=(int(t.input_shape[0]), int(t.input_shape[1]), int(t.input_shape[2])),
+    )
 
 
 def _record_shape(o: _AuditOptions, st: _ClientSettings) -> tuple[int, int, int]:
     """The record shape ``(C, H, W)``: from the query log, else the ``--run`` report, else ``--channels``/``--size``."""
-    shape: tuple[int, int, int] = st.recorded.get("input_shape") or (o.channels, o.size, o.size)
+    shape: tuple[int, int, int] = st.input_shape or (o.channels, o.size, o.size)
     if o.queries is not None:
         if not o.queries.is_file():
             raise ValueError(f"query log {o.queries} does not exist")
@@ -231,7 +234,7 @@ def _load_records(o: _AuditOptions, st: _ClientSettings, shape: tuple[int, int, 
     """The private records in the mechanism's domain units, the client's mechanism(s) and post-processing spec."""
     # what `label` would have used, where neither the options nor the run report say
     reduction, postprocess = defaults.shape_settings(shape, st.reduce, st.postprocess)
-    make = _mechanism_factory(st.mechanism, st.per, st.delta, reduction, st.recorded.get("value_range"))
+    make = _mechanism_factory(st.mechanism, st.per, st.delta, reduction, st.value_range)
     from ..data import load_private_folder
 
     records = load_private_folder(o.private, shape).records
@@ -284,7 +287,7 @@ def _audit_report(
         r.values,
         queries=o.queries,
         sources=_load_sources(o.sources) if o.sources is not None else None,
-        plan=o.plan if o.plan is not None else st.recorded.get("plan"),
+        plan=o.plan if o.plan is not None else st.plan,
         mechanism=r.mech,
         kind=st.kind,
         transforms=parse_postprocess(r.postprocess),

@@ -3,13 +3,20 @@
 :class:`RunReport` is what ``_build_report`` produces and what the terminal summary
 reads; :meth:`RunReport.to_dict` gives the JSON document exactly as written (same keys,
 same order, same values), and :meth:`RunReport.from_dict` reads one back, refusing
-another ``schema``. Free-form sections (the guarantee, the plan, the adaptation and
-baseline summaries, ...) stay plain dicts.
+another ``schema``. :meth:`RunReport.read` is the one reader of a report file
+(``ldpclient audit --run`` uses it). Free-form sections (the guarantee, the plan, the
+adaptation and baseline summaries, ...) stay plain dicts.
+
+A run stopped at the money or privacy cap writes a partial *stop report* (``"ok": false``,
+with ``stopped``) instead; :meth:`RunReport.from_dict` refuses it, saying why the run stopped.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 SCHEMA = 1
@@ -32,13 +39,26 @@ def _check_keys(d: Mapping[str, Any], names: list[str], where: str) -> None:
         raise ValueError(f"{where}: unknown key {unknown[0]!r}")
 
 
-def _section(cls: type[_S], d: Any, name: str) -> _S:
+def _section(cls: type[_S], d: Any, name: str, where: str = "run report") -> _S:
     """Build a section dataclass from its dict; ValueError naming the section on a missing or unknown key."""
     if not isinstance(d, Mapping):
-        raise ValueError(f"run report: section {name!r} is not an object")
+        raise ValueError(f"{where}: section {name!r} is not an object")
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    _check_keys(d, names, f"run report: section {name!r}")
+    _check_keys(d, names, f"{where}: section {name!r}")
     return cls(**{k: d[k] for k in names})
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _stopped_why(d: Mapping[str, Any]) -> str:
+    """``"<reason>: <message>"`` of a stop report's ``stopped`` section, as far as it says."""
+    stopped = d.get("stopped")
+    if not isinstance(stopped, Mapping):
+        return "no reason recorded"
+    reason, message = _one_line(stopped.get("reason") or ""), _one_line(stopped.get("message") or "")
+    return ": ".join(p for p in (reason, message) if p) or "no reason recorded"
 
 
 @dataclass(frozen=True)
@@ -164,17 +184,47 @@ class RunReport:
         return out
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RunReport:
-        """Read a report back (e.g. a parsed ``.report.json``); ValueError on another schema or a missing key."""
+    def from_dict(cls, d: Mapping[str, Any], *, where: str = "run report") -> RunReport:
+        """Read a report back (e.g. a parsed ``.report.json``).
+
+        ValueError (one line, starting with ``where``) on another schema, another command's report, the stop
+        report of a run stopped at a cap, or a missing or unknown key.
+        """
         if not isinstance(d, Mapping):
-            raise ValueError("run report: not a JSON object")
+            raise ValueError(f"{where}: not a JSON object")
         if "schema" not in d:
-            raise ValueError("run report: missing key 'schema'")
+            raise ValueError(f"{where}: missing key 'schema'")
         if d["schema"] != SCHEMA:
-            raise ValueError(f"run report: schema {d['schema']!r} is not supported (this ldpclient reads schema {SCHEMA})")
+            raise ValueError(f"{where}: schema {d['schema']!r} is not supported (this ldpclient reads schema {SCHEMA})")
+        if "command" in d and d["command"] != "label":
+            raise ValueError(f"{where}: command {d['command']!r} is not a label run")
+        if d.get("ok") is False:
+            raise ValueError(
+                f"{where}: the run stopped early ({_stopped_why(d)}) and left only a partial report, without its "
+                "settings and query plan; finish the run (run the same 'ldpclient label' again) and use its report"
+            )
         names = [f.name for f in fields(cls)]
-        _check_keys(d, names, "run report")
-        if d["command"] != "label":
-            raise ValueError(f"run report: command {d['command']!r} is not a label run")
-        kwargs = {k: _section(_SECTIONS[k], d[k], k) if k in _SECTIONS else d[k] for k in names}
+        _check_keys(d, names, where)
+        kwargs = {k: _section(_SECTIONS[k], d[k], k, where) if k in _SECTIONS else d[k] for k in names}
         return cls(**kwargs)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> RunReport:
+        """Read the report file of a finished ``ldpclient label`` run (``<output>.report.json``).
+
+        ValueError, one line naming the file, on a missing or unreadable file, a file that is not JSON, and
+        everything :meth:`from_dict` refuses (another schema or command, a stopped run, a missing or unknown key).
+        """
+        p = Path(path)
+        where = f"run report {str(p)!r}"
+        if not p.exists():
+            raise ValueError(f"{where} does not exist")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{where}: cannot read it: {_one_line(exc)}") from None
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{where} is not JSON: {_one_line(exc)}") from None
+        return cls.from_dict(doc, where=where)
