@@ -8,12 +8,20 @@ methods:
   and the value range the model's inputs are in;
 * ``classify(queries) -> torch.LongTensor``: one hard label per query row.
 
-``queries`` is always a ``Release`` or ``Derived`` (LDP output). Start with
-``to_wire(queries, metadata)``: it rejects raw tensors (TypeError), checks the
-shape, and quantises into the datatype (post-processing, no privacy cost). For
-HTTP, reuse ``HttpTransport``: pooled per-thread sessions, timeouts, retries with
-backoff and Retry-After, TLS verification, and a token that never shows up in
-logs or errors. Optional hooks, each with a default in ``Teacher``:
+Everything an HTTP adapter needs is public in ``ldpclient.teachers.http``:
+
+* encoding: ``queries`` is always a ``Release`` or ``Derived`` (LDP output). Start with
+  ``to_wire(queries, metadata)``: it rejects raw tensors (TypeError), checks the
+  shape, and quantises into the datatype (post-processing, no privacy cost);
+* transport: take ``transport: HttpTransport | None`` and let
+  ``transport_from_options`` build one from keyword options when none is given, so
+  that your adapter does not re-declare the connection options (token, timeouts,
+  retries with backoff and Retry-After, TLS verification, size and time limits; a
+  token never shows up in logs or errors). ``transport.call(...)`` sends a request;
+* result validation: your ``parse`` raises ``MalformedResponse`` for an unusable
+  answer, and ``validate_labels`` checks one label per query in range.
+
+Optional hooks, each with a default in ``Teacher``:
 ``infer(queries, *, request_id=None) -> InferResult`` (request count, bytes,
 billed units: the QueryClient uses them for the cost meter and reconciliation;
 default: ``classify`` counted as one request), ``requests_for(n)`` (HTTP requests
@@ -22,8 +30,8 @@ n queries need: the cost meter prices per-request fees before sending; default 1
 (default: nothing). An object with ``metadata()`` and ``classify()`` that does not
 subclass ``Teacher`` is still accepted (``ldpclient.teachers.as_teacher`` wraps it).
 
-Registering: expose a factory ``connect(target: str, *, token=None, **opts) ->
-Teacher`` and declare it in your package's ``pyproject.toml``::
+Registering: expose a factory ``connect(target: str, **opts) -> Teacher`` (``opts``
+may hold ``token=``, ``transport=`` and your adapter's own options) and declare it in your package's ``pyproject.toml``::
 
     [project.entry-points."ldpclient.teachers"]
     acme = "acme_ldp.teacher:connect"
@@ -52,19 +60,29 @@ import numpy as np
 import requests
 import torch
 
-from ldpclient.teachers import InferResult, MalformedResponse, QueryClient, Teacher, TeacherMetadata
-from ldpclient.teachers.encoding import to_wire
-from ldpclient.teachers.http import HttpTransport, RetryPolicy
-from ldpclient.teachers.result import validate_labels
+from ldpclient.teachers import InferResult, QueryClient, Teacher, TeacherMetadata
+from ldpclient.teachers.http import (
+    HttpTransport,
+    MalformedResponse,
+    to_wire,
+    transport_from_options,
+    validate_labels,
+)
 
 
 class AcmeTeacher(Teacher):
-    """Adapter for the ACME vision API (28x28 greyscale digits, 10 classes, bytes in)."""
+    """Adapter for the ACME vision API (28x28 greyscale digits, 10 classes, bytes in).
 
-    def __init__(self, base_url: str, *, token: str | None = None, retry: RetryPolicy | None = None, **http: Any):
+    ``transport``: the connection (``HttpTransport(token=..., timeout=..., retry=...)``);
+    without one, the same options as keywords (the token then defaults to ``ACME_TOKEN``).
+    """
+
+    def __init__(self, base_url: str, *, transport: HttpTransport | None = None, **transport_options: Any):
         self.base_url = base_url.rstrip("/")
-        # token=None -> read from ACME_TOKEN; it is only ever placed in the header
-        self.http = HttpTransport(name="acme", token=token, token_env="ACME_TOKEN", retry=retry, **http)
+        # no token given -> read from ACME_TOKEN; it is only ever placed in the header
+        self.http = transport_from_options(
+            transport, transport_options, adapter="AcmeTeacher", name="acme", token_env="ACME_TOKEN"
+        )
         self.journal_scope = f"acme:{self.base_url}"  # journal key: which teacher answered
         self._meta = TeacherMetadata(
             name="acme-digits", input_shape=(1, 28, 28), datatype="UINT8", num_classes=10,
@@ -110,11 +128,11 @@ class AcmeTeacher(Teacher):
         return out
 
 
-def connect(target: str, *, token: str | None = None, **opts: Any) -> AcmeTeacher:
+def connect(target: str, **opts: Any) -> AcmeTeacher:
     """Entry-point factory: ``acme+https://host/path`` -> ``target = "https://host/path"``."""
     if not target.startswith(("http://", "https://")):
         raise ValueError(f"acme teachers are addressed as acme+https://host/path, got {target!r}")
-    return AcmeTeacher(target, token=token, **opts)
+    return AcmeTeacher(target, **opts)
 
 
 # --- a tiny stand-in ACME server so the example runs offline --------------------------------
@@ -140,7 +158,9 @@ def main() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         # Installed as a plugin this would be ldpclient.teachers.connect("acme+http://127.0.0.1:PORT").
-        teacher = connect(f"http://127.0.0.1:{server.server_address[1]}")
+        # The connection options live in one HttpTransport (keywords such as timeout= work too).
+        transport = HttpTransport(token_env="ACME_TOKEN", timeout=(2.0, 10.0))
+        teacher = connect(f"http://127.0.0.1:{server.server_address[1]}", transport=transport)
         vals = torch.linspace(0, 1, 100).view(100, 1, 1, 1).expand(100, 1, 28, 28).contiguous()
         # releases only ever come from a mechanism; these ramp images are made up, hence public=True
         release = laplace(50.0).release(vals, public=True)

@@ -6,6 +6,9 @@
   objects with ``metadata()`` and ``classify()`` too).
 * :class:`QueryClient` labels query batches with batching, bounded concurrency,
   a money cap and a resumable :class:`Journal`.
+* :class:`HttpTransport` and :class:`RetryPolicy` carry an HTTP teacher's connection
+  options (``connect(address, transport=HttpTransport(...))``); adapter authors find
+  them, with the encoding and result checks, in :mod:`ldpclient.teachers.http`.
 """
 
 from .base import Queries, Teacher, TeacherMetadata, as_teacher
@@ -21,6 +24,7 @@ from .errors import (
     TeacherRequestError,
     TransientTeacherError,
 )
+from .http import HttpTransport, RetryPolicy
 from .journal import Journal, default_journal_path
 from .local import LocalTeacher
 from .registry import ENTRY_POINT_GROUP, available_adapters, connect
@@ -43,6 +47,8 @@ __all__ = [
     "TeacherError",
     "TeacherRequestError",
     "TransientTeacherError",
+    "HttpTransport",
+    "RetryPolicy",
     "Journal",
     "default_journal_path",
     "LocalTeacher",

@@ -1,4 +1,39 @@
-"""HTTP plumbing shared by the remote adapters: sessions, auth, timeouts, retries.
+"""The public toolkit for HTTP teacher adapters: transport, encoding, result validation.
+
+The built-in adapters (OIP, TorchServe, Hugging Face) are written with these, and a
+third-party adapter (``examples/custom_teacher.py``) needs nothing else from
+ldpclient besides :class:`~ldpclient.teachers.Teacher`,
+:class:`~ldpclient.teachers.TeacherMetadata` and
+:class:`~ldpclient.teachers.InferResult`:
+
+* **Transport**: :class:`HttpTransport` is the one object carrying a teacher's
+  connection options (auth, timeouts, retries, TLS, size and time limits); its
+  docstring is where they are documented. Adapters take ``transport=`` rather than
+  re-declaring them; for the older keyword style, :func:`transport_from_options`
+  builds one from those keywords (:data:`TRANSPORT_OPTIONS`). ``call()`` sends one
+  logical request with retries and returns ``(parse(response), CallInfo)``;
+  :class:`RetryPolicy` says when and how long to retry; :func:`redact_url` makes an
+  address safe to print.
+* **Encoding** (post-processing of LDP releases, free in privacy): :func:`to_wire`
+  turns a ``Release``/``Derived`` into an array ``(Q, *input_shape)`` in the
+  teacher's datatype (``INPUT_DATATYPES``; values clipped to ``value_range``, the
+  units the model's inputs are in; ``UINT8`` = that range scaled to 0..255) and
+  refuses raw tensors (TypeError); :func:`to_png` makes one 8-bit PNG of a query.
+* **Result validation**: a ``parse`` callback raises :class:`MalformedResponse`
+  for an unusable answer; :func:`validate_labels` (one integer label per query in
+  ``[0, num_classes)``), :func:`label_to_index` (a name or index -> index) and
+  :func:`best_of_scores` (top label of ``{label: score}`` answers) do the checks.
+
+Units and limits (defaults; each one an :class:`HttpTransport` option):
+
+* times are in seconds: ``timeout=(5, 60)`` (connect, read), ``deadline`` for a whole
+  answer (default connect + read), ``RetryPolicy(max_total=180)`` for all attempts and
+  waits of one call (``Retry-After`` honoured up to ``max_retry_after=300``);
+* sizes are in bytes: a response body is refused past ``max_response_bytes`` (64 MiB)
+  after decompression;
+* billing ``units`` (``call(..., units=n)``) are queries (images) a request carries.
+
+How one request is made and bounded:
 
 * One pooled ``requests.Session`` per thread (the client's worker threads each get
   their own), created lazily, with urllib3's own retries off (tenacity decides).
@@ -28,6 +63,7 @@ A teacher may be hostile, so one response is bounded here, where it is read:
 from __future__ import annotations
 
 import email.utils
+import inspect
 import json
 import logging
 import os
@@ -37,7 +73,7 @@ import threading
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, TypeVar, Union
+from typing import Any, Callable, Mapping, Protocol, TypeVar, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -45,7 +81,30 @@ import tenacity
 import urllib3
 from requests.adapters import HTTPAdapter
 
+from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, RetriesExhausted, TeacherError, TeacherRequestError, TransientTeacherError
+from .result import best_of_scores, label_to_index, validate_labels
+
+__all__ = [
+    # transport
+    "HttpTransport",
+    "TRANSPORT_OPTIONS",
+    "transport_from_options",
+    "RetryPolicy",
+    "CallInfo",
+    "Timeout",
+    "MAX_RESPONSE_BYTES",
+    "redact_url",
+    # encoding
+    "to_wire",
+    "to_png",
+    "INPUT_DATATYPES",
+    # result validation
+    "MalformedResponse",
+    "validate_labels",
+    "label_to_index",
+    "best_of_scores",
+]
 
 log = logging.getLogger("ldpclient.teachers.http")
 
@@ -224,22 +283,40 @@ class CallInfo:
 
 
 class HttpTransport:
-    """Sessions, auth header, timeouts, TLS and retries for one teacher.
+    """The connection options of one teacher, and the pooled sessions that carry its requests.
 
-    ``token``: bearer token / API key; when None it is read from ``token_env``
-    (e.g. ``LDPCLIENT_TOKEN``). ``auth_header``/``auth_scheme``: how it is sent
-    (default ``Authorization: Bearer <token>``; ``auth_scheme=""`` with e.g.
-    ``auth_header="X-API-Key"`` sends the bare key). ``timeout``: seconds, one
-    number or ``(connect, read)``. ``verify``: True, False, or a CA bundle path.
-    ``max_response_bytes``: largest body accepted, after decompression.
-    ``deadline``: seconds one attempt may take from sending to the last body byte
-    (default: connect + read timeout).
+    This is the one place these options are documented: adapters take
+    ``transport=HttpTransport(...)`` (or, for compatibility, the same keywords, which
+    :func:`transport_from_options` turns into one). All keyword-only:
+
+    * ``token``: bearer token / API key; when None it is read from the environment
+      variable ``token_env`` (default ``LDPCLIENT_TOKEN``; the Hugging Face adapter
+      builds its own transport with ``HF_TOKEN``; ``token_env=None``: no token). It is
+      only ever put in the request header, and redacted from messages and reprs.
+    * ``auth_header``/``auth_scheme``: how the token is sent (default
+      ``Authorization: Bearer <token>``; ``auth_header="X-API-Key", auth_scheme=""``
+      sends the bare key).
+    * ``timeout``: seconds, one number or ``(connect, read)``; > 0 (default ``(5, 60)``).
+    * ``deadline``: seconds one attempt may take from sending to the last body byte,
+      however slowly it trickles (default: connect + read timeout).
+    * ``retry``: :class:`RetryPolicy` (attempts, backoff, total retry time in seconds;
+      default ``RetryPolicy()``: 6 attempts within 180 s).
+    * ``verify``: TLS verification: True (default), False (not recommended) or the path
+      of a CA bundle (must exist).
+    * ``max_response_bytes``: largest response body accepted, after decompression, in
+      bytes (default :data:`MAX_RESPONSE_BYTES`, 64 MiB); >= 1.
+    * ``headers``: extra headers sent with every request.
+    * ``pool_maxsize``: pooled connections kept per thread (default 4).
+    * ``name``: a label for reprs (e.g. ``"oip:digits"``).
+
+    One transport may be shared by several teachers; closing a teacher closes the
+    transport's pooled connections, and later requests open new ones.
     """
 
     def __init__(
         self,
         *,
-        name: str,
+        name: str = "http",
         token: str | None = None,
         token_env: str | None = "LDPCLIENT_TOKEN",
         auth_header: str = "Authorization",
@@ -595,6 +672,43 @@ class HttpTransport:
 
     def __repr__(self) -> str:
         return f"HttpTransport(name={self.name!r}, token={'***' if self.has_token else None}, verify={self.verify!r})"
+
+
+#: The keyword options :class:`HttpTransport` takes besides ``name`` (an adapter's compatibility keywords).
+TRANSPORT_OPTIONS: frozenset[str] = frozenset(
+    p for p in inspect.signature(HttpTransport.__init__).parameters if p not in ("self", "name")
+)
+
+
+def transport_from_options(
+    transport: HttpTransport | None,
+    options: Mapping[str, Any],
+    *,
+    adapter: str,
+    name: str,
+    **defaults: Any,
+) -> HttpTransport:
+    """The transport an adapter uses: ``transport`` when given, else a new :class:`HttpTransport`
+    named ``name`` from the keyword ``options`` over the adapter's ``defaults`` (e.g.
+    ``token_env="HF_TOKEN"``).
+
+    ``options`` are what the adapter received as ``**transport_options``: a name outside
+    :data:`TRANSPORT_OPTIONS` raises TypeError (``"<adapter>() got an unexpected keyword
+    argument '<name>'"``, as Python words it), and options given alongside a ``transport``
+    raise ValueError (the transport already carries them)."""
+    unknown = [k for k in options if k not in TRANSPORT_OPTIONS]
+    if unknown:
+        raise TypeError(f"{adapter}() got an unexpected keyword argument {unknown[0]!r}")
+    if transport is None:
+        return HttpTransport(name=name, **{**defaults, **options})
+    if not isinstance(transport, HttpTransport):
+        raise TypeError(f"{adapter}(): transport must be an HttpTransport, got {type(transport).__name__}")
+    if options:
+        raise ValueError(
+            f"{adapter}(): pass either transport= or the transport options {', '.join(sorted(options))}, not both "
+            "(set them on the HttpTransport)"
+        )
+    return transport
 
 
 class _NotSent(TransientTeacherError):

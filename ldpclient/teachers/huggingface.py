@@ -28,7 +28,7 @@ import torch
 from .base import Queries, Teacher, TeacherMetadata
 from .encoding import to_png, to_wire
 from .errors import MalformedResponse, TeacherError
-from .http import HttpTransport, RetryPolicy, Timeout
+from .http import HttpTransport, transport_from_options
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
 
 DEFAULT_ENDPOINT = "https://router.huggingface.co/hf-inference/models"
@@ -36,7 +36,14 @@ DEFAULT_HUB = "https://huggingface.co"
 
 
 class HFTeacher(Teacher):
-    """A Hugging Face image classifier behind the inference API."""
+    """A Hugging Face image classifier behind the inference API.
+
+    ``transport``: the :class:`~ldpclient.teachers.http.HttpTransport` carrying the
+    connection options (auth, timeouts, retries, TLS, size and time limits), used for
+    the hub's ``config.json`` too; without one, its options may be given here as
+    keywords (``token=``, ``timeout=``, ...), the token then defaulting to ``HF_TOKEN``.
+    A transport you build reads its own ``token_env`` (``HttpTransport(token_env="HF_TOKEN")``).
+    """
 
     def __init__(
         self,
@@ -48,14 +55,14 @@ class HFTeacher(Teacher):
         endpoint: str | None = None,
         hub_url: str = DEFAULT_HUB,
         value_range: tuple[float, float] = (0.0, 1.0),
-        token: str | None = None,
-        token_env: str | None = "HF_TOKEN",
-        timeout: Timeout = (5.0, 60.0),
-        verify: bool | str = True,
-        retry: RetryPolicy | None = None,
-        headers: dict[str, str] | None = None,
+        transport: HttpTransport | None = None,
+        **transport_options: Any,
     ) -> None:
         model_id = model_id.strip("/")
+        # first, so that an unknown keyword is a TypeError whatever else is wrong
+        self.http = transport_from_options(
+            transport, transport_options, adapter="HFTeacher", name=f"hf:{model_id}", token_env="HF_TOKEN"
+        )
         if not model_id or model_id.count("/") > 1:
             raise ValueError(f"Hugging Face model ids look like org/model, got {model_id!r}")
         if not input_shape:
@@ -66,10 +73,6 @@ class HFTeacher(Teacher):
         self.endpoint = (endpoint or os.environ.get("LDPCLIENT_HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
         self.hub_url = hub_url.rstrip("/")
         self.url = f"{self.endpoint}/{model_id}"
-        self.http = HttpTransport(
-            name=f"hf:{model_id}", token=token, token_env=token_env, timeout=timeout, verify=verify,
-            retry=retry, headers=headers,
-        )
         self._input_shape = tuple(int(s) for s in input_shape)
         self._value_range = (float(value_range[0]), float(value_range[1]))
         self._class_names = tuple(str(c) for c in class_names) if class_names is not None else None

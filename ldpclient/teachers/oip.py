@@ -57,7 +57,7 @@ from ..state import default_state_dir
 from .base import Queries, Teacher, TeacherMetadata
 from .encoding import FLOAT_DATATYPES, INPUT_DATATYPES, INTEGER_DATATYPES, NUMPY_DTYPES, to_wire
 from .errors import MalformedResponse, TeacherError, TeacherRequestError, TransientTeacherError
-from .http import HttpTransport, RetryPolicy, Timeout, redact_url
+from .http import HttpTransport, redact_url, transport_from_options
 from .limits import TeacherLimits
 from .result import InferResult, validate_labels
 from .wire import WIRE_FORMATS, WireMemory
@@ -83,9 +83,9 @@ class OIPTeacher(Teacher):
     server's metadata raises ValueError.
     ``classification``: ``"auto"``, True or False (Triton classification extension).
     ``check_ready``: call ``/v2/health/ready`` before reading metadata.
-    Transport options: ``token`` (else ``LDPCLIENT_TOKEN``), ``auth_header``,
-    ``auth_scheme``, ``timeout`` (s, or (connect, read)), ``verify`` (True, False or
-    a CA bundle path), ``retry`` (:class:`RetryPolicy`), ``headers``.
+    ``transport``: the :class:`~ldpclient.teachers.http.HttpTransport` carrying the
+    connection options (auth, timeouts, retries, TLS, size and time limits); without
+    one, its options may be given here as keywords (``token=``, ``timeout=``, ...).
     """
 
     def __init__(
@@ -107,15 +107,11 @@ class OIPTeacher(Teacher):
         classification: bool | str = "auto",
         limits: TeacherLimits | None = None,
         check_ready: bool = True,
-        token: str | None = None,
-        token_env: str | None = "LDPCLIENT_TOKEN",
-        auth_header: str = "Authorization",
-        auth_scheme: str = "Bearer",
-        timeout: Timeout = (5.0, 60.0),
-        verify: bool | str = True,
-        retry: RetryPolicy | None = None,
-        headers: dict[str, str] | None = None,
+        transport: HttpTransport | None = None,
+        **transport_options: Any,
     ) -> None:
+        # first, so that an unknown keyword is a TypeError whatever else is wrong
+        self.http = transport_from_options(transport, transport_options, adapter="OIPTeacher", name=f"oip:{model}")
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"OIP base URL must be http(s)://host[:port][/prefix], got {base_url!r}")
@@ -141,10 +137,6 @@ class OIPTeacher(Teacher):
         self._classification_opt = classification
         self.limits = limits or TeacherLimits()
         self.check_ready = check_ready
-        self.http = HttpTransport(
-            name=f"oip:{self.model}", token=token, token_env=token_env, auth_header=auth_header,
-            auth_scheme=auth_scheme, timeout=timeout, verify=verify, retry=retry, headers=headers,
-        )
         self.model_url = f"{self.base_url}/v2/models/{quote(model, safe='')}" + (
             f"/versions/{quote(str(version), safe='')}" if version else ""
         )

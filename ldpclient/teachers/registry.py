@@ -18,8 +18,9 @@ entry-point group (see ``examples/custom_teacher.py``)::
     [project.entry-points."ldpclient.teachers"]
     myapi = "my_package.teacher:connect"
 
-The factory is called as ``factory(target, token=token, **opts)`` where
-``target`` is the text after ``myapi+`` (or after ``myapi:``) and must return a
+The factory is called as ``factory(target, **opts)`` (with ``token=`` among ``opts`` when
+one was given, and ``transport=`` when the caller built an
+:class:`~ldpclient.teachers.http.HttpTransport`), where ``target`` is the text after ``myapi+`` (or after ``myapi:``) and must return a
 :class:`~ldpclient.teachers.base.Teacher` (or an object with ``metadata()`` and
 ``classify()``, see :func:`~ldpclient.teachers.base.as_teacher`).
 """
@@ -147,9 +148,13 @@ def resolve(target: str) -> tuple[str, str]:
 def connect(target: str, *, token: str | None = None, **opts: Any) -> Teacher:
     """Open a teacher by address (see the module docstring for the forms).
 
-    ``token``: bearer token / API key (else the adapter's environment variable:
-    ``LDPCLIENT_TOKEN``, or ``HF_TOKEN`` for Hugging Face). Other options go to the
-    adapter (timeouts, ``verify=`` CA bundle path, ``retry=RetryPolicy(...)``, ...).
+    Options go to the adapter: its own (model facts such as ``num_classes=``), and for the
+    HTTP adapters the connection, either as one ``transport=HttpTransport(...)``
+    (:mod:`ldpclient.teachers.http`, where its options are documented) or as that
+    transport's keyword options (``token=``, ``timeout=``, ``retry=``, ``verify=``, ...),
+    from which the adapter builds its transport; both at once is a ValueError, an option no
+    one takes a TypeError. ``token``: bearer token / API key (else the adapter's environment
+    variable: ``LDPCLIENT_TOKEN``, or ``HF_TOKEN`` for Hugging Face).
     """
     name, inner = resolve(target)
     factory = BUILTIN.get(name) or _plugin(name)

@@ -36,12 +36,17 @@ import torch
 from .base import Queries, Teacher, TeacherMetadata
 from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, TeacherError
-from .http import HttpTransport, RetryPolicy, Timeout
+from .http import HttpTransport, transport_from_options
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
 
 
 class TorchServeTeacher(Teacher):
-    """A model behind TorchServe's inference API (default port 8080)."""
+    """A model behind TorchServe's inference API (default port 8080).
+
+    ``transport``: the :class:`~ldpclient.teachers.http.HttpTransport` carrying the
+    connection options (auth, timeouts, retries, TLS, size and time limits); without
+    one, its options may be given here as keywords (``token=``, ``timeout=``, ...).
+    """
 
     def __init__(
         self,
@@ -57,15 +62,13 @@ class TorchServeTeacher(Teacher):
         value_range: tuple[float, float] = (0.0, 1.0),
         max_batch_size: int | None = None,
         check_ready: bool = True,
-        token: str | None = None,
-        token_env: str | None = "LDPCLIENT_TOKEN",
-        auth_header: str = "Authorization",
-        auth_scheme: str = "Bearer",
-        timeout: Timeout = (5.0, 60.0),
-        verify: bool | str = True,
-        retry: RetryPolicy | None = None,
-        headers: dict[str, str] | None = None,
+        transport: HttpTransport | None = None,
+        **transport_options: Any,
     ) -> None:
+        # first, so that an unknown keyword is a TypeError whatever else is wrong
+        self.http = transport_from_options(
+            transport, transport_options, adapter="TorchServeTeacher", name=f"torchserve:{model}"
+        )
         if mode not in ("image", "tensor"):
             raise ValueError(f"TorchServe mode must be 'image' or 'tensor', got {mode!r}")
         if num_classes is None and class_names is None:
@@ -81,10 +84,6 @@ class TorchServeTeacher(Teacher):
         self.mode = mode
         self.check_ready = check_ready
         self.url = f"{self.base_url}/predictions/{quote(model, safe='')}" + (f"/{quote(version, safe='')}" if version else "")
-        self.http = HttpTransport(
-            name=f"torchserve:{model}", token=token, token_env=token_env, auth_header=auth_header,
-            auth_scheme=auth_scheme, timeout=timeout, verify=verify, retry=retry, headers=headers,
-        )
         names = tuple(str(c) for c in class_names) if class_names is not None else None
         self._names = {n: i for i, n in enumerate(names)} if names else None
         self._meta = TeacherMetadata(
