@@ -1,6 +1,16 @@
-"""Peak memory of the LDPKiT query path at scale: Q queries of 28x28 records.
+"""Peak memory and time at scale: growing Q (in process) and growing n (through ``ldpclient label``).
 
-n private 28x28 records -> Laplace release -> blur + clip -> QueryPlan (Sup by
+**Growing n** (``--records N [N ...]``): writes N synthetic 28x28 grey PNGs to disk
+(1,000 per sub-folder, cached under ``--work``), starts the mock teacher
+(``--model trivial``, a subprocess on 127.0.0.1) and runs ``ldpclient label`` on the
+folder in a fresh process with the defaults and ``--queries``; prints the wall time,
+seconds per 1,000 records, the client's own peak RSS (``VmHWM`` of the label process)
+and the stages' seconds from the run report. Targets (issue 13): 50,000 records
+< 1.2 GB; 1,000,000 with ``--queries 20000`` < 2 GB and time linear in n.
+
+    nice -n 10 .venv/bin/python benchmarks/bench_scale.py --records 10000 50000 --queries 20000
+
+**Growing Q** (default): n private 28x28 records -> Laplace release -> blur + clip -> QueryPlan (Sup by
 default) -> batches streamed to an in-process synthetic teacher (a fixed random
 linear layer) -> labels kept in a LabelStore (int8 per query) -> optionally one
 training epoch over the first ``--train-queries`` queries. Prints the peak
@@ -12,10 +22,15 @@ resident set size (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) before and aft
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import resource
+import subprocess
 import sys
 import time
+from pathlib import Path
 
+import numpy as np
 import torch
 
 from ldpclient.privacy import laplace
@@ -30,14 +45,87 @@ def peak_rss_mb() -> float:
     return kb / 1024 if sys.platform != "darwin" else kb / 2**20
 
 
+_LABEL = """
+import re, sys
+from ldpclient.cli import app
+try:
+    app(sys.argv[1:])
+finally:
+    status = open("/proc/self/status").read()
+    print("PEAK_RSS_KB", re.search(r"VmHWM:\\s+(\\d+)", status).group(1), file=sys.stderr)
+"""
+
+
+def write_images(folder: Path, n: int, side: int = 28) -> Path:
+    """``n`` synthetic grey ``side`` x ``side`` PNGs (a bright square at a random place on noise), cached."""
+    from PIL import Image
+
+    done = folder / f".complete-{n}"
+    if done.exists():
+        return folder
+    rng = np.random.default_rng(0)
+    for start in range(0, n, 1000):
+        sub = folder / f"{start // 1000:04d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        count = min(1000, n - start)
+        imgs = rng.integers(0, 64, (count, side, side), dtype=np.uint8)
+        corner = rng.integers(0, side // 2, (count, 2))
+        for k in range(count):
+            r, c = corner[k]
+            imgs[k, r : r + side // 2, c : c + side // 2] = 200
+            Image.fromarray(imgs[k]).save(sub / f"{k:03d}.png")
+    done.touch()
+    return folder
+
+
+def label_at_scale(n: int, queries: int, work: Path, extra: list[str]) -> dict:
+    """One ``ldpclient label`` run over ``n`` images on disk; wall seconds, peak RSS (MB), stage seconds."""
+    from mock_server.runner import start
+
+    folder = write_images(work / f"images-{n}", n)
+    state = work / f"state-{n}-{time.time_ns()}"
+    out = state / "labels.csv"
+    with start(subprocess=True, model="trivial", image_size=28, channels=1, num_classes=10) as srv:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-c", _LABEL, "label", str(folder), "--teacher", srv.model_url, "--state-dir", str(state),
+             "--output", str(out), "--queries", str(queries), "--quiet", *extra],
+            capture_output=True, text=True,
+        )
+        wall = time.perf_counter() - t0
+    peak = re.search(r"PEAK_RSS_KB (\d+)", proc.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(f"label failed at n={n} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    report = json.loads((state / "labels.report.json").read_text())
+    return {"n": n, "wall": wall, "peak_mb": int(peak.group(1)) / 1024 if peak else float("nan"),
+            "timings": report.get("timings", {})}
+
+
+def grow_n(args: argparse.Namespace) -> None:
+    work = Path(args.work)
+    print(f"{'records':>9} {'wall s':>8} {'s/1k':>6} {'peak RSS MB':>12}  stages (s)")
+    for n in args.records:
+        r = label_at_scale(n, args.queries, work, args.label_args.split())
+        stages = ", ".join(f"{k} {v:.0f}" for k, v in r["timings"].items() if isinstance(v, (int, float)))
+        print(f"{n:>9} {r['wall']:>8.0f} {1000 * r['wall'] / n:>6.2f} {r['peak_mb']:>12.0f}  {stages}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--queries", type=int, default=500_000)
-    p.add_argument("--records", type=int, default=2000)
+    p.add_argument("--records", type=int, nargs="+", default=[2000],
+                   help="growing Q: one n (in memory); several or with --on-disk: label runs over n images on disk")
+    p.add_argument("--on-disk", action="store_true", help="run ldpclient label over --records images on disk")
+    p.add_argument("--work", default="/tmp/ldpclient-bench-scale", help="where the images and state go (cached)")
+    p.add_argument("--label-args", default="", help="extra options for ldpclient label, e.g. '--no-adapt'")
     p.add_argument("--kind", choices=["sup", "rand"], default="sup")
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--train-queries", type=int, default=20_000, help="one epoch over this many (0 = no training)")
     args = p.parse_args(argv)
+    if args.on_disk or len(args.records) > 1:
+        grow_n(args)
+        return
+    args.records = args.records[0]
     torch.set_num_threads(2)
     start_rss = peak_rss_mb()
     t0 = time.perf_counter()

@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
+from .records import DiskRecords
+
 IMAGE_EXTENSIONS: frozenset[str] = frozenset(
     {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 )
@@ -85,17 +87,12 @@ class Discovery:
 
 
 @dataclass(frozen=True)
-class PrivateImages:
-    """Decoded private records, ready for a mechanism.
-
-    ``records``: float32 ``(N, C, H, W)`` in ``[0, 1]``; row ``i`` comes from
-    ``paths[i]`` (relative POSIX path under ``root``). ``skipped``: files that were
-    not used, with reasons (discovery and decoding together, sorted by path).
-    """
+class _DecodedFolder:
+    """What decoding a folder found: ``paths[i]`` (relative POSIX path under ``root``) is record ``i``;
+    ``skipped``: files that were not used, with reasons (discovery and decoding together, sorted by path)."""
 
     root: Path
     paths: tuple[str, ...]
-    records: torch.Tensor
     skipped: tuple[Skipped, ...]
 
     def __len__(self) -> int:
@@ -110,6 +107,33 @@ class PrivateImages:
     def escaped_paths(self) -> tuple[str, ...]:
         """The printable forms of the file names that are not valid UTF-8 (the report lists them)."""
         return tuple(q for p, q in zip(self.paths, self.printable_paths, strict=True) if p != q)
+
+
+@dataclass(frozen=True)
+class PrivateImages(_DecodedFolder):
+    """Decoded private records in memory: ``records`` float32 ``(N, C, H, W)`` in ``[0, 1]``, row ``i`` from ``paths[i]``."""
+
+    records: torch.Tensor
+
+
+@dataclass(frozen=True)
+class SpooledImages(_DecodedFolder):
+    """Decoded private records spooled to disk (:class:`~ldpclient.records.DiskRecords`), row ``i`` from ``paths[i]``.
+
+    ``records`` holds the values ``convert`` gave (see :func:`spool_private_folder`);
+    close it (or the ``SpooledImages``) when done.
+    """
+
+    records: DiskRecords
+
+    def close(self) -> None:
+        self.records.close()
+
+    def __enter__(self) -> "SpooledImages":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -283,11 +307,67 @@ def load_private_folder(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     progress: Callable[[int, int], None] | None = None,
 ) -> PrivateImages:
-    """Discover and decode every usable image under ``root`` (see :func:`decode_image`).
+    """Discover and decode every usable image under ``root`` (see :func:`decode_image`), in memory.
 
     ``progress(done, total)`` is called after each file. Raises :class:`DataError`
     when the folder is missing, holds no image files, or none of them decodes.
+    Memory: O(N x record); :func:`spool_private_folder` is the O(chunk) form.
     """
+    tensors: list[torch.Tensor] = []
+    listing = _decode_folder(root, input_shape, max_pixels, progress, tensors.append)
+    return PrivateImages(listing.root, listing.paths, listing.skipped, torch.stack(tensors))
+
+
+#: Records decoded per chunk before they are converted and spooled (bounds memory while decoding).
+SPOOL_CHUNK = 1024
+
+
+def spool_private_folder(
+    root: str | os.PathLike[str],
+    input_shape: Sequence[int],
+    *,
+    convert: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    directory: str | os.PathLike[str] | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    progress: Callable[[int, int], None] | None = None,
+) -> SpooledImages:
+    """Decode every usable image under ``root`` into a :class:`DiskRecords` spool file in ``directory``.
+
+    Same files, order, skips and errors as :func:`load_private_folder`; ``convert`` maps each
+    chunk of decoded records (float32 ``(B, C, H, W)`` in ``[0, 1]``) to the stored values
+    (e.g. the teacher's value range). Memory: O(:data:`SPOOL_CHUNK` records), whatever N is.
+    """
+    spool = DiskRecords(_check_shape(input_shape), directory)
+    chunk: list[torch.Tensor] = []
+
+    def flush() -> None:
+        if chunk:
+            block = torch.stack(chunk)
+            spool.append(convert(block) if convert is not None else block)
+            chunk.clear()
+
+    def add(record: torch.Tensor) -> None:
+        chunk.append(record)
+        if len(chunk) >= SPOOL_CHUNK:
+            flush()
+
+    try:
+        listing = _decode_folder(root, input_shape, max_pixels, progress, add)
+        flush()
+    except BaseException:
+        spool.close()
+        raise
+    return SpooledImages(listing.root, listing.paths, listing.skipped, spool)
+
+
+def _decode_folder(
+    root: str | os.PathLike[str],
+    input_shape: Sequence[int],
+    max_pixels: int,
+    progress: Callable[[int, int], None] | None,
+    sink: Callable[[torch.Tensor], None],
+) -> _DecodedFolder:
+    """Decode the folder's images in path order, handing each record to ``sink``; the listing (DataError if none)."""
     shape = _check_shape(input_shape)
     found = discover_images(root)
     if not found.files:
@@ -296,26 +376,24 @@ def load_private_folder(
             f"private folder {str(found.root)!r} contains no image files "
             f"({', '.join(sorted(IMAGE_EXTENSIONS))}){extra}"
         )
-    tensors: list[torch.Tensor] = []
     paths: list[str] = []
     skipped = list(found.skipped)
     for k, rel in enumerate(found.files):
         try:
-            tensors.append(decode_image(found.root / rel, shape, max_pixels=max_pixels))
+            sink(decode_image(found.root / rel, shape, max_pixels=max_pixels))
             paths.append(rel)
         except ImageDecodeError as exc:
             skipped.append(Skipped(rel, exc.reason))
         if progress is not None:
             progress(k + 1, len(found.files))
-    if not tensors:
+    if not paths:
         first = skipped[0] if skipped else None
         detail = f"; e.g. {first.path}: {first.reason}" if first else ""
         raise DataError(
             f"no readable image in private folder {str(found.root)!r} "
             f"({len(found.files)} image files, all skipped{detail})"
         )
-    records = torch.stack(tensors)
-    return PrivateImages(found.root, tuple(paths), records, tuple(sorted(skipped, key=lambda s: s.path)))
+    return _DecodedFolder(found.root, tuple(paths), tuple(sorted(skipped, key=lambda s: s.path)))
 
 
 def to_uint8_image(values: torch.Tensor) -> Image.Image:

@@ -2,8 +2,9 @@
 
 A :class:`RecordSource` is what the release, adaptation and labelling stages read
 the clean private records from. It never has to hold every record at once: a
-folder of images decodes the requested files on each :meth:`RecordSource.read`,
-so peak memory is O(batch), not O(number of records).
+folder of images is decoded once, in chunks, into a spool file
+(:class:`DiskRecords`) and read back in batches, so peak memory is O(batch), not
+O(number of records).
 
 Units: ``read`` returns float32 values already in the source's declared value
 range (for a teacher-facing run, the teacher's ``value_range``), shape
@@ -12,6 +13,9 @@ range (for a teacher-facing run, the teacher's ``value_range``), shape
 
 from __future__ import annotations
 
+import math
+import os
+import tempfile
 from typing import Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -54,6 +58,70 @@ class TensorRecords:
         return self.records.index_select(0, index).to(torch.float32)
 
 
+class DiskRecords:
+    """A :class:`RecordSource` spooled to disk: float32 records appended in chunks, read back by index.
+
+    The records live in an anonymous temporary file in ``directory`` (default: the
+    system's temporary directory), unlinked from the start on POSIX, so nothing is left
+    behind when the process ends or is killed. Reads use ``os.pread`` (no memory map), so
+    the file's pages never count in this process's resident set: memory is O(batch).
+    Each record takes ``4 x prod(record_shape)`` bytes on disk.
+    """
+
+    def __init__(self, record_shape: Sequence[int], directory: str | os.PathLike[str] | None = None) -> None:
+        self._shape = tuple(int(s) for s in record_shape)
+        if not self._shape or any(s < 1 for s in self._shape):
+            raise ValueError(f"record_shape must be positive sizes, got {tuple(record_shape)}")
+        self._row_bytes = 4 * math.prod(self._shape)
+        self._file = tempfile.TemporaryFile(dir=directory)
+        self._fd = self._file.fileno()
+        self._n = 0
+
+    @property
+    def record_shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, records: torch.Tensor) -> None:
+        """Add ``(B, *record_shape)`` records at the end (stored as float32)."""
+        if tuple(records.shape[1:]) != self._shape:
+            raise ValueError(f"records of shape {tuple(records.shape[1:])} do not fit a source of {self._shape}")
+        data = records.detach().to(torch.float32).contiguous().numpy().tobytes()
+        written = os.pwrite(self._fd, data, self._n * self._row_bytes)
+        if written != len(data):  # pragma: no cover - a full disk raises OSError first
+            raise OSError(f"short write spooling records ({written} of {len(data)} bytes)")
+        self._n += int(records.shape[0])
+
+    def read(self, indices: Sequence[int] | np.ndarray) -> torch.Tensor:
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self._n):
+            raise IndexError(f"record index out of range [0, {self._n})")
+        out = np.empty((idx.size, *self._shape), dtype=np.float32)
+        flat = out.reshape(idx.size, self._row_bytes // 4)
+        row = self._row_bytes
+        # one pread per run of consecutive indices (a whole in-order batch is one read)
+        breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+        for run in np.split(np.arange(idx.size), breaks) if idx.size else ():
+            first, count = int(idx[run[0]]), len(run)
+            data = os.pread(self._fd, count * row, first * row)
+            if len(data) != count * row:
+                raise OSError(f"spooled records truncated: read {len(data)} of {count * row} bytes")
+            flat[run[0] : run[0] + count] = np.frombuffer(data, dtype=np.float32).reshape(count, -1)
+        return torch.from_numpy(out)
+
+    def close(self) -> None:
+        """Release the temporary file (idempotent)."""
+        self._file.close()
+
+    def __enter__(self) -> "DiskRecords":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def as_record_source(records: RecordSource | torch.Tensor) -> RecordSource:
     """Wrap a tensor as :class:`TensorRecords`; pass a source through unchanged."""
     if isinstance(records, torch.Tensor):
@@ -75,4 +143,4 @@ def iter_batches(
         yield chunk, source.read(chunk)
 
 
-__all__ = ["RecordSource", "TensorRecords", "as_record_source", "iter_batches"]
+__all__ = ["DiskRecords", "RecordSource", "TensorRecords", "as_record_source", "iter_batches"]

@@ -53,6 +53,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import torch
 
+from ..records import RecordSource, iter_batches
 from ..state import default_state_dir
 from .base import Mechanism
 from .guarantee import Guarantee
@@ -76,6 +77,8 @@ _RECORD_DOMAIN = b"ldpclient-record-v1\x00"
 _CAP_RTOL = 1e-9
 _SQL_CHUNK = 500
 
+#: Records hashed per chunk when a spend is asked of a RecordSource.
+_SPENT_CHUNK = 4096
 
 class LedgerError(Exception):
     """The ledger cannot be used safely (unreadable or mismatched key file, bad database)."""
@@ -701,8 +704,14 @@ class Ledger:
 
     # -------------------------------------------------------------- queries
 
-    def spent(self, records: torch.Tensor) -> Spend:
-        """Total spend so far of each record ``(N, *record_shape)``: per-record epsilon and delta, ``(N,)`` float64."""
+    def spent(self, records: torch.Tensor | RecordSource) -> Spend:
+        """Total spend so far of each record ``(N, *record_shape)``: per-record epsilon and delta, ``(N,)`` float64.
+
+        ``records``: a tensor, or a :class:`~ldpclient.records.RecordSource` read in chunks.
+        """
+        if not isinstance(records, torch.Tensor) and isinstance(records, RecordSource):
+            parts = [self.spent(chunk) for _, chunk in iter_batches(records, _SPENT_CHUNK)]
+            return Spend(torch.cat([s.epsilon for s in parts]), torch.cat([s.delta for s in parts]))
         keys = self.record_keys(records)
         with self._lock:
             spend = self._spend_of(keys)

@@ -91,6 +91,32 @@ class Release:
             _token=_RELEASE_TOKEN,
         )
 
+    @classmethod
+    def concat(cls, parts: Sequence["Release"]) -> "Release":
+        """One release of the records of ``parts`` in order (a release made chunk by chunk).
+
+        The records are noised independently, so the per-record guarantee of the whole is
+        the parts' common one; parts with another guarantee, record shape or reduction
+        are refused (ValueError).
+        """
+        if not parts or not all(isinstance(r, Release) for r in parts):
+            raise ValueError("concat needs one or more Release objects")
+        first = parts[0]
+        for r in parts[1:]:
+            if (r.guarantee, r.record_shape, r.reduction) != (first.guarantee, first.record_shape, first.reduction):
+                raise ValueError("cannot concatenate releases made with different guarantees, shapes or reductions")
+        if len(parts) == 1:
+            return first
+        return Release(
+            torch.cat([r._values for r in parts]),
+            first.guarantee,
+            first.record_shape,
+            reduction=first.reduction,
+            clipped_elements=torch.cat([r.clipped_elements for r in parts]),
+            reused=torch.cat([r.reused for r in parts]),
+            _token=_RELEASE_TOKEN,
+        )
+
     def upsampled(self, mode: str = "nearest") -> "Derived":
         """Post-processing: restore the original record shape after a reduction.
 
@@ -183,6 +209,11 @@ class Derived:
         if out.shape[0] != self.values.shape[0]:
             raise ValueError(f"post-processing step {step!r} changed the number of rows")
         return Derived(out.detach(), self.sources, self.guarantee, self.steps + (step,), self.ids, _token=_DERIVED_TOKEN)
+
+    def take(self, index: torch.Tensor) -> "Derived":
+        """The rows ``index`` (int64 ``(K,)``) with their sources, ids and history (selection is not a new step)."""
+        ids = self.ids[index] if self.ids is not None else None
+        return Derived(self.values[index], self.sources[index], self.guarantee, self.steps, ids, _token=_DERIVED_TOKEN)
 
     def __len__(self) -> int:
         return int(self.values.shape[0])

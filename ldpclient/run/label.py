@@ -30,9 +30,10 @@ from typing import Any, Mapping, Optional
 
 import torch
 
-from ..data import DEFAULT_MAX_PIXELS, load_private_folder, to_uint8_image
+from ..data import DEFAULT_MAX_PIXELS, SpooledImages, load_private_folder, spool_private_folder, to_uint8_image
 from ..names import AUGMENTATIONS, DELTA_MECHANISMS, EPSILON_UNITS, MECHANISMS, PLAN_KINDS, choice_list
 from ..privacy.preprocess import delta_warning
+from ..records import RecordSource
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
 from ..teachers.units import ByteUnitsTeacher
@@ -40,8 +41,8 @@ from ..transfer import defaults
 from .facts import TeacherFacts
 from .report import (
     StageTimer,
+    iter_label_rows,
     label_format_for,
-    label_rows,
     preview_grid,
     versions,
     write_json,
@@ -469,10 +470,11 @@ class _Session:
 
 @dataclass(frozen=True)
 class _Baseline:
-    """The data-free baseline run: its report section, its label rows and its unadapted labels."""
+    """The data-free baseline run: its report section, its labels and confidences, its unadapted labels."""
 
     section: dict[str, Any]
-    rows: list
+    labels: torch.Tensor
+    confidences: torch.Tensor
     unadapted: Any
 
 
@@ -493,9 +495,9 @@ class _Outcome:
 
 @dataclass(frozen=True)
 class _Written:
-    """The label rows written and the report's ``outputs`` section."""
+    """How many label rows were written, and the report's ``outputs`` section."""
 
-    rows: list
+    labelled: int
     outputs: dict[str, str]
 
 
@@ -521,10 +523,13 @@ def run_label(
 
     check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
     setup = _prepare_teacher(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state, identity=identity)
-    images, records = _load_records(setup)
-    plan = _plan_queries(setup, len(images))
-    session = _open_session(setup, plan)
-    outcome = _run_transfer(setup, session, plan, images, records)
+    images = _load_records(setup)
+    try:
+        plan = _plan_queries(setup, len(images))
+        session = _open_session(setup, plan)
+        outcome = _run_transfer(setup, session, plan, images.records)
+    finally:
+        images.close()  # the spooled clean records: nothing of them stays on disk
     _merge_timings(timer, outcome.result)
 
     report_path = report_path_for(setup.opts)
@@ -557,15 +562,15 @@ def _prepare_teacher(
                   teacher=teacher, meta=meta, shape=shape, mechanism=mechanism)
 
 
-def _load_records(setup: _Setup) -> tuple[Any, torch.Tensor]:
-    """Decode the private folder at the teacher's shape; the images and their records in its value range."""
-    opts, meta = setup.opts, setup.meta
+def _load_records(setup: _Setup) -> SpooledImages:
+    """Decode the private folder at the teacher's shape, in its value range, into a spool file in the state
+    directory (an unlinked temporary file: memory O(chunk), nothing left behind); the caller closes it."""
+    opts, meta, integer = setup.opts, setup.meta, setup.mechanism.domain.integer
     with setup.timer.stage("loading"), setup.ui.stage("loading", None) as bar:
-        images = load_private_folder(
-            opts.private_dir, setup.shape, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t)
+        return spool_private_folder(
+            opts.private_dir, setup.shape, convert=lambda r: _to_value_range(r, meta.value_range, integer=integer),
+            directory=setup.state, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t),
         )
-    records = _to_value_range(images.records, meta.value_range, integer=setup.mechanism.domain.integer)
-    return images, records
 
 
 def _plan_queries(setup: _Setup, n: int) -> _Plan:
@@ -620,7 +625,7 @@ def _open_session(setup: _Setup, plan: _Plan) -> _Session:
     return _Session(ledger=ledger, client=client, progress=progress, q_batch=q_batch, common=common)
 
 
-def _run_transfer(setup: _Setup, session: _Session, plan: _Plan, images: Any, records: torch.Tensor) -> _Outcome:
+def _run_transfer(setup: _Setup, session: _Session, plan: _Plan, records: RecordSource) -> _Outcome:
     """Noise, query and train (then the baseline); a stop report at a cap; client and ledger closed whatever happens."""
     from ..privacy.ledger import BudgetExceeded
     from ..teachers import CostCapReached
@@ -641,7 +646,7 @@ def _run_transfer(setup: _Setup, session: _Session, plan: _Plan, images: Any, re
         stats_private = dict(asdict(client.stats))
         baseline = None
         if opts.baseline:
-            baseline = _run_baseline(setup, session, plan, images, records, result, stats_private)
+            baseline = _run_baseline(setup, session, plan, records, result, stats_private)
         client_report = client.report()
     except (CostCapReached, BudgetExceeded) as exc:
         _write_stop_report(opts, exc, setup.identity, client, ledger, records, setup.token)
@@ -658,13 +663,13 @@ def _run_transfer(setup: _Setup, session: _Session, plan: _Plan, images: Any, re
 
 
 def _run_baseline(
-    setup: _Setup, session: _Session, plan: _Plan, images: Any, records: torch.Tensor, result: Any,
+    setup: _Setup, session: _Session, plan: _Plan, records: RecordSource, result: Any,
     stats_private: Mapping[str, Any],
 ) -> _Baseline:
     """The data-free baseline (blank public input, no privacy cost) and how far it agrees with the private run."""
     from ..transfer.pipeline import KnowledgeTransfer
 
-    client, n = session.client, len(images)
+    client, n = session.client, len(records)
     base_progress = _Progress(setup.ui, "baseline ", client)
     base_seed = (plan.seed * 1_000_003 + 0xB45E) % (2**31)
     base = KnowledgeTransfer(
@@ -679,7 +684,6 @@ def _run_baseline(
     base_conf = (
         base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
     )
-    rows = label_rows(images.printable_paths, base_result.labels, base_conf, setup.meta.class_names)
     section = {
         "mode": "data-free",
         "epsilon_record": 0.0,
@@ -688,7 +692,8 @@ def _run_baseline(
         "agreement_with_private_run": agree,
         "student_val_accuracy": _last_val(base_result),
     }
-    return _Baseline(section=section, rows=rows, unadapted=base_result.unadapted_labels)
+    return _Baseline(section=section, labels=base_result.labels, confidences=base_conf,
+                     unadapted=base_result.unadapted_labels)
 
 
 def _merge_timings(timer: StageTimer, result: Any) -> None:
@@ -699,27 +704,28 @@ def _merge_timings(timer: StageTimer, result: Any) -> None:
 
 
 def _write_outputs(setup: _Setup, images: Any, outcome: _Outcome, report_path: Path) -> _Written:
-    """Write the labels, the unadapted and baseline labels beside them; the rows and the ``outputs`` section."""
-    opts, class_names, n, result = setup.opts, setup.meta.class_names, len(images), outcome.result
-    confidences = result.confidences if result.confidences is not None else torch.full((n,), float("nan"))
-    rows = label_rows(images.printable_paths, result.labels, confidences, class_names)
+    """Write the labels, the unadapted and baseline labels beside them (rows streamed); the ``outputs`` section."""
+    opts, n, result = setup.opts, len(images), outcome.result
     fmt = label_format_for(opts.output, opts.format)
-    write_labels(opts.output, rows, fmt)
+    paths = images.printable_paths
+
+    def write(path: Path, labels: torch.Tensor, confidences: torch.Tensor | None) -> None:
+        conf = confidences if confidences is not None else _no_conf(n)
+        write_labels(path, iter_label_rows(paths, labels, conf, setup.meta.class_names), fmt)
+
+    write(opts.output, result.labels, result.confidences)
     outputs = {"labels": str(opts.output), "format": fmt, "report": str(report_path)}
     if result.unadapted_labels is not None:  # what the student said before adaptation, for comparison
-        path = _sibling(opts.output, ".unadapted")
-        write_labels(path, label_rows(images.printable_paths, result.unadapted_labels, _no_conf(n), class_names), fmt)
-        outputs["unadapted_labels"] = str(path)
+        outputs["unadapted_labels"] = str(_sibling(opts.output, ".unadapted"))
+        write(_sibling(opts.output, ".unadapted"), result.unadapted_labels, None)
     baseline = outcome.baseline
     if baseline is not None:
-        base_path = _sibling(opts.output, ".baseline")
-        write_labels(base_path, baseline.rows, fmt)
-        outputs["baseline_labels"] = str(base_path)
+        outputs["baseline_labels"] = str(_sibling(opts.output, ".baseline"))
+        write(_sibling(opts.output, ".baseline"), baseline.labels, baseline.confidences)
         if baseline.unadapted is not None:
-            path = _sibling(opts.output, ".baseline.unadapted")
-            write_labels(path, label_rows(images.printable_paths, baseline.unadapted, _no_conf(n), class_names), fmt)
-            outputs["baseline_unadapted_labels"] = str(path)
-    return _Written(rows=rows, outputs=outputs)
+            outputs["baseline_unadapted_labels"] = str(_sibling(opts.output, ".baseline.unadapted"))
+            write(_sibling(opts.output, ".baseline.unadapted"), baseline.unadapted, None)
+    return _Written(labelled=n, outputs=outputs)
 
 
 def _build_report(setup: _Setup, images: Any, outcome: _Outcome, written: _Written) -> RunReport:
@@ -746,7 +752,7 @@ def _build_report(setup: _Setup, images: Any, outcome: _Outcome, written: _Writt
         # the full query plan: with the teacher's query log it maps every logged query to its records
         # (`ldpclient audit --run REPORT --queries LOG --private DIR`)
         plan=asdict(result.plan) if result.plan is not None else None,
-        **_usage_sections(setup, images, outcome, len(written.rows)),
+        **_usage_sections(setup, images, outcome, written.labelled),
         student=StudentSection(
             model=opts.student if result.student is not None else None,
             epochs=opts.epochs if result.student is not None else 0,
@@ -839,7 +845,7 @@ def report_path_for(opts: LabelOptions) -> Path:
 
 
 def _write_stop_report(
-    opts: LabelOptions, exc: Exception, identity: str, client: Any, ledger: Any, records: torch.Tensor,
+    opts: LabelOptions, exc: Exception, identity: str, client: Any, ledger: Any, records: RecordSource,
     token: str | None,
 ) -> None:
     """A partial report for a run stopped at the money or privacy cap: what was spent and answered."""

@@ -71,19 +71,33 @@ def label_rows(
     class_names: Sequence[str] | None = None,
 ) -> list[LabelRow]:
     """Zip paths, label indices and confidences into rows (label names looked up when known)."""
-    labs = [int(x) for x in (labels.tolist() if hasattr(labels, "tolist") else labels)]
-    confs = [float(x) for x in (confidences.tolist() if hasattr(confidences, "tolist") else confidences)]
+    return list(iter_label_rows(paths, labels, confidences, class_names))
+
+
+def iter_label_rows(
+    paths: Sequence[str],
+    labels: "torch.Tensor | Sequence[int]",
+    confidences: "torch.Tensor | Sequence[float]",
+    class_names: Sequence[str] | None = None,
+) -> Iterator[LabelRow]:
+    """:func:`label_rows` one row at a time (a million rows need not be held; lengths checked first)."""
+    labs = labels.tolist() if hasattr(labels, "tolist") else list(labels)
+    confs = confidences.tolist() if hasattr(confidences, "tolist") else list(confidences)
     if not len(paths) == len(labs) == len(confs):
         raise ValueError(f"got {len(paths)} paths, {len(labs)} labels and {len(confs)} confidences")
-    rows = []
     for p, lab, conf in zip(paths, labs, confs, strict=True):
+        lab = int(lab)
         name = class_names[lab] if class_names is not None and 0 <= lab < len(class_names) else None
-        rows.append(LabelRow(p, lab, name, conf))
-    return rows
+        yield LabelRow(p, lab, name, float(conf))
 
 
 def render_labels(rows: Iterable[LabelRow], fmt: str) -> str:
     """The text of a label file in ``fmt`` (``csv`` with a header row, or ``jsonl``)."""
+    return "".join(_label_lines(rows, fmt))
+
+
+def _label_lines(rows: Iterable[LabelRow], fmt: str) -> Iterator[str]:
+    """The lines of a label file in ``fmt``, one at a time (each ends with a newline)."""
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -91,16 +105,22 @@ def render_labels(rows: Iterable[LabelRow], fmt: str) -> str:
         for r in rows:
             d = r.as_dict()
             writer.writerow([d["path"], d["label"], "" if d["label_name"] is None else d["label_name"], d["confidence"]])
-        return buf.getvalue()
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+        yield buf.getvalue()  # the header alone when there are no rows
+        return
     if fmt == "jsonl":
-        return "".join(json.dumps(r.as_dict(), ensure_ascii=False) + "\n" for r in rows)
+        for r in rows:
+            yield json.dumps(r.as_dict(), ensure_ascii=False) + "\n"
+        return
     raise ValueError(f"label format must be one of {', '.join(LABEL_FORMATS)}, got {fmt!r}")
 
 
 def write_labels(path: str | os.PathLike[str], rows: Iterable[LabelRow], fmt: str | None = None) -> Path:
-    """Write a label file atomically; format from ``fmt`` or the file extension. Returns the path."""
+    """Write a label file atomically, streaming the rows; format from ``fmt`` or the extension. Returns the path."""
     out = Path(path)
-    atomic_write_text(out, render_labels(rows, label_format_for(out, fmt)))
+    atomic_write_lines(out, _label_lines(rows, label_format_for(out, fmt)))
     return out
 
 
@@ -122,11 +142,16 @@ def read_labels(path: str | os.PathLike[str], fmt: str | None = None) -> list[La
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same directory and a rename."""
+    atomic_write_lines(path, (text,))
+
+
+def atomic_write_lines(path: Path, pieces: Iterable[str]) -> None:
+    """Write ``pieces`` in order to ``path`` via a temporary file in the same directory, fsync and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+            fh.writelines(pieces)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -17,7 +17,11 @@ selection as in FlexMatch, Zhang et al. 2021), anchored to the teacher:
 What this means for privacy: the adapted student has seen the clean private records.
 It never leaves the device and is not covered by the LDP guarantee (no model is); the
 labels it writes are local outputs, and the queries and teacher answers keep their
-meaning. Memory: O(n x record) for the clean records (already held by the caller).
+meaning. The clean records are read in batches from a
+:class:`~ldpclient.records.RecordSource`: memory O(n x classes) for the predictions plus
+O(batch x record). Work per round is bounded: at most ``max_per_round`` pseudo-labelled
+records (a seeded random subset of the confident ones) per round, so adaptation's time
+stops growing with n beyond that, except for the prediction passes (linear in n).
 """
 
 from __future__ import annotations
@@ -29,10 +33,14 @@ from typing import Callable, Iterator, Sequence
 import torch
 from torch import nn
 
+from ..records import RecordSource, as_record_source
 from .student import predict_proba
 
 #: Pseudo-label fraction per class in each round (the curriculum): one default, measured (BENCHMARKS.md).
 DEFAULT_SCHEDULE: tuple[float, ...] = (0.5, 0.8, 1.0)
+#: Most pseudo-labelled records per round: a compute bound (9 x this many fine-tuning samples per run
+#: at the default schedule and epochs); folders up to this size are unaffected.
+DEFAULT_MAX_PER_ROUND = 10_000
 
 AnchorBatches = Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]
 """``anchor(round)`` yields ``(queries, teacher labels)`` batches: float ``(B, C, H, W)``, int64 ``(B,)``."""
@@ -40,12 +48,17 @@ AnchorBatches = Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]
 
 @dataclass
 class AdaptHistory:
-    """What adaptation did: per round the pseudo-labelled count, mean loss and the share of labels changed."""
+    """What adaptation did: per round the pseudo-labelled count, mean loss and the share of labels changed.
+
+    ``probs``: the adapted model's softmax outputs on the records (float32 ``(N, K)``), so the caller
+    labels them without another pass.
+    """
 
     selected: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
     changed: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    probs: torch.Tensor | None = field(default=None, repr=False)
 
 
 #: Smallest image side that gets geometric augmentation: below it a one-pixel shift is a large move
@@ -90,7 +103,8 @@ class SelfTrainingAdapter:
     ``epochs``: passes over the pseudo-labelled set per round. ``batch_size``: pseudo-labelled
     records per step (the anchor batch is re-split to the same size). ``lr``: Adam step (a
     fine-tune: lower than training's). ``seed``: augmentation and order (a private generator;
-    the caller's global RNG is left untouched).
+    the caller's global RNG is left untouched). ``max_per_round``: most pseudo-labelled records
+    trained on per round (a compute bound for large folders; None: no bound).
     """
 
     def __init__(
@@ -102,11 +116,15 @@ class SelfTrainingAdapter:
         lr: float = 3e-4,
         seed: int = 0,
         device: torch.device | str = "cpu",
+        max_per_round: int | None = DEFAULT_MAX_PER_ROUND,
     ) -> None:
         if not schedule or any(not 0.0 < f <= 1.0 for f in schedule):
             raise ValueError(f"schedule must be fractions in (0, 1], got {list(schedule)}")
         if epochs < 1 or batch_size < 1 or not lr > 0:
             raise ValueError("epochs and batch_size must be >= 1 and lr > 0")
+        if max_per_round is not None and max_per_round < 1:
+            raise ValueError(f"max_per_round must be >= 1 or None, got {max_per_round}")
+        self.max_per_round = max_per_round
         self.schedule = tuple(float(f) for f in schedule)
         self.epochs = epochs
         self.batch_size = batch_size
@@ -114,19 +132,33 @@ class SelfTrainingAdapter:
         self.seed = int(seed)
         self.device = torch.device(device)
 
-    def adapt(self, model: nn.Module, records: torch.Tensor, anchor: AnchorBatches | None = None) -> AdaptHistory:
-        """Adapt ``model`` in place on ``records`` (float ``(N, C, H, W)``, the values it will label)."""
+    def adapt(
+        self,
+        model: nn.Module,
+        records: torch.Tensor | RecordSource,
+        anchor: AnchorBatches | None = None,
+        probs: torch.Tensor | None = None,
+    ) -> AdaptHistory:
+        """Adapt ``model`` in place on ``records`` (float ``(N, C, H, W)``, the values it will label;
+        a tensor or a :class:`~ldpclient.records.RecordSource`). ``probs``: the model's softmax outputs
+        on ``records`` before adaptation, when the caller has them (saves a pass over the records)."""
         hist = AdaptHistory()
         t0 = time.perf_counter()
-        augment = weak_augmentation(int(records.shape[-1]))
+        records = as_record_source(records)
+        augment = weak_augmentation(int(records.record_shape[-1]))
         optimizer = torch.optim.Adam(model.parameters(), lr=self.lr)
         loss_fn = nn.CrossEntropyLoss()
-        previous = predict_proba(model, records, device=str(self.device)).argmax(1)
+        if probs is None:
+            probs = predict_proba(model, records, device=str(self.device))
+        previous = probs.argmax(1)
         with torch.random.fork_rng(devices=[]):  # v2 transforms draw from the global RNG: keep it local
             torch.manual_seed(self.seed)
             for rnd, fraction in enumerate(self.schedule):
-                probs = predict_proba(model, records, device=str(self.device))
+                if rnd > 0:  # round 0 labels with the model as it came in
+                    probs = predict_proba(model, records, device=str(self.device))
                 chosen = select_confident(probs, fraction)
+                if self.max_per_round is not None and len(chosen) > self.max_per_round:
+                    chosen = torch.sort(chosen[torch.randperm(len(chosen))[: self.max_per_round]]).values
                 targets = probs.argmax(1)
                 anchors = anchor(rnd) if anchor is not None else None
                 total, seen = 0.0, 0
@@ -135,7 +167,8 @@ class SelfTrainingAdapter:
                     order = chosen[torch.randperm(len(chosen))]
                     for s in range(0, len(order), self.batch_size):
                         idx = order[s : s + self.batch_size]
-                        xb = (records[idx] if augment is None else torch.stack([augment(records[i]) for i in idx.tolist()])).float()
+                        batch = records.read(idx.numpy())
+                        xb = batch if augment is None else torch.stack([augment(x) for x in batch])
                         yb = targets[idx]
                         extra = _next_anchor(anchors, len(idx))
                         if extra is not None:
@@ -149,8 +182,8 @@ class SelfTrainingAdapter:
                 hist.selected.append(len(chosen))
                 hist.loss.append(total / max(1, seen))
         model.eval()
-        final = predict_proba(model, records, device=str(self.device)).argmax(1)
-        hist.changed.append(float((final != previous).float().mean()))
+        hist.probs = predict_proba(model, records, device=str(self.device))
+        hist.changed.append(float((hist.probs.argmax(1) != previous).float().mean()))
         hist.seconds = time.perf_counter() - t0
         return hist
 

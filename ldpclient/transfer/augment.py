@@ -41,6 +41,7 @@ import torch
 
 from ..privacy.base import Mechanism
 from ..privacy.release import Derived, Release, as_derived, upsample
+from .postprocess import ReleaseRows
 
 Releasable = Union[Release, Derived]
 KINDS = ("sup", "rand", "identity")
@@ -279,40 +280,42 @@ class QueryPlan:
     # ---- query generation --------------------------------------------------
     def queries(
         self,
-        releases: Releasable,
+        releases: Releasable | ReleaseRows,
         ids: np.ndarray | Sequence[int],
         *,
         mechanism: Mechanism | None = None,
-        blank_releases: Releasable | None = None,
+        blank_releases: Releasable | ReleaseRows | None = None,
         noise_mode: str = "bilinear",
     ) -> Derived:
         """Build the queries ``ids`` from the (post-processed) releases.
 
         ``releases``: Release/Derived with ``n`` rows ``(n, C, H, W)`` (already in
-        the teacher's input shape). ``mechanism``: the base mechanism, needed for
-        Rand (its ``noise``). ``blank_releases``: public releases for mixing.
+        the teacher's input shape), or :class:`~ldpclient.transfer.postprocess.ReleaseRows`
+        post-processing only the rows a batch uses. ``mechanism``: the base mechanism,
+        needed for Rand (its ``noise``). ``blank_releases``: public releases for mixing.
         ``noise_mode``: how Rand noise drawn at a reduced released shape is resized.
         Returns a Derived with ``ids`` set and ``sources`` ``(B, 2)`` naming the
         private records used (-1: none, e.g. blank queries).
         """
-        src = as_derived(releases)
+        src = _table(releases)
         if len(src) != self.n:
             raise ValueError(f"plan is for n={self.n} releases, got {len(src)}")
         blank_src = None
         if self.num_blank:
             if blank_releases is None:
                 raise ValueError("this plan mixes blank queries: pass blank_releases")
-            blank_src = as_derived(blank_releases)
+            blank_src = _table(blank_releases)
             if len(blank_src) != self.n_blank:
                 raise ValueError(f"plan is for n_blank={self.n_blank} blank releases, got {len(blank_src)}")
-            if blank_src.values.shape[1:] != src.values.shape[1:]:
+            if _row_shape(blank_src) != _row_shape(src):
                 raise ValueError("blank releases must have the same shape as the private releases")
         if self.kind == "rand" and mechanism is None:
             raise ValueError("LDPKiT-Rand needs the base mechanism to draw its noise")
         ids = np.asarray(ids, dtype=np.int64)
         r = self.recipes(ids)
-        shape = tuple(src.values.shape[1:])
-        out = torch.empty((len(ids), *shape), dtype=src.values.dtype)
+        shape = _row_shape(src)
+        out: torch.Tensor | None = None
+        origin: Derived | None = None  # the private rows: their guarantee and history go with the queries
         sources = torch.full((len(ids), 2), -1, dtype=torch.int64)
         for is_blank, table in ((False, src), (True, blank_src)):
             sel_np = r["blank"] == is_blank
@@ -320,13 +323,21 @@ class QueryPlan:
                 continue
             sel = torch.from_numpy(np.nonzero(sel_np)[0])
             i = torch.from_numpy(r["i"][sel_np])
-            if self.kind == "sup":
-                j = torch.from_numpy(r["j"][sel_np])
-                out[sel] = (table.values[i] + table.values[j]) / 2
+            j = torch.from_numpy(r["j"][sel_np]) if self.kind == "sup" else None
+            # only the rows this batch uses are gathered (and post-processed, for ReleaseRows)
+            used, pos = torch.unique(i if j is None else torch.cat([i, j]), return_inverse=True)
+            rows = _gather(table, used)
+            if out is None:
+                out = torch.empty((len(ids), *shape), dtype=rows.values.dtype)
+            if not is_blank:
+                origin = rows
+            if j is not None:
+                pi, pj = pos[: len(i)], pos[len(i) :]
+                out[sel] = (rows.values[pi] + rows.values[pj]) / 2
                 if not is_blank:
                     sources[sel] = torch.stack([i, j], dim=1)
             else:
-                out[sel] = table.values[i]
+                out[sel] = rows.values[pos]
                 if not is_blank:
                     sources[sel, 0] = i
                 if self.kind == "rand" and self.rand_scale > 0:
@@ -334,8 +345,11 @@ class QueryPlan:
                     out[sel] += self.rand_scale * self._rand_noise(
                         mechanism, r["noise_seed"][sel_np], shape, noise_mode
                     ).to(out.dtype)
+        if origin is None:  # a batch of blank queries only
+            origin = _gather(src, torch.empty(0, dtype=torch.int64))
+        assert out is not None
         step = {"sup": "ldpkit-sup", "rand": f"ldpkit-rand(scale={self.rand_scale:g})", "identity": "identity"}
-        return Derived.combine(src, out, sources, step[self.kind], ids=torch.from_numpy(ids))
+        return Derived.combine(origin, out, sources, step[self.kind], ids=torch.from_numpy(ids))
 
     @staticmethod
     def _rand_noise(mechanism: Mechanism, seeds: np.ndarray, shape: tuple[int, ...], mode: str) -> torch.Tensor:
@@ -354,10 +368,10 @@ class QueryPlan:
 
     def batches(
         self,
-        releases: Releasable,
+        releases: Releasable | ReleaseRows,
         *,
         mechanism: Mechanism | None = None,
-        blank_releases: Releasable | None = None,
+        blank_releases: Releasable | ReleaseRows | None = None,
         order: Sequence[int] | None = None,
         skip: set[str] | frozenset[str] = frozenset(),
         noise_mode: str = "bilinear",
@@ -368,7 +382,7 @@ class QueryPlan:
         shuffled order per training epoch. ``skip``: batch ids not to build
         (e.g. already answered ones).
         """
-        src = as_derived(releases)  # type check once, up front
+        src = _table(releases)  # type check once, up front
         indices = range(self.num_batches) if order is None else order
         for b in indices:
             bid = self.batch_id(int(b))
@@ -381,6 +395,20 @@ class QueryPlan:
                 blank_releases=blank_releases,
                 noise_mode=noise_mode,
             )
+
+
+def _table(releases: object) -> Derived | ReleaseRows:
+    """The rows queries are built from: a ReleaseRows as is, else a Release/Derived (raw tensors refused)."""
+    return releases if isinstance(releases, ReleaseRows) else as_derived(releases)
+
+
+def _gather(table: Derived | ReleaseRows, index: torch.Tensor) -> Derived:
+    """Rows ``index`` of ``table`` (post-processed on demand for a ReleaseRows)."""
+    return table.rows(index) if isinstance(table, ReleaseRows) else table.take(index)
+
+
+def _row_shape(table: Derived | ReleaseRows) -> tuple[int, ...]:
+    return table.record_shape if isinstance(table, ReleaseRows) else tuple(table.values.shape[1:])
 
 
 __all__ = [

@@ -7,7 +7,7 @@ of a :class:`~ldpclient.teachers.client.QueryClient`:
    :class:`~ldpclient.privacy.ledger.Ledger` when given: stored releases are
    reused for free, fresh ones are charged per record and capped);
 2. **post-process** the releases (resize back after reduce-before-noise, clip,
-   denoise; free);
+   denoise; free), lazily: only the rows a query batch uses, when it is built;
 3. **plan and label** Q queries built from the releases (LDPKiT-Sup pairs,
    LDPKiT-Rand noise copies, or the releases themselves) in batches with stable
    ids; only the labels are kept (int8 per query), never the query tensors;
@@ -18,6 +18,12 @@ of a :class:`~ldpclient.teachers.client.QueryClient`:
    (:mod:`ldpclient.transfer.adapt`; local, nothing is sent, no privacy cost, but the
    adapted student has seen the clean records and stays on the device);
 6. **label** the clean private records with the student, locally.
+
+Memory: the clean records come from a :class:`~ldpclient.records.RecordSource`
+(a tensor, or a folder spooled to disk by :func:`~ldpclient.data.spool_private_folder`)
+read in batches; they are released in chunks of about :data:`RELEASE_CHUNK_ELEMENTS`
+input elements, and only the releases are held (n x released elements). Peak memory
+is O(batch + n x released elements), not O(n x record).
 
 Modes (``mode=``):
 
@@ -48,18 +54,18 @@ from ..names import PLAN_KINDS
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
 from ..privacy.release import Derived, Release
+from ..records import RecordSource, as_record_source
 from . import defaults
 from .adapt import AdaptHistory, SelfTrainingAdapter
 from .augment import QueryPlan
 from .evidence import fuse_pair_evidence
-from .postprocess import ClipToDomain, Transform, apply_all, parse_postprocess
+from .postprocess import ClipToDomain, ReleaseRows, Transform, parse_postprocess
 from .student import (
     LabelStore,
     Progress,
     Trainer,
     TrainHistory,
     build_student,
-    predict,
     predict_proba,
     save_checkpoint,
 )
@@ -69,6 +75,8 @@ if TYPE_CHECKING:
 
 MODES = ("ldpkit", "sidp", "data-free")
 AUGMENTATIONS = PLAN_KINDS  # augmentation name -> query-plan kind (ldpclient.names)
+#: Input elements released per chunk (2**21: 2,674 28x28 grey records): bounds the noising's working memory.
+RELEASE_CHUNK_ELEMENTS = 2**21
 
 
 @dataclass
@@ -152,8 +160,8 @@ class _Queries:
     """Step 2's output: the query plan and what its batches are built from (releases, blank releases, clip)."""
 
     plan: QueryPlan
-    source: Derived
-    blank_source: Optional[Derived]
+    source: ReleaseRows
+    blank_source: Optional[ReleaseRows]
     clip: Optional[ClipToDomain]
 
 
@@ -308,9 +316,28 @@ class KnowledgeTransfer:
             return self.ledger.release(self.mechanism, records, scope=scope, generator=g)
         return self.mechanism.release(records, generator=g)
 
-    def _postprocess(self, release: Release) -> Derived:
-        d = release.upsampled(self.upsample_mode) if release.released_shape != release.record_shape else release
-        return apply_all(d, self.transforms)
+    def _release_all(
+        self, source: RecordSource | None, n: int, shape: tuple[int, ...], *, report: bool = False
+    ) -> Release:
+        """Release ``n`` records of ``shape`` in chunks of ~RELEASE_CHUNK_ELEMENTS input elements, in order.
+
+        ``source`` None: ``n`` public blank records of the domain's low value (data-free, blank queries).
+        """
+        chunk = max(1, RELEASE_CHUNK_ELEMENTS // max(1, int(np.prod(shape))))
+        parts = []
+        for start in range(0, n, chunk):
+            idx = np.arange(start, min(start + chunk, n))
+            if source is None:
+                records = torch.full((len(idx), *shape), self.mechanism.domain.low, dtype=torch.float32)
+            else:
+                records = source.read(idx)
+            parts.append(self._release(records, public=source is None))
+            if report:
+                self._report("release", int(idx[-1]) + 1, n)
+        return Release.concat(parts)
+
+    def _postprocess(self, release: Release) -> ReleaseRows:
+        return ReleaseRows(release, self.transforms, self.upsample_mode)
 
     def _plan(self, n: int, q_batch: int) -> QueryPlan:
         kind = "identity" if self.mode == "sidp" else AUGMENTATIONS[self.augmentation]
@@ -340,10 +367,12 @@ class KnowledgeTransfer:
         )
 
     # ------------------------------------------------------------------ run
-    def run(self, records: torch.Tensor) -> TransferResult:
-        """Label ``records`` (float ``(N, *teacher input shape)`` in the teacher's value range)."""
+    def run(self, records: torch.Tensor | RecordSource) -> TransferResult:
+        """Label ``records``: float ``(N, *teacher input shape)`` in the teacher's value range,
+        as a tensor or a :class:`~ldpclient.records.RecordSource` (read in batches)."""
         timings: dict[str, float] = {}
         meta = self.teacher.metadata()
+        records = as_record_source(records)
         n = self._check_records(records, meta)
         released = self._release_records(records, n, timings)  # 1. release
         queries = self._prepare_queries(records, released.release, meta, n, timings)  # 2. post-process and plan
@@ -365,7 +394,7 @@ class KnowledgeTransfer:
         trained = self._train_student(records, meta, queries, store, timings)  # 4. train the student
         adapted = self._adapt_student(records, trained, queries, store, timings)  # 5. adapt (local)
         self._save_student(trained, queries.plan, released.release)
-        predicted = self._predict_records(records, trained, queries.plan, store, timings)  # 6. label locally
+        predicted = self._predict_records(records, trained, adapted, queries.plan, store, timings)  # 6. label locally
         return TransferResult(
             labels=predicted.labels,
             confidences=predicted.confidences,
@@ -383,45 +412,40 @@ class KnowledgeTransfer:
             fusion_informativeness=predicted.informativeness,
         )
 
-    def _check_records(self, records: torch.Tensor, meta: TeacherMetadata) -> int:
+    def _check_records(self, records: RecordSource, meta: TeacherMetadata) -> int:
         """Validate ``records`` against the teacher's input shape; return N (raises ValueError)."""
-        if not isinstance(records, torch.Tensor) or not records.is_floating_point():
-            raise ValueError("records must be a float tensor (N, C, H, W)")
-        if tuple(records.shape[1:]) != tuple(meta.input_shape):
+        if tuple(records.record_shape) != tuple(meta.input_shape):
             raise ValueError(
-                f"records have shape {tuple(records.shape[1:])} per record but the teacher "
+                f"records have shape {tuple(records.record_shape)} per record but the teacher "
                 f"{meta.name!r} expects {tuple(meta.input_shape)}"
             )
-        n = int(records.shape[0])
+        n = len(records)
         if n < 1:
             raise ValueError("no records to label")
         return n
 
-    def _release_records(self, records: torch.Tensor, n: int, timings: dict[str, float]) -> _Released:
-        """Step 1: release the N records (blank ones for ``data-free``) once; timings["release"] in seconds."""
+    def _release_records(self, records: RecordSource, n: int, timings: dict[str, float]) -> _Released:
+        """Step 1: release the N records (blank ones for ``data-free``) once, in chunks; timings["release"] in s."""
         t = time.perf_counter()
         self._report("release", 0, n)
         public = self.mode == "data-free"
-        inputs = torch.full_like(records, self.mechanism.domain.low) if public else records
-        release = self._release(inputs, public=public)
-        self._report("release", n, n)
+        release = self._release_all(None if public else records, n, records.record_shape, report=True)
         timings["release"] = time.perf_counter() - t
         reused = int(release.reused.sum())
         counts = {"records": n, "releases_fresh": 0 if public else n - reused, "releases_reused": reused}
         return _Released(release, counts)
 
     def _prepare_queries(
-        self, records: torch.Tensor, release: Release, meta: TeacherMetadata, n: int, timings: dict[str, float]
+        self, records: RecordSource, release: Release, meta: TeacherMetadata, n: int, timings: dict[str, float]
     ) -> _Queries:
-        """Step 2: post-process the release, plan the queries, release the blanks; timings["postprocess"] in s."""
+        """Step 2: set up the (lazy) post-processing, plan the queries, release the blanks; timings in s."""
         t = time.perf_counter()
         source = self._postprocess(release)
         q_batch = self.query_batch_size or defaults.query_batch_size(meta.max_batch_size)
         plan = self._plan(n, q_batch)
         blank_source = None
         if plan.num_blank:
-            blank = torch.full((plan.n_blank, *records.shape[1:]), self.mechanism.domain.low, dtype=records.dtype)
-            blank_source = self._postprocess(self.mechanism.release(blank, generator=self.release_generator, public=True))
+            blank_source = self._postprocess(self._release_all(None, plan.n_blank, records.record_shape))
         timings["postprocess"] = time.perf_counter() - t
 
         lo, hi = meta.value_range
@@ -469,7 +493,7 @@ class KnowledgeTransfer:
 
     def _train_student(
         self,
-        records: torch.Tensor,
+        records: RecordSource,
         meta: TeacherMetadata,
         queries: _Queries,
         store: LabelStore,
@@ -477,7 +501,7 @@ class KnowledgeTransfer:
     ) -> _Trained:
         """Step 4: build a seeded student and train it on the labelled queries; timings["train"] in seconds."""
         t = time.perf_counter()
-        c, h, w = records.shape[1], records.shape[2], records.shape[3]
+        c, h, w = records.record_shape
         kwargs = {"num_classes": meta.num_classes, "in_channels": c, "image_size": min(h, w), **self.student_kwargs}
         with torch.random.fork_rng(devices=[]):  # seed the student's init without touching the caller's RNG
             torch.manual_seed(self.seed % 2**63)
@@ -499,7 +523,7 @@ class KnowledgeTransfer:
 
     def _adapt_student(
         self,
-        records: torch.Tensor,
+        records: RecordSource,
         trained: _Trained,
         queries: _Queries,
         store: LabelStore,
@@ -510,7 +534,7 @@ class KnowledgeTransfer:
             return _Adapted(None, None)
         t = time.perf_counter()
         model = trained.trainer.model
-        unadapted, _ = predict(model, records, device=self.device)
+        before = predict_proba(model, records, device=self.device)
         adapter = self.adapter or SelfTrainingAdapter(seed=self.seed, device=trained.trainer.device)
 
         def anchor(rnd: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -521,10 +545,10 @@ class KnowledgeTransfer:
                     yield values[keep], y[keep]
 
         self._report("adapt", 0, len(adapter.schedule))
-        adaptation = adapter.adapt(model, records, anchor)
+        adaptation = adapter.adapt(model, records, anchor, probs=before)
         self._report("adapt", len(adapter.schedule), len(adapter.schedule))
         timings["adapt"] = time.perf_counter() - t
-        return _Adapted(unadapted, adaptation)
+        return _Adapted(before.argmax(1), adaptation)
 
     def _save_student(self, trained: _Trained, plan: QueryPlan, release: Release) -> None:
         """Save the (adapted) student to ``checkpoint`` when one was given."""
@@ -540,25 +564,30 @@ class KnowledgeTransfer:
 
     def _predict_records(
         self,
-        records: torch.Tensor,
+        records: RecordSource,
         trained: _Trained,
+        adapted: _Adapted,
         plan: QueryPlan,
         store: LabelStore,
         timings: dict[str, float],
     ) -> _Predicted:
         """Step 6: label the clean records with the student (fused with Sup pair answers if asked); seconds."""
         t = time.perf_counter()
-        n = int(records.shape[0])
+        n = len(records)
         model = trained.trainer.model
         self._report("predict", 0, n)
-        labels, conf = predict(model, records, device=self.device)
+        # the adapted model's outputs on the records when adaptation computed them already (one pass fewer)
+        probs = adapted.adaptation.probs if adapted.adaptation is not None else None
+        if probs is None:
+            probs = predict_proba(model, records, device=self.device)
+        conf, labels = probs.max(dim=1)
         unfused, alpha = None, None
         if self.fuse and self.mode == "ldpkit" and plan.kind == "sup":
             ids = np.arange(plan.total)
             recipe = plan.recipes(ids)
             private = ~recipe["blank"]
             fused = fuse_pair_evidence(
-                predict_proba(model, records, device=self.device),
+                probs,
                 recipe["i"][private], recipe["j"][private], store.get(ids)[private].astype(np.int64),
             )
             unfused, alpha = labels, fused.informativeness
@@ -576,4 +605,4 @@ class KnowledgeTransfer:
             yield bid, self.teacher.classify(d)
 
 
-__all__ = ["AUGMENTATIONS", "MODES", "KnowledgeTransfer", "TransferResult"]
+__all__ = ["AUGMENTATIONS", "MODES", "RELEASE_CHUNK_ELEMENTS", "KnowledgeTransfer", "TransferResult"]

@@ -146,6 +146,39 @@ def apply_all(obj: Releasable, transforms: Iterable[Transform]) -> Derived:
     return out
 
 
+class ReleaseRows:
+    """A release post-processed on demand, a few rows at a time (what query batches are built from).
+
+    ``rows(index)`` takes records ``index`` of ``release``, restores the record shape
+    when the mechanism reduced it (``upsample_mode``) and applies ``transforms``. Every
+    step is per record, so the rows equal the same rows of post-processing the whole
+    release at once; memory is O(n x released elements) for the release plus
+    O(rows x record) per call, instead of O(n x record) for a post-processed copy.
+    Post-processing only: no privacy cost.
+    """
+
+    def __init__(self, release: Release, transforms: Sequence[Transform] = (), upsample_mode: str = "bilinear") -> None:
+        if not isinstance(release, Release):
+            raise TypeError(f"expected a Release, got {type(release).__name__}")
+        self.release = release
+        self.transforms = list(transforms)
+        self.upsample_mode = upsample_mode
+
+    def __len__(self) -> int:
+        return len(self.release)
+
+    @property
+    def record_shape(self) -> tuple[int, ...]:
+        """Shape of one row (per record): the release's record shape."""
+        return self.release.record_shape
+
+    def rows(self, index: torch.Tensor) -> Derived:
+        """Post-processed rows ``index`` (int64 ``(K,)``), in that order; ``sources`` index within ``index``."""
+        part = self.release[index]
+        d = part.upsampled(self.upsample_mode) if part.released_shape != part.record_shape else part
+        return apply_all(d, self.transforms)
+
+
 @dataclass(frozen=True)
 class Step:
     """One post-processing step of the spec language: how to build it from ``name[:argument]``."""
@@ -191,6 +224,7 @@ def parse_postprocess(spec: str | Sequence[str] | None) -> list[Transform]:
 
 
 __all__ = [
+    "ReleaseRows",
     "Transform",
     "ClipToDomain",
     "GaussianBlur",

@@ -26,6 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..records import RecordSource, TensorRecords, iter_batches
+
 Progress = Callable[[str, int, int, dict], None]
 """``progress(stage, done, total, metrics)``; the CLI draws it as a bar."""
 
@@ -352,27 +354,33 @@ class Trainer:
 # ---------------------------------------------------------------- labelling
 @torch.no_grad()
 def predict_proba(
-    model: nn.Module, records: torch.Tensor, *, batch_size: int = 512, device: str = "auto"
+    model: nn.Module, records: torch.Tensor | RecordSource, *, batch_size: int = 512, device: str = "auto"
 ) -> torch.Tensor:
-    """Softmax probabilities (float32 ``(N, K)``, rows in [0, 1] summing to 1) for clean records, locally."""
-    if not isinstance(records, torch.Tensor) or records.dim() != 4:
-        raise ValueError("predict needs a (N, C, H, W) tensor of records")
+    """Softmax probabilities (float32 ``(N, K)``, rows in [0, 1] summing to 1) for clean records, locally.
+
+    ``records``: ``(N, C, H, W)`` as a tensor or a :class:`~ldpclient.records.RecordSource`
+    (read ``batch_size`` records at a time).
+    """
+    if isinstance(records, torch.Tensor):
+        if records.dim() != 4:
+            raise ValueError("predict needs a (N, C, H, W) tensor of records")
+        records = TensorRecords(records.float())
+    if len(records.record_shape) != 3:
+        raise ValueError(f"predict needs (C, H, W) records, got shape {records.record_shape}")
     dev = select_device(device)
     model = model.to(dev).eval()
-    out = [
-        torch.softmax(model(records[s : s + batch_size].to(dev).float()), dim=1).float().cpu()
-        for s in range(0, records.shape[0], batch_size)
-    ]
+    out = [torch.softmax(model(x.to(dev)), dim=1).float().cpu() for _, x in iter_batches(records, batch_size)]
     return torch.cat(out) if out else torch.empty(0, 0)
 
 
 @torch.no_grad()
 def predict(
-    model: nn.Module, records: torch.Tensor, *, batch_size: int = 512, device: str = "auto"
+    model: nn.Module, records: torch.Tensor | RecordSource, *, batch_size: int = 512, device: str = "auto"
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Labels (int64 ``(N,)``) and confidences (softmax max, float32 in [0, 1]) for clean records.
 
-    Runs locally on the private records ``(N, C, H, W)`` in the teacher's value range.
+    Runs locally on the private records ``(N, C, H, W)`` in the teacher's value range
+    (a tensor or a :class:`~ldpclient.records.RecordSource`).
     """
     probs = predict_proba(model, records, batch_size=batch_size, device=device)
     if probs.numel() == 0:
