@@ -247,3 +247,13 @@ def test_the_rme_audit_works_with_a_reducing_mechanism(logged, tmp_path):
     mech = laplace(50.0, per="record", reduction=2)
     report = run_audit(logged["records"], mechanism=mech, cnn_steps=0, empirical=False, rme=True, out_dir=tmp_path)
     assert report["rme"]
+
+
+@pytest.mark.parametrize("mechanism", ["tldp-weighted", "gaussian"])
+def test_the_audit_builds_every_mechanism_as_label_does(logged, tmp_path, mechanism):
+    """The audit had its own mechanism builder without tldp-weighted's weights: auditing such a run crashed.
+    It now builds the mechanism through the one builder label uses."""
+    res = CliRunner().invoke(_app(), ["--private", str(logged["folder"]), "--sweep", "50", "--epsilon-unit", "record",
+                                      "--mechanism", mechanism, "--out", str(tmp_path / "a"), "--json",
+                                      "--cnn-steps", "0", "--no-empirical", "--no-rme", "--max-queries", "8"])
+    assert res.exit_code == 0, res.output

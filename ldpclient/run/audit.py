@@ -48,18 +48,15 @@ def _parse_floats(spec: str | None, what: str) -> list[float]:
 
 
 def _mechanism_factory(
-    name: str, per: str, delta: Optional[float], reduction: int, value_range: tuple[float, float] | None = None
+    name: str, per: str, delta: Optional[float], reduction: int, value_range: tuple[float, float] | None,
+    shape: tuple[int, ...],
 ) -> Callable[[float], Any]:
-    from ..privacy import make_mechanism
-    from ..privacy.guarantee import Domain
+    """``make(epsilon)``: the run's mechanism at another epsilon, built as ``label`` builds it."""
+    from .mechanism import mechanism_for
 
     def make(eps: float) -> Any:
-        kw: dict[str, Any] = {"epsilon": eps, "per": per, "reduction": reduction}
-        if delta is not None:
-            kw["delta"] = delta
-        if value_range is not None and name != "discrete-tldp":
-            kw["domain"] = Domain(float(value_range[0]), float(value_range[1]))
-        return make_mechanism(name, **kw)
+        return mechanism_for(name, epsilon=eps, per=per, delta=delta, reduce=reduction,
+                             value_range=value_range or (0.0, 1.0), record_shape=shape)
 
     return make
 
@@ -234,7 +231,7 @@ def _load_records(o: _AuditOptions, st: _ClientSettings, shape: tuple[int, int, 
     """The private records in the mechanism's domain units, the client's mechanism(s) and post-processing spec."""
     # what `label` would have used, where neither the options nor the run report say
     reduction, postprocess = defaults.shape_settings(shape, st.reduce, st.postprocess)
-    make = _mechanism_factory(st.mechanism, st.per, st.delta, reduction, st.value_range)
+    make = _mechanism_factory(st.mechanism, st.per, st.delta, reduction, st.value_range, shape)
     from ..data import load_private_folder
 
     records = load_private_folder(o.private, shape).records

@@ -39,6 +39,7 @@ from ..teachers.http import redact_url
 from ..teachers.units import ByteUnitsTeacher
 from ..transfer import defaults
 from .facts import TeacherFacts
+from .mechanism import mechanism_for
 from .report import (
     StageTimer,
     iter_label_rows,
@@ -294,42 +295,13 @@ def build_mechanism(
     opts: LabelOptions | NoiseOptions,
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
-):
+) -> Any:
     """The mechanism the options name, on the teacher's value range, checked against the record shape."""
-    from ..privacy import make_mechanism
-    from ..privacy.guarantee import Domain
-
-    name, reduce = opts.mechanism, opts.reduce or 1
-    lo, hi = float(value_range[0]), float(value_range[1])
-    kwargs: dict[str, Any] = {"epsilon": opts.epsilon, "per": opts.epsilon_unit, "reduction": reduce}
-    if name in DELTA_MECHANISMS:
-        kwargs["delta"] = opts.delta if opts.delta is not None else defaults.delta()
-        kwargs["allow_large_delta"] = opts.allow_large_delta
-    if name != "discrete-tldp":  # discrete TLDP is always on the secure path
-        kwargs["domain"] = Domain(lo, hi)
-        kwargs["secure"] = opts.secure
-    if name == "tldp-weighted":
-        kwargs["weights"] = centre_weights(record_shape[-2:])
-    mech = make_mechanism(name, **kwargs)
-    if record_shape[-1] % reduce or record_shape[-2] % reduce:
-        raise ValueError(
-            f"--reduce {reduce} does not divide the teacher's input size {record_shape[-2]}x{record_shape[-1]}"
-        )
-    mech.guarantee(record_shape)  # validates shape-dependent parameters before any data is touched
-    return mech
-
-
-def centre_weights(hw: tuple[int, ...]) -> torch.Tensor:
-    """Default weight matrix of ``tldp-weighted``: 0 in the centre, rising to 1 at the border.
-
-    Keep probability is ``p (1 - w)``: the centre keeps the published TLDP
-    probability, the border is always noised. Shape: the record's spatial size
-    ``(H, W)``; weights in [0, 1], data-independent.
-    """
-    h, w = int(hw[0]), int(hw[1])
-    ys = torch.linspace(-1, 1, h).abs().unsqueeze(1)
-    xs = torch.linspace(-1, 1, w).abs().unsqueeze(0)
-    return torch.maximum(ys, xs).clamp(0, 1)
+    return mechanism_for(
+        opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
+        value_range=value_range, record_shape=record_shape, secure=opts.secure,
+        allow_large_delta=opts.allow_large_delta,
+    )
 
 
 class _RunState:
