@@ -236,6 +236,22 @@ TokenOption = typer.Option(
 )
 
 
+# How to reach the teacher, shared by `label` and `noise` (ldpclient.run.network.NetworkOptions).
+TimeoutOption = typer.Option(60.0, "--timeout", help="Seconds to wait for one teacher response.")
+MaxRetryTimeOption = typer.Option(
+    120.0, "--max-retry-time", help="Give up retrying a failing request after this many seconds (0 = no retries)."
+)
+CaBundleOption = typer.Option(
+    None, "--ca-bundle", help="CA bundle for TLS verification (verification is always on).", show_default=False
+)
+
+
+def _network(timeout: float, max_retry_time: float, ca_bundle: Optional[Path]) -> Any:
+    from .run.network import NetworkOptions
+
+    return NetworkOptions(timeout=timeout, max_retry_time=max_retry_time, ca_bundle=ca_bundle)
+
+
 # Model facts a server may not publish (stock KServe publishes no classes, value range or names),
 # shared by `label` and `noise`; see ldpclient.run.facts.
 WireOption = typer.Option(
@@ -314,9 +330,9 @@ def label(
     config: Optional[Path] = ConfigOption,
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
     workers: int = typer.Option(1, min=1, help="Requests in flight at once."),
-    timeout: float = typer.Option(60.0, help="Seconds to wait for one teacher response."),
-    max_retry_time: float = typer.Option(120.0, help="Give up retrying a failing request after this many seconds (0 = no retries)."),
-    ca_bundle: Optional[Path] = typer.Option(None, help="CA bundle for TLS verification (verification is always on)."),
+    timeout: float = TimeoutOption,
+    max_retry_time: float = MaxRetryTimeOption,
+    ca_bundle: Optional[Path] = CaBundleOption,
     wire: Wire = WireOption,
     num_classes: Optional[int] = NumClassesOption,
     class_names: Optional[Path] = ClassNamesOption,
@@ -372,9 +388,7 @@ def label(
             max_pixels=max_pixels,
             workers=workers,
             seed=seed,
-            timeout=timeout,
-            max_retry_time=max_retry_time,
-            ca_bundle=ca_bundle,
+            network=_network(timeout, max_retry_time, ca_bundle),
             facts=_facts(wire, num_classes, class_names, value_range, input_shape, input_name, output_name, datatype),
         )
         opts.validate()
@@ -409,6 +423,9 @@ def noise(
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
+    timeout: float = TimeoutOption,
+    max_retry_time: float = MaxRetryTimeOption,
+    ca_bundle: Optional[Path] = CaBundleOption,
     wire: Wire = WireOption,
     num_classes: Optional[int] = NumClassesOption,
     class_names: Optional[Path] = ClassNamesOption,
@@ -450,6 +467,7 @@ def noise(
             state_dir=state_dir,
             max_pixels=max_pixels,
             seed=seed,
+            network=_network(timeout, max_retry_time, ca_bundle),
             facts=_facts(wire, num_classes, class_names, value_range, input_shape, input_name, output_name, datatype),
         )
         opts.validate()

@@ -68,11 +68,18 @@ def test_missing_and_empty_folder(tmp_path: Path) -> None:
         (["--mechanism", "nope"], "nope"),
         (["--reduce", "0"], "--reduce"),
         (["--queries", "0"], "--queries"),
+        (["--timeout", "0"], "--timeout must be"),
+        (["--max-retry-time", "-1"], "--max-retry-time must be"),
+        (["--ca-bundle", "/nonexistent/ca.pem"], "--ca-bundle"),
     ],
 )
-def test_bad_option_values(tmp_path: Path, args: list[str], needle: str) -> None:
+@pytest.mark.parametrize("command", ["label", "noise"])
+def test_bad_option_values(tmp_path: Path, args: list[str], needle: str, command: str) -> None:
+    if command == "noise" and args[0] in ("--student", "--output", "--queries"):
+        pytest.skip("a label-only option")
     folder = _folder(tmp_path)
-    result = _invoke(["label", str(folder), "--teacher", UNREACHABLE, *args])
+    where = ["--teacher", UNREACHABLE] if command == "label" else ["--out", str(tmp_path / "out"), "--teacher", UNREACHABLE]
+    result = _invoke([command, str(folder), *where, *args])
     _assert_user_error(result, EXIT_USAGE, needle)
 
 

@@ -45,3 +45,22 @@ def test_audit_help_lists_every_mechanism_and_refuses_an_unknown_one(tmp_path):
 
 def test_choice_list_reads_as_a_sentence():
     assert names.choice_list(("a",)) == "a" and names.choice_list(("a", "b", "c")) == "a, b or c"
+
+
+def test_label_and_noise_share_the_privacy_network_and_fact_options():
+    """The option groups are one set of option objects: same flags, defaults and help in both commands."""
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+
+    def params(name):
+        return {p.name: p for p in commands[name].params}
+
+    label, noise = params("label"), params("noise")
+    shared = {"mechanism", "epsilon", "epsilon_unit", "delta", "secure", "allow_large_delta", "reduce", "postprocess",
+              "timeout", "max_retry_time", "ca_bundle", "wire", "num_classes", "class_names", "value_range",
+              "input_shape", "input_name", "output_name", "datatype", "privacy_cap", "state_dir", "max_pixels"}
+    assert shared <= set(label) and shared <= set(noise)
+    for name in sorted(shared):
+        a, b = label[name], noise[name]
+        assert (a.opts, a.secondary_opts, a.default) == (b.opts, b.secondary_opts, b.default), name
+        if name != "state_dir":  # the same directory; label keeps its journal there too
+            assert a.help == b.help, name

@@ -40,6 +40,7 @@ from ..teachers.units import ByteUnitsTeacher
 from ..transfer import defaults
 from .facts import TeacherFacts
 from .mechanism import mechanism_for
+from .network import NetworkOptions
 from .report import (
     StageTimer,
     iter_label_rows,
@@ -105,19 +106,12 @@ class LabelOptions:
     seed: Optional[int] = None
     device: str = "auto"
     train_batch_size: int = defaults.train_batch_size()
-    timeout: float = 60.0
-    max_retry_time: float = 120.0
-    ca_bundle: Optional[Path] = None
+    network: NetworkOptions = NetworkOptions()
     facts: TeacherFacts = TeacherFacts()
 
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
-        if not (math.isfinite(self.timeout) and self.timeout > 0):
-            raise ValueError(f"--timeout must be a number of seconds > 0, got {self.timeout}")
-        if not (math.isfinite(self.max_retry_time) and self.max_retry_time >= 0):
-            raise ValueError(f"--max-retry-time must be a number of seconds >= 0, got {self.max_retry_time}")
-        if self.ca_bundle is not None and not Path(self.ca_bundle).is_file():
-            raise ValueError(f"--ca-bundle {str(self.ca_bundle)!r} is not a file")
+        self.network.validate()
         _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
         if self.augment not in AUGMENTATIONS:
             raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
@@ -175,9 +169,11 @@ class NoiseOptions:
     state_dir: Optional[Path] = None
     max_pixels: int = DEFAULT_MAX_PIXELS
     seed: Optional[int] = None
+    network: NetworkOptions = NetworkOptions()
     facts: TeacherFacts = TeacherFacts()
 
     def validate(self) -> None:
+        self.network.validate()
         _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
         if self.postprocess is not None:
             _check_postprocess(self.postprocess)
@@ -244,19 +240,10 @@ def teacher_options(address: str, facts: TeacherFacts, state: Path) -> dict[str,
     return out
 
 
-def connect_options(opts: LabelOptions, state: Path) -> dict[str, Any]:
+def connect_options(address: str, facts: TeacherFacts, network: NetworkOptions, state: Path) -> dict[str, Any]:
     """Options for :func:`~ldpclient.teachers.connect`: :func:`teacher_options`, and for URL adapters
-    timeouts, retry budget and CA bundle."""
-    out = teacher_options(opts.teacher, opts.facts, state)
-    if "://" not in opts.teacher:
-        return out
-    from ..teachers.http import RetryPolicy
-
-    out["timeout"] = (min(10.0, opts.timeout), opts.timeout)
-    out["retry"] = RetryPolicy(max_total=opts.max_retry_time, max_attempts=6 if opts.max_retry_time > 0 else 1)
-    if opts.ca_bundle is not None:
-        out["verify"] = str(opts.ca_bundle)
-    return out
+    the transport's timeouts, retry budget and CA bundle (:class:`~ldpclient.run.network.NetworkOptions`)."""
+    return {**teacher_options(address, facts, state), **network.transport_options(address)}
 
 
 def open_teacher(address: str, token: str | None, options: Mapping[str, Any]) -> Any:
@@ -519,7 +506,7 @@ def _prepare_teacher(
 
     with timer.stage("connect"):
         if teacher is None:
-            teacher = open_teacher(opts.teacher, token, connect_options(opts, state))
+            teacher = open_teacher(opts.teacher, token, connect_options(opts.teacher, opts.facts, opts.network, state))
         meta = teacher.metadata()
     if opts.mechanism == "discrete-tldp" and tuple(meta.value_range) != (0.0, 255.0):
         teacher = ByteUnitsTeacher(teacher)
@@ -958,7 +945,7 @@ def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseT
     """Shape, value range and scope of a noise run: the named teacher's (asked once, then closed), else local."""
     value_range: tuple[float, float] = (0.0, 1.0)
     if opts.teacher:
-        t = open_teacher(opts.teacher, token, teacher_options(opts.teacher, opts.facts, state))
+        t = open_teacher(opts.teacher, token, connect_options(opts.teacher, opts.facts, opts.network, state))
         try:
             meta = t.metadata()
         finally:
