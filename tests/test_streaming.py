@@ -195,3 +195,24 @@ def test_label_leaves_no_spooled_records_in_the_state_directory(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     leftovers = [p.name for p in state.iterdir() if not p.name.startswith(("ledger.sqlite", "journal.sqlite"))]
     assert sorted(leftovers) == ["runs.json", "wire.json"], leftovers  # the state files, no spool
+
+
+def test_noise_releases_in_chunks_writes_every_copy_and_reuses_on_rerun(tmp_path: Path, monkeypatch) -> None:
+    from ldpclient.run.label import NoiseOptions, run_noise
+
+    monkeypatch.setattr(pipeline, "RELEASE_CHUNK_ELEMENTS", 64 * 3)  # 3 records of 8x8 per chunk
+    folder = tmp_path / "private"
+    (folder / "sub").mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    for k in range(10):
+        Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(folder / ("sub" if k % 2 else "") / f"{k}.png")
+    opts = NoiseOptions(private_dir=folder, out=tmp_path / "out", size=8, epsilon=50, epsilon_unit="record",
+                        state_dir=tmp_path / "state", preview=4)
+    first = run_noise(opts)
+    assert first["counts"] == {"noised": 10, "fresh": 10, "reused": 0, "skipped": 0}
+    written = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.png"))
+    assert written == sorted([f"{k}.png" if k % 2 == 0 else f"sub/{k}.png" for k in range(10)] + ["preview.png"])
+    assert first["ledger"]["max_spent_epsilon"] == pytest.approx(50.0)
+    again = run_noise(opts)
+    assert again["counts"]["fresh"] == 0 and again["counts"]["reused"] == 10
+    assert again["ledger"]["max_spent_epsilon"] == pytest.approx(50.0)

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
-from ..data import DEFAULT_MAX_PIXELS, SpooledImages, load_private_folder, spool_private_folder, to_uint8_image
+from ..data import DEFAULT_MAX_PIXELS, SpooledImages, spool_private_folder, to_uint8_image
 from ..names import AUGMENTATIONS, DELTA_MECHANISMS, EPSILON_UNITS, MECHANISMS, PLAN_KINDS, choice_list
 from ..privacy.preprocess import delta_warning
 from ..records import RecordSource
@@ -890,55 +890,81 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     that teacher (same ledger scope as ``ldpclient label``), so a later label run
     reuses it at no further cost.
     """
-    from ..privacy.ledger import Ledger
-    from ..transfer.postprocess import apply_all, parse_postprocess
-
     ui = ui or UI(quiet=True)
     opts.validate()
     state = state_dir_for(opts.state_dir)
     target = _noise_target(opts, token, state)
-    shape, value_range, scope = target.shape, target.value_range, target.scope
-    opts = resolve_shape_defaults(opts, shape)
-    mechanism = build_mechanism(opts, value_range, shape)
+    opts = resolve_shape_defaults(opts, target.shape)
+    mechanism = build_mechanism(opts, target.value_range, target.shape)
+    lo, hi = target.value_range
     with ui.stage("loading", None) as bar:
-        images = load_private_folder(
-            opts.private_dir, shape, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t)
+        images = spool_private_folder(
+            opts.private_dir, target.shape, directory=state, max_pixels=opts.max_pixels,
+            convert=lambda r: _to_value_range(r, target.value_range, integer=mechanism.domain.integer),
+            progress=lambda d, t: bar.update(d, total=t),
         )
-    records = _to_value_range(images.records, value_range, integer=mechanism.domain.integer)
-    generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
-    with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap) as ledger, ui.stage("noising", len(images)) as bar:
-        release = ledger.release(mechanism, records, scope=scope, generator=generator)
-        bar.update(len(images))
-        spent = ledger.spent(records).epsilon
-    derived = release.upsampled("bilinear") if release.released_shape != release.record_shape else release
-    derived = apply_all(derived, parse_postprocess(opts.postprocess))
-    lo, hi = value_range
-    to_unit = lambda v: (v - lo) / (hi - lo)  # noqa: E731 - display only
-    out = Path(opts.out)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for rel, row in zip(images.paths, derived.values, strict=True):
-        target_path = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
-        target_path.parent.mkdir(parents=True, exist_ok=True)
-        to_uint8_image(to_unit(row)).save(target_path)
-        written.append(str(target_path))
-    n = len(images)
-    preview_path = _write_preview(opts, out, n, records, derived, mechanism, to_unit)
+    with images:
+        noised = _noise_and_write(opts, images, mechanism, target, state, ui)
+        preview_path = _write_preview(opts, Path(opts.out), images.records, noised.rows, mechanism,
+                                      lambda v: (v - lo) / (hi - lo))
+    release, n = noised.rows.release, len(images)
+    fresh, reused = int((~release.reused).sum()), int(release.reused.sum())
     return {
         "schema": 1,
         "command": "noise",
         "ok": True,
         "private_dir": str(opts.private_dir),
-        "scope": scope,
+        "scope": target.scope,
         "guarantee": release.guarantee.as_dict(),
-        "counts": {"noised": n, "fresh": int((~release.reused).sum()), "reused": int(release.reused.sum()),
-                   "skipped": len(images.skipped)},
-        "ledger": {"fresh": int((~release.reused).sum()), "reused": int(release.reused.sum()),
-                   "max_spent_epsilon": float(spent.max()), "cap_epsilon": opts.privacy_cap},
+        "counts": {"noised": n, "fresh": fresh, "reused": reused, "skipped": len(images.skipped)},
+        "ledger": {"fresh": fresh, "reused": reused, "max_spent_epsilon": noised.max_spent,
+                   "cap_epsilon": opts.privacy_cap},
         "skipped": [s.as_dict() for s in images.skipped],
-        "outputs": {"dir": str(out), "preview": str(preview_path), "files": len(written)},
+        "outputs": {"dir": str(opts.out), "preview": str(preview_path), "files": n},
         "versions": versions(),
     }
+
+
+@dataclass(frozen=True)
+class _Noised:
+    """A noise run's releases (post-processed on demand) and the largest per-record spend after it."""
+
+    rows: Any
+    max_spent: float
+
+
+def _noise_and_write(
+    opts: NoiseOptions, images: SpooledImages, mechanism: Any, target: _NoiseTarget, state: Path, ui: UI
+) -> _Noised:
+    """Release the records in chunks through the ledger and write each one's post-processed release as
+    ``OUT/<relative path>.png`` (clipped to the value range, quantised to 8 bits: free post-processing)."""
+    from ..privacy.ledger import Ledger
+    from ..privacy.release import Release
+    from ..records import iter_batches
+    from ..transfer.pipeline import RELEASE_CHUNK_ELEMENTS
+    from ..transfer.postprocess import ReleaseRows, parse_postprocess
+
+    lo, hi = target.value_range
+    transforms = parse_postprocess(opts.postprocess)
+    generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
+    chunk = max(1, RELEASE_CHUNK_ELEMENTS // math.prod(target.shape))
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    parts = []
+    with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap) as ledger, \
+            ui.stage("noising", len(images)) as bar:
+        for idx, records in iter_batches(images.records, chunk):
+            release = ledger.release(mechanism, records, scope=target.scope, generator=generator)
+            parts.append(release)
+            values = ReleaseRows(release, transforms, "bilinear").rows(torch.arange(len(release))).values
+            for k, row in zip(idx.tolist(), values, strict=True):
+                rel = images.paths[k]
+                path = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                to_uint8_image((row - lo) / (hi - lo)).save(path)
+            bar.update(int(idx[-1]) + 1)
+        max_spent = float(ledger.spent(images.records).epsilon.max())
+    return _Noised(ReleaseRows(Release.concat(parts), transforms, "bilinear"), max_spent)
 
 
 def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseTarget:
@@ -962,11 +988,12 @@ def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseT
 
 
 def _write_preview(
-    opts: NoiseOptions, out: Path, n: int, records: torch.Tensor, derived: Any, mechanism: Any, to_unit: Any
+    opts: NoiseOptions, out: Path, records: Any, derived: Any, mechanism: Any, to_unit: Any
 ) -> Path:
-    """Write ``OUT/preview.png``: rows of clean records, their releases and augmented queries."""
+    """Write ``OUT/preview.png``: rows of clean records, their releases and augmented queries (the first few)."""
     from ..transfer.augment import QueryPlan
 
+    n = len(records)
     k = min(opts.preview, n)
     aug_rows: list[torch.Tensor] = []
     kind = PLAN_KINDS[opts.augment]
@@ -977,9 +1004,12 @@ def _write_preview(
         aug_rows.extend(list(d.values[: k - len(aug_rows)]))
         if len(aug_rows) >= k:
             break
-    grid = preview_grid(
-        [[to_unit(r) for r in records[:k]], [to_unit(r) for r in derived.values[:k]], [to_unit(r) for r in aug_rows[:k]]]
-    )
+    first = torch.arange(k)
+    grid = preview_grid([
+        [to_unit(r) for r in records.read(first.numpy())],
+        [to_unit(r) for r in derived.rows(first).values],
+        [to_unit(r) for r in aug_rows[:k]],
+    ])
     preview_path = out / "preview.png"
     grid.save(preview_path)
     return preview_path
