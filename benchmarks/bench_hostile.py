@@ -20,18 +20,9 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from hostile_server import HostileServer  # noqa: E402
+from peak_rss import cli_command, peak_rss_kb, without_peak_line  # noqa: E402
 
 CASES = ("huge-shape", "gzip-bomb-metadata", "big-body", "gzip-bomb-infer", "trickle", "trickle-headers", "labels:[1.7]")
-_RUN = """
-import re, sys
-from ldpclient.cli import app
-try:
-    app(sys.argv[1:])
-finally:
-    # VmHWM: this process image's own peak (ru_maxrss would carry the parent's RSS at fork across exec)
-    status = open("/proc/self/status").read()
-    print("PEAK_RSS_KB", re.search(r"VmHWM:\\s+(\\d+)", status).group(1), file=sys.stderr)
-"""
 
 
 def main() -> None:
@@ -46,15 +37,14 @@ def main() -> None:
         with HostileServer(case) as srv:
             t0 = time.perf_counter()
             proc = subprocess.run(
-                [sys.executable, "-c", _RUN, "label", str(private), "--teacher", f"{srv.url}/v2/models/m",
-                 "--state-dir", str(work / case.replace(":", "_")), "--output", str(work / "l.csv"), "--queries", "10",
-                 "--epochs", "1", "--timeout", "1", "--max-retry-time", "0", "--quiet"],
+                cli_command("label", str(private), "--teacher", f"{srv.url}/v2/models/m",
+                            "--state-dir", str(work / case.replace(":", "_")), "--output", str(work / "l.csv"),
+                            "--queries", "10", "--epochs", "1", "--timeout", "1", "--max-retry-time", "0", "--quiet"),
                 capture_output=True, text=True, timeout=300,
             )
             wall = time.perf_counter() - t0
-        lines = proc.stderr.strip().splitlines()
-        rss_mb = int(lines[-1].split()[-1]) / 1024
-        message = " ".join(lines[:-1])
+        rss_mb = peak_rss_kb(proc.stderr) / 1024
+        message = " ".join(without_peak_line(proc.stderr.strip()).splitlines())
         print(f"{case:<22}{proc.returncode:>5}{wall:>9.1f}{rss_mb:>13.0f}  {message[:110]}")
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import resource
 import subprocess
 import sys
@@ -32,6 +31,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from peak_rss import cli_command, peak_rss_kb  # noqa: E402
 
 from ldpclient.privacy import laplace
 from ldpclient.teachers.local import LocalTeacher
@@ -45,15 +47,6 @@ def peak_rss_mb() -> float:
     return kb / 1024 if sys.platform != "darwin" else kb / 2**20
 
 
-_LABEL = """
-import re, sys
-from ldpclient.cli import app
-try:
-    app(sys.argv[1:])
-finally:
-    status = open("/proc/self/status").read()
-    print("PEAK_RSS_KB", re.search(r"VmHWM:\\s+(\\d+)", status).group(1), file=sys.stderr)
-"""
 
 
 def write_images(folder: Path, n: int, side: int = 28) -> Path:
@@ -88,17 +81,15 @@ def label_at_scale(n: int, queries: int, work: Path, extra: list[str]) -> dict:
     with start(subprocess=True, model="trivial", image_size=28, channels=1, num_classes=10) as srv:
         t0 = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-c", _LABEL, "label", str(folder), "--teacher", srv.model_url, "--state-dir", str(state),
-             "--output", str(out), "--queries", str(queries), "--quiet", *extra],
+            cli_command("label", str(folder), "--teacher", srv.model_url, "--state-dir", str(state),
+                        "--output", str(out), "--queries", str(queries), "--quiet", *extra),
             capture_output=True, text=True,
         )
         wall = time.perf_counter() - t0
-    peak = re.search(r"PEAK_RSS_KB (\d+)", proc.stderr)
     if proc.returncode != 0:
         raise SystemExit(f"label failed at n={n} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
     report = json.loads((state / "labels.report.json").read_text())
-    return {"n": n, "wall": wall, "peak_mb": int(peak.group(1)) / 1024 if peak else float("nan"),
-            "timings": report.get("timings", {})}
+    return {"n": n, "wall": wall, "peak_mb": peak_rss_kb(proc.stderr) / 1024, "timings": report.get("timings", {})}
 
 
 def grow_n(args: argparse.Namespace) -> None:

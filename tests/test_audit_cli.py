@@ -110,15 +110,21 @@ def test_module_entry_point_reports_errors_without_traceback(tmp_path):
     assert "error:" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def _grey_folder(tmp_path, seed):
+    """N random SIZE x SIZE grey PNGs in tmp_path/private."""
+    folder = tmp_path / "private"
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    for k in range(N):
+        Image.fromarray(rng.integers(0, 256, (SIZE, SIZE), dtype=np.uint8), mode="L").save(folder / f"{k:03d}.png")
+    return folder
+
+
 def test_audit_of_a_real_label_run_reads_settings_and_plan_from_its_report(tmp_path):
     """`ldpclient label` against the mock teacher with a query log, then `ldpclient audit --run REPORT`."""
     from ldpclient.cli import app
 
-    folder = tmp_path / "private"
-    folder.mkdir()
-    rng = np.random.default_rng(3)
-    for k in range(N):
-        Image.fromarray(rng.integers(0, 256, (SIZE, SIZE), dtype=np.uint8), mode="L").save(folder / f"{k:03d}.png")
+    folder = _grey_folder(tmp_path, seed=3)
     log = tmp_path / "queries.jsonl"
     out = tmp_path / "labels.csv"
     with serve(model="trivial", image_size=SIZE, query_log=str(log), max_batch_size=16) as srv:
@@ -178,11 +184,7 @@ def test_ldpclient_audit_on_what_label_and_serve_mock_query_log_wrote(tmp_path):
     from ldpclient.cli import EXIT_MONEY_CAP, app
     from ldpclient.run.run_report import RunReport
 
-    folder = tmp_path / "private"
-    folder.mkdir()
-    rng = np.random.default_rng(4)
-    for k in range(N):
-        Image.fromarray(rng.integers(0, 256, (SIZE, SIZE), dtype=np.uint8), mode="L").save(folder / f"{k:03d}.png")
+    folder = _grey_folder(tmp_path, seed=4)
     log = tmp_path / "queries.jsonl"
     report_path = tmp_path / "labels.report.json"
     audit_args = ["audit", "--run", str(report_path), "--queries", str(log), "--private", str(folder),

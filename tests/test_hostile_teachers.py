@@ -5,13 +5,13 @@ user never named, and no credential from the teacher URL is ever printed."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from hostile_server import HostileServer
+from peak_rss import cli_command, peak_rss_kb, without_peak_line
 from PIL import Image
 
 from ldpclient.cli import EXIT_FAILURE, EXIT_TEACHER
@@ -24,16 +24,6 @@ PEAK_RSS_LIMIT_KB = 1_500_000  # the issue's bound: 1.5 GB against every hostile
 # What a hostile peer may add to the client's peak RSS over an honest teacher's run of the same job:
 # the 64 MiB body limit plus decoded pieces and slack.
 HOSTILE_RSS_MARGIN_KB = 128 * 1024
-_RUN = """
-import re, sys
-from ldpclient.cli import app
-try:
-    app(sys.argv[1:])
-finally:
-    # VmHWM: this process image's own peak (ru_maxrss would carry the parent's RSS at fork across exec)
-    status = open("/proc/self/status").read()
-    print("PEAK_RSS_KB", re.search(r"VmHWM:\\s+(\\d+)", status).group(1), file=sys.stderr)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +46,11 @@ def benign_rss(private, tmp_path_factory) -> int:
 
 def _label(private: Path, url: str, tmp_path: Path, *extra: str) -> tuple[int, str, int]:
     """``ldpclient label`` in a fresh process: (exit code, stderr without the RSS line, peak RSS in KB)."""
-    cmd = [sys.executable, "-c", _RUN, "label", str(private), "--teacher", url, "--state-dir", str(tmp_path / "s"),
-           "--output", str(tmp_path / "labels.csv"), "--queries", "10", "--epochs", "1", "--max-retry-time", "0",
-           "--quiet", *extra]
+    cmd = cli_command("label", str(private), "--teacher", url, "--state-dir", str(tmp_path / "s"),
+                      "--output", str(tmp_path / "labels.csv"), "--queries", "10", "--epochs", "1",
+                      "--max-retry-time", "0", "--quiet", *extra)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    lines = proc.stderr.strip().splitlines()
-    rss = int(lines[-1].split()[-1])
-    return proc.returncode, "\n".join(lines[:-1]), rss
+    return proc.returncode, without_peak_line(proc.stderr.strip()), peak_rss_kb(proc.stderr)
 
 
 @pytest.mark.parametrize("behaviour, needle", [
