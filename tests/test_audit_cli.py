@@ -259,3 +259,16 @@ def test_the_audit_builds_every_mechanism_as_label_does(logged, tmp_path, mechan
                                       "--mechanism", mechanism, "--out", str(tmp_path / "a"), "--json",
                                       "--cnn-steps", "0", "--no-empirical", "--no-rme", "--max-queries", "8"])
     assert res.exit_code == 0, res.output
+
+
+def test_old_option_spellings_are_hidden_aliases(logged, tmp_path):
+    """One name per concept: --epsilon-unit and --reduce as in label; --per and --reduction still work, unlisted."""
+    runner = CliRunner()
+    help_text = runner.invoke(_app(), ["--help"]).output
+    assert "--epsilon-unit" in help_text and "--per " not in help_text and "--reduction" not in help_text
+    base = ["--private", str(logged["folder"]), "--sweep", "50", "--mechanism", "laplace", "--json",
+            "--cnn-steps", "0", "--no-empirical", "--no-rme", "--max-queries", "8", "--out", str(tmp_path / "a")]
+    res = runner.invoke(_app(), [*base, "--per", "record", "--reduction", "1"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(_app(), [*base, "--epsilon-unit", "record", "--per", "element"])
+    assert res.exit_code == 2 and "disagree" in res.output

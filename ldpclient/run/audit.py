@@ -329,9 +329,9 @@ def audit(
     sources: Optional[Path] = typer.Option(None, "--sources", help=".npy/.json (Q, k) record indices of each logged query (instead of --plan)"),
     mechanism: Optional[str] = typer.Option(None, "--mechanism", help=f"client mechanism: {'|'.join(MECHANISMS)} (default: from --run, else label's default, {defaults.mechanism()})"),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="the client's epsilon (unit: --epsilon-unit); needed with --queries unless --run gives it"),
-    epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", "--per", help=f"unit of --epsilon and --sweep: {choice_list(EPSILON_UNITS)} (default: from --run, else label's default, {defaults.epsilon_unit()})"),
+    epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", help=f"unit of --epsilon and --sweep: {choice_list(EPSILON_UNITS)} (default: from --run, else label's default, {defaults.epsilon_unit()})"),
     delta: Optional[float] = typer.Option(None, "--delta", help="delta for gaussian mechanisms"),
-    reduce: Optional[int] = typer.Option(None, "--reduce", "--reduction", help="average-pooling factor before noise used by the client (default: from --run, else label's default for the record shape)"),
+    reduce: Optional[int] = typer.Option(None, "--reduce", help="average-pooling factor before noise used by the client (default: from --run, else label's default for the record shape)"),
     postprocess: Optional[str] = typer.Option(None, "--postprocess", help="client post-processing, e.g. 'clip,blur:1' (default: from --run, else label's default for the reduction)"),
     kind: Optional[str] = typer.Option(None, "--kind", help=f"query kind {'|'.join(AUGMENTATIONS)} (none = SIDP; default: from the plan)"),
     teacher: Optional[str] = typer.Option(None, "--teacher", help="LOCAL teacher to judge reconstructions: mock-server checkpoint file or 'digits'"),
@@ -348,8 +348,12 @@ def audit(
     rme: bool = typer.Option(True, "--rme/--no-rme", help="run the Reverse Manifold Embedding audit"),
     seed: int = typer.Option(0, "--seed", help="seed of the attacks and simulations"),
     as_json: bool = typer.Option(False, "--json", help="print the whole report as JSON"),
+    old_per: Optional[str] = typer.Option(None, "--per", hidden=True, help="old name of --epsilon-unit"),
+    old_reduction: Optional[int] = typer.Option(None, "--reduction", hidden=True, help="old name of --reduce"),
 ) -> None:
     """Attack the queries a teacher saw (reconstruction, linkage, empirical epsilon, membership, RME)."""
+    epsilon_unit = _one_of("--epsilon-unit", epsilon_unit, "--per", old_per)
+    reduce = _one_of("--reduce", reduce, "--reduction", old_reduction)
     _run_audit_command(_AuditOptions(
         private=private, queries=queries, run=run, plan=plan, sources=sources, mechanism=mechanism, epsilon=epsilon,
         epsilon_unit=epsilon_unit, delta=delta, reduce=reduce, postprocess=postprocess, kind=kind, teacher=teacher,
@@ -357,6 +361,15 @@ def audit(
         out=out, cnn_steps=cnn_steps, max_queries=max_queries, empirical=empirical, rme=rme, seed=seed,
         as_json=as_json,
     ))
+
+
+def _one_of(name: str, value: Any, old_name: str, old_value: Any) -> Any:
+    """An option given under its name or its old (hidden) spelling; both with different values is an error."""
+    if old_value is None:
+        return value
+    if value is not None and value != old_value:
+        _fail(f"{name} {value} and its old spelling {old_name} {old_value} disagree; give {name} only")
+    return old_value
 
 
 def _print_summary(report: dict) -> None:
