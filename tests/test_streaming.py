@@ -75,7 +75,7 @@ def test_spooling_a_folder_gives_what_loading_it_gives(tmp_path: Path) -> None:
         assert os.listdir(tmp_path / "spool") == []
 
 
-def test_release_concat_keeps_order_flags_and_refuses_mixed_guarantees() -> None:
+def test_release_builder_keeps_order_flags_and_refuses_mixed_guarantees() -> None:
     mech = laplace(1.0)
     a = mech.release(_records(3), generator=torch.Generator().manual_seed(1))
     b = mech.release(_records(2, seed=1), generator=torch.Generator().manual_seed(2))
@@ -216,3 +216,15 @@ def test_noise_releases_in_chunks_writes_every_copy_and_reuses_on_rerun(tmp_path
     again = run_noise(opts)
     assert again["counts"]["fresh"] == 0 and again["counts"]["reused"] == 10
     assert again["ledger"]["max_spent_epsilon"] == pytest.approx(50.0)
+
+
+def test_release_builder_needs_every_record_and_no_more() -> None:
+    from ldpclient.privacy.release import ReleaseBuilder
+
+    part = laplace(1.0).release(_records(3), generator=torch.Generator().manual_seed(1))
+    builder = ReleaseBuilder(4)
+    builder.add(part)
+    with pytest.raises(ValueError, match="3 of 4 records"):
+        builder.build()
+    with pytest.raises(ValueError, match="6 records added to a release of 4"):
+        builder.add(part)

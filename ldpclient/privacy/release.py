@@ -93,29 +93,13 @@ class Release:
 
     @classmethod
     def concat(cls, parts: Sequence["Release"]) -> "Release":
-        """One release of the records of ``parts`` in order (a release made chunk by chunk).
-
-        The records are noised independently, so the per-record guarantee of the whole is
-        the parts' common one; parts with another guarantee, record shape or reduction
-        are refused (ValueError).
-        """
-        if not parts or not all(isinstance(r, Release) for r in parts):
+        """One release of the records of ``parts`` in order (see :class:`ReleaseBuilder`)."""
+        if not parts:
             raise ValueError("concat needs one or more Release objects")
-        first = parts[0]
-        for r in parts[1:]:
-            if (r.guarantee, r.record_shape, r.reduction) != (first.guarantee, first.record_shape, first.reduction):
-                raise ValueError("cannot concatenate releases made with different guarantees, shapes or reductions")
-        if len(parts) == 1:
-            return first
-        return Release(
-            torch.cat([r._values for r in parts]),
-            first.guarantee,
-            first.record_shape,
-            reduction=first.reduction,
-            clipped_elements=torch.cat([r.clipped_elements for r in parts]),
-            reused=torch.cat([r.reused for r in parts]),
-            _token=_RELEASE_TOKEN,
-        )
+        builder = ReleaseBuilder(sum(len(r) for r in parts))
+        for r in parts:
+            builder.add(r)
+        return builder.build()
 
     def upsampled(self, mode: str = "nearest") -> "Derived":
         """Post-processing: restore the original record shape after a reduction.
@@ -128,6 +112,55 @@ class Release:
 
     def __repr__(self) -> str:
         return f"Release(n={len(self)}, shape={self.released_shape}, {self.guarantee.summary()})"
+
+
+class ReleaseBuilder:
+    """One release of ``n`` records assembled from chunk releases, in order, in preallocated tensors.
+
+    The records are noised independently, so the per-record guarantee of the whole is the
+    chunks' common one; a chunk with another guarantee, record shape or reduction is refused
+    (ValueError). Memory: the n released values are allocated once, at the first chunk, and
+    each chunk is copied in and can be freed (collecting the chunks and concatenating them
+    kept each chunk alive between the chunks' large transient buffers, which grew the C
+    heap with n: measured, a 1,000,000-image label run's heap reached 2.4 GB).
+    """
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"a release needs at least one record, got n={n}")
+        self.n = int(n)
+        self._first: Release | None = None
+        self._values: torch.Tensor | None = None
+        self._clipped = torch.zeros(self.n, dtype=torch.int64)
+        self._reused = torch.zeros(self.n, dtype=torch.bool)
+        self._filled = 0
+
+    def add(self, part: Release) -> None:
+        """Append the records of ``part`` after those added so far."""
+        if not isinstance(part, Release):
+            raise ValueError(f"expected a Release, got {type(part).__name__}")
+        k, at = len(part), self._filled
+        if at + k > self.n:
+            raise ValueError(f"{at + k} records added to a release of {self.n}")
+        if self._first is None or self._values is None:
+            self._first = part
+            self._values = torch.empty((self.n, *part.released_shape), dtype=part._values.dtype)
+        elif (part.guarantee, part.record_shape, part.reduction) != (
+            self._first.guarantee, self._first.record_shape, self._first.reduction
+        ) or part.released_shape != self._first.released_shape:
+            raise ValueError("cannot concatenate releases made with different guarantees, shapes or reductions")
+        self._values[at : at + k] = part._values
+        self._clipped[at : at + k] = part.clipped_elements
+        self._reused[at : at + k] = part.reused
+        self._filled = at + k
+
+    def build(self) -> Release:
+        """The whole release (every one of the ``n`` records must have been added)."""
+        if self._first is None or self._values is None or self._filled != self.n:
+            raise ValueError(f"{self._filled} of {self.n} records added; a release needs all of them")
+        first = self._first
+        return Release(self._values, first.guarantee, first.record_shape, reduction=first.reduction,
+                       clipped_elements=self._clipped, reused=self._reused, _token=_RELEASE_TOKEN)
 
 
 def upsample(values: torch.Tensor, record_shape: Sequence[int], mode: str = "nearest") -> torch.Tensor:

@@ -939,7 +939,7 @@ def _noise_and_write(
     """Release the records in chunks through the ledger and write each one's post-processed release as
     ``OUT/<relative path>.png`` (clipped to the value range, quantised to 8 bits: free post-processing)."""
     from ..privacy.ledger import Ledger
-    from ..privacy.release import Release
+    from ..privacy.release import ReleaseBuilder
     from ..records import iter_batches
     from ..transfer.pipeline import RELEASE_CHUNK_ELEMENTS
     from ..transfer.postprocess import ReleaseRows, parse_postprocess
@@ -950,12 +950,12 @@ def _noise_and_write(
     chunk = max(1, RELEASE_CHUNK_ELEMENTS // math.prod(target.shape))
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    parts = []
+    whole = ReleaseBuilder(len(images))
     with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap) as ledger, \
             ui.stage("noising", len(images)) as bar:
         for idx, records in iter_batches(images.records, chunk):
             release = ledger.release(mechanism, records, scope=target.scope, generator=generator)
-            parts.append(release)
+            whole.add(release)
             values = ReleaseRows(release, transforms, "bilinear").rows(torch.arange(len(release))).values
             for k, row in zip(idx.tolist(), values, strict=True):
                 rel = images.paths[k]
@@ -964,7 +964,7 @@ def _noise_and_write(
                 to_uint8_image((row - lo) / (hi - lo)).save(path)
             bar.update(int(idx[-1]) + 1)
         max_spent = float(ledger.spent(images.records).epsilon.max())
-    return _Noised(ReleaseRows(Release.concat(parts), transforms, "bilinear"), max_spent)
+    return _Noised(ReleaseRows(whole.build(), transforms, "bilinear"), max_spent)
 
 
 def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseTarget:

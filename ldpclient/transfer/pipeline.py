@@ -53,7 +53,7 @@ from torch import nn
 from ..names import PLAN_KINDS
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
-from ..privacy.release import Derived, Release
+from ..privacy.release import Derived, Release, ReleaseBuilder
 from ..records import RecordSource, as_record_source
 from . import defaults
 from .adapt import AdaptHistory, SelfTrainingAdapter
@@ -324,17 +324,18 @@ class KnowledgeTransfer:
         ``source`` None: ``n`` public blank records of the domain's low value (data-free, blank queries).
         """
         chunk = max(1, RELEASE_CHUNK_ELEMENTS // max(1, int(np.prod(shape))))
-        parts = []
+        whole = ReleaseBuilder(n)
         for start in range(0, n, chunk):
             idx = np.arange(start, min(start + chunk, n))
             if source is None:
                 records = torch.full((len(idx), *shape), self.mechanism.domain.low, dtype=torch.float32)
             else:
                 records = source.read(idx)
-            parts.append(self._release(records, public=source is None))
+            whole.add(self._release(records, public=source is None))
+            del records
             if report:
                 self._report("release", int(idx[-1]) + 1, n)
-        return Release.concat(parts)
+        return whole.build()
 
     def _postprocess(self, release: Release) -> ReleaseRows:
         return ReleaseRows(release, self.transforms, self.upsample_mode)
