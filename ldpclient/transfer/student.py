@@ -369,8 +369,13 @@ def predict_proba(
         raise ValueError(f"predict needs (C, H, W) records, got shape {records.record_shape}")
     dev = select_device(device)
     model = model.to(dev).eval()
-    out = [torch.softmax(model(x.to(dev)), dim=1).float().cpu() for _, x in iter_batches(records, batch_size)]
-    return torch.cat(out) if out else torch.empty(0, 0)
+    out: torch.Tensor | None = None  # filled in place: kept per-batch outputs would pin transient buffers in the heap
+    for idx, x in iter_batches(records, batch_size):
+        probs = torch.softmax(model(x.to(dev)), dim=1).float().cpu()
+        if out is None:
+            out = torch.empty((len(records), probs.shape[1]), dtype=torch.float32)
+        out[int(idx[0]) : int(idx[-1]) + 1] = probs
+    return out if out is not None else torch.empty(0, 0)
 
 
 @torch.no_grad()
