@@ -77,6 +77,8 @@ def test_label_happy_path_json_schema_then_resume(tmp_path: Path) -> None:
         assert report["cost"]["spent_run"] == pytest.approx(0.48)  # 24 private + 24 baseline queries
         assert report["baseline"]["queries_sent"] == 24
         assert report["ledger"]["fresh"] == 12
+        assert report["ledger"]["spent_this_run_max_epsilon"] == pytest.approx(64.0)
+        assert report["ledger"]["max_spent_epsilon"] == pytest.approx(64.0)
         assert report["skipped"] == [{"path": "broken.png", "reason": "not a readable image (unknown format)"}]
         assert set(report["timings"]) >= {"connect", "loading", "noising", "querying", "training", "labelling"}
         rows = read_labels(tmp_path / "out" / "labels.csv")
@@ -92,6 +94,8 @@ def test_label_happy_path_json_schema_then_resume(tmp_path: Path) -> None:
         rep2 = json.loads(again.stdout)
         assert rep2["queries"]["sent"] == 0 and rep2["queries"]["from_journal"] == 24
         assert rep2["ledger"]["fresh"] == 0 and rep2["ledger"]["reused"] == 12
+        assert rep2["ledger"]["spent_this_run_max_epsilon"] == 0.0
+        assert rep2["ledger"]["max_spent_epsilon"] == pytest.approx(64.0)
         assert rep2["cost"]["spent_run"] == 0.0
         assert srv.usage()["total"]["images"] == first_usage
         assert [r.label for r in read_labels(tmp_path / "out" / "labels.csv")] == [r.label for r in rows]

@@ -20,7 +20,7 @@ from ldpclient.cli import app
 from ldpclient.data import load_private_folder, spool_private_folder
 from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger
-from ldpclient.privacy.release import Release
+from ldpclient.privacy.release import ReleaseBuilder
 from ldpclient.records import DiskRecords, TensorRecords, iter_batches
 from ldpclient.run.report import iter_label_rows, render_labels, write_labels
 from ldpclient.teachers.local import LocalTeacher
@@ -79,15 +79,20 @@ def test_release_builder_keeps_order_flags_and_refuses_mixed_guarantees() -> Non
     mech = laplace(1.0)
     a = mech.release(_records(3), generator=torch.Generator().manual_seed(1))
     b = mech.release(_records(2, seed=1), generator=torch.Generator().manual_seed(2))
-    both = Release.concat([a, b])
+    builder = ReleaseBuilder(5)
+    builder.add(a)
+    builder.add(b)
+    both = builder.build()
     assert len(both) == 5 and both.guarantee == a.guarantee
     assert torch.equal(both.values, torch.cat([a.values, b.values]))
     assert both.reused.tolist() == [False] * 5
     other = laplace(2.0).release(_records(2), generator=torch.Generator().manual_seed(3))
+    mixed = ReleaseBuilder(5)
+    mixed.add(a)
     with pytest.raises(ValueError, match="different guarantees"):
-        Release.concat([a, other])
-    with pytest.raises(ValueError, match="one or more"):
-        Release.concat([])
+        mixed.add(other)
+    with pytest.raises(ValueError, match="at least one record"):
+        ReleaseBuilder(0)
 
 
 def test_lazy_post_processing_equals_post_processing_the_whole_release() -> None:
@@ -219,8 +224,6 @@ def test_noise_releases_in_chunks_writes_every_copy_and_reuses_on_rerun(tmp_path
 
 
 def test_release_builder_needs_every_record_and_no_more() -> None:
-    from ldpclient.privacy.release import ReleaseBuilder
-
     part = laplace(1.0).release(_records(3), generator=torch.Generator().manual_seed(1))
     builder = ReleaseBuilder(4)
     builder.add(part)

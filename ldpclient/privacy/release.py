@@ -91,16 +91,6 @@ class Release:
             _token=_RELEASE_TOKEN,
         )
 
-    @classmethod
-    def concat(cls, parts: Sequence["Release"]) -> "Release":
-        """One release of the records of ``parts`` in order (see :class:`ReleaseBuilder`)."""
-        if not parts:
-            raise ValueError("concat needs one or more Release objects")
-        builder = ReleaseBuilder(sum(len(r) for r in parts))
-        for r in parts:
-            builder.add(r)
-        return builder.build()
-
     def upsampled(self, mode: str = "nearest") -> "Derived":
         """Post-processing: restore the original record shape after a reduction.
 
@@ -243,8 +233,15 @@ class Derived:
             raise ValueError(f"post-processing step {step!r} changed the number of rows")
         return Derived(out.detach(), self.sources, self.guarantee, self.steps + (step,), self.ids, _token=_DERIVED_TOKEN)
 
-    def take(self, index: torch.Tensor) -> "Derived":
-        """The rows ``index`` (int64 ``(K,)``) with their sources, ids and history (selection is not a new step)."""
+    @property
+    def record_shape(self) -> tuple[int, ...]:
+        """Shape of one row (without the batch axis)."""
+        return tuple(self.values.shape[1:])
+
+    def rows(self, index: torch.Tensor) -> "Derived":
+        """The rows ``index`` (int64 ``(K,)``) with their sources, ids and history (selection is not a new step).
+
+        The same interface as :class:`~ldpclient.transfer.postprocess.ReleaseRows`, so query plans read either."""
         ids = self.ids[index] if self.ids is not None else None
         return Derived(self.values[index], self.sources[index], self.guarantee, self.steps, ids, _token=_DERIVED_TOKEN)
 

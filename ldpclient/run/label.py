@@ -439,10 +439,10 @@ class _Baseline:
 
 @dataclass(frozen=True)
 class _Outcome:
-    """What the transfer step leaves: the private result, the spend around it, the client's figures, the baseline."""
+    """What the transfer step leaves: the private result, the records' total spend after it, the client's
+    figures, the baseline."""
 
     result: Any
-    spent_before: torch.Tensor
     spent_after: torch.Tensor
     stats_private: dict[str, Any]
     client_report: dict[str, Any]
@@ -592,7 +592,6 @@ def _run_transfer(setup: _Setup, session: _Session, plan: _Plan, records: Record
 
     opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
     try:
-        spent_before = ledger.spent(records).epsilon
         transfer = KnowledgeTransfer(
             setup.teacher, setup.mechanism, ledger=ledger, scope=setup.identity,
             mode="ldpkit" if opts.augment != "none" else "sidp",
@@ -616,7 +615,7 @@ def _run_transfer(setup: _Setup, session: _Session, plan: _Plan, records: Record
         ledger_cap = ledger.cap_epsilon
         ledger_path = ledger.path
         ledger.close()
-    return _Outcome(result=result, spent_before=spent_before, spent_after=spent_after, stats_private=stats_private,
+    return _Outcome(result=result, spent_after=spent_after, stats_private=stats_private,
                     client_report=client_report, ledger_cap=ledger_cap, ledger_path=ledger_path,
                     query_batch_size=session.q_batch, baseline=baseline)
 
@@ -765,7 +764,11 @@ def _usage_sections(setup: _Setup, images: Any, outcome: _Outcome, labelled: int
             path=str(outcome.ledger_path),
             fresh=int(counts.get("releases_fresh", 0)),
             reused=int(counts.get("releases_reused", 0)),
-            spent_this_run_max_epsilon=float((outcome.spent_after - outcome.spent_before).max()),
+            # what this run charged: each fresh release costs the release's per-record epsilon (the ledger
+            # charges exactly that), reused ones nothing; no second pass over the records to difference
+            spent_this_run_max_epsilon=(
+                float(outcome.result.guarantee.epsilon_record) if int(counts.get("releases_fresh", 0)) else 0.0
+            ),
             max_spent_epsilon=float(outcome.spent_after.max()),
             cap_epsilon=outcome.ledger_cap,
         ),
@@ -941,13 +944,13 @@ def _noise_and_write(
     from ..privacy.ledger import Ledger
     from ..privacy.release import ReleaseBuilder
     from ..records import iter_batches
-    from ..transfer.pipeline import RELEASE_CHUNK_ELEMENTS
+    from ..transfer.pipeline import release_chunk
     from ..transfer.postprocess import ReleaseRows, parse_postprocess
 
     lo, hi = target.value_range
     transforms = parse_postprocess(opts.postprocess)
     generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
-    chunk = max(1, RELEASE_CHUNK_ELEMENTS // math.prod(target.shape))
+    chunk = release_chunk(target.shape)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     whole = ReleaseBuilder(len(images))

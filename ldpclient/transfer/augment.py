@@ -307,13 +307,13 @@ class QueryPlan:
             blank_src = _table(blank_releases)
             if len(blank_src) != self.n_blank:
                 raise ValueError(f"plan is for n_blank={self.n_blank} blank releases, got {len(blank_src)}")
-            if _row_shape(blank_src) != _row_shape(src):
+            if blank_src.record_shape != src.record_shape:
                 raise ValueError("blank releases must have the same shape as the private releases")
         if self.kind == "rand" and mechanism is None:
             raise ValueError("LDPKiT-Rand needs the base mechanism to draw its noise")
         ids = np.asarray(ids, dtype=np.int64)
         r = self.recipes(ids)
-        shape = _row_shape(src)
+        shape = src.record_shape
         out: torch.Tensor | None = None
         origin: Derived | None = None  # the private rows: their guarantee and history go with the queries
         sources = torch.full((len(ids), 2), -1, dtype=torch.int64)
@@ -326,7 +326,7 @@ class QueryPlan:
             j = torch.from_numpy(r["j"][sel_np]) if self.kind == "sup" else None
             # only the rows this batch uses are gathered (and post-processed, for ReleaseRows)
             used, pos = torch.unique(i if j is None else torch.cat([i, j]), return_inverse=True)
-            rows = _gather(table, used)
+            rows = table.rows(used)
             if out is None:
                 out = torch.empty((len(ids), *shape), dtype=rows.values.dtype)
             if not is_blank:
@@ -346,7 +346,7 @@ class QueryPlan:
                         mechanism, r["noise_seed"][sel_np], shape, noise_mode
                     ).to(out.dtype)
         if origin is None:  # a batch of blank queries only
-            origin = _gather(src, torch.empty(0, dtype=torch.int64))
+            origin = src.rows(torch.empty(0, dtype=torch.int64))
         assert out is not None
         step = {"sup": "ldpkit-sup", "rand": f"ldpkit-rand(scale={self.rand_scale:g})", "identity": "identity"}
         return Derived.combine(origin, out, sources, step[self.kind], ids=torch.from_numpy(ids))
@@ -398,17 +398,9 @@ class QueryPlan:
 
 
 def _table(releases: object) -> Derived | ReleaseRows:
-    """The rows queries are built from: a ReleaseRows as is, else a Release/Derived (raw tensors refused)."""
+    """The rows queries are built from (``rows(index)``, ``record_shape``): a ReleaseRows as is, else a
+    Release/Derived (raw tensors refused)."""
     return releases if isinstance(releases, ReleaseRows) else as_derived(releases)
-
-
-def _gather(table: Derived | ReleaseRows, index: torch.Tensor) -> Derived:
-    """Rows ``index`` of ``table`` (post-processed on demand for a ReleaseRows)."""
-    return table.rows(index) if isinstance(table, ReleaseRows) else table.take(index)
-
-
-def _row_shape(table: Derived | ReleaseRows) -> tuple[int, ...]:
-    return table.record_shape if isinstance(table, ReleaseRows) else tuple(table.values.shape[1:])
 
 
 __all__ = [

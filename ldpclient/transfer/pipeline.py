@@ -41,6 +41,7 @@ element and per record; augmentation and post-processing add nothing.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,11 @@ MODES = ("ldpkit", "sidp", "data-free")
 AUGMENTATIONS = PLAN_KINDS  # augmentation name -> query-plan kind (ldpclient.names)
 #: Input elements released per chunk (2**21: 2,674 28x28 grey records): bounds the noising's working memory.
 RELEASE_CHUNK_ELEMENTS = 2**21
+
+
+def release_chunk(record_shape: Sequence[int]) -> int:
+    """Records released (and charged) per chunk: about :data:`RELEASE_CHUNK_ELEMENTS` input elements, at least 1."""
+    return max(1, RELEASE_CHUNK_ELEMENTS // max(1, math.prod(record_shape)))
 
 
 @dataclass
@@ -323,7 +329,7 @@ class KnowledgeTransfer:
 
         ``source`` None: ``n`` public blank records of the domain's low value (data-free, blank queries).
         """
-        chunk = max(1, RELEASE_CHUNK_ELEMENTS // max(1, int(np.prod(shape))))
+        chunk = release_chunk(shape)
         whole = ReleaseBuilder(n)
         for start in range(0, n, chunk):
             idx = np.arange(start, min(start + chunk, n))
@@ -606,4 +612,4 @@ class KnowledgeTransfer:
             yield bid, self.teacher.classify(d)
 
 
-__all__ = ["AUGMENTATIONS", "MODES", "RELEASE_CHUNK_ELEMENTS", "KnowledgeTransfer", "TransferResult"]
+__all__ = ["AUGMENTATIONS", "MODES", "RELEASE_CHUNK_ELEMENTS", "KnowledgeTransfer", "TransferResult", "release_chunk"]
