@@ -442,7 +442,7 @@ def noise(
 
     preview.png rows: clean records, their releases (post-processed), augmented queries. Charged in the ledger like any release; the preview shows clean images and is for your eyes only.
     """
-    from .run.label import NoiseOptions, run_noise
+    from .run.noise import NoiseOptions, run_noise
 
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
     ui.capture_logs(secrets=(token,))
@@ -486,7 +486,7 @@ def budget(
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """Show per-record privacy spend and caps from the ledger (no pixels, no record keys)."""
-    from .run.label import ledger_summary
+    from .run.budget import ledger_summary
 
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):

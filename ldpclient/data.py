@@ -409,3 +409,20 @@ def to_uint8_image(values: torch.Tensor) -> Image.Image:
     if hwc.shape[2] == 1:
         return Image.fromarray(np.ascontiguousarray(hwc[:, :, 0]))
     return Image.fromarray(np.ascontiguousarray(hwc))
+
+
+def to_value_range(records: torch.Tensor, value_range: tuple[float, float], *, integer: bool = False) -> torch.Tensor:
+    """Decoded images (float [0, 1]) in the teacher's value range; ``integer``: rounded to whole units
+    (for an integer domain such as 0..255: the 8-bit pixel values the files held)."""
+    lo, hi = float(value_range[0]), float(value_range[1])
+    out = records if (lo, hi) == (0.0, 1.0) else records * (hi - lo) + lo
+    return torch.round(out) if integer else out
+
+
+def check_private_folder(path: Path) -> None:
+    """Raise DataError (one line) when ``path`` is missing, not a folder, or holds no image files."""
+    found = discover_images(path)
+    if not found.files:
+        raise DataError(
+            f"private folder {str(path)!r} contains no image files ({', '.join(sorted(IMAGE_EXTENSIONS))})"
+        )

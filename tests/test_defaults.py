@@ -7,7 +7,7 @@ import inspect
 from typer.testing import CliRunner
 
 from ldpclient.cli import app
-from ldpclient.run.label import LabelOptions, NoiseOptions
+from ldpclient.run.options import LabelOptions, NoiseOptions
 from ldpclient.transfer import defaults
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 

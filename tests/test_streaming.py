@@ -203,7 +203,7 @@ def test_label_leaves_no_spooled_records_in_the_state_directory(tmp_path: Path) 
 
 
 def test_noise_releases_in_chunks_writes_every_copy_and_reuses_on_rerun(tmp_path: Path, monkeypatch) -> None:
-    from ldpclient.run.label import NoiseOptions, run_noise
+    from ldpclient.run.noise import NoiseOptions, run_noise
 
     monkeypatch.setattr(pipeline, "RELEASE_CHUNK_ELEMENTS", 64 * 3)  # 3 records of 8x8 per chunk
     folder = tmp_path / "private"

@@ -8,7 +8,7 @@ import torch
 import ldpclient.teachers.http as http
 from ldpclient.privacy import Domain, Guarantee
 from ldpclient.privacy.release import _RELEASE_TOKEN, Release
-from ldpclient.run.label import open_teacher
+from ldpclient.run.connect import open_teacher
 from ldpclient.teachers import HttpTransport, RetryPolicy, connect
 from ldpclient.teachers.huggingface import HFTeacher
 from ldpclient.teachers.oip import OIPTeacher

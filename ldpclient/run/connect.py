@@ -1,0 +1,44 @@
+"""Opening the teacher a label or noise run names: the facts and transport options it takes, one-line refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..teachers.http import redact_url
+from .facts import TeacherFacts
+from .network import NetworkOptions
+
+
+def teacher_options(address: str, facts: TeacherFacts, state: Path) -> dict[str, Any]:
+    """The model facts the user supplied; for Open Inference Protocol teachers also the wire format,
+    whose ``auto`` choice is remembered in the state directory ``state``."""
+    from ..teachers.registry import resolve
+
+    out: dict[str, Any] = facts.supplied()
+    if resolve(address)[0] == "oip":
+        out.update(wire=facts.wire, state_dir=state)
+    elif facts.wire != "auto":
+        raise ValueError("--wire applies to Open Inference Protocol teachers (http://, oip+http://) only")
+    return out
+
+
+def connect_options(address: str, facts: TeacherFacts, network: NetworkOptions, state: Path) -> dict[str, Any]:
+    """Options for :func:`~ldpclient.teachers.connect`: :func:`teacher_options`, and for URL adapters
+    the transport's timeouts, retry budget and CA bundle (:class:`~ldpclient.run.network.NetworkOptions`)."""
+    return {**teacher_options(address, facts, state), **network.transport_options(address)}
+
+
+def open_teacher(address: str, token: str | None, options: Mapping[str, Any]) -> Any:
+    """:func:`~ldpclient.teachers.connect`, with an adapter's refusal of a supplied fact as one line."""
+    from ..teachers import connect
+
+    try:
+        return connect(address, token=token, **options)
+    except TypeError as exc:
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        name = str(exc).rsplit(" ", 1)[-1].strip("'")
+        raise ValueError(
+            f"the teacher adapter for {redact_url(address)!r} does not take --{name.replace('_', '-')}"
+        ) from None

@@ -1,0 +1,185 @@
+"""The run report of ``ldpclient label``: the typed report of a finished run, the partial one of a stopped run.
+
+Reads the stage outputs of :mod:`ldpclient.run.label` (``RunSetup``, ``RunOutcome``, ``WrittenOutputs``)
+and builds the sections of :class:`~ldpclient.run.run_report.RunReport`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..records import RecordSource
+from ..teachers.units import ByteUnitsTeacher
+from .report import versions, write_json
+from .run_report import (
+    CostSection,
+    CountsSection,
+    LedgerSection,
+    MechanismSection,
+    QueriesSection,
+    RunReport,
+    StudentSection,
+    TeacherSection,
+)
+
+if TYPE_CHECKING:
+    from .label import RunOutcome, RunSetup, WrittenOutputs
+    from .options import LabelOptions
+
+
+def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: WrittenOutputs) -> RunReport:
+    """The run report of a finished label run (``ui.py`` and ``ldpclient audit`` read it; JSON via ``to_dict``)."""
+    opts, meta, mechanism, result = setup.opts, setup.meta, setup.mechanism, outcome.result
+    return RunReport(
+        command="label",
+        ok=True,
+        private_dir=str(opts.private_dir),
+        teacher=TeacherSection(address=setup.identity, model=meta.name, input_shape=list(setup.shape),
+                               datatype=meta.datatype, num_classes=meta.num_classes,
+                               value_range=list(meta.value_range), wire=_wire_used(setup.teacher),
+                               assumed=list(meta.assumed)),
+        mechanism=MechanismSection(name=opts.mechanism, epsilon=opts.epsilon, epsilon_unit=opts.epsilon_unit,
+                                   delta=opts.delta, reduce=opts.reduce, config=mechanism.config()),
+        guarantee=result.guarantee.as_dict(),
+        guarantee_note=(
+            "per record is the figure that matters: it bounds what the teacher can learn about one whole image; "
+            "post-processing (augmentation, blur, clipping) adds nothing; inputs are clipped to the declared domain "
+            "before noising"
+        ),
+        augment=opts.augment,
+        postprocess=opts.postprocess,
+        # the full query plan: with the teacher's query log it maps every logged query to its records
+        # (`ldpclient audit --run REPORT --queries LOG --private DIR`)
+        plan=asdict(result.plan) if result.plan is not None else None,
+        **_usage_sections(setup, images, outcome, written.labelled),
+        student=StudentSection(
+            model=opts.student if result.student is not None else None,
+            epochs=opts.epochs if result.student is not None else 0,
+            val_accuracy=last_val_accuracy(result),
+            train_accuracy=result.history.train_accuracy[-1] if result.history else None,
+            loss=result.history.loss[-1] if result.history else None,
+            note="validation accuracy = agreement with the teacher's labels on held-out noised queries",
+        ),
+        adaptation=_adaptation_section(result),
+        baseline=outcome.baseline.section if outcome.baseline is not None else None,
+        label_histogram=torch.bincount(result.labels, minlength=meta.num_classes).tolist(),
+        timings=setup.timer.as_dict(),
+        skipped=[s.as_dict() for s in images.skipped],
+        # file names that are not valid UTF-8: labelled, and written with \xNN escapes
+        escaped_names=list(images.escaped_paths),
+        outputs=written.outputs,
+        versions=versions(),
+    )
+
+
+def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled: int) -> dict[str, Any]:
+    """The report's ``counts``, ``queries``, ``cost`` and ``ledger`` sections, in that order."""
+    opts, counts, n = setup.opts, outcome.result.counts, len(images)
+    stats, client_report = outcome.stats_private, outcome.client_report
+    return {
+        "counts": CountsSection(
+            files_found=n + sum(1 for s in images.skipped if not s.path.endswith("/")),
+            records=n,
+            labelled=labelled,
+            skipped=len(images.skipped),
+            releases_fresh=int(counts.get("releases_fresh", 0)),
+            releases_reused=int(counts.get("releases_reused", 0)),
+        ),
+        "queries": QueriesSection(
+            planned=int(counts.get("queries", 0)),
+            batches=int(counts.get("batches", 0)),
+            sent=stats["queries_sent"],
+            from_journal=stats["queries_from_journal"],
+            requests=stats["requests"],
+            batch_size=outcome.query_batch_size,
+            plan_seed_source="--seed" if opts.seed is not None else "runs.json",
+        ),
+        "cost": CostSection(
+            price_per_query=opts.price,
+            spent_run=client_report["spent_run"],
+            spent_total=client_report["spent_total"],
+            cap=opts.money_cap,
+            billing=client_report["billing"],
+        ),
+        "ledger": LedgerSection(
+            path=str(outcome.ledger_path),
+            fresh=int(counts.get("releases_fresh", 0)),
+            reused=int(counts.get("releases_reused", 0)),
+            # what this run charged: each fresh release costs the release's per-record epsilon (the ledger
+            # charges exactly that), reused ones nothing; no second pass over the records to difference
+            spent_this_run_max_epsilon=(
+                float(outcome.result.guarantee.epsilon_record) if int(counts.get("releases_fresh", 0)) else 0.0
+            ),
+            max_spent_epsilon=float(outcome.spent_after.max()),
+            cap_epsilon=outcome.ledger_cap,
+        ),
+    }
+
+
+ADAPTATION_NOTE = (
+    "the student was fine-tuned on the clean private images, on this device only (no query, no privacy cost); "
+    "it has seen them, is not covered by the LDP guarantee and must not leave the device; the queries and the "
+    "teacher's answers keep their meaning"
+)
+
+
+def _adaptation_section(result: Any) -> dict[str, Any] | None:
+    summary = result.summary().get("adaptation")
+    if summary is None:
+        return None
+    changed = None
+    if result.unadapted_labels is not None:
+        changed = float((result.unadapted_labels != result.labels).float().mean())
+    return {**summary, "labels_changed": changed, "note": ADAPTATION_NOTE}
+
+
+def report_path_for(opts: LabelOptions) -> Path:
+    """The run report's path: ``--report``, else ``<output stem>.report.json`` beside the labels."""
+    return opts.report or opts.output.with_name(opts.output.stem + ".report.json")
+
+
+def write_stop_report(
+    opts: LabelOptions, exc: Exception, identity: str, client: Any, ledger: Any, records: RecordSource,
+    token: str | None,
+) -> None:
+    """A partial report for a run stopped at the money or privacy cap: what was spent and answered."""
+    spent = ledger.spent(records).epsilon
+    stopped = "money cap" if type(exc).__name__ == "CostCapReached" else "privacy cap"
+    costs = client.report()
+    write_json(report_path_for(opts), {
+        "schema": 1,
+        "command": "label",
+        "ok": False,
+        "stopped": {"reason": stopped, "message": " ".join(str(exc).split())},
+        "private_dir": str(opts.private_dir),
+        "teacher": {"address": identity},
+        "queries": {"sent": client.stats.queries_sent, "from_journal": client.stats.queries_from_journal,
+                    "requests": client.stats.requests},
+        "cost": {"price_per_query": opts.price, "cap": opts.money_cap,
+                 **{k: costs[k] for k in ("spent_run", "spent_total", "spent_unconfirmed", "billing")}},
+        "ledger": {"path": str(ledger.path), "max_spent_epsilon": float(spent.max()) if len(spent) else 0.0,
+                   "cap_epsilon": ledger.cap_epsilon},
+        "outputs": {"report": str(report_path_for(opts))},
+        "versions": versions(),
+    }, secrets=(token,))
+
+
+def _wire_used(teacher: Any) -> str | None:
+    """``"binary"``/``"json"`` for an Open Inference Protocol teacher (after negotiation), else None."""
+    from ..teachers.oip import OIPTeacher
+
+    inner = teacher.inner if isinstance(teacher, ByteUnitsTeacher) else teacher
+    if not isinstance(inner, OIPTeacher):
+        return None
+    return "binary" if inner.binary else "json"
+
+
+def last_val_accuracy(result: Any) -> float | None:
+    if result.history is None or not result.history.val_accuracy:
+        return None
+    v = result.history.val_accuracy[-1]
+    return None if v != v else float(v)

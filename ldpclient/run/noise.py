@@ -1,0 +1,163 @@
+"""The flow behind ``ldpclient noise``: release every image once (charged in the ledger) and write what a
+teacher would see (``OUT/<relative path>.png`` and ``OUT/preview.png``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..data import SpooledImages, spool_private_folder, to_uint8_image, to_value_range
+from ..names import PLAN_KINDS
+from ..state import state_dir
+from ..teachers.base import as_teacher
+from ..teachers.http import redact_url
+from .connect import connect_options, open_teacher
+from .options import NoiseOptions, build_mechanism, resolve_shape_defaults
+from .report import preview_grid, versions
+from .ui import UI
+
+
+@dataclass(frozen=True)
+class _NoiseTarget:
+    """What a noise run releases for: the record shape, the mechanism's value range and the ledger scope."""
+
+    shape: tuple[int, ...]
+    value_range: tuple[float, float]
+    scope: str
+
+
+def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = None) -> dict[str, Any]:
+    """Release every image of the folder once (charged in the ledger) and write what a teacher would see.
+
+    Writes ``OUT/<relative path>.png`` per record (the post-processed release,
+    clipped and quantised to 8 bits: free post-processing) and ``OUT/preview.png``
+    (rows: clean, released, augmented). With ``teacher`` the release is made for
+    that teacher (same ledger scope as ``ldpclient label``), so a later label run
+    reuses it at no further cost.
+    """
+    ui = ui or UI(quiet=True)
+    opts.validate()
+    state = state_dir(opts.state_dir)
+    target = _noise_target(opts, token, state)
+    opts = resolve_shape_defaults(opts, target.shape)
+    mechanism = build_mechanism(opts, target.value_range, target.shape)
+    lo, hi = target.value_range
+    with ui.stage("loading", None) as bar:
+        images = spool_private_folder(
+            opts.private_dir, target.shape, directory=state, max_pixels=opts.max_pixels,
+            convert=lambda r: to_value_range(r, target.value_range, integer=mechanism.domain.integer),
+            progress=lambda d, t: bar.update(d, total=t),
+        )
+    with images:
+        noised = _noise_and_write(opts, images, mechanism, target, state, ui)
+        preview_path = _write_preview(opts, Path(opts.out), images.records, noised.rows, mechanism,
+                                      lambda v: (v - lo) / (hi - lo))
+    release, n = noised.rows.release, len(images)
+    fresh, reused = int((~release.reused).sum()), int(release.reused.sum())
+    return {
+        "schema": 1,
+        "command": "noise",
+        "ok": True,
+        "private_dir": str(opts.private_dir),
+        "scope": target.scope,
+        "guarantee": release.guarantee.as_dict(),
+        "counts": {"noised": n, "fresh": fresh, "reused": reused, "skipped": len(images.skipped)},
+        "ledger": {"fresh": fresh, "reused": reused, "max_spent_epsilon": noised.max_spent,
+                   "cap_epsilon": opts.privacy_cap},
+        "skipped": [s.as_dict() for s in images.skipped],
+        "outputs": {"dir": str(opts.out), "preview": str(preview_path), "files": n},
+        "versions": versions(),
+    }
+
+
+@dataclass(frozen=True)
+class _Noised:
+    """A noise run's releases (post-processed on demand) and the largest per-record spend after it."""
+
+    rows: Any
+    max_spent: float
+
+
+def _noise_and_write(
+    opts: NoiseOptions, images: SpooledImages, mechanism: Any, target: _NoiseTarget, state: Path, ui: UI
+) -> _Noised:
+    """Release the records in chunks through the ledger and write each one's post-processed release as
+    ``OUT/<relative path>.png`` (clipped to the value range, quantised to 8 bits: free post-processing)."""
+    from ..privacy.ledger import Ledger
+    from ..privacy.release import ReleaseBuilder
+    from ..records import iter_batches
+    from ..transfer.pipeline import release_chunk
+    from ..transfer.postprocess import ReleaseRows, parse_postprocess
+
+    lo, hi = target.value_range
+    transforms = parse_postprocess(opts.postprocess)
+    generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
+    chunk = release_chunk(target.shape)
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    whole = ReleaseBuilder(len(images))
+    with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap) as ledger, \
+            ui.stage("noising", len(images)) as bar:
+        for idx, records in iter_batches(images.records, chunk):
+            release = ledger.release(mechanism, records, scope=target.scope, generator=generator)
+            whole.add(release)
+            values = ReleaseRows(release, transforms, "bilinear").rows(torch.arange(len(release))).values
+            for k, row in zip(idx.tolist(), values, strict=True):
+                rel = images.paths[k]
+                path = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                to_uint8_image((row - lo) / (hi - lo)).save(path)
+            bar.update(int(idx[-1]) + 1)
+        max_spent = float(ledger.spent(images.records).epsilon.max())
+    return _Noised(ReleaseRows(whole.build(), transforms, "bilinear"), max_spent)
+
+
+def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseTarget:
+    """Shape, value range and scope of a noise run: the named teacher's (asked once, then closed), else local."""
+    value_range: tuple[float, float] = (0.0, 1.0)
+    if opts.teacher:
+        t = open_teacher(opts.teacher, token, connect_options(opts.teacher, opts.facts, opts.network, state))
+        try:
+            meta = t.metadata()
+        finally:
+            as_teacher(t).close()
+        shape = tuple(int(s) for s in meta.input_shape)
+        value_range = (float(meta.value_range[0]), float(meta.value_range[1]))
+        scope = redact_url(opts.teacher)
+    else:
+        shape = (opts.channels, opts.size, opts.size)
+        scope = "local-preview"
+    if opts.mechanism == "discrete-tldp":
+        value_range = (0.0, 255.0)  # its domain is the integers 0..255 (see ByteUnitsTeacher)
+    return _NoiseTarget(shape=shape, value_range=value_range, scope=scope)
+
+
+def _write_preview(
+    opts: NoiseOptions, out: Path, records: Any, derived: Any, mechanism: Any, to_unit: Any
+) -> Path:
+    """Write ``OUT/preview.png``: rows of clean records, their releases and augmented queries (the first few)."""
+    from ..transfer.augment import QueryPlan
+
+    n = len(records)
+    k = min(opts.preview, n)
+    aug_rows: list[torch.Tensor] = []
+    kind = PLAN_KINDS[opts.augment]
+    if kind == "sup" and n < 2:
+        kind = "identity"
+    plan = QueryPlan(kind=kind, n=n, num_queries=k if kind != "identity" else None, seed=opts.seed or 0, batch_size=max(k, 1))
+    for _, d in plan.batches(derived, mechanism=mechanism):
+        aug_rows.extend(list(d.values[: k - len(aug_rows)]))
+        if len(aug_rows) >= k:
+            break
+    first = torch.arange(k)
+    grid = preview_grid([
+        [to_unit(r) for r in records.read(first.numpy())],
+        [to_unit(r) for r in derived.rows(first).values],
+        [to_unit(r) for r in aug_rows[:k]],
+    ])
+    preview_path = out / "preview.png"
+    grid.save(preview_path)
+    return preview_path

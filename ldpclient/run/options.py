@@ -1,0 +1,193 @@
+"""The options of ``ldpclient label`` and ``ldpclient noise`` as checked dataclasses, and the mechanism they name.
+
+Validation messages name the CLI flag a user would change (``--epsilon``, ``--queries``);
+:func:`resolve_shape_defaults` fills what depends on the teacher's input shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from ..data import DEFAULT_MAX_PIXELS
+from ..names import AUGMENTATIONS, DELTA_MECHANISMS, EPSILON_UNITS, MECHANISMS, choice_list
+from ..transfer import defaults
+from .facts import TeacherFacts
+from .mechanism import mechanism_for
+from .network import NetworkOptions
+from .report import label_format_for
+
+
+@dataclass(frozen=True)
+class LabelOptions:
+    """Everything ``ldpclient label`` needs except the token (secrets are passed separately).
+
+    ``epsilon`` is in nats, per ``epsilon_unit`` (``element`` or ``record``);
+    ``privacy_cap`` is a per-record epsilon cap enforced by the ledger over all runs;
+    ``price`` is money per query and ``money_cap`` the largest total spend for this
+    teacher over all runs (journal). ``queries=None``: 20 per record, at least 500
+    (bounded by the distinct Sup pairs). ``seed`` seeds *all* randomness including
+    the privacy noise: tests only.
+    """
+
+    private_dir: Path
+    teacher: str
+    mechanism: str = defaults.mechanism()
+    epsilon: float = defaults.epsilon()
+    epsilon_unit: str = defaults.epsilon_unit()
+    delta: Optional[float] = None
+    secure: bool = True
+    allow_large_delta: bool = False
+    augment: str = defaults.augmentation()
+    reduce: Optional[int] = None
+    postprocess: Optional[str] = None
+    baseline: bool = False
+    adapt: bool = True
+    queries: Optional[int] = None
+    batch_size: Optional[int] = None
+    price: float = 0.0
+    money_cap: Optional[float] = None
+    privacy_cap: Optional[float] = None
+    student: str = "small_cnn"
+    epochs: int = defaults.epochs()
+    output: Path = Path("labels.csv")
+    format: Optional[str] = None
+    report: Optional[Path] = None
+    state_dir: Optional[Path] = None
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    workers: int = 1
+    seed: Optional[int] = None
+    device: str = "auto"
+    train_batch_size: int = defaults.train_batch_size()
+    network: NetworkOptions = NetworkOptions()
+    facts: TeacherFacts = TeacherFacts()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the option for any value that cannot work."""
+        self.network.validate()
+        _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
+        if self.postprocess is not None:
+            _check_postprocess(self.postprocess)
+        for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if not (math.isfinite(self.price) and self.price >= 0):
+            raise ValueError(f"--price must be a finite number >= 0, got {self.price}")
+        if self.money_cap is not None and not (math.isfinite(self.money_cap) and self.money_cap >= 0):
+            raise ValueError(f"--money-cap must be a finite number >= 0, got {self.money_cap}")
+        if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
+            raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
+        if self.epochs < 1:
+            raise ValueError(f"--epochs must be >= 1, got {self.epochs}")
+        if self.train_batch_size < 1:
+            raise ValueError(f"--train-batch-size must be >= 1, got {self.train_batch_size}")
+        if self.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {self.workers}")
+        from ..transfer.student import build_student
+
+        try:
+            with torch.random.fork_rng(devices=[]):  # a trial build: its init draws stay local
+                build_student(self.student, num_classes=2)
+        except (ValueError, KeyError) as exc:
+            raise ValueError(f"--student: {exc}") from None
+        label_format_for(self.output, self.format)
+        if self.output.exists() and self.output.is_dir():
+            raise ValueError(f"--output {str(self.output)!r} is a directory; give a file name")
+        if not self.teacher:
+            raise ValueError("--teacher must be a URL or adapter name")
+
+
+@dataclass(frozen=True)
+class NoiseOptions:
+    """Options of ``ldpclient noise`` (see :func:`ldpclient.run.noise.run_noise`)."""
+
+    private_dir: Path
+    out: Path
+    teacher: Optional[str] = None
+    size: int = 28
+    channels: int = 1
+    mechanism: str = defaults.mechanism()
+    epsilon: float = defaults.epsilon()
+    epsilon_unit: str = defaults.epsilon_unit()
+    delta: Optional[float] = None
+    secure: bool = True
+    allow_large_delta: bool = False
+    reduce: Optional[int] = None
+    postprocess: Optional[str] = None
+    augment: str = defaults.augmentation()
+    preview: int = 8
+    privacy_cap: Optional[float] = None
+    state_dir: Optional[Path] = None
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    seed: Optional[int] = None
+    network: NetworkOptions = NetworkOptions()
+    facts: TeacherFacts = TeacherFacts()
+
+    def validate(self) -> None:
+        self.network.validate()
+        _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
+        if self.postprocess is not None:
+            _check_postprocess(self.postprocess)
+        if self.channels not in (1, 3):
+            raise ValueError(f"--channels must be 1 or 3, got {self.channels}")
+        if self.size < 1 or self.preview < 1:
+            raise ValueError("--size and --preview must be >= 1")
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
+        if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
+            raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
+        if self.out.exists() and not self.out.is_dir():
+            raise ValueError(f"--out {str(self.out)!r} exists and is not a directory")
+
+
+def _check_mechanism_options(
+    mechanism: str, epsilon: float, unit: str, delta: float | None, reduce: int | None
+) -> None:
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"--epsilon must be a finite number > 0, got {epsilon}")
+    if unit not in EPSILON_UNITS:
+        raise ValueError(f"--epsilon-unit must be {choice_list(EPSILON_UNITS)}, got {unit!r}")
+    if delta is not None and not (0 < delta < 1):
+        raise ValueError(f"--delta must be in (0, 1), got {delta}")
+    if delta is not None and mechanism not in DELTA_MECHANISMS:
+        raise ValueError(f"--delta applies to {', '.join(DELTA_MECHANISMS)} only, not to --mechanism {mechanism}")
+    if reduce is not None and reduce < 1:
+        raise ValueError(f"--reduce must be >= 1, got {reduce}")
+
+
+def resolve_shape_defaults(opts: Any, input_shape: tuple[int, ...]) -> Any:
+    """``opts`` with ``reduce`` and ``postprocess`` filled from the record shape where the user gave none
+    (:func:`ldpclient.transfer.defaults.shape_settings`)."""
+    reduce, post = defaults.shape_settings(input_shape, opts.reduce, opts.postprocess)
+    return dataclasses.replace(opts, reduce=reduce, postprocess=post)
+
+
+def _check_postprocess(spec: str) -> None:
+    from ..transfer.postprocess import parse_postprocess
+
+    try:
+        parse_postprocess(spec)
+    except ValueError as exc:
+        raise ValueError(f"--postprocess: {exc}") from None
+
+
+def build_mechanism(
+    opts: LabelOptions | NoiseOptions,
+    value_range: tuple[float, float],
+    record_shape: tuple[int, ...],
+) -> Any:
+    """The mechanism the options name, on the teacher's value range, checked against the record shape."""
+    return mechanism_for(
+        opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
+        value_range=value_range, record_shape=record_shape, secure=opts.secure,
+        allow_large_delta=opts.allow_large_delta,
+    )

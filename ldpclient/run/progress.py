@@ -1,0 +1,67 @@
+"""The pipeline's ``progress(stage, done, total, metrics)`` calls shown as the UI's progress bars."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+from .ui import UI
+
+
+class StageProgress:
+    """Adapter from the pipeline's ``progress(stage, done, total, metrics)`` to the UI's bars."""
+
+    NAMES = {"release": "noising", "label": "querying", "train": "training", "predict": "labelling"}
+
+    def __init__(self, ui: UI, prefix: str, client: Any) -> None:
+        self.ui = ui
+        self.prefix = prefix
+        self.client = client
+        self._bars: dict[str, Any] = {}
+        self._contexts: list[Any] = []
+        self._t0: dict[str, float] = {}
+        self._epoch_info = ""
+        self._label_start: float | None = None
+
+    def _bar(self, stage: str, total: int) -> Any:
+        if stage not in self._bars:
+            cm = self.ui.stage(f"{self.prefix}{self.NAMES[stage]}", total)
+            self._contexts.append(cm)
+            self._bars[stage] = cm.__enter__()
+            self._t0[stage] = time.perf_counter()
+        return self._bars[stage]
+
+    def __call__(self, stage: str, done: int, total: int, metrics: Mapping[str, Any]) -> None:
+        if stage == "epoch":
+            val = metrics.get("val_acc")
+            val_s = "" if val is None or val != val else f" val acc {100 * val:.1f}%"
+            self._epoch_info = (
+                f"epoch {done}/{total} loss {metrics.get('loss', float('nan')):.3f} "
+                f"train acc {100 * metrics.get('train_acc', float('nan')):.1f}%{val_s}"
+            )
+            if "train" in self._bars:
+                self._bars["train"].update(info=self._epoch_info)
+            return
+        if stage not in self.NAMES:
+            return
+        if stage == "release" and done >= total:
+            self._label_start = time.perf_counter()  # querying starts right after the releases
+        bar = self._bar(stage, total)
+        info = None
+        if stage == "label":
+            s = self.client.stats
+            elapsed = max(time.perf_counter() - (self._label_start or self._t0[stage]), 1e-3)
+            qps = s.queries_sent / elapsed
+            info = (
+                f"{qps:.0f} q/s, {s.queries_from_journal} from journal, "
+                f"spent {self.client.cost.spent_run:.4g} (total {self.client.cost.spent_total:.4g})"
+            )
+        elif stage == "train":
+            info = f"epoch {metrics.get('epoch', '?')} loss {metrics.get('loss', float('nan')):.3f}"
+            if self._epoch_info:
+                info += f" | last: {self._epoch_info}"
+        bar.update(done, total=total, info=info)
+
+    def close(self) -> None:
+        while self._contexts:
+            self._contexts.pop().__exit__(None, None, None)

@@ -1,0 +1,44 @@
+"""``runs.json`` in the state directory: the query-plan seed of each run configuration."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from .report import write_json
+
+
+class RunState:
+    """``runs.json`` in the state directory: the query-plan seed of each run configuration.
+
+    The plan seed decides which pairs/noise copies are queried; keeping it makes a
+    re-run produce the same batches (same ids, same queries), which the journal then
+    answers without sending. It is not a privacy secret: the queries are functions
+    of the releases, which the teacher sees anyway.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "runs.json"
+
+    def seed_for(self, key: Mapping[str, Any], explicit: int | None) -> int:
+        if explicit is not None:
+            return int(explicit)
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+        data = self._read()
+        if digest not in data:
+            data[digest] = {"seed": secrets.randbits(31), "created": time.time()}  # small: the pipeline derives seeds from it
+            write_json(self.path, data)
+        return int(data[digest]["seed"])
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            loaded = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"state file {str(self.path)!r} is unreadable ({exc}); move it away to start afresh") from None
+        return loaded if isinstance(loaded, dict) else {}
