@@ -69,12 +69,7 @@ class LabelOptions:
 
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
-        self.network.validate()
-        _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
-        if self.augment not in AUGMENTATIONS:
-            raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
-        if self.postprocess is not None:
-            _check_postprocess(self.postprocess)
+        _check_shared_options(self)
         for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
@@ -82,8 +77,6 @@ class LabelOptions:
             raise ValueError(f"--price must be a finite number >= 0, got {self.price}")
         if self.money_cap is not None and not (math.isfinite(self.money_cap) and self.money_cap >= 0):
             raise ValueError(f"--money-cap must be a finite number >= 0, got {self.money_cap}")
-        if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
-            raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
         if self.epochs < 1:
             raise ValueError(f"--epochs must be >= 1, got {self.epochs}")
         if self.train_batch_size < 1:
@@ -131,20 +124,26 @@ class NoiseOptions:
     facts: TeacherFacts = TeacherFacts()
 
     def validate(self) -> None:
-        self.network.validate()
-        _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
-        if self.postprocess is not None:
-            _check_postprocess(self.postprocess)
+        """Raise ValueError naming the option for any value that cannot work."""
+        _check_shared_options(self)
         if self.channels not in (1, 3):
             raise ValueError(f"--channels must be 1 or 3, got {self.channels}")
         if self.size < 1 or self.preview < 1:
             raise ValueError("--size and --preview must be >= 1")
-        if self.augment not in AUGMENTATIONS:
-            raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
-        if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
-            raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"--out {str(self.out)!r} exists and is not a directory")
+
+
+def _check_shared_options(opts: LabelOptions | NoiseOptions) -> None:
+    """The checks of the options ``label`` and ``noise`` share: network, privacy, augmentation, post-processing."""
+    opts.network.validate()
+    _check_mechanism_options(opts.mechanism, opts.epsilon, opts.epsilon_unit, opts.delta, opts.reduce)
+    if opts.augment not in AUGMENTATIONS:
+        raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {opts.augment!r}")
+    if opts.postprocess is not None:
+        _check_postprocess(opts.postprocess)
+    if opts.privacy_cap is not None and not (math.isfinite(opts.privacy_cap) and opts.privacy_cap > 0):
+        raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {opts.privacy_cap}")
 
 
 def _check_mechanism_options(
