@@ -10,7 +10,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 import torch
 
@@ -22,21 +22,20 @@ from .mechanism import mechanism_for
 from .network import NetworkOptions
 from .report import label_format_for
 
+_Options = TypeVar("_Options", bound="SharedOptions")
 
-@dataclass(frozen=True)
-class LabelOptions:
-    """Everything ``ldpclient label`` needs except the token (secrets are passed separately).
 
-    ``epsilon`` is in nats, per ``epsilon_unit`` (``element`` or ``record``);
-    ``privacy_cap`` is a per-record epsilon cap enforced by the ledger over all runs;
-    ``price`` is money per query and ``money_cap`` the largest total spend for this
-    teacher over all runs (journal). ``queries=None``: 20 per record, at least 500
-    (bounded by the distinct Sup pairs). ``seed`` seeds *all* randomness including
-    the privacy noise: tests only.
+@dataclass(frozen=True, kw_only=True)
+class SharedOptions:
+    """The options ``label`` and ``noise`` share (keyword-only): the mechanism and its privacy settings,
+    the augmentation and post-processing, the ledger's per-record cap, the state directory, decoding,
+    the seed, the network and the model facts.
+
+    ``epsilon`` is in nats, per ``epsilon_unit`` (``element`` or ``record``); ``privacy_cap`` is a
+    per-record epsilon cap enforced by the ledger over all runs; ``seed`` seeds *all* randomness
+    including the privacy noise: tests only.
     """
 
-    private_dir: Path
-    teacher: str
     mechanism: str = defaults.mechanism()
     epsilon: float = defaults.epsilon()
     epsilon_unit: str = defaults.epsilon_unit()
@@ -46,30 +45,55 @@ class LabelOptions:
     augment: str = defaults.augmentation()
     reduce: Optional[int] = None
     postprocess: Optional[str] = None
+    privacy_cap: Optional[float] = None
+    state_dir: Optional[Path] = None
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    seed: Optional[int] = None
+    network: NetworkOptions = NetworkOptions()
+    facts: TeacherFacts = TeacherFacts()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the option for any value that cannot work."""
+        self.network.validate()
+        _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
+        if self.postprocess is not None:
+            _check_postprocess(self.postprocess)
+        if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
+            raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
+
+
+@dataclass(frozen=True)
+class LabelOptions(SharedOptions):
+    """Everything ``ldpclient label`` needs except the token (secrets are passed separately); the
+    options shared with ``noise`` are in :class:`SharedOptions`.
+
+    ``price`` is money per query and ``money_cap`` the largest total spend for this
+    teacher over all runs (journal). ``queries=None``: 20 per record, at least 500
+    (bounded by the distinct Sup pairs).
+    """
+
+    private_dir: Path
+    teacher: str
     baseline: bool = False
     adapt: bool = True
     queries: Optional[int] = None
     batch_size: Optional[int] = None
     price: float = 0.0
     money_cap: Optional[float] = None
-    privacy_cap: Optional[float] = None
     student: str = "small_cnn"
     epochs: int = defaults.epochs()
     output: Path = Path("labels.csv")
     format: Optional[str] = None
     report: Optional[Path] = None
-    state_dir: Optional[Path] = None
-    max_pixels: int = DEFAULT_MAX_PIXELS
     workers: int = 1
-    seed: Optional[int] = None
     device: str = "auto"
     train_batch_size: int = defaults.train_batch_size()
-    network: NetworkOptions = NetworkOptions()
-    facts: TeacherFacts = TeacherFacts()
 
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
-        _check_shared_options(self)
+        super().validate()
         for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
@@ -98,52 +122,26 @@ class LabelOptions:
 
 
 @dataclass(frozen=True)
-class NoiseOptions:
-    """Options of ``ldpclient noise`` (see :func:`ldpclient.run.noise.run_noise`)."""
+class NoiseOptions(SharedOptions):
+    """Options of ``ldpclient noise`` (see :func:`ldpclient.run.noise.run_noise`); the shared ones are in
+    :class:`SharedOptions`."""
 
     private_dir: Path
     out: Path
     teacher: Optional[str] = None
     size: int = 28
     channels: int = 1
-    mechanism: str = defaults.mechanism()
-    epsilon: float = defaults.epsilon()
-    epsilon_unit: str = defaults.epsilon_unit()
-    delta: Optional[float] = None
-    secure: bool = True
-    allow_large_delta: bool = False
-    reduce: Optional[int] = None
-    postprocess: Optional[str] = None
-    augment: str = defaults.augmentation()
     preview: int = 8
-    privacy_cap: Optional[float] = None
-    state_dir: Optional[Path] = None
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    seed: Optional[int] = None
-    network: NetworkOptions = NetworkOptions()
-    facts: TeacherFacts = TeacherFacts()
 
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
-        _check_shared_options(self)
+        super().validate()
         if self.channels not in (1, 3):
             raise ValueError(f"--channels must be 1 or 3, got {self.channels}")
         if self.size < 1 or self.preview < 1:
             raise ValueError("--size and --preview must be >= 1")
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"--out {str(self.out)!r} exists and is not a directory")
-
-
-def _check_shared_options(opts: LabelOptions | NoiseOptions) -> None:
-    """The checks of the options ``label`` and ``noise`` share: network, privacy, augmentation, post-processing."""
-    opts.network.validate()
-    _check_mechanism_options(opts.mechanism, opts.epsilon, opts.epsilon_unit, opts.delta, opts.reduce)
-    if opts.augment not in AUGMENTATIONS:
-        raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {opts.augment!r}")
-    if opts.postprocess is not None:
-        _check_postprocess(opts.postprocess)
-    if opts.privacy_cap is not None and not (math.isfinite(opts.privacy_cap) and opts.privacy_cap > 0):
-        raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {opts.privacy_cap}")
 
 
 def _check_mechanism_options(
@@ -163,7 +161,7 @@ def _check_mechanism_options(
         raise ValueError(f"--reduce must be >= 1, got {reduce}")
 
 
-def resolve_shape_defaults(opts: Any, input_shape: tuple[int, ...]) -> Any:
+def resolve_shape_defaults(opts: _Options, input_shape: tuple[int, ...]) -> _Options:
     """``opts`` with ``reduce`` and ``postprocess`` filled from the record shape where the user gave none
     (:func:`ldpclient.transfer.defaults.shape_settings`)."""
     reduce, post = defaults.shape_settings(input_shape, opts.reduce, opts.postprocess)
@@ -180,7 +178,7 @@ def _check_postprocess(spec: str) -> None:
 
 
 def build_mechanism(
-    opts: LabelOptions | NoiseOptions,
+    opts: SharedOptions,
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
 ) -> Any:
