@@ -17,7 +17,11 @@ missing or empty folder is a :class:`DataError` with a one-line message.
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import io
 import os
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,8 +199,10 @@ def _file_problem(p: Path, name: str, real_root: Path) -> str | None:
     if p.suffix.lower() not in IMAGE_EXTENSIONS:
         return f"not an image file extension ({p.suffix or 'none'})"
     if p.is_symlink():
-        if not p.exists():
-            return "broken symlink"
+        try:
+            os.stat(p)
+        except OSError as exc:
+            return "symlink loop" if exc.errno == errno.ELOOP else "broken symlink"
         if not _inside(p.resolve(), real_root):
             return "symlink leaves the folder"
     if not p.is_file():
@@ -210,13 +216,59 @@ def _file_problem(p: Path, name: str, real_root: Path) -> str | None:
     return None
 
 
+#: Largest image file read (bytes): a file is read whole, once, to hash and decode it.
+MAX_FILE_BYTES = 256 * 2**20
+
+
+def read_image_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of one image file, read so that nothing swapped in after discovery can block or flood us.
+
+    The file is opened with ``O_NONBLOCK`` (a FIFO or device put in its place cannot
+    block the open), checked to be a regular file *after* opening (``fstat`` of the
+    open descriptor), and read to at most ``max_bytes``. Raises
+    :class:`ImageDecodeError` with a short reason otherwise.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise ImageDecodeError(f"cannot open ({exc.strerror or type(exc).__name__})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ImageDecodeError("not a regular file (changed since the folder was listed)")
+        if st.st_size > max_bytes:
+            raise ImageDecodeError(f"file too large ({st.st_size} bytes > limit {max_bytes})")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise ImageDecodeError(f"cannot read ({exc.strerror or type(exc).__name__})") from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise ImageDecodeError(f"file too large (more than {max_bytes} bytes)")
+    if not data:
+        raise ImageDecodeError("empty file (0 bytes)")
+    return data
+
+
+def source_id(data: bytes) -> bytes:
+    """A source's id for the privacy ledger: the SHA-256 of the file's bytes (32 bytes).
+
+    The ledger keys its spend by an HMAC of this id under its own secret, so the
+    plain digest is never stored; the same image file has one spend whatever shape
+    or value range a teacher asks for.
+    """
+    return hashlib.sha256(data).digest()
+
+
 def decode_image(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | bytes,
     input_shape: Sequence[int],
     *,
     max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> torch.Tensor:
-    """Decode one image file to float32 ``(C, H, W)`` in ``[0, 1]``.
+    """Decode one image file (a path, or the file's bytes) to float32 ``(C, H, W)`` in ``[0, 1]``.
 
     ``input_shape`` is ``(C, H, W)`` with C = 1 (grey) or 3 (RGB). The image is
     converted to that colour mode (alpha dropped; 16-bit grey scaled from
@@ -229,10 +281,11 @@ def decode_image(
     c, h, w = _check_shape(input_shape)
     if max_pixels < 1:
         raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
+    data = path if isinstance(path, bytes) else read_image_file(path)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as img:
+            with Image.open(io.BytesIO(data)) as img:
                 width, height = img.size
                 if width * height > max_pixels:
                     raise ImageDecodeError(
@@ -314,7 +367,7 @@ def load_private_folder(
     Memory: O(N x record); :func:`spool_private_folder` is the O(chunk) form.
     """
     tensors: list[torch.Tensor] = []
-    listing = _decode_folder(root, input_shape, max_pixels, progress, tensors.append)
+    listing = _decode_folder(root, input_shape, max_pixels, progress, lambda record, _sid: tensors.append(record))
     return PrivateImages(listing.root, listing.paths, listing.skipped, torch.stack(tensors))
 
 
@@ -335,19 +388,24 @@ def spool_private_folder(
 
     Same files, order, skips and errors as :func:`load_private_folder`; ``convert`` maps each
     chunk of decoded records (float32 ``(B, C, H, W)`` in ``[0, 1]``) to the stored values
-    (e.g. the teacher's value range). Memory: O(:data:`SPOOL_CHUNK` records), whatever N is.
+    (e.g. the teacher's value range). Each record's source id (:func:`source_id` of its file) is
+    kept with it, so the ledger sums its spend per image file. Memory: O(:data:`SPOOL_CHUNK` records)
+    plus 32 bytes a record, whatever N is.
     """
     spool = DiskRecords(_check_shape(input_shape), directory)
     chunk: list[torch.Tensor] = []
+    ids: list[bytes] = []
 
     def flush() -> None:
         if chunk:
             block = torch.stack(chunk)
-            spool.append(convert(block) if convert is not None else block)
+            spool.append(convert(block) if convert is not None else block, ids=list(ids))
             chunk.clear()
+            ids.clear()
 
-    def add(record: torch.Tensor) -> None:
+    def add(record: torch.Tensor, sid: bytes) -> None:
         chunk.append(record)
+        ids.append(sid)
         if len(chunk) >= SPOOL_CHUNK:
             flush()
 
@@ -365,9 +423,10 @@ def _decode_folder(
     input_shape: Sequence[int],
     max_pixels: int,
     progress: Callable[[int, int], None] | None,
-    sink: Callable[[torch.Tensor], None],
+    sink: Callable[[torch.Tensor, bytes], None],
 ) -> _DecodedFolder:
-    """Decode the folder's images in path order, handing each record to ``sink``; the listing (DataError if none)."""
+    """Decode the folder's images in path order, handing each record and its :func:`source_id` to ``sink``;
+    the listing (DataError if none)."""
     shape = _check_shape(input_shape)
     found = discover_images(root)
     if not found.files:
@@ -380,7 +439,8 @@ def _decode_folder(
     skipped = list(found.skipped)
     for k, rel in enumerate(found.files):
         try:
-            sink(decode_image(found.root / rel, shape, max_pixels=max_pixels))
+            data = read_image_file(found.root / rel)
+            sink(decode_image(data, shape, max_pixels=max_pixels), source_id(data))
             paths.append(rel)
         except ImageDecodeError as exc:
             skipped.append(Skipped(rel, exc.reason))

@@ -36,15 +36,73 @@ class RecordSource(Protocol):
         ...
 
 
-class TensorRecords:
-    """A :class:`RecordSource` over a tensor already in memory (tests, embedding apps, small folders)."""
+def source_ids(source: RecordSource, indices: Sequence[int] | np.ndarray) -> list[bytes] | None:
+    """The ids of the records' sources (what the ledger sums a record's spend under), or None.
 
-    def __init__(self, records: torch.Tensor) -> None:
+    A source that knows where its records came from (a decoded folder: each file's
+    SHA-256) has a ``source_ids(indices)`` method; for one that does not, the ledger
+    falls back on the record's canonical values (see ``Ledger.source_keys``).
+    """
+    method = getattr(source, "source_ids", None)
+    if method is None or not getattr(source, "has_source_ids", True):
+        return None
+    return list(method(indices))
+
+
+class _SourceIds:
+    """Optional per-record source ids: ``(N, 32)`` uint8 (a SHA-256 each), appended with the records."""
+
+    def __init__(self) -> None:
+        self._ids: list[np.ndarray] = []
+        self._known = True
+
+    def add(self, ids: Sequence[bytes] | None, count: int) -> None:
+        if ids is None:
+            self._known = False
+            return
+        if len(ids) != count or any(len(i) != 32 for i in ids):
+            raise ValueError(f"source ids must be {count} SHA-256 digests (32 bytes each)")
+        self._ids.append(np.frombuffer(b"".join(ids), dtype=np.uint8).reshape(count, 32))
+
+    def get(self, indices: Sequence[int] | np.ndarray) -> list[bytes]:
+        if not self._known or not self._ids:
+            raise AttributeError("these records have no source ids")
+        if len(self._ids) > 1:
+            self._ids = [np.concatenate(self._ids)]
+        rows = self._ids[0][np.asarray(indices, dtype=np.int64).reshape(-1)]
+        return [r.tobytes() for r in rows]
+
+    @property
+    def known(self) -> bool:
+        return self._known and bool(self._ids)
+
+
+class TensorRecords:
+    """A :class:`RecordSource` over a tensor already in memory (tests, embedding apps, small folders).
+
+    ``ids``: optional one source id per record (bytes or str), handed to the ledger so
+    that a record's spend is summed per source (see ``Ledger.source_keys``).
+    """
+
+    def __init__(self, records: torch.Tensor, ids: Sequence[bytes | str] | None = None) -> None:
         if not isinstance(records, torch.Tensor) or records.dim() < 2:
             raise ValueError("records must be a tensor (N, *record_shape)")
         if not records.is_floating_point():
             raise ValueError(f"records must be a float tensor, got {records.dtype}")
+        if ids is not None and len(ids) != records.shape[0]:
+            raise ValueError(f"ids must give one id per record: {len(ids)} ids for {records.shape[0]} records")
         self.records = records
+        self._ids = None if ids is None else list(ids)
+
+    @property
+    def has_source_ids(self) -> bool:
+        return self._ids is not None
+
+    def source_ids(self, indices: Sequence[int] | np.ndarray) -> list[bytes | str]:
+        """The ids given for these records (see ``has_source_ids``)."""
+        if self._ids is None:
+            raise AttributeError("these records have no source ids")
+        return [self._ids[int(i)] for i in np.asarray(indices, dtype=np.int64).reshape(-1)]
 
     @property
     def record_shape(self) -> tuple[int, ...]:
@@ -76,6 +134,15 @@ class DiskRecords:
         self._file = tempfile.TemporaryFile(dir=directory)
         self._fd = self._file.fileno()
         self._n = 0
+        self._ids = _SourceIds()
+
+    def source_ids(self, indices: Sequence[int] | np.ndarray) -> list[bytes]:
+        """The SHA-256 of the file each record was decoded from (when every append gave ``ids``)."""
+        return self._ids.get(indices)
+
+    @property
+    def has_source_ids(self) -> bool:
+        return self._ids.known
 
     @property
     def record_shape(self) -> tuple[int, ...]:
@@ -84,10 +151,12 @@ class DiskRecords:
     def __len__(self) -> int:
         return self._n
 
-    def append(self, records: torch.Tensor) -> None:
-        """Add ``(B, *record_shape)`` records at the end (stored as float32)."""
+    def append(self, records: torch.Tensor, ids: Sequence[bytes] | None = None) -> None:
+        """Add ``(B, *record_shape)`` records at the end (stored as float32); ``ids``: their sources'
+        SHA-256 digests (32 bytes each), kept in memory (32 bytes a record)."""
         if tuple(records.shape[1:]) != self._shape:
             raise ValueError(f"records of shape {tuple(records.shape[1:])} do not fit a source of {self._shape}")
+        self._ids.add(ids, int(records.shape[0]))
         data = records.detach().to(torch.float32).contiguous().numpy().tobytes()
         written = os.pwrite(self._fd, data, self._n * self._row_bytes)
         if written != len(data):  # pragma: no cover - a full disk raises OSError first
@@ -143,4 +212,4 @@ def iter_batches(
         yield chunk, source.read(chunk)
 
 
-__all__ = ["DiskRecords", "RecordSource", "TensorRecords", "as_record_source", "iter_batches"]
+__all__ = ["DiskRecords", "RecordSource", "TensorRecords", "as_record_source", "iter_batches", "source_ids"]

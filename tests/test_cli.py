@@ -364,3 +364,19 @@ def test_adaptation_is_on_by_default_writes_the_unadapted_labels_and_can_be_turn
         assert off.exit_code == 0, off.output
         rep_off = json.loads(off.stdout)
         assert rep_off["adaptation"] is None and "unadapted_labels" not in rep_off["outputs"]
+
+
+def test_privacy_cap_is_per_image_across_teachers_of_other_shapes(tmp_path: Path) -> None:
+    """One image sent to teachers of three input sizes: the cap adds the three releases up (issue 22)."""
+    folder = _private(tmp_path)
+    runs = []
+    for size in (8, 6, 4):
+        with _server(image_size=size) as srv:
+            result = _run(_args(folder, srv.model_url, tmp_path, "--epsilon", "50", "--epsilon-unit", "record",
+                                "--privacy-cap", "120"))
+            runs.append((result.exit_code, srv.usage()["total"]["images"]))
+    assert runs[0][0] == 0 and runs[1][0] == 0, runs
+    assert runs[2] == (EXIT_PRIVACY_CAP, 0)  # 50 + 50 + 50 > 120: refused before anything was sent
+    budget = json.loads(_run(["budget", "--state-dir", str(tmp_path / "state"), "--json"]).stdout)
+    assert budget["records"] == 12 and budget["epsilon"]["max"] == pytest.approx(100.0)
+    assert budget["releases"] == 24 and budget["legacy_records"] == 0

@@ -77,7 +77,7 @@ def _check_invariants(path: Path) -> tuple[int, int]:
             " WHERE r.epsilon != m.epsilon_record OR r.delta != m.delta_record"
         ).fetchone() == (0,)
         rows = con.execute(
-            "SELECT s.epsilon, (SELECT SUM(epsilon) FROM releases r WHERE r.record_key = s.record_key)"
+            "SELECT s.epsilon, (SELECT SUM(epsilon) FROM releases r WHERE r.source_key = s.source_key)"
             " FROM spend s"
         ).fetchall()
         assert all(abs(a - b) < 1e-12 for a, b in rows)

@@ -16,9 +16,22 @@ at no cost (post-processing of a release is free; re-noising is not). A fresh
 release is charged, and refused *before any sampling* when it would push a
 record over the per-record cap (:class:`BudgetExceeded`).
 
-Records are identified by ``HMAC-SHA256(secret, canonical bytes of the record)``
-with a 32-byte per-ledger secret kept beside the database (``<path>.key``, mode
-0600). The database holds no raw inputs and no plain hash of them, so it does
+**Spend is per source, not per tensor.** A record has two keyed identities:
+
+* its **source**: what the record was made from. For a folder run that is the
+  image file's bytes (:func:`source_id_of_bytes`, given as ``sources=``); an
+  application may pass its own ids. Without ``sources`` the ledger uses the record
+  at a canonical dtype and value scale (:meth:`Ledger.source_keys`): the values
+  mapped by the mechanism's declared domain onto 0..255 steps, so the same image as
+  float16, float32 or float64, or in another declared value range, is one source.
+  The per-record cap sums every release of a source, across teachers, shapes,
+  value ranges, dtypes and mechanisms, so no teacher can reset an image's spend by
+  publishing another input shape or range.
+* its **tensor**: the exact values released (dtype, shape, bytes). A stored
+  release is reused only for the same tensor, source, mechanism and scope.
+
+Both are ``HMAC-SHA256(secret, domain tag + bytes)`` with a 32-byte per-ledger
+secret kept beside the database (``<path>.key``, mode 0600). The database holds no raw inputs and no plain hash of them, so it does
 not fingerprint images for anyone without the key. Losing the key file makes the
 ledger unable to recognise its records; the ledger then refuses to open rather
 than silently treating every record as new.
@@ -53,10 +66,10 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import torch
 
-from ..records import RecordSource, iter_batches
+from ..records import RecordSource, iter_batches, source_ids
 from ..state import default_state_dir
 from .base import Mechanism
-from .guarantee import Guarantee
+from .guarantee import Domain, Guarantee
 from .release import _RELEASE_TOKEN, Release
 
 __all__ = [
@@ -68,10 +81,14 @@ __all__ = [
     "default_ledger_path",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KEY_BYTES = 32
 _KEY_CHECK_MESSAGE = b"ldpclient-ledger-key-check-v1"
 _RECORD_DOMAIN = b"ldpclient-record-v1\x00"
+_SOURCE_ID_DOMAIN = b"ldpclient-source-id-v1\x00"
+_CANONICAL_DOMAIN = b"ldpclient-source-canonical-v1\x00"
+#: Steps of the canonical value scale over a declared domain (8-bit images keep every value).
+_CANONICAL_LEVELS = 255
 # Relative slack on cap comparisons, so that e.g. ten charges of 0.1 fit a cap of 1.0
 # despite floating-point summation (1e-9 of the cap: far below any meaningful epsilon).
 _CAP_RTOL = 1e-9
@@ -324,9 +341,13 @@ class Ledger:
         check = hmac.new(self._secret, _KEY_CHECK_MESSAGE, hashlib.sha256).hexdigest()
         c.execute("BEGIN IMMEDIATE")
         try:
+            c.execute(_META_TABLE)
+            rows = dict(c.execute("SELECT key, value FROM meta").fetchall())
+            if rows.get("schema_version") == "1" and hmac.compare_digest(rows.get("key_check", ""), check):
+                _migrate_v1(c)
+                rows["schema_version"] = str(SCHEMA_VERSION)
             for stmt in _SCHEMA:
                 c.execute(stmt)
-            rows = dict(c.execute("SELECT key, value FROM meta").fetchall())
             if "schema_version" not in rows and not self._key_created:
                 raise LedgerError(
                     f"{self.path} is not an ldpclient ledger (no ledger metadata in it) but a ledger key "
@@ -337,16 +358,17 @@ class Ledger:
                 c.execute("INSERT INTO meta(key, value) VALUES ('key_check', ?)", (check,))
                 c.execute("INSERT INTO meta(key, value) VALUES ('created', ?)", (repr(time.time()),))
             else:
-                if rows["schema_version"] != str(SCHEMA_VERSION):
-                    raise LedgerError(
-                        f"ledger {self.path} has schema version {rows['schema_version']}, "
-                        f"this ldpclient understands {SCHEMA_VERSION}"
-                    )
                 if not hmac.compare_digest(rows.get("key_check", ""), check):
                     raise LedgerError(
                         f"ledger key file {self.key_path} does not belong to ledger {self.path} "
                         "(key check mismatch): records would not be recognised. Restore the right key file."
                     )
+                if rows["schema_version"] != str(SCHEMA_VERSION):
+                    raise LedgerError(
+                        f"ledger {self.path} has schema version {rows['schema_version']}, "
+                        f"this ldpclient understands {SCHEMA_VERSION}"
+                    )
+            self._legacy = c.execute("SELECT EXISTS (SELECT 1 FROM legacy_spend)").fetchone()[0] == 1
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
@@ -394,6 +416,54 @@ class Ledger:
         )
         secret = self._secret
         return [hmac.new(secret, header + row, hashlib.sha256).digest() for row in _row_bytes(records)]
+
+    def source_keys(
+        self,
+        records: torch.Tensor,
+        *,
+        sources: Sequence[bytes | str] | None = None,
+        domain: Domain | None = None,
+    ) -> list[bytes]:
+        """HMAC-SHA256 key (32 bytes) of each record's **source**: what its spend is summed under.
+
+        ``sources``: one id per record (bytes or str: a file's SHA-256, a database key),
+        as the caller knows it; the folder commands pass :func:`~ldpclient.data` file
+        hashes. Without it the source is the record at a canonical dtype and scale:
+        each value mapped by ``domain`` (the mechanism's declared value range, default
+        [0, 1]) onto ``0..255`` steps and rounded, with the record's shape. The same
+        image as float16, float32 or float64, or declared in another value range, is
+        then one source; at another size it is another source unless ``sources``
+        names it.
+        """
+        records = _check_records(records)
+        secret = self._secret
+        if sources is not None:
+            if len(sources) != records.shape[0]:
+                raise ValueError(f"sources must give one id per record: {len(sources)} ids for {records.shape[0]} records")
+            out = []
+            for sid in sources:
+                if isinstance(sid, str):
+                    sid = sid.encode("utf-8", "surrogateescape")
+                if not isinstance(sid, (bytes, bytearray)) or not sid:
+                    raise TypeError(f"each source id must be non-empty bytes or str, got {type(sid).__name__}")
+                out.append(hmac.new(secret, _SOURCE_ID_DOMAIN + bytes(sid), hashlib.sha256).digest())
+            return out
+        dom = domain if domain is not None else Domain()
+        unit = (records.detach().cpu().to(torch.float64).nan_to_num(0.0) - dom.low) / dom.width
+        levels = (unit.clamp(0.0, 1.0) * _CANONICAL_LEVELS).round().to(torch.uint8)
+        header = _CANONICAL_DOMAIN + json.dumps(list(records.shape[1:])).encode() + b"\x00"
+        return [hmac.new(secret, header + row, hashlib.sha256).digest() for row in _row_bytes(levels)]
+
+    def _identities(
+        self, records: torch.Tensor, sources: Sequence[bytes | str] | None, domain: Domain | None
+    ) -> list[bytes]:
+        """Per record, tensor key + source key (64 bytes): what a stored release is reused under."""
+        return [
+            r + s
+            for r, s in zip(
+                self.record_keys(records), self.source_keys(records, sources=sources, domain=domain), strict=True
+            )
+        ]
 
     def _mechanism(self, mechanism: Mechanism, record_shape: tuple[int, ...]) -> _Mech:
         """Look up / register the mechanism identity (canonical config + record shape + per-record charge)."""
@@ -449,6 +519,7 @@ class Ledger:
         scope: str = "default",
         generator: torch.Generator | None = None,
         public: bool = False,
+        sources: Sequence[bytes | str] | None = None,
     ) -> Release:
         """Release a batch ``(N, *record_shape)`` through the ledger.
 
@@ -466,7 +537,8 @@ class Ledger:
         ``scope`` names who receives the release (e.g. the teacher): the same
         record released to two scopes is two fresh releases and costs both.
         ``public=True`` (data-free baseline, public blank inputs) bypasses the
-        ledger: neither charged nor stored.
+        ledger: neither charged nor stored. ``sources``: one id per record (see
+        :meth:`source_keys`); the cap is checked against the total of each source.
 
         The returned :class:`Release` is in input order; its guarantee is the
         mechanism's per-release guarantee for ``record_shape``.
@@ -477,7 +549,7 @@ class Ledger:
             raise ValueError(f"scope must be a non-empty string, got {scope!r}")
         records = _check_records(records)
         record_shape = tuple(int(s) for s in records.shape[1:])
-        keys = self.record_keys(records)
+        keys = self._identities(records, sources, getattr(mechanism, "domain", None))
         with self._lock:
             mech = self._mechanism(mechanism, record_shape)
             # unique keys, first occurrence order
@@ -503,6 +575,7 @@ class Ledger:
         c = self._db
         c.execute("BEGIN IMMEDIATE")  # write lock held from the check to the commit
         try:
+            self._adopt_legacy(uniq)
             stored = self._stored_releases(uniq, mech.id, scope)
             fresh = [k for k in uniq if k not in stored]
             if fresh:
@@ -600,36 +673,70 @@ class Ledger:
     def _stored_releases(
         self, keys: list[bytes], mech_id: int, scope: str
     ) -> dict[bytes, tuple[torch.Tensor, int]]:
+        """Stored releases of (tensor + source) ``keys`` for this mechanism and scope; a release a
+        schema-1 ledger made (no source yet) matches its tensor whatever the source."""
+        wanted: dict[bytes, list[bytes]] = {}
+        for k in keys:
+            wanted.setdefault(k[:32], []).append(k)
         out: dict[bytes, tuple[torch.Tensor, int]] = {}
-        for chunk in _chunks(keys):
+        for chunk in _chunks(list(wanted)):
             q = (
-                "SELECT record_key, dtype, shape, data, clipped FROM releases"
+                "SELECT record_key, source_key, dtype, shape, data, clipped FROM releases"
                 f" WHERE mechanism_id = ? AND scope = ? AND record_key IN ({','.join('?' * len(chunk))})"
             )
-            for key, dtype, shape, data, clipped in self._db.execute(q, (mech_id, scope, *chunk)):
+            for rkey, skey, dtype, shape, data, clipped in self._db.execute(q, (mech_id, scope, *chunk)):
+                matches = [k for k in wanted[bytes(rkey)] if skey is None or k[32:] == bytes(skey)]
+                if not matches:
+                    continue
                 t = torch.frombuffer(bytearray(data), dtype=torch.uint8)
                 t = t.view(_dtype_from_name(dtype)).reshape(json.loads(shape)).clone()
-                out[bytes(key)] = (t, int(clipped))
+                for k in matches:
+                    out[k] = (t, int(clipped))
         return out
 
-    def _spend_of(self, keys: Sequence[bytes]) -> dict[bytes, tuple[float, float]]:
+    def _adopt_legacy(self, keys: list[bytes]) -> None:
+        """Inside the caller's transaction: move the spend and releases a schema-1 ledger kept per tensor
+        onto the source now seen with that tensor (the first source seen adopts them), so they count
+        against that source's cap from now on."""
+        if not self._legacy:
+            return
+        c = self._db
+        source_of: dict[bytes, bytes] = {}
+        for k in keys:
+            source_of.setdefault(k[:32], k[32:])
+        for chunk in _chunks(list(source_of)):
+            q = f"SELECT record_key, epsilon, delta, releases FROM legacy_spend WHERE record_key IN ({','.join('?' * len(chunk))})"
+            for rkey, eps, delta, n in c.execute(q, chunk).fetchall():
+                skey = source_of[bytes(rkey)]
+                c.execute(_ADD_SPEND, (skey, eps, delta, n))
+                c.execute("DELETE FROM legacy_spend WHERE record_key = ?", (rkey,))
+                c.execute("UPDATE releases SET source_key = ? WHERE record_key = ? AND source_key IS NULL", (skey, rkey))
+        self._legacy = c.execute("SELECT EXISTS (SELECT 1 FROM legacy_spend)").fetchone()[0] == 1
+
+    def _spend_of(self, keys: Sequence[bytes], table: str = "spend") -> dict[bytes, tuple[float, float]]:
+        """Spend per key of ``table``: ``spend`` (per source key) or ``legacy_spend`` (per tensor key, schema 1)."""
+        column = "source_key" if table == "spend" else "record_key"
         out: dict[bytes, tuple[float, float]] = {}
-        for chunk in _chunks(list(keys)):
-            q = f"SELECT record_key, epsilon, delta FROM spend WHERE record_key IN ({','.join('?' * len(chunk))})"
+        for chunk in _chunks(list(dict.fromkeys(keys))):
+            q = f"SELECT {column}, epsilon, delta FROM {table} WHERE {column} IN ({','.join('?' * len(chunk))})"
             for key, eps, delta in self._db.execute(q, chunk):
                 out[bytes(key)] = (float(eps), float(delta))
         return out
 
     def _check_budget(self, fresh: list[bytes], g: Guarantee) -> None:
+        """Refuse when a source would pass a cap: its total so far plus this batch's charges to it."""
         if self.cap_epsilon is None and self.cap_delta is None:
             return
-        spend = self._spend_of(fresh)
+        charges: dict[bytes, int] = {}
+        for k in fresh:
+            charges[k[32:]] = charges.get(k[32:], 0) + 1
+        spend = self._spend_of(list(charges))
         bad_eps: list[float] = []
         bad_delta: list[float] = []
-        for k in fresh:
+        for k, count in charges.items():
             eps, delta = spend.get(k, (0.0, 0.0))
-            if _exceeds(eps + g.epsilon_record, self.cap_epsilon) or _exceeds(
-                delta + g.delta_record, self.cap_delta
+            if _exceeds(eps + count * g.epsilon_record, self.cap_epsilon) or _exceeds(
+                delta + count * g.delta_record, self.cap_delta
             ):
                 bad_eps.append(math.inf if self.cap_epsilon is None else max(self.cap_epsilon - eps, 0.0))
                 bad_delta.append(math.inf if self.cap_delta is None else max(self.cap_delta - delta, 0.0))
@@ -645,7 +752,7 @@ class Ledger:
             caps.append(f"delta cap {_fmt(self.cap_delta)}")
             left.append(f"delta min {_fmt(rem_d[0])} / max {_fmt(rem_d[1])}")
         msg = (
-            f"privacy budget exceeded: {len(bad_eps)} of {len(fresh)} records to be freshly released "
+            f"privacy budget exceeded: {len(bad_eps)} of {len(charges)} records to be freshly released "
             f"would exceed the per-record cap ({', '.join(caps)}). This release costs epsilon "
             f"{_fmt(g.epsilon_record)}, delta {_fmt(g.delta_record)} per record ({g.mechanism}); the "
             f"remaining budget of those records is {', '.join(left)}. Nothing was sampled or charged."
@@ -653,7 +760,7 @@ class Ledger:
         raise BudgetExceeded(
             msg,
             n_exceeding=len(bad_eps),
-            n_fresh=len(fresh),
+            n_fresh=len(charges),
             epsilon_cost=g.epsilon_record,
             delta_cost=g.delta_record,
             remaining_epsilon=rem_e,
@@ -678,7 +785,8 @@ class Ledger:
             data = (v.view(torch.uint8) if v.dtype != torch.uint8 else v).numpy().tobytes()
             rows.append(
                 (
-                    k,
+                    k[:32],
+                    k[32:],
                     mech.id,
                     scope,
                     g.epsilon_record,
@@ -692,23 +800,27 @@ class Ledger:
             )
         c = self._db
         c.executemany(
-            "INSERT INTO releases(record_key, mechanism_id, scope, epsilon, delta, dtype, shape, data,"
-            " clipped, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO releases(record_key, source_key, mechanism_id, scope, epsilon, delta, dtype, shape, data,"
+            " clipped, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
-        c.executemany(
-            "INSERT INTO spend(record_key, epsilon, delta, releases) VALUES (?, ?, ?, 1)"
-            " ON CONFLICT(record_key) DO UPDATE SET epsilon = epsilon + excluded.epsilon,"
-            " delta = delta + excluded.delta, releases = releases + 1",
-            [(k, g.epsilon_record, g.delta_record) for k in fresh],
-        )
+        c.executemany(_ADD_SPEND, [(k[32:], g.epsilon_record, g.delta_record, 1) for k in fresh])
 
     # -------------------------------------------------------------- queries
 
-    def spent(self, records: torch.Tensor | RecordSource) -> Spend:
-        """Total spend so far of each record ``(N, *record_shape)``: per-record epsilon and delta, ``(N,)`` float64.
+    def spent(
+        self,
+        records: torch.Tensor | RecordSource,
+        *,
+        sources: Sequence[bytes | str] | None = None,
+        domain: Domain | None = None,
+    ) -> Spend:
+        """Total spend so far of each record's source: per-record epsilon and delta, ``(N,)`` float64.
 
-        ``records``: a tensor, or a :class:`~ldpclient.records.RecordSource` read in chunks.
+        ``records``: a tensor ``(N, *record_shape)``, or a :class:`~ldpclient.records.RecordSource`
+        read in chunks (its own source ids used, see :func:`~ldpclient.records.source_ids`).
+        ``sources``/``domain``: as for :meth:`source_keys`. A record a schema-1 ledger charged
+        and no run has matched to its source yet counts too.
         """
         if not isinstance(records, torch.Tensor) and isinstance(records, RecordSource):
             # filled in place: per-chunk results kept between the chunks' large transient buffers
@@ -716,20 +828,31 @@ class Ledger:
             eps = torch.zeros(len(records), dtype=torch.float64)
             delta = torch.zeros(len(records), dtype=torch.float64)
             for idx, chunk in iter_batches(records, _SPENT_CHUNK):
-                part = self.spent(chunk)
+                part = self.spent(chunk, sources=source_ids(records, idx), domain=domain)
                 eps[idx[0] : idx[-1] + 1] = part.epsilon
                 delta[idx[0] : idx[-1] + 1] = part.delta
             return Spend(eps, delta)
-        keys = self.record_keys(records)
+        keys = self._identities(records, sources, domain)
         with self._lock:
-            spend = self._spend_of(keys)
-        eps = torch.tensor([spend.get(k, (0.0, 0.0))[0] for k in keys], dtype=torch.float64)
-        delta = torch.tensor([spend.get(k, (0.0, 0.0))[1] for k in keys], dtype=torch.float64)
+            spend = self._spend_of([k[32:] for k in keys])
+            legacy = self._spend_of([k[:32] for k in keys], "legacy_spend") if self._legacy else {}
+        totals = [
+            tuple(a + b for a, b in zip(spend.get(k[32:], (0.0, 0.0)), legacy.get(k[:32], (0.0, 0.0)), strict=True))
+            for k in keys
+        ]
+        eps = torch.tensor([t[0] for t in totals], dtype=torch.float64)
+        delta = torch.tensor([t[1] for t in totals], dtype=torch.float64)
         return Spend(eps, delta)
 
-    def remaining(self, records: torch.Tensor) -> Spend:
-        """Budget left of each record under this ledger's caps (``inf`` where there is no cap; never < 0)."""
-        s = self.spent(records)
+    def remaining(
+        self,
+        records: torch.Tensor,
+        *,
+        sources: Sequence[bytes | str] | None = None,
+        domain: Domain | None = None,
+    ) -> Spend:
+        """Budget left of each record's source under this ledger's caps (``inf`` where there is no cap; never < 0)."""
+        s = self.spent(records, sources=sources, domain=domain)
         eps = (
             torch.full_like(s.epsilon, math.inf)
             if self.cap_epsilon is None
@@ -742,13 +865,20 @@ class Ledger:
         )
         return Spend(eps, delta)
 
-    def would_charge(self, mechanism: Mechanism, records: torch.Tensor, *, scope: str = "default") -> torch.Tensor:
+    def would_charge(
+        self,
+        mechanism: Mechanism,
+        records: torch.Tensor,
+        *,
+        scope: str = "default",
+        sources: Sequence[bytes | str] | None = None,
+    ) -> torch.Tensor:
         """``(N,)`` bool: True where :meth:`release` would charge the record (no stored release yet,
         first copy of a duplicate). Samples nothing, charges nothing."""
         if not isinstance(scope, str) or not scope:
             raise ValueError(f"scope must be a non-empty string, got {scope!r}")
         records = _check_records(records)
-        keys = self.record_keys(records)
+        keys = self._identities(records, sources, getattr(mechanism, "domain", None))
         record_shape = tuple(int(s) for s in records.shape[1:])
         with self._lock:
             mech = self._mechanism(mechanism, record_shape)
@@ -763,7 +893,10 @@ class Ledger:
     def summary(self) -> dict[str, Any]:
         """Aggregate figures for ``ldpclient budget`` (no pixels, no record keys).
 
-        Keys: ``path``, ``records`` (records with any spend), ``releases`` (stored
+        Keys: ``path``, ``records`` (sources with any spend: images, for a folder run),
+        ``legacy_records`` (of those, records a schema-1 ledger charged per decoded tensor
+        whose source no run has seen since: their spend is kept, but should the same image
+        have been released at two shapes, it shows here as two records), ``releases`` (stored
         fresh releases), ``epsilon``/``delta`` each ``{"total", "max", "mean"}`` over
         records (per record), ``cap_epsilon``, ``cap_delta``, ``records_at_cap``
         (records whose remaining epsilon or delta budget is 0 under the caps), and
@@ -775,8 +908,9 @@ class Ledger:
             c = self._db
             n, tot_e, max_e, tot_d, max_d = c.execute(
                 "SELECT COUNT(*), COALESCE(SUM(epsilon),0), COALESCE(MAX(epsilon),0),"
-                " COALESCE(SUM(delta),0), COALESCE(MAX(delta),0) FROM spend"
+                f" COALESCE(SUM(delta),0), COALESCE(MAX(delta),0) FROM {_ALL_SPEND}"
             ).fetchone()
+            n_legacy = c.execute("SELECT COUNT(*) FROM legacy_spend").fetchone()[0]
             at_cap = 0
             conds, params = [], []
             if self.cap_epsilon is not None:
@@ -786,7 +920,9 @@ class Ledger:
                 conds.append("delta >= ?")
                 params.append(self.cap_delta * (1 - _CAP_RTOL))
             if conds:
-                at_cap = c.execute(f"SELECT COUNT(*) FROM spend WHERE {' OR '.join(conds)}", params).fetchone()[0]
+                at_cap = c.execute(
+                    f"SELECT COUNT(*) FROM {_ALL_SPEND} WHERE {' OR '.join(conds)}", params
+                ).fetchone()[0]
             by = c.execute(
                 "SELECT m.name, m.identity, r.scope, COUNT(*), m.epsilon_record, m.delta_record"
                 " FROM releases r JOIN mechanisms m ON m.id = r.mechanism_id"
@@ -811,6 +947,7 @@ class Ledger:
         return {
             "path": str(self.path),
             "records": n,
+            "legacy_records": int(n_legacy),
             "releases": int(n_rel),
             "epsilon": {"total": float(tot_e), "max": float(max_e), "mean": float(tot_e) / n if n else 0.0},
             "delta": {"total": float(tot_d), "max": float(max_d), "mean": float(tot_d) / n if n else 0.0},
@@ -824,8 +961,9 @@ class Ledger:
         """Consistency check; returns a list of problems (empty when all is well).
 
         Checks ``PRAGMA integrity_check``, that every stored release carries exactly
-        its mechanism's per-record charge, and that each record's spend equals the
-        sum of the charges of its stored releases (and their count).
+        its mechanism's per-record charge, and that each source's spend (and each
+        schema-1 record's not yet adopted) equals the sum of the charges of its
+        stored releases (and their count).
         """
         problems: list[str] = []
         with self._lock:
@@ -841,12 +979,21 @@ class Ledger:
                 problems.append(f"{bad} stored releases carry a charge different from their mechanism's")
             rows = c.execute(
                 "SELECT s.epsilon, s.delta, s.releases, t.eps, t.delta, t.n FROM spend s LEFT JOIN"
+                " (SELECT source_key, SUM(epsilon) AS eps, SUM(delta) AS delta, COUNT(*) AS n"
+                "  FROM releases WHERE source_key IS NOT NULL GROUP BY source_key) t ON t.source_key = s.source_key"
+            ).fetchall()
+            rows += c.execute(
+                "SELECT s.epsilon, s.delta, s.releases, t.eps, t.delta, t.n FROM legacy_spend s LEFT JOIN"
                 " (SELECT record_key, SUM(epsilon) AS eps, SUM(delta) AS delta, COUNT(*) AS n"
-                "  FROM releases GROUP BY record_key) t ON t.record_key = s.record_key"
+                "  FROM releases WHERE source_key IS NULL GROUP BY record_key) t ON t.record_key = s.record_key"
             ).fetchall()
             orphans = c.execute(
-                "SELECT COUNT(DISTINCT record_key) FROM releases WHERE record_key NOT IN"
-                " (SELECT record_key FROM spend)"
+                "SELECT COUNT(DISTINCT source_key) FROM releases WHERE source_key NOT IN"
+                " (SELECT source_key FROM spend)"
+            ).fetchone()[0]
+            orphans += c.execute(
+                "SELECT COUNT(DISTINCT record_key) FROM releases WHERE source_key IS NULL AND record_key NOT IN"
+                " (SELECT record_key FROM legacy_spend)"
             ).fetchone()[0]
         mismatched = 0
         for eps, delta, nrel, seps, sdelta, sn in rows:
@@ -861,20 +1008,49 @@ class Ledger:
         return problems
 
 
+_META_TABLE = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_RELEASES_TABLE = (
+    "CREATE TABLE IF NOT EXISTS releases ("
+    " id INTEGER PRIMARY KEY, record_key BLOB NOT NULL, source_key BLOB,"
+    " mechanism_id INTEGER NOT NULL REFERENCES mechanisms(id), scope TEXT NOT NULL,"
+    " epsilon REAL NOT NULL, delta REAL NOT NULL, dtype TEXT NOT NULL, shape TEXT NOT NULL,"
+    " data BLOB NOT NULL, clipped INTEGER NOT NULL, created REAL NOT NULL,"
+    " UNIQUE (record_key, source_key, mechanism_id, scope))"
+)
+# spend: per source (schema 2); legacy_spend: what a schema-1 ledger charged per decoded tensor,
+# moved onto a source the first time a run sees that tensor again (releases.source_key NULL until then)
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS mechanisms ("
     " id INTEGER PRIMARY KEY, identity TEXT NOT NULL UNIQUE, name TEXT NOT NULL,"
     " epsilon_record REAL NOT NULL, delta_record REAL NOT NULL, guarantee TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS spend ("
+    " source_key BLOB PRIMARY KEY, epsilon REAL NOT NULL, delta REAL NOT NULL, releases INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS legacy_spend ("
     " record_key BLOB PRIMARY KEY, epsilon REAL NOT NULL, delta REAL NOT NULL, releases INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS releases ("
-    " id INTEGER PRIMARY KEY, record_key BLOB NOT NULL,"
-    " mechanism_id INTEGER NOT NULL REFERENCES mechanisms(id), scope TEXT NOT NULL,"
-    " epsilon REAL NOT NULL, delta REAL NOT NULL, dtype TEXT NOT NULL, shape TEXT NOT NULL,"
-    " data BLOB NOT NULL, clipped INTEGER NOT NULL, created REAL NOT NULL,"
-    " UNIQUE (record_key, mechanism_id, scope))",
+    _RELEASES_TABLE,
 )
+_ADD_SPEND = (
+    "INSERT INTO spend(source_key, epsilon, delta, releases) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT(source_key) DO UPDATE SET epsilon = epsilon + excluded.epsilon,"
+    " delta = delta + excluded.delta, releases = releases + excluded.releases"
+)
+_ALL_SPEND = "(SELECT epsilon, delta FROM spend UNION ALL SELECT epsilon, delta FROM legacy_spend)"
+
+
+def _migrate_v1(c: sqlite3.Connection) -> None:
+    """Schema 1 -> 2 inside the caller's transaction: the per-tensor spend becomes ``legacy_spend``
+    (adopted by a source when a run sees the tensor again), releases gain a ``source_key`` (NULL)."""
+    c.execute("ALTER TABLE spend RENAME TO legacy_spend")
+    c.execute("ALTER TABLE releases RENAME TO releases_v1")
+    c.execute(_RELEASES_TABLE)
+    c.execute(
+        "INSERT INTO releases(id, record_key, source_key, mechanism_id, scope, epsilon, delta, dtype, shape, data,"
+        " clipped, created) SELECT id, record_key, NULL, mechanism_id, scope, epsilon, delta, dtype, shape, data,"
+        " clipped, created FROM releases_v1"
+    )
+    c.execute("DROP TABLE releases_v1")
+    c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+    c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('migrated_from_1', ?)", (repr(time.time()),))
 
 
 def _check_records(records: object) -> torch.Tensor:

@@ -88,7 +88,7 @@ def _noise_and_write(
     ``OUT/<relative path>.png`` (clipped to the value range, quantised to 8 bits: free post-processing)."""
     from ..privacy.ledger import Ledger
     from ..privacy.release import ReleaseBuilder
-    from ..records import iter_batches
+    from ..records import iter_batches, source_ids
     from ..transfer.pipeline import release_chunk
     from ..transfer.postprocess import ReleaseRows, parse_postprocess
 
@@ -102,7 +102,8 @@ def _noise_and_write(
     with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap) as ledger, \
             ui.stage("noising", len(images)) as bar:
         for idx, records in iter_batches(images.records, chunk):
-            release = ledger.release(mechanism, records, scope=target.scope, generator=generator)
+            release = ledger.release(mechanism, records, scope=target.scope, generator=generator,
+                                     sources=source_ids(images.records, idx))
             whole.add(release)
             values = ReleaseRows(release, transforms, "bilinear").rows(torch.arange(len(release))).values
             for k, row in zip(idx.tolist(), values, strict=True):

@@ -190,12 +190,15 @@ class UI:
     def budget_summary(self, s: Mapping[str, Any]) -> None:
         rows = [
             ("ledger", str(s["path"])),
-            ("records", f"{s['records']} with spend, {s['releases']} stored releases"),
+            ("records", f"{s['records']} images (sources) with spend, {s['releases']} stored releases"),
             ("epsilon", f"per record: max {s['epsilon']['max']:.4g}, mean {s['epsilon']['mean']:.4g}"),
             ("delta", f"per record: max {s['delta']['max']:.3g}"),
             ("cap", "none" if s.get("cap_epsilon") is None else f"epsilon {s['cap_epsilon']:.4g} per record; "
              f"{s['records_at_cap']} records at the cap"),
         ]
+        if s.get("legacy_records"):
+            rows.append(("legacy", f"{s['legacy_records']} records from an older ledger are still counted per "
+                         "decoded tensor: their source image is not known until a run sees them again"))
         for m in s.get("by_mechanism", []):
             rows.append((f"  {m['mechanism']}", f"scope {m['scope']}: {m['releases']} releases, "
                          f"epsilon {m['epsilon_per_release']:.4g} per record each"))

@@ -55,7 +55,7 @@ from ..names import PLAN_KINDS
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
 from ..privacy.release import Derived, Release, ReleaseBuilder
-from ..records import RecordSource, as_record_source
+from ..records import RecordSource, as_record_source, source_ids
 from . import defaults
 from .adapt import AdaptHistory, SelfTrainingAdapter
 from .augment import QueryPlan
@@ -311,7 +311,9 @@ class KnowledgeTransfer:
         if self.progress is not None:
             self.progress(stage, done, total, metrics)
 
-    def _release(self, records: torch.Tensor, *, public: bool) -> Release:
+    def _release(self, records: torch.Tensor, *, public: bool, sources: list[Any] | None = None) -> Release:
+        """Noise ``records``: through the ledger when there is one (``sources``: their source ids, see
+        :func:`~ldpclient.records.source_ids`); ``public`` blank inputs are neither charged nor stored."""
         g = self.release_generator
         if public:
             return self.mechanism.release(records, generator=g, public=True)
@@ -319,7 +321,7 @@ class KnowledgeTransfer:
             from ..teachers.base import as_teacher
 
             scope = self.scope or as_teacher(self.teacher).journal_scope
-            return self.ledger.release(self.mechanism, records, scope=scope, generator=g)
+            return self.ledger.release(self.mechanism, records, scope=scope, generator=g, sources=sources)
         return self.mechanism.release(records, generator=g)
 
     def _release_all(
@@ -335,9 +337,10 @@ class KnowledgeTransfer:
             idx = np.arange(start, min(start + chunk, n))
             if source is None:
                 records = torch.full((len(idx), *shape), self.mechanism.domain.low, dtype=torch.float32)
+                whole.add(self._release(records, public=True))
             else:
                 records = source.read(idx)
-            whole.add(self._release(records, public=source is None))
+                whole.add(self._release(records, public=False, sources=source_ids(source, idx)))
             del records
             if report:
                 self._report("release", int(idx[-1]) + 1, n)
