@@ -227,6 +227,11 @@ SecureOption = typer.Option(
 AllowLargeDeltaOption = typer.Option(
     False, "--allow-large-delta", help="Accept a --delta above 1e-2 (refused otherwise: it is no meaningful guarantee)."
 )
+AllowWeakPrivacyOption = typer.Option(
+    False, "--allow-weak-privacy",
+    help=f"Accept a per-record epsilon above {defaults.epsilon_ceiling():g} (refused otherwise: the releases come "
+    "close to sending the images; the summary and report then say so).",
+)
 TokenOption = typer.Option(
     None,
     "--token",
@@ -307,6 +312,7 @@ def label(
     delta: Optional[float] = DeltaOption,
     secure: bool = SecureOption,
     allow_large_delta: bool = AllowLargeDeltaOption,
+    allow_weak_privacy: bool = AllowWeakPrivacyOption,
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="LDPKiT query expansion: sup, rand, or none (= SIDP)."),
     reduce: Optional[int] = ReduceOption,
     postprocess: Optional[str] = PostprocessOption,
@@ -368,6 +374,7 @@ def label(
             delta=delta,
             secure=secure,
             allow_large_delta=allow_large_delta,
+            allow_weak_privacy=allow_weak_privacy,
             augment=augment.value,
             reduce=reduce,
             postprocess=postprocess,
@@ -414,6 +421,7 @@ def noise(
     delta: Optional[float] = DeltaOption,
     secure: bool = SecureOption,
     allow_large_delta: bool = AllowLargeDeltaOption,
+    allow_weak_privacy: bool = AllowWeakPrivacyOption,
     reduce: Optional[int] = ReduceOption,
     postprocess: Optional[str] = PostprocessOption,
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="Augmentation shown in the preview's third row."),
@@ -459,6 +467,7 @@ def noise(
             delta=delta,
             secure=secure,
             allow_large_delta=allow_large_delta,
+            allow_weak_privacy=allow_weak_privacy,
             reduce=reduce,
             postprocess=postprocess,
             augment=augment.value,

@@ -380,3 +380,24 @@ def test_privacy_cap_is_per_image_across_teachers_of_other_shapes(tmp_path: Path
     budget = json.loads(_run(["budget", "--state-dir", str(tmp_path / "state"), "--json"]).stdout)
     assert budget["records"] == 12 and budget["epsilon"]["max"] == pytest.approx(100.0)
     assert budget["releases"] == 24 and budget["legacy_records"] == 0
+
+
+def test_an_epsilon_above_the_ceiling_needs_allow_weak_privacy_and_is_said_in_words(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    with _server() as srv:
+        for eps in ("1e300", "1e308", "600"):
+            result = _run(_args(folder, srv.model_url, tmp_path, "--epsilon", eps, "--epsilon-unit", "record",
+                                "--no-secure", "--augment", "none", "--reduce", "1", "--postprocess", ""))
+            assert result.exit_code == 2, (eps, result.output)
+            assert "above the ceiling 500" in result.stderr and "--allow-weak-privacy" in result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+        huge = _run(_args(folder, srv.model_url, tmp_path, "--epsilon", "1e308", "--epsilon-unit", "element",
+                          "--allow-weak-privacy"))
+        assert huge.exit_code == 2 and "too large to calibrate" in huge.stderr, huge.output
+        assert srv.usage()["total"]["images"] == 0
+        weak = _run(_args(folder, srv.model_url, tmp_path, "--epsilon", "600", "--epsilon-unit", "record",
+                          "--allow-weak-privacy"))
+        assert weak.exit_code == 0, weak.output
+        assert "WEAK PRIVACY" in weak.output
+        report = json.loads((tmp_path / "out" / "labels.report.json").read_text())
+        assert "WEAK PRIVACY" in report["guarantee_note"]

@@ -33,3 +33,19 @@ def test_guarantee_validates_and_public_input_costs_nothing():
         Domain(1.0, 0.0)
     g = Guarantee("laplace", 1.0, 0.0, 784.0, 0.0, 784, Domain()).for_public_input()
     assert g.epsilon_record == 0.0 and g.public_input
+
+
+def test_map_refuses_a_function_that_returns_a_raw_tensor():
+    """Derived.from_release(rel).map(lambda v: raw) used to hand the raw tensor to a teacher (issue 22)."""
+    from ldpclient.privacy import laplace
+
+    raw = torch.rand(4, 1, 4, 4, generator=torch.Generator().manual_seed(0))
+    rel = laplace(2.0, per="record").release(raw, generator=torch.Generator().manual_seed(1))
+    with pytest.raises(TypeError, match="not a row-wise function"):
+        Derived.from_release(rel).map(lambda v: raw, "sneak")
+    with pytest.raises(TypeError, match="not a row-wise function"):
+        Derived.from_release(rel).map(lambda v: raw[: len(v)], "sneak a slice")
+    with pytest.raises(TypeError, match="not a row-wise function"):
+        Derived.from_release(rel).map(lambda v: v + raw[: len(v)], "add raw rows")
+    ok = Derived.from_release(rel).map(lambda v: v.clamp(0, 1), "clip")  # row-wise post-processing passes
+    assert torch.equal(ok.values, rel.values.clamp(0, 1))

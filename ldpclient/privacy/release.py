@@ -165,6 +165,26 @@ def upsample(values: torch.Tensor, record_shape: Sequence[int], mode: str = "nea
     return torch.nn.functional.interpolate(values.float(), size=size, mode=mode, **kwargs)
 
 
+def _check_row_wise(
+    fn: Callable[[torch.Tensor], torch.Tensor], values: torch.Tensor, out: torch.Tensor, step: str
+) -> None:
+    """Refuse (TypeError) a ``map`` function whose output rows do not follow its input rows."""
+    n = values.shape[0]
+    if n == 0:
+        return
+    probe = torch.tensor([1, 0] if n > 1 else [0], dtype=torch.int64)
+    again = fn(values[probe])
+    if (
+        not isinstance(again, torch.Tensor)
+        or again.shape != (len(probe), *out.shape[1:])
+        or not torch.allclose(again.to(out.dtype), out[probe], rtol=1e-5, atol=1e-6, equal_nan=True)
+    ):
+        raise TypeError(
+            f"post-processing step {step!r} is not a row-wise function of the release (its output does not follow "
+            "its input rows): a raw tensor cannot be passed off as post-processing"
+        )
+
+
 @dataclass(frozen=True)
 class Derived:
     """Tensors computed from releases by post-processing only (no extra privacy cost).
@@ -227,10 +247,19 @@ class Derived:
         return cls(values.detach(), sources, origin.guarantee, origin.steps + (step,), ids, _token=_DERIVED_TOKEN)
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor], step: str) -> "Derived":
-        """Apply a data-independent function to every row (post-processing)."""
+        """Apply a data-independent function to every row (post-processing).
+
+        ``fn`` must be row-wise: each output row a function of the same input row only.
+        That is checked on a probe (the first two rows, swapped, must give the same two
+        output rows), so a function that ignores its input, such as one returning a raw
+        tensor it closed over, is refused with ``TypeError`` instead of being sent as a
+        release. The check guards against mistakes; code running with the raw data can
+        always send it by other means, and the guarantee covers what ldpclient sends.
+        """
         out = fn(self.values)
-        if out.shape[0] != self.values.shape[0]:
+        if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != self.values.shape[0]:
             raise ValueError(f"post-processing step {step!r} changed the number of rows")
+        _check_row_wise(fn, self.values, out, step)
         return Derived(out.detach(), self.sources, self.guarantee, self.steps + (step,), self.ids, _token=_DERIVED_TOKEN)
 
     @property

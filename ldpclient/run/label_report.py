@@ -14,6 +14,7 @@ import torch
 
 from ..records import RecordSource
 from ..teachers.units import ByteUnitsTeacher
+from .mechanism import weak_privacy_note
 from .report import versions, write_json
 from .run_report import (
     CostSection,
@@ -45,11 +46,12 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
         mechanism=MechanismSection(name=opts.mechanism, epsilon=opts.epsilon, epsilon_unit=opts.epsilon_unit,
                                    delta=opts.delta, reduce=opts.reduce, config=mechanism.config()),
         guarantee=result.guarantee.as_dict(),
-        guarantee_note=(
+        guarantee_note=" ".join(filter(None, (
             "per record is the figure that matters: it bounds what the teacher can learn about one whole image; "
             "post-processing (augmentation, blur, clipping) adds nothing; inputs are clipped to the declared domain "
-            "before noising"
-        ),
+            "before noising.",
+            weak_privacy_note(result.guarantee.epsilon_record),
+        ))),
         augment=opts.augment,
         postprocess=opts.postprocess,
         # the full query plan: with the teacher's query log it maps every logged query to its records

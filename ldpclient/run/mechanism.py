@@ -9,6 +9,7 @@ the integers 0..255), ``record_shape`` ``(C, H, W)``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -28,8 +29,13 @@ def mechanism_for(
     record_shape: tuple[int, ...],
     secure: bool = True,
     allow_large_delta: bool = False,
+    allow_weak_privacy: bool = False,
 ) -> Any:
-    """The mechanism ``name`` with these options, checked against ``record_shape`` before any data is touched."""
+    """The mechanism ``name`` with these options, checked against ``record_shape`` before any data is touched.
+
+    A per-record epsilon above :func:`~ldpclient.transfer.defaults.epsilon_ceiling` is refused
+    unless ``allow_weak_privacy`` (CLI ``--allow-weak-privacy``).
+    """
     from ..privacy import make_mechanism
     from ..privacy.guarantee import Domain
 
@@ -43,13 +49,44 @@ def mechanism_for(
         kwargs["secure"] = secure
     if name == "tldp-weighted":
         kwargs["weights"] = centre_weights(record_shape[-2:])
-    mech = make_mechanism(name, **kwargs)
+    try:
+        mech = make_mechanism(name, **kwargs)
+    except OverflowError:
+        raise ValueError(f"--epsilon {epsilon:g} is too large to calibrate any noise for; choose a smaller --epsilon") from None
     if record_shape[-1] % reduce or record_shape[-2] % reduce:
         raise ValueError(
             f"--reduce {reduce} does not divide the teacher's input size {record_shape[-2]}x{record_shape[-1]}"
         )
-    mech.guarantee(record_shape)  # validates shape-dependent parameters
+    try:
+        g = mech.guarantee(record_shape)  # validates shape-dependent parameters
+    except OverflowError:
+        raise ValueError(f"--epsilon {epsilon:g} is too large to calibrate any noise for; choose a smaller --epsilon") from None
+    check_epsilon_ceiling(g.epsilon_record, allow_weak_privacy)
     return mech
+
+
+def weak_privacy_note(epsilon_record: float) -> str | None:
+    """The words a summary and report add when the per-record epsilon is above the ceiling (else None)."""
+    ceiling = defaults.epsilon_ceiling()
+    if epsilon_record <= ceiling:
+        return None
+    return (
+        f"WEAK PRIVACY: per-record epsilon {epsilon_record:.4g} is above the ceiling {ceiling:g} "
+        "(--allow-weak-privacy); at such epsilons the teacher can reconstruct and re-identify most images"
+    )
+
+
+def check_epsilon_ceiling(epsilon_record: float, allow_weak_privacy: bool) -> None:
+    """Refuse (ValueError, one line) a per-record epsilon above the ceiling unless the user allowed it."""
+    ceiling = defaults.epsilon_ceiling()
+    if not math.isfinite(epsilon_record):
+        raise ValueError(f"--epsilon gives an infinite per-record epsilon ({epsilon_record}); choose a smaller --epsilon")
+    if epsilon_record > ceiling and not allow_weak_privacy:
+        raise ValueError(
+            f"per-record epsilon {epsilon_record:.6g} is above the ceiling {ceiling:g}, where the releases come close "
+            "to sending the images (BENCHMARKS.md, Privacy audit); lower --epsilon, raise --reduce, or pass "
+            "--allow-weak-privacy"
+        )
 
 
 def centre_weights(hw: tuple[int, ...]) -> torch.Tensor:
@@ -65,4 +102,4 @@ def centre_weights(hw: tuple[int, ...]) -> torch.Tensor:
     return torch.maximum(ys, xs).clamp(0, 1)
 
 
-__all__ = ["centre_weights", "mechanism_for"]
+__all__ = ["centre_weights", "check_epsilon_ceiling", "mechanism_for", "weak_privacy_note"]

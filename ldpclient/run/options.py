@@ -42,6 +42,7 @@ class SharedOptions:
     delta: Optional[float] = None
     secure: bool = True
     allow_large_delta: bool = False
+    allow_weak_privacy: bool = False
     augment: str = defaults.augmentation()
     reduce: Optional[int] = None
     postprocess: Optional[str] = None
@@ -186,5 +187,5 @@ def build_mechanism(
     return mechanism_for(
         opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure,
-        allow_large_delta=opts.allow_large_delta,
+        allow_large_delta=opts.allow_large_delta, allow_weak_privacy=opts.allow_weak_privacy,
     )

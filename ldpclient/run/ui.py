@@ -23,6 +23,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from .mechanism import weak_privacy_note
 from .report import scrub, to_json
 from .run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 
@@ -259,9 +260,10 @@ def _student_line(student: StudentSection) -> str:
 def _guarantee_line(g: Mapping[str, Any]) -> str:
     pr, pe = g["per_record"], g["per_element"]
     delta = f", delta {pr['delta']:.3g}" if pr.get("delta") else ""
+    weak = weak_privacy_note(float(pr["epsilon"]))
     return (
         f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {g['elements_per_record']} released "
-        f"elements); per element epsilon {pe['epsilon']:.4g}"
+        f"elements); per element epsilon {pe['epsilon']:.4g}" + (f". {weak}" if weak else "")
     )
 
 
