@@ -29,6 +29,7 @@ from .config import ConfigError, options_for_command, read_config
 from .names import AUGMENTATIONS, DELTA_MECHANISMS, EPSILON_UNITS, MECHANISMS, choice_list
 from .run.facts import WIRE_CHOICES
 from .run.ui import UI
+from .text import check_token
 from .transfer import defaults
 
 #: Same value as ldpclient.data.DEFAULT_MAX_PIXELS (checked by a test); repeated here so
@@ -363,6 +364,7 @@ def label(
     ui.capture_logs(secrets=(token,))
     opts = None
     with user_errors(ui, secrets=(token,)):
+        token = check_token(token)
         if not teacher:
             raise CLIError("missing option --teacher URL (or `teacher = ...` in the --config file)", EXIT_USAGE)
         opts = LabelOptions(
@@ -455,6 +457,7 @@ def noise(
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
     ui.capture_logs(secrets=(token,))
     with user_errors(ui, secrets=(token,)):
+        token = check_token(token)
         opts = NoiseOptions(
             private_dir=private_dir,
             out=out,

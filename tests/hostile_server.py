@@ -12,6 +12,11 @@ metadata or infer answers misbehave in one chosen way:
 * ``redirect``: every request answered ``307`` to another port (``redirect_to``);
 * ``labels:<json>``: infer answers ``{"outputs": [{"name": "label", "datatype": "INT64",
   "data": <json>}]}`` whatever was asked (e.g. ``[1.7]``, ``[true]``, ``["3"]``, ``[2**70]``).
+* ``names:<json>``: metadata publishes ``class_names`` <json> (10 of them: formulas, escape
+  sequences, or 5 MB each) and infer answers label ``k % 10`` for the k-th query;
+* ``error-text``: infer answers 400 with an ``error`` that holds terminal escape sequences;
+* ``echo-token``: infer answers 401 with 250 characters of padding and then the bearer token
+  it was sent (a server that reflects the credential into its error).
 
 Everything it was asked is counted in ``requests`` (path list), so a test can check that
 nothing reached a host the user never named.
@@ -65,10 +70,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
-        self._answer()
+        self._answer(self.rfile.read(length))
 
-    def _answer(self) -> None:
+    def _batch_rows(self, body: bytes) -> int:
+        """Rows of the first input of an infer request, JSON or binary (1 when it cannot be read)."""
+        try:
+            header_len = self.headers.get("Inference-Header-Content-Length")
+            return int(json.loads(body[: int(header_len)] if header_len else body)["inputs"][0]["shape"][0])
+        except (ValueError, KeyError, IndexError, TypeError):
+            return 1
+
+    def _answer(self, body: bytes = b"") -> None:
         srv = self.server
         srv.requests.append(self.path)
         how = srv.behaviour
@@ -79,6 +91,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, b"", {})
         if not infer:
             meta = dict(META)
+            if how.startswith("names:"):
+                meta["parameters"] = {"num_classes": 10, "class_names": json.loads(how[len("names:"):])}
             if how == "huge-shape":
                 meta["inputs"] = [{"name": "x", "datatype": "FP32", "shape": [-1, 1, 100000, 100000]}]
             if how == "gzip-bomb-metadata":
@@ -94,6 +108,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, json.dumps(meta).encode())
         if how == "gzip-bomb-infer":
             return self._send(200, gzip_bomb(), {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+        if how.startswith("names:"):
+            n = self._batch_rows(body)
+            body_out = {"outputs": [{"name": "label", "datatype": "INT64", "shape": [n], "data": [k % 10 for k in range(n)]}]}
+            return self._send(200, json.dumps(body_out).encode())
+        if how == "error-text":
+            return self._send(400, json.dumps({"error": "bad \x1b[2J\x1b]0;pwned\x07 input \x7f\x9b31m"}).encode())
+        if how == "echo-token":
+            token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+            return self._send(401, json.dumps({"error": "denied " + "p" * 250 + " for " + token}).encode())
         if how.startswith("labels:"):
             data = json.loads(how[len("labels:"):])
             body = {"outputs": [{"name": "label", "datatype": "INT64", "shape": [len(data)], "data": data}]}

@@ -111,3 +111,86 @@ def test_a_corrupt_journal_is_a_one_line_error(private, tmp_path):
         code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path)
     assert code == EXIT_FAILURE and "journal problem" in err and "move it away" in err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+_ACTIVE = [chr(c) for c in (*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F)]  # all C0 but tab and newline, DEL
+
+
+def _no_terminal_control(text: str, where: str) -> None:
+    bad = sorted({f"{ord(c):#04x}" for c in text if c in _ACTIVE})
+    assert not bad, f"{where} holds control characters {bad}"
+
+
+def test_class_names_from_a_peer_are_data_in_every_output(private, tmp_path: Path) -> None:
+    """Formula and escape-sequence class names (issue 22.5): labels.csv, stdout and stderr stay inert."""
+    import json
+
+    names = ["=cmd|'/c calc'!A1", "+1", "-2", "@SUM(A1)", "\x1b[2J\x1b]0;pwned\x07", "\ttab", "a\rb",
+             "'=quoted", "plain", "\u202eevil"]
+    with HostileServer("names:" + json.dumps(names)) as srv:
+        cmd = cli_command("label", str(private), "--teacher", f"{srv.url}/v2/models/m",
+                          "--state-dir", str(tmp_path / "s"), "--output", str(tmp_path / "labels.csv"),
+                          "--queries", "10", "--epochs", "1", "--max-retry-time", "0")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    csv_text = (tmp_path / "labels.csv").read_text()
+    for text, where in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (csv_text, "labels.csv")):
+        _no_terminal_control(text, where)
+    cells = [line.split(",") for line in csv_text.splitlines()[1:]]
+    assert cells and all(not c[2].startswith(("=", "+", "-", "@", "\t", "\r")) for c in cells)
+    from ldpclient.run.report import read_labels
+
+    back = {r.label_name for r in read_labels(tmp_path / "labels.csv")}
+    assert back <= {"=cmd|'/c calc'!A1", "+1", "-2", "@SUM(A1)", "\\x1b[2J\\x1b]0;pwned\\x07", "\ttab", "a\\x0db",
+                    "'=quoted", "plain", "\\u202eevil"}
+
+
+def test_huge_class_names_are_refused_in_one_line(private, tmp_path: Path) -> None:
+    """Ten class names of 5 MB each used to make labels.csv 42 MB for 8 images (issue 22.6)."""
+    import json
+
+    with HostileServer("names:" + json.dumps([f"{k}" * 5_000_000 for k in range(10)])) as srv:
+        code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path)
+    assert code == EXIT_TEACHER and "characters (limit 256)" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "labels.csv").exists()
+
+
+def test_escape_sequences_in_server_errors_never_reach_the_terminal(private, tmp_path: Path) -> None:
+    with HostileServer("error-text") as srv:
+        code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path)
+    assert code == EXIT_TEACHER and "\\x1b[2J" in err
+    _no_terminal_control(err, "stderr")
+    assert "\x9b" not in err
+
+
+@pytest.mark.parametrize("token", ["sk-" + "9" * 37 + "\n", "sk-" + "8" * 37 + "\r\n", "sk-" + "7" * 37])
+def test_a_token_is_never_printed_even_when_the_server_echoes_it_past_the_cut(private, tmp_path: Path,
+                                                                             token: str) -> None:
+    """A token with CR/LF was printed whole in the header error; one echoed after 250 characters of padding
+    was cut before redaction (37 of 40 characters left): issue 22.4."""
+    import os
+
+    with HostileServer("echo-token") as srv:
+        cmd = cli_command("label", str(private), "--teacher", f"{srv.url}/v2/models/m", "--state-dir",
+                          str(tmp_path / "s"), "--output", str(tmp_path / "labels.csv"), "--queries", "10",
+                          "--max-retry-time", "0", "--json")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "LDPCLIENT_TOKEN": token})
+    assert proc.returncode == EXIT_TEACHER, proc.stderr
+    secret = token.strip()
+    for text in (proc.stdout, proc.stderr):
+        for k in range(0, len(secret) - 7):
+            assert secret[k : k + 8] not in text  # not even 8 characters of it
+    assert "HTTP 401" in proc.stderr
+
+
+@pytest.mark.parametrize("token, needle", [(" ", "--token is empty"), ("sk-1\x1b[2J2345", "control characters")])
+def test_a_blank_or_controlled_token_is_refused_without_being_shown(private, tmp_path: Path, token: str,
+                                                                    needle: str) -> None:
+    import os
+
+    cmd = cli_command("label", str(private), "--teacher", "http://127.0.0.1:9/v2/models/m", "--state-dir",
+                      str(tmp_path / "s"), "--output", str(tmp_path / "labels.csv"))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, "LDPCLIENT_TOKEN": token})
+    err = without_peak_line(proc.stderr.strip())
+    assert proc.returncode == 2 and needle in err and "***" not in err and "2345" not in err

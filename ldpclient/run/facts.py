@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..teachers.limits import MAX_CLASS_NAME_CHARS
+
 WIRE_CHOICES = ("auto", "binary", "json")  # == ldpclient.teachers.wire.WIRE_FORMATS (checked by a test)
 
 
@@ -92,6 +94,8 @@ def read_class_names(path: Path) -> tuple[str, ...]:
         names = [line.strip() for line in text.splitlines() if line.strip()]
     if len(names) < 2 or len(set(names)) != len(names):
         raise ValueError(f"--class-names {str(path)!r} must hold at least 2 distinct names (one per line)")
+    if any(len(n) > MAX_CLASS_NAME_CHARS for n in names):
+        raise ValueError(f"--class-names {str(path)!r} holds a name over {MAX_CLASS_NAME_CHARS} characters")
     return tuple(names)
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from .. import __version__
+from ..text import csv_cell, from_csv_cell, json_text, redact
 
 if TYPE_CHECKING:  # torch and Pillow are imported lazily: `ldpclient --help` should not wait for them
     import torch
@@ -104,7 +105,8 @@ def _label_lines(rows: Iterable[LabelRow], fmt: str) -> Iterator[str]:
         writer.writerow(LABEL_COLUMNS)
         for r in rows:
             d = r.as_dict()
-            writer.writerow([d["path"], d["label"], "" if d["label_name"] is None else d["label_name"], d["confidence"]])
+            name = "" if d["label_name"] is None else csv_cell(d["label_name"])
+            writer.writerow([csv_cell(d["path"]), d["label"], name, d["confidence"]])
             yield buf.getvalue()
             buf.seek(0)
             buf.truncate()
@@ -112,7 +114,7 @@ def _label_lines(rows: Iterable[LabelRow], fmt: str) -> Iterator[str]:
         return
     if fmt == "jsonl":
         for r in rows:
-            yield json.dumps(r.as_dict(), ensure_ascii=False) + "\n"
+            yield json_text(json.dumps(r.as_dict(), ensure_ascii=False)) + "\n"
         return
     raise ValueError(f"label format must be one of {', '.join(LABEL_FORMATS)}, got {fmt!r}")
 
@@ -131,7 +133,8 @@ def read_labels(path: str | os.PathLike[str], fmt: str | None = None) -> list[La
     rows = []
     if label_format_for(p, fmt) == "csv":
         for d in csv.DictReader(io.StringIO(text)):
-            rows.append(LabelRow(d["path"], int(d["label"]), d["label_name"] or None, float(d["confidence"])))
+            name = from_csv_cell(d["label_name"]) if d["label_name"] else None
+            rows.append(LabelRow(from_csv_cell(d["path"]), int(d["label"]), name, float(d["confidence"])))
     else:
         for line in text.splitlines():
             if line.strip():
@@ -164,11 +167,8 @@ def atomic_write_lines(path: Path, pieces: Iterable[str]) -> None:
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """Replace every occurrence of each non-empty secret in ``text`` with ``***``."""
-    for s in secrets:
-        if s:
-            text = text.replace(s, "***")
-    return text
+    """Replace every form of each secret in ``text`` with ``***`` (:func:`ldpclient.text.redact`)."""
+    return redact(text, secrets)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -194,7 +194,7 @@ def _jsonable(obj: Any) -> Any:
 
 def to_json(obj: Any, *, secrets: Iterable[str | None] = (), indent: int | None = 2) -> str:
     """Serialise a report to JSON text (tensors of one element become numbers; others are refused), secrets scrubbed."""
-    return scrub(json.dumps(_jsonable(obj), indent=indent, ensure_ascii=False, allow_nan=False), list(secrets))
+    return json_text(scrub(json.dumps(_jsonable(obj), indent=indent, ensure_ascii=False, allow_nan=False), list(secrets)))
 
 
 def write_json(path: str | os.PathLike[str], obj: Any, *, secrets: Iterable[str | None] = ()) -> Path:

@@ -23,6 +23,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..text import printable
 from .mechanism import weak_privacy_note
 from .report import scrub, to_json
 from .run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
@@ -44,7 +45,7 @@ class StageProgress:
         if total is not None:
             kwargs["total"] = total
         if info is not None:
-            kwargs["info"] = info
+            kwargs["info"] = printable(info)
         self._progress.update(self._task, **kwargs)
 
 
@@ -75,7 +76,7 @@ class UI:
                     text = scrub(record.getMessage(), secrets)
                 except Exception:  # noqa: BLE001 - a bad log call must not kill the run
                     return
-                ui.console.print(f"{record.levelname.lower()}: {' '.join(text.split())}", markup=False)
+                ui.console.print(f"{record.levelname.lower()}: {printable(' '.join(text.split()))}", markup=False)
 
         logger = logging.getLogger("ldpclient")
         for h in list(logger.handlers):
@@ -89,10 +90,10 @@ class UI:
 
     def info(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(message, markup=False)
+            self.console.print(printable(message), markup=False)
 
     def error(self, message: str, exit_code: int, *, secrets: tuple[str | None, ...] = ()) -> None:
-        message = scrub(message, secrets)
+        message = printable(scrub(message, secrets))
         self.console.print(f"error: {message}", markup=False, soft_wrap=True)
         if self.json_mode:
             self.out.print(json.dumps({"ok": False, "error": message, "exit_code": exit_code}), markup=False)
@@ -119,7 +120,7 @@ class UI:
                 transient=False,
             )
             self._progress.start()
-        task = self._progress.add_task(description, total=total, info="")
+        task = self._progress.add_task(printable(description), total=total, info="")
         handle = StageProgress(self._progress, task)
         try:
             yield handle
@@ -139,7 +140,7 @@ class UI:
         self.console.print(title, style="bold", markup=False)
         width = max(len(k) for k, _ in rows)
         for k, v in rows:
-            self.console.print(f"  {k:<{width}}  {v}", markup=False, soft_wrap=True)
+            self.console.print(f"  {printable(k):<{width}}  {printable(v)}", markup=False, soft_wrap=True)
 
     def summary(self, report: RunReport | Mapping[str, Any]) -> None:
         """Final summary of ``ldpclient label`` (a :class:`RunReport`, or its dict as ``run_label`` returns it)."""

@@ -16,6 +16,7 @@ from typing import Any, Union
 import torch
 
 from ..privacy.release import Derived, Release
+from .limits import check_class_names
 from .result import InferResult
 
 Queries = Union[Release, Derived]
@@ -33,6 +34,10 @@ class TeacherMetadata:
     ``max_batch_size``: largest batch one request may carry (None = unknown).
     ``assumed``: one short phrase per fact that neither the server published nor
     the user supplied, e.g. ``"value_range [0, 1]"`` (runs print them).
+
+    Class names are data a peer controls: each must be at most
+    :data:`~ldpclient.teachers.limits.MAX_CLASS_NAME_CHARS` characters (a longer one is a
+    :class:`MalformedResponse`), and they are escaped wherever they are shown or written.
     """
 
     name: str
@@ -43,6 +48,10 @@ class TeacherMetadata:
     max_batch_size: int | None = None
     value_range: tuple[float, float] = (0.0, 1.0)
     assumed: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.class_names is not None:
+            check_class_names(self.class_names, self.name)
 
 
 class Teacher(abc.ABC):

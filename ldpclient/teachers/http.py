@@ -81,6 +81,7 @@ import tenacity
 import urllib3
 from requests.adapters import HTTPAdapter
 
+from ..text import check_token, redact
 from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, RetriesExhausted, TeacherError, TeacherRequestError, TransientTeacherError
 from .result import best_of_scores, label_to_index, validate_labels
@@ -255,8 +256,11 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def server_error_text(resp: requests.Response, limit: int = 300) -> str:
-    """The server's ``error`` message (JSON ``{"error": ...}``), else the start of the body."""
+def server_error_text(
+    resp: requests.Response, limit: int = 300, redact: Callable[[str], str] | None = None
+) -> str:
+    """The server's ``error`` message (JSON ``{"error": ...}``), else the start of the body; ``redact``
+    is applied *before* the text is cut to ``limit`` characters (a cut must not leave part of a secret)."""
     try:
         body = resp.json()
     except ValueError:
@@ -267,6 +271,8 @@ def server_error_text(resp: requests.Response, limit: int = 300) -> str:
     else:
         text = resp.text or ""
     text = " ".join(text.split())
+    if redact is not None:
+        text = redact(text)
     return text[:limit] + ("..." if len(text) > limit else "")
 
 
@@ -331,8 +337,9 @@ class HttpTransport:
     ) -> None:
         if token is None and token_env:
             token = os.environ.get(token_env) or None
-        if token is not None and (not isinstance(token, str) or not token.strip()):
+        if token is not None and not isinstance(token, str):
             raise ValueError("token must be a non-empty string")
+        token = check_token(token, "token")  # surrounding whitespace dropped; blank or control characters refused
         if isinstance(verify, str) and not os.path.exists(verify):
             raise ValueError(f"CA bundle {verify!r} (verify=) does not exist")
         if isinstance(timeout, (int, float)):
@@ -363,9 +370,8 @@ class HttpTransport:
         return self.__token is not None
 
     def redact(self, text: str) -> str:
-        """Remove the token (and its header form) from ``text``."""
-        tok = self.__token
-        return text.replace(tok, "***") if tok else text
+        """Remove the token (every form of it, see :func:`ldpclient.text.redact`) from ``text``."""
+        return redact(text, (self.__token,))
 
     def session(self) -> requests.Session:
         """This thread's pooled session (auth header preset)."""
@@ -494,12 +500,12 @@ class HttpTransport:
             raise TransientTeacherError(self.redact(f"{what}: timed out ({where}, timeout {self.timeout} s)")) from None
         except requests.exceptions.ConnectionError as exc:
             if _never_connected(exc):
-                raise _NotSent(self.redact(f"{what}: connection failed ({where}): {_short(exc)}")) from None
-            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc)}")) from None
+                raise _NotSent(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
+            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
         except requests.exceptions.ChunkedEncodingError as exc:
-            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc)}")) from None
+            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
         except requests.exceptions.RequestException as exc:
-            raise TeacherError(self.redact(f"{what}: request failed ({where}): {_short(exc)}")) from None
+            raise TeacherError(self.redact(f"{what}: request failed ({where}): {_short(exc, self.redact)}")) from None
         info.bytes_sent = len(data) if data else 0
         billed = resp.headers.get("X-Billed-Images")
         if billed is not None and billed.strip().isdigit():
@@ -520,7 +526,7 @@ class HttpTransport:
                 return parse(resp)
             except MalformedResponse as exc:
                 raise MalformedResponse(self.redact(f"{what}: {exc}"), transient=exc.transient) from None
-        text = self.redact(server_error_text(resp))
+        text = server_error_text(resp, redact=self.redact)
         if status in RETRY_STATUSES:
             wait = parse_retry_after(resp.headers.get("Retry-After"))
             if wait is None:
@@ -562,8 +568,8 @@ class HttpTransport:
         except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
             pieces.clear()
             if isinstance(exc, urllib3.exceptions.DecodeError):
-                raise MalformedResponse(f"{what}: undecodable response body from {where}: {_short(exc)}") from None
-            raise TransientTeacherError(self.redact(f"{what}: response body lost ({where}): {_short(exc)}")) from None
+                raise MalformedResponse(f"{what}: undecodable response body from {where}: {_short(exc, self.redact)}") from None
+            raise TransientTeacherError(self.redact(f"{what}: response body lost ({where}): {_short(exc, self.redact)}")) from None
         resp._content = b"".join(pieces)  # what .content/.json() read from now on
         resp._content_consumed = True
         return size
@@ -720,9 +726,9 @@ def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
     return isinstance(reason, urllib3.exceptions.NewConnectionError)
 
 
-def _short(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text[:200]
+def _short(exc: BaseException, redact: Callable[[str], str]) -> str:
+    """One line of an exception's text, redacted before it is cut to 200 characters."""
+    return redact(" ".join(str(exc).split()))[:200]
 
 
 def _estimated_time(resp: requests.Response) -> float | None:

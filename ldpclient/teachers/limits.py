@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..text import printable
 from .errors import MalformedResponse
 
 
@@ -50,4 +51,19 @@ class TeacherLimits:
             )
 
 
-__all__ = ["TeacherLimits"]
+#: Longest class name accepted from a teacher or a --class-names file (characters).
+MAX_CLASS_NAME_CHARS = 256
+
+
+def check_class_names(names: Sequence[str], teacher: str) -> None:
+    """MalformedResponse for a class name longer than :data:`MAX_CLASS_NAME_CHARS` (names are never echoed)."""
+    for k, name in enumerate(names):
+        if len(str(name)) > MAX_CLASS_NAME_CHARS:
+            raise MalformedResponse(
+                f"teacher {printable(teacher, max_chars=200)} publishes class name {k} of {len(str(name)):,} characters "
+                f"(limit {MAX_CLASS_NAME_CHARS})",
+                transient=False,
+            )
+
+
+__all__ = ["MAX_CLASS_NAME_CHARS", "TeacherLimits", "check_class_names"]

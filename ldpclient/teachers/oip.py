@@ -337,6 +337,11 @@ class OIPTeacher(Teacher):
         for label, given, published in (("num_classes", ov["num_classes"], published_k),
                                         ("class_names", ov["class_names"], published_names)):
             if given is not None and published is not None and given != published:
+                if label == "class_names":  # names given from a file are never echoed (the file could be anything)
+                    raise _FactConflict(
+                        f"teacher {where} publishes {len(published)} class names that differ from the "
+                        f"{len(given)} given (--class-names)"
+                    )
                 raise _FactConflict(f"teacher {where} publishes {label} {published!r}, but {given!r} was given")
         if num_classes is None:
             raise TeacherError(
