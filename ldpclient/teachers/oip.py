@@ -337,8 +337,8 @@ class OIPTeacher(Teacher):
         for label, given, published in (("num_classes", ov["num_classes"], published_k),
                                         ("class_names", ov["class_names"], published_names)):
             if given is not None and published is not None and given != published:
-                if label == "class_names":  # names given from a file are never echoed (the file could be anything)
-                    raise _FactConflict(
+                if isinstance(given, tuple) and isinstance(published, tuple):  # class names: never echoed
+                    raise _FactConflict(  # (names given from a file: the file could be anything)
                         f"teacher {where} publishes {len(published)} class names that differ from the "
                         f"{len(given)} given (--class-names)"
                     )
