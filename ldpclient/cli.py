@@ -10,6 +10,7 @@ resumes. Exit codes: 0 ok, 1 other failure, 2 bad input, 3 privacy cap, 4 money 
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import contextmanager
 from enum import Enum
@@ -120,6 +121,8 @@ def classify_error(exc: BaseException) -> tuple[int, str] | None:
     if isinstance(exc, BudgetExceeded):
         return EXIT_PRIVACY_CAP, f"privacy cap reached: {exc}"
     if isinstance(exc, LedgerError):
+        if _environment_error(exc.__cause__) is not None:  # the disk, not the ledger: full, read-only, gone
+            return EXIT_USAGE, f"ledger problem: {exc} (is the disk full or the state directory read-only?)"
         return EXIT_FAILURE, f"ledger problem: {exc}"
     if isinstance(exc, JournalError):
         return EXIT_FAILURE, f"journal problem: {exc}"
@@ -129,6 +132,25 @@ def classify_error(exc: BaseException) -> tuple[int, str] | None:
         return EXIT_TEACHER, f"teacher error: {exc}"
     if isinstance(exc, (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)):
         return EXIT_USAGE, str(exc)
+    from .state import StateLocked
+
+    if isinstance(exc, StateLocked):
+        return EXIT_FAILURE, str(exc)
+    return _environment_error(exc)
+
+
+def _environment_error(exc: BaseException | None) -> tuple[int, str] | None:
+    """A full disk, a read-only or vanished file, a state database that cannot be written: one line, exit 2."""
+    import sqlite3
+
+    if isinstance(exc, sqlite3.OperationalError):
+        return EXIT_USAGE, f"state database problem: {exc} (is the disk full or the state directory read-only?)"
+    if isinstance(exc, OSError) and exc.errno is not None:
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        return EXIT_USAGE, f"{exc.strerror or os.strerror(exc.errno)}{where} (nothing done so far is lost; free the " \
+            "space or fix the permissions and re-run)"
+    if isinstance(exc, OSError) and "short write" in str(exc):
+        return EXIT_USAGE, f"{exc} (is the disk full?)"
     return None
 
 

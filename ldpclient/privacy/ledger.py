@@ -273,10 +273,30 @@ class Ledger:
             self._init_db()
         except sqlite3.DatabaseError as exc:
             self.close()
+            self._forget_new_key()
             raise LedgerError(f"cannot open ledger database {self.path}: {exc}") from exc
         except BaseException:
             self.close()
+            self._forget_new_key()
             raise
+
+    def _forget_new_key(self) -> None:
+        """After a failed first open (e.g. a full disk): remove the key this call created, and the empty
+        database, so that the next run starts the ledger instead of refusing a key with no ledger. Nothing
+        was ever charged under that key: the schema was never committed."""
+        if not getattr(self, "_key_created", False):
+            return
+        for p in (self.path, Path(str(self.path) + "-wal"), Path(str(self.path) + "-shm")):
+            try:
+                if p.exists() and (p.stat().st_size == 0 or p != self.path):
+                    p.unlink()
+            except OSError:
+                pass
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            try:
+                self.key_path.unlink()
+            except OSError:
+                pass
 
     # ------------------------------------------------------------------ setup
 

@@ -28,7 +28,7 @@ import torch
 from ..data import SpooledImages, check_private_folder, spool_private_folder, to_value_range
 from ..privacy.preprocess import delta_warning
 from ..records import RecordSource
-from ..state import state_dir
+from ..state import state_dir, state_lock
 from ..teachers.http import redact_url
 from ..teachers.units import ByteUnitsTeacher
 from ..transfer import defaults
@@ -131,24 +131,25 @@ def run_label(
     opts.validate()
     timer = StageTimer()
     state = state_dir(opts.state_dir)
-    identity = redact_url(opts.teacher)
+    with state_lock(state):  # one run at a time per state dir: ledger, journal and money cap are shared
+        identity = redact_url(opts.teacher)
 
-    check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
-    setup = _prepare_teacher(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state, identity=identity)
-    images = _load_records(setup)
-    try:
-        plan = _plan_queries(setup, len(images))
-        session = _open_session(setup, plan)
-        outcome = _run_transfer(setup, session, plan, images.records)
-    finally:
-        images.close()  # the spooled clean records: nothing of them stays on disk
-    _merge_timings(timer, outcome.result)
+        check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
+        setup = _prepare_teacher(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state, identity=identity)
+        images = _load_records(setup)
+        try:
+            plan = _plan_queries(setup, len(images))
+            session = _open_session(setup, plan)
+            outcome = _run_transfer(setup, session, plan, images.records)
+        finally:
+            images.close()  # the spooled clean records: nothing of them stays on disk
+        _merge_timings(timer, outcome.result)
 
-    report_path = report_path_for(setup.opts)
-    written = _write_outputs(setup, images, outcome, report_path)
-    report = build_report(setup, images, outcome, written).to_dict()
-    write_json(report_path, report, secrets=(token,))
-    return report
+        report_path = report_path_for(setup.opts)
+        written = _write_outputs(setup, images, outcome, report_path)
+        report = build_report(setup, images, outcome, written).to_dict()
+        write_json(report_path, report, secrets=(token,))
+        return report
 
 
 def _prepare_teacher(

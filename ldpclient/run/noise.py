@@ -11,7 +11,7 @@ import torch
 
 from ..data import SpooledImages, spool_private_folder, to_uint8_image, to_value_range
 from ..names import PLAN_KINDS
-from ..state import state_dir
+from ..state import state_dir, state_lock
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
 from .connect import connect_options, open_teacher
@@ -41,36 +41,37 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     ui = ui or UI(quiet=True)
     opts.validate()
     state = state_dir(opts.state_dir)
-    target = _noise_target(opts, token, state)
-    opts = resolve_shape_defaults(opts, target.shape)
-    mechanism = build_mechanism(opts, target.value_range, target.shape)
-    lo, hi = target.value_range
-    with ui.stage("loading", None) as bar:
-        images = spool_private_folder(
-            opts.private_dir, target.shape, directory=state, max_pixels=opts.max_pixels,
-            convert=lambda r: to_value_range(r, target.value_range, integer=mechanism.domain.integer),
-            progress=lambda d, t: bar.update(d, total=t),
-        )
-    with images:
-        noised = _noise_and_write(opts, images, mechanism, target, state, ui)
-        preview_path = _write_preview(opts, Path(opts.out), images.records, noised.rows, mechanism,
-                                      lambda v: (v - lo) / (hi - lo))
-    release, n = noised.rows.release, len(images)
-    fresh, reused = int((~release.reused).sum()), int(release.reused.sum())
-    return {
-        "schema": 1,
-        "command": "noise",
-        "ok": True,
-        "private_dir": str(opts.private_dir),
-        "scope": target.scope,
-        "guarantee": release.guarantee.as_dict(),
-        "counts": {"noised": n, "fresh": fresh, "reused": reused, "skipped": len(images.skipped)},
-        "ledger": {"fresh": fresh, "reused": reused, "max_spent_epsilon": noised.max_spent,
-                   "cap_epsilon": opts.privacy_cap},
-        "skipped": [s.as_dict() for s in images.skipped],
-        "outputs": {"dir": str(opts.out), "preview": str(preview_path), "files": n},
-        "versions": versions(),
-    }
+    with state_lock(state):  # one run at a time per state dir
+        target = _noise_target(opts, token, state)
+        opts = resolve_shape_defaults(opts, target.shape)
+        mechanism = build_mechanism(opts, target.value_range, target.shape)
+        lo, hi = target.value_range
+        with ui.stage("loading", None) as bar:
+            images = spool_private_folder(
+                opts.private_dir, target.shape, directory=state, max_pixels=opts.max_pixels,
+                convert=lambda r: to_value_range(r, target.value_range, integer=mechanism.domain.integer),
+                progress=lambda d, t: bar.update(d, total=t),
+            )
+        with images:
+            noised = _noise_and_write(opts, images, mechanism, target, state, ui)
+            preview_path = _write_preview(opts, Path(opts.out), images.records, noised.rows, mechanism,
+                                          lambda v: (v - lo) / (hi - lo))
+        release, n = noised.rows.release, len(images)
+        fresh, reused = int((~release.reused).sum()), int(release.reused.sum())
+        return {
+            "schema": 1,
+            "command": "noise",
+            "ok": True,
+            "private_dir": str(opts.private_dir),
+            "scope": target.scope,
+            "guarantee": release.guarantee.as_dict(),
+            "counts": {"noised": n, "fresh": fresh, "reused": reused, "skipped": len(images.skipped)},
+            "ledger": {"fresh": fresh, "reused": reused, "max_spent_epsilon": noised.max_spent,
+                       "cap_epsilon": opts.privacy_cap},
+            "skipped": [s.as_dict() for s in images.skipped],
+            "outputs": {"dir": str(opts.out), "preview": str(preview_path), "files": n},
+            "versions": versions(),
+        }
 
 
 @dataclass(frozen=True)

@@ -41,4 +41,13 @@ class RunState:
             return {}
         except (OSError, ValueError) as exc:
             raise ValueError(f"state file {str(self.path)!r} is unreadable ({exc}); move it away to start afresh") from None
-        return loaded if isinstance(loaded, dict) else {}
+        if not isinstance(loaded, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("seed"), int) and not isinstance(v.get("seed"), bool)
+            for v in loaded.values()
+        ):
+            # never overwritten: the plan seeds in it decide which queries a resumed run re-sends
+            raise ValueError(
+                f"state file {str(self.path)!r} is not a map of run plans (it holds JSON "
+                f"{type(loaded).__name__}); it was not overwritten: move it away to start afresh"
+            )
+        return loaded
