@@ -15,6 +15,8 @@ metadata or infer answers misbehave in one chosen way:
 * ``names:<json>``: metadata publishes ``class_names`` <json> (10 of them: formulas, escape
   sequences, or 5 MB each) and infer answers label ``k % 10`` for the k-th query;
 * ``error-text``: infer answers 400 with an ``error`` that holds terminal escape sequences;
+* ``hang-infer``: metadata as usual, but an infer request is read and never answered (until the
+  server stops);
 * ``echo-token``: infer answers 401 with 250 characters of padding and then the bearer token
   it was sent (a server that reflects the credential into its error).
 
@@ -112,6 +114,9 @@ class _Handler(BaseHTTPRequestHandler):
             n = self._batch_rows(body)
             body_out = {"outputs": [{"name": "label", "datatype": "INT64", "shape": [n], "data": [k % 10 for k in range(n)]}]}
             return self._send(200, json.dumps(body_out).encode())
+        if how == "hang-infer":
+            srv.stopping.wait()
+            return None
         if how == "error-text":
             return self._send(400, json.dumps({"error": "bad \x1b[2J\x1b]0;pwned\x07 input \x7f\x9b31m"}).encode())
         if how == "echo-token":

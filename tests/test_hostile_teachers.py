@@ -194,3 +194,38 @@ def test_a_blank_or_controlled_token_is_refused_without_being_shown(private, tmp
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, "LDPCLIENT_TOKEN": token})
     err = without_peak_line(proc.stderr.strip())
     assert proc.returncode == 2 and needle in err and "***" not in err and "2345" not in err
+
+
+def test_ctrl_c_stops_paying_against_a_teacher_that_never_answers(private, tmp_path: Path) -> None:
+    """SIGINT used to be followed by 6 more billed POSTs over 74 s (issue 22.9): now no new attempt is sent,
+    the one in flight is abandoned within 2 s and booked as possibly billed, and the exit is 130."""
+    import os
+    import signal
+    import time
+
+    from ldpclient.teachers import Journal
+
+    with HostileServer("hang-infer") as srv:
+        cmd = cli_command("label", str(private), "--teacher", f"{srv.url}/v2/models/m", "--state-dir",
+                          str(tmp_path / "s"), "--output", str(tmp_path / "labels.csv"), "--queries", "10",
+                          "--price", "0.5", "--timeout", "60", "--max-retry-time", "180", "--quiet")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + 60
+        while not any(p.endswith("/infer") for p in srv.requests):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(0.3)
+        posts = sum(p.endswith("/infer") for p in srv.requests)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - t0
+        time.sleep(0.5)
+        after = sum(p.endswith("/infer") for p in srv.requests)
+    assert proc.returncode == 130, err
+    assert took < 5.0, f"exit took {took:.1f} s"
+    assert after == posts, f"{after - posts} POSTs after Ctrl-C"
+    assert "interrupted" in without_peak_line(err) and "Traceback" not in err
+    with Journal(tmp_path / "s" / "journal.sqlite") as journal:
+        assert journal.total_spend() >= 0.5  # the abandoned attempt counts as (possibly) billed

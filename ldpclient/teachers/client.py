@@ -27,16 +27,16 @@ import threading
 import time
 import uuid
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 
 from ..privacy.release import Derived, as_derived
 from .base import Queries, Teacher, TeacherMetadata, as_teacher
 from .cost import CostMeter, Reconciliation
-from .errors import CostCapReached, JournalMismatch
+from .errors import CostCapReached, Interrupted, JournalMismatch
 from .http import BILLING_GUARD
 from .journal import Journal
 from .result import InferResult, validate_labels
@@ -79,6 +79,10 @@ def _slice(d: Derived, start: int, stop: int) -> Derived:
     return dataclasses.replace(d, values=d.values[start:stop], sources=d.sources[start:stop], ids=ids)
 
 
+#: Seconds an interrupted run waits for its abandoned attempts to book what they may have cost.
+ABANDON_WAIT_S = 2.0
+
+
 def _in_flight(pending: deque[tuple[str, Future[torch.Tensor] | torch.Tensor]]) -> int:
     """Pending batches whose request has not finished yet."""
     return sum(1 for _, x in pending if isinstance(x, Future) and not x.done())
@@ -102,14 +106,26 @@ class _AttemptBilling:
 
     def before_attempt(self, units: int) -> None:
         c = self.client
+        if c._stopping.is_set():  # interrupted: no new attempt is sent, not even a retry
+            raise Interrupted(f"batch {self.batch_id} not sent: the run was interrupted")
         if self.attempts:  # the batch's reservation covers this attempt: it must still fit beside what is spent
             c.cost.reserve(self.batch_id, 0.0, done_batches=0)
         self.attempts += 1
         if c.journal is not None:
             c.journal.open_attempt(c.scope, self.batch_id, c.cost.cost_of(units, 1), c.run_id)
 
+    def attempt_started(self, abort: Callable[[], None]) -> None:
+        """Keep the way to abandon this attempt; abandon it now if the run was interrupted meanwhile."""
+        c = self.client
+        with c._abort_lock:
+            c._aborts[self.batch_id] = abort
+        if c._stopping.is_set():
+            abort()
+
     def after_attempt(self, outcome: str, units: int) -> None:
         c = self.client
+        with c._abort_lock:
+            c._aborts.pop(self.batch_id, None)
         cost = c.cost.cost_of(units, 1)
         if outcome == "refused" and c.journal is not None:
             c.journal.close_attempt(c.scope, self.batch_id, cost)
@@ -168,6 +184,9 @@ class QueryClient:
         self._meta: TeacherMetadata | None = None
         self._lock = threading.Lock()
         self._started = False
+        self._stopping = threading.Event()  # set when a run is interrupted: no attempt is sent after it
+        self._abort_lock = threading.Lock()
+        self._aborts: dict[str, Callable[[], None]] = {}  # batch id -> abandon its attempt in flight
 
     # -- metadata ---------------------------------------------------------------------------
     def metadata(self) -> TeacherMetadata:
@@ -305,6 +324,8 @@ class QueryClient:
         stop: CostCapReached | None = None
         done = 0
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="ldpclient-teacher")
+        self._stopping.clear()
+        finished = False
         try:
             for batch_id, queries in batches:
                 self._check_batch_id(batch_id, seen)
@@ -332,6 +353,7 @@ class QueryClient:
             while pending:
                 done += 1
                 yield self._pop(pending, done)
+            finished = True
             if stop is not None:
                 self._fill_cap_counts(stop, done)
                 raise stop
@@ -339,8 +361,21 @@ class QueryClient:
             for _, item in pending:
                 if isinstance(item, Future):
                     item.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
+            if not finished:  # an error or Ctrl-C: nothing new is sent, what is in flight is abandoned
+                self._abandon_in_flight([item for _, item in pending if isinstance(item, Future)])
+            pool.shutdown(wait=finished, cancel_futures=True)
             self.stats.wall_s += time.perf_counter() - t_start
+
+    def _abandon_in_flight(self, futures: list[Future[torch.Tensor]]) -> None:
+        """Stop sending (every later attempt raises :class:`Interrupted`), shut the sockets of the attempts
+        in flight, and give them :data:`ABANDON_WAIT_S` to book what they may have cost (as spent)."""
+        self._stopping.set()
+        with self._abort_lock:
+            aborts = list(self._aborts.values())
+            self._aborts.clear()
+        for abort in aborts:
+            abort()
+        wait(futures, timeout=ABANDON_WAIT_S)
 
     def label(self, queries: Queries, *, prefix: str = "batch") -> torch.Tensor:
         """Label all rows of one Release/Derived in batches with ids ``{prefix}-{k:06d}``.

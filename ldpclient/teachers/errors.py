@@ -61,6 +61,10 @@ class RetriesExhausted(TeacherError):
         self.elapsed_s = elapsed_s
 
 
+class Interrupted(TeacherError):
+    """The run was interrupted (Ctrl-C, or another error in the run): this attempt was not sent."""
+
+
 class CostCapReached(TeacherError):
     """The next batch would cross the money cap, so it was not sent.
 

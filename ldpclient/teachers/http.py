@@ -174,7 +174,9 @@ class BillingGuard(Protocol):
     """Told about every attempt of a billable call, so that money is counted conservatively.
 
     ``before_attempt(units)`` runs before each attempt is sent (``units``: queries it carries) and
-    raises (e.g. :class:`~ldpclient.teachers.errors.CostCapReached`) to stop instead;
+    raises (e.g. :class:`~ldpclient.teachers.errors.CostCapReached`) to stop instead; a guard may
+    also have ``attempt_started(abort)``: called once the attempt is on its way, with a function
+    that abandons it at once (shuts its socket: the attempt then ends as ``"lost"``);
     ``after_attempt(outcome, units)`` reports how it ended: ``"answered"``, ``"refused"`` (not sent,
     or an error answer the server did not bill) or ``"lost"`` (sent, and may have been billed for
     ``units`` queries, but no usable answer came back: a dropped connection, a timeout, a
@@ -420,7 +422,8 @@ class HttpTransport:
         billed_before = info.billed_header or 0
         outcome = "lost"
         try:
-            result = self._attempt_once(method, url, parse, data, headers, what, info)
+            result = self._attempt_once(method, url, parse, data, headers, what, info,
+                                        on_start=getattr(guard, "attempt_started", None))
             outcome = "answered"
             return result
         except MalformedResponse:
@@ -450,6 +453,7 @@ class HttpTransport:
         headers: dict[str, str] | None,
         what: str,
         info: CallInfo,
+        on_start: Callable[[Callable[[], None]], None] | None = None,
     ) -> T:
         info.attempts += 1
         where = redact_url(url)
@@ -460,6 +464,8 @@ class HttpTransport:
         watchdog.daemon = True
         _WATCH.holder = connections
         watchdog.start()
+        if on_start is not None:
+            on_start(lambda: _shut(connections, threading.Event()))
         try:
             return self._exchange(method, url, parse, data, headers, what, info, where, started)
         except (TeacherError, requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError):
