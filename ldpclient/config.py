@@ -99,6 +99,7 @@ def options_for_command(
                             f"{source}: unknown option {sub_key!r} in [{key}] "
                             f"(known: {', '.join(sorted(a.replace('_', '-') for a in allowed_set))})"
                         )
+                    _check_code(sk, sub_value, source)
                     table[sk] = sub_value
             elif k not in command_tables:
                 raise ConfigError(f"{source}: unknown table [{key}] (tables are named after commands)")
@@ -108,8 +109,19 @@ def options_for_command(
             continue
         _check_secret(k, source, key)
         if k in allowed_set:
+            _check_code(k, value, source)
             top[k] = value
     return {**top, **table}
+
+
+def _check_code(key: str, value: Any, source: str) -> None:
+    """A ``local:`` teacher imports and runs Python code: a config file (which may come from anywhere) may
+    not name one; the user names it on the command line, where it is seen."""
+    if key == "teacher" and isinstance(value, str) and value.strip().lower().startswith("local:"):
+        raise ConfigError(
+            f"{source}: teacher {value!r} would import and run Python code; a local: teacher is only accepted "
+            "on the command line (--teacher), never from a config file"
+        )
 
 
 def _check_secret(key: str, source: str, shown: str) -> None:

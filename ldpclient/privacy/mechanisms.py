@@ -572,6 +572,12 @@ class GaussianMechanism(_Elementwise):
                     eps_r, delta_r = self.epsilon, self.delta
                 break
             delta_ideal += 2.0 * spare  # the sampler's TV did not fit in the 1e-6 margin: make room
+            if delta_ideal <= 0:
+                tv = grid.sampler.tv_bound() * (1 if scale == 1 else n_elem)
+                raise ValueError(
+                    f"delta {self.delta:g} is below what the secure Gaussian sampler can guarantee (its own "
+                    f"total-variation bound is {tv:.3g}); choose a delta of at least {2 * tv:.3g}, or secure=False (--no-secure)"
+                )
         else:  # pragma: no cover - defensive
             raise ValueError(f"{self.name}: could not fit the sampler's rounding below delta={self.delta}")
         sampler = grid.sampler

@@ -63,6 +63,13 @@ class SharedOptions:
             _check_postprocess(self.postprocess)
         if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
             raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
+        if self.seed is not None and not 0 <= self.seed < MAX_SEED:
+            # torch, numpy and the plan all take it: a negative or huge seed would fail mid-run, after paying
+            raise ValueError(f"--seed must be an integer from 0 to 2**63-1, got {self.seed}")
+
+
+#: Seeds run from 0 to 2**63 - 1 (what torch, numpy and the query plan all accept).
+MAX_SEED = 2**63
 
 
 @dataclass(frozen=True)

@@ -96,8 +96,8 @@ def _connect_local(target: str, token: str | None = None, **opts: Any) -> Teache
         try:
             return as_teacher(made)
         except TypeError as exc:
-            raise TypeError(f"local teacher factory {target!r} returned {type(made).__name__}, not a Teacher ({exc})") from None
-    raise TypeError(f"local teacher {target!r} is a {type(obj).__name__}, not a Teacher, module or factory")
+            raise ValueError(f"local teacher factory {target!r} returned {type(made).__name__}, not a Teacher ({exc})") from None
+    raise ValueError(f"local teacher {target!r} is a {type(obj).__name__}, not a Teacher, module or factory")
 
 
 BUILTIN: dict[str, Factory] = {
