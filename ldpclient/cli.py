@@ -255,6 +255,12 @@ AllowWeakPrivacyOption = typer.Option(
     help=f"Accept a per-record epsilon above {defaults.epsilon_ceiling():g} (refused otherwise: the releases come "
     "close to sending the images; the summary and report then say so).",
 )
+MaxMemoryOption = typer.Option(
+    None, "--max-memory", min=0.0,
+    help="GiB a run may need (estimated from the teacher's input shape and the batch sizes before anything is "
+    "decoded; refused above it). Default: half of this machine's RAM.",
+    show_default=False,
+)
 TokenOption = typer.Option(
     None,
     "--token",
@@ -336,6 +342,7 @@ def label(
     secure: bool = SecureOption,
     allow_large_delta: bool = AllowLargeDeltaOption,
     allow_weak_privacy: bool = AllowWeakPrivacyOption,
+    max_memory: Optional[float] = MaxMemoryOption,
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="LDPKiT query expansion: sup, rand, or none (= SIDP)."),
     reduce: Optional[int] = ReduceOption,
     postprocess: Optional[str] = PostprocessOption,
@@ -399,6 +406,7 @@ def label(
             secure=secure,
             allow_large_delta=allow_large_delta,
             allow_weak_privacy=allow_weak_privacy,
+            max_memory=max_memory,
             augment=augment.value,
             reduce=reduce,
             postprocess=postprocess,
@@ -446,6 +454,7 @@ def noise(
     secure: bool = SecureOption,
     allow_large_delta: bool = AllowLargeDeltaOption,
     allow_weak_privacy: bool = AllowWeakPrivacyOption,
+    max_memory: Optional[float] = MaxMemoryOption,
     reduce: Optional[int] = ReduceOption,
     postprocess: Optional[str] = PostprocessOption,
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="Augmentation shown in the preview's third row."),
@@ -493,6 +502,7 @@ def noise(
             secure=secure,
             allow_large_delta=allow_large_delta,
             allow_weak_privacy=allow_weak_privacy,
+            max_memory=max_memory,
             reduce=reduce,
             postprocess=postprocess,
             augment=augment.value,

@@ -371,8 +371,18 @@ def load_private_folder(
     return PrivateImages(listing.root, listing.paths, listing.skipped, torch.stack(tensors))
 
 
-#: Records decoded per chunk before they are converted and spooled (bounds memory while decoding).
+#: Records decoded per chunk before they are converted and spooled (bounds memory while decoding) ...
 SPOOL_CHUNK = 1024
+#: ... and at most this many elements per chunk, whatever the teacher's input shape (16 MB of float32).
+SPOOL_CHUNK_ELEMENTS = 2**22
+
+
+def spool_chunk(input_shape: Sequence[int]) -> int:
+    """Records decoded per chunk for records of ``input_shape``: :data:`SPOOL_CHUNK`, fewer for large records."""
+    elements = 1
+    for s in input_shape:
+        elements *= int(s)
+    return max(1, min(SPOOL_CHUNK, SPOOL_CHUNK_ELEMENTS // max(1, elements)))
 
 
 def spool_private_folder(
@@ -393,6 +403,7 @@ def spool_private_folder(
     plus 32 bytes a record, whatever N is.
     """
     spool = DiskRecords(_check_shape(input_shape), directory)
+    per_chunk = spool_chunk(input_shape)
     chunk: list[torch.Tensor] = []
     ids: list[bytes] = []
 
@@ -406,7 +417,7 @@ def spool_private_folder(
     def add(record: torch.Tensor, sid: bytes) -> None:
         chunk.append(record)
         ids.append(sid)
-        if len(chunk) >= SPOOL_CHUNK:
+        if len(chunk) >= per_chunk:
             flush()
 
     try:

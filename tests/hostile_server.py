@@ -15,6 +15,8 @@ metadata or infer answers misbehave in one chosen way:
 * ``names:<json>``: metadata publishes ``class_names`` <json> (10 of them: formulas, escape
   sequences, or 5 MB each) and infer answers label ``k % 10`` for the k-th query;
 * ``error-text``: infer answers 400 with an ``error`` that holds terminal escape sequences;
+* ``shape:<json>``: metadata declares input shape <json> (e.g. ``[-1, 1, 4096, 4096]``: inside the
+  plausibility limits, too large for the machine's memory once batched);
 * ``hang-infer``: metadata as usual, but an infer request is read and never answered (until the
   server stops);
 * ``echo-token``: infer answers 401 with 250 characters of padding and then the bearer token
@@ -93,6 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, b"", {})
         if not infer:
             meta = dict(META)
+            if how.startswith("shape:"):
+                meta["inputs"] = [{"name": "x", "datatype": "FP32", "shape": json.loads(how[len("shape:"):])}]
             if how.startswith("names:"):
                 meta["parameters"] = {"num_classes": 10, "class_names": json.loads(how[len("names:"):])}
             if how == "huge-shape":

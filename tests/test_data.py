@@ -183,3 +183,35 @@ def test_progress_callback_and_uint8_round_trip(tmp_path: Path) -> None:
     assert np.asarray(to_uint8_image(noisy)).tolist() == [[0, 255]]
     with pytest.raises(ValueError):
         to_uint8_image(torch.zeros(2, 4, 4))
+
+
+def test_a_fifo_in_place_of_an_image_never_blocks(tmp_path: Path) -> None:
+    """A file swapped for a FIFO between discovery and decoding blocked open() forever (issue 22.17)."""
+    import os
+    import threading
+
+    from ldpclient.data import ImageDecodeError, read_image_file
+
+    fifo = tmp_path / "img.png"
+    os.mkfifo(fifo)
+    outcome: list[str] = []
+
+    def read() -> None:
+        try:
+            read_image_file(fifo)
+        except ImageDecodeError as exc:
+            outcome.append(exc.reason)
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(5)
+    assert not t.is_alive() and outcome and "not a regular file" in outcome[0]
+
+
+def test_an_oversized_file_is_skipped_with_a_reason(tmp_path: Path) -> None:
+    from ldpclient.data import ImageDecodeError, read_image_file
+
+    big = tmp_path / "big.png"
+    big.write_bytes(b"\0" * 2048)
+    with pytest.raises(ImageDecodeError, match="too large"):
+        read_image_file(big, max_bytes=1024)

@@ -229,3 +229,24 @@ def test_ctrl_c_stops_paying_against_a_teacher_that_never_answers(private, tmp_p
     assert "interrupted" in without_peak_line(err) and "Traceback" not in err
     with Journal(tmp_path / "s" / "journal.sqlite") as journal:
         assert journal.total_spend() >= 0.5  # the abandoned attempt counts as (possibly) billed
+
+
+def test_a_declared_shape_too_large_for_memory_is_refused_before_decoding(private, tmp_path: Path) -> None:
+    """1x4096x4096 is inside TeacherLimits; 3 images took the client to 4.5 GB RSS (issue 22.16)."""
+    with HostileServer("shape:[-1, 1, 4096, 4096]") as srv:
+        code, err, rss = _label(private, f"{srv.url}/v2/models/m", tmp_path)
+        assert not any(p.endswith("/infer") for p in srv.requests)
+    assert code == 2 and "1x4096x4096" in err and "--max-memory" in err and len(err.splitlines()) == 1
+    assert rss < PEAK_RSS_LIMIT_KB
+    with HostileServer("shape:[-1, 1, 4096, 4096]") as srv:  # the user may raise the bound; then the estimate is named
+        code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path, "--max-memory", "0.5",
+                              "--train-batch-size", "1", "--batch-size", "1")
+    assert code == 2 and "over --max-memory 0.5 GiB" in err
+
+
+def test_estimates_stay_small_for_ordinary_images() -> None:
+    from ldpclient.run.memory import check_memory_for_shape
+
+    for shape in ((1, 28, 28), (3, 32, 32), (3, 64, 64)):
+        est = check_memory_for_shape(shape, "t", 1.0, query_batch=256, train_batch=128)
+        assert est.peak < 2**30

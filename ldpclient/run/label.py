@@ -34,6 +34,7 @@ from ..teachers.units import ByteUnitsTeacher
 from ..transfer import defaults
 from .connect import connect_options, open_teacher
 from .label_report import build_report, last_val_accuracy, report_path_for, write_stop_report
+from .memory import check_memory_for_shape
 from .options import LabelOptions, build_mechanism, resolve_shape_defaults
 from .progress import StageProgress
 from .report import StageTimer, iter_label_rows, label_format_for, write_json, write_labels
@@ -169,6 +170,10 @@ def _prepare_teacher(
     TeacherLimits().check_input_shape(shape, identity)  # before any image is decoded at that size
     if len(shape) != 3:
         raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
+    check_memory_for_shape(  # before any image is decoded at that size
+        shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
+        query_batch=opts.batch_size or defaults.query_batch_size(meta.max_batch_size),
+    )
     opts = resolve_shape_defaults(opts, shape)
     mechanism = build_mechanism(opts, meta.value_range, shape)
     return RunSetup(opts=opts, token=token, ui=ui, timer=timer, state=state, identity=identity,

@@ -14,7 +14,9 @@ from ..names import PLAN_KINDS
 from ..state import state_dir, state_lock
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
+from ..teachers.limits import TeacherLimits
 from .connect import connect_options, open_teacher
+from .memory import check_memory_for_shape
 from .options import NoiseOptions, build_mechanism, resolve_shape_defaults
 from .report import preview_grid, versions
 from .ui import UI
@@ -129,11 +131,15 @@ def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseT
         shape = tuple(int(s) for s in meta.input_shape)
         value_range = (float(meta.value_range[0]), float(meta.value_range[1]))
         scope = redact_url(opts.teacher)
+        TeacherLimits().check_input_shape(shape, scope)
+        if len(shape) != 3:
+            raise ValueError(f"teacher {scope!r} declares input shape {shape}; ldpclient noise needs (C, H, W) images")
     else:
         shape = (opts.channels, opts.size, opts.size)
         scope = "local-preview"
     if opts.mechanism == "discrete-tldp":
         value_range = (0.0, 255.0)  # its domain is the integers 0..255 (see ByteUnitsTeacher)
+    check_memory_for_shape(shape, scope, opts.max_memory, query_batch=max(opts.preview, 1), train_batch=None)
     return _NoiseTarget(shape=shape, value_range=value_range, scope=scope)
 
 

@@ -50,6 +50,7 @@ class SharedOptions:
     state_dir: Optional[Path] = None
     max_pixels: int = DEFAULT_MAX_PIXELS
     seed: Optional[int] = None
+    max_memory: Optional[float] = None
     network: NetworkOptions = NetworkOptions()
     facts: TeacherFacts = TeacherFacts()
 
@@ -63,6 +64,8 @@ class SharedOptions:
             _check_postprocess(self.postprocess)
         if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
             raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
+        if self.max_memory is not None and not (math.isfinite(self.max_memory) and self.max_memory > 0):
+            raise ValueError(f"--max-memory must be a number of GiB > 0, got {self.max_memory}")
         if self.seed is not None and not 0 <= self.seed < MAX_SEED:
             # torch, numpy and the plan all take it: a negative or huge seed would fail mid-run, after paying
             raise ValueError(f"--seed must be an integer from 0 to 2**63-1, got {self.seed}")
