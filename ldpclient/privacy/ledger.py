@@ -885,6 +885,28 @@ class Ledger:
         )
         return Spend(eps, delta)
 
+    def scopes(self) -> list[str]:
+        """Every scope (teacher identity) the ledger holds releases for."""
+        with self._lock:
+            return sorted(r[0] for r in self._db.execute("SELECT DISTINCT scope FROM releases"))
+
+    def rename_scopes(self, aliases: Sequence[str], identity: str) -> int:
+        """Move the releases stored under ``aliases`` (other spellings of one teacher) to ``identity``, in one
+        transaction, so that they are reused instead of noised again. A release that exists under both
+        stays where it is (the spend, per source, is unchanged either way). Returns the releases moved."""
+        moved = 0
+        with self._lock:
+            c = self._db
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                for alias in aliases:
+                    moved += c.execute("UPDATE OR IGNORE releases SET scope = ? WHERE scope = ?", (identity, alias)).rowcount
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        return moved
+
     def would_charge(
         self,
         mechanism: Mechanism,

@@ -29,6 +29,7 @@ from ..data import SpooledImages, check_private_folder, spool_private_folder, to
 from ..privacy.preprocess import delta_warning
 from ..records import RecordSource
 from ..state import state_dir, state_lock
+from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
 from ..teachers.units import ByteUnitsTeacher
 from ..transfer import defaults
@@ -54,7 +55,8 @@ class RunSetup:
     ui: UI
     timer: StageTimer
     state: Path
-    identity: str
+    identity: str  # the address as the user gave it, redacted: what messages and the report show
+    scope: str  # the teacher's one identity (its adapter's journal_scope): ledger, journal and money cap
     teacher: Any
     meta: Any
     shape: tuple[int, ...]
@@ -177,6 +179,7 @@ def _prepare_teacher(
     opts = resolve_shape_defaults(opts, shape)
     mechanism = build_mechanism(opts, meta.value_range, shape)
     return RunSetup(opts=opts, token=token, ui=ui, timer=timer, state=state, identity=identity,
+                    scope=str(as_teacher(teacher).journal_scope),
                   teacher=teacher, meta=meta, shape=shape, mechanism=mechanism)
 
 
@@ -201,7 +204,7 @@ def _plan_queries(setup: RunSetup, n: int) -> _Plan:
 
     run_key = {
         "private_dir": str(Path(opts.private_dir).resolve()),
-        "teacher": setup.identity,
+        "teacher": setup.scope,
         "mechanism": mechanism.config(),
         "augment": opts.augment,
         "postprocess": opts.postprocess,
@@ -209,7 +212,8 @@ def _plan_queries(setup: RunSetup, n: int) -> _Plan:
         "batch_size": opts.batch_size,
         "records": n,
     }
-    plan_seed = RunState(setup.state).seed_for(run_key, opts.seed)
+    # runs.json entries written before teachers had one identity were keyed by the redacted address
+    plan_seed = RunState(setup.state).seed_for(run_key, opts.seed, legacy_keys=[{**run_key, "teacher": setup.identity}])
     generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
     return _Plan(num_queries=num_queries, seed=plan_seed, generator=generator)
 
@@ -224,7 +228,7 @@ def _open_session(setup: RunSetup, plan: _Plan) -> _Session:
     journal = Journal(state / "journal.sqlite")
     cost = CostMeter(price_per_query=opts.price, cap=opts.money_cap)
     client = QueryClient(
-        setup.teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=setup.identity
+        setup.teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=setup.scope
     )
     q_batch = opts.batch_size or defaults.query_batch_size(setup.meta.max_batch_size)
     progress = StageProgress(setup.ui, "", client)
@@ -252,7 +256,7 @@ def _run_transfer(setup: RunSetup, session: _Session, plan: _Plan, records: Reco
     opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
     try:
         transfer = KnowledgeTransfer(
-            setup.teacher, setup.mechanism, ledger=ledger, scope=setup.identity,
+            setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope,
             mode="ldpkit" if opts.augment != "none" else "sidp",
             seed=plan.seed, release_generator=plan.generator, progress=progress, **session.common,
         )

@@ -92,6 +92,7 @@ def _noise_and_write(
     from ..privacy.ledger import Ledger
     from ..privacy.release import ReleaseBuilder
     from ..records import iter_batches, source_ids
+    from ..teachers.identity import merge_scope_aliases
     from ..transfer.pipeline import release_chunk
     from ..transfer.postprocess import ReleaseRows, parse_postprocess
 
@@ -104,6 +105,7 @@ def _noise_and_write(
     whole = ReleaseBuilder(len(images))
     with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap) as ledger, \
             ui.stage("noising", len(images)) as bar:
+        merge_scope_aliases(ledger, target.scope)
         for idx, records in iter_batches(images.records, chunk):
             release = ledger.release(mechanism, records, scope=target.scope, generator=generator,
                                      sources=source_ids(images.records, idx))
@@ -126,12 +128,12 @@ def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseT
         t = open_teacher(opts.teacher, token, connect_options(opts.teacher, opts.facts, opts.network, state))
         try:
             meta = t.metadata()
+            scope = str(as_teacher(t).journal_scope)  # the teacher's one identity, as label uses it
         finally:
             as_teacher(t).close()
         shape = tuple(int(s) for s in meta.input_shape)
         value_range = (float(meta.value_range[0]), float(meta.value_range[1]))
-        scope = redact_url(opts.teacher)
-        TeacherLimits().check_input_shape(shape, scope)
+        TeacherLimits().check_input_shape(shape, redact_url(opts.teacher))
         if len(shape) != 3:
             raise ValueError(f"teacher {scope!r} declares input shape {shape}; ldpclient noise needs (C, H, W) images")
     else:

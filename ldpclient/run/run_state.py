@@ -7,7 +7,7 @@ import json
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .report import write_json
 
@@ -24,13 +24,19 @@ class RunState:
     def __init__(self, directory: Path) -> None:
         self.path = directory / "runs.json"
 
-    def seed_for(self, key: Mapping[str, Any], explicit: int | None) -> int:
+    def seed_for(
+        self, key: Mapping[str, Any], explicit: int | None, legacy_keys: Sequence[Mapping[str, Any]] = ()
+    ) -> int:
+        """The plan seed of the run ``key`` names: ``explicit``, else the one stored for ``key`` (or, once,
+        for one of ``legacy_keys``: how an older ldpclient keyed the same run), else a new random one."""
         if explicit is not None:
             return int(explicit)
-        digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+        digest = _digest(key)
         data = self._read()
         if digest not in data:
-            data[digest] = {"seed": secrets.randbits(31), "created": time.time()}  # small: the pipeline derives seeds from it
+            legacy = next((data[d] for d in map(_digest, legacy_keys) if d in data), None)
+            # small: the pipeline derives seeds from it
+            data[digest] = dict(legacy) if legacy else {"seed": secrets.randbits(31), "created": time.time()}
             write_json(self.path, data)
         return int(data[digest]["seed"])
 
@@ -51,3 +57,7 @@ class RunState:
                 f"{type(loaded).__name__}); it was not overwritten: move it away to start afresh"
             )
         return loaded
+
+
+def _digest(key: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]

@@ -38,6 +38,7 @@ from .base import Queries, Teacher, TeacherMetadata, as_teacher
 from .cost import CostMeter, Reconciliation
 from .errors import CostCapReached, Interrupted, JournalMismatch
 from .http import BILLING_GUARD
+from .identity import merge_scope_aliases
 from .journal import Journal
 from .result import InferResult, validate_labels
 
@@ -218,6 +219,7 @@ class QueryClient:
             return
         self._started = True
         if self.journal is not None:
+            merge_scope_aliases(self.journal, self.scope)  # batches paid under other spellings of this teacher
             self.cost.prior_total = self.journal.total_spend(self.scope)
             self.journal.start_run(self.run_id, self.scope)
 

@@ -29,6 +29,7 @@ from .base import Queries, Teacher, TeacherMetadata
 from .encoding import to_png, to_wire
 from .errors import MalformedResponse, TeacherError
 from .http import HttpTransport, transport_from_options
+from .identity import adapter_scope
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
 
 DEFAULT_ENDPOINT = "https://router.huggingface.co/hf-inference/models"
@@ -80,7 +81,7 @@ class HFTeacher(Teacher):
         self._meta: TeacherMetadata | None = None
         self._names: dict[str, int] | None = None
         self._lock = threading.Lock()
-        self.journal_scope = f"hf:{self.url}"
+        self.journal_scope = adapter_scope("hf", self.url)
 
     def _labels(self) -> tuple[str, ...]:
         if self._class_names is not None:

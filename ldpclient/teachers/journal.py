@@ -193,6 +193,37 @@ class Journal:
         with self._lock:
             return int(self._conn.execute(q, args).fetchone()[0])
 
+    def scopes(self) -> list[str]:
+        """Every teacher scope the journal holds anything for."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT scope FROM batches UNION SELECT scope FROM pending UNION SELECT scope FROM runs"
+            ).fetchall()
+        return sorted(r[0] for r in rows)
+
+    def rename_scopes(self, aliases: list[str], identity: str) -> int:
+        """Move what was journaled under ``aliases`` (other spellings of one teacher) to ``identity``, in one
+        transaction. A batch answered under two spellings keeps both rows (the second under a suffixed id
+        no plan uses), so the money both cost still counts against the one cap. Returns the rows moved."""
+        moved = 0
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                for alias in aliases:
+                    for table in ("batches", "pending"):
+                        moved += c.execute(f"UPDATE OR IGNORE {table} SET scope=? WHERE scope=?", (identity, alias)).rowcount
+                        moved += c.execute(
+                            f"UPDATE {table} SET scope=?, batch_id = batch_id || '#from-alias-' || rowid WHERE scope=?",
+                            (identity, alias),
+                        ).rowcount
+                    c.execute("UPDATE runs SET scope=? WHERE scope=?", (identity, alias))
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+        return moved
+
     def batch_ids(self, scope: str) -> list[str]:
         with self._lock:
             return [r[0] for r in self._conn.execute("SELECT batch_id FROM batches WHERE scope=? ORDER BY ts", (scope,))]

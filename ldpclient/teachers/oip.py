@@ -58,6 +58,7 @@ from .base import Queries, Teacher, TeacherMetadata
 from .encoding import FLOAT_DATATYPES, INPUT_DATATYPES, INTEGER_DATATYPES, NUMPY_DTYPES, to_wire
 from .errors import MalformedResponse, TeacherError, TeacherRequestError, TransientTeacherError
 from .http import HttpTransport, redact_url, transport_from_options
+from .identity import adapter_scope
 from .limits import TeacherLimits
 from .result import InferResult, validate_labels
 from .wire import WIRE_FORMATS, WireMemory
@@ -137,11 +138,9 @@ class OIPTeacher(Teacher):
         self._classification_opt = classification
         self.limits = limits or TeacherLimits()
         self.check_ready = check_ready
-        self.model_url = f"{self.base_url}/v2/models/{quote(model, safe='')}" + (
-            f"/versions/{quote(str(version), safe='')}" if version else ""
-        )
+        self.model_url = _model_url(self.base_url, model, version)
         self.address = redact_url(self.model_url)
-        self.journal_scope = f"oip:{self.address}"
+        self.journal_scope = adapter_scope("oip", self.model_url)  # one identity however the URL was spelled
         self.wire = wire
         self._wire_memory = WireMemory(state_dir if state_dir is not None else default_state_dir())
         remembered = self._wire_memory.get(self.model_url) if wire == "auto" else None
@@ -162,26 +161,7 @@ class OIPTeacher(Teacher):
     def from_url(cls, url: str, **opts: Any) -> "OIPTeacher":
         """``http://host:port/model``, ``http://host:port/v2/models/model[/versions/v]``,
         or ``http://host:port`` with ``model=`` given as an option."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"OIP teacher URL must start with http:// or https://, got {url!r}")
-        path = [p for p in parts.path.split("/") if p]
-        root = f"{parts.scheme}://{parts.netloc}"
-        model, version = opts.pop("model", None), opts.pop("version", None)
-        if "models" in path and path.index("models") > 0 and path[path.index("models") - 1] == "v2":
-            i = path.index("models")
-            prefix, rest = path[: i - 1], path[i + 1 :]
-            if rest:
-                model = rest[0]
-            if len(rest) >= 3 and rest[1] == "versions":
-                version = rest[2]
-        elif path:
-            prefix, model = path[:-1], model or path[-1]
-        else:
-            prefix = []
-        if not model:
-            raise ValueError(f"no model name in teacher URL {url!r}; use {root}/<model> or pass model=")
-        base = root + ("/" + "/".join(prefix) if prefix else "")
+        base, model, version = parse_oip_url(url, opts.pop("model", None), opts.pop("version", None))
         return cls(base, model, version=version, **opts)
 
     # -- health and metadata ----------------------------------------------------------------
@@ -591,6 +571,40 @@ class _Classes:
     num_classes: int | float  # as given or published (a user's 4.0 stays 4.0 until TeacherMetadata)
     names: tuple[str, ...] | None
     scores: bool  # the output is a float (scores/logits) tensor
+
+
+def parse_oip_url(url: str, model: str | None = None, version: str | None = None) -> tuple[str, str, str | None]:
+    """``(base URL, model, version)`` of an OIP teacher address (see :meth:`OIPTeacher.from_url`)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"OIP teacher URL must start with http:// or https://, got {url!r}")
+    path = [p for p in parts.path.split("/") if p]
+    root = f"{parts.scheme}://{parts.netloc}"
+    if "models" in path and path.index("models") > 0 and path[path.index("models") - 1] == "v2":
+        i = path.index("models")
+        prefix, rest = path[: i - 1], path[i + 1 :]
+        if rest:
+            model = rest[0]
+        if len(rest) >= 3 and rest[1] == "versions":
+            version = rest[2]
+    elif path:
+        prefix, model = path[:-1], model or path[-1]
+    else:
+        prefix = []
+    if not model:
+        raise ValueError(f"no model name in teacher URL {url!r}; use {root}/<model> or pass model=")
+    return root + ("/" + "/".join(prefix) if prefix else ""), model, version
+
+
+def _model_url(base_url: str, model: str, version: str | None) -> str:
+    return f"{base_url.rstrip('/')}/v2/models/{quote(model, safe='')}" + (
+        f"/versions/{quote(str(version), safe='')}" if version else ""
+    )
+
+
+def oip_model_url(url: str) -> str:
+    """The model endpoint an OIP teacher address names (what its identity is made of)."""
+    return _model_url(*parse_oip_url(url))
 
 
 class _FactConflict(ValueError):

@@ -37,6 +37,7 @@ from .base import Queries, Teacher, TeacherMetadata
 from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, TeacherError
 from .http import HttpTransport, transport_from_options
+from .identity import adapter_scope
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
 
 
@@ -83,7 +84,7 @@ class TorchServeTeacher(Teacher):
         self.model = model
         self.mode = mode
         self.check_ready = check_ready
-        self.url = f"{self.base_url}/predictions/{quote(model, safe='')}" + (f"/{quote(version, safe='')}" if version else "")
+        self.url = _predictions_url(self.base_url, model, version)
         names = tuple(str(c) for c in class_names) if class_names is not None else None
         self._names = {n: i for i, n in enumerate(names)} if names else None
         self._meta = TeacherMetadata(
@@ -95,25 +96,17 @@ class TorchServeTeacher(Teacher):
             max_batch_size=int(max_batch_size) if (max_batch_size and mode == "tensor") else None,
             value_range=(float(value_range[0]), float(value_range[1])),
         )
-        self.journal_scope = f"torchserve:{self.url}"
+        self.journal_scope = adapter_scope("torchserve", self.url)
         self._ready_checked = False
         self._lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, **opts: Any) -> "TorchServeTeacher":
         """``http://host:8080/model[/version]`` or ``http://host:8080/predictions/model[/version]``."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"TorchServe URL must be torchserve+http(s)://host:port/model, got {url!r}")
-        path = [p for p in parts.path.split("/") if p]
-        if path and path[0] == "predictions":
-            path = path[1:]
-        if not path and "model" not in opts:
-            raise ValueError(f"no model name in TorchServe URL {url!r}")
-        model = opts.pop("model", None) or path[0]
-        if len(path) > 1:
-            opts.setdefault("version", path[1])
-        return cls(f"{parts.scheme}://{parts.netloc}", model, **opts)
+        base, model, version = _parse_url(url, opts.pop("model", None))
+        if version is not None:
+            opts.setdefault("version", version)
+        return cls(base, model, **opts)
 
     def ping(self) -> bool:
         body = self.http.get_json(f"{self.base_url}/ping", what="TorchServe health check", allow_404=True)
@@ -214,3 +207,25 @@ def _billed(resp: requests.Response) -> int | None:
         return int(h)
     except ValueError:
         raise MalformedResponse(f"unreadable X-Billed-Images {h!r}") from None
+
+
+def _parse_url(url: str, model: str | None = None) -> tuple[str, str, str | None]:
+    """``(base URL, model, version)`` of a TorchServe address (see :meth:`TorchServeTeacher.from_url`)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"TorchServe URL must be torchserve+http(s)://host:port/model, got {url!r}")
+    path = [p for p in parts.path.split("/") if p]
+    if path and path[0] == "predictions":
+        path = path[1:]
+    if not path and not model:
+        raise ValueError(f"no model name in TorchServe URL {url!r}")
+    return f"{parts.scheme}://{parts.netloc}", model or path[0], path[1] if len(path) > 1 else None
+
+
+def _predictions_url(base_url: str, model: str, version: str | None) -> str:
+    return f"{base_url.rstrip('/')}/predictions/{quote(model, safe='')}" + (f"/{quote(version, safe='')}" if version else "")
+
+
+def torchserve_url(url: str) -> str:
+    """The predictions endpoint a TorchServe address names (what its identity is made of)."""
+    return _predictions_url(*_parse_url(url))

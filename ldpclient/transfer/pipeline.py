@@ -56,6 +56,7 @@ from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
 from ..privacy.release import Derived, Release, ReleaseBuilder
 from ..records import RecordSource, as_record_source, source_ids
+from ..teachers.identity import merge_scope_aliases
 from . import defaults
 from .adapt import AdaptHistory, SelfTrainingAdapter
 from .augment import QueryPlan
@@ -311,6 +312,12 @@ class KnowledgeTransfer:
         if self.progress is not None:
             self.progress(stage, done, total, metrics)
 
+    def _scope(self) -> str:
+        """Who the releases are for: ``scope`` when given, else the teacher's identity (its journal scope)."""
+        from ..teachers.base import as_teacher
+
+        return self.scope or str(as_teacher(self.teacher).journal_scope)
+
     def _release(self, records: torch.Tensor, *, public: bool, sources: list[Any] | None = None) -> Release:
         """Noise ``records``: through the ledger when there is one (``sources``: their source ids, see
         :func:`~ldpclient.records.source_ids`); ``public`` blank inputs are neither charged nor stored."""
@@ -318,10 +325,7 @@ class KnowledgeTransfer:
         if public:
             return self.mechanism.release(records, generator=g, public=True)
         if self.ledger is not None:
-            from ..teachers.base import as_teacher
-
-            scope = self.scope or as_teacher(self.teacher).journal_scope
-            return self.ledger.release(self.mechanism, records, scope=scope, generator=g, sources=sources)
+            return self.ledger.release(self.mechanism, records, scope=self._scope(), generator=g, sources=sources)
         return self.mechanism.release(records, generator=g)
 
     def _release_all(
@@ -439,6 +443,8 @@ class KnowledgeTransfer:
         t = time.perf_counter()
         self._report("release", 0, n)
         public = self.mode == "data-free"
+        if self.ledger is not None and not public:  # releases stored under other spellings of this teacher
+            merge_scope_aliases(self.ledger, self._scope())
         release = self._release_all(None if public else records, n, records.record_shape, report=True)
         timings["release"] = time.perf_counter() - t
         reused = int(release.reused.sum())
