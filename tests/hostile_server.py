@@ -17,6 +17,9 @@ metadata or infer answers misbehave in one chosen way:
 * ``error-text``: infer answers 400 with an ``error`` that holds terminal escape sequences;
 * ``shape:<json>``: metadata declares input shape <json> (e.g. ``[-1, 1, 4096, 4096]``: inside the
   plausibility limits, too large for the machine's memory once batched);
+* ``range:<json>``: metadata publishes ``value_range`` <json>;
+* ``status:<code>``: infer answers that bare status (e.g. 304, no Location);
+* ``scores:<json>``: metadata declares an FP32 score output of 10 classes, infer answers <json> as its data;
 * ``hang-infer``: metadata as usual, but an infer request is read and never answered (until the
   server stops);
 * ``echo-token``: infer answers 401 with 250 characters of padding and then the bearer token
@@ -95,6 +98,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, b"", {})
         if not infer:
             meta = dict(META)
+            if how.startswith("range:"):
+                meta["parameters"] = {"num_classes": 10, "value_range": json.loads(how[len("range:"):])}
+            if how.startswith("scores:"):
+                meta["outputs"] = [{"name": "label", "datatype": "FP32", "shape": [-1, 10]}]
             if how.startswith("shape:"):
                 meta["inputs"] = [{"name": "x", "datatype": "FP32", "shape": json.loads(how[len("shape:"):])}]
             if how.startswith("names:"):
@@ -117,6 +124,12 @@ class _Handler(BaseHTTPRequestHandler):
         if how.startswith("names:"):
             n = self._batch_rows(body)
             body_out = {"outputs": [{"name": "label", "datatype": "INT64", "shape": [n], "data": [k % 10 for k in range(n)]}]}
+            return self._send(200, json.dumps(body_out).encode())
+        if how.startswith("status:"):
+            return self._send(int(how[len("status:"):]), b"", {})
+        if how.startswith("scores:"):
+            data = json.loads(how[len("scores:"):])
+            body_out = {"outputs": [{"name": "label", "datatype": "FP32", "shape": [len(data), 10], "data": data}]}
             return self._send(200, json.dumps(body_out).encode())
         if how == "hang-infer":
             srv.stopping.wait()

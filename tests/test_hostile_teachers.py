@@ -250,3 +250,21 @@ def test_estimates_stay_small_for_ordinary_images() -> None:
     for shape in ((1, 28, 28), (3, 32, 32), (3, 64, 64)):
         est = check_memory_for_shape(shape, "t", 1.0, query_batch=256, train_batch=128)
         assert est.peak < 2**30
+
+
+def test_cosmetic_lies_get_their_own_words(private, tmp_path: Path) -> None:
+    """A published range of [0, 1e300] was blamed on --epsilon; a 304 'redirected to (no Location)';
+    FP32 scores sent as "7" or true were accepted (issue 22, cosmetics)."""
+    import json
+
+    with HostileServer("range:[0, 1e300]") as srv:
+        code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path / "a")
+    assert code == EXIT_TEACHER and "value range [0, 1e+300]" in err and "--epsilon" not in err
+    with HostileServer("status:304") as srv:
+        code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path / "b")
+    assert code == EXIT_TEACHER and "without a Location" in err and "redirects to" not in err
+    for odd in ('"7"', "true"):
+        scores = json.dumps([[0.0] * 9 + [1.0]])[:-2] + f", {odd}]]"
+        with HostileServer(f"scores:{scores}") as srv:
+            code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path / f"c{odd}")
+        assert code == EXIT_TEACHER and "scores must be JSON numbers" in err, err

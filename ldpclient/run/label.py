@@ -170,6 +170,7 @@ def _prepare_teacher(
         meta = teacher.metadata()
     shape = tuple(int(s) for s in meta.input_shape)
     TeacherLimits().check_input_shape(shape, identity)  # before any image is decoded at that size
+    TeacherLimits().check_value_range(meta.value_range, identity)  # before the noise is scaled by it
     if len(shape) != 3:
         raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
     check_memory_for_shape(  # before any image is decoded at that size

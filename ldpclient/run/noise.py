@@ -134,6 +134,7 @@ def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseT
         shape = tuple(int(s) for s in meta.input_shape)
         value_range = (float(meta.value_range[0]), float(meta.value_range[1]))
         TeacherLimits().check_input_shape(shape, redact_url(opts.teacher))
+        TeacherLimits().check_value_range(value_range, redact_url(opts.teacher))
         if len(shape) != 3:
             raise ValueError(f"teacher {scope!r} declares input shape {shape}; ldpclient noise needs (C, H, W) images")
     else:

@@ -81,7 +81,7 @@ import tenacity
 import urllib3
 from requests.adapters import HTTPAdapter
 
-from ..text import check_token, redact
+from ..text import check_token, printable, redact
 from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, RetriesExhausted, TeacherError, TeacherRequestError, TransientTeacherError
 from .result import best_of_scores, label_to_index, validate_labels
@@ -522,10 +522,16 @@ class HttpTransport:
             resp.close()
         status = resp.status_code
         if 300 <= status < 400:
-            target = redact_url(resp.headers.get("Location", "") or "(no Location)")
+            location = resp.headers.get("Location", "")
+            if not location:  # e.g. 304 Not Modified to a request that asked for no cache: not a redirect at all
+                raise TeacherRequestError(
+                    f"{what}: HTTP {status} from {where} without a Location: an answer this client did not ask for",
+                    status=status,
+                )
             raise TeacherRequestError(
-                f"{what}: HTTP {status} from {where} redirects to {target}; not followed (queries and tokens go "
-                "only to the address you gave: use the final address as --teacher)", status=status,
+                f"{what}: HTTP {status} from {where} redirects to {printable(redact_url(location), max_chars=200)}; "
+                "not followed (queries and tokens go only to the address you gave: use the final address as "
+                "--teacher)", status=status,
             )
         if 200 <= status < 300:
             try:

@@ -27,6 +27,8 @@ class TeacherLimits:
     max_dims: int = 4
     max_classes: int = 100_000
     max_batch_size: int = 65_536
+    #: Largest magnitude of a published input value range (images: [0, 1], [0, 255], [-1, 1], [0, 65535]).
+    max_abs_value: float = 1e6
 
     def check_input_shape(self, shape: Sequence[int], teacher: str) -> None:
         """MalformedResponse naming ``teacher`` for a declared per-record shape that cannot be right."""
@@ -40,6 +42,16 @@ class TeacherLimits:
             raise MalformedResponse(
                 f"teacher {teacher} declares input shape {list(shape)} = {elements:,} elements per record, over the "
                 f"limit of {self.max_record_elements:,} (pass limits=TeacherLimits(max_record_elements=...) if real)",
+                transient=False,
+            )
+
+    def check_value_range(self, value_range: Sequence[float], teacher: str) -> None:
+        """MalformedResponse for a published input range no image model has (the noise scale follows from it)."""
+        lo, hi = (float(v) for v in value_range)
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi) or max(abs(lo), abs(hi)) > self.max_abs_value:
+            raise MalformedResponse(
+                f"teacher {teacher} publishes the input value range [{lo:g}, {hi:g}], implausible for images "
+                f"(limit |value| <= {self.max_abs_value:g}); pass --value-range if the server's is wrong",
                 transient=False,
             )
 

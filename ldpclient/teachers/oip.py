@@ -54,6 +54,7 @@ import requests
 import torch
 
 from ..state import default_state_dir
+from ..text import printable
 from .base import Queries, Teacher, TeacherMetadata
 from .encoding import FLOAT_DATATYPES, INPUT_DATATYPES, INTEGER_DATATYPES, NUMPY_DTYPES, to_wire
 from .errors import MalformedResponse, TeacherError, TeacherRequestError, TransientTeacherError
@@ -540,6 +541,12 @@ class OIPTeacher(Teacher):
                 raise MalformedResponse(
                     f"output {self.output_name!r} is {dt} but holds {odd!r} ({type(odd).__name__}); labels must be "
                     "JSON integers", transient=False,
+                )
+            if dt in FLOAT_DATATYPES and not all(type(v) in (int, float) for v in values):
+                odd = next(v for v in values if type(v) not in (int, float))
+                raise MalformedResponse(
+                    f"output {self.output_name!r} is {dt} but holds {printable(repr(odd), max_chars=40)} "
+                    f"({type(odd).__name__}); scores must be JSON numbers", transient=False,
                 )
             try:
                 arr = np.asarray(values, dtype=np.float64 if dt in FLOAT_DATATYPES else np.int64)
