@@ -114,3 +114,28 @@ def test_a_second_run_on_a_held_state_dir_stops_at_once(tmp_path: Path) -> None:
         assert "in use by another ldpclient run" in line and srv.usage()["total"]["images"] == 0
         noise = _run(["noise", str(folder), "--out", str(tmp_path / "noised"), "--state-dir", str(state)])
         assert noise.exit_code == EXIT_FAILURE and "in use" in noise.stderr
+
+
+def test_two_concurrent_runs_on_one_state_dir_never_pass_the_cap_together(tmp_path: Path) -> None:
+    """Two runs at once used to total 133 % of the money cap, or die on sqlite3.IntegrityError (issue 22.8)."""
+    import os
+    import sys
+
+    folders = [_private(tmp_path / f"f{k}", n=12, size=8) for k in range(2)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    with _server(latency=0.05) as srv:
+        procs = []
+        for k, folder in enumerate([folders[0], folders[0], folders[1]]):
+            args = _args(folder, srv.model_url, tmp_path, "--money-cap", "0.30")
+            args[args.index("--output") + 1] = str(tmp_path / f"out{k}" / "labels.csv")
+            procs.append(subprocess.Popen([sys.executable, "-m", "ldpclient.cli", *args], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        results = [(p.wait(timeout=120), p.communicate()[1]) for p in procs]
+        billed = srv.usage()["total"]["images"]
+    assert billed * 0.01 <= 0.30 + 1e-9, (billed, results)
+    for code, err in results:
+        assert "Traceback" not in err and "IntegrityError" not in err, err
+        assert code in (0, 1, 4), (code, err)  # done, the state dir in use, or the money cap
+        if code == 1:
+            assert "in use by another ldpclient run" in err
+    assert any(code == 0 for code, _ in results)
