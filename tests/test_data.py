@@ -215,3 +215,32 @@ def test_an_oversized_file_is_skipped_with_a_reason(tmp_path: Path) -> None:
     big.write_bytes(b"\0" * 2048)
     with pytest.raises(ImageDecodeError, match="too large"):
         read_image_file(big, max_bytes=1024)
+
+
+def test_a_symlink_loop_is_named_as_such(tmp_path: Path) -> None:
+    from ldpclient.data import discover_images
+
+    folder = tmp_path / "f"
+    folder.mkdir()
+    Image.fromarray(np.zeros((4, 4), dtype=np.uint8)).save(folder / "ok.png")
+    os.symlink(folder / "loop.png", folder / "loop.png")
+    os.symlink(folder / "missing.png", folder / "dangling.png")
+    reasons = {s.path: s.reason for s in discover_images(folder).skipped}
+    assert reasons == {"loop.png": "symlink loop", "dangling.png": "broken symlink"}
+
+
+def test_file_names_with_escape_sequences_never_reach_the_terminal_raw(tmp_path: Path) -> None:
+    """Local file names with ESC showed raw in the noise summary (issue 22.5)."""
+    from typer.testing import CliRunner
+
+    from ldpclient.cli import app
+
+    folder = tmp_path / "f"
+    folder.mkdir()
+    for name in ("a\x1b[2Jb.png", "=cmd.png", "plain.png"):
+        Image.fromarray(np.full((8, 8), 90, dtype=np.uint8)).save(folder / name)
+    (folder / "bad\x1b]0;x\x07.png").write_bytes(b"not an image")
+    result = CliRunner().invoke(app, ["noise", str(folder), "--out", str(tmp_path / "out"), "--size", "8",
+                                      "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output and "\\x1b" in result.output
