@@ -94,7 +94,7 @@ def check_run_memory(estimate: MemoryEstimate, max_memory_gib: float, teacher: s
         shape = "x".join(str(s) for s in estimate.shape)
         raise ValueError(
             f"teacher {teacher} declares {shape} inputs: {estimate.largest} would need about "
-            f"{estimate.peak / 2**30:,.1f} GiB, over --max-memory {max_memory_gib:g} GiB; lower --batch-size or "
+            f"{estimate.peak / 2**30:,.1f} GiB, over --max-memory {max_memory_gib:.3g} GiB; lower --batch-size or "
             "--train-batch-size, or raise --max-memory if this machine has the memory"
         )
 
