@@ -353,7 +353,7 @@ def label(
     price: float = typer.Option(0.0, min=0.0, help="Price per query (image), for the cost meter."),
     money_cap: Optional[float] = typer.Option(None, min=0.0, help="Stop before a batch would push total spend over this."),
     privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
-    student: str = typer.Option("small_cnn", help="Student model: small_cnn, resnet18, mobilenet_v2."),
+    student: str = typer.Option(defaults.student(), help="Student model: small_cnn, resnet18, mobilenet_v2."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs."),
     train_batch_size: int = typer.Option(
         defaults.train_batch_size(), min=1, help="Student training batch size (optimiser step)."
@@ -589,13 +589,9 @@ def demo(
 
 
 def _register_audit() -> None:
-    """``ldpclient audit`` comes from :mod:`ldpclient.run.audit` (the audit component)."""
-    try:
-        from .run.audit import audit
-    except ModuleNotFoundError as exc:  # only a missing audit component is tolerated, not its bugs
-        if exc.name != "ldpclient.run.audit":
-            raise
-        return
+    """``ldpclient audit`` comes from :mod:`ldpclient.run.audit` (it always ships with ldpclient)."""
+    from .run.audit import audit
+
     app.command("audit")(audit)
 
 

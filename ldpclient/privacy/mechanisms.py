@@ -15,9 +15,11 @@ reduction). Sensitivity is ``Δ = domain.high - domain.low`` per element.
 
 Which randomness path each mechanism uses (see :mod:`ldpclient.privacy.sampling`):
 
-* secure integer path: ``discrete_tldp`` (always) and ``laplace(secure=True)``;
-* float path: ``laplace`` (default), ``gaussian``, ``tldp_laplace``,
-  ``tldp_gaussian``, ``weighted_tldp``.
+* secure integer path, the default of every factory: ``laplace``, ``gaussian``,
+  ``tldp_laplace``, ``tldp_gaussian`` and ``weighted_tldp`` (``secure=True``), and
+  ``discrete_tldp`` (always);
+* float path: the same factories with ``secure=False`` (benchmarks; open to the
+  floating-point attack).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
 from ..teachers.units import ByteUnitsTeacher
 from ..transfer import defaults
+from ..transfer.augment import check_sup_queries
 from .connect import connect_options, open_teacher
 from .label_report import build_report, last_val_accuracy, report_path_for, write_stop_report
 from .memory import check_memory_for_shape
@@ -372,9 +373,6 @@ def _default_queries(opts: LabelOptions, n: int) -> int | None:
         raise ValueError(f"--augment sup needs at least 2 images, the folder has {n}; use --augment rand or none")
     if opts.queries is None:
         return defaults.num_queries(n, opts.augment)
-    pairs = n * (n - 1) // 2
-    if opts.augment == "sup" and opts.queries > pairs:
-        raise ValueError(
-            f"--queries {opts.queries} exceeds the {pairs} distinct Sup pairs of {n} images; lower it or use --augment rand"
-        )
+    if opts.augment == "sup":
+        check_sup_queries(opts.queries, n, option="--queries", instead="--augment rand")
     return opts.queries

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..records import RecordSource
+from ..teachers.errors import CostCapReached
 from ..teachers.units import ByteUnitsTeacher
 from .mechanism import weak_privacy_note
 from .report import versions, write_json
@@ -150,7 +151,7 @@ def write_stop_report(
 ) -> None:
     """A partial report for a run stopped at the money or privacy cap: what was spent and answered."""
     spent = ledger.spent(records).epsilon
-    stopped = "money cap" if type(exc).__name__ == "CostCapReached" else "privacy cap"
+    stopped = "money cap" if isinstance(exc, CostCapReached) else "privacy cap"
     costs = client.report()
     write_json(report_path_for(opts), {
         "schema": 1,

@@ -93,7 +93,7 @@ class LabelOptions(SharedOptions):
     batch_size: Optional[int] = None
     price: float = 0.0
     money_cap: Optional[float] = None
-    student: str = "small_cnn"
+    student: str = defaults.student()
     epochs: int = defaults.epochs()
     output: Path = Path("labels.csv")
     format: Optional[str] = None

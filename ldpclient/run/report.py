@@ -243,7 +243,7 @@ def preview_grid(rows: "Sequence[Sequence[torch.Tensor]]", *, scale: int = 4, pa
 
     Values are in ``[0, 1]`` units and clipped; cells are upscaled ``scale`` times with
     nearest neighbour so small images stay visible. Grey cells are shown as grey in an
-    RGB grid. Used only by ``ldpclient noise`` for the data owner's own eyes.
+    RGB grid. For the data owner's own eyes: ``ldpclient noise``'s preview and the audit's figure.
     """
     import torch
     from PIL import Image

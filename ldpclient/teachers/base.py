@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import torch
 
-from ..privacy.release import Derived, Release
+from ..privacy.release import Releasable
 from .limits import check_class_names
 from .result import InferResult
 
-Queries = Union[Release, Derived]
+#: What a teacher accepts: LDP output only (the privacy layer's ``Releasable``).
+Queries = Releasable
 
 
 @dataclass(frozen=True)

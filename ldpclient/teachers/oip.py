@@ -168,7 +168,9 @@ class OIPTeacher(Teacher):
     # -- health and metadata ----------------------------------------------------------------
     def _healthy(self, which: str) -> bool:
         """Any 2xx from ``/v2/health/{which}`` means yes, whatever the body (the spec advises an
-        empty one); a server without health endpoints (404) counts as healthy."""
+        empty one); a server without health endpoints (404) counts as healthy. Anything else raises
+        the transport's error, which says what happened (an error answer after the retries a 5xx
+        gets, a redirect that is not followed, an unreachable server): never a bare "not ready"."""
         url = f"{self.base_url}/v2/health/{which}"
         try:
             self.http.call("GET", url, parse=lambda resp: None, what=f"health check of {self.address}")
@@ -188,8 +190,8 @@ class OIPTeacher(Teacher):
     def metadata(self) -> TeacherMetadata:
         with self._meta_lock:
             if self._meta is None:
-                if self.check_ready and not self.ready():
-                    raise TeacherError(f"OIP server {self.address} says it is not ready")
+                if self.check_ready:
+                    self.ready()  # True, or raises with the reason
                 self._meta = self._read_metadata()
             return self._meta
 

@@ -34,16 +34,15 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass
-from typing import Iterator, Sequence, Union
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
 
 from ..privacy.base import Mechanism
-from ..privacy.release import Derived, Release, as_derived, upsample
+from ..privacy.release import Derived, Releasable, as_derived, upsample
 from .postprocess import ReleaseRows
 
-Releasable = Union[Release, Derived]
 KINDS = ("sup", "rand", "identity")
 
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -115,6 +114,16 @@ class FeistelPermutation:
 def num_pairs(n: int) -> int:
     """Number of unordered pairs ``i < j`` of ``n`` releases: ``n(n-1)/2``."""
     return n * (n - 1) // 2
+
+
+def check_sup_queries(num_queries: int, n: int, *, option: str, instead: str) -> None:
+    """ValueError naming ``option`` when ``num_queries`` Sup queries exceed the distinct pairs of ``n`` records
+    (``instead``: the alternative the message suggests)."""
+    pairs = num_pairs(n)
+    if num_queries > pairs:
+        raise ValueError(
+            f"{option} {num_queries} exceeds the {pairs} distinct Sup pairs of {n} records; lower it or use {instead}"
+        )
 
 
 def pair_from_index(k: np.ndarray | Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

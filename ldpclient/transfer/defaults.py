@@ -58,8 +58,15 @@ def epsilon_unit() -> str:
 
 
 def delta() -> float:
-    """Delta of the Gaussian mechanisms when none is given (per :func:`epsilon_unit`)."""
-    return 1e-5
+    """Delta of the Gaussian mechanisms when none is given (per :func:`epsilon_unit`): the factories' own."""
+    from ..privacy.mechanisms import DEFAULT_DELTA
+
+    return DEFAULT_DELTA
+
+
+def student() -> str:
+    """The student model a run trains unless told otherwise (a name of ``ldpclient.transfer.student.STUDENTS``)."""
+    return "small_cnn"
 
 
 #: Smallest side (pixels) of a released record that the default reduction keeps.

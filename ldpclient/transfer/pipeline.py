@@ -59,7 +59,7 @@ from ..records import RecordSource, as_record_source, source_ids
 from ..teachers.identity import merge_scope_aliases
 from . import defaults
 from .adapt import AdaptHistory, SelfTrainingAdapter
-from .augment import QueryPlan
+from .augment import QueryPlan, check_sup_queries
 from .evidence import fuse_pair_evidence
 from .postprocess import ClipToDomain, ReleaseRows, Transform, parse_postprocess
 from .student import (
@@ -243,7 +243,7 @@ class KnowledgeTransfer:
         postprocess: Union[str, Sequence[Transform], None] = None,
         upsample_mode: str = "bilinear",
         clip_queries: bool = True,
-        student: str = "small_cnn",
+        student: str = defaults.student(),
         student_kwargs: dict[str, Any] | None = None,
         epochs: int | None = None,
         batch_size: int | None = None,
@@ -357,13 +357,9 @@ class KnowledgeTransfer:
         kind = "identity" if self.mode == "sidp" else AUGMENTATIONS[self.augmentation]
         q = None
         if kind == "sup":
-            pairs = n * (n - 1) // 2
             q = self.num_queries if self.num_queries is not None else defaults.num_queries(n, "sup")
-            if q is not None and q > pairs:
-                raise ValueError(
-                    f"num_queries={q} exceeds the {pairs} distinct Sup pairs of {n} records; "
-                    "lower it or use augmentation='rand'"
-                )
+            if q is not None:
+                check_sup_queries(q, n, option="num_queries", instead="augmentation='rand'")
         elif kind == "rand":
             q = self.num_queries if self.num_queries is not None else defaults.num_queries(n, "rand")
         n_blank = 0

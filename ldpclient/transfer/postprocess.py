@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence, Union
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from ..privacy.guarantee import Domain
-from ..privacy.release import Derived, Release, as_derived
-
-Releasable = Union[Release, Derived]
+from ..privacy.release import Derived, Releasable, Release, as_derived
 
 
 class Transform:
