@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from typing import Iterator, Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import torch
@@ -36,7 +36,7 @@ class RecordSource(Protocol):
         ...
 
 
-def source_ids(source: RecordSource, indices: Sequence[int] | np.ndarray) -> list[bytes] | None:
+def source_ids(source: RecordSource, indices: Sequence[int] | np.ndarray) -> list[bytes | str] | None:
     """The ids of the records' sources (what the ledger sums a record's spend under), or None.
 
     A source that knows where its records came from (a decoded folder: each file's
@@ -191,6 +191,35 @@ class DiskRecords:
         self.close()
 
 
+class MappedRecords:
+    """A :class:`RecordSource` whose reads pass through ``fn`` (e.g. ``[0, 1]`` values to a teacher's range);
+    it keeps the source's shape and source ids."""
+
+    def __init__(self, source: RecordSource, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.source = source
+        self.fn = fn
+
+    @property
+    def record_shape(self) -> tuple[int, ...]:
+        return tuple(self.source.record_shape)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def read(self, indices: Sequence[int] | np.ndarray) -> torch.Tensor:
+        return self.fn(self.source.read(indices)).to(torch.float32)
+
+    @property
+    def has_source_ids(self) -> bool:
+        return bool(getattr(self.source, "has_source_ids", hasattr(self.source, "source_ids")))
+
+    def source_ids(self, indices: Sequence[int] | np.ndarray) -> list[bytes | str]:
+        ids = source_ids(self.source, indices)
+        if ids is None:
+            raise AttributeError("these records have no source ids")
+        return ids
+
+
 def as_record_source(records: RecordSource | torch.Tensor) -> RecordSource:
     """Wrap a tensor as :class:`TensorRecords`; pass a source through unchanged."""
     if isinstance(records, torch.Tensor):
@@ -212,4 +241,6 @@ def iter_batches(
         yield chunk, source.read(chunk)
 
 
-__all__ = ["DiskRecords", "RecordSource", "TensorRecords", "as_record_source", "iter_batches", "source_ids"]
+__all__ = [
+    "DiskRecords", "MappedRecords", "RecordSource", "TensorRecords", "as_record_source", "iter_batches", "source_ids",
+]

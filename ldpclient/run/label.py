@@ -18,6 +18,7 @@ record.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,9 +26,9 @@ from typing import Any, Mapping
 
 import torch
 
-from ..data import SpooledImages, check_private_folder, spool_private_folder, to_value_range
+from ..data import SpooledImages, _DecodedFolder, check_private_folder, spool_private_folder, to_value_range
 from ..privacy.preprocess import delta_warning
-from ..records import RecordSource
+from ..records import MappedRecords, RecordSource, iter_batches
 from ..state import state_dir, state_lock
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
@@ -131,6 +132,35 @@ def run_label(
     Raises the underlying errors (DataError, ValueError, BudgetExceeded,
     CostCapReached, TeacherError) for the caller to present.
     """
+    return label_run(opts, token=token, ui=ui, teacher=teacher).report
+
+
+@dataclass(frozen=True)
+class LabelRun:
+    """A finished label run: its ``report`` (the dict written as JSON), the ``result`` of the pipeline
+    (labels, confidences, guarantee, counts) and the record names in label order."""
+
+    report: dict[str, Any]
+    result: Any
+    paths: tuple[str, ...]
+
+
+def label_run(
+    opts: LabelOptions,
+    *,
+    token: str | None = None,
+    ui: UI | None = None,
+    teacher: Any = None,
+    records: RecordSource | None = None,
+) -> LabelRun:
+    """:func:`run_label` returning the run itself (``ldpclient.label`` builds on it).
+
+    ``records``: clean records to label instead of ``opts.private_dir``: a
+    :class:`~ldpclient.records.RecordSource` of float values in ``[0, 1]`` at the teacher's
+    input shape (as decoded images are), named ``0..N-1`` in the labels; their source ids,
+    when the source has them, key the ledger (see ``Ledger.source_keys``). ``opts.output``
+    None writes no files (the report is still returned).
+    """
     ui = ui or UI(quiet=True)
     opts.validate()
     timer = StageTimer()
@@ -138,11 +168,12 @@ def run_label(
     with state_lock(state):  # one run at a time per state dir: ledger, journal and money cap are shared
         identity = redact_url(opts.teacher)
 
-        check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
+        if records is None:
+            check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
         setup = _prepare_teacher(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state, identity=identity)
-        images = _load_records(setup)
+        images = _load_records(setup) if records is None else _given_records(setup, records)
         try:
-            plan = _plan_queries(setup, len(images))
+            plan = _plan_queries(setup, len(images), _data_key(setup, records))
             session = _open_session(setup, plan)
             outcome = _run_transfer(setup, session, plan, images.records)
         finally:
@@ -152,8 +183,42 @@ def run_label(
         report_path = report_path_for(setup.opts)
         written = _write_outputs(setup, images, outcome, report_path)
         report = build_report(setup, images, outcome, written).to_dict()
-        write_json(report_path, report, secrets=(token,))
-        return report
+        if report_path is not None:
+            write_json(report_path, report, secrets=(token,))
+        return LabelRun(report=report, result=outcome.result, paths=images.printable_paths)
+
+
+@dataclass(frozen=True)
+class _GivenImages(_DecodedFolder):
+    """Records handed over in memory (``label_run(records=...)``): named ``0..N-1``, nothing skipped."""
+
+    records: RecordSource
+
+    def close(self) -> None:
+        """Nothing to release: the caller owns the records."""
+
+
+def _given_records(setup: RunSetup, records: RecordSource) -> _GivenImages:
+    """The caller's records (``[0, 1]`` units) in the teacher's value range, read lazily, with their source ids."""
+    if tuple(records.record_shape) != tuple(setup.shape):
+        raise ValueError(
+            f"records of shape {tuple(records.record_shape)} do not match the teacher's input shape {setup.shape}"
+        )
+    if len(records) < 1:
+        raise ValueError("no records to label")
+    meta, integer = setup.meta, setup.mechanism.domain.integer
+    source = MappedRecords(records, lambda r: to_value_range(r, meta.value_range, integer=integer))
+    return _GivenImages(Path("<records>"), tuple(str(i) for i in range(len(records))), (), source)
+
+
+def _data_key(setup: RunSetup, records: RecordSource | None) -> str:
+    """What the run labels, for the plan key in ``runs.json``: the folder's path, or a digest of the records."""
+    if records is None:
+        return str(Path(setup.opts.private_dir).resolve())
+    digest = hashlib.sha256(repr((len(records), tuple(records.record_shape))).encode())
+    for _, chunk in iter_batches(records, 1024):
+        digest.update(chunk.to(torch.float32).contiguous().numpy().tobytes())
+    return "records:" + digest.hexdigest()
 
 
 def _prepare_teacher(
@@ -196,7 +261,7 @@ def _load_records(setup: RunSetup) -> SpooledImages:
         )
 
 
-def _plan_queries(setup: RunSetup, n: int) -> _Plan:
+def _plan_queries(setup: RunSetup, n: int, data_key: str) -> _Plan:
     """Warn about a large delta, settle the query count and the plan seed (``runs.json``), seed the releases."""
     opts, mechanism = setup.opts, setup.mechanism
     warned = delta_warning(mechanism.guarantee(setup.shape).delta_record, n)
@@ -205,7 +270,7 @@ def _plan_queries(setup: RunSetup, n: int) -> _Plan:
     num_queries = _default_queries(opts, n)
 
     run_key = {
-        "private_dir": str(Path(opts.private_dir).resolve()),
+        "private_dir": data_key,
         "teacher": setup.scope,
         "mechanism": mechanism.config(),
         "augment": opts.augment,
@@ -326,9 +391,11 @@ def _merge_timings(timer: StageTimer, result: Any) -> None:
     timer.seconds.pop("pipeline", None)
 
 
-def _write_outputs(setup: RunSetup, images: Any, outcome: RunOutcome, report_path: Path) -> WrittenOutputs:
+def _write_outputs(setup: RunSetup, images: Any, outcome: RunOutcome, report_path: Path | None) -> WrittenOutputs:
     """Write the labels, the unadapted and baseline labels beside them (rows streamed); the ``outputs`` section."""
     opts, n, result = setup.opts, len(images), outcome.result
+    if opts.output is None:  # the library asked for the result only
+        return WrittenOutputs(labelled=n, outputs={})
     fmt = label_format_for(opts.output, opts.format)
     paths = images.printable_paths
 

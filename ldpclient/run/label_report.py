@@ -140,9 +140,11 @@ def _adaptation_section(result: Any) -> dict[str, Any] | None:
     return {**summary, "labels_changed": changed, "note": ADAPTATION_NOTE}
 
 
-def report_path_for(opts: LabelOptions) -> Path:
-    """The run report's path: ``--report``, else ``<output stem>.report.json`` beside the labels."""
-    return opts.report or opts.output.with_name(opts.output.stem + ".report.json")
+def report_path_for(opts: LabelOptions) -> Path | None:
+    """The run report's path: ``--report``, else ``<output stem>.report.json`` beside the labels (None: no files)."""
+    if opts.report is not None:
+        return opts.report
+    return None if opts.output is None else opts.output.with_name(opts.output.stem + ".report.json")
 
 
 def write_stop_report(
@@ -150,10 +152,13 @@ def write_stop_report(
     token: str | None,
 ) -> None:
     """A partial report for a run stopped at the money or privacy cap: what was spent and answered."""
+    path = report_path_for(opts)
+    if path is None:
+        return
     spent = ledger.spent(records).epsilon
     stopped = "money cap" if isinstance(exc, CostCapReached) else "privacy cap"
     costs = client.report()
-    write_json(report_path_for(opts), {
+    write_json(path, {
         "schema": 1,
         "command": "label",
         "ok": False,
@@ -166,7 +171,7 @@ def write_stop_report(
                  **{k: costs[k] for k in ("spent_run", "spent_total", "spent_unconfirmed", "billing")}},
         "ledger": {"path": str(ledger.path), "max_spent_epsilon": float(spent.max()) if len(spent) else 0.0,
                    "cap_epsilon": ledger.cap_epsilon},
-        "outputs": {"report": str(report_path_for(opts))},
+        "outputs": {"report": str(path)},
         "versions": versions(),
     }, secrets=(token,))
 

@@ -95,7 +95,7 @@ class LabelOptions(SharedOptions):
     money_cap: Optional[float] = None
     student: str = defaults.student()
     epochs: int = defaults.epochs()
-    output: Path = Path("labels.csv")
+    output: Optional[Path] = Path("labels.csv")  # None: write no labels or report file (the library's front door)
     format: Optional[str] = None
     report: Optional[Path] = None
     workers: int = 1
@@ -125,9 +125,10 @@ class LabelOptions(SharedOptions):
                 build_student(self.student, num_classes=2)
         except (ValueError, KeyError) as exc:
             raise ValueError(f"--student: {exc}") from None
-        label_format_for(self.output, self.format)
-        if self.output.exists() and self.output.is_dir():
-            raise ValueError(f"--output {str(self.output)!r} is a directory; give a file name")
+        if self.output is not None:
+            label_format_for(self.output, self.format)
+            if self.output.exists() and self.output.is_dir():
+                raise ValueError(f"--output {str(self.output)!r} is a directory; give a file name")
         if not self.teacher:
             raise ValueError("--teacher must be a URL or adapter name")
 

@@ -1,0 +1,120 @@
+"""The front door: label private images with a remote teacher in one call (``ldpclient.label``).
+
+It is the same work as ``ldpclient label``: the same defaults, the same state directory
+(ledger, journal, ``runs.json``), the same resume (a second call noises nothing again and
+pays for nothing again), the same checks and errors. Only the way in and out differ:
+images come as a folder path, a tensor or a :class:`~ldpclient.records.RecordSource`, and
+the labels come back as tensors (files are written only when ``output=`` is given).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is imported when label() runs, not when ldpclient is imported
+    import torch
+
+    from .privacy.guarantee import Guarantee
+    from .records import RecordSource
+    from .teachers.base import Teacher
+
+
+@dataclass(frozen=True)
+class LabelResult:
+    """What :func:`label` returns.
+
+    ``labels``: int64 ``(N,)`` class indices, one per image in ``names`` order.
+    ``confidences``: float32 ``(N,)`` in ``[0, 1]``, the local student's confidence
+    (NaN where no student ran, e.g. ``augment="none"``). ``names``: the images'
+    relative paths for a folder, ``"0"``..``"N-1"`` for a tensor. ``guarantee``: what
+    each image's release costs (read ``guarantee.epsilon_record``: per whole image).
+    ``counts``, ``cost``: the report's sections (images, fresh/reused releases;
+    queries, money). ``report``: the whole run report (the dict ``ldpclient label``
+    writes as JSON).
+    """
+
+    labels: "torch.Tensor"
+    confidences: "torch.Tensor"
+    names: tuple[str, ...]
+    guarantee: "Guarantee"
+    counts: dict[str, Any]
+    cost: dict[str, Any]
+    report: dict[str, Any]
+
+
+def label(
+    images: "str | os.PathLike[str] | torch.Tensor | RecordSource",
+    teacher: "str | Teacher",
+    *,
+    token: str | None = None,
+    output: "str | os.PathLike[str] | None" = None,
+    **options: Any,
+) -> LabelResult:
+    """Label ``images`` with a student trained on ``teacher``'s answers to LDP releases of them.
+
+    ``images``: a folder of image files (searched recursively, as the CLI does); or a float
+    tensor ``(N, C, H, W)`` / a ``RecordSource`` with values in ``[0, 1]`` at the teacher's
+    input shape. ``teacher``: an address (``http://host:port/v2/models/m``, ``oip+...``,
+    ``torchserve+...``, ``hf://...``) or an opened :class:`~ldpclient.teachers.Teacher`.
+    ``token``: bearer token (else ``$LDPCLIENT_TOKEN``). ``output``: a labels file to write
+    (``.csv`` or ``.jsonl``, with the report beside it), or None for none.
+
+    ``options``: any option of ``ldpclient label``, by its Python name, with the CLI's
+    defaults: ``epsilon=100``, ``epsilon_unit="record"``, ``mechanism="laplace"``,
+    ``privacy_cap=``, ``money_cap=``, ``price=``, ``queries=``, ``state_dir=``, ``baseline=``,
+    ``allow_weak_privacy=``, ``seed=`` (tests only), ... (see
+    :class:`ldpclient.run.options.LabelOptions`). An unknown name is a TypeError.
+
+    Raises what the CLI reports in one line: ``ValueError`` (bad option, bad data),
+    ``ldpclient.data.DataError``, ``ldpclient.privacy.BudgetExceeded`` (privacy cap),
+    ``ldpclient.teachers.CostCapReached`` (money cap), ``ldpclient.teachers.TeacherError``,
+    ``ldpclient.state.StateLocked`` (another run holds the state directory).
+    """
+    import torch
+
+    from .records import RecordSource, TensorRecords
+    from .run.label import LabelOptions, label_run
+    from .teachers.base import as_teacher
+    from .text import check_token
+
+    known = {f.name for f in dataclasses.fields(LabelOptions)} - {"private_dir", "teacher", "output"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(f"label() got unknown option(s) {', '.join(unknown)} (options of ldpclient label: "
+                        f"{', '.join(sorted(known))})")
+    records: RecordSource | None = None
+    if isinstance(images, (str, os.PathLike)):
+        private_dir = Path(images)
+    elif isinstance(images, torch.Tensor):
+        records, private_dir = TensorRecords(images), Path("<tensor>")
+    elif isinstance(images, RecordSource):
+        records, private_dir = images, Path("<records>")
+    else:
+        raise TypeError(f"images must be a folder path, a tensor or a RecordSource, got {type(images).__name__}")
+    opened = None if isinstance(teacher, str) else as_teacher(teacher)
+    address = teacher if isinstance(teacher, str) else str(opened.journal_scope)  # type: ignore[union-attr]
+    for key in ("state_dir", "report", "class_names"):
+        if options.get(key) is not None:
+            options[key] = Path(options[key])
+    opts = LabelOptions(private_dir=private_dir, teacher=address, output=Path(output) if output else None, **options)
+    run = label_run(opts, token=check_token(token if token is not None else os.environ.get("LDPCLIENT_TOKEN")),
+                    teacher=opened, records=records)
+    result = run.result
+    n = len(run.paths)
+    confidences = result.confidences if result.confidences is not None else torch.full((n,), float("nan"))
+    return LabelResult(
+        labels=result.labels,
+        confidences=confidences.to(torch.float32),
+        names=run.paths,
+        guarantee=result.guarantee,
+        counts=dict(run.report.get("counts", {})),
+        cost=dict(run.report.get("cost", {})),
+        report=run.report,
+    )
+
+
+__all__ = ["LabelResult", "label"]

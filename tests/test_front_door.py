@@ -1,0 +1,90 @@
+"""The README's embedding examples, run as they are written (only the teacher's address is replaced by a
+mock teacher's): the front door `ldpclient.label` and the lower layers. Plus the front door's contract:
+the same state and resume as the CLI, tensors accepted, unknown options refused, `import ldpclient` light."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import ldpclient
+import mock_server
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+ADDRESS = "http://127.0.0.1:8080/v2/models/digits"
+
+
+def _example(name: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    m = re.search(rf"<!-- example: {name} [^>]*-->\n```python\n(.*?)```", text, re.S)
+    assert m, f"README has no example {name!r}"
+    return m.group(1)
+
+
+def _folder(root: Path, n: int = 40, size: int = 8) -> Path:
+    rng = np.random.default_rng(0)
+    root.mkdir(parents=True, exist_ok=True)
+    for k in range(n):
+        Image.fromarray(rng.integers(0, 256, (size, size), dtype=np.uint8)).save(root / f"img{k:02d}.png")
+    return root
+
+
+def test_the_front_door_example_runs_and_is_at_most_ten_lines(tmp_path: Path, monkeypatch, capsys) -> None:
+    code = _example("front-door")
+    assert len([line for line in code.splitlines() if line.strip()]) <= 10
+    _folder(tmp_path / "private_images")
+    monkeypatch.chdir(tmp_path)
+    with mock_server.serve(model="trivial", image_size=8, channels=1, price_per_image=0.001) as srv:
+        exec(compile(code.replace(ADDRESS, srv.model_url), "README front-door", "exec"), {})
+        billed = srv.usage()["total"]["images"]
+        out = capsys.readouterr().out
+        assert "epsilon per image 50" in out and out.count("img") == 40
+        # the same call again resumes: nothing noised again, nothing paid again
+        again = ldpclient.label("private_images/", srv.model_url + "/", epsilon=50, privacy_cap=200, price=0.001,
+                                money_cap=5.0, state_dir="state")
+        assert srv.usage()["total"]["images"] == billed
+    assert again.counts["releases_fresh"] == 0 and again.report["queries"]["sent"] == 0
+    assert not list(tmp_path.glob("*.csv"))  # no output= given: no files but the state
+
+
+def test_the_lower_layers_example_runs(tmp_path: Path, monkeypatch) -> None:
+    code = _example("lower-layers")
+    monkeypatch.chdir(tmp_path)
+    records = torch.rand(60, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    with mock_server.serve(model="trivial", image_size=28, channels=1) as srv:
+        scope: dict = {"records": records}
+        exec(compile(code.replace(ADDRESS, srv.model_url), "README lower-layers", "exec"), scope)
+    assert scope["result"].labels.shape == (60,)
+
+
+def test_a_tensor_goes_in_and_the_cli_sees_the_same_state(tmp_path: Path) -> None:
+    x = torch.rand(12, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    with mock_server.serve(model="trivial", image_size=8, channels=1) as srv:
+        first = ldpclient.label(x, srv.model_url, epsilon=20, augment="none", state_dir=tmp_path / "s",
+                                output=tmp_path / "labels.jsonl")
+        second = ldpclient.label(x.double(), srv.model_url, epsilon=20, augment="none", state_dir=tmp_path / "s")
+        billed = srv.usage()["total"]["images"]
+    assert first.names == tuple(str(i) for i in range(12)) and torch.isnan(first.confidences).all()
+    assert (tmp_path / "labels.jsonl").exists() and (tmp_path / "labels.report.json").exists()
+    assert second.counts["releases_fresh"] == 0 and billed == 12  # float64 copies: the same images
+    assert torch.equal(first.labels, second.labels)
+
+
+def test_bad_ways_in_are_named() -> None:
+    with pytest.raises(TypeError, match="unknown option"):
+        ldpclient.label("x", "http://127.0.0.1:9/m", epsilonn=3)
+    with pytest.raises(TypeError, match="folder path, a tensor or a RecordSource"):
+        ldpclient.label([1, 2, 3], "http://127.0.0.1:9/m")  # type: ignore[arg-type]
+
+
+def test_import_ldpclient_is_light() -> None:
+    code = "import sys, ldpclient; print('torch' in sys.modules, len(ldpclient.__all__))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "False" and int(out[1]) >= 15
