@@ -91,7 +91,7 @@ class Discovery:
 
 
 @dataclass(frozen=True)
-class _DecodedFolder:
+class DecodedFolder:
     """What decoding a folder found: ``paths[i]`` (relative POSIX path under ``root``) is record ``i``;
     ``skipped``: files that were not used, with reasons (discovery and decoding together, sorted by path)."""
 
@@ -114,14 +114,14 @@ class _DecodedFolder:
 
 
 @dataclass(frozen=True)
-class PrivateImages(_DecodedFolder):
+class PrivateImages(DecodedFolder):
     """Decoded private records in memory: ``records`` float32 ``(N, C, H, W)`` in ``[0, 1]``, row ``i`` from ``paths[i]``."""
 
     records: torch.Tensor
 
 
 @dataclass(frozen=True)
-class SpooledImages(_DecodedFolder):
+class SpooledImages(DecodedFolder):
     """Decoded private records spooled to disk (:class:`~ldpclient.records.DiskRecords`), row ``i`` from ``paths[i]``.
 
     ``records`` holds the values ``convert`` gave (see :func:`spool_private_folder`);
@@ -435,7 +435,7 @@ def _decode_folder(
     max_pixels: int,
     progress: Callable[[int, int], None] | None,
     sink: Callable[[torch.Tensor, bytes], None],
-) -> _DecodedFolder:
+) -> DecodedFolder:
     """Decode the folder's images in path order, handing each record and its :func:`source_id` to ``sink``;
     the listing (DataError if none)."""
     shape = _check_shape(input_shape)
@@ -464,7 +464,7 @@ def _decode_folder(
             f"no readable image in private folder {str(found.root)!r} "
             f"({len(found.files)} image files, all skipped{detail})"
         )
-    return _DecodedFolder(found.root, tuple(paths), tuple(sorted(skipped, key=lambda s: s.path)))
+    return DecodedFolder(found.root, tuple(paths), tuple(sorted(skipped, key=lambda s: s.path)))
 
 
 def to_uint8_image(values: torch.Tensor) -> Image.Image:

@@ -9,17 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from ldpclient.output import preview_grid, to_json, versions, write_json
 from ldpclient.run.report import (
     LabelRow,
     StageTimer,
     label_format_for,
     label_rows,
-    preview_grid,
     read_labels,
     render_labels,
-    to_json,
-    versions,
-    write_json,
     write_labels,
 )
 

@@ -315,7 +315,7 @@ def _run_audit_command(o: _AuditOptions) -> None:
         _fail(str(exc))
         return
     if o.as_json:
-        from .report import to_json
+        from ..output import to_json
 
         typer.echo(to_json(report))
         return

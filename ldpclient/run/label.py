@@ -26,7 +26,8 @@ from typing import Any, Mapping
 
 import torch
 
-from ..data import SpooledImages, _DecodedFolder, check_private_folder, spool_private_folder, to_value_range
+from ..data import DecodedFolder, SpooledImages, check_private_folder, spool_private_folder, to_value_range
+from ..output import write_json
 from ..privacy.preprocess import delta_warning
 from ..records import MappedRecords, RecordSource, iter_batches
 from ..state import state_dir, state_lock
@@ -40,29 +41,13 @@ from .label_report import build_report, last_val_accuracy, report_path_for, writ
 from .memory import check_memory_for_shape
 from .options import LabelOptions, build_mechanism, resolve_shape_defaults
 from .progress import StageProgress
-from .report import StageTimer, iter_label_rows, label_format_for, write_json, write_labels
+from .report import StageTimer, iter_label_rows, label_format_for, write_labels
 from .run_state import RunState
+from .stages import Baseline, LabelRun, RunOutcome, RunSetup, WrittenOutputs
 from .ui import UI
 
 __all__ = ["LabelOptions", "ByteUnitsTeacher", "resume_hint", "run_label"]
 
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    """One label run's resolved inputs: options (shape defaults filled), teacher, mechanism, UI, timer, state."""
-
-    opts: LabelOptions
-    token: str | None
-    ui: UI
-    timer: StageTimer
-    state: Path
-    identity: str  # the address as the user gave it, redacted: what messages and the report show
-    scope: str  # the teacher's one identity (its adapter's journal_scope): ledger, journal and money cap
-    teacher: Any
-    meta: Any
-    shape: tuple[int, ...]
-    mechanism: Any
 
 
 @dataclass(frozen=True)
@@ -85,39 +70,6 @@ class _Session:
     common: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class _Baseline:
-    """The data-free baseline run: its report section, its labels and confidences, its unadapted labels."""
-
-    section: dict[str, Any]
-    labels: torch.Tensor
-    confidences: torch.Tensor
-    unadapted: Any
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What the transfer step leaves: the private result, the records' total spend after it, the client's
-    figures, the baseline."""
-
-    result: Any
-    spent_after: torch.Tensor
-    stats_private: dict[str, Any]
-    client_report: dict[str, Any]
-    ledger_cap: float | None
-    ledger_path: Path
-    query_batch_size: int
-    baseline: _Baseline | None
-
-
-@dataclass(frozen=True)
-class WrittenOutputs:
-    """How many label rows were written, and the report's ``outputs`` section."""
-
-    labelled: int
-    outputs: dict[str, str]
-
-
 def run_label(
     opts: LabelOptions,
     *,
@@ -133,16 +85,6 @@ def run_label(
     CostCapReached, TeacherError) for the caller to present.
     """
     return label_run(opts, token=token, ui=ui, teacher=teacher).report
-
-
-@dataclass(frozen=True)
-class LabelRun:
-    """A finished label run: its ``report`` (the dict written as JSON), the ``result`` of the pipeline
-    (labels, confidences, guarantee, counts) and the record names in label order."""
-
-    report: dict[str, Any]
-    result: Any
-    paths: tuple[str, ...]
 
 
 def label_run(
@@ -189,7 +131,7 @@ def label_run(
 
 
 @dataclass(frozen=True)
-class _GivenImages(_DecodedFolder):
+class _GivenImages(DecodedFolder):
     """Records handed over in memory (``label_run(records=...)``): named ``0..N-1``, nothing skipped."""
 
     records: RecordSource
@@ -353,7 +295,7 @@ def _run_transfer(setup: RunSetup, session: _Session, plan: _Plan, records: Reco
 def _run_baseline(
     setup: RunSetup, session: _Session, plan: _Plan, records: RecordSource, result: Any,
     stats_private: Mapping[str, Any],
-) -> _Baseline:
+) -> Baseline:
     """The data-free baseline (blank public input, no privacy cost) and how far it agrees with the private run."""
     from ..transfer.pipeline import KnowledgeTransfer
 
@@ -380,7 +322,7 @@ def _run_baseline(
         "agreement_with_private_run": agree,
         "student_val_accuracy": last_val_accuracy(base_result),
     }
-    return _Baseline(section=section, labels=base_result.labels, confidences=base_conf,
+    return Baseline(section=section, labels=base_result.labels, confidences=base_conf,
                      unadapted=base_result.unadapted_labels)
 
 

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..output import versions, write_json
 from ..records import RecordSource
 from ..teachers.errors import CostCapReached
 from ..teachers.units import ByteUnitsTeacher
 from .mechanism import weak_privacy_note
-from .report import versions, write_json
 from .run_report import (
     CostSection,
     CountsSection,
@@ -29,8 +29,8 @@ from .run_report import (
 )
 
 if TYPE_CHECKING:
-    from .label import RunOutcome, RunSetup, WrittenOutputs
     from .options import LabelOptions
+    from .stages import RunOutcome, RunSetup, WrittenOutputs
 
 
 def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: WrittenOutputs) -> RunReport:

@@ -11,6 +11,7 @@ import torch
 
 from ..data import SpooledImages, spool_private_folder, to_uint8_image, to_value_range
 from ..names import PLAN_KINDS
+from ..output import preview_grid, versions
 from ..state import state_dir, state_lock
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
@@ -18,7 +19,6 @@ from ..teachers.limits import TeacherLimits
 from .connect import connect_options, open_teacher
 from .memory import check_memory_for_shape
 from .options import NoiseOptions, build_mechanism, resolve_shape_defaults
-from .report import preview_grid, versions
 from .ui import UI
 
 

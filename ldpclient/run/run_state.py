@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .report import write_json
+from ..output import write_json
 
 
 class RunState:

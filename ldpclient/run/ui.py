@@ -23,9 +23,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..output import scrub, to_json
 from ..text import printable
 from .mechanism import weak_privacy_note
-from .report import scrub, to_json
 from .run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 
 

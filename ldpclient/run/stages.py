@@ -1,0 +1,82 @@
+"""The typed hand-offs between the stages of a label run (``run/label.py`` makes them, ``run/label_report.py``
+reads them): what the run resolved before touching data, what the transfer left, what was written."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..privacy.base import Mechanism
+from ..teachers.base import Teacher, TeacherMetadata
+from ..transfer.pipeline import TransferResult
+from .options import LabelOptions
+from .report import StageTimer
+
+if TYPE_CHECKING:
+    from .ui import UI
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """One label run's resolved inputs: options (shape defaults filled), teacher, mechanism, UI, timer, state."""
+
+    opts: LabelOptions
+    token: str | None
+    ui: UI
+    timer: StageTimer
+    state: Path
+    identity: str  # the address as the user gave it, redacted: what messages and the report show
+    scope: str  # the teacher's one identity (its adapter's journal_scope): ledger, journal and money cap
+    teacher: Teacher
+    meta: TeacherMetadata
+    shape: tuple[int, ...]
+    mechanism: Mechanism
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The data-free baseline run: its report section, its labels and confidences, its unadapted labels."""
+
+    section: dict[str, Any]
+    labels: torch.Tensor
+    confidences: torch.Tensor
+    unadapted: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What the transfer step leaves: the private result, the records' total spend after it, the client's
+    figures, the baseline."""
+
+    result: TransferResult
+    spent_after: torch.Tensor
+    stats_private: dict[str, Any]
+    client_report: dict[str, Any]
+    ledger_cap: float | None
+    ledger_path: Path
+    query_batch_size: int
+    baseline: Baseline | None
+
+
+@dataclass(frozen=True)
+class WrittenOutputs:
+    """How many label rows were written, and the report's ``outputs`` section."""
+
+    labelled: int
+    outputs: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LabelRun:
+    """A finished label run: its ``report`` (the dict written as JSON), the ``result`` of the pipeline
+    (labels, confidences, guarantee, counts) and the record names in label order."""
+
+    report: dict[str, Any]
+    result: TransferResult
+    paths: tuple[str, ...]
+
+
+__all__ = ["Baseline", "LabelRun", "RunOutcome", "RunSetup", "WrittenOutputs"]
