@@ -91,24 +91,22 @@ def _noise_and_write(
     ``OUT/<relative path>.png`` (clipped to the value range, quantised to 8 bits: free post-processing)."""
     from ..privacy.ledger import Ledger
     from ..privacy.release import ReleaseBuilder
-    from ..records import iter_batches, source_ids
     from ..teachers.identity import merge_scope_aliases
-    from ..transfer.pipeline import release_chunk
+    from ..transfer.pipeline import release_in_chunks
     from ..transfer.postprocess import ReleaseRows, parse_postprocess
 
     lo, hi = target.value_range
     transforms = parse_postprocess(opts.postprocess)
     generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
-    chunk = release_chunk(target.shape)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     whole = ReleaseBuilder(len(images))
     with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap) as ledger, \
             ui.stage("noising", len(images)) as bar:
         merge_scope_aliases(ledger, target.scope)
-        for idx, records in iter_batches(images.records, chunk):
-            release = ledger.release(mechanism, records, scope=target.scope, generator=generator,
-                                     sources=source_ids(images.records, idx))
+        chunks = release_in_chunks(images.records, lambda records, ids: ledger.release(
+            mechanism, records, scope=target.scope, generator=generator, sources=ids))
+        for idx, release in chunks:
             whole.add(release)
             values = ReleaseRows(release, transforms, "bilinear").rows(torch.arange(len(release))).values
             for k, row in zip(idx.tolist(), values, strict=True):

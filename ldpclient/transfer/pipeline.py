@@ -45,7 +45,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -55,7 +55,7 @@ from ..names import PLAN_KINDS
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
 from ..privacy.release import Derived, Release, ReleaseBuilder
-from ..records import RecordSource, as_record_source, source_ids
+from ..records import RecordSource, as_record_source, iter_batches, source_ids
 from ..teachers.identity import merge_scope_aliases
 from . import defaults
 from .adapt import AdaptHistory, SelfTrainingAdapter
@@ -84,6 +84,16 @@ RELEASE_CHUNK_ELEMENTS = 2**21
 def release_chunk(record_shape: Sequence[int]) -> int:
     """Records released (and charged) per chunk: about :data:`RELEASE_CHUNK_ELEMENTS` input elements, at least 1."""
     return max(1, RELEASE_CHUNK_ELEMENTS // max(1, math.prod(record_shape)))
+
+
+def release_in_chunks(
+    source: RecordSource, release: Callable[[torch.Tensor, list[Any] | None], Release]
+) -> Iterator[tuple[np.ndarray, Release]]:
+    """Read ``source`` in chunks of :func:`release_chunk` records and ``release(records, source_ids)`` each, in
+    order: ``(indices, release)`` per chunk. Each chunk is charged (through a ledger) before the next is read,
+    so memory is O(chunk) and a stop loses at most the chunk being sampled. ``label`` and ``noise`` both use it."""
+    for idx, records in iter_batches(source, release_chunk(source.record_shape)):
+        yield idx, release(records, source_ids(source, idx))
 
 
 @dataclass
@@ -335,19 +345,17 @@ class KnowledgeTransfer:
 
         ``source`` None: ``n`` public blank records of the domain's low value (data-free, blank queries).
         """
-        chunk = release_chunk(shape)
         whole = ReleaseBuilder(n)
-        for start in range(0, n, chunk):
-            idx = np.arange(start, min(start + chunk, n))
-            if source is None:
-                records = torch.full((len(idx), *shape), self.mechanism.domain.low, dtype=torch.float32)
-                whole.add(self._release(records, public=True))
-            else:
-                records = source.read(idx)
-                whole.add(self._release(records, public=False, sources=source_ids(source, idx)))
-            del records
-            if report:
-                self._report("release", int(idx[-1]) + 1, n)
+        if source is None:  # public blank records: neither charged nor stored
+            chunk = release_chunk(shape)
+            for start in range(0, n, chunk):
+                blank = torch.full((min(chunk, n - start), *shape), self.mechanism.domain.low, dtype=torch.float32)
+                whole.add(self._release(blank, public=True))
+        else:
+            for idx, release in release_in_chunks(source, lambda r, ids: self._release(r, public=False, sources=ids)):
+                whole.add(release)
+                if report:
+                    self._report("release", int(idx[-1]) + 1, n)
         return whole.build()
 
     def _postprocess(self, release: Release) -> ReleaseRows:
