@@ -147,3 +147,27 @@ def test_the_stop_report_of_a_capped_run_is_refused_with_the_reason(tmp_path: Pa
         RunReport.from_dict(_stop_report())
     with pytest.raises(ValueError, match=r"stopped early \(no reason recorded\)"):
         RunReport.from_dict({k: v for k, v in _stop_report().items() if k != "stopped"})
+
+
+def test_noise_and_stop_reports_are_typed_with_the_documents_key_order() -> None:
+    from ldpclient.run.run_report import (
+        NoiseCountsSection,
+        NoiseLedgerSection,
+        NoiseReport,
+        StopLedgerSection,
+        StoppedSection,
+        StopQueriesSection,
+        StopReport,
+    )
+
+    noise = NoiseReport("noise", True, "p", "oip:http://h/v2/models/m", {}, NoiseCountsSection(3, 2, 1, 0),
+                        NoiseLedgerSection(2, 1, 4.0, None), [], {"dir": "o"}, {}).to_dict()
+    assert list(noise) == ["schema", "command", "ok", "private_dir", "scope", "guarantee", "counts", "ledger",
+                           "skipped", "outputs", "versions"]
+    assert noise["counts"] == {"noised": 3, "fresh": 2, "reused": 1, "skipped": 0} and noise["schema"] == SCHEMA
+    stop = StopReport("label", False, StoppedSection("money cap", "m"), "p", {"address": "a"},
+                      StopQueriesSection(1, 2, 3), {}, StopLedgerSection("l", 1.0, None), {}, {}).to_dict()
+    assert list(stop) == ["schema", "command", "ok", "stopped", "private_dir", "teacher", "queries", "cost", "ledger",
+                          "outputs", "versions"]
+    with pytest.raises(ValueError, match="stopped early .money cap: m."):
+        RunReport.from_dict(stop)

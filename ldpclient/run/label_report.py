@@ -24,6 +24,10 @@ from .run_report import (
     MechanismSection,
     QueriesSection,
     RunReport,
+    StopLedgerSection,
+    StoppedSection,
+    StopQueriesSection,
+    StopReport,
     StudentSection,
     TeacherSection,
 )
@@ -158,22 +162,22 @@ def write_stop_report(
     spent = ledger.spent(records).epsilon
     stopped = "money cap" if isinstance(exc, CostCapReached) else "privacy cap"
     costs = client.report()
-    write_json(path, {
-        "schema": 1,
-        "command": "label",
-        "ok": False,
-        "stopped": {"reason": stopped, "message": " ".join(str(exc).split())},
-        "private_dir": str(opts.private_dir),
-        "teacher": {"address": identity},
-        "queries": {"sent": client.stats.queries_sent, "from_journal": client.stats.queries_from_journal,
-                    "requests": client.stats.requests},
-        "cost": {"price_per_query": opts.price, "cap": opts.money_cap,
-                 **{k: costs[k] for k in ("spent_run", "spent_total", "spent_unconfirmed", "billing")}},
-        "ledger": {"path": str(ledger.path), "max_spent_epsilon": float(spent.max()) if len(spent) else 0.0,
-                   "cap_epsilon": ledger.cap_epsilon},
-        "outputs": {"report": str(path)},
-        "versions": versions(),
-    }, secrets=(token,))
+    report = StopReport(
+        command="label",
+        ok=False,
+        stopped=StoppedSection(reason=stopped, message=" ".join(str(exc).split())),
+        private_dir=str(opts.private_dir),
+        teacher={"address": identity},
+        queries=StopQueriesSection(sent=client.stats.queries_sent, from_journal=client.stats.queries_from_journal,
+                                   requests=client.stats.requests),
+        cost={"price_per_query": opts.price, "cap": opts.money_cap,
+              **{k: costs[k] for k in ("spent_run", "spent_total", "spent_unconfirmed", "billing")}},
+        ledger=StopLedgerSection(path=str(ledger.path), max_spent_epsilon=float(spent.max()) if len(spent) else 0.0,
+                                 cap_epsilon=ledger.cap_epsilon),
+        outputs={"report": str(path)},
+        versions=versions(),
+    )
+    write_json(path, report.to_dict(), secrets=(token,))
 
 
 def _wire_used(teacher: Any) -> str | None:

@@ -19,6 +19,7 @@ from ..teachers.limits import TeacherLimits
 from .connect import connect_options, open_teacher
 from .memory import check_memory_for_shape
 from .options import NoiseOptions, build_mechanism, resolve_shape_defaults
+from .run_report import NoiseCountsSection, NoiseLedgerSection, NoiseReport
 from .ui import UI
 
 
@@ -60,20 +61,19 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
                                           lambda v: (v - lo) / (hi - lo))
         release, n = noised.rows.release, len(images)
         fresh, reused = int((~release.reused).sum()), int(release.reused.sum())
-        return {
-            "schema": 1,
-            "command": "noise",
-            "ok": True,
-            "private_dir": str(opts.private_dir),
-            "scope": target.scope,
-            "guarantee": release.guarantee.as_dict(),
-            "counts": {"noised": n, "fresh": fresh, "reused": reused, "skipped": len(images.skipped)},
-            "ledger": {"fresh": fresh, "reused": reused, "max_spent_epsilon": noised.max_spent,
-                       "cap_epsilon": opts.privacy_cap},
-            "skipped": [s.as_dict() for s in images.skipped],
-            "outputs": {"dir": str(opts.out), "preview": str(preview_path), "files": n},
-            "versions": versions(),
-        }
+        return NoiseReport(
+            command="noise",
+            ok=True,
+            private_dir=str(opts.private_dir),
+            scope=target.scope,
+            guarantee=release.guarantee.as_dict(),
+            counts=NoiseCountsSection(noised=n, fresh=fresh, reused=reused, skipped=len(images.skipped)),
+            ledger=NoiseLedgerSection(fresh=fresh, reused=reused, max_spent_epsilon=noised.max_spent,
+                                      cap_epsilon=opts.privacy_cap),
+            skipped=[s.as_dict() for s in images.skipped],
+            outputs={"dir": str(opts.out), "preview": str(preview_path), "files": n},
+            versions=versions(),
+        ).to_dict()
 
 
 @dataclass(frozen=True)

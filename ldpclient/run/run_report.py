@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
@@ -27,6 +27,17 @@ _S = TypeVar("_S")
 def _section_dict(obj: Any) -> dict[str, Any]:
     """A small section dataclass as a dict, in field order (not deep-copied)."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+def _document(report: Any) -> dict[str, Any]:
+    """A report dataclass as its JSON document: ``schema`` first, then the fields in order, section
+    dataclasses as dicts."""
+    out: dict[str, Any] = {"schema": report.schema}
+    for f in fields(report):
+        if f.name != "schema":
+            value = getattr(report, f.name)
+            out[f.name] = _section_dict(value) if is_dataclass(value) else value
+    return out
 
 
 def _check_keys(d: Mapping[str, Any], names: list[str], where: str) -> None:
@@ -175,13 +186,7 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as the JSON document ``label`` writes (``schema`` first, then the fields in order)."""
-        out: dict[str, Any] = {"schema": self.schema}
-        for f in fields(self):
-            if f.name == "schema":
-                continue
-            value = getattr(self, f.name)
-            out[f.name] = _section_dict(value) if f.name in _SECTIONS else value
-        return out
+        return _document(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, where: str = "run report") -> RunReport:
@@ -228,3 +233,80 @@ class RunReport:
         except ValueError as exc:
             raise ValueError(f"{where} is not JSON: {_one_line(exc)}") from None
         return cls.from_dict(doc, where=where)
+
+
+@dataclass(frozen=True)
+class StoppedSection:
+    reason: str  # "money cap" or "privacy cap"
+    message: str
+
+
+@dataclass(frozen=True)
+class StopQueriesSection:
+    sent: int
+    from_journal: int
+    requests: int
+
+
+@dataclass(frozen=True)
+class StopLedgerSection:
+    path: str
+    max_spent_epsilon: float
+    cap_epsilon: float | None
+
+
+@dataclass(frozen=True)
+class StopReport:
+    """The partial report of a ``label`` run stopped at the money or privacy cap: what was spent and answered
+    (no settings, no plan: :meth:`RunReport.from_dict` refuses it, saying why the run stopped)."""
+
+    command: str
+    ok: bool
+    stopped: StoppedSection
+    private_dir: str
+    teacher: dict[str, Any]
+    queries: StopQueriesSection
+    cost: dict[str, Any]
+    ledger: StopLedgerSection
+    outputs: dict[str, str]
+    versions: dict[str, str]
+    schema: int = SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return _document(self)
+
+
+@dataclass(frozen=True)
+class NoiseCountsSection:
+    noised: int
+    fresh: int
+    reused: int
+    skipped: int
+
+
+@dataclass(frozen=True)
+class NoiseLedgerSection:
+    fresh: int
+    reused: int
+    max_spent_epsilon: float
+    cap_epsilon: float | None
+
+
+@dataclass(frozen=True)
+class NoiseReport:
+    """The report of ``ldpclient noise`` (returned, printed with ``--json``): what was released for whom."""
+
+    command: str
+    ok: bool
+    private_dir: str
+    scope: str
+    guarantee: dict[str, Any]
+    counts: NoiseCountsSection
+    ledger: NoiseLedgerSection
+    skipped: list[dict[str, Any]]
+    outputs: dict[str, Any]
+    versions: dict[str, str]
+    schema: int = SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return _document(self)
