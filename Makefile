@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml | $(PY)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(PY) -m mypy --strict ldpclient/privacy ldpclient/teachers
 	$(PY) -m pytest -q
 
 demo: $(STAMP)

@@ -17,6 +17,7 @@ tail), in log space where it matters, so no SciPy is needed at run time.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from .preprocess import check_delta, check_epsilon
 
@@ -71,7 +72,7 @@ def _b_minus(u: float, epsilon: float) -> float:
     return _profile_terms(epsilon, -math.sqrt(epsilon * u), -math.sqrt(epsilon * (u + 2.0)))
 
 
-def _bisect(f, target: float, increasing: bool) -> float:
+def _bisect(f: Callable[[float], float], target: float, increasing: bool) -> float:
     """Root of the monotone ``f(v) = target`` on ``v >= 0`` (f(0) on the right side of target)."""
     lo, hi = 0.0, 1.0
     # Bracket: for increasing f, grow hi until f(hi) > target; for decreasing, until f(hi) < target.

@@ -63,7 +63,10 @@ def solve_p(epsilon: float, b: float, sensitivity: int) -> float:
 
 def _minimising_b(p: float, d: int) -> float:
     """The b minimising eps_elem(p, b) (the loss is convex-shaped in log b: D/b falls, the keep term rises)."""
-    f = lambda lb: discrete_tldp_epsilon(p, math.exp(lb), d)  # noqa: E731
+
+    def f(lb: float) -> float:
+        return discrete_tldp_epsilon(p, math.exp(lb), d)
+
     lo, hi = math.log(1e-3), math.log(1e9)
     phi = (math.sqrt(5.0) - 1.0) / 2.0
     for _ in range(200):  # golden-section search on log b

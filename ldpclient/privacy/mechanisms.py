@@ -143,7 +143,14 @@ class _Grid:
         return self.value(self.snap(x).add_(self.sampler.sample(x.shape, gen)))
 
     def noise(self, shape: Sequence[int], gen: torch.Generator) -> torch.Tensor:
-        return self.sampler.sample(shape, gen).to(torch.float32).mul_(self.gamma)
+        out: torch.Tensor = self.sampler.sample(shape, gen).to(torch.float32).mul_(self.gamma)
+        return out
+
+
+def _grid_of(values: dict[str, Any]) -> _Grid:
+    """The secure grid a plan holds (``values["grid"]``), typed."""
+    grid: _Grid = values["grid"]
+    return grid
 
 
 def _check_secure(secure: object) -> bool:
@@ -392,7 +399,9 @@ class LaplaceMechanism(_Elementwise):
             cfg["grid_bits"] = self.grid_bits
         return cfg
 
-    def _make_plan(self, record_shape, rel_shape, n_elem, noise_only=False) -> _Plan:
+    def _make_plan(
+        self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
+    ) -> _Plan:
         delta_w = self.domain.width
         eps_e = self._eps_element(self.epsilon, n_elem)
         params = self._common_params(n_elem, rel_shape)
@@ -438,17 +447,17 @@ class LaplaceMechanism(_Elementwise):
             )
         return self._pure_plan(eps_true, n_elem, params, tuple(notes), values)
 
-    def _apply(self, x, plan, gen):
+    def _apply(self, x: torch.Tensor, plan: _Plan, gen: torch.Generator) -> torch.Tensor:
         v = plan.values
         if not self.secure:
             return laplace_noise(x.shape, v["b"], gen).add_(x)
-        return v["grid"].apply(x, gen)
+        return _grid_of(v).apply(x, gen)
 
-    def _noise(self, shape, plan, gen):
+    def _noise(self, shape: tuple[int, ...], plan: _Plan, gen: torch.Generator) -> torch.Tensor:
         v = plan.values
         if not self.secure:
             return laplace_noise(shape, v["b"], gen)
-        return v["grid"].noise(shape, gen)
+        return _grid_of(v).noise(shape, gen)
 
 
 def _fit_below(target: float, bound: Callable[[float], tuple[float, Any, float]]) -> tuple[float, Any, float]:
@@ -507,7 +516,9 @@ class GaussianMechanism(_Elementwise):
     def _extra_config(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "delta": self.delta, "secure": self.secure}
 
-    def _make_plan(self, record_shape, rel_shape, n_elem, noise_only=False) -> _Plan:
+    def _make_plan(
+        self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
+    ) -> _Plan:
         d = self.domain.width
         l2_rec = d * math.sqrt(n_elem)
         sigma = ag.calibrate_sigma(self.epsilon, self.delta, d if self.per == "element" else l2_rec)
@@ -613,14 +624,14 @@ class GaussianMechanism(_Elementwise):
         g = self._guarantee(eps_e, delta_e, eps_r, delta_r, n_elem, params, notes)
         return _Plan(g, n_elem, {"grid": grid, "sigma": sigma})
 
-    def _apply(self, x, plan, gen):
+    def _apply(self, x: torch.Tensor, plan: _Plan, gen: torch.Generator) -> torch.Tensor:
         if self.secure:
-            return plan.values["grid"].apply(x, gen)
+            return _grid_of(plan.values).apply(x, gen)
         return x + gaussian_noise(x.shape, plan.values["sigma"], gen)
 
-    def _noise(self, shape, plan, gen):
+    def _noise(self, shape: tuple[int, ...], plan: _Plan, gen: torch.Generator) -> torch.Tensor:
         if self.secure:
-            return plan.values["grid"].noise(shape, gen)
+            return _grid_of(plan.values).noise(shape, gen)
         return gaussian_noise(shape, plan.values["sigma"], gen)
 
 
@@ -695,7 +706,9 @@ class TLDPMechanism(_Elementwise):
             cfg["weights_sha256"] = hashlib.sha256(w.numpy().tobytes()).hexdigest()
         return cfg
 
-    def _make_plan(self, record_shape, rel_shape, n_elem, noise_only=False) -> _Plan:
+    def _make_plan(
+        self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
+    ) -> _Plan:
         """Plan of one record shape: noise scale, keep probabilities (log space) and the guarantee (nats, per element/record)."""
         eps_e = self._eps_element(self.epsilon, n_elem)
         log_p, scale, grid, rho_e = self._calibrate(eps_e, n_elem)
@@ -890,14 +903,14 @@ class TLDPMechanism(_Elementwise):
             notes.append("float sampling path (not hardened against the floating-point attack; secure=True is)")
         return tuple(notes)
 
-    def _base_noise(self, shape, values, gen) -> torch.Tensor:
+    def _base_noise(self, shape: tuple[int, ...], values: dict[str, Any], gen: torch.Generator) -> torch.Tensor:
         if values["grid"] is not None:
-            return values["grid"].noise(shape, gen)
+            return _grid_of(values).noise(shape, gen)
         if self.base == "laplace":
             return laplace_noise(shape, values["b"], gen)
         return gaussian_noise(shape, values["sigma"], gen)
 
-    def _apply(self, x, plan, gen):
+    def _apply(self, x: torch.Tensor, plan: _Plan, gen: torch.Generator) -> torch.Tensor:
         v = plan.values
         grid: _Grid | None = v["grid"]
         if grid is not None:
@@ -914,7 +927,7 @@ class TLDPMechanism(_Elementwise):
             y.view(-1)[kept] = x32.reshape(-1)[kept]
         return y
 
-    def _noise(self, shape, plan, gen):
+    def _noise(self, shape: tuple[int, ...], plan: _Plan, gen: torch.Generator) -> torch.Tensor:
         return self._base_noise(shape, plan.values, gen)
 
 
@@ -990,7 +1003,9 @@ class DiscreteTLDPMechanism(_Elementwise):
         ideal = dsc.discrete_tldp_epsilon(p, b, d)
         return ideal, ideal + sampler.epsilon_excess(d), sampler
 
-    def _make_plan(self, record_shape, rel_shape, n_elem, noise_only=False) -> _Plan:
+    def _make_plan(
+        self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
+    ) -> _Plan:
         d = self.sensitivity
         target = None if self.epsilon is None else self._eps_element(self.epsilon, n_elem)
         p, b = self._solve(target)
@@ -1029,12 +1044,12 @@ class DiscreteTLDPMechanism(_Elementwise):
         )
         return self._pure_plan(eps_true, n_elem, params, notes, {"sampler": sampler, "b": b})
 
-    def _apply(self, x, plan, gen):
+    def _apply(self, x: torch.Tensor, plan: _Plan, gen: torch.Generator) -> torch.Tensor:
         # keep-or-noise in one draw: the offset law is p 1[z=0] + (1-p) c e^(-|z|/b)
-        z = plan.values["sampler"].sample(x.shape, gen)
+        z: torch.Tensor = plan.values["sampler"].sample(x.shape, gen)
         return z.add_(x.to(torch.int64))
 
-    def _noise(self, shape, plan, gen):
+    def _noise(self, shape: tuple[int, ...], plan: _Plan, gen: torch.Generator) -> torch.Tensor:
         return discrete_laplace_sampler(plan.values["b"], 0.0).sample(shape, gen).to(torch.float64)
 
 

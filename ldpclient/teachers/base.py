@@ -121,10 +121,12 @@ class _Delegating(Teacher):
         self.wrapped = obj
 
     def metadata(self) -> TeacherMetadata:
-        return self.wrapped.metadata()
+        meta: TeacherMetadata = self.wrapped.metadata()
+        return meta
 
     def classify(self, queries: Queries) -> torch.Tensor:
-        return self.wrapped.classify(queries)
+        labels: torch.Tensor = self.wrapped.classify(queries)
+        return labels
 
     @property
     def journal_scope(self) -> str:

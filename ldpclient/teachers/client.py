@@ -29,7 +29,7 @@ import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -158,7 +158,7 @@ class QueryClient:
         *,
         batch_size: int | None = None,
         workers: int = 1,
-        journal: Journal | str | os.PathLike | bool | None = None,
+        journal: Journal | str | os.PathLike[str] | bool | None = None,
         cost: CostMeter | None = None,
         scope: str | None = None,
         verify_queries: bool = True,
@@ -400,7 +400,7 @@ class QueryClient:
         """Server-reported billed units vs queries answered in this client's runs."""
         return self.cost.reconcile()
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         """Counters, spend and reconciliation as a JSON-able dict (contains no secrets)."""
         s = self.stats
         r = self.reconcile()

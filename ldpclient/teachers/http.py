@@ -237,7 +237,7 @@ class RetryPolicy:
     def backoff(self, retry_number: int) -> float:
         """Wait before retry ``retry_number`` (1-based) when the server named none."""
         base = min(self.max_wait, self.initial_wait * (2 ** (retry_number - 1)))
-        return base + random.uniform(0.0, self.jitter)
+        return float(base + random.uniform(0.0, self.jitter))
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:

@@ -79,7 +79,7 @@ class JournalEntry:
 class Journal:
     """SQLite journal of answered batches. Safe to share between the client's threads."""
 
-    def __init__(self, path: str | os.PathLike | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_journal_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()

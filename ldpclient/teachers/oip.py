@@ -214,8 +214,8 @@ class OIPTeacher(Teacher):
         if not isinstance(md, dict):
             raise MalformedResponse(f"model metadata from {where} is not a JSON object: {str(md)[:200]}", transient=False)
         params: dict[str, Any] = md["parameters"] if isinstance(md.get("parameters"), dict) else {}
-        inputs: list = md["inputs"] if isinstance(md.get("inputs"), list) else []
-        outputs: list = md["outputs"] if isinstance(md.get("outputs"), list) else []
+        inputs: list[Any] = md["inputs"] if isinstance(md.get("inputs"), list) else []
+        outputs: list[Any] = md["outputs"] if isinstance(md.get("outputs"), list) else []
         inp = self._metadata_input(inputs, where)
         out = self._metadata_output(outputs, where)
         self.input_name, self.output_name = str(inp["name"]), str(out["name"])
@@ -241,7 +241,7 @@ class OIPTeacher(Teacher):
             assumed=tuple(assumed),
         )
 
-    def _metadata_input(self, inputs: list, where: str) -> dict:
+    def _metadata_input(self, inputs: list[Any], where: str) -> dict[str, Any]:
         """The input tensor entry from metadata ``inputs`` (by ``input_name`` if given), else from the user's facts."""
         ov = self._overrides
         if inputs:
@@ -253,7 +253,7 @@ class OIPTeacher(Teacher):
             "(CLI: --input-name, --input-shape, --datatype)"
         )
 
-    def _metadata_output(self, outputs: list, where: str) -> dict:
+    def _metadata_output(self, outputs: list[Any], where: str) -> dict[str, Any]:
         """The output tensor entry: from metadata ``outputs`` (by ``output_name`` if given), else the user's name."""
         ov = self._overrides
         if outputs:
@@ -262,7 +262,7 @@ class OIPTeacher(Teacher):
             return {"name": ov["output_name"], "shape": [-1]}  # datatype: whatever the answers carry
         raise TeacherError(f"model metadata from {where} lists no outputs; pass output_name= (CLI: --output-name)")
 
-    def _input_datatype(self, inp: dict, where: str) -> str:
+    def _input_datatype(self, inp: dict[str, Any], where: str) -> str:
         """The wire datatype: the user's ``datatype`` or the input entry's ``datatype``; must be one we can send."""
         datatype = self._overrides["datatype"] or str(inp.get("datatype", "")).upper()
         if datatype not in INPUT_DATATYPES:
@@ -272,7 +272,7 @@ class OIPTeacher(Teacher):
             )
         return datatype
 
-    def _input_shape(self, inp: dict, params: dict[str, Any], where: str) -> tuple[tuple[int, ...], int | None]:
+    def _input_shape(self, inp: dict[str, Any], params: dict[str, Any], where: str) -> tuple[tuple[int, ...], int | None]:
         """Per-record shape from the input's ``shape`` (batch axis dropped) and ``parameters.max_batch_size``."""
         ov = self._overrides
         shape = [int(s) for s in inp.get("shape", [])]
@@ -304,7 +304,7 @@ class OIPTeacher(Teacher):
             return int(cfg["max_batch_size"])
         return None
 
-    def _classes(self, params: dict[str, Any], out: dict, where: str) -> _Classes:
+    def _classes(self, params: dict[str, Any], out: dict[str, Any], where: str) -> _Classes:
         """Classes from ``parameters.num_classes``/``class_names``, else a float output's last ``shape`` axis."""
         ov = self._overrides
         published_names = tuple(str(c) for c in params["class_names"]) if params.get("class_names") else None
@@ -516,7 +516,7 @@ class OIPTeacher(Teacher):
         billed = _billed(resp, header)
         return labels, billed
 
-    def _labels_from_output(self, o: dict, piece: bytes | None, n: int, meta: TeacherMetadata) -> torch.Tensor:
+    def _labels_from_output(self, o: dict[str, Any], piece: bytes | None, n: int, meta: TeacherMetadata) -> torch.Tensor:
         dt = str(o.get("datatype", "")).upper()
         shape = [int(s) for s in o.get("shape", [])]
         if self.use_classification:
@@ -641,7 +641,7 @@ def _check_facts(
         raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
 
 
-def _pick(items: list, name: str | None, kind: str, where: str) -> dict:
+def _pick(items: list[Any], name: str | None, kind: str, where: str) -> dict[str, Any]:
     if name is not None:
         for it in items:
             if isinstance(it, dict) and it.get("name") == name:
@@ -653,7 +653,7 @@ def _pick(items: list, name: str | None, kind: str, where: str) -> dict:
     return items[0]
 
 
-def _flat(data: Any) -> list:
+def _flat(data: Any) -> list[Any]:
     if isinstance(data, list) and data and isinstance(data[0], list):
         return [x for row in data for x in _flat(row)]
     return data if isinstance(data, list) else []
@@ -687,7 +687,7 @@ def _class_indices(strings: list[str]) -> list[int]:
     return out
 
 
-def _billed(resp: requests.Response, header: dict) -> int | None:
+def _billed(resp: requests.Response, header: dict[str, Any]) -> int | None:
     h = resp.headers.get("X-Billed-Images")
     p = (header.get("parameters") or {}).get("billed_images")
     try:

@@ -23,10 +23,11 @@ them, are read from ``X-Billed-Images``.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import quote, urlsplit
 
 import numpy as np
@@ -36,9 +37,11 @@ import torch
 from .base import Queries, Teacher, TeacherMetadata
 from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, TeacherError
-from .http import HttpTransport, transport_from_options
+from .http import CallInfo, HttpTransport, transport_from_options
 from .identity import adapter_scope
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
+
+T = TypeVar("T")
 
 
 class TorchServeTeacher(Teacher):
@@ -130,8 +133,18 @@ class TorchServeTeacher(Teacher):
         """Hard labels int64 ``(Q,)`` for Release/Derived queries (raw tensors: TypeError)."""
         return self.infer(queries).labels
 
-    def _post(self, body: bytes, content_type: str, parse, what: str):
+    def _post(
+        self, body: bytes, content_type: str, parse: Callable[[requests.Response], T], what: str
+    ) -> tuple[T, CallInfo]:
         return self.http.call("POST", self.url, data=body, headers={"Content-Type": content_type}, parse=parse, what=what)
+
+    def _parse_batch(self, r: requests.Response, k: int) -> tuple[list[int], int | None]:
+        """The labels of a tensor-mode answer for ``k`` queries, and the billed header."""
+        doc = _json(r)
+        preds = doc if isinstance(doc, list) else [doc]
+        if len(preds) != k:
+            raise MalformedResponse(f"TorchServe returned {len(preds)} predictions for {k} queries")
+        return [self._index(p) for p in preds], _billed(r)
 
     def _index(self, pred: object) -> int:
         m = self._meta
@@ -148,7 +161,7 @@ class TorchServeTeacher(Teacher):
         res = InferResult(labels=torch.zeros(0, dtype=torch.int64), requests=0, billed=0, attempts=0)
         labels: list[int] = []
 
-        def add(info, billed):
+        def add(info: CallInfo, billed: int | None) -> None:
             res.requests += 1
             res.attempts += info.attempts
             res.bytes_sent += info.bytes_sent
@@ -172,16 +185,11 @@ class TorchServeTeacher(Teacher):
                 body = json.dumps({"shape": list(chunk.shape), "datatype": m.datatype, "data": chunk.reshape(-1).tolist()}).encode()
                 k = chunk.shape[0]
 
-                def parse(r: requests.Response, k: int = k):
-                    doc = _json(r)
-                    preds = doc if isinstance(doc, list) else [doc]
-                    if len(preds) != k:
-                        raise MalformedResponse(f"TorchServe returned {len(preds)} predictions for {k} queries")
-                    return [self._index(p) for p in preds], _billed(r)
-
-                (idx, billed), info = self._post(body, "application/json", parse, f"predict {self.model!r}")
-                labels.extend(idx)
-                add(info, billed)
+                (indices, billed_chunk), info = self._post(
+                    body, "application/json", functools.partial(self._parse_batch, k=k), f"predict {self.model!r}"
+                )
+                labels.extend(indices)
+                add(info, billed_chunk)
         res.labels = validate_labels(np.asarray(labels, dtype=np.int64), n, m.num_classes, m.name)
         return res
 
