@@ -41,6 +41,9 @@ _EXPORTS: dict[str, str] = {
     "discrete_tldp": "ldpclient.privacy",
     "make_mechanism": "ldpclient.privacy",
     "KnowledgeTransfer": "ldpclient.transfer.pipeline",
+    "PlanSettings": "ldpclient.transfer.settings",
+    "TrainingSettings": "ldpclient.transfer.settings",
+    "AdaptationSettings": "ldpclient.transfer.settings",
     "TensorRecords": "ldpclient.records",
 }
 

@@ -1,5 +1,7 @@
 """End-to-end knowledge transfer on a small synthetic task with an in-process teacher."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -145,3 +147,29 @@ def test_the_pipeline_leaves_the_callers_global_rng_alone():
     before = torch.random.get_rng_state().clone()
     _kt("ldpkit", "sup", num_queries=100, epochs=1).run(x)
     assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def test_settings_objects_and_one_teacher():
+    """KnowledgeTransfer takes the teacher or its QueryClient (issue 21.2); settings are small frozen objects,
+    flat keywords still fold into them, and a client talking to another teacher is refused."""
+    from ldpclient.teachers import QueryClient
+    from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
+
+    x, _ = _records(20)
+    teacher = _quadrant_teacher()
+    client = QueryClient(teacher)
+    mech = laplace(1.0, per="record")
+    kt = KnowledgeTransfer(client, mech, plan=PlanSettings(num_queries=120, query_batch_size=64),
+                           training=TrainingSettings(epochs=1), adaptation=AdaptationSettings(adapt=False))
+    assert kt.teacher is teacher and kt.client is client and kt.num_queries == 120 and not kt.adapt
+    assert len(kt.run(x).labels) == 20 and client.stats.queries_sent == 120
+    flat = KnowledgeTransfer(teacher, mech, num_queries=90, epochs=2, fuse=True)
+    assert flat.plan_settings.num_queries == 90 and flat.training.epochs == 2 and flat.adaptation.fuse
+    with pytest.raises(ValueError, match="another teacher"):
+        KnowledgeTransfer(_quadrant_teacher(), mech, client=client)
+    with pytest.raises(TypeError, match="unexpected keyword argument.*num_querys"):
+        KnowledgeTransfer(teacher, mech, num_querys=5)
+    with pytest.raises(ValueError, match="num_queries must be >= 1"):
+        PlanSettings(num_queries=0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PlanSettings().num_queries = 3  # type: ignore[misc]

@@ -39,7 +39,7 @@ from ..transfer.augment import check_sup_queries
 from .connect import connect_options, open_teacher
 from .label_report import build_report, last_val_accuracy, report_path_for, write_stop_report
 from .memory import check_memory_for_shape
-from .options import LabelOptions, build_mechanism, resolve_shape_defaults
+from .options import LabelOptions, TransferSettings, build_mechanism, resolve_shape_defaults
 from .progress import StageProgress
 from .report import StageTimer, iter_label_rows, label_format_for, write_labels
 from .run_state import RunState
@@ -67,7 +67,7 @@ class _Session:
     client: Any
     progress: StageProgress
     q_batch: int
-    common: dict[str, Any]
+    settings: TransferSettings
 
 
 def run_label(
@@ -241,19 +241,8 @@ def _open_session(setup: RunSetup, plan: _Plan) -> _Session:
     )
     q_batch = opts.batch_size or defaults.query_batch_size(setup.meta.max_batch_size)
     progress = StageProgress(setup.ui, "", client)
-    common: dict[str, Any] = dict(
-        augmentation=opts.augment,
-        num_queries=plan.num_queries,
-        postprocess=opts.postprocess,
-        student=opts.student,
-        epochs=opts.epochs,
-        batch_size=opts.train_batch_size,
-        query_batch_size=q_batch,
-        client=client,
-        device=opts.device,
-        adapt=opts.adapt,
-    )
-    return _Session(ledger=ledger, client=client, progress=progress, q_batch=q_batch, common=common)
+    settings = opts.transfer_settings(num_queries=plan.num_queries, query_batch_size=q_batch)
+    return _Session(ledger=ledger, client=client, progress=progress, q_batch=q_batch, settings=settings)
 
 
 def _run_transfer(setup: RunSetup, session: _Session, plan: _Plan, records: RecordSource) -> RunOutcome:
@@ -267,7 +256,8 @@ def _run_transfer(setup: RunSetup, session: _Session, plan: _Plan, records: Reco
         transfer = KnowledgeTransfer(
             setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope,
             mode="ldpkit" if opts.augment != "none" else "sidp",
-            seed=plan.seed, release_generator=plan.generator, progress=progress, **session.common,
+            seed=plan.seed, release_generator=plan.generator, progress=progress, client=client,
+            **session.settings.as_kwargs(),
         )
         with setup.timer.stage("pipeline"):
             result = transfer.run(records)
@@ -305,7 +295,7 @@ def _run_baseline(
     base = KnowledgeTransfer(
         setup.teacher, setup.mechanism, mode="data-free", seed=base_seed,
         release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
-        progress=base_progress, **session.common,
+        progress=base_progress, client=client, **session.settings.as_kwargs(),
     )
     with setup.timer.stage("baseline"):
         base_result = base.run(records)

@@ -102,6 +102,18 @@ class LabelOptions(SharedOptions):
     device: str = "auto"
     train_batch_size: int = defaults.train_batch_size()
 
+    def transfer_settings(self, *, num_queries: int | None, query_batch_size: int) -> TransferSettings:
+        """The ``KnowledgeTransfer`` settings these options stand for (``num_queries`` as the run settled it)."""
+        from ..transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
+
+        return TransferSettings(
+            plan=PlanSettings(augmentation=self.augment, num_queries=num_queries, postprocess=self.postprocess,
+                              query_batch_size=query_batch_size),
+            training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
+                                      device=self.device),
+            adaptation=AdaptationSettings(adapt=self.adapt),
+        )
+
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
         super().validate()
@@ -154,6 +166,19 @@ class NoiseOptions(SharedOptions):
             raise ValueError("--size and --preview must be >= 1")
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"--out {str(self.out)!r} exists and is not a directory")
+
+
+@dataclass(frozen=True)
+class TransferSettings:
+    """The pipeline settings a label run's options stand for (made in one place: ``LabelOptions.transfer_settings``)."""
+
+    plan: Any
+    training: Any
+    adaptation: Any
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """``plan=``, ``training=``, ``adaptation=`` for ``KnowledgeTransfer``."""
+        return {"plan": self.plan, "training": self.training, "adaptation": self.adaptation}
 
 
 def _check_mechanism_options(

@@ -45,7 +45,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -62,6 +62,7 @@ from .adapt import AdaptHistory, SelfTrainingAdapter
 from .augment import QueryPlan, check_sup_queries
 from .evidence import fuse_pair_evidence
 from .postprocess import ClipToDomain, ReleaseRows, Transform, parse_postprocess
+from .settings import AdaptationSettings, PlanSettings, TrainingSettings, fold_keywords
 from .student import (
     LabelStore,
     Progress,
@@ -209,35 +210,43 @@ class _Predicted:
     informativeness: Optional[float]
 
 
+def _teacher_and_client(teacher: Any, client: Any) -> tuple[Any, Any]:
+    """``(teacher, client)`` from what was given: a teacher, a QueryClient (its teacher is used), or a teacher
+    and the QueryClient that talks to it; ValueError when a client talks to another teacher."""
+    from ..teachers.client import QueryClient
+
+    if isinstance(teacher, QueryClient):
+        if client is not None and client is not teacher:
+            raise ValueError("give the teacher or a QueryClient, not a QueryClient and another client")
+        return teacher.teacher, teacher
+    own = getattr(client, "teacher", None)  # a duck-typed client (label_batches only) cannot be checked
+    if own is not None:
+        if teacher is not own and teacher is not getattr(own, "wrapped", own):
+            raise ValueError(
+                "client= talks to another teacher than the one given; pass the QueryClient alone "
+                "(KnowledgeTransfer(client, mechanism, ...))"
+            )
+    return teacher, client
+
+
 class KnowledgeTransfer:
     """Wires release -> post-process -> plan -> teacher labels -> student -> labels.
 
-    ``teacher``: a Teacher (``metadata()``, ``classify()``). ``mechanism``: the LDP
-    mechanism for the private records. ``ledger``: optional Ledger (records are
-    then charged/reused per record under ``scope``, default the teacher's
-    ``journal_scope`` or name). ``mode``: ``ldpkit`` | ``sidp`` | ``data-free``.
-    ``augmentation``: ``sup`` | ``rand`` | ``none``. ``num_queries``: Q (default
-    :func:`ldpclient.transfer.defaults.num_queries`). ``postprocess``:
-    Transforms or a spec like ``"blur:1,clip"`` applied to the releases after
-    resizing them back to the record shape (``upsample_mode``) when the
-    mechanism reduced them. ``clip_queries``: clip every query to the teacher's
-    value range (what a server does anyway) so the student trains on what the
-    teacher saw. ``student``/``student_kwargs``: zoo name and factory options.
-    ``epochs``/``batch_size``/``lr``/``val_fraction``/``device``: training.
-    ``query_batch_size``: queries per teacher batch (default
-    :func:`~ldpclient.transfer.defaults.query_batch_size`). ``epochs``/``batch_size``
-    default to :func:`~ldpclient.transfer.defaults.epochs` / ``train_batch_size``. ``seed``: plan and training seed (the release
-    noise still comes from the OS CSPRNG unless ``release_generator`` is given,
-    for tests and benchmarks only). ``rand_scale``: Rand noise multiplier.
-    ``blank_fraction``/``n_blank``: mix public blank-record queries into the plan.
-    ``client``: a QueryClient (batching, retries, cost, journal) used instead of
-    calling ``teacher.classify`` directly. ``progress(stage, done, total,
-    metrics)``: stages ``release``, ``label``, ``train``, ``epoch``, ``predict``.
-    ``checkpoint``: path to save the trained student to. ``adapt``: fine-tune the
-    student on the clean records before labelling them (``adapter`` configures it;
-    default :class:`~ldpclient.transfer.adapt.SelfTrainingAdapter` with this run's seed).
-    ``fuse``: combine the teacher's answers to each record's Sup pairs with the student's
-    prediction (:mod:`ldpclient.transfer.evidence`; ``ldpkit`` mode with ``sup`` only).
+    ``teacher``: a Teacher (``metadata()``, ``classify()``), or a
+    :class:`~ldpclient.teachers.QueryClient` (batching, retries, cost, journal) that talks to
+    one; ``client=`` beside a teacher must talk to that same teacher. ``mechanism``: the LDP
+    mechanism for the private records. ``ledger``: optional Ledger (records are then
+    charged/reused per image under ``scope``, default the teacher's identity, its
+    ``journal_scope``). ``mode``: ``ldpkit`` | ``sidp`` | ``data-free``.
+
+    ``plan``, ``training``, ``adaptation``: :class:`~ldpclient.transfer.settings.PlanSettings`,
+    :class:`~ldpclient.transfer.settings.TrainingSettings` and
+    :class:`~ldpclient.transfer.settings.AdaptationSettings` (defaults: the CLI's). Any of
+    their fields may also be given as a plain keyword (``num_queries=1500``, ``epochs=5``),
+    applied on top. ``seed``: plan and training seed (the release noise still comes from the
+    OS CSPRNG unless ``release_generator`` is given, for tests and benchmarks only).
+    ``progress(stage, done, total, metrics)``: stages ``release``, ``label``, ``train``,
+    ``epoch``, ``predict``.
     """
 
     def __init__(
@@ -248,74 +257,49 @@ class KnowledgeTransfer:
         ledger: Any = None,
         scope: str | None = None,
         mode: str = "ldpkit",
-        augmentation: str = "sup",
-        num_queries: int | None = None,
-        postprocess: Union[str, Sequence[Transform], None] = None,
-        upsample_mode: str = "bilinear",
-        clip_queries: bool = True,
-        student: str = defaults.student(),
-        student_kwargs: dict[str, Any] | None = None,
-        epochs: int | None = None,
-        batch_size: int | None = None,
-        lr: float = 1e-3,
-        val_fraction: float = 0.05,
-        query_batch_size: int | None = None,
+        plan: PlanSettings | None = None,
+        training: TrainingSettings | None = None,
+        adaptation: AdaptationSettings | None = None,
         seed: int = 0,
-        rand_scale: float = 1.0,
-        blank_fraction: float = 0.0,
-        n_blank: int | None = None,
-        client: Any = None,
-        device: str = "auto",
         release_generator: torch.Generator | None = None,
         progress: Optional[Progress] = None,
-        checkpoint: str | Path | None = None,
-        adapt: bool = True,
-        adapter: SelfTrainingAdapter | None = None,
-        fuse: bool = False,
+        client: Any = None,
+        **settings: Any,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if augmentation not in AUGMENTATIONS:
-            raise ValueError(f"augmentation must be one of {tuple(AUGMENTATIONS)}, got {augmentation!r}")
         if not isinstance(mechanism, Mechanism):
             raise TypeError(f"mechanism must be an ldpclient.privacy Mechanism, got {type(mechanism).__name__}")
-        if num_queries is not None and num_queries < 1:
-            raise ValueError(f"num_queries must be >= 1, got {num_queries}")
-        if query_batch_size is not None and query_batch_size < 1:
-            raise ValueError(f"query_batch_size must be >= 1, got {query_batch_size}")
-        self.teacher = teacher
+        self.teacher, self.client = _teacher_and_client(teacher, client)
+        self.plan_settings, self.training, self.adaptation = fold_keywords(plan, training, adaptation, settings)
         self.mechanism = mechanism
         self.ledger = ledger
         self.scope = scope
         self.mode = mode
-        self.augmentation = augmentation
-        self.num_queries = num_queries
-        self.transforms: list[Transform] = (
-            parse_postprocess(postprocess) if postprocess is None or isinstance(postprocess, str) else list(postprocess)
-        )
-        self.upsample_mode = upsample_mode
-        self.clip_queries = clip_queries
-        self.student_name = student
-        self.student_kwargs = dict(student_kwargs or {})
-        with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
-            build_student(student, **{**self.student_kwargs, "num_classes": 2})
-        self.epochs = epochs if epochs is not None else defaults.epochs()
-        self.batch_size = batch_size if batch_size is not None else defaults.train_batch_size()
-        self.lr = lr
-        self.val_fraction = val_fraction
-        self.query_batch_size = query_batch_size
         self.seed = int(seed)
-        self.rand_scale = rand_scale
-        self.blank_fraction = blank_fraction
-        self.n_blank = n_blank
-        self.client = client
-        self.device = device
         self.release_generator = release_generator
         self.progress = progress
-        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
-        self.adapt = bool(adapt)
-        self.adapter = adapter
-        self.fuse = bool(fuse)
+        self._unpack_settings()
+
+    def _unpack_settings(self) -> None:
+        """The settings as the stages read them (defaults resolved; the student's name checked by a trial build)."""
+        p, t, a = self.plan_settings, self.training, self.adaptation
+        self.augmentation, self.num_queries = p.augmentation, p.num_queries
+        self.transforms: list[Transform] = (
+            parse_postprocess(p.postprocess) if p.postprocess is None or isinstance(p.postprocess, str)
+            else list(p.postprocess)
+        )
+        self.upsample_mode, self.clip_queries, self.query_batch_size = p.upsample_mode, p.clip_queries, p.query_batch_size
+        self.rand_scale, self.blank_fraction, self.n_blank = p.rand_scale, p.blank_fraction, p.n_blank
+        self.student_name = t.student
+        self.student_kwargs = dict(t.student_kwargs or {})
+        with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
+            build_student(t.student, **{**self.student_kwargs, "num_classes": 2})
+        self.epochs = t.epochs if t.epochs is not None else defaults.epochs()
+        self.batch_size = t.batch_size if t.batch_size is not None else defaults.train_batch_size()
+        self.lr, self.val_fraction, self.device = t.lr, t.val_fraction, t.device
+        self.checkpoint = Path(t.checkpoint) if t.checkpoint is not None else None
+        self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
 
     # ------------------------------------------------------------------ helpers
     def _report(self, stage: str, done: int, total: int, **metrics: Any) -> None:

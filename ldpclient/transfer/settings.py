@@ -1,0 +1,113 @@
+"""The settings of a knowledge transfer, grouped by concern (in the style of httpx's ``Timeout``/``Limits``).
+
+:class:`~ldpclient.transfer.pipeline.KnowledgeTransfer` takes three small frozen objects
+instead of two dozen keywords: :class:`PlanSettings` (which queries are sent),
+:class:`TrainingSettings` (how the student learns from the teacher's labels) and
+:class:`AdaptationSettings` (what happens on the device afterwards). Their defaults come
+from :mod:`ldpclient.transfer.defaults`, the same functions the CLI uses; each checks its
+values when it is made, with a message naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence, Union
+
+from ..names import AUGMENTATIONS
+from . import defaults
+
+if TYPE_CHECKING:
+    from .adapt import SelfTrainingAdapter
+    from .postprocess import Transform
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """Which queries are sent.
+
+    ``augmentation``: ``sup`` | ``rand`` | ``none``. ``num_queries``: Q (None:
+    :func:`~ldpclient.transfer.defaults.num_queries`). ``postprocess``: transforms or a spec
+    such as ``"blur:1,clip"`` applied to the releases (None: the shape's default).
+    ``upsample_mode``: how reduced releases are resized back. ``clip_queries``: clip every
+    query to the teacher's value range. ``query_batch_size``: queries per teacher batch
+    (None: :func:`~ldpclient.transfer.defaults.query_batch_size`). ``rand_scale``: Rand noise
+    multiplier. ``blank_fraction``/``n_blank``: public blank-record queries mixed in.
+    """
+
+    augmentation: str = field(default_factory=defaults.augmentation)
+    num_queries: int | None = None
+    postprocess: Union[str, Sequence["Transform"], None] = None
+    upsample_mode: str = "bilinear"
+    clip_queries: bool = True
+    query_batch_size: int | None = None
+    rand_scale: float = 1.0
+    blank_fraction: float = 0.0
+    n_blank: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.augmentation not in AUGMENTATIONS:
+            raise ValueError(f"augmentation must be one of {AUGMENTATIONS}, got {self.augmentation!r}")
+        if self.num_queries is not None and self.num_queries < 1:
+            raise ValueError(f"num_queries must be >= 1, got {self.num_queries}")
+        if self.query_batch_size is not None and self.query_batch_size < 1:
+            raise ValueError(f"query_batch_size must be >= 1, got {self.query_batch_size}")
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """How the student learns: ``student`` (a name of ``ldpclient.transfer.student.STUDENTS``) built with
+    ``student_kwargs``; ``epochs``, ``batch_size`` (None: the defaults), ``lr``, ``val_fraction`` (held-out
+    teacher labels), ``device``; ``checkpoint``: a path to save the trained student to."""
+
+    student: str = field(default_factory=defaults.student)
+    student_kwargs: dict[str, Any] | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    lr: float = 1e-3
+    val_fraction: float = 0.05
+    device: str = "auto"
+    checkpoint: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.epochs is not None and self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
+
+@dataclass(frozen=True)
+class AdaptationSettings:
+    """What the device does after training: ``adapt`` (fine-tune on the clean records, with ``adapter`` or the
+    default self-training), ``fuse`` (combine each record's own Sup answers with the student)."""
+
+    adapt: bool = True
+    adapter: "SelfTrainingAdapter | None" = None
+    fuse: bool = False
+
+
+SETTINGS: tuple[type, ...] = (PlanSettings, TrainingSettings, AdaptationSettings)
+
+
+def fold_keywords(
+    plan: PlanSettings | None,
+    training: TrainingSettings | None,
+    adaptation: AdaptationSettings | None,
+    keywords: dict[str, Any],
+) -> tuple[PlanSettings, TrainingSettings, AdaptationSettings]:
+    """The three settings, with any of their fields given as plain keywords (the older flat form) applied on
+    top; TypeError naming a keyword no settings object has."""
+    groups: list[Any] = [plan or PlanSettings(), training or TrainingSettings(), adaptation or AdaptationSettings()]
+    left = dict(keywords)
+    for k, obj in enumerate(groups):
+        names = {f.name for f in dataclasses.fields(obj)}
+        mine = {key: left.pop(key) for key in list(left) if key in names}
+        if mine:
+            groups[k] = dataclasses.replace(obj, **mine)
+    if left:
+        raise TypeError(f"KnowledgeTransfer() got unexpected keyword argument(s) {', '.join(sorted(left))}")
+    return groups[0], groups[1], groups[2]
+
+
+__all__ = ["AdaptationSettings", "PlanSettings", "SETTINGS", "TrainingSettings", "fold_keywords"]
