@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
-
+import torch
 from typer.testing import CliRunner
 
 from ldpclient.cli import app
+from ldpclient.privacy import laplace
 from ldpclient.run.options import LabelOptions, NoiseOptions
+from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 
@@ -46,8 +47,13 @@ def test_cli_options_and_library_share_the_defaults() -> None:
     assert label_opts.reduce is None and label_opts.postprocess is None  # resolved from the teacher's shape
     noise_opts = NoiseOptions(private_dir=".", out=".")  # type: ignore[arg-type]
     assert noise_opts.mechanism == defaults.mechanism()
-    params = inspect.signature(KnowledgeTransfer).parameters
-    assert params["epochs"].default is None and params["batch_size"].default is None  # -> defaults.*()
+    from ldpclient.transfer.settings import PlanSettings, TrainingSettings
+
+    training, plan = TrainingSettings(), PlanSettings()
+    assert training.epochs is None and training.batch_size is None  # -> defaults.*() when the pipeline is built
+    assert training.student == defaults.student() and plan.augmentation == defaults.augmentation()
+    kt = KnowledgeTransfer(LocalTeacher(torch.nn.Flatten(), input_shape=(1, 2, 2), num_classes=4), laplace(1.0))
+    assert kt.epochs == defaults.epochs() and kt.batch_size == defaults.train_batch_size()
     help_text = CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output
     assert f"[default: {defaults.train_batch_size()}]" in help_text
 

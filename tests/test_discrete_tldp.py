@@ -6,8 +6,8 @@ import pytest
 import torch
 from scipy import stats
 
-from ldpclient.privacy import Domain, discrete_tldp, discrete_tldp_epsilon, solve_b, solve_p
-from ldpclient.privacy.discrete import c_of_b
+from ldpclient.privacy import Domain, discrete_tldp, discrete_tldp_epsilon
+from ldpclient.privacy.discrete import c_of_b, solve_b, solve_p
 
 
 def gen(seed: int) -> torch.Generator:

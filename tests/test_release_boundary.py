@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from ldpclient.privacy import Derived, Domain, Guarantee, Release, as_derived
+from ldpclient.privacy import Derived, Domain, Guarantee, Release
+from ldpclient.privacy.release import as_derived
 
 
 def test_release_cannot_be_built_from_a_raw_tensor():

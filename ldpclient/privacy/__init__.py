@@ -1,13 +1,20 @@
-"""On-device local differential privacy: mechanisms, guarantees, releases, ledger."""
+"""On-device local differential privacy: what an application uses to noise records and keep their spend.
 
-from ..state import default_state_dir
-from . import zcdp
+Mechanisms (``laplace``, ``gaussian``, ``tldp_laplace``, ``tldp_gaussian``, ``weighted_tldp``,
+``discrete_tldp``, or ``make_mechanism`` by name) turn raw records into a :class:`Release`
+carrying its :class:`Guarantee`; post-processing makes :class:`Derived` rows; a :class:`Ledger`
+keeps each image's spend and stored releases; :class:`TrustPolicy` sets per-teacher budgets.
+The calibration helpers (``calibrate_sigma``, ``epsilon_for_sigma``, ``discrete_tldp_epsilon``)
+answer "what epsilon for this noise". The machinery below them (samplers, zCDP conversions,
+solvers, generators) lives in its own modules: ``ldpclient.privacy.sampling``,
+``discrete_gaussian``, ``zcdp``, ``discrete``, ``release``.
+"""
+
 from .analytic_gaussian import calibrate_sigma, epsilon_for_sigma
 from .base import Mechanism
-from .discrete import discrete_tldp_epsilon, solve_b, solve_p
-from .discrete_gaussian import DiscreteGaussianSampler
+from .discrete import discrete_tldp_epsilon
 from .guarantee import Domain, Guarantee
-from .ledger import BudgetExceeded, Ledger, LedgerError, Spend, default_ledger_path
+from .ledger import BudgetExceeded, Ledger, LedgerError, Spend
 from .mechanisms import (
     MECHANISMS,
     DiscreteTLDPMechanism,
@@ -22,8 +29,7 @@ from .mechanisms import (
     tldp_laplace,
     weighted_tldp,
 )
-from .release import Derived, Release, as_derived, upsample
-from .sampling import DiscreteLaplaceSampler, make_generator
+from .release import Derived, Release
 from .trust import TrustPolicy
 
 __all__ = [
@@ -33,9 +39,7 @@ __all__ = [
     "Mechanism",
     "Release",
     "Derived",
-    "as_derived",
-    "upsample",
-    # mechanisms, calibration and secure sampling
+    # mechanisms and calibration
     "laplace",
     "gaussian",
     "tldp_laplace",
@@ -51,18 +55,10 @@ __all__ = [
     "calibrate_sigma",
     "epsilon_for_sigma",
     "discrete_tldp_epsilon",
-    "solve_b",
-    "solve_p",
-    "DiscreteLaplaceSampler",
-    "DiscreteGaussianSampler",
-    "zcdp",
-    "make_generator",
     # ledger and trust-adaptive budgets
     "Ledger",
     "LedgerError",
     "BudgetExceeded",
     "Spend",
-    "default_state_dir",
-    "default_ledger_path",
     "TrustPolicy",
 ]
