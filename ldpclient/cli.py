@@ -27,7 +27,8 @@ except ImportError:  # pragma: no cover - older typer on top of click
 
 from . import __version__
 from .config import ConfigError, options_for_command, read_config
-from .names import AUGMENTATIONS, DELTA_MECHANISMS, EPSILON_UNITS, MECHANISMS, choice_list
+from .names import AUGMENTATIONS, EPSILON_UNITS, choice_list
+from .privacy.mechanisms import delta_mechanism_names, mechanism_names
 from .run.facts import WIRE_CHOICES
 from .run.ui import UI
 from .text import check_token
@@ -92,7 +93,7 @@ class CLIError(Exception):
 
 
 # The choices derive from the one list of each concept (ldpclient.names).
-Mechanism = Enum("Mechanism", {name: name for name in MECHANISMS}, type=str)  # type: ignore[misc]
+Mechanism = Enum("Mechanism", {name: name for name in mechanism_names()}, type=str)  # type: ignore[misc]
 EpsilonUnit = Enum("EpsilonUnit", {name: name for name in EPSILON_UNITS}, type=str)  # type: ignore[misc]
 Augment = Enum("Augment", {name: name for name in AUGMENTATIONS}, type=str)  # type: ignore[misc]
 DEFAULT_AUGMENT = Augment(defaults.augmentation())
@@ -220,7 +221,7 @@ EpsilonUnitOption = typer.Option(
 )
 DeltaOption = typer.Option(
     None,
-    help=f"Delta of {choice_list(DELTA_MECHANISMS)} (same unit as --epsilon; default {defaults.delta():g}).",
+    help=f"Delta of {choice_list(delta_mechanism_names())} (same unit as --epsilon; default {defaults.delta():g}).",
     show_default=False,
 )
 ReduceOption = typer.Option(

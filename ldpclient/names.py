@@ -1,17 +1,14 @@
-"""The one list of names for each user-facing choice: CLI choices and help, config validation,
-library checks, audit options and error messages all derive from these tuples.
+"""The one list of names for each user-facing choice that has no registry of its own: CLI choices
+and help, config validation, library checks, audit options and error messages derive from these
+tuples. (Mechanism names come from their registry, :mod:`ldpclient.privacy.mechanisms.registry`;
+teacher adapters from :mod:`ldpclient.teachers.registry`.)
 
-Torch-free on purpose, so that the CLI builds its choices without importing the numeric stack.
-The modules that implement the choices implement exactly these names (``tests/test_names.py``
-checks the mechanism factories, their delta parameter, the CLI and the audit against them).
+Torch-free. The modules that implement the choices implement exactly these names
+(``tests/test_names.py`` checks the pipeline, the CLI and the audit against them).
 """
 
 from __future__ import annotations
 
-#: LDP mechanisms, by the name ``--mechanism`` takes (factories: ``ldpclient.privacy.MECHANISMS``).
-MECHANISMS: tuple[str, ...] = ("laplace", "gaussian", "tldp-laplace", "tldp-gaussian", "tldp-weighted", "discrete-tldp")
-#: The mechanisms with a delta (they take ``--delta`` and ``--allow-large-delta``).
-DELTA_MECHANISMS: tuple[str, ...] = ("gaussian", "tldp-gaussian", "tldp-weighted")
 #: Query expansions, by the name ``--augment`` takes: Sup pairs, Rand second noise layer, none (= SIDP).
 AUGMENTATIONS: tuple[str, ...] = ("sup", "rand", "none")
 #: The query-plan kind (``ldpclient.transfer.augment.QueryPlan``) each augmentation builds.
@@ -25,4 +22,4 @@ def choice_list(names: tuple[str, ...]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-__all__ = ["AUGMENTATIONS", "DELTA_MECHANISMS", "EPSILON_UNITS", "MECHANISMS", "PLAN_KINDS", "choice_list"]
+__all__ = ["AUGMENTATIONS", "EPSILON_UNITS", "PLAN_KINDS", "choice_list"]

@@ -10,14 +10,16 @@ from typer.testing import CliRunner
 from ldpclient import names
 from ldpclient.cli import Augment, EpsilonUnit, Mechanism, app
 from ldpclient.privacy import MECHANISMS as FACTORIES
+from ldpclient.privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ldpclient.transfer import defaults
 from ldpclient.transfer.pipeline import AUGMENTATIONS as PIPELINE_AUGMENTATIONS
 
 
 def test_every_mechanism_name_has_a_factory_and_delta_follows_the_signatures():
-    assert tuple(FACTORIES) == names.MECHANISMS
+    assert tuple(FACTORIES) == mechanism_names()
+    assert mechanism_names()[:2] == ("laplace", "gaussian")  # the built-ins keep their order in help texts
     with_delta = tuple(n for n, f in FACTORIES.items() if "delta" in inspect.signature(f).parameters)
-    assert with_delta == names.DELTA_MECHANISMS
+    assert with_delta == delta_mechanism_names() == ("gaussian", "tldp-gaussian", "tldp-weighted")
 
 
 def test_augmentations_map_to_plan_kinds_and_the_pipeline_takes_exactly_them():
@@ -26,17 +28,17 @@ def test_augmentations_map_to_plan_kinds_and_the_pipeline_takes_exactly_them():
 
 
 def test_cli_choices_derive_from_the_names_and_the_defaults_are_among_them():
-    assert tuple(m.value for m in Mechanism) == names.MECHANISMS
+    assert tuple(m.value for m in Mechanism) == mechanism_names()
     assert tuple(a.value for a in Augment) == names.AUGMENTATIONS
     assert tuple(u.value for u in EpsilonUnit) == names.EPSILON_UNITS
-    assert defaults.mechanism() in names.MECHANISMS and defaults.augmentation() in names.AUGMENTATIONS
+    assert defaults.mechanism() in mechanism_names() and defaults.augmentation() in names.AUGMENTATIONS
     assert defaults.epsilon_unit() in names.EPSILON_UNITS
 
 
 def test_audit_help_lists_every_mechanism_and_refuses_an_unknown_one(tmp_path):
     command = typer.main.get_command(app).commands["audit"]  # type: ignore[attr-defined]
     help_text = next(p.help for p in command.params if p.name == "mechanism")
-    for name in names.MECHANISMS:
+    for name in mechanism_names():
         assert name in help_text
     runner = CliRunner()
     res = runner.invoke(app, ["audit", "--private", str(tmp_path), "--mechanism", "nope", "--sweep", "1"])

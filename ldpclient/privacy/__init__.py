@@ -1,7 +1,7 @@
 """On-device local differential privacy: what an application uses to noise records and keep their spend.
 
 Mechanisms (``laplace``, ``gaussian``, ``tldp_laplace``, ``tldp_gaussian``, ``weighted_tldp``,
-``discrete_tldp``, or ``make_mechanism`` by name) turn raw records into a :class:`Release`
+``discrete_tldp``, or ``make_mechanism`` by name; ``register_mechanism`` adds one) turn raw records into a :class:`Release`
 carrying its :class:`Guarantee`; post-processing makes :class:`Derived` rows; a :class:`Ledger`
 keeps each image's spend and stored releases; :class:`TrustPolicy` sets per-teacher budgets.
 The calibration helpers (``calibrate_sigma``, ``epsilon_for_sigma``, ``discrete_tldp_epsilon``)
@@ -25,6 +25,7 @@ from .mechanisms import (
     gaussian,
     laplace,
     make_mechanism,
+    register_mechanism,
     tldp_gaussian,
     tldp_laplace,
     weighted_tldp,
@@ -47,6 +48,7 @@ __all__ = [
     "weighted_tldp",
     "discrete_tldp",
     "make_mechanism",
+    "register_mechanism",
     "MECHANISMS",
     "LaplaceMechanism",
     "GaussianMechanism",

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 
-from ..names import AUGMENTATIONS, EPSILON_UNITS, MECHANISMS, choice_list
+from ..names import AUGMENTATIONS, EPSILON_UNITS, choice_list
+from ..privacy.mechanisms import mechanism_names
 from ..transfer import defaults
 from .run_report import RunReport
 
@@ -192,8 +193,8 @@ def _client_settings(o: _AuditOptions) -> _ClientSettings:
     delta = _pick(o.delta, m.delta if m else None, None)
     given_reduce = _pick(o.reduce, m.reduce if m else None, None)
     postprocess = _pick(o.postprocess, run.postprocess if run else None, None)
-    if mechanism not in MECHANISMS:
-        raise ValueError(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
+    if mechanism not in mechanism_names():
+        raise ValueError(f"--mechanism must be one of {', '.join(mechanism_names())}, got {mechanism!r}")
     if per not in EPSILON_UNITS:
         raise ValueError(f"--epsilon-unit must be {choice_list(EPSILON_UNITS)}, got {per!r}")
     kind = o.kind
@@ -328,7 +329,7 @@ def audit(
     run: Optional[Path] = typer.Option(None, "--run", help="report of the 'ldpclient label' run that sent the queries: settings and query plan are read from it"),
     plan: Optional[Path] = typer.Option(None, "--plan", help="JSON of the client's query plan (maps logged request ids to records; default: from --run)"),
     sources: Optional[Path] = typer.Option(None, "--sources", help=".npy/.json (Q, k) record indices of each logged query (instead of --plan)"),
-    mechanism: Optional[str] = typer.Option(None, "--mechanism", help=f"client mechanism: {'|'.join(MECHANISMS)} (default: from --run, else label's default, {defaults.mechanism()})"),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", help=f"client mechanism: {'|'.join(mechanism_names())} (default: from --run, else label's default, {defaults.mechanism()})"),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="the client's epsilon (unit: --epsilon-unit); needed with --queries unless --run gives it"),
     epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", help=f"unit of --epsilon and --sweep: {choice_list(EPSILON_UNITS)} (default: from --run, else label's default, {defaults.epsilon_unit()})"),
     delta: Optional[float] = typer.Option(None, "--delta", help="delta for gaussian mechanisms"),

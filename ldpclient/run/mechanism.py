@@ -1,6 +1,6 @@
 """The mechanism a run names: one builder for ``label``, ``noise`` and ``audit``.
 
-Options are the CLI's: ``name`` one of :data:`ldpclient.names.MECHANISMS`, ``epsilon`` in nats
+Options are the CLI's: ``name`` one of :func:`ldpclient.privacy.mechanisms.mechanism_names`, ``epsilon`` in nats
 per ``per`` (``element`` or ``record``), ``delta`` (mechanisms with a delta; default
 :func:`ldpclient.transfer.defaults.delta`), ``reduce`` the average-pooling factor before noise,
 ``value_range`` the teacher's input range (the mechanism's domain; ``discrete-tldp`` is always on
@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from ..names import DELTA_MECHANISMS
+from ..privacy.guarantee import Domain
+from ..privacy.mechanisms import make_mechanism, mechanism_entry
 from ..transfer import defaults
 
 
@@ -36,18 +37,19 @@ def mechanism_for(
     A per-record epsilon above :func:`~ldpclient.transfer.defaults.epsilon_ceiling` is refused
     unless ``allow_weak_privacy`` (CLI ``--allow-weak-privacy``).
     """
-    from ..privacy import make_mechanism
-    from ..privacy.guarantee import Domain
-
+    entry = mechanism_entry(name)
     reduce = reduce or 1
     kwargs: dict[str, Any] = {"epsilon": epsilon, "per": per, "reduction": reduce}
-    if name in DELTA_MECHANISMS:
+    if entry.takes_delta:
         kwargs["delta"] = delta if delta is not None else defaults.delta()
-        kwargs["allow_large_delta"] = allow_large_delta
-    if name != "discrete-tldp":  # discrete TLDP is always on the secure path, on 0..255
+        if entry.accepts("allow_large_delta"):
+            kwargs["allow_large_delta"] = allow_large_delta
+    default_domain = entry.default("domain")
+    if not (isinstance(default_domain, Domain) and default_domain.integer):  # discrete TLDP stays on 0..255
         kwargs["domain"] = Domain(float(value_range[0]), float(value_range[1]))
+    if entry.accepts("secure"):  # discrete TLDP is always on the secure path
         kwargs["secure"] = secure
-    if name == "tldp-weighted":
+    if entry.requires("weights"):
         kwargs["weights"] = centre_weights(record_shape[-2:])
     try:
         mech = make_mechanism(name, **kwargs)

@@ -15,7 +15,8 @@ from typing import Any, Optional, TypeVar
 import torch
 
 from ..data import DEFAULT_MAX_PIXELS
-from ..names import AUGMENTATIONS, DELTA_MECHANISMS, EPSILON_UNITS, MECHANISMS, choice_list
+from ..names import AUGMENTATIONS, EPSILON_UNITS, choice_list
+from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ..transfer import defaults
 from .facts import TeacherFacts
 from .mechanism import mechanism_for
@@ -184,16 +185,16 @@ class TransferSettings:
 def _check_mechanism_options(
     mechanism: str, epsilon: float, unit: str, delta: float | None, reduce: int | None
 ) -> None:
-    if mechanism not in MECHANISMS:
-        raise ValueError(f"--mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
+    if mechanism not in mechanism_names():
+        raise ValueError(f"--mechanism must be one of {', '.join(mechanism_names())}, got {mechanism!r}")
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"--epsilon must be a finite number > 0, got {epsilon}")
     if unit not in EPSILON_UNITS:
         raise ValueError(f"--epsilon-unit must be {choice_list(EPSILON_UNITS)}, got {unit!r}")
     if delta is not None and not (0 < delta < 1):
         raise ValueError(f"--delta must be in (0, 1), got {delta}")
-    if delta is not None and mechanism not in DELTA_MECHANISMS:
-        raise ValueError(f"--delta applies to {', '.join(DELTA_MECHANISMS)} only, not to --mechanism {mechanism}")
+    if delta is not None and mechanism not in delta_mechanism_names():
+        raise ValueError(f"--delta applies to {', '.join(delta_mechanism_names())} only, not to --mechanism {mechanism}")
     if reduce is not None and reduce < 1:
         raise ValueError(f"--reduce must be >= 1, got {reduce}")
 

@@ -1,0 +1,238 @@
+"""The release path every built-in mechanism shares: validate, clip, reduce, noise each element.
+
+``Elementwise`` does the work of :meth:`Mechanism.release` and :meth:`Mechanism.noise`; a
+mechanism supplies its plan (``_make_plan``: calibration and guarantee for one record shape)
+and its sampling (``_apply`` / ``_noise``). Values are computed in float64 (or on the integer
+grid of the secure path) and released as float32.
+
+Units: ``epsilon`` is per released element (``per="element"``) or per record
+(``per="record"``); ``I`` (``n_elem``) is the number of released elements of one record,
+after reduction. Sensitivity is ``Δ = domain.high - domain.low`` per element.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence, TypedDict
+
+import torch
+
+from ..base import Mechanism
+from ..guarantee import Domain, Guarantee
+from ..preprocess import check_domain, check_per, check_reduction, elements, prepare, released_shape
+from ..release import _RELEASE_TOKEN, Release
+from ..sampling import make_generator
+from .grid import check_noise_scale
+
+#: How each path draws its noise (``Guarantee.params["sampling"]``; reports show it for every run).
+FLOAT_SAMPLING = "float64 (not hardened against the floating-point attack)"
+SECURE_LAPLACE_SAMPLING = "secure: integer discrete Laplace on a grid"
+SECURE_GAUSSIAN_SAMPLING = "secure: integer discrete Gaussian on a grid"
+
+_TINY = math.ulp(0.0)  # 5e-324: reported instead of a positive delta that underflows float64
+#: The delta of every mechanism with one unless told otherwise (``ldpclient.transfer.defaults.delta``).
+DEFAULT_DELTA = 1e-5
+
+
+class ReleaseOptions(TypedDict, total=False):
+    """The options every element-wise mechanism takes beside its own parameters.
+
+    ``per``: ``"element"`` or ``"record"`` (what epsilon counts); ``domain``: the value range of
+    the inputs (clipped to it); ``reduction``: average-pooling factor over the last two axes
+    before noise; ``secure``: the integer grid path (``True``, the default) or float64.
+    """
+
+    per: str
+    domain: Domain
+    reduction: int
+    secure: bool
+
+
+def exp_up(log_x: float) -> float:
+    """exp(log_x) as a float that never rounds a positive value down to 0."""
+    if log_x == -math.inf:
+        return 0.0
+    return max(math.exp(log_x), _TINY)
+
+
+def logaddexp(a: float, b: float) -> float:
+    m = max(a, b)
+    return m + math.log(math.exp(a - m) + math.exp(b - m))
+
+
+def fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+@dataclass
+class Plan:
+    """Shape-dependent parameters of one mechanism for one record shape."""
+
+    guarantee: Guarantee
+    elements: int
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+class Elementwise(Mechanism):
+    """Shared release path: validate, clip, reduce, noise each element; float64 inside, float32 out."""
+
+    name = "abstract"
+
+    def __init__(self, *, per: str, domain: Domain, reduction: int) -> None:
+        self.per = check_per(per)
+        self.domain = check_domain(domain)
+        self.reduction = check_reduction(reduction)
+        self.round_inputs = False  # integer domains: refuse non-integer floats unless a mechanism opts in
+        self._plans: dict[tuple[Any, ...], Plan] = {}
+
+    # -- subclasses ---------------------------------------------------------------------------
+    def _guarantee(
+        self,
+        eps_e: float,
+        delta_e: float,
+        eps_r: float,
+        delta_r: float,
+        n_elem: int,
+        params: dict[str, Any],
+        notes: Sequence[str],
+    ) -> Guarantee:
+        """The guarantee of one release: epsilon (nats) and delta per element and per record of ``n_elem``."""
+        return Guarantee(
+            mechanism=self.name,
+            epsilon_element=eps_e,
+            delta_element=delta_e,
+            epsilon_record=eps_r,
+            delta_record=delta_r,
+            elements_per_record=n_elem,
+            domain=self.domain,
+            params=params,
+            notes=tuple(notes),
+        )
+
+    def _make_plan(
+        self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
+    ) -> Plan:
+        """Parameters and guarantee for one record shape (``noise_only``: element parameters suffice)."""
+        raise NotImplementedError
+
+    def _apply(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _noise(self, shape: tuple[int, ...], plan: Plan, gen: torch.Generator) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _extra_config(self) -> dict[str, Any]:
+        return {}
+
+    # -- Mechanism API ------------------------------------------------------------------------
+    def _plan(self, record_shape: Sequence[int]) -> Plan:
+        key = tuple(int(s) for s in record_shape)
+        plan = self._plans.get(key)
+        if plan is None:
+            rel = released_shape(key, self.reduction)
+            plan = self._make_plan(key, rel, elements(rel))
+            check_noise_scale(self.name, plan.values)
+            self._plans[key] = plan
+        return plan
+
+    def guarantee(self, record_shape: Sequence[int]) -> Guarantee:
+        """Cost of releasing one record of ``record_shape`` (before reduction) once; no sampling."""
+        return self._plan(record_shape).guarantee
+
+    def release(
+        self,
+        records: torch.Tensor,
+        *,
+        generator: torch.Generator | None = None,
+        public: bool = False,
+    ) -> Release:
+        """Noise a batch ``(N, *record_shape)`` in the domain's units; returns a float32 Release.
+
+        ``generator=None`` draws from a fresh generator seeded by the OS CSPRNG.
+        ``public=True``: same noise, guarantee of a public input (epsilon 0).
+        """
+        x, clipped, record_shape = prepare(records, self.domain, self.reduction, round_inputs=self.round_inputs)
+        plan = self._plan(record_shape)
+        gen = make_generator(generator)
+        y = self._apply(x, plan, gen)
+        g = plan.guarantee.for_public_input() if public else plan.guarantee
+        return Release(
+            y.to(torch.float32),
+            g,
+            record_shape,
+            reduction=self.reduction,
+            clipped_elements=clipped,
+            _token=_RELEASE_TOKEN,
+        )
+
+    def noise(
+        self,
+        shape: Sequence[int],
+        *,
+        generator: torch.Generator | None = None,
+        elements_per_record: int | None = None,
+    ) -> torch.Tensor:
+        """Fresh noise of the noising branch (float32, ``shape`` = ``(Q, *released_shape)``).
+
+        For LDPKiT-Rand (post-processing of a release). With ``per="record"`` the
+        per-element scale depends on I, taken as ``prod(shape[1:])`` unless
+        ``elements_per_record`` is given (pass it when the rows were upsampled).
+        """
+        shape = tuple(int(s) for s in shape)
+        if len(shape) < 2 or any(s <= 0 for s in shape):
+            raise ValueError(f"noise shape must be (Q, *released_shape) with positive sizes, got {shape}")
+        n_elem = elements(shape[1:]) if elements_per_record is None else int(elements_per_record)
+        if n_elem < 1:
+            raise ValueError(f"elements_per_record must be >= 1, got {elements_per_record!r}")
+        plan = self._plan_for_elements(n_elem)
+        return self._noise(shape, plan, make_generator(generator)).to(torch.float32)
+
+    def _plan_for_elements(self, n_elem: int) -> Plan:
+        # The noising branch depends only on I (not on weights or the spatial layout). Cached:
+        # LDPKiT-Rand asks for noise once per query, and calibration (e.g. analytic Gaussian) is costly.
+        key = ("noise", n_elem)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._make_plan((n_elem,), (n_elem,), n_elem, noise_only=True)
+        return plan
+
+    def config(self) -> dict[str, Any]:
+        """JSON-serialisable parameters (ledger key, reports)."""
+        cfg = {"name": self.name, "per": self.per, "domain": self.domain.as_dict(), "reduction": self.reduction}
+        cfg.update(self._extra_config())
+        return cfg
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")
+        return f"{type(self).__name__}({inner})"
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _eps_element(self, epsilon: float, n_elem: int) -> float:
+        return epsilon if self.per == "element" else epsilon / n_elem
+
+    def _pure_plan(
+        self, eps_element: float, n_elem: int, params: dict[str, Any], notes: tuple[str, ...], values: dict[str, Any]
+    ) -> Plan:
+        """Plan of a pure-LDP mechanism: delta 0, the record's n_elem elements compose to n_elem x eps."""
+        g = Guarantee(
+            mechanism=self.name,
+            epsilon_element=eps_element,
+            delta_element=0.0,
+            epsilon_record=n_elem * eps_element,
+            delta_record=0.0,
+            elements_per_record=n_elem,
+            domain=self.domain,
+            params=params,
+            notes=notes,
+        )
+        return Plan(g, n_elem, values)
+
+    def _common_params(self, n_elem: int, rel_shape: tuple[int, ...]) -> dict[str, Any]:
+        return {
+            "per": self.per,
+            "sensitivity": self.domain.width,
+            "reduction": self.reduction,
+            "released_shape": list(rel_shape),
+            "released_elements": n_elem,
+        }
