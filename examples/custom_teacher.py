@@ -62,6 +62,7 @@ import torch
 
 from ldpclient.teachers import InferResult, QueryClient, Teacher, TeacherMetadata
 from ldpclient.teachers.http import (
+    BillingGuard,
     HttpTransport,
     MalformedResponse,
     to_wire,
@@ -98,7 +99,7 @@ class AcmeTeacher(Teacher):
     def classify(self, queries) -> torch.Tensor:
         return self.infer(queries).labels
 
-    def infer(self, queries, *, request_id: str | None = None) -> InferResult:
+    def infer(self, queries, *, request_id: str | None = None, billing: BillingGuard | None = None) -> InferResult:
         wire = to_wire(queries, self._meta)  # TypeError for raw tensors; uint8 0..255
         out = InferResult(labels=torch.zeros(0, dtype=torch.int64), requests=0, billed=None, attempts=0)
         parts = []
@@ -118,6 +119,7 @@ class AcmeTeacher(Teacher):
             labels, info = self.http.call(
                 "POST", f"{self.base_url}/classify", data=body, headers={"Content-Type": "application/json"},
                 parse=parse, what="ACME classify",
+                units=len(chunk), billing=billing,  # every attempt of this billable request is counted
             )
             parts.append(labels)
             out.requests += 1

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..privacy.release import Releasable
+from .billing import BillingGuard, takes_billing
 from .limits import check_class_names
 from .result import InferResult
 
@@ -94,10 +95,14 @@ class Teacher(abc.ABC):
         """
         return 1
 
-    def infer(self, queries: Queries, *, request_id: str | None = None) -> InferResult:
+    def infer(
+        self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
+    ) -> InferResult:
         """Optional hook: labels plus accounting (requests, attempts, bytes, billed units).
 
         ``request_id``: a stable id for the request (servers may echo or log it).
+        ``billing``: the batch's billing hook; an HTTP adapter passes it, with the queries a
+        request carries as ``units``, to ``HttpTransport.call`` so that every attempt is counted.
         Default: :meth:`classify`, counted as one request with nothing billed reported.
         """
         return InferResult(labels=torch.as_tensor(self.classify(queries)), requests=1, billed=None)
@@ -140,9 +145,17 @@ class _Delegating(Teacher):
         hook = getattr(self.wrapped, "requests_for", None)
         return int(hook(n)) if hook is not None else super().requests_for(n)
 
-    def infer(self, queries: Queries, *, request_id: str | None = None) -> InferResult:
+    def infer(
+        self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
+    ) -> InferResult:
         hook = getattr(self.wrapped, "infer", None)
-        return hook(queries, request_id=request_id) if hook is not None else super().infer(queries)
+        if hook is None:
+            return super().infer(queries)
+        if billing is not None and takes_billing(hook):
+            result: InferResult = hook(queries, request_id=request_id, billing=billing)
+        else:
+            result = hook(queries, request_id=request_id)
+        return result
 
     def close(self) -> None:
         hook = getattr(self.wrapped, "close", None)

@@ -35,9 +35,9 @@ import torch
 
 from ..privacy.release import Derived, as_derived
 from .base import Queries, Teacher, TeacherMetadata, as_teacher
+from .billing import takes_billing
 from .cost import CostMeter, Reconciliation
 from .errors import CostCapReached, Interrupted, JournalMismatch
-from .http import BILLING_GUARD
 from .identity import merge_scope_aliases
 from .journal import Journal
 from .result import InferResult, validate_labels
@@ -90,7 +90,7 @@ def _in_flight(pending: deque[tuple[str, Future[torch.Tensor] | torch.Tensor]]) 
 
 
 class _AttemptBilling:
-    """The :class:`~ldpclient.teachers.http.BillingGuard` of one batch.
+    """The :class:`~ldpclient.teachers.billing.BillingGuard` of one batch, passed to ``teacher.infer``.
 
     Every attempt is booked in the journal before it is sent and closed when the server
     refused it; an attempt that may have been billed without a usable answer stays booked and
@@ -168,6 +168,7 @@ class QueryClient:
         if int(workers) < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.teacher: Teacher = as_teacher(teacher)  # TypeError for anything that is not a teacher
+        self._infer_takes_billing = takes_billing(self.teacher.infer)  # third-party infer() may not take it
         self.workers = int(workers)
         self._batch_size = int(batch_size) if batch_size is not None else None
         if journal is True:
@@ -224,21 +225,22 @@ class QueryClient:
             self.journal.start_run(self.run_id, self.scope)
 
     # -- the work ---------------------------------------------------------------------------
-    def _infer(self, derived: Derived, batch_id: str) -> InferResult:
+    def _infer(self, derived: Derived, batch_id: str, billing: _AttemptBilling) -> InferResult:
+        if self._infer_takes_billing:
+            return self.teacher.infer(derived, request_id=batch_id, billing=billing)
         return self.teacher.infer(derived, request_id=batch_id)
 
     def _run_batch(self, batch_id: str, derived: Derived, digest: str, reserved: float) -> torch.Tensor:
         meta = self.metadata()
         n = len(derived)
         guard = _AttemptBilling(self, batch_id)
-        token = BILLING_GUARD.set(guard)
         try:
             t0 = time.perf_counter()
             bs = self.batch_size or max(n, 1)
             parts: list[InferResult] = []
             for k, start in enumerate(range(0, n, bs)):
                 rid = batch_id if bs >= n else f"{batch_id}/{k}"
-                parts.append(self._infer(_slice(derived, start, start + bs), rid))
+                parts.append(self._infer(_slice(derived, start, start + bs), rid, guard))
             dt = time.perf_counter() - t0
             labels = torch.cat([torch.as_tensor(p.labels) for p in parts]) if parts else torch.zeros(0, dtype=torch.int64)
             labels = validate_labels(labels.numpy(), n, meta.num_classes, meta.name)
@@ -254,8 +256,6 @@ class QueryClient:
         except BaseException:
             self.cost.release(reserved)
             raise
-        finally:
-            BILLING_GUARD.reset(token)
         self.cost.settle(batch_id, reserved, cost, n, billed)
         with self._lock:
             s = self.stats

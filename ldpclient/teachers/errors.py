@@ -26,6 +26,10 @@ class TransientTeacherError(TeacherError):
         self.retry_after = retry_after
 
 
+class RequestNotSent(TransientTeacherError):
+    """The request never reached the server (connection refused, connect timeout): nothing was billed."""
+
+
 class TeacherRequestError(TeacherError):
     """The server refused the request (a 4xx other than 408/429): not retried.
 

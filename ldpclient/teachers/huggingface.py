@@ -26,6 +26,7 @@ import requests
 import torch
 
 from .base import Queries, Teacher, TeacherMetadata
+from .billing import BillingGuard
 from .encoding import to_png, to_wire
 from .errors import MalformedResponse, TeacherError
 from .http import HttpTransport, transport_from_options
@@ -135,7 +136,9 @@ class HFTeacher(Teacher):
         billed = resp.headers.get("X-Billed-Images")
         return label_to_index(label, self._names, m.num_classes, m.name), int(billed) if billed is not None else None
 
-    def infer(self, queries: Queries, *, request_id: str | None = None) -> InferResult:
+    def infer(
+        self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
+    ) -> InferResult:
         m = self.metadata()
         wire = to_wire(queries, m)
         res = InferResult(labels=torch.zeros(0, dtype=torch.int64), requests=0, billed=0, attempts=0)
@@ -144,6 +147,7 @@ class HFTeacher(Teacher):
             (idx, billed), info = self.http.call(
                 "POST", self.url, data=to_png(row, m.datatype, m.value_range),
                 headers={"Content-Type": "image/png"}, parse=self._parse, what=f"classify with {self.model_id}",
+                units=1, billing=billing, retry_hint=estimated_time,
             )
             labels.append(idx)
             res.requests += 1
@@ -161,3 +165,15 @@ class HFTeacher(Teacher):
 
     def __repr__(self) -> str:
         return f"HFTeacher({self.model_id!r}, endpoint={self.endpoint!r}, token={'***' if self.http.has_token else None})"
+
+
+def estimated_time(resp: requests.Response) -> float | None:
+    """The wait Hugging Face asks for while a model loads: ``{"error": "... is currently loading",
+    "estimated_time": s}`` (seconds), else None (the transport's ``retry_hint``)."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return None
+    if isinstance(body, dict) and isinstance(body.get("estimated_time"), (int, float)):
+        return max(0.0, float(body["estimated_time"]))
+    return None

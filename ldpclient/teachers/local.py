@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from .base import Queries, Teacher, TeacherMetadata
+from .billing import BillingGuard
 from .encoding import INPUT_DATATYPES, from_wire_uint8, to_wire
 from .result import InferResult, validate_labels
 
@@ -81,7 +82,9 @@ class LocalTeacher(Teacher):
         """Hard labels int64 ``(Q,)``; raw tensors raise TypeError."""
         return self.infer(queries).labels
 
-    def infer(self, queries: Queries, *, request_id: str | None = None) -> InferResult:
+    def infer(
+        self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
+    ) -> InferResult:
         """Labels plus accounting (``billed`` is None: nothing is billed locally)."""
         meta = self._meta
         wire = to_wire(queries, meta)  # TypeError for raw tensors, ValueError for wrong shapes

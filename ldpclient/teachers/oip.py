@@ -56,6 +56,7 @@ import torch
 from ..state import default_state_dir
 from ..text import printable
 from .base import Queries, Teacher, TeacherMetadata
+from .billing import BillingGuard
 from .encoding import FLOAT_DATATYPES, INPUT_DATATYPES, INTEGER_DATATYPES, NUMPY_DTYPES, to_wire
 from .errors import MalformedResponse, TeacherError, TeacherRequestError, TransientTeacherError
 from .http import HttpTransport, redact_url, transport_from_options
@@ -379,7 +380,9 @@ class OIPTeacher(Teacher):
         """Hard labels int64 ``(Q,)`` for Release/Derived queries (raw tensors: TypeError)."""
         return self.infer(queries).labels
 
-    def infer(self, queries: Queries, *, request_id: str | None = None) -> InferResult:
+    def infer(
+        self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
+    ) -> InferResult:
         meta = self.metadata()
         wire = to_wire(queries, meta)
         n = wire.shape[0]
@@ -389,7 +392,7 @@ class OIPTeacher(Teacher):
         for k, start in enumerate(range(0, n, step)):
             chunk = wire[start : start + step]
             rid = request_id if (request_id is None or step >= n) else f"{request_id}.{k}"
-            part = self._infer_chunk(chunk, rid)
+            part = self._infer_chunk(chunk, rid, billing)
             labels.append(part.labels)
             total.requests += 1
             total.attempts += part.attempts
@@ -426,25 +429,25 @@ class OIPTeacher(Teacher):
         inp["data"] = chunk.reshape(-1).tolist()
         return json.dumps(header, separators=(",", ":")).encode(), {"Content-Type": "application/json"}
 
-    def _infer_chunk(self, chunk: np.ndarray, request_id: str | None) -> InferResult:
+    def _infer_chunk(self, chunk: np.ndarray, request_id: str | None, billing: BillingGuard | None) -> InferResult:
         if not self._wire_decided:
             with self._wire_lock:  # one probe at a time; the others wait for its outcome
                 if not self._wire_decided:
-                    return self._probe_wire(chunk, request_id)
-        return self._send(chunk, request_id, binary=self.binary)
+                    return self._probe_wire(chunk, request_id, billing)
+        return self._send(chunk, request_id, billing, binary=self.binary)
 
-    def _probe_wire(self, chunk: np.ndarray, request_id: str | None) -> InferResult:
+    def _probe_wire(self, chunk: np.ndarray, request_id: str | None, billing: BillingGuard | None) -> InferResult:
         """``wire="auto"``: one binary attempt; on an HTTP error or an unparsable answer, the same
         request as JSON, and JSON from then on if that succeeds. Only the answered attempt is billed."""
         try:
-            result = self._send(chunk, request_id, binary=True, retry=False)
+            result = self._send(chunk, request_id, billing, binary=True, retry=False)
         except (TeacherRequestError, MalformedResponse, TransientTeacherError) as exc:
             if isinstance(exc, TransientTeacherError) and exc.status is None:
-                result = self._send(chunk, request_id, binary=True)  # no answer at all: nothing learnt yet
+                result = self._send(chunk, request_id, billing, binary=True)  # no answer at all: nothing learnt yet
                 self._decide(binary=True)
                 return result
             self.http.close()  # servers may drop the connection after a body they could not read
-            result = self._send(chunk, request_id, binary=False)
+            result = self._send(chunk, request_id, billing, binary=False)
             brief = " ".join(str(exc).split())
             log.warning(
                 "teacher %s failed a binary-extension request (%s) but answered it as JSON: using JSON bodies "
@@ -461,13 +464,16 @@ class OIPTeacher(Teacher):
         self._wire_decided = True
         self._wire_memory.set(self.model_url, "binary" if binary else "json")
 
-    def _send(self, chunk: np.ndarray, request_id: str | None, *, binary: bool, retry: bool = True) -> InferResult:
+    def _send(
+        self, chunk: np.ndarray, request_id: str | None, billing: BillingGuard | None, *, binary: bool,
+        retry: bool = True,
+    ) -> InferResult:
         body, headers = self.encode_request(chunk, request_id, binary=binary)
         n = chunk.shape[0]
         (labels, billed), info = self.http.call(
             "POST", f"{self.model_url}/infer", data=body, headers=headers,
             parse=lambda resp: self.decode_response(resp, n, request_id), what=f"infer {self.address}", retry=retry,
-            units=n,
+            units=n, billing=billing,
         )
         if info.billed_header is not None:  # counts units billed for failed/malformed attempts too
             billed = info.billed_header

@@ -35,6 +35,7 @@ import requests
 import torch
 
 from .base import Queries, Teacher, TeacherMetadata
+from .billing import BillingGuard
 from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, TeacherError
 from .http import CallInfo, HttpTransport, transport_from_options
@@ -134,9 +135,13 @@ class TorchServeTeacher(Teacher):
         return self.infer(queries).labels
 
     def _post(
-        self, body: bytes, content_type: str, parse: Callable[[requests.Response], T], what: str
+        self, body: bytes, content_type: str, parse: Callable[[requests.Response], T], what: str, units: int,
+        billing: BillingGuard | None,
     ) -> tuple[T, CallInfo]:
-        return self.http.call("POST", self.url, data=body, headers={"Content-Type": content_type}, parse=parse, what=what)
+        return self.http.call(
+            "POST", self.url, data=body, headers={"Content-Type": content_type}, parse=parse, what=what, units=units,
+            billing=billing,
+        )
 
     def _parse_batch(self, r: requests.Response, k: int) -> tuple[list[int], int | None]:
         """The labels of a tensor-mode answer for ``k`` queries, and the billed header."""
@@ -154,7 +159,9 @@ class TorchServeTeacher(Teacher):
             pred = best_of_scores(pred, m.name)
         return label_to_index(pred, self._names, m.num_classes, m.name)
 
-    def infer(self, queries: Queries, *, request_id: str | None = None) -> InferResult:
+    def infer(
+        self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
+    ) -> InferResult:
         m = self.metadata()
         wire = to_wire(queries, m)
         n = wire.shape[0]
@@ -174,7 +181,7 @@ class TorchServeTeacher(Teacher):
             for row in wire:
                 (idx, billed), info = self._post(
                     to_png(row, m.datatype, m.value_range), "image/png",
-                    lambda r: (self._index(_json(r)), _billed(r)), f"predict {self.model!r}",
+                    lambda r: (self._index(_json(r)), _billed(r)), f"predict {self.model!r}", 1, billing,
                 )
                 labels.append(idx)
                 add(info, billed)
@@ -186,7 +193,8 @@ class TorchServeTeacher(Teacher):
                 k = chunk.shape[0]
 
                 (indices, billed_chunk), info = self._post(
-                    body, "application/json", functools.partial(self._parse_batch, k=k), f"predict {self.model!r}"
+                    body, "application/json", functools.partial(self._parse_batch, k=k), f"predict {self.model!r}", k,
+                    billing,
                 )
                 labels.extend(indices)
                 add(info, billed_chunk)

@@ -8,6 +8,7 @@ import torch
 
 from ..privacy.release import Derived, as_derived
 from .base import Queries, Teacher, TeacherMetadata, as_teacher
+from .billing import BillingGuard
 from .result import InferResult
 
 
@@ -37,8 +38,10 @@ class ByteUnitsTeacher(Teacher):
     def classify(self, queries: Queries) -> torch.Tensor:
         return self.inner.classify(self._to_inner(queries))
 
-    def infer(self, queries: Queries, *, request_id: str | None = None) -> InferResult:
-        return self.inner.infer(self._to_inner(queries), request_id=request_id)
+    def infer(
+        self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
+    ) -> InferResult:
+        return self.inner.infer(self._to_inner(queries), request_id=request_id, billing=billing)
 
     def requests_for(self, n: int) -> int:
         return self.inner.requests_for(n)

@@ -1,0 +1,151 @@
+"""When and how long a teacher's request is retried: the policy and the loop that applies it.
+
+:class:`RetryPolicy` holds the numbers (seconds); :func:`with_retries` runs one logical request
+through tenacity with them: exponential backoff with jitter for transient failures (connection
+errors, timeouts, 408, 429, 5xx), the server's own wait when it names one (``Retry-After``, or
+an adapter's hint such as Hugging Face's ``estimated_time``), one retry of a malformed answer
+that may be transient, and a cap on the total time. Other failures end the call at once.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, TypeVar
+
+import tenacity
+
+from .errors import MalformedResponse, RetriesExhausted, TransientTeacherError
+
+log = logging.getLogger("ldpclient.teachers.http")
+
+T = TypeVar("T")
+
+#: statuses that may succeed when repeated
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505, 600))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When and how long to retry. All times in seconds.
+
+    ``max_attempts``: attempts per request including the first. ``initial_wait``:
+    first backoff; it doubles each retry up to ``max_wait``; ``jitter``: uniform
+    random extra wait in ``[0, jitter]``. ``max_total``: give up when the time since
+    the first attempt plus the next wait would exceed it. ``max_retry_after``: the
+    longest server-requested wait honoured (a longer one fails at once).
+    ``malformed_retries``: retries of a malformed answer that might be transient.
+    ``sleep``: the sleep function (tests record waits instead of sleeping).
+    """
+
+    max_attempts: int = 6
+    initial_wait: float = 0.5
+    max_wait: float = 20.0
+    jitter: float = 0.5
+    max_total: float = 180.0
+    max_retry_after: float = 300.0
+    malformed_retries: int = 1
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        for name in ("initial_wait", "max_wait", "jitter", "max_total", "max_retry_after"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 seconds, got {getattr(self, name)}")
+
+    def backoff(self, retry_number: int) -> float:
+        """Wait before retry ``retry_number`` (1-based) when the server named none."""
+        base = min(self.max_wait, self.initial_wait * (2 ** (retry_number - 1)))
+        return float(base + random.uniform(0.0, self.jitter))
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date), else None."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def with_retries(
+    attempt: Callable[[], T], policy: RetryPolicy, *, what: str, attempts: Callable[[], int], retry: bool = True
+) -> T:
+    """``attempt()`` until it succeeds or ``policy`` says stop; returns its result.
+
+    ``attempts()``: how many attempts were made so far (for the message when giving up);
+    ``retry=False``: one attempt only. Gives up with :class:`RetriesExhausted` saying why.
+    """
+    malformed_seen = [0]
+    started = time.monotonic()
+
+    def should_retry(exc: BaseException) -> bool:
+        if not retry:
+            return False
+        if isinstance(exc, TransientTeacherError):
+            return True
+        if isinstance(exc, MalformedResponse) and exc.transient:
+            malformed_seen[0] += 1
+            return malformed_seen[0] <= policy.malformed_retries
+        return False
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        ra = getattr(exc, "retry_after", None)
+        if ra is not None:
+            return float(ra)
+        return policy.backoff(state.attempt_number)
+
+    def stop(state: tenacity.RetryCallState) -> bool:
+        if state.attempt_number >= policy.max_attempts:
+            return True
+        upcoming = state.upcoming_sleep or 0.0
+        exc = state.outcome.exception() if state.outcome else None
+        if getattr(exc, "retry_after", None) is not None and upcoming > policy.max_retry_after:
+            return True
+        return (time.monotonic() - started) + upcoming > policy.max_total
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning("%s: retry %d in %.2f s after: %s", what, state.attempt_number, state.upcoming_sleep or 0.0, exc)
+
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(should_retry),
+        wait=wait,
+        stop=stop,
+        sleep=policy.sleep,
+        before_sleep=before_sleep,
+        reraise=False,
+    )
+    try:
+        return retrying(attempt)
+    except tenacity.RetryError as err:
+        last = err.last_attempt.exception()
+        elapsed = time.monotonic() - started
+        ra = getattr(last, "retry_after", None)
+        why = (
+            f"the server asked to wait {ra:.0f} s (over max_retry_after={policy.max_retry_after:g} s or the "
+            f"max_total={policy.max_total:g} s budget)"
+            if ra is not None and (ra > policy.max_retry_after or elapsed + ra > policy.max_total)
+            else f"{attempts()} attempt(s) in {elapsed:.1f} s (max_attempts={policy.max_attempts}, "
+            f"max_total={policy.max_total:g} s)"
+        )
+        raise RetriesExhausted(
+            f"gave up on {what}: {why}; last error: {last}", attempts=attempts(), elapsed_s=elapsed
+        ) from None
+
+
+__all__ = ["RETRY_STATUSES", "RetryPolicy", "parse_retry_after", "with_retries"]

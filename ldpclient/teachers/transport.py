@@ -1,0 +1,532 @@
+"""The connection to a teacher: :class:`HttpTransport` and what bounds one response.
+
+:class:`HttpTransport` carries a teacher's connection options (auth, timeouts, retries, TLS,
+size and time limits; its docstring documents them) and the pooled sessions that send its
+requests. ``call()`` sends one logical request: retried by :func:`~.retry.with_retries` under the
+transport's :class:`~.retry.RetryPolicy`, each attempt of a billable request reported to the
+caller's billing hook (:func:`~.billing.billed_attempt`), each response bounded here where it is
+read (size after decompression, a deadline for the whole answer, no redirects followed).
+The public toolkit for adapter authors re-exports it: :mod:`ldpclient.teachers.http`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, TypeVar, Union
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+from ..text import check_token, printable, redact
+from .billing import BillingGuard, billed_attempt
+from .errors import MalformedResponse, RequestNotSent, TeacherError, TeacherRequestError, TransientTeacherError
+from .retry import RETRY_STATUSES, RetryPolicy, parse_retry_after, with_retries
+
+T = TypeVar("T")
+Timeout = Union[float, tuple[float, float]]
+#: An adapter's reading of a retryable error answer: the wait (seconds) it asks for, or None.
+RetryHint = Callable[[requests.Response], Union[float, None]]
+
+#: Default largest response body, after decompression (an infer answer for 256 queries is a few KB).
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+_READ_PIECE = 16 * 1024
+
+
+_WATCH = threading.local()  # .holder: list receiving the connection(s) of the attempt running in this thread
+
+
+class _ReportsToWatchdog:
+    """Mixin for urllib3 connections: tells the attempt running in this thread which connection
+    carries it (for its deadline)."""
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        holder = getattr(_WATCH, "holder", None)
+        if holder is not None:
+            holder.append(self)
+        super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _WatchedHTTPConnection(_ReportsToWatchdog, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_ReportsToWatchdog, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _WatchedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    """requests' adapter whose connections report themselves to the deadline watchdog."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
+
+
+def _shut(connections: list[Any], expired: threading.Event) -> None:
+    """Deadline passed: wake the blocked read by shutting the attempt's socket(s)."""
+    expired.set()
+    for conn in connections:
+        sock = getattr(conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def redact_url(url: str) -> str:
+    """``url`` without user info (``user:password@``), query string or fragment: safe to print and store."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return url.split("?", 1)[0].split("#", 1)[0]
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def server_error_text(
+    resp: requests.Response, limit: int = 300, redact: Callable[[str], str] | None = None
+) -> str:
+    """The server's ``error`` message (JSON ``{"error": ...}``), else the start of the body; ``redact``
+    is applied *before* the text is cut to ``limit`` characters (a cut must not leave part of a secret)."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "error" in body:
+        err = body["error"]
+        text = err if isinstance(err, str) else json.dumps(err)
+    else:
+        text = resp.text or ""
+    text = " ".join(text.split())
+    if redact is not None:
+        text = redact(text)
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+@dataclass
+class CallInfo:
+    """Accounting of one logical call: attempts made, body bytes sent/received (last attempt), billing."""
+
+    attempts: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    #: sum of ``X-Billed-Images`` over every attempt that carried one (failed or
+    #: malformed answers the server still billed included); None when none did
+    billed_header: int | None = None
+
+
+class HttpTransport:
+    """The connection options of one teacher, and the pooled sessions that carry its requests.
+
+    This is the one place these options are documented: adapters take
+    ``transport=HttpTransport(...)`` (or, for compatibility, the same keywords, which
+    :func:`transport_from_options` turns into one). All keyword-only:
+
+    * ``token``: bearer token / API key; when None it is read from the environment
+      variable ``token_env`` (default ``LDPCLIENT_TOKEN``; the Hugging Face adapter
+      builds its own transport with ``HF_TOKEN``; ``token_env=None``: no token). It is
+      only ever put in the request header, and redacted from messages and reprs.
+    * ``auth_header``/``auth_scheme``: how the token is sent (default
+      ``Authorization: Bearer <token>``; ``auth_header="X-API-Key", auth_scheme=""``
+      sends the bare key).
+    * ``timeout``: seconds, one number or ``(connect, read)``; > 0 (default ``(5, 60)``).
+    * ``deadline``: seconds one attempt may take from sending to the last body byte,
+      however slowly it trickles (default: connect + read timeout).
+    * ``retry``: :class:`RetryPolicy` (attempts, backoff, total retry time in seconds;
+      default ``RetryPolicy()``: 6 attempts within 180 s).
+    * ``verify``: TLS verification: True (default), False (not recommended) or the path
+      of a CA bundle (must exist).
+    * ``max_response_bytes``: largest response body accepted, after decompression, in
+      bytes (default :data:`MAX_RESPONSE_BYTES`, 64 MiB); >= 1.
+    * ``headers``: extra headers sent with every request.
+    * ``pool_maxsize``: pooled connections kept per thread (default 4).
+    * ``name``: a label for reprs (e.g. ``"oip:digits"``).
+
+    One transport may be shared by several teachers; closing a teacher closes the
+    transport's pooled connections, and later requests open new ones.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "http",
+        token: str | None = None,
+        token_env: str | None = "LDPCLIENT_TOKEN",
+        auth_header: str = "Authorization",
+        auth_scheme: str = "Bearer",
+        timeout: Timeout = (5.0, 60.0),
+        verify: bool | str = True,
+        retry: RetryPolicy | None = None,
+        headers: dict[str, str] | None = None,
+        pool_maxsize: int = 4,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        deadline: float | None = None,
+    ) -> None:
+        if token is None and token_env:
+            token = os.environ.get(token_env) or None
+        if token is not None and not isinstance(token, str):
+            raise ValueError("token must be a non-empty string")
+        token = check_token(token, "token")  # surrounding whitespace dropped; blank or control characters refused
+        if isinstance(verify, str) and not os.path.exists(verify):
+            raise ValueError(f"CA bundle {verify!r} (verify=) does not exist")
+        if isinstance(timeout, (int, float)):
+            timeout = (float(timeout), float(timeout))
+        if len(timeout) != 2 or min(timeout) <= 0:
+            raise ValueError(f"timeout must be > 0 seconds (one number or (connect, read)), got {timeout}")
+        self.name = name
+        self.__token = token
+        self._auth_header = auth_header
+        self._auth_scheme = auth_scheme
+        self.timeout = (float(timeout[0]), float(timeout[1]))
+        if not max_response_bytes >= 1:
+            raise ValueError(f"max_response_bytes must be >= 1, got {max_response_bytes}")
+        self.max_response_bytes = int(max_response_bytes)
+        self.deadline = float(deadline) if deadline is not None else self.timeout[0] + self.timeout[1]
+        if not self.deadline > 0:
+            raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
+        self.verify = verify
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._headers = dict(headers or {})
+        self._pool_maxsize = pool_maxsize
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._sessions_lock = threading.Lock()
+
+    @property
+    def has_token(self) -> bool:
+        return self.__token is not None
+
+    def redact(self, text: str) -> str:
+        """Remove the token (every form of it, see :func:`ldpclient.text.redact`) from ``text``."""
+        return redact(text, (self.__token,))
+
+    def session(self) -> requests.Session:
+        """This thread's pooled session (auth header preset)."""
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = requests.Session()
+            adapter = _DeadlineAdapter(pool_connections=1, pool_maxsize=self._pool_maxsize, max_retries=0)
+            s.mount("http://", adapter)
+            s.mount("https://", adapter)
+            s.headers.update(self._headers)
+            s.headers["User-Agent"] = "ldpclient"
+            if self.__token is not None:
+                s.headers[self._auth_header] = (
+                    f"{self._auth_scheme} {self.__token}" if self._auth_scheme else self.__token
+                )
+            s.verify = self.verify
+            self._local.session = s
+            with self._sessions_lock:
+                self._sessions.append(s)
+        return s
+
+    def close(self) -> None:
+        with self._sessions_lock:
+            for s in self._sessions:
+                s.close()
+            self._sessions.clear()
+        self._local = threading.local()
+
+    def _attempt(
+        self,
+        method: str,
+        url: str,
+        parse: Callable[[requests.Response], T],
+        data: bytes | None,
+        headers: dict[str, str] | None,
+        what: str,
+        info: CallInfo,
+        units: int = 0,
+        billing: BillingGuard | None = None,
+        retry_hint: RetryHint | None = None,
+    ) -> T:
+        """One attempt. With ``units`` (queries a billable request carries) and a ``billing`` hook,
+        the hook hears about it before it is sent and how it ended."""
+
+        def send(on_start: Callable[[Callable[[], None]], None] | None = None) -> T:
+            return self._attempt_once(method, url, parse, data, headers, what, info, on_start, retry_hint)
+
+        if billing is None or not units:
+            return send()
+        return billed_attempt(billing, units, send, lambda: info.billed_header or 0)
+
+    def _attempt_once(
+        self,
+        method: str,
+        url: str,
+        parse: Callable[[requests.Response], T],
+        data: bytes | None,
+        headers: dict[str, str] | None,
+        what: str,
+        info: CallInfo,
+        on_start: Callable[[Callable[[], None]], None] | None = None,
+        retry_hint: RetryHint | None = None,
+    ) -> T:
+        info.attempts += 1
+        where = redact_url(url)
+        started = time.monotonic()
+        connections: list[Any] = []
+        expired = threading.Event()
+        watchdog = threading.Timer(self.deadline, _shut, (connections, expired))
+        watchdog.daemon = True
+        _WATCH.holder = connections
+        watchdog.start()
+        if on_start is not None:
+            on_start(lambda: _shut(connections, threading.Event()))
+        try:
+            return self._exchange(method, url, parse, data, headers, what, info, where, started, retry_hint)
+        except (TeacherError, requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError):
+            if expired.is_set():
+                raise TransientTeacherError(self.redact(
+                    f"{what}: the response from {where} did not arrive within {self.deadline:g} s (the server is "
+                    "sending too slowly)"
+                )) from None
+            raise
+        finally:
+            watchdog.cancel()
+            _WATCH.holder = None
+
+    def _exchange(
+        self,
+        method: str,
+        url: str,
+        parse: Callable[[requests.Response], T],
+        data: bytes | None,
+        headers: dict[str, str] | None,
+        what: str,
+        info: CallInfo,
+        where: str,
+        started: float,
+        retry_hint: RetryHint | None = None,
+    ) -> T:
+        try:
+            resp = self.session().request(
+                method, url, data=data, headers=headers, timeout=self.timeout, stream=True, allow_redirects=False
+            )
+        except requests.exceptions.SSLError as exc:
+            raise TeacherError(
+                self.redact(f"{what}: TLS verification failed for {where}: {type(exc).__name__}; "
+                            "pass verify='/path/to/ca-bundle.pem' to trust a private CA")
+            ) from None
+        except requests.exceptions.ConnectTimeout:
+            raise RequestNotSent(self.redact(f"{what}: timed out connecting ({where}, timeout {self.timeout[0]} s)")) from None
+        except requests.exceptions.Timeout:
+            raise TransientTeacherError(self.redact(f"{what}: timed out ({where}, timeout {self.timeout} s)")) from None
+        except requests.exceptions.ConnectionError as exc:
+            if _never_connected(exc):
+                raise RequestNotSent(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
+            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
+        except requests.exceptions.ChunkedEncodingError as exc:
+            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
+        except requests.exceptions.RequestException as exc:
+            raise TeacherError(self.redact(f"{what}: request failed ({where}): {_short(exc, self.redact)}")) from None
+        info.bytes_sent = len(data) if data else 0
+        billed = resp.headers.get("X-Billed-Images")
+        if billed is not None and billed.strip().isdigit():
+            info.billed_header = (info.billed_header or 0) + int(billed)
+        try:
+            info.bytes_received = self._read_body(resp, started, what, where)
+        finally:
+            resp.close()
+        status = resp.status_code
+        if 300 <= status < 400:
+            location = resp.headers.get("Location", "")
+            if not location:  # e.g. 304 Not Modified to a request that asked for no cache: not a redirect at all
+                raise TeacherRequestError(
+                    f"{what}: HTTP {status} from {where} without a Location: an answer this client did not ask for",
+                    status=status,
+                )
+            raise TeacherRequestError(
+                f"{what}: HTTP {status} from {where} redirects to {printable(redact_url(location), max_chars=200)}; "
+                "not followed (queries and tokens go only to the address you gave: use the final address as "
+                "--teacher)", status=status,
+            )
+        if 200 <= status < 300:
+            try:
+                return parse(resp)
+            except MalformedResponse as exc:
+                raise MalformedResponse(self.redact(f"{what}: {exc}"), transient=exc.transient) from None
+        text = server_error_text(resp, redact=self.redact)
+        if status in RETRY_STATUSES:
+            wait = parse_retry_after(resp.headers.get("Retry-After"))
+            if wait is None and retry_hint is not None:
+                wait = retry_hint(resp)
+            raise TransientTeacherError(f"{what}: HTTP {status} from {where}: {text}", status=status, retry_after=wait)
+        hint = ""
+        if status in (401, 403):
+            hint = " (check the token: option token= or the environment variable)" if self.has_token else (
+                " (no token was sent: pass token= or set the environment variable)"
+            )
+        raise TeacherRequestError(
+            f"{what}: HTTP {status} from {where}: {text}{hint}", status=status, server_message=text
+        )
+
+    def _read_body(self, resp: requests.Response, started: float, what: str, where: str) -> int:
+        """Read ``resp``'s body in pieces, decompressed, within the size limit and the deadline; returns
+        its size. Raises MalformedResponse past the size limit, TransientTeacherError past the deadline."""
+        limit, deadline = self.max_response_bytes, started + self.deadline
+        pieces: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                if time.monotonic() > deadline:
+                    raise TransientTeacherError(self.redact(
+                        f"{what}: the response from {where} did not arrive within {self.deadline:g} s (the server is "
+                        "sending too slowly)"
+                    ))
+                piece = resp.raw.read1(_READ_PIECE, decode_content=True)  # at most one read from the socket
+                if not piece:
+                    break
+                size += len(piece)
+                if size > limit:
+                    pieces.clear()  # a kept exception (retry state, wire fallback) must not pin the pieces
+                    raise MalformedResponse(
+                        f"{what}: the response from {where} is larger than {limit} bytes (after decompression); "
+                        "refused", transient=False,
+                    )
+                pieces.append(piece)
+        except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
+            pieces.clear()
+            if isinstance(exc, urllib3.exceptions.DecodeError):
+                raise MalformedResponse(f"{what}: undecodable response body from {where}: {_short(exc, self.redact)}") from None
+            raise TransientTeacherError(self.redact(f"{what}: response body lost ({where}): {_short(exc, self.redact)}")) from None
+        resp._content = b"".join(pieces)  # what .content/.json() read from now on
+        resp._content_consumed = True
+        return size
+
+    def call(
+        self,
+        method: str,
+        url: str,
+        *,
+        parse: Callable[[requests.Response], T],
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        what: str = "request",
+        retry: bool = True,
+        units: int = 0,
+        billing: BillingGuard | None = None,
+        retry_hint: RetryHint | None = None,
+    ) -> tuple[T, CallInfo]:
+        """Perform one logical request with retries; return ``(parse(response), info)``.
+
+        ``units``: queries the request carries when it is billable; ``billing``: the hook that then
+        hears about every attempt (the one ``infer`` received). ``retry_hint``: reads the wait a
+        retryable error answer asks for when it has no ``Retry-After`` (e.g. Hugging Face's
+        ``estimated_time``).
+        """
+        info = CallInfo()
+
+        def attempt() -> T:
+            return self._attempt(method, url, parse, data, headers, what, info, units, billing, retry_hint)
+
+        result = with_retries(attempt, self.retry, what=what, attempts=lambda: info.attempts, retry=retry)
+        return result, info
+
+    def get_json(self, url: str, *, what: str, allow_404: bool = False, optional: bool = False) -> Any:
+        """GET a JSON document with retries (``allow_404``: return None on 404).
+
+        ``optional``: a probe for something servers may not offer (one attempt; any
+        failure returns None).
+        """
+
+        def parse(resp: requests.Response) -> Any:
+            try:
+                return resp.json()
+            except ValueError:
+                raise MalformedResponse(f"{redact_url(url)} did not return JSON: {resp.text[:100]!r}") from None
+
+        if optional:
+            try:
+                return self.call("GET", url, parse=parse, what=what, retry=False)[0]
+            except TeacherError:
+                return None
+        try:
+            return self.call("GET", url, parse=parse, what=what)[0]
+        except TeacherRequestError as exc:
+            if allow_404 and exc.status == 404:
+                return None
+            raise
+
+    def __repr__(self) -> str:
+        return f"HttpTransport(name={self.name!r}, token={'***' if self.has_token else None}, verify={self.verify!r})"
+
+
+#: The keyword options :class:`HttpTransport` takes besides ``name`` (an adapter's compatibility keywords).
+TRANSPORT_OPTIONS: frozenset[str] = frozenset(
+    p for p in inspect.signature(HttpTransport.__init__).parameters if p not in ("self", "name")
+)
+
+
+def transport_from_options(
+    transport: HttpTransport | None,
+    options: Mapping[str, Any],
+    *,
+    adapter: str,
+    name: str,
+    **defaults: Any,
+) -> HttpTransport:
+    """The transport an adapter uses: ``transport`` when given, else a new :class:`HttpTransport`
+    named ``name`` from the keyword ``options`` over the adapter's ``defaults`` (e.g.
+    ``token_env="HF_TOKEN"``).
+
+    ``options`` are what the adapter received as ``**transport_options``: a name outside
+    :data:`TRANSPORT_OPTIONS` raises TypeError (``"<adapter>() got an unexpected keyword
+    argument '<name>'"``, as Python words it), and options given alongside a ``transport``
+    raise ValueError (the transport already carries them)."""
+    unknown = [k for k in options if k not in TRANSPORT_OPTIONS]
+    if unknown:
+        raise TypeError(f"{adapter}() got an unexpected keyword argument {unknown[0]!r}")
+    if transport is None:
+        return HttpTransport(name=name, **{**defaults, **options})
+    if not isinstance(transport, HttpTransport):
+        raise TypeError(f"{adapter}(): transport must be an HttpTransport, got {type(transport).__name__}")
+    if options:
+        raise ValueError(
+            f"{adapter}(): pass either transport= or the transport options {', '.join(sorted(options))}, not both "
+            "(set them on the HttpTransport)"
+        )
+    return transport
+
+
+def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
+
+
+def _short(exc: BaseException, redact: Callable[[str], str]) -> str:
+    """One line of an exception's text, redacted before it is cut to 200 characters."""
+    return redact(" ".join(str(exc).split()))[:200]
+
+
+__all__ = [
+    "CallInfo",
+    "HttpTransport",
+    "MAX_RESPONSE_BYTES",
+    "RetryHint",
+    "TRANSPORT_OPTIONS",
+    "Timeout",
+    "redact_url",
+    "server_error_text",
+    "transport_from_options",
+]
