@@ -49,3 +49,59 @@ def test_third_party_adapter_via_entry_point(monkeypatch):
     with pytest.raises(ValueError, match="acme\\+https://host/path"):
         registry.connect("acme:digits")
     sys.modules.pop("custom_teacher", None)
+
+
+TOY_ADAPTER = '''"""A toy built-in adapter, registered from its own file."""
+
+import torch
+
+from .base import Teacher, TeacherMetadata
+from .registry import register_adapter
+
+
+class ToyTeacher(Teacher):
+    def __init__(self, target):
+        self.target = target
+
+    def metadata(self):
+        return TeacherMetadata(name="toy", input_shape=(1, 2, 2), datatype="FP32", num_classes=2)
+
+    def classify(self, queries):
+        return torch.zeros(len(queries), dtype=torch.int64)
+
+
+@register_adapter("toy", identity=lambda target: "http://toy.test/" + target.strip("/"))
+def connect_toy(target, **opts):
+    return ToyTeacher(target)
+'''
+
+TOY_PROBE = """
+import json
+from ldpclient.teachers import connect
+from ldpclient.teachers.identity import teacher_identity
+from ldpclient.teachers.registry import available_adapters
+t = connect("toy:abc")
+print(json.dumps({"type": type(t).__name__, "target": t.target, "adapters": sorted(available_adapters()),
+                  "identity": [teacher_identity("toy:abc/"), teacher_identity("toy:abc")]}))
+"""
+
+
+def test_a_builtin_adapter_in_a_new_file_is_found_with_its_identity(tmp_path):
+    import json
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import ldpclient
+
+    copy = tmp_path / "ldpclient"
+    shutil.copytree(Path(ldpclient.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "teachers" / "toy.py").write_text(TOY_ADAPTER)
+    out = subprocess.run([sys.executable, "-c", TOY_PROBE], env={**os.environ, "PYTHONPATH": str(tmp_path)},
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["type"] == "ToyTeacher" and seen["target"] == "abc"
+    assert {"oip", "torchserve", "hf", "local", "toy"} <= set(seen["adapters"])
+    assert seen["identity"] == ["toy:http://toy.test/abc", "toy:http://toy.test/abc"]  # one identity per teacher

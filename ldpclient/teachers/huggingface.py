@@ -31,6 +31,7 @@ from .encoding import to_png, to_wire
 from .errors import MalformedResponse, TeacherError
 from .http import HttpTransport, transport_from_options
 from .identity import adapter_scope
+from .registry import register_adapter
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
 
 DEFAULT_ENDPOINT = "https://router.huggingface.co/hf-inference/models"
@@ -177,3 +178,9 @@ def estimated_time(resp: requests.Response) -> float | None:
     if isinstance(body, dict) and isinstance(body.get("estimated_time"), (int, float)):
         return max(0.0, float(body["estimated_time"]))
     return None
+
+
+@register_adapter("hf")
+def connect_hf(target: str, **opts: Any) -> HFTeacher:
+    """``hf://org/model`` (see :class:`HFTeacher`)."""
+    return HFTeacher(target, **opts)

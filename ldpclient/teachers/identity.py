@@ -70,16 +70,13 @@ def teacher_identity(address: str) -> str:
     """The identity of the teacher at ``address`` (an address ``ldpclient.teachers.connect`` takes) for the
     built-in HTTP adapters, without contacting it. ValueError for other adapters: their identity is the
     opened teacher's ``journal_scope``."""
-    from .oip import oip_model_url
-    from .registry import resolve
-    from .torchserve import torchserve_url
+    from .registry import builtin_adapters, resolve
 
     name, inner = resolve(address)
-    if name == "oip":
-        return adapter_scope("oip", oip_model_url(inner))
-    if name == "torchserve":
-        return adapter_scope("torchserve", torchserve_url(inner))
-    raise ValueError(f"no address-only identity for {name!r} teachers")
+    entry = builtin_adapters().get(name)
+    if entry is None or entry.identity is None:
+        raise ValueError(f"no address-only identity for {name!r} teachers")
+    return adapter_scope(name, entry.identity(inner))
 
 
 def merge_scope_aliases(store: Any, identity: str) -> int:

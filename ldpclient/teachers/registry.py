@@ -12,8 +12,10 @@
 ``name+<url>`` / ``name:<rest>``       a third-party adapter registered as ``name``
 =====================================  =============================================
 
-Third-party adapters register a factory in the ``ldpclient.teachers``
-entry-point group (see ``examples/custom_teacher.py``)::
+Built-in adapters register themselves from their own module of this package
+(``@register_adapter("oip", identity=oip_model_url)``; every module is imported on the first
+lookup), so a new built-in adapter is one new file. Third-party adapters register a factory in
+the ``ldpclient.teachers`` entry-point group (see ``examples/custom_teacher.py``)::
 
     [project.entry-points."ldpclient.teachers"]
     myapi = "my_package.teacher:connect"
@@ -28,34 +30,63 @@ one was given, and ``transport=`` when the caller built an
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from .base import Teacher, as_teacher
 
 ENTRY_POINT_GROUP = "ldpclient.teachers"
 
 Factory = Callable[..., Teacher]
+F = TypeVar("F", bound=Callable[..., Teacher])
 
 
-def _connect_oip(target: str, **opts: Any) -> Teacher:
-    from .oip import OIPTeacher
+@dataclass(frozen=True)
+class AdapterEntry:
+    """A built-in adapter: its name (the ``name+`` or ``name:`` of an address), the factory
+    ``connect(target, **opts)``, and ``identity(target)``: the normalised address the teacher's
+    identity is made of, known without contacting it (None: the opened teacher's
+    ``journal_scope`` is its identity)."""
 
-    return OIPTeacher.from_url(target, **opts)
-
-
-def _connect_torchserve(target: str, **opts: Any) -> Teacher:
-    from .torchserve import TorchServeTeacher
-
-    return TorchServeTeacher.from_url(target, **opts)
-
-
-def _connect_hf(target: str, **opts: Any) -> Teacher:
-    from .huggingface import HFTeacher
-
-    return HFTeacher(target, **opts)
+    name: str
+    connect: Factory
+    identity: Callable[[str], str] | None = None
 
 
+_BUILTIN: dict[str, AdapterEntry] = {}
+_LOADED = False
+
+
+def register_adapter(name: str, *, identity: Callable[[str], str] | None = None) -> Callable[[F], F]:
+    """Decorator for a built-in adapter's factory, in its own module of ``ldpclient.teachers``:
+    ``@register_adapter("oip", identity=oip_model_url)``. Every module of the package is imported
+    when the adapters are first looked up, so a new adapter is one new file (plus its test).
+    Third-party adapters use the entry-point group instead."""
+
+    def register(factory: F) -> F:
+        known = _BUILTIN.get(name)
+        if known is not None and known.connect is not factory:
+            raise ValueError(f"teacher adapter {name!r} is registered twice")
+        _BUILTIN[name] = AdapterEntry(name, factory, identity)
+        return factory
+
+    return register
+
+
+def builtin_adapters() -> dict[str, AdapterEntry]:
+    """The built-in adapters by name (their modules imported once, on first use)."""
+    global _LOADED
+    if not _LOADED:
+        package = importlib.import_module(__package__ or "ldpclient.teachers")
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+        _LOADED = True
+    return dict(_BUILTIN)
+
+
+@register_adapter("local")
 def _connect_local(target: str, token: str | None = None, **opts: Any) -> Teacher:
     """``local:package.module:attr``. ``attr`` may be a Teacher instance (used as is), a
     ``torch.nn.Module`` instance (wrapped in LocalTeacher; pass ``input_shape`` and
@@ -100,17 +131,9 @@ def _connect_local(target: str, token: str | None = None, **opts: Any) -> Teache
     raise ValueError(f"local teacher {target!r} is a {type(obj).__name__}, not a Teacher, module or factory")
 
 
-BUILTIN: dict[str, Factory] = {
-    "oip": _connect_oip,
-    "torchserve": _connect_torchserve,
-    "hf": _connect_hf,
-    "local": _connect_local,
-}
-
-
 def available_adapters() -> dict[str, str]:
     """Adapter names -> where they come from ("builtin" or the entry point's value)."""
-    out = {name: "builtin" for name in BUILTIN}
+    out = {name: "builtin" for name in builtin_adapters()}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         out.setdefault(ep.name, ep.value)
     return out
@@ -158,7 +181,8 @@ def connect(target: str, *, token: str | None = None, **opts: Any) -> Teacher:
     variable: ``LDPCLIENT_TOKEN``, or ``HF_TOKEN`` for Hugging Face).
     """
     name, inner = resolve(target)
-    factory = BUILTIN.get(name) or _plugin(name)
+    entry = builtin_adapters().get(name)
+    factory = entry.connect if entry is not None else _plugin(name)
     if factory is None:
         known = ", ".join(sorted(available_adapters()))
         raise ValueError(f"no teacher adapter named {name!r} (known: {known}); install a plugin that registers it")

@@ -40,6 +40,7 @@ from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, TeacherError
 from .http import CallInfo, HttpTransport, transport_from_options
 from .identity import adapter_scope
+from .registry import register_adapter
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
 
 T = TypeVar("T")
@@ -245,3 +246,9 @@ def _predictions_url(base_url: str, model: str, version: str | None) -> str:
 def torchserve_url(url: str) -> str:
     """The predictions endpoint a TorchServe address names (what its identity is made of)."""
     return _predictions_url(*_parse_url(url))
+
+
+@register_adapter("torchserve", identity=torchserve_url)
+def connect_torchserve(target: str, **opts: Any) -> TorchServeTeacher:
+    """``torchserve+http(s)://host:8080/model`` (see :meth:`TorchServeTeacher.from_url`)."""
+    return TorchServeTeacher.from_url(target, **opts)
