@@ -54,7 +54,7 @@ def records():
 
 
 def test_reconstruction_without_noise_is_perfect_and_teacher_agrees(records):
-    bank = build_denoisers(laplace_model(1e9), "sidp", SHAPE, cnn_steps=0, validation_size=64)
+    bank = build_denoisers(laplace_model(1e9), "none", SHAPE, cnn_steps=0, validation_size=64)
     src = torch.arange(len(records))[:, None]
     res = reconstruction_attack(records, src, records, bank, teacher=quadrant_teacher)
     pq = res["per_query"]
@@ -70,7 +70,7 @@ def test_reconstruction_falls_toward_chance_with_noise(records):
     out = {}
     for eps in (4.0, 0.05):
         model = laplace_model(eps)
-        bank = build_denoisers(model, "sidp", SHAPE, cnn_steps=0, validation_size=64)
+        bank = build_denoisers(model, "none", SHAPE, cnn_steps=0, validation_size=64)
         q = model.releases(records, g)
         out[eps] = reconstruction_attack(q, src, records, bank, teacher=quadrant_teacher)["per_query"]
     assert out[4.0]["ssim"] > out[0.05]["ssim"] + 0.2
@@ -137,7 +137,7 @@ def test_median_filter_matches_naive():
 
 
 def test_denoising_cnn_trained_on_synthetic_data_beats_raw_queries():
-    bank = build_denoisers(laplace_model(1.0), "sidp", SHAPE, cnn_steps=40, validation_size=128)
+    bank = build_denoisers(laplace_model(1.0), "none", SHAPE, cnn_steps=40, validation_size=128)
     assert bank.validation_mse["cnn"] < 0.7 * bank.validation_mse["clip"]
     assert bank.validation_mse[bank.best] == min(bank.validation_mse.values())
 

@@ -3,8 +3,9 @@
 A curious teacher knows the client's software and its published settings, so it
 can simulate queries from any images it likes (public or synthetic, never the
 private records): release a record with the mechanism, then augment like
-LDPKiT-SIDP (the release itself), -Rand (release + a fresh noise layer) or -Sup
-(average of two releases). This module holds that simulator; the denoisers train
+LDPKiT-SIDP (the release itself: augmentation ``none``), -Rand (release + a fresh noise
+layer: ``rand``) or -Sup (average of two releases: ``sup``); the kinds are the names
+``label --augment`` takes (:data:`ldpclient.names.AUGMENTATIONS`). This module holds that simulator; the denoisers train
 on its output.
 """
 
@@ -15,12 +16,14 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import torch
 
+from ..names import AUGMENTATIONS
 from ..privacy.release import upsample
 
 if TYPE_CHECKING:
     from ..transfer.postprocess import Transform
 
-KINDS = ("sidp", "rand", "sup")
+#: The query kinds the attacker simulates: the augmentations of ``label --augment``.
+KINDS = AUGMENTATIONS
 
 ReleaseFn = Callable[[torch.Tensor, Optional[torch.Generator]], torch.Tensor]
 ExtraNoiseFn = Callable[[tuple, Optional[torch.Generator]], torch.Tensor]

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..names import PLAN_KINDS
 from ..transfer.augment import QueryPlan
 from .denoise import build_denoisers
 from .empirical_epsilon import audit_mechanism
@@ -35,7 +36,7 @@ from .reconstruction import reconstruction_attack
 from .rme import rme_linkage_audit
 
 Classifier = Callable[[torch.Tensor], torch.Tensor]
-PLAN_KIND = {"sidp": "identity", "rand": "rand", "sup": "sup"}
+PLAN_KIND = PLAN_KINDS  # query kind (an augmentation name) -> QueryPlan kind
 KIND_OF_PLAN = {v: k for k, v in PLAN_KIND.items()}
 
 
@@ -165,7 +166,7 @@ def simulate_client(
     rel = mechanism.release(private, generator=g)
     src = rel.upsampled(upsample_mode) if rel.released_shape != rel.record_shape else rel
     src = apply_all(src, list(transforms))
-    q = None if kind == "sidp" else max(1, int(round(queries_per_record * n)))
+    q = None if kind == "none" else max(1, int(round(queries_per_record * n)))
     if kind == "sup":
         q = min(q or 1, n * (n - 1) // 2)
     plan = QueryPlan(PLAN_KIND[kind], n, num_queries=q, seed=seed, batch_size=max(1, min(4096, q or n)))
@@ -214,10 +215,10 @@ def audit_queries(
         pick = torch.randperm(queries.shape[0], generator=g)[:max_queries]
         queries, sources = queries[pick], sources[pick]
     banks = {} if banks is None else banks
-    for k in {kind, "sidp"}:
+    for k in {kind, "none"}:
         if k not in banks:
             banks[k] = build_denoisers(noise_model, k, shape, low=low, high=high, cnn_steps=cnn_steps, seed=seed)
-    bank, record_bank = banks[kind], banks["sidp"]
+    bank, record_bank = banks[kind], banks["none"]
     rec = reconstruction_attack(
         queries, sources, private, bank, record_bank=record_bank, teacher=teacher, data_range=high - low, low=low, seed=seed
     )
@@ -357,7 +358,7 @@ def _audit_logged(
     q, sources, the_plan = _logged_queries(s, queries, sources, plan)
     kind = kind or (KIND_OF_PLAN[the_plan.kind] if the_plan is not None else None)
     if kind is None:
-        kind = "sup" if ((sources >= 0).sum(1) == 2).any() else "sidp"
+        kind = "sup" if ((sources >= 0).sum(1) == 2).any() else "none"
     nm = NoiseModel.from_mechanism(
         mechanism, transforms=s.transforms, upsample_mode=s.upsample_mode,
         rand_scale=the_plan.rand_scale if the_plan is not None else 1.0, clip=s.clip,
@@ -396,7 +397,7 @@ def _audit_sweep(
                 qs = qs.clamp(*s.clip)
             res = s.attack(qs, ss, nm, k, banks=banks)
             ex = res["reconstruction"].pop("examples", None)
-            if examples is None and ex is not None and k == "sidp":
+            if examples is None and ex is not None and k == "none":
                 examples = {f"{name} eps={eps:g}" if name != "original" else name: v for name, v in ex.items()}
             report["sweep"].append({"epsilon_element": eps, "guarantee": gu.as_dict(), **res})
             rows.append(_summary_row(eps, k, res, gu))
@@ -481,7 +482,7 @@ def run_audit(
     or a tensor), with ``plan`` (the client's QueryPlan, to trace request ids to
     records) or ``sources`` ``(Q, k)``. ``mechanism``: the client's mechanism (the
     attacker knows the software and its settings; needed to train the denoiser
-    and for the empirical-epsilon test). ``kind``: ``sidp``/``rand``/``sup``
+    and for the empirical-epsilon test). ``kind``: ``none`` (SIDP)/``rand``/``sup``
     (default: from the plan). ``transforms``: the client's post-processing
     (``ldpclient.transfer.postprocess`` objects). ``teacher``: a local callable images ->
     labels/logits used to judge reconstructions (never a remote API: that would
@@ -535,10 +536,10 @@ def write_report(report: dict, out_dir: str | os.PathLike[str], examples: Mappin
             by = {r["epsilon_element"]: r for r in rows if r["kind"] == kind}
             if len(by) == len(eps):
                 series[f"link {kind}"] = [by[e]["linkage_top1"] for e in eps]
-                if kind == "sidp":
-                    series["SSIM sidp"] = [by[e]["recon_ssim"] for e in eps]
+                if kind == "none":
+                    series["SSIM SIDP"] = [by[e]["recon_ssim"] for e in eps]
                     if "recon_teacher_agreement" in by[eps[0]]:
-                        series["teacher agr. sidp"] = [by[e]["recon_teacher_agreement"] for e in eps]
+                        series["teacher agr. SIDP"] = [by[e]["recon_teacher_agreement"] for e in eps]
         if series:
             files["vs_epsilon_png"] = str(line_plot(eps, series, out / "audit_vs_epsilon.png",
                                                     title="attack success vs per-element epsilon"))

@@ -63,8 +63,8 @@ def _mechanism_factory(
     return make
 
 
-#: Query kinds by the name ``label --augment`` uses (``sidp`` is the old name of ``none``).
-_KIND_NAMES = {"sup": "sup", "rand": "rand", "none": "sidp", "sidp": "sidp"}
+#: Older spellings of a query kind (``--kind``): ``sidp`` is ``none``.
+_KIND_ALIASES = {"sidp": "none"}
 
 
 def _read_run(path: Path) -> RunReport:
@@ -199,9 +199,9 @@ def _client_settings(o: _AuditOptions) -> _ClientSettings:
         raise ValueError(f"--epsilon-unit must be {choice_list(EPSILON_UNITS)}, got {per!r}")
     kind = o.kind
     if kind is not None:
-        if kind not in _KIND_NAMES:
+        kind = _KIND_ALIASES.get(kind, kind)
+        if kind not in AUGMENTATIONS:
             raise ValueError(f"--kind must be {choice_list(AUGMENTATIONS)}, got {kind!r}")
-        kind = _KIND_NAMES[kind]
     if (o.student is None) != (o.holdout is None):
         raise ValueError("membership inference needs both --student and --holdout")
     if run is None:
