@@ -388,6 +388,7 @@ def label(
 
     Re-running the same command resumes: no record is re-noised, no batch paid twice.
     """
+    from .run.compute import use_available_cores
     from .run.label import LabelOptions, resume_hint, run_label
 
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
@@ -434,6 +435,7 @@ def label(
         opts.validate()
     assert opts is not None
     with user_errors(ui, resume_hint=resume_hint(opts), secrets=(token,)):
+        use_available_cores()
         result = run_label(opts, token=token, ui=ui)
     if json_out:
         ui.print_json(result, secrets=(token,))
@@ -484,6 +486,7 @@ def noise(
 
     preview.png rows: clean records, their releases (post-processed), augmented queries. Charged in the ledger like any release; the preview shows clean images and is for your eyes only.
     """
+    from .run.compute import use_available_cores
     from .run.noise import NoiseOptions, run_noise
 
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
@@ -516,6 +519,7 @@ def noise(
             facts=_facts(wire, num_classes, class_names, value_range, input_shape, input_name, output_name, datatype),
         )
         opts.validate()
+        use_available_cores()
         result = run_noise(opts, token=token, ui=ui)
     if json_out:
         ui.print_json(result, secrets=(token,))

@@ -18,27 +18,38 @@ missing or empty folder is a :class:`DataError` with a one-line message.
 from __future__ import annotations
 
 import errno
-import hashlib
-import io
+import multiprocessing
 import os
-import stat
-import warnings
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
+from .decoding import (
+    DEFAULT_MAX_PIXELS,
+    MAX_FILE_BYTES,
+    DecodedRun,
+    ImageDecodeError,
+    decode_array,
+    decode_files,
+    ignore_interrupts,
+    read_image_file,
+    source_id,
+)
+from .decoding import _check_shape as _check_shape
 from .records import DiskRecords
 
 IMAGE_EXTENSIONS: frozenset[str] = frozenset(
     {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 )
-#: Largest accepted image, in pixels (width x height) of the *file*, before resizing.
-#: Guards against decompression bombs; Pillow's own limit is also turned into an error.
-DEFAULT_MAX_PIXELS = 40_000_000
+#: Folders with at least this many image files are decoded by a pool of processes (one per core);
+#: smaller ones in this process (starting the pool would cost more than it saves).
+POOL_MIN_FILES = 4096
 
 
 class DataError(ValueError):
@@ -46,14 +57,6 @@ class DataError(ValueError):
 
     The message is one line and names the folder.
     """
-
-
-class ImageDecodeError(Exception):
-    """One file could not be used; ``reason`` says why in a few words."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def printable_path(rel: str) -> str:
@@ -216,51 +219,6 @@ def _file_problem(p: Path, name: str, real_root: Path) -> str | None:
     return None
 
 
-#: Largest image file read (bytes): a file is read whole, once, to hash and decode it.
-MAX_FILE_BYTES = 256 * 2**20
-
-
-def read_image_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of one image file, read so that nothing swapped in after discovery can block or flood us.
-
-    The file is opened with ``O_NONBLOCK`` (a FIFO or device put in its place cannot
-    block the open), checked to be a regular file *after* opening (``fstat`` of the
-    open descriptor), and read to at most ``max_bytes``. Raises
-    :class:`ImageDecodeError` with a short reason otherwise.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise ImageDecodeError(f"cannot open ({exc.strerror or type(exc).__name__})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ImageDecodeError("not a regular file (changed since the folder was listed)")
-        if st.st_size > max_bytes:
-            raise ImageDecodeError(f"file too large ({st.st_size} bytes > limit {max_bytes})")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise ImageDecodeError(f"cannot read ({exc.strerror or type(exc).__name__})") from None
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise ImageDecodeError(f"file too large (more than {max_bytes} bytes)")
-    if not data:
-        raise ImageDecodeError("empty file (0 bytes)")
-    return data
-
-
-def source_id(data: bytes) -> bytes:
-    """A source's id for the privacy ledger: the SHA-256 of the file's bytes (32 bytes).
-
-    The ledger keys its spend by an HMAC of this id under its own secret, so the
-    plain digest is never stored; the same image file has one spend whatever shape
-    or value range a teacher asks for.
-    """
-    return hashlib.sha256(data).digest()
-
 
 def decode_image(
     path: str | os.PathLike[str] | bytes,
@@ -268,89 +226,9 @@ def decode_image(
     *,
     max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> torch.Tensor:
-    """Decode one image file (a path, or the file's bytes) to float32 ``(C, H, W)`` in ``[0, 1]``.
-
-    ``input_shape`` is ``(C, H, W)`` with C = 1 (grey) or 3 (RGB). The image is
-    converted to that colour mode (alpha dropped; 16-bit grey scaled from
-    0..65535), then resized to ``H x W`` with bilinear filtering (aspect ratio not
-    kept). Multi-frame files (GIF, TIFF) use their first frame. Raises
-    :class:`ImageDecodeError` with a short reason for any file that cannot be used,
-    including files with more than ``max_pixels`` pixels (checked from the header,
-    before decoding) and Pillow's decompression-bomb warning or error.
-    """
-    c, h, w = _check_shape(input_shape)
-    if max_pixels < 1:
-        raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
-    data = path if isinstance(path, bytes) else read_image_file(path)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as img:
-                width, height = img.size
-                if width * height > max_pixels:
-                    raise ImageDecodeError(
-                        f"too many pixels ({width}x{height} > limit {max_pixels}; possible decompression bomb)"
-                    )
-                img.seek(0)
-                img.load()
-                arr = _to_array(img, c)
-    except ImageDecodeError:
-        raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise ImageDecodeError(f"decompression bomb refused ({exc})") from None
-    except UnidentifiedImageError:
-        raise ImageDecodeError("not a readable image (unknown format)") from None
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ImageDecodeError(f"cannot decode image ({msg})") from None
-    if arr.shape[0] != h or arr.shape[1] != w:
-        arr = _resize(arr, h, w)
-    out = torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1))).float()
-    if not torch.isfinite(out).all():
-        raise ImageDecodeError("image has non-finite values")
-    return out.clamp_(0.0, 1.0)
-
-
-def _check_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
-    shape = tuple(int(s) for s in input_shape)
-    if len(shape) != 3 or shape[0] not in (1, 3) or shape[1] < 1 or shape[2] < 1:
-        raise ValueError(f"input shape must be (C, H, W) with C in {{1, 3}}, got {tuple(input_shape)}")
-    return shape[0], shape[1], shape[2]
-
-
-def _to_array(img: Image.Image, channels: int) -> np.ndarray:
-    """HWC float32 array in [0, 1] with the requested number of channels."""
-    mode = img.mode
-    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
-        grey = np.asarray(img, dtype=np.float64) / 65535.0
-        arr = grey[:, :, None].astype(np.float32)
-    elif mode == "F":
-        arr = np.asarray(img, dtype=np.float32)[:, :, None]
-    else:
-        target = "L" if channels == 1 else "RGB"
-        if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in img.info):
-            img = img.convert("RGBA" if channels == 3 else "LA")
-            img = img.convert(target)
-        elif mode != target:
-            img = img.convert(target)
-        arr = np.asarray(img, dtype=np.float32) / 255.0
-        if arr.ndim == 2:
-            arr = arr[:, :, None]
-    if arr.shape[2] != channels:
-        if channels == 3:
-            arr = np.repeat(arr[:, :, :1], 3, axis=2)
-        else:  # float/16-bit colour cannot happen (those modes are single-channel)
-            arr = arr.mean(axis=2, keepdims=True)
-    return np.clip(arr, 0.0, 1.0)
-
-
-def _resize(arr: np.ndarray, h: int, w: int) -> np.ndarray:
-    """Bilinear (antialiased when shrinking) resize of an HWC float array, channel by channel."""
-    planes = [
-        np.asarray(Image.fromarray(np.ascontiguousarray(arr[:, :, k], dtype=np.float32)).resize((w, h), Image.Resampling.BILINEAR))
-        for k in range(arr.shape[2])
-    ]
-    return np.stack(planes, axis=2)
+    """Decode one image file (a path, or the file's bytes) to float32 ``(C, H, W)`` in ``[0, 1]``
+    (see :func:`ldpclient.decoding.decode_array` for the conversion and every refusal)."""
+    return torch.from_numpy(decode_array(path, input_shape, max_pixels=max_pixels))
 
 
 def load_private_folder(
@@ -359,16 +237,20 @@ def load_private_folder(
     *,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     progress: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
 ) -> PrivateImages:
     """Discover and decode every usable image under ``root`` (see :func:`decode_image`), in memory.
 
-    ``progress(done, total)`` is called after each file. Raises :class:`DataError`
-    when the folder is missing, holds no image files, or none of them decodes.
-    Memory: O(N x record); :func:`spool_private_folder` is the O(chunk) form.
+    ``progress(done, total)`` is called as files are done (files counted, in order). Raises
+    :class:`DataError` when the folder is missing, holds no image files, or none of them decodes.
+    ``workers``: decoding processes (default: one per core for large folders, see
+    :data:`POOL_MIN_FILES`; 1: this process only). Memory: O(N x record);
+    :func:`spool_private_folder` is the O(chunk) form.
     """
-    tensors: list[torch.Tensor] = []
-    listing = _decode_folder(root, input_shape, max_pixels, progress, lambda record, _sid: tensors.append(record))
-    return PrivateImages(listing.root, listing.paths, listing.skipped, torch.stack(tensors))
+    blocks: list[torch.Tensor] = []
+    listing = _decode_folder(root, input_shape, max_pixels, progress, lambda block, _ids: blocks.append(block),
+                             workers)
+    return PrivateImages(listing.root, listing.paths, listing.skipped, torch.cat(blocks))
 
 
 #: Records decoded per chunk before they are converted and spooled (bounds memory while decoding) ...
@@ -393,40 +275,83 @@ def spool_private_folder(
     directory: str | os.PathLike[str] | None = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     progress: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
 ) -> SpooledImages:
     """Decode every usable image under ``root`` into a :class:`DiskRecords` spool file in ``directory``.
 
     Same files, order, skips and errors as :func:`load_private_folder`; ``convert`` maps each
     chunk of decoded records (float32 ``(B, C, H, W)`` in ``[0, 1]``) to the stored values
     (e.g. the teacher's value range). Each record's source id (:func:`source_id` of its file) is
-    kept with it, so the ledger sums its spend per image file. Memory: O(:data:`SPOOL_CHUNK` records)
-    plus 32 bytes a record, whatever N is.
+    kept with it, so the ledger sums its spend per image file. Memory: O(:func:`spool_chunk`
+    records) per decoding process plus 32 bytes a record, whatever N is.
     """
     spool = DiskRecords(_check_shape(input_shape), directory)
-    per_chunk = spool_chunk(input_shape)
-    chunk: list[torch.Tensor] = []
-    ids: list[bytes] = []
 
-    def flush() -> None:
-        if chunk:
-            block = torch.stack(chunk)
-            spool.append(convert(block) if convert is not None else block, ids=list(ids))
-            chunk.clear()
-            ids.clear()
-
-    def add(record: torch.Tensor, sid: bytes) -> None:
-        chunk.append(record)
-        ids.append(sid)
-        if len(chunk) >= per_chunk:
-            flush()
+    def add(block: torch.Tensor, ids: list[bytes]) -> None:
+        spool.append(convert(block) if convert is not None else block, ids=ids)
 
     try:
-        listing = _decode_folder(root, input_shape, max_pixels, progress, add)
-        flush()
+        listing = _decode_folder(root, input_shape, max_pixels, progress, add, workers)
     except BaseException:
         spool.close()
         raise
     return SpooledImages(listing.root, listing.paths, listing.skipped, spool)
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the system has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def decoding_workers(files: int, workers: int | None = None) -> int:
+    """Decoding processes for a folder of ``files`` image files: ``workers`` when given (>= 1), else one per
+    core for folders of at least :data:`POOL_MIN_FILES` files and 1 (this process) below."""
+    if workers is not None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        return workers
+    return available_cores() if files >= POOL_MIN_FILES else 1
+
+
+def _decoded_runs(
+    root: Path,
+    runs: Sequence[Sequence[str]],
+    shape: tuple[int, int, int],
+    max_pixels: int,
+    workers: int,
+    done: Callable[[int], None],
+) -> Iterator[DecodedRun]:
+    """The runs of files decoded, in order: here, or by ``workers`` processes with at most two runs each in
+    flight (bounded memory). ``done(k)``: k more files are done (per file here, per run from the pool).
+    A process that dies is a one-line :class:`DataError`; Ctrl-C stops the pool."""
+    if workers <= 1:
+        for rels in runs:
+            yield decode_files(str(root), rels, shape, max_pixels, on_file=lambda: done(1))
+        return
+    # fork, as torch's DataLoader does on Linux: the processes run numpy and Pillow only (no torch, no
+    # threads of ours), and unlike spawn/forkserver they never re-import the caller's main module
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=ignore_interrupts)
+    pending: list[Future[DecodedRun]] = []
+    try:
+        next_run = 0
+        while next_run < len(runs) or pending:
+            while next_run < len(runs) and len(pending) < 2 * workers:
+                pending.append(pool.submit(decode_files, str(root), runs[next_run], shape, max_pixels))
+                next_run += 1
+            run = pending.pop(0).result()
+            done(len(run[2]) + len(run[3]))
+            yield run
+    except BrokenProcessPool:
+        raise DataError(
+            f"decoding the images of {str(root)!r} stopped: a decoding process died (out of memory, or killed); "
+            "nothing was sent"
+        ) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _decode_folder(
@@ -434,10 +359,11 @@ def _decode_folder(
     input_shape: Sequence[int],
     max_pixels: int,
     progress: Callable[[int, int], None] | None,
-    sink: Callable[[torch.Tensor, bytes], None],
+    sink: Callable[[torch.Tensor, list[bytes]], None],
+    workers: int | None = None,
 ) -> DecodedFolder:
-    """Decode the folder's images in path order, handing each record and its :func:`source_id` to ``sink``;
-    the listing (DataError if none)."""
+    """Decode the folder's images in path order, handing each block of records (float32 ``(B, C, H, W)``)
+    and their :func:`source_id` s to ``sink``; the listing (DataError if none)."""
     shape = _check_shape(input_shape)
     found = discover_images(root)
     if not found.files:
@@ -446,17 +372,23 @@ def _decode_folder(
             f"private folder {str(found.root)!r} contains no image files "
             f"({', '.join(sorted(IMAGE_EXTENSIONS))}){extra}"
         )
+    per_run = spool_chunk(shape)
+    runs = [found.files[s : s + per_run] for s in range(0, len(found.files), per_run)]
     paths: list[str] = []
     skipped = list(found.skipped)
-    for k, rel in enumerate(found.files):
-        try:
-            data = read_image_file(found.root / rel)
-            sink(decode_image(data, shape, max_pixels=max_pixels), source_id(data))
-            paths.append(rel)
-        except ImageDecodeError as exc:
-            skipped.append(Skipped(rel, exc.reason))
+    count = [0]
+
+    def done(k: int) -> None:
+        count[0] += k
         if progress is not None:
-            progress(k + 1, len(found.files))
+            progress(count[0], len(found.files))
+
+    workers = decoding_workers(len(found.files), workers)
+    for block, ids, decoded, refused in _decoded_runs(found.root, runs, shape, max_pixels, workers, done):
+        if decoded:
+            sink(torch.from_numpy(block), ids)
+            paths.extend(decoded)
+        skipped.extend(Skipped(rel, reason) for rel, reason in refused)
     if not paths:
         first = skipped[0] if skipped else None
         detail = f"; e.g. {first.path}: {first.reason}" if first else ""
@@ -497,3 +429,12 @@ def check_private_folder(path: Path) -> None:
         raise DataError(
             f"private folder {str(path)!r} contains no image files ({', '.join(sorted(IMAGE_EXTENSIONS))})"
         )
+
+
+__all__ = [
+    "DEFAULT_MAX_PIXELS", "IMAGE_EXTENSIONS", "MAX_FILE_BYTES", "POOL_MIN_FILES", "SPOOL_CHUNK", "DataError",
+    "DecodedFolder", "Discovery", "ImageDecodeError", "PrivateImages", "Skipped", "SpooledImages", "available_cores",
+    "check_private_folder", "decode_image", "decoding_workers", "discover_images", "load_private_folder",
+    "printable_path", "read_image_file", "source_id", "spool_chunk", "spool_private_folder", "to_uint8_image",
+    "to_value_range",
+]

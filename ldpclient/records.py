@@ -220,6 +220,27 @@ class MappedRecords:
         return ids
 
 
+class SubsetRecords:
+    """The records of ``source`` at ``indices`` (int64, in that order), as a :class:`RecordSource`:
+    record ``i`` of the view is record ``indices[i]`` of the source. Nothing is copied."""
+
+    def __init__(self, source: RecordSource, indices: Sequence[int] | np.ndarray | torch.Tensor) -> None:
+        self.source = source
+        self.indices = np.asarray(indices, dtype=np.int64)
+        if self.indices.ndim != 1 or (len(self.indices) and not 0 <= self.indices.min() <= self.indices.max() < len(source)):
+            raise ValueError("subset indices must be a 1-D list of positions in the source")
+
+    @property
+    def record_shape(self) -> tuple[int, ...]:
+        return tuple(self.source.record_shape)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def read(self, indices: Sequence[int] | np.ndarray) -> torch.Tensor:
+        return self.source.read(self.indices[np.asarray(indices, dtype=np.int64)])
+
+
 def as_record_source(records: RecordSource | torch.Tensor) -> RecordSource:
     """Wrap a tensor as :class:`TensorRecords`; pass a source through unchanged."""
     if isinstance(records, torch.Tensor):
@@ -242,5 +263,6 @@ def iter_batches(
 
 
 __all__ = [
-    "DiskRecords", "MappedRecords", "RecordSource", "TensorRecords", "as_record_source", "iter_batches", "source_ids",
+    "DiskRecords", "MappedRecords", "RecordSource", "SubsetRecords", "TensorRecords", "as_record_source", "iter_batches",
+    "source_ids",
 ]

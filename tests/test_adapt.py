@@ -76,3 +76,51 @@ def test_adapter_is_reproducible_for_a_seed_and_validates_its_options() -> None:
         SelfTrainingAdapter(schedule=(0.5, 1.5))
     with pytest.raises(ValueError, match="lr"):
         SelfTrainingAdapter(lr=0)
+
+
+class _ReadLog:
+    """A RecordSource that remembers which records each read asked for."""
+
+    def __init__(self, x: torch.Tensor) -> None:
+        self.x, self.reads = x, []
+
+    @property
+    def record_shape(self):
+        return tuple(self.x.shape[1:])
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def read(self, indices):
+        self.reads.append([int(i) for i in indices])
+        return self.x[torch.as_tensor(indices, dtype=torch.long)]
+
+
+def test_rounds_choose_from_a_seeded_sample_and_only_the_last_pass_reads_every_record() -> None:
+    x, _ = _stripes(300, 4)
+    torch.manual_seed(5)
+    model = small_cnn(num_classes=2, image_size=12, width=4)
+    probs = torch.softmax(model(x), 1).detach()
+    adapter = SelfTrainingAdapter(seed=2, schedule=(0.5, 1.0), epochs=1, selection_sample=120)
+    sample = set(adapter._sample(300).tolist())
+    assert len(sample) == 120 and adapter._sample(300).tolist() == sorted(sample)  # seeded, sorted, reproducible
+    log = _ReadLog(x)
+    hist = adapter.adapt(model, log, probs=probs)
+    *rounds, last = log.reads
+    assert last == list(range(300)) and hist.probs is not None and len(hist.probs) == 300
+    assert rounds and all(set(r) <= sample for r in rounds)  # round 1's prediction and all fine-tuning reads
+    assert hist.selected == [60, 120]
+
+
+def test_at_or_below_the_sample_size_nothing_changes() -> None:
+    x, _ = _stripes(96, 6)
+    outs = []
+    for sample in (None, 96, 50_000):
+        torch.manual_seed(7)
+        model = small_cnn(num_classes=2, image_size=12, width=4)
+        hist = SelfTrainingAdapter(seed=1, schedule=(0.5, 1.0), selection_sample=sample).adapt(model, x)
+        outs.append((model(x).detach(), hist.selected, hist.loss))
+    for other in outs[1:]:
+        assert torch.equal(outs[0][0], other[0]) and outs[0][1:] == other[1:]
+    with pytest.raises(ValueError, match="selection_sample"):
+        SelfTrainingAdapter(selection_sample=0)

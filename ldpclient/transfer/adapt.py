@@ -20,8 +20,11 @@ labels it writes are local outputs, and the queries and teacher answers keep the
 meaning. The clean records are read in batches from a
 :class:`~ldpclient.records.RecordSource`: memory O(n x classes) for the predictions plus
 O(batch x record). Work per round is bounded: at most ``max_per_round`` pseudo-labelled
-records (a seeded random subset of the confident ones) per round, so adaptation's time
-stops growing with n beyond that, except for the prediction passes (linear in n).
+records (a seeded random subset of the confident ones) per round, and the rounds choose them
+from a seeded sample of at most ``selection_sample`` records (50,000: enough that the per-class
+confidence ranking is stable), so only the final labelling pass reads every record. Folders
+at or below the sample size are unaffected: every record is in the sample, in order, and no
+random number is drawn for it.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-from ..records import RecordSource, as_record_source
+from ..records import RecordSource, SubsetRecords, as_record_source
 from .student import predict_proba
 
 #: Pseudo-label fraction per class in each round (the curriculum): one default, measured (BENCHMARKS.md).
@@ -41,6 +44,8 @@ DEFAULT_SCHEDULE: tuple[float, ...] = (0.5, 0.8, 1.0)
 #: Most pseudo-labelled records per round: a compute bound (9 x this many fine-tuning samples per run
 #: at the default schedule and epochs); folders up to this size are unaffected.
 DEFAULT_MAX_PER_ROUND = 10_000
+#: Most records a selection round predicts on (a seeded sample when there are more); the last pass reads all.
+DEFAULT_SELECTION_SAMPLE = 50_000
 
 AnchorBatches = Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]
 """``anchor(round)`` yields ``(queries, teacher labels)`` batches: float ``(B, C, H, W)``, int64 ``(B,)``."""
@@ -104,7 +109,8 @@ class SelfTrainingAdapter:
     records per step (the anchor batch is re-split to the same size). ``lr``: Adam step (a
     fine-tune: lower than training's). ``seed``: augmentation and order (a private generator;
     the caller's global RNG is left untouched). ``max_per_round``: most pseudo-labelled records
-    trained on per round (a compute bound for large folders; None: no bound).
+    trained on per round (a compute bound for large folders; None: no bound). ``selection_sample``:
+    most records the rounds predict on and choose from (a sample seeded by ``seed``; None: all).
     """
 
     def __init__(
@@ -117,6 +123,7 @@ class SelfTrainingAdapter:
         seed: int = 0,
         device: torch.device | str = "cpu",
         max_per_round: int | None = DEFAULT_MAX_PER_ROUND,
+        selection_sample: int | None = DEFAULT_SELECTION_SAMPLE,
     ) -> None:
         if not schedule or any(not 0.0 < f <= 1.0 for f in schedule):
             raise ValueError(f"schedule must be fractions in (0, 1], got {list(schedule)}")
@@ -124,7 +131,10 @@ class SelfTrainingAdapter:
             raise ValueError("epochs and batch_size must be >= 1 and lr > 0")
         if max_per_round is not None and max_per_round < 1:
             raise ValueError(f"max_per_round must be >= 1 or None, got {max_per_round}")
+        if selection_sample is not None and selection_sample < 1:
+            raise ValueError(f"selection_sample must be >= 1 or None, got {selection_sample}")
         self.max_per_round = max_per_round
+        self.selection_sample = selection_sample
         self.schedule = tuple(float(f) for f in schedule)
         self.epochs = epochs
         self.batch_size = batch_size
@@ -151,11 +161,15 @@ class SelfTrainingAdapter:
         if probs is None:
             probs = predict_proba(model, records, device=str(self.device))
         previous = probs.argmax(1)
+        sample = self._sample(len(records))  # None: every record, in order
+        pool = records if sample is None else SubsetRecords(records, sample)
+        if sample is not None:
+            probs = probs[sample]
         with torch.random.fork_rng(devices=[]):  # v2 transforms draw from the global RNG: keep it local
             torch.manual_seed(self.seed)
             for rnd, fraction in enumerate(self.schedule):
                 if rnd > 0:  # round 0 labels with the model as it came in
-                    probs = predict_proba(model, records, device=str(self.device))
+                    probs = predict_proba(model, pool, device=str(self.device))
                 chosen = select_confident(probs, fraction)
                 if self.max_per_round is not None and len(chosen) > self.max_per_round:
                     chosen = torch.sort(chosen[torch.randperm(len(chosen))[: self.max_per_round]]).values
@@ -167,7 +181,7 @@ class SelfTrainingAdapter:
                     order = chosen[torch.randperm(len(chosen))]
                     for s in range(0, len(order), self.batch_size):
                         idx = order[s : s + self.batch_size]
-                        batch = records.read(idx.numpy())
+                        batch = pool.read(idx.numpy())
                         xb = batch if augment is None else torch.stack([augment(x) for x in batch])
                         yb = targets[idx]
                         extra = _next_anchor(anchors, len(idx))
@@ -186,6 +200,14 @@ class SelfTrainingAdapter:
         hist.changed.append(float((hist.probs.argmax(1) != previous).float().mean()))
         hist.seconds = time.perf_counter() - t0
         return hist
+
+    def _sample(self, n: int) -> torch.Tensor | None:
+        """Sorted positions of the records the rounds choose from (None: all ``n``), seeded by ``seed``
+        from a generator of its own (the rounds' random stream is the same with or without a sample)."""
+        if self.selection_sample is None or n <= self.selection_sample:
+            return None
+        g = torch.Generator().manual_seed(self.seed)
+        return torch.sort(torch.randperm(n, generator=g)[: self.selection_sample]).values
 
 
 def _next_anchor(
@@ -206,4 +228,4 @@ def _next_anchor(
     return torch.cat(xs)[:size], torch.cat(ys)[:size]
 
 
-__all__ = ["DEFAULT_SCHEDULE", "AdaptHistory", "SelfTrainingAdapter", "select_confident", "weak_augmentation"]
+__all__ = ["DEFAULT_SCHEDULE", "DEFAULT_SELECTION_SAMPLE", "AdaptHistory", "SelfTrainingAdapter", "select_confident", "weak_augmentation"]
