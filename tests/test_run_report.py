@@ -171,3 +171,13 @@ def test_noise_and_stop_reports_are_typed_with_the_documents_key_order() -> None
                           "outputs", "versions"]
     with pytest.raises(ValueError, match="stopped early .money cap: m."):
         RunReport.from_dict(stop)
+
+
+def test_the_report_names_how_predictions_ran_and_older_reports_without_it_still_read(
+    label_run: tuple[dict[str, Any], Path],
+) -> None:
+    doc, _ = label_run
+    assert doc["student"]["inference"].startswith("channels_last, ")
+    older = json.loads(json.dumps(doc))
+    del older["student"]["inference"]  # reports written before the field existed
+    assert RunReport.from_dict(older).student.inference is None

@@ -133,3 +133,19 @@ def test_checkpoint_refuses_arbitrary_pickles(tmp_path):
     torch.save({"student": "small_cnn", "state_dict": {}, "x": Evil()}, p)
     with pytest.raises(ValueError, match="cannot load"):
         load_checkpoint(p)
+
+
+def test_predictions_run_channels_last_on_a_copy_and_match_the_nchw_labels() -> None:
+    import torch
+
+    from ldpclient.transfer.student import inference_layout, predict, small_cnn
+
+    torch.manual_seed(0)
+    model = small_cnn(num_classes=10, image_size=28).eval()
+    x = torch.rand(300, 1, 28, 28)
+    labels, conf = predict(model, x, batch_size=64, device="cpu")
+    with torch.no_grad():
+        reference = torch.softmax(model(x), 1)
+    assert inference_layout("cpu") == "channels_last"
+    assert torch.equal(labels, reference.argmax(1)) and torch.allclose(conf, reference.max(1).values, atol=1e-5)
+    assert all(p.is_contiguous() for p in model.parameters())  # the caller's model keeps its layout

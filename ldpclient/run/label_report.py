@@ -16,6 +16,7 @@ from ..output import versions, write_json
 from ..records import RecordSource
 from ..teachers.errors import CostCapReached
 from ..teachers.units import ByteUnitsTeacher
+from ..transfer.student import inference_layout
 from .mechanism import weak_privacy_note
 from .run_report import (
     CostSection,
@@ -33,6 +34,7 @@ from .run_report import (
 )
 
 if TYPE_CHECKING:
+    from ..transfer.pipeline import TransferResult
     from .options import LabelOptions
     from .stages import RunOutcome, RunSetup, WrittenOutputs
 
@@ -70,6 +72,7 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
             train_accuracy=result.history.train_accuracy[-1] if result.history else None,
             loss=result.history.loss[-1] if result.history else None,
             note="validation accuracy = agreement with the teacher's labels on held-out noised queries",
+            inference=_inference(result),
         ),
         adaptation=_adaptation_section(result),
         baseline=outcome.baseline.section if outcome.baseline is not None else None,
@@ -195,3 +198,11 @@ def last_val_accuracy(result: Any) -> float | None:
         return None
     v = result.history.val_accuracy[-1]
     return None if v != v else float(v)
+
+
+def _inference(result: TransferResult) -> str | None:
+    """How the student's prediction passes ran: memory layout and intra-op threads (None without a student)."""
+    if result.student is None:
+        return None
+    device = next(result.student.parameters()).device
+    return f"{inference_layout(device)}, {torch.get_num_threads()} threads, float32"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
@@ -40,9 +40,10 @@ def _document(report: Any) -> dict[str, Any]:
     return out
 
 
-def _check_keys(d: Mapping[str, Any], names: list[str], where: str) -> None:
-    """ValueError (one line, naming ``where``) on the first key of ``names`` missing from ``d`` or key of ``d`` not in them."""
-    missing = [k for k in names if k not in d]
+def _check_keys(d: Mapping[str, Any], names: list[str], where: str, optional: frozenset[str] = frozenset()) -> None:
+    """ValueError (one line, naming ``where``) on the first key of ``names`` missing from ``d`` (``optional`` ones
+    may be: reports written before they existed) or key of ``d`` not in them."""
+    missing = [k for k in names if k not in d and k not in optional]
     if missing:
         raise ValueError(f"{where}: missing key {missing[0]!r}")
     unknown = [k for k in d if k not in names]
@@ -55,8 +56,9 @@ def _section(cls: type[_S], d: Any, name: str, where: str = "run report") -> _S:
     if not isinstance(d, Mapping):
         raise ValueError(f"{where}: section {name!r} is not an object")
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    _check_keys(d, names, f"{where}: section {name!r}")
-    return cls(**{k: d[k] for k in names})
+    optional = frozenset(f.name for f in fields(cls) if f.default is not MISSING)  # type: ignore[arg-type]
+    _check_keys(d, names, f"{where}: section {name!r}", optional)
+    return cls(**{k: d[k] for k in names if k in d})
 
 
 def _one_line(text: Any) -> str:
@@ -142,6 +144,8 @@ class StudentSection:
     train_accuracy: float | None
     loss: float | None
     note: str
+    #: how the prediction passes ran (e.g. "channels_last, 2 threads"); absent from older reports
+    inference: str | None = None
 
 
 _SECTIONS: dict[str, type] = {

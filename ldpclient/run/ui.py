@@ -255,7 +255,8 @@ def _student_line(student: StudentSection) -> str:
     if student.model is None:
         return "none (SIDP: the teacher's answers to the releases are the labels)"
     acc_s = "n/a" if student.val_accuracy is None else f"{100 * student.val_accuracy:.1f}%"
-    return f"{student.model}, validation accuracy on held-out teacher labels {acc_s}"
+    line = f"{student.model}, validation accuracy on held-out teacher labels {acc_s}"
+    return line + (f"; predictions {student.inference}" if student.inference else "")
 
 
 def _guarantee_line(g: Mapping[str, Any]) -> str:
