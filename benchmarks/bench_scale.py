@@ -92,6 +92,82 @@ def label_at_scale(n: int, queries: int, work: Path, extra: list[str]) -> dict:
     return {"n": n, "wall": wall, "peak_mb": peak_rss_kb(proc.stderr) / 1024, "timings": report.get("timings", {})}
 
 
+def _decode_raw(paths: list[str]) -> int:
+    from PIL import Image
+
+    for path in paths:
+        with Image.open(path) as img:
+            np.asarray(img)
+    return len(paths)
+
+
+def raw_loading(folder: Path) -> float:
+    """Seconds for a bare loop that decodes the folder's PNGs with Pillow, one process per core."""
+    import multiprocessing
+
+    from ldpclient.data import available_cores
+
+    files = sorted(str(p) for p in folder.rglob("*.png"))
+    cores = available_cores()
+    runs = [files[s : s + 1024] for s in range(0, len(files), 1024)]
+    t0 = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(cores) as pool:
+        assert sum(pool.map(_decode_raw, runs)) == len(files)
+    return time.perf_counter() - t0
+
+
+def raw_prediction(records: int, passes_records: int) -> float:
+    """Seconds a bare ``model(x)`` loop (small_cnn, NCHW, ``torch.inference_mode``, batches of 512 in memory)
+    takes for ``passes_records`` records: timed over ``min(records, 50,000)`` records and scaled."""
+    from ldpclient.data import available_cores
+
+    torch.set_num_threads(available_cores())
+    model = small_cnn(num_classes=10, in_channels=1, image_size=28).eval()
+    m = min(records, 50_000)
+    x = torch.rand(m, 1, 28, 28)
+    with torch.inference_mode():
+        model(x[:512])  # warm-up
+        t0 = time.perf_counter()
+        for s in range(0, m, 512):
+            model(x[s : s + 512])
+        per_record = (time.perf_counter() - t0) / m
+    return per_record * passes_records
+
+
+def raw_noising(records: int, elements: int = 49, chunk: int = 2**21 // 784) -> float:
+    """Seconds to draw ``records x elements`` secure discrete Laplace values (the defaults' per-element scale)
+    and store each chunk's rows in one SQLite transaction (a 32-byte key and the float32 values per record)."""
+    import os
+    import sqlite3
+    import tempfile
+
+    from ldpclient.privacy.sampling import discrete_laplace_sampler
+
+    sampler = discrete_laplace_sampler(1024 / (100 / elements))  # b = 1/eps_elem on a 1/1024 grid
+    gen = torch.Generator().manual_seed(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        con = sqlite3.connect(os.path.join(tmp, "raw.sqlite"), isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("CREATE TABLE r (k BLOB PRIMARY KEY, v BLOB)")
+        t0 = time.perf_counter()
+        for start in range(0, records, chunk):
+            k = min(chunk, records - start)
+            values = sampler.sample((k, elements), gen).to(torch.float32).numpy()
+            con.execute("BEGIN")
+            rows = [((start + i).to_bytes(32, "big"), values[i].tobytes()) for i in range(k)]
+            con.executemany("INSERT INTO r VALUES (?, ?)", rows)
+            con.execute("COMMIT")
+        seconds = time.perf_counter() - t0
+        con.close()
+    return seconds
+
+
+def prediction_records(n: int, rounds: int = 3, sample: int = 50_000) -> int:
+    """Records the defaults predict on: the unadapted pass and the last pass over all n, and the later
+    selection rounds over the sample (the rounds before this change predicted on all n)."""
+    return 2 * n + (rounds - 1) * min(n, sample)
+
+
 def grow_n(args: argparse.Namespace) -> None:
     work = Path(args.work)
     print(f"{'records':>9} {'wall s':>8} {'s/1k':>6} {'peak RSS MB':>12}  stages (s)")
@@ -99,6 +175,16 @@ def grow_n(args: argparse.Namespace) -> None:
         r = label_at_scale(n, args.queries, work, args.label_args.split())
         stages = ", ".join(f"{k} {v:.0f}" for k, v in r["timings"].items() if isinstance(v, (int, float)))
         print(f"{n:>9} {r['wall']:>8.0f} {1000 * r['wall'] / n:>6.2f} {r['peak_mb']:>12.0f}  {stages}", flush=True)
+        if args.raw:
+            t = r["timings"]
+            raw = {"loading": raw_loading(work / f"images-{n}"), "noising": raw_noising(n),
+                   "predicting": raw_prediction(n, prediction_records(n))}
+            got = {"loading": t.get("loading", 0.0), "noising": t.get("noising", 0.0),
+                   "predicting": t.get("adapt_predict", 0.0) + t.get("labelling", 0.0)}
+            rows = ", ".join(f"{k} {got[k]:.1f}/{raw[k]:.1f} = {got[k] / raw[k]:.2f}x" for k in raw)
+            total = sum(got.values()) / sum(raw.values())
+            print(f"{'':>9} against raw (run/raw s): {rows}; these stages together {total:.2f}x; "
+                  f"the rest (training, fine-tuning, querying) {r['wall'] - sum(got.values()):.0f} s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -109,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--on-disk", action="store_true", help="run ldpclient label over --records images on disk")
     p.add_argument("--work", default="/tmp/ldpclient-bench-scale", help="where the images and state go (cached)")
     p.add_argument("--label-args", default="", help="extra options for ldpclient label, e.g. '--no-adapt'")
+    p.add_argument("--raw", action="store_true",
+                   help="after each label run, time the raw baselines of loading, noising and prediction")
     p.add_argument("--kind", choices=["sup", "rand"], default="sup")
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--train-queries", type=int, default=20_000, help="one epoch over this many (0 = no training)")

@@ -173,3 +173,29 @@ def test_settings_objects_and_one_teacher():
         PlanSettings(num_queries=0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         PlanSettings().num_queries = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("aug", ["sup", "rand"])
+def test_training_reads_the_batches_kept_from_sending_them_and_learns_the_same(monkeypatch, aug):
+    """The batches built for the teacher are kept for the epochs: same student, same labels as building them again."""
+    import ldpclient.transfer.pipeline as pipeline
+
+    x, _ = _records()
+    built_calls = []
+    original = pipeline.KnowledgeTransfer._stream
+
+    def counting(self, queries, order=None):
+        built_calls.append(order is None)
+        return original(self, queries, order)
+
+    monkeypatch.setattr(pipeline.KnowledgeTransfer, "_stream", counting)
+    kept = _kt("ldpkit", aug, adapt=True).run(x)
+    kept_calls = list(built_calls)
+    built_calls.clear()
+    monkeypatch.setattr(pipeline, "QUERY_CACHE_BYTES", 0)  # nothing kept: every epoch builds its batches
+    rebuilt = _kt("ldpkit", aug, adapt=True).run(x)
+    assert kept_calls == [True]  # built once, to send them; epochs and anchors read the kept batches
+    assert len(built_calls) > 1
+    assert torch.equal(kept.labels, rebuilt.labels) and torch.equal(kept.confidences, rebuilt.confidences)
+    for a, b in zip(kept.student.state_dict().values(), rebuilt.student.state_dict().values(), strict=True):
+        assert torch.equal(a, b)

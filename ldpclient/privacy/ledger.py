@@ -183,6 +183,11 @@ def _dtype_from_name(name: str) -> torch.dtype:
     return dtype
 
 
+def _value_bytes(v: torch.Tensor) -> bytes:
+    """The stored bytes of one release row (native dtype, C order)."""
+    return v.contiguous().numpy().tobytes() if v.dtype != torch.bfloat16 else v.contiguous().view(torch.uint8).numpy().tobytes()
+
+
 def _row_bytes(t: torch.Tensor) -> list[bytes]:
     """Canonical bytes of each row of ``(N, ...)``: contiguous, native dtype, little-endian.
 
@@ -435,7 +440,7 @@ class Ledger:
             + b"\x00"
         )
         secret = self._secret
-        return [hmac.new(secret, header + row, hashlib.sha256).digest() for row in _row_bytes(records)]
+        return [hmac.digest(secret, header + row, "sha256") for row in _row_bytes(records)]
 
     def source_keys(
         self,
@@ -466,13 +471,13 @@ class Ledger:
                     sid = sid.encode("utf-8", "surrogateescape")
                 if not isinstance(sid, (bytes, bytearray)) or not sid:
                     raise TypeError(f"each source id must be non-empty bytes or str, got {type(sid).__name__}")
-                out.append(hmac.new(secret, _SOURCE_ID_DOMAIN + bytes(sid), hashlib.sha256).digest())
+                out.append(hmac.digest(secret, _SOURCE_ID_DOMAIN + bytes(sid), "sha256"))
             return out
         dom = domain if domain is not None else Domain()
         unit = (records.detach().cpu().to(torch.float64).nan_to_num(0.0) - dom.low) / dom.width
         levels = (unit.clamp(0.0, 1.0) * _CANONICAL_LEVELS).round().to(torch.uint8)
         header = _CANONICAL_DOMAIN + json.dumps(list(records.shape[1:])).encode() + b"\x00"
-        return [hmac.new(secret, header + row, hashlib.sha256).digest() for row in _row_bytes(levels)]
+        return [hmac.digest(secret, header + row, "sha256") for row in _row_bytes(levels)]
 
     def _identities(
         self, records: torch.Tensor, sources: Sequence[bytes | str] | None, domain: Domain | None
@@ -799,24 +804,16 @@ class Ledger:
     ) -> None:
         now = time.time()
         rows = []
+        described: dict[tuple[torch.dtype, tuple[int, ...]], tuple[str, str]] = {}  # one dtype/shape text per kind
         for k in fresh:
             v, clipped = values[k]
-            v = v.contiguous()
-            data = (v.view(torch.uint8) if v.dtype != torch.uint8 else v).numpy().tobytes()
+            kind = (v.dtype, tuple(v.shape))
+            if kind not in described:
+                described[kind] = (_dtype_name(v.dtype), json.dumps(list(v.shape)))
+            dtype_name, shape_json = described[kind]
             rows.append(
-                (
-                    k[:32],
-                    k[32:],
-                    mech.id,
-                    scope,
-                    g.epsilon_record,
-                    g.delta_record,
-                    _dtype_name(v.dtype),
-                    json.dumps(list(v.shape)),
-                    data,
-                    clipped,
-                    now,
-                )
+                (k[:32], k[32:], mech.id, scope, g.epsilon_record, g.delta_record, dtype_name, shape_json,
+                 _value_bytes(v), clipped, now)
             )
         c = self._db
         c.executemany(

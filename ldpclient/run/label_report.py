@@ -205,4 +205,5 @@ def _inference(result: TransferResult) -> str | None:
     if result.student is None:
         return None
     device = next(result.student.parameters()).device
-    return f"{inference_layout(device)}, {torch.get_num_threads()} threads, float32"
+    threads = torch.get_num_threads()
+    return f"{inference_layout(device)}, {threads} thread{'' if threads == 1 else 's'}, float32"

@@ -63,6 +63,9 @@ class AdaptHistory:
     loss: list[float] = field(default_factory=list)
     changed: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    #: seconds spent in prediction passes and the records they predicted (all of them counted)
+    predict_seconds: float = 0.0
+    predicted: int = 0
     probs: torch.Tensor | None = field(default=None, repr=False)
 
 
@@ -169,7 +172,7 @@ class SelfTrainingAdapter:
             torch.manual_seed(self.seed)
             for rnd, fraction in enumerate(self.schedule):
                 if rnd > 0:  # round 0 labels with the model as it came in
-                    probs = predict_proba(model, pool, device=str(self.device))
+                    probs = self._predict(model, pool, hist)
                 chosen = select_confident(probs, fraction)
                 if self.max_per_round is not None and len(chosen) > self.max_per_round:
                     chosen = torch.sort(chosen[torch.randperm(len(chosen))[: self.max_per_round]]).values
@@ -196,10 +199,17 @@ class SelfTrainingAdapter:
                 hist.selected.append(len(chosen))
                 hist.loss.append(total / max(1, seen))
         model.eval()
-        hist.probs = predict_proba(model, records, device=str(self.device))
+        hist.probs = self._predict(model, records, hist)
         hist.changed.append(float((hist.probs.argmax(1) != previous).float().mean()))
         hist.seconds = time.perf_counter() - t0
         return hist
+
+    def _predict(self, model: nn.Module, records: RecordSource, hist: AdaptHistory) -> torch.Tensor:
+        t = time.perf_counter()
+        probs = predict_proba(model, records, device=str(self.device))
+        hist.predict_seconds += time.perf_counter() - t
+        hist.predicted += len(records)
+        return probs
 
     def _sample(self, n: int) -> torch.Tensor | None:
         """Sorted positions of the records the rounds choose from (None: all ``n``), seeded by ``seed``
