@@ -163,9 +163,9 @@ def raw_noising(records: int, elements: int = 49, chunk: int = 2**21 // 784) -> 
 
 
 def prediction_records(n: int, rounds: int = 3, sample: int = 50_000) -> int:
-    """Records the defaults predict on: the unadapted pass and the last pass over all n, and the later
-    selection rounds over the sample (the rounds before this change predicted on all n)."""
-    return 2 * n + (rounds - 1) * min(n, sample)
+    """Records the defaults predict on: up to the sample size, the unadapted pass, the later rounds and the
+    last pass over all n; above it, every round over the sample and only the last pass over all n."""
+    return (rounds + 1) * n if n <= sample else rounds * sample + n
 
 
 def grow_n(args: argparse.Namespace) -> None:

@@ -199,3 +199,15 @@ def test_training_reads_the_batches_kept_from_sending_them_and_learns_the_same(m
     assert torch.equal(kept.labels, rebuilt.labels) and torch.equal(kept.confidences, rebuilt.confidences)
     for a, b in zip(kept.student.state_dict().values(), rebuilt.student.state_dict().values(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_above_the_selection_sample_only_the_final_pass_reads_every_record():
+    from ldpclient.transfer.adapt import SelfTrainingAdapter
+
+    x, _ = _records()
+    small = _kt("ldpkit", "sup", adapt=True, adapter=SelfTrainingAdapter(seed=0, selection_sample=20)).run(x)
+    assert small.unadapted_labels is None  # would cost a pass over every record: not computed above the sample
+    assert small.adaptation is not None and small.adaptation.predicted == 3 * 20 + len(x)  # rounds 0-2 on the sample + final
+    assert len(small.labels) == len(x)
+    whole = _kt("ldpkit", "sup", adapt=True).run(x)  # at or below the sample: the unadapted labels are there
+    assert whole.unadapted_labels is not None and len(whole.unadapted_labels) == len(x)

@@ -154,20 +154,21 @@ class SelfTrainingAdapter:
     ) -> AdaptHistory:
         """Adapt ``model`` in place on ``records`` (float ``(N, C, H, W)``, the values it will label;
         a tensor or a :class:`~ldpclient.records.RecordSource`). ``probs``: the model's softmax outputs
-        on ``records`` before adaptation, when the caller has them (saves a pass over the records)."""
+        on ``records`` before adaptation, when the caller has them (saves a pass); without them, above
+        ``selection_sample`` records only the sample is predicted before the rounds."""
         hist = AdaptHistory()
         t0 = time.perf_counter()
         records = as_record_source(records)
         augment = weak_augmentation(int(records.record_shape[-1]))
         optimizer = torch.optim.Adam(model.parameters(), lr=self.lr)
         loss_fn = nn.CrossEntropyLoss()
-        if probs is None:
-            probs = predict_proba(model, records, device=str(self.device))
-        previous = probs.argmax(1)
         sample = self._sample(len(records))  # None: every record, in order
         pool = records if sample is None else SubsetRecords(records, sample)
-        if sample is not None:
+        if probs is None:
+            probs = self._predict(model, pool, hist)
+        elif sample is not None:
             probs = probs[sample]
+        previous = probs.argmax(1)  # on the pool: what "changed" is measured on
         with torch.random.fork_rng(devices=[]):  # v2 transforms draw from the global RNG: keep it local
             torch.manual_seed(self.seed)
             for rnd, fraction in enumerate(self.schedule):
@@ -200,7 +201,8 @@ class SelfTrainingAdapter:
                 hist.loss.append(total / max(1, seen))
         model.eval()
         hist.probs = self._predict(model, records, hist)
-        hist.changed.append(float((hist.probs.argmax(1) != previous).float().mean()))
+        final = hist.probs if sample is None else hist.probs[sample]
+        hist.changed.append(float((final.argmax(1) != previous).float().mean()))
         hist.seconds = time.perf_counter() - t0
         return hist
 
@@ -211,10 +213,14 @@ class SelfTrainingAdapter:
         hist.predicted += len(records)
         return probs
 
+    def samples(self, n: int) -> bool:
+        """Whether the rounds work on a sample of ``n`` records (more than ``selection_sample``)."""
+        return self.selection_sample is not None and n > self.selection_sample
+
     def _sample(self, n: int) -> torch.Tensor | None:
         """Sorted positions of the records the rounds choose from (None: all ``n``), seeded by ``seed``
         from a generator of its own (the rounds' random stream is the same with or without a sample)."""
-        if self.selection_sample is None or n <= self.selection_sample:
+        if not self.samples(n):
             return None
         g = torch.Generator().manual_seed(self.seed)
         return torch.sort(torch.randperm(n, generator=g)[: self.selection_sample]).values

@@ -564,9 +564,12 @@ class KnowledgeTransfer:
             return _Adapted(None, None)
         t = time.perf_counter()
         model = trained.trainer.model
-        before = predict_proba(model, records, device=self.device)
-        first_pass = time.perf_counter() - t
         adapter = self.adapter or SelfTrainingAdapter(seed=self.seed, device=trained.trainer.device)
+        # the unadapted labels of every record cost a full pass: above the adapter's selection sample they are
+        # not computed (the rounds predict on the sample), so that only the final pass reads every record
+        sampled = isinstance(adapter, SelfTrainingAdapter) and adapter.samples(len(records))
+        before = None if sampled else predict_proba(model, records, device=self.device)
+        first_pass = time.perf_counter() - t
 
         def anchor(rnd: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
             for ids, values in self._epoch_batches(queries, 10_000 + rnd):
@@ -581,7 +584,7 @@ class KnowledgeTransfer:
         timings["adapt"] = time.perf_counter() - t
         # of which the prediction passes (the benchmarks set them beside a bare model loop)
         timings["adapt_predict"] = first_pass + adaptation.predict_seconds
-        return _Adapted(before.argmax(1), adaptation)
+        return _Adapted(before.argmax(1) if before is not None else None, adaptation)
 
     def _save_student(self, trained: _Trained, plan: QueryPlan, release: Release) -> None:
         """Save the (adapted) student to ``checkpoint`` when one was given."""
