@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from package_copy import probe_with_added_file
 
-import ldpclient
 from ldpclient.privacy.mechanisms import make_mechanism, register_mechanism
 from ldpclient.privacy.mechanisms.laplace import LaplaceMechanism
 
@@ -59,15 +54,7 @@ print(json.dumps({
 
 
 def test_a_mechanism_in_a_new_file_reaches_the_cli_the_factories_and_the_checks(tmp_path: Path):
-    package = Path(ldpclient.__file__).parent
-    copy = tmp_path / "ldpclient"
-    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "privacy" / "mechanisms" / "toy.py").write_text(TOY_MODULE)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    seen = probe_with_added_file(tmp_path, "privacy/mechanisms/toy.py", TOY_MODULE, PROBE)
     assert seen["names"][:6] == ["laplace", "gaussian", "tldp-laplace", "tldp-gaussian", "tldp-weighted",
                                  "discrete-tldp"]
     assert set(seen["names"][6:]) == {"toy-laplace", "toy-gaussian"}

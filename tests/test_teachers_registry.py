@@ -87,21 +87,9 @@ print(json.dumps({"type": type(t).__name__, "target": t.target, "adapters": sort
 
 
 def test_a_builtin_adapter_in_a_new_file_is_found_with_its_identity(tmp_path):
-    import json
-    import os
-    import shutil
-    import subprocess
-    from pathlib import Path
+    from package_copy import probe_with_added_file
 
-    import ldpclient
-
-    copy = tmp_path / "ldpclient"
-    shutil.copytree(Path(ldpclient.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "teachers" / "toy.py").write_text(TOY_ADAPTER)
-    out = subprocess.run([sys.executable, "-c", TOY_PROBE], env={**os.environ, "PYTHONPATH": str(tmp_path)},
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    seen = probe_with_added_file(tmp_path, "teachers/toy.py", TOY_ADAPTER, TOY_PROBE)
     assert seen["type"] == "ToyTeacher" and seen["target"] == "abc"
     assert {"oip", "torchserve", "hf", "local", "toy"} <= set(seen["adapters"])
     assert seen["identity"] == ["toy:http://toy.test/abc", "toy:http://toy.test/abc"]  # one identity per teacher

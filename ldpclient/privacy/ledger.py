@@ -190,7 +190,7 @@ _CACHE_KIB = 256 * 1024
 
 def _value_bytes(v: torch.Tensor) -> bytes:
     """The stored bytes of one release row (native dtype, C order)."""
-    return v.contiguous().numpy().tobytes() if v.dtype != torch.bfloat16 else v.contiguous().view(torch.uint8).numpy().tobytes()
+    return v.contiguous().view(torch.uint8).numpy().tobytes()  # a byte view: every dtype, bfloat16 included
 
 
 def _row_bytes(t: torch.Tensor) -> list[bytes]:
