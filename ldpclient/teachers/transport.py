@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar, Union
+from typing import Any, Callable, Generic, Mapping, TypeVar, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -135,6 +135,20 @@ class CallInfo:
     billed_header: int | None = None
 
 
+@dataclass(frozen=True)
+class _Request(Generic[T]):
+    """One logical request, as every attempt at it sends it: ``parse`` reads a 2xx answer, ``what`` names the
+    request in messages, ``retry_hint`` reads the wait a retryable answer asks for without ``Retry-After``."""
+
+    method: str
+    url: str
+    parse: Callable[[requests.Response], T]
+    data: bytes | None
+    headers: dict[str, str] | None
+    what: str
+    retry_hint: RetryHint | None
+
+
 class HttpTransport:
     """The connection options of one teacher, and the pooled sessions that carry its requests.
 
@@ -248,42 +262,23 @@ class HttpTransport:
         self._local = threading.local()
 
     def _attempt(
-        self,
-        method: str,
-        url: str,
-        parse: Callable[[requests.Response], T],
-        data: bytes | None,
-        headers: dict[str, str] | None,
-        what: str,
-        info: CallInfo,
-        units: int = 0,
-        billing: BillingGuard | None = None,
-        retry_hint: RetryHint | None = None,
+        self, req: _Request[T], info: CallInfo, units: int = 0, billing: BillingGuard | None = None
     ) -> T:
         """One attempt. With ``units`` (queries a billable request carries) and a ``billing`` hook,
         the hook hears about it before it is sent and how it ended."""
 
         def send(on_start: Callable[[Callable[[], None]], None] | None = None) -> T:
-            return self._attempt_once(method, url, parse, data, headers, what, info, on_start, retry_hint)
+            return self._attempt_once(req, info, on_start)
 
         if billing is None or not units:
             return send()
         return billed_attempt(billing, units, send, lambda: info.billed_header or 0)
 
     def _attempt_once(
-        self,
-        method: str,
-        url: str,
-        parse: Callable[[requests.Response], T],
-        data: bytes | None,
-        headers: dict[str, str] | None,
-        what: str,
-        info: CallInfo,
-        on_start: Callable[[Callable[[], None]], None] | None = None,
-        retry_hint: RetryHint | None = None,
+        self, req: _Request[T], info: CallInfo, on_start: Callable[[Callable[[], None]], None] | None = None
     ) -> T:
         info.attempts += 1
-        where = redact_url(url)
+        where = redact_url(req.url)
         started = time.monotonic()
         connections: list[Any] = []
         expired = threading.Event()
@@ -294,11 +289,11 @@ class HttpTransport:
         if on_start is not None:
             on_start(lambda: _shut(connections, threading.Event()))
         try:
-            return self._exchange(method, url, parse, data, headers, what, info, where, started, retry_hint)
+            return self._exchange(req, info, where, started)
         except (TeacherError, requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError):
             if expired.is_set():
                 raise TransientTeacherError(self.redact(
-                    f"{what}: the response from {where} did not arrive within {self.deadline:g} s (the server is "
+                    f"{req.what}: the response from {where} did not arrive within {self.deadline:g} s (the server is "
                     "sending too slowly)"
                 )) from None
             raise
@@ -306,22 +301,12 @@ class HttpTransport:
             watchdog.cancel()
             _WATCH.holder = None
 
-    def _exchange(
-        self,
-        method: str,
-        url: str,
-        parse: Callable[[requests.Response], T],
-        data: bytes | None,
-        headers: dict[str, str] | None,
-        what: str,
-        info: CallInfo,
-        where: str,
-        started: float,
-        retry_hint: RetryHint | None = None,
-    ) -> T:
+    def _exchange(self, req: _Request[T], info: CallInfo, where: str, started: float) -> T:
+        what, data = req.what, req.data
         try:
             resp = self.session().request(
-                method, url, data=data, headers=headers, timeout=self.timeout, stream=True, allow_redirects=False
+                req.method, req.url, data=data, headers=req.headers, timeout=self.timeout, stream=True,
+                allow_redirects=False,
             )
         except requests.exceptions.SSLError as exc:
             raise TeacherError(
@@ -363,14 +348,14 @@ class HttpTransport:
             )
         if 200 <= status < 300:
             try:
-                return parse(resp)
+                return req.parse(resp)
             except MalformedResponse as exc:
                 raise MalformedResponse(self.redact(f"{what}: {exc}"), transient=exc.transient) from None
         text = server_error_text(resp, redact=self.redact)
         if status in RETRY_STATUSES:
             wait = parse_retry_after(resp.headers.get("Retry-After"))
-            if wait is None and retry_hint is not None:
-                wait = retry_hint(resp)
+            if wait is None and req.retry_hint is not None:
+                wait = req.retry_hint(resp)
             raise TransientTeacherError(f"{what}: HTTP {status} from {where}: {text}", status=status, retry_after=wait)
         hint = ""
         if status in (401, 403):
@@ -436,9 +421,10 @@ class HttpTransport:
         ``estimated_time``).
         """
         info = CallInfo()
+        req = _Request(method, url, parse, data, headers, what, retry_hint)
 
         def attempt() -> T:
-            return self._attempt(method, url, parse, data, headers, what, info, units, billing, retry_hint)
+            return self._attempt(req, info, units, billing)
 
         result = with_retries(attempt, self.retry, what=what, attempts=lambda: info.attempts, retry=retry)
         return result, info
