@@ -1,21 +1,31 @@
-"""Defaults study: what a label run buys per epsilon, with and without on-device adaptation.
+"""Utility study: what a label run buys per epsilon, beside the strongest data-free baseline.
 
-On scikit-learn's real digits (bundled), split 0.4/0.4/0.2 (teacher/private/held out), a
-CNN teacher is trained on the teacher part; the private part (719 records) is labelled by
-:class:`ldpclient.transfer.pipeline.KnowledgeTransfer` with an in-process
-:class:`~ldpclient.teachers.local.LocalTeacher`. Every run reports, from the same trained
-student, the label accuracy **before** and **after** adaptation on the clean private
-records, and is repeated in ``data-free`` mode (blank records, epsilon 0) with the same
-query budget, training and adaptation: the baseline a private run must beat.
+Two real datasets, the same code:
 
-Settings are given as ``mechanism:eps_record:reduce:queries:epochs:train_batch[:postprocess]``
-(per-record epsilon; Gaussian at delta = 1e-5 per record; postprocess spec with ``;`` for ``,``,
-default: ``ldpclient.transfer.defaults.postprocess`` for the image size). Results are appended to a JSONL file
-(one line per run, resumable: finished runs are skipped) and ``--table`` prints the
-mean ± std over seeds as a markdown table::
+* ``digits``: scikit-learn's digits (bundled) at ``--size`` (8x8 native, 28x28 upscaled), split
+  0.4/0.4/0.2 (teacher/private/held out): 719 private records;
+* ``mnist``: 5,000 real 28x28 MNIST digits (``benchmarks/mnist5k.py``: teacher 3,500, private 1,000);
+* ``mnist-colour``: the same digits as 32x32 RGB images, each in a random colour on a random background
+  (:func:`colourise`), with a 3-channel teacher.
 
-    .venv/bin/python benchmarks/bench_adapt.py --size 28 8 --seeds 3 \\
-        --settings gaussian:50:4:20000:5:128 laplace:50:4:20000:5:128 --out study.jsonl
+A CNN teacher is trained on the teacher part (cached in ``benchmarks/.cache``); the private part is
+labelled by :class:`ldpclient.transfer.pipeline.KnowledgeTransfer` with an in-process
+:class:`~ldpclient.teachers.local.LocalTeacher`, with the library's own defaults wherever a setting
+field is ``-``. Every run reports, from the same trained student, the accuracy **before** and
+**after** adaptation on the clean private records.
+
+The baseline: ``data-free`` mode (blank records, epsilon 0) with the same query budget, training
+and adaptation. Its blank queries cost no privacy, so their noise level is a free choice:
+``--free-eps`` runs it at each level of a grid fixed in advance, and the table sets every private
+row beside the **strongest** of them (the best mean over seeds, against ground truth).
+
+Settings are ``mechanism:eps_record:reduce:queries:epochs:train_batch[:postprocess]`` (per-record
+epsilon; Gaussian at delta = 1e-5 per record; ``-`` for the library default of a field; postprocess
+with ``;`` for ``,``). Results are appended to a JSONL file (one line per run, resumable: finished
+runs are skipped) and ``--table`` prints mean ± std over seeds as markdown::
+
+    .venv/bin/python benchmarks/bench_adapt.py --dataset digits mnist --seeds 3 \\
+        --settings laplace:50:-:-:-:- laplace:100:-:-:-:- --free-eps 10 30 100 300 --out study.jsonl
     .venv/bin/python benchmarks/bench_adapt.py --table --out study.jsonl
 """
 
@@ -24,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -33,15 +44,77 @@ from ldpclient.datasets import load_digits_images, split_indices
 from ldpclient.privacy import gaussian, laplace
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
+from ldpclient.transfer.adapt import SelfTrainingAdapter
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 
 DELTA = 1e-5
+CACHE = Path(__file__).resolve().parent / ".cache"
+DATASETS = ("digits", "mnist", "mnist-colour")
+FIELDS = ("mechanism", "eps_record", "reduce", "queries", "epochs", "train_batch")
 
 
 def train_teacher(x: torch.Tensor, y: torch.Tensor, *, epochs: int = 30, seed: int = 0) -> torch.nn.Module:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_reproduction import train_teacher as train
 
     return train(x, y, epochs=epochs, seed=seed)
+
+
+def load_dataset(name: str, size: int) -> tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(label, teacher x, teacher y, private x, private y)``: float32 ``(N, 1, H, W)`` in [0, 1], int64 labels."""
+    if name == "digits":
+        x, y = load_digits_images(size)
+        tr, pv, _ = split_indices(len(x), (0.4, 0.4, 0.2), seed=0)
+        return f"digits{size}", x[tr], y[tr], x[pv], y[pv]
+    if name in ("mnist", "mnist-colour"):
+        import mnist5k
+
+        parts = mnist5k.split()
+
+        def tensors(part: str) -> tuple[torch.Tensor, torch.Tensor]:
+            images, labels = parts[part]
+            return torch.from_numpy(images).float() / 255.0, torch.from_numpy(labels)
+
+        (tx, ty), (px, py) = tensors("teacher"), tensors("private")
+        if name == "mnist":
+            return "mnist28", tx, ty, px, py
+        return "mnist-colour32", colourise(tx, seed=1), ty, colourise(px, seed=2), py
+    raise SystemExit(f"unknown dataset {name!r} ({', '.join(DATASETS)})")
+
+
+def colourise(grey: torch.Tensor, *, seed: int) -> torch.Tensor:
+    """MNIST digits as 32x32 RGB images: each digit (padded by 2 pixels) in a random colour on a random
+    background colour, the two at least 0.3 apart in luminance (BT.601), drawn from ``seed``.
+
+    ``grey``: float ``(N, 1, 28, 28)`` in [0, 1]; returns float ``(N, 3, 32, 32)`` in [0, 1].
+    """
+    g = torch.Generator().manual_seed(seed)
+    n = len(grey)
+    luma = torch.tensor([0.299, 0.587, 0.114])
+    fg, bg = torch.rand(n, 3, generator=g), torch.rand(n, 3, generator=g)
+    while True:  # redraw the pairs too close in luminance to read
+        close = ((fg - bg) @ luma).abs() < 0.3
+        if not close.any():
+            break
+        fg[close], bg[close] = torch.rand(int(close.sum()), 3, generator=g), torch.rand(int(close.sum()), 3, generator=g)
+    mask = torch.nn.functional.pad(grey, (2, 2, 2, 2))
+    return bg[:, :, None, None] * (1 - mask) + fg[:, :, None, None] * mask
+
+
+def cached_teacher(label: str, x: torch.Tensor, y: torch.Tensor) -> torch.nn.Module:
+    """The teacher for ``label``, trained once and kept in ``benchmarks/.cache`` (same weights every run)."""
+    path = CACHE / f"teacher-{label}.pt"
+    if path.exists():
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from ldpclient.transfer.student import small_cnn
+
+        model = small_cnn(num_classes=10, in_channels=x.shape[1], image_size=x.shape[-1], width=32)
+        model.load_state_dict(torch.load(path, weights_only=True))
+        return model.eval()
+    model = train_teacher(x, y)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), path)
+    return model
 
 
 def mechanism(name: str, eps_record: float, reduce: int):
@@ -50,27 +123,54 @@ def mechanism(name: str, eps_record: float, reduce: int):
     return laplace(eps_record, per="record", reduction=reduce)
 
 
-def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt: bool, fuse: bool = True) -> dict:
+def resolve(setting: dict, shape: tuple[int, ...], n: int) -> dict:
+    """The setting with every ``-`` field replaced by the library default for records of ``shape``."""
+    out = dict(setting)
+    if out["mechanism"] is None:
+        out["mechanism"] = defaults.mechanism()
+    if out["eps_record"] is None:
+        out["eps_record"] = defaults.epsilon()
+    if out["reduce"] is None:
+        out["reduce"] = defaults.reduction(shape)
+    if out["queries"] is None:
+        out["queries"] = defaults.num_queries(n, "sup")
+    if out["epochs"] is None:
+        out["epochs"] = defaults.epochs()
+    if out["train_batch"] is None:
+        out["train_batch"] = defaults.train_batch_size()
+    if not out.get("postprocess"):
+        out["postprocess"] = defaults.postprocess(shape)
+    return out
+
+
+def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt: bool,
+            selection_sample: int | None = None, val_fraction: float | None = None) -> dict:
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"])
+    extra = {}
+    if val_fraction is not None:
+        extra["val_fraction"] = val_fraction
+    if selection_sample is not None:
+        extra["adapter"] = SelfTrainingAdapter(seed=seed, selection_sample=selection_sample)
     kt = KnowledgeTransfer(
         teacher,
         mech,
         mode=mode,
         augmentation="sup",
         num_queries=setting["queries"],
-        postprocess=setting.get("postprocess") or defaults.postprocess(records.shape[1:]),
+        postprocess=setting["postprocess"],
         epochs=setting["epochs"],
         batch_size=setting["train_batch"],
         seed=seed,
         device="cpu",
-        val_fraction=0.0,
         adapt=adapt,
-        fuse=fuse,
+        fuse=True,
         release_generator=torch.Generator().manual_seed(1000 + seed),
+        **extra,
     )
     t0 = time.perf_counter()
     res = kt.run(records)
     wall = time.perf_counter() - t0
+
     def accuracy(labels: torch.Tensor | None, default: float) -> float:
         return default if labels is None else float((labels == truth).float().mean())
 
@@ -83,24 +183,24 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         "fusion_informativeness": res.fusion_informativeness,
         "wall_s": round(wall, 2),
         "adapt_s": round(res.timings.get("adapt", 0.0), 2),
-        "eps_record": res.guarantee.epsilon_record,
         "eps_element": res.guarantee.epsilon_element,
         "released_elements": res.guarantee.elements_per_record,
     }
 
 
 def parse_setting(text: str) -> dict:
-    """``mechanism:eps_record:reduce:queries:epochs:train_batch[:postprocess]`` (postprocess with ``;`` for ``,``)."""
-    mech, eps, red, q, ep, tb, *pp = text.split(":", 6)
-    out = {"mechanism": mech, "eps_record": float(eps), "reduce": int(red), "queries": int(q),
-           "epochs": int(ep), "train_batch": int(tb)}
-    if pp:
-        out["postprocess"] = pp[0].replace(";", ",")
+    """``mechanism:eps_record:reduce:queries:epochs:train_batch[:postprocess]``; ``-``: the default."""
+    *values, = text.split(":", 6)
+    if len(values) < 6:
+        raise SystemExit(f"setting {text!r}: give {':'.join(FIELDS)}[:postprocess]")
+    kinds = (str, float, int, int, int, int)
+    out: dict = {f: None if v == "-" else kind(v) for f, kind, v in zip(FIELDS, kinds, values, strict=False)}
+    out["postprocess"] = values[6].replace(";", ",") if len(values) > 6 else None
     return out
 
 
-def key_of(size: int, setting: dict, seed: int, mode: str) -> str:
-    return json.dumps({"size": size, **setting, "seed": seed, "mode": mode}, sort_keys=True)
+def key_of(dataset: str, setting: dict, seed: int, mode: str, variant: dict) -> str:
+    return json.dumps({"dataset": dataset, **setting, "seed": seed, "mode": mode, **variant}, sort_keys=True)
 
 
 def _read_runs(paths: list[Path]) -> list[dict]:
@@ -109,88 +209,171 @@ def _read_runs(paths: list[Path]) -> list[dict]:
     for path in paths:
         for line in path.read_text().splitlines():
             r = json.loads(line)
+            r.setdefault("dataset", f"digits{r.get('size', 28)}")  # files from before --dataset
+            r.setdefault("postprocess", defaults.postprocess((r.get("size", 28),) * 2))
             runs.setdefault(r["key"], r)
     return list(runs.values())
 
 
+def _ms(v: list[float] | None, scale: float = 100.0) -> str:
+    if not v:
+        return "-"
+    sd = statistics.stdev(v) if len(v) > 1 else 0.0
+    return f"{scale * statistics.mean(v):.1f} ± {scale * sd:.1f}"
+
+
+def _budget(r: dict) -> tuple:
+    """What a private row and its data-free baselines share: dataset, queries, training, selection sample."""
+    return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], r.get("selection_sample"))
+
+
+def strongest_baselines(runs: list[dict]) -> dict[tuple, tuple[float, list[float]]]:
+    """Per budget: ``(noise level, adapted accuracies per seed)`` of the best data-free grid level (best mean)."""
+    levels: dict[tuple, dict[float, list[float]]] = {}
+    for r in runs:
+        if r["mode"] == "data-free":
+            levels.setdefault(_budget(r), {}).setdefault(r["eps_record"], []).append(r["accuracy"])
+    return {b: max(lv.items(), key=lambda kv: statistics.mean(kv[1])) for b, lv in levels.items()}
+
+
 def table(paths: list[Path]) -> None:
+    runs = _read_runs(paths)
+    best = strongest_baselines(runs)
+    print("| dataset | mechanism | eps/record | reduce | queries | sample | seeds | private, unadapted | "
+          "private, adapted | private, fused | strongest data-free (its level) | gain over it | wall s |")
+    print("|" + "---|" * 13)
     rows: dict[tuple, dict[str, list[float]]] = {}
-    for r in _read_runs(paths):
-        k = (r["size"], r["mechanism"], r["eps_record"], r["reduce"], r.get("postprocess") or defaults.postprocess((r["size"], r["size"])),
-             r["queries"], r["epochs"], r["train_batch"])
+    for r in runs:
+        if r["mode"] != "ldpkit":
+            continue
+        k = (*_budget(r), r["mechanism"], r["eps_record"], r["reduce"], r["postprocess"])
         d = rows.setdefault(k, {})
-        d.setdefault(f"{r['mode']}_adapted", []).append(r["accuracy"])
-        d.setdefault(f"{r['mode']}_unadapted", []).append(r["accuracy_unadapted"])
-        d.setdefault(f"{r['mode']}_wall", []).append(r["wall_s"])
-        d.setdefault(f"{r['mode']}_adapt_s", []).append(r["adapt_s"])
-        if "fusion_informativeness" in r and r["mode"] == "ldpkit":  # fused with the Dawid-Skene model
-            d.setdefault("fused", []).append(r["accuracy_fused"])
-
-    def ms(v: list[float] | None, scale: float = 100.0) -> str:
-        if not v:
-            return "-"
-        sd = statistics.stdev(v) if len(v) > 1 else 0.0
-        return f"{scale * statistics.mean(v):.1f} ± {scale * sd:.1f}"
-
-    print("| size | mechanism | eps/record | reduce | postprocess | queries | epochs | batch | seeds | "
-          "private, unadapted | private, adapted | private, adapted + fused | data-free, unadapted | "
-          "data-free, adapted | gain (adapted vs adapted) | adapt time / rest of run |")
-    print("|" + "---|" * 17)
-    for k in sorted(rows):
+        for field_name in ("accuracy", "accuracy_unadapted", "accuracy_fused", "wall_s"):
+            d.setdefault(field_name, []).append(r[field_name])
+    for k in sorted(rows, key=lambda k: (k[0], k[4] or 0, k[5], k[6])):
         d = rows[k]
-        p, b = d.get("ldpkit_adapted", []), d.get("data-free_adapted", [])
-        gain = [x - y for x, y in zip(p, b, strict=True)] if p and b and len(p) == len(b) else []
-        share = [a / max(1e-9, w - a) for a, w in zip(d.get("ldpkit_adapt_s", []), d.get("ldpkit_wall", []), strict=True)]
-        print(f"| {k[0]}x{k[0]} | {k[1]} | {k[2]:g} | {k[3]} | {k[4]} | {k[5]} | {k[6]} | {k[7]} | {len(p)} | "
-              f"{ms(d.get('ldpkit_unadapted'))} | {ms(p)} | {ms(d.get('fused'))} | "
-              f"{ms(d.get('data-free_unadapted'))} | {ms(b)} | "
-              f"{ms(gain)} | {ms(share, 100.0)}% |")
+        level, base = best.get(k[:5], (None, []))
+        gain = [a - statistics.mean(base) for a in d["accuracy"]] if base else []
+        print(f"| {k[0]} | {k[5]} | {k[6]:g} | {k[7]} | {k[1]} | {k[4] or 'all'} | {len(d['accuracy'])} | "
+              f"{_ms(d['accuracy_unadapted'])} | {_ms(d['accuracy'])} | {_ms(d['accuracy_fused'])} | "
+              f"{_ms(base)} ({level if level is None else f'{level:g}'}) | {_ms(gain)} | {_ms(d['wall_s'], 1.0)} |")
+    print()
+    print("| dataset | data-free noise level (eps/record of the blank queries) | seeds | unadapted | adapted |")
+    print("|---|---|---|---|---|")
+    grid: dict[tuple, dict[str, list[float]]] = {}
+    for r in runs:
+        if r["mode"] == "data-free":
+            d = grid.setdefault((r["dataset"], r["eps_record"], r.get("selection_sample")), {})
+            d.setdefault("a", []).append(r["accuracy"])
+            d.setdefault("u", []).append(r["accuracy_unadapted"])
+    for k in sorted(grid, key=lambda k: (k[0], k[1])):
+        d = grid[k]
+        print(f"| {k[0]} | {k[1]:g} | {len(d['a'])} | {_ms(d['u'])} | {_ms(d['a'])} |")
+
+
+def plot(paths: list[Path], png: Path) -> None:
+    """Accuracy (adapted, mean ± std over seeds) against per-record epsilon, one panel per dataset, with the
+    strongest data-free baseline as a band; only rows at the default selection sample."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in _read_runs(paths) if not r.get("selection_sample") and not r.get("no_adapt")]
+    best = strongest_baselines(runs)
+    datasets = sorted({r["dataset"] for r in runs if r["mode"] == "ldpkit"})
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), squeeze=False)
+    for ax, name in zip(axes[0], datasets, strict=True):
+        by_eps: dict[float, list[float]] = {}
+        budget = None
+        for r in runs:
+            if r["dataset"] == name and r["mode"] == "ldpkit":
+                by_eps.setdefault(r["eps_record"], []).append(100 * r["accuracy"])
+                budget = _budget(r)
+        xs = sorted(by_eps)
+        means = [statistics.mean(by_eps[x]) for x in xs]
+        sds = [statistics.stdev(by_eps[x]) if len(by_eps[x]) > 1 else 0.0 for x in xs]
+        ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, label="private (defaults, adapted)")
+        if budget in best:
+            level, base = best[budget]
+            m = 100 * statistics.mean(base)
+            sd = 100 * statistics.stdev(base) if len(base) > 1 else 0.0
+            ax.axhspan(m - sd, m + sd, color="grey", alpha=0.25)
+            ax.axhline(m, color="grey", ls="--", label=f"strongest data-free (blank queries at {level:g})")
+        ax.set_xscale("log")
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])
+        ax.set_xlabel("per-record epsilon")
+        ax.set_ylabel("label accuracy (%)")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"wrote {png}")
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", type=int, nargs="+", default=[28])
-    p.add_argument("--settings", nargs="+", default=["gaussian:50:4:20000:5:128"])
+    p.add_argument("--dataset", nargs="+", default=["digits", "mnist"], choices=DATASETS)
+    p.add_argument("--size", type=int, nargs="+", default=[28], help="digits: image sides to scale to")
+    p.add_argument("--settings", nargs="+", default=["-:-:-:-:-:-"])
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--modes", nargs="+", default=["ldpkit", "data-free"])
+    p.add_argument("--free-eps", type=float, nargs="*", default=None,
+                   help="data-free runs at each of these noise levels (per-record eps of the blank queries) "
+                        "instead of the setting's")
+    p.add_argument("--selection-sample", type=int, default=None,
+                   help="adaptation's selection rounds predict on a seeded sample of this many records")
+    p.add_argument("--val-fraction", type=float, default=None,
+                   help="share of teacher labels held out for validation (default: the library's)")
     p.add_argument("--no-adapt", action="store_true", help="measure without the adaptation stage (time only)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")
+    p.add_argument("--plot", type=Path, default=None, help="with --table: also draw the curve to this PNG")
     args = p.parse_args(argv)
     if args.table:
         table([args.out, *args.merge])
+        if args.plot is not None:
+            plot([args.out, *args.merge], args.plot)
         return
     torch.set_num_threads(1)
     done = set()
     if args.out.exists():
-        for line in args.out.read_text().splitlines():
-            r = json.loads(line)
-            done.add(r["key"])
-    for size in args.size:
-        x, y = load_digits_images(size)
-        tr, pv, _ = split_indices(len(x), (0.4, 0.4, 0.2), seed=0)
-        model = train_teacher(x[tr], y[tr])
-        teacher = LocalTeacher(model, (1, size, size), 10, name=f"digits{size}")
-        with torch.no_grad():
-            t_acc = float((model(x[pv]).argmax(1) == y[pv]).float().mean())
-        print(f"# {size}x{size}: teacher on clean private records {t_acc:.3f}, n={len(pv)}", flush=True)
-        for text in args.settings:
-            setting = parse_setting(text)
-            if size % setting["reduce"]:
-                continue
-            for seed in range(args.seeds):
-                for mode in args.modes:
-                    key = key_of(size, setting, seed, mode) + ("|noadapt" if args.no_adapt else "")
-                    if key in done:
-                        continue
-                    r = run_one(teacher, x[pv], y[pv], setting, seed, mode, not args.no_adapt)
-                    r.update({"key": key, "size": size, **setting, "seed": seed, "mode": mode, "teacher": t_acc})
-                    with args.out.open("a") as fh:
-                        fh.write(json.dumps(r) + "\n")
-                    print(f"{size} {text} seed={seed} {mode:9s} unadapted={r['accuracy_unadapted']:.3f} "
-                          f"adapted={r['accuracy']:.3f} fused={r['accuracy_fused']:.3f} info={r['fusion_informativeness']} "
-                          f"wall={r['wall_s']}s adapt={r['adapt_s']}s", flush=True)
+        done = {json.loads(line)["key"] for line in args.out.read_text().splitlines()}
+    variant = {k: v for k, v in (("selection_sample", args.selection_sample), ("no_adapt", args.no_adapt),
+                                 ("val_fraction", args.val_fraction)) if v is not None and v is not False}
+    for name in args.dataset:
+        for size in args.size if name == "digits" else [0]:
+            label, tx, ty, px, py = load_dataset(name, size)
+            model = cached_teacher(label, tx, ty)
+            teacher = LocalTeacher(model, tuple(px.shape[1:]), 10, name=label)
+            with torch.no_grad():
+                t_acc = float((model(px).argmax(1) == py).float().mean())
+            print(f"# {label}: teacher on clean private records {t_acc:.3f}, n={len(px)}", flush=True)
+            for text in args.settings:
+                base = resolve(parse_setting(text), tuple(px.shape[1:]), len(px))
+                if px.shape[-1] % base["reduce"]:
+                    continue
+                for seed in range(args.seeds):
+                    for mode in args.modes:
+                        levels = args.free_eps if mode == "data-free" and args.free_eps else [base["eps_record"]]
+                        for level in levels:
+                            setting = {**base, "eps_record": level}
+                            key = key_of(label, setting, seed, mode, variant)
+                            if key in done:
+                                continue
+                            r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
+                                        args.val_fraction)
+                            r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
+                                      "teacher": t_acc, **variant})
+                            with args.out.open("a") as fh:
+                                fh.write(json.dumps(r) + "\n")
+                            done.add(key)
+                            print(f"{label} {setting['mechanism']}:{level:g} seed={seed} {mode:9s} "
+                                  f"unadapted={r['accuracy_unadapted']:.3f} adapted={r['accuracy']:.3f} "
+                                  f"fused={r['accuracy_fused']:.3f} wall={r['wall_s']}s adapt={r['adapt_s']}s",
+                                  flush=True)
 
 
 if __name__ == "__main__":
