@@ -64,7 +64,8 @@ def label(
     (``.csv`` or ``.jsonl``, with the report beside it), or None for none.
 
     ``options``: any option of ``ldpclient label``, by its Python name, with the CLI's
-    defaults: ``epsilon=100``, ``epsilon_unit="record"``, ``mechanism="laplace"``,
+    defaults: ``epsilon=100`` (``epsilon=0``: data-free, nothing private is sent), ``epsilon_unit="record"``,
+    ``mechanism="laplace"``,
     ``privacy_cap=``, ``money_cap=``, ``price=``, ``queries=``, ``state_dir=``, ``baseline=``,
     ``allow_weak_privacy=``, ``seed=`` (tests only), ... (see
     :class:`ldpclient.run.options.LabelOptions`). An unknown name is a TypeError.

@@ -216,6 +216,11 @@ ConfigOption = typer.Option(
 )
 MechanismOption = typer.Option(Mechanism(defaults.mechanism()), help="LDP mechanism applied to each record.")
 EpsilonOption = typer.Option(defaults.epsilon(), help="Privacy parameter epsilon (nats), in --epsilon-unit.")
+LabelEpsilonOption = typer.Option(
+    defaults.epsilon(),
+    help="Privacy parameter epsilon (nats), in --epsilon-unit. 0: data-free, nothing private is sent (the teacher "
+    "labels blank images noised here; the clean images only adapt the student here).",
+)
 EpsilonUnitOption = typer.Option(
     EpsilonUnit(defaults.epsilon_unit()), help="Whether --epsilon is per released element or per whole record."
 )
@@ -337,7 +342,7 @@ def label(
         None, "--teacher", "-t", help="Teacher URL, e.g. http://127.0.0.1:8080/v2/models/digits.", show_default=False
     ),
     mechanism: Mechanism = MechanismOption,
-    epsilon: float = EpsilonOption,
+    epsilon: float = LabelEpsilonOption,
     epsilon_unit: EpsilonUnit = EpsilonUnitOption,
     delta: Optional[float] = DeltaOption,
     secure: bool = SecureOption,
@@ -347,7 +352,7 @@ def label(
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="LDPKiT query expansion: sup, rand, or none (= SIDP)."),
     reduce: Optional[int] = ReduceOption,
     postprocess: Optional[str] = PostprocessOption,
-    baseline: bool = typer.Option(False, "--baseline/--no-baseline", help="Also run the data-free baseline (blank records, epsilon 0)."),
+    baseline: bool = typer.Option(False, "--baseline/--no-baseline", help="Also run the data-free baseline (blank records, epsilon 0, noised at a fixed level)."),
     adapt: bool = AdaptOption,
     queries: Optional[int] = typer.Option(None, min=1, help="Number of teacher queries (default: 20 per record, at least 500)."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Queries per request (default: teacher's max, at most 256)."),

@@ -64,5 +64,7 @@ def test_label_and_noise_share_the_privacy_network_and_fact_options():
     for name in sorted(shared):
         a, b = label[name], noise[name]
         assert (a.opts, a.secondary_opts, a.default) == (b.opts, b.secondary_opts, b.default), name
-        if name != "state_dir":  # the same directory; label keeps its journal there too
+        if name == "epsilon":  # label's help adds what --epsilon 0 means there (noise refuses 0)
+            assert a.help.startswith(b.help) and "0: data-free" in a.help
+        elif name != "state_dir":  # the same directory; label keeps its journal there too
             assert a.help == b.help, name

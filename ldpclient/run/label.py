@@ -39,7 +39,13 @@ from ..transfer.augment import check_sup_queries
 from .connect import connect_options, open_teacher
 from .label_report import build_report, last_val_accuracy, report_path_for, write_stop_report
 from .memory import check_memory_for_shape
-from .options import LabelOptions, TransferSettings, build_mechanism, resolve_shape_defaults
+from .options import (
+    LabelOptions,
+    TransferSettings,
+    build_free_query_mechanism,
+    build_mechanism,
+    resolve_shape_defaults,
+)
 from .progress import StageProgress
 from .report import StageTimer, iter_label_rows, label_format_for, write_labels
 from .run_state import RunState
@@ -255,7 +261,7 @@ def _run_transfer(setup: RunSetup, session: _Session, plan: _Plan, records: Reco
     try:
         transfer = KnowledgeTransfer(
             setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope,
-            mode="ldpkit" if opts.augment != "none" else "sidp",
+            mode=_mode(opts),
             seed=plan.seed, release_generator=plan.generator, progress=progress, client=client,
             **session.settings.as_kwargs(),
         )
@@ -282,18 +288,30 @@ def _run_transfer(setup: RunSetup, session: _Session, plan: _Plan, records: Reco
                     query_batch_size=session.q_batch, baseline=baseline)
 
 
+def _mode(opts: LabelOptions) -> str:
+    """The pipeline mode the options stand for: ``data-free`` at ``--epsilon 0``, SIDP without augmentation."""
+    if opts.data_free:
+        return "data-free"
+    return "ldpkit" if opts.augment != "none" else "sidp"
+
+
 def _run_baseline(
     setup: RunSetup, session: _Session, plan: _Plan, records: RecordSource, result: Any,
     stats_private: Mapping[str, Any],
 ) -> Baseline:
-    """The data-free baseline (blank public input, no privacy cost) and how far it agrees with the private run."""
+    """The data-free baseline (blank public input, no privacy cost) and how far it agrees with the private run.
+
+    Its blank queries are noised at the free level (:func:`~ldpclient.run.options.build_free_query_mechanism`),
+    not at the private run's epsilon: the strongest data-free labels the study found, whatever epsilon is chosen.
+    """
     from ..transfer.pipeline import KnowledgeTransfer
 
     client, n = session.client, len(records)
     base_progress = StageProgress(setup.ui, "baseline ", client)
     base_seed = (plan.seed * 1_000_003 + 0xB45E) % (2**31)
+    free = build_free_query_mechanism(setup.opts, setup.meta.value_range, setup.shape)
     base = KnowledgeTransfer(
-        setup.teacher, setup.mechanism, mode="data-free", seed=base_seed,
+        setup.teacher, free, mode="data-free", seed=base_seed,
         release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
         progress=base_progress, client=client, **session.settings.as_kwargs(),
     )
@@ -307,6 +325,7 @@ def _run_baseline(
     section = {
         "mode": "data-free",
         "epsilon_record": 0.0,
+        "blank_query_noise": free.config(),
         "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],
         "queries_from_journal": client.stats.queries_from_journal - stats_private["queries_from_journal"],
         "agreement_with_private_run": agree,

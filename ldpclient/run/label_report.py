@@ -17,7 +17,7 @@ from ..records import RecordSource
 from ..teachers.errors import CostCapReached
 from ..teachers.units import ByteUnitsTeacher
 from ..transfer.student import inference_layout
-from .mechanism import weak_privacy_note
+from .mechanism import DATA_FREE_NOTE, utility_note, weak_privacy_note
 from .run_report import (
     CostSection,
     CountsSection,
@@ -53,12 +53,7 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
         mechanism=MechanismSection(name=opts.mechanism, epsilon=opts.epsilon, epsilon_unit=opts.epsilon_unit,
                                    delta=opts.delta, reduce=opts.reduce, config=mechanism.config()),
         guarantee=result.guarantee.as_dict(),
-        guarantee_note=" ".join(filter(None, (
-            "per record is the figure that matters: it bounds what the teacher can learn about one whole image; "
-            "post-processing (augmentation, blur, clipping) adds nothing; inputs are clipped to the declared domain "
-            "before noising.",
-            weak_privacy_note(result.guarantee.epsilon_record),
-        ))),
+        guarantee_note=_guarantee_note(result),
         augment=opts.augment,
         postprocess=opts.postprocess,
         # the full query plan: with the teacher's query log it maps every logged query to its records
@@ -84,6 +79,19 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
         outputs=written.outputs,
         versions=versions(),
     )
+
+
+def _guarantee_note(result: TransferResult) -> str:
+    """The report's words beside the guarantee: what the figure means, and what it bought."""
+    data_free = result.guarantee.public_input
+    return " ".join(filter(None, (
+        DATA_FREE_NOTE + "." if data_free else
+        "per record is the figure that matters: it bounds what the teacher can learn about one whole image; "
+        "post-processing (augmentation, blur, clipping) adds nothing; inputs are clipped to the declared domain "
+        "before noising.",
+        weak_privacy_note(result.guarantee.epsilon_record),
+        f"Accuracy: {utility_note(data_free)}.",
+    )))
 
 
 def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled: int) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, ClassVar, Optional, TypeVar
 
 import torch
 
@@ -55,10 +55,14 @@ class SharedOptions:
     network: NetworkOptions = NetworkOptions()
     facts: TeacherFacts = TeacherFacts()
 
+    #: What ``--epsilon 0`` stands for in this command (None: refused).
+    zero_epsilon_means: ClassVar[str | None] = None
+
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
         self.network.validate()
-        _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce)
+        _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce,
+                                 zero_epsilon=self.zero_epsilon_means)
         if self.augment not in AUGMENTATIONS:
             raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
         if self.postprocess is not None:
@@ -103,6 +107,14 @@ class LabelOptions(SharedOptions):
     device: str = "auto"
     train_batch_size: int = defaults.train_batch_size()
 
+    zero_epsilon_means: ClassVar[str | None] = "data-free, nothing private sent"
+
+    @property
+    def data_free(self) -> bool:
+        """``--epsilon 0``: the teacher sees only blank images noised here (nothing private leaves the device);
+        the clean images are used on this device alone, to adapt the student and to be labelled."""
+        return self.epsilon == 0
+
     def transfer_settings(self, *, num_queries: int | None, query_batch_size: int) -> TransferSettings:
         """The ``KnowledgeTransfer`` settings these options stand for (``num_queries`` as the run settled it)."""
         from ..transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
@@ -131,6 +143,12 @@ class LabelOptions(SharedOptions):
             raise ValueError(f"--train-batch-size must be >= 1, got {self.train_batch_size}")
         if self.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {self.workers}")
+        if self.data_free and self.baseline:
+            raise ValueError("--baseline sets a private run beside the data-free one; with --epsilon 0 the run is "
+                             "already data-free")
+        if self.data_free and self.augment == "none":
+            raise ValueError("--epsilon 0 needs a student (--augment sup or rand): with --augment none every image "
+                             "would get the teacher's answer to a blank query")
         from ..transfer.student import build_student
 
         try:
@@ -183,12 +201,13 @@ class TransferSettings:
 
 
 def _check_mechanism_options(
-    mechanism: str, epsilon: float, unit: str, delta: float | None, reduce: int | None
+    mechanism: str, epsilon: float, unit: str, delta: float | None, reduce: int | None, *, zero_epsilon: str | None
 ) -> None:
     if mechanism not in mechanism_names():
         raise ValueError(f"--mechanism must be one of {', '.join(mechanism_names())}, got {mechanism!r}")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"--epsilon must be a finite number > 0, got {epsilon}")
+    if not (math.isfinite(epsilon) and epsilon > 0) and not (zero_epsilon and epsilon == 0):
+        zero = f" (or 0: {zero_epsilon})" if zero_epsilon else ""
+        raise ValueError(f"--epsilon must be a finite number > 0{zero}, got {epsilon}")
     if unit not in EPSILON_UNITS:
         raise ValueError(f"--epsilon-unit must be {choice_list(EPSILON_UNITS)}, got {unit!r}")
     if delta is not None and not (0 < delta < 1):
@@ -220,9 +239,30 @@ def build_mechanism(
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
 ) -> Any:
-    """The mechanism the options name, on the teacher's value range, checked against the record shape."""
+    """The mechanism the options name, on the teacher's value range, checked against the record shape.
+
+    At ``--epsilon 0`` (data-free) it is :func:`build_free_query_mechanism`'s: only blank images pass through it.
+    """
+    if opts.epsilon == 0:
+        return build_free_query_mechanism(opts, value_range, record_shape)
     return mechanism_for(
         opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure,
         allow_large_delta=opts.allow_large_delta, allow_weak_privacy=opts.allow_weak_privacy,
+    )
+
+
+def build_free_query_mechanism(
+    opts: SharedOptions,
+    value_range: tuple[float, float],
+    record_shape: tuple[int, ...],
+) -> Any:
+    """The mechanism that noises a data-free run's blank queries (``--epsilon 0``, ``--baseline``): the options'
+    mechanism and reduction at :func:`~ldpclient.transfer.defaults.free_query_epsilon` per record.
+
+    Its inputs are public blank images, so its epsilon is a noise level, not a cost (the guarantee reads 0).
+    """
+    return mechanism_for(
+        opts.mechanism, epsilon=defaults.free_query_epsilon(), per="record", delta=opts.delta, reduce=opts.reduce,
+        value_range=value_range, record_shape=record_shape, secure=opts.secure, allow_large_delta=True,
     )

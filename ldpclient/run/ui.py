@@ -25,7 +25,7 @@ from rich.table import Table
 
 from ..output import scrub, to_json
 from ..text import printable
-from .mechanism import weak_privacy_note
+from .mechanism import DATA_FREE_NOTE, utility_note, weak_privacy_note
 from .run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 
 
@@ -153,6 +153,7 @@ class UI:
             ("labels", f"{r.counts.labelled} written to {r.outputs['labels']}"),
             ("privacy", _guarantee_line(g)),
             ("sampling", str(g.get("sampling", "unknown"))),
+            ("accuracy", utility_note(bool(g.get("public_input")))),
             *_assumed_rows(r.teacher),
             ("ledger", _label_ledger_line(r.ledger)),
             ("queries", f"{q.sent} sent, {q.from_journal} answered from the journal (not paid again)"),
@@ -260,6 +261,8 @@ def _student_line(student: StudentSection) -> str:
 
 
 def _guarantee_line(g: Mapping[str, Any]) -> str:
+    if g.get("public_input"):
+        return DATA_FREE_NOTE
     pr, pe = g["per_record"], g["per_element"]
     delta = f", delta {pr['delta']:.3g}" if pr.get("delta") else ""
     weak = weak_privacy_note(float(pr["epsilon"]))

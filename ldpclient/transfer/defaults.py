@@ -40,6 +40,18 @@ def epsilon() -> float:
     return 100.0
 
 
+def free_query_epsilon() -> float:
+    """Per-record epsilon (nats) at which a data-free run noises its blank queries: ``label --epsilon 0`` and
+    the ``--baseline`` run.
+
+    Blank images hold nothing private, so their noise level costs nothing and is a free choice; it is not the
+    private run's epsilon. The value is the grid level (10, 30, 100, 300 per record, fixed before measuring)
+    whose data-free labels were best on both real datasets measured (scikit-learn digits at 28x28 and
+    MNIST-5k; BENCHMARKS.md, "Utility against epsilon").
+    """
+    return 100.0
+
+
 def epsilon_ceiling() -> float:
     """Largest per-record epsilon (nats) a run accepts without ``--allow-weak-privacy``: 500.
 
