@@ -144,9 +144,14 @@ def resolve(setting: dict, shape: tuple[int, ...], n: int) -> dict:
 
 
 def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt: bool,
-            selection_sample: int | None = None, val_fraction: float | None = None) -> dict:
+            selection_sample: int | None = None, val_fraction: float | None = None,
+            blank: tuple[float, float] | None = None) -> dict:
+    """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"])
-    extra = {}
+    extra: dict = {}
+    if blank is not None:
+        extra["blank_fraction"] = blank[0]
+        extra["blank_mechanism"] = mechanism(setting["mechanism"], blank[1], setting["reduce"])
     if val_fraction is not None:
         extra["val_fraction"] = val_fraction
     if selection_sample is not None:
@@ -227,6 +232,11 @@ def _budget(r: dict) -> tuple:
     return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], r.get("selection_sample"))
 
 
+def _variant(r: dict) -> str:
+    """How a private run differs from the defaults (blank queries mixed in), for the table."""
+    return f"blank {r['blank'][0]:g} at {r['blank'][1]:g}" if r.get("blank") else "-"
+
+
 def strongest_baselines(runs: list[dict]) -> dict[tuple, tuple[float, list[float]]]:
     """Per budget: ``(noise level, adapted accuracies per seed)`` of the best data-free grid level (best mean)."""
     levels: dict[tuple, dict[float, list[float]]] = {}
@@ -239,22 +249,22 @@ def strongest_baselines(runs: list[dict]) -> dict[tuple, tuple[float, list[float
 def table(paths: list[Path]) -> None:
     runs = _read_runs(paths)
     best = strongest_baselines(runs)
-    print("| dataset | mechanism | eps/record | reduce | queries | sample | seeds | private, unadapted | "
+    print("| dataset | mechanism | eps/record | reduce | variant | queries | sample | seeds | private, unadapted | "
           "private, adapted | private, fused | strongest data-free (its level) | gain over it | wall s |")
-    print("|" + "---|" * 13)
+    print("|" + "---|" * 14)
     rows: dict[tuple, dict[str, list[float]]] = {}
     for r in runs:
         if r["mode"] != "ldpkit":
             continue
-        k = (*_budget(r), r["mechanism"], r["eps_record"], r["reduce"], r["postprocess"])
+        k = (*_budget(r), r["mechanism"], r["eps_record"], r["reduce"], r["postprocess"], _variant(r))
         d = rows.setdefault(k, {})
         for field_name in ("accuracy", "accuracy_unadapted", "accuracy_fused", "wall_s"):
             d.setdefault(field_name, []).append(r[field_name])
-    for k in sorted(rows, key=lambda k: (k[0], k[4] or 0, k[5], k[6])):
+    for k in sorted(rows, key=lambda k: (k[0], k[4] or 0, k[5], k[6], k[9])):
         d = rows[k]
         level, base = best.get(k[:5], (None, []))
         gain = [a - statistics.mean(base) for a in d["accuracy"]] if base else []
-        print(f"| {k[0]} | {k[5]} | {k[6]:g} | {k[7]} | {k[1]} | {k[4] or 'all'} | {len(d['accuracy'])} | "
+        print(f"| {k[0]} | {k[5]} | {k[6]:g} | {k[7]} | {k[9]} | {k[1]} | {k[4] or 'all'} | {len(d['accuracy'])} | "
               f"{_ms(d['accuracy_unadapted'])} | {_ms(d['accuracy'])} | {_ms(d['accuracy_fused'])} | "
               f"{_ms(base)} ({level if level is None else f'{level:g}'}) | {_ms(gain)} | {_ms(d['wall_s'], 1.0)} |")
     print()
@@ -279,7 +289,7 @@ def plot(paths: list[Path], png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [r for r in _read_runs(paths) if not r.get("selection_sample") and not r.get("no_adapt")]
+    runs = [r for r in _read_runs(paths) if not (r.get("selection_sample") or r.get("no_adapt") or r.get("blank"))]
     best = strongest_baselines(runs)
     datasets = sorted({r["dataset"] for r in runs if r["mode"] == "ldpkit"})
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), squeeze=False)
@@ -326,6 +336,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="adaptation's selection rounds predict on a seeded sample of this many records")
     p.add_argument("--val-fraction", type=float, default=None,
                    help="share of teacher labels held out for validation (default: the library's)")
+    p.add_argument("--blank", type=float, nargs=2, default=None, metavar=("FRACTION", "EPS"),
+                   help="mix this fraction of public blank queries, noised at per-record EPS, into every run")
     p.add_argument("--no-adapt", action="store_true", help="measure without the adaptation stage (time only)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
@@ -342,7 +354,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.out.exists():
         done = {json.loads(line)["key"] for line in args.out.read_text().splitlines()}
     variant = {k: v for k, v in (("selection_sample", args.selection_sample), ("no_adapt", args.no_adapt),
-                                 ("val_fraction", args.val_fraction)) if v is not None and v is not False}
+                                 ("val_fraction", args.val_fraction), ("blank", args.blank))
+               if v is not None and v is not False}
     for name in args.dataset:
         for size in args.size if name == "digits" else [0]:
             label, tx, ty, px, py = load_dataset(name, size)
@@ -364,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
                             if key in done:
                                 continue
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
-                                        args.val_fraction)
+                                        args.val_fraction, tuple(args.blank) if args.blank else None)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **variant})
                             with args.out.open("a") as fh:

@@ -124,3 +124,25 @@ def test_at_or_below_the_sample_size_nothing_changes() -> None:
         assert torch.equal(outs[0][0], other[0]) and outs[0][1:] == other[1:]
     with pytest.raises(ValueError, match="selection_sample"):
         SelfTrainingAdapter(selection_sample=0)
+
+
+def test_the_augmentation_is_chosen_from_the_image_side_and_applied_to_every_pseudo_labelled_record() -> None:
+    sides, calls = [], []
+
+    def augmentation(side: int):
+        sides.append(side)
+
+        def flip(x: torch.Tensor) -> torch.Tensor:
+            calls.append(tuple(x.shape))
+            return x.flip(-1)
+
+        return flip
+
+    x = torch.rand(40, 1, 12, 12)
+    model = small_cnn(num_classes=3, in_channels=1, image_size=12, width=4)
+    hist = SelfTrainingAdapter(schedule=(1.0,), epochs=2, seed=0, augmentation=augmentation).adapt(model, x)
+    assert sides == [12]
+    assert len(calls) == 2 * hist.selected[0] and set(calls) == {(1, 12, 12)}
+    # without a transform (None for the side) nothing is applied and the run still adapts
+    none = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0, augmentation=lambda side: None).adapt(model, x)
+    assert none.selected == [40]

@@ -84,6 +84,26 @@ def test_data_free_costs_nothing_and_uses_blank_queries():
     assert res.labels.shape == (30,)
 
 
+def test_blank_queries_mixed_into_a_private_run_take_their_own_noise_level_and_cost_nothing(tmp_path):
+    x, _ = _records(30)
+    quiet, loud = laplace(1e6, per="record"), laplace(0.5, per="record")  # noise scale ~0 vs ~128 per element
+    spreads = []
+    teacher = _quadrant_teacher()
+    orig = teacher.classify
+    teacher.classify = lambda q: (spreads.append(q.values.std(dim=(1, 2, 3))), orig(q))[1]
+    ledger = Ledger(tmp_path / "ledger.db")
+    kt = KnowledgeTransfer(teacher, loud, ledger=ledger, num_queries=120, epochs=1, seed=0, device="cpu",
+                           student_kwargs={"width": 8}, blank_fraction=0.5, blank_mechanism=quiet,
+                           postprocess="", clip_queries=False, release_generator=torch.Generator().manual_seed(3))
+    res = kt.run(x)
+    spread = torch.cat(spreads)
+    flat = spread < 1e-3  # the blank pairs at the quiet level: constant images
+    assert int(flat.sum()) == 60 and bool((spread[~flat] > 10).all())  # half, and the private half is loud
+    assert res.guarantee.epsilon_record == pytest.approx(0.5)  # the private release's cost, nothing for blanks
+    assert ledger.spent(x).epsilon[0] == pytest.approx(0.5) and res.counts["releases_fresh"] == 30
+    ledger.close()
+
+
 def test_ledger_charges_once_then_reuses(tmp_path):
     x, _ = _records(20)
     ledger = Ledger(tmp_path / "ledger.db")

@@ -114,6 +114,8 @@ class SelfTrainingAdapter:
     the caller's global RNG is left untouched). ``max_per_round``: most pseudo-labelled records
     trained on per round (a compute bound for large folders; None: no bound). ``selection_sample``:
     most records the rounds predict on and choose from (a sample seeded by ``seed``; None: all).
+    ``augmentation``: the image side (pixels) -> the per-image transform of the pseudo-labelled records
+    (None: none); default :func:`weak_augmentation`.
     """
 
     def __init__(
@@ -127,6 +129,7 @@ class SelfTrainingAdapter:
         device: torch.device | str = "cpu",
         max_per_round: int | None = DEFAULT_MAX_PER_ROUND,
         selection_sample: int | None = DEFAULT_SELECTION_SAMPLE,
+        augmentation: Callable[[int], Callable[[torch.Tensor], torch.Tensor] | None] | None = None,
     ) -> None:
         if not schedule or any(not 0.0 < f <= 1.0 for f in schedule):
             raise ValueError(f"schedule must be fractions in (0, 1], got {list(schedule)}")
@@ -138,6 +141,7 @@ class SelfTrainingAdapter:
             raise ValueError(f"selection_sample must be >= 1 or None, got {selection_sample}")
         self.max_per_round = max_per_round
         self.selection_sample = selection_sample
+        self.augmentation = augmentation or weak_augmentation
         self.schedule = tuple(float(f) for f in schedule)
         self.epochs = epochs
         self.batch_size = batch_size
@@ -159,7 +163,7 @@ class SelfTrainingAdapter:
         hist = AdaptHistory()
         t0 = time.perf_counter()
         records = as_record_source(records)
-        augment = weak_augmentation(int(records.record_shape[-1]))
+        augment = self.augmentation(int(records.record_shape[-1]))
         optimizer = torch.optim.Adam(model.parameters(), lr=self.lr)
         loss_fn = nn.CrossEntropyLoss()
         sample = self._sample(len(records))  # None: every record, in order

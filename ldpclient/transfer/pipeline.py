@@ -300,6 +300,7 @@ class KnowledgeTransfer:
         )
         self.upsample_mode, self.clip_queries, self.query_batch_size = p.upsample_mode, p.clip_queries, p.query_batch_size
         self.rand_scale, self.blank_fraction, self.n_blank = p.rand_scale, p.blank_fraction, p.n_blank
+        self.blank_mechanism: Mechanism = p.blank_mechanism if p.blank_mechanism is not None else self.mechanism
         self.student_name = t.student
         self.student_kwargs = dict(t.student_kwargs or {})
         with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
@@ -326,7 +327,7 @@ class KnowledgeTransfer:
         :func:`~ldpclient.records.source_ids`); ``public`` blank inputs are neither charged nor stored."""
         g = self.release_generator
         if public:
-            return self.mechanism.release(records, generator=g, public=True)
+            return self.blank_mechanism.release(records, generator=g, public=True)
         if self.ledger is not None:
             return self.ledger.release(self.mechanism, records, scope=self._scope(), generator=g, sources=sources)
         return self.mechanism.release(records, generator=g)
@@ -342,7 +343,8 @@ class KnowledgeTransfer:
         if source is None:  # public blank records: neither charged nor stored
             chunk = release_chunk(shape)
             for start in range(0, n, chunk):
-                blank = torch.full((min(chunk, n - start), *shape), self.mechanism.domain.low, dtype=torch.float32)
+                blank = torch.full((min(chunk, n - start), *shape), self.blank_mechanism.domain.low,
+                                   dtype=torch.float32)
                 whole.add(self._release(blank, public=True))
         else:
             for idx, release in release_in_chunks(source, lambda r, ids: self._release(r, public=False, sources=ids)):

@@ -34,6 +34,8 @@ class PlanSettings:
     query to the teacher's value range. ``query_batch_size``: queries per teacher batch
     (None: :func:`~ldpclient.transfer.defaults.query_batch_size`). ``rand_scale``: Rand noise
     multiplier. ``blank_fraction``/``n_blank``: public blank-record queries mixed in.
+    ``blank_mechanism``: the mechanism that noises the blank records (public input: its epsilon is a
+    noise level, never charged; None: the run's own mechanism).
     """
 
     augmentation: str = field(default_factory=defaults.augmentation)
@@ -45,6 +47,7 @@ class PlanSettings:
     rand_scale: float = 1.0
     blank_fraction: float = 0.0
     n_blank: int | None = None
+    blank_mechanism: Any = None
 
     def __post_init__(self) -> None:
         if self.augmentation not in AUGMENTATIONS:
