@@ -145,7 +145,7 @@ def resolve(setting: dict, shape: tuple[int, ...], n: int) -> dict:
 
 def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt: bool,
             selection_sample: int | None = None, val_fraction: float | None = None,
-            blank: tuple[float, float] | None = None) -> dict:
+            blank: tuple[float, float] | None = None, max_per_round: int | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"])
     extra: dict = {}
@@ -154,8 +154,10 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["blank_mechanism"] = mechanism(setting["mechanism"], blank[1], setting["reduce"])
     if val_fraction is not None:
         extra["val_fraction"] = val_fraction
-    if selection_sample is not None:
-        extra["adapter"] = SelfTrainingAdapter(seed=seed, selection_sample=selection_sample)
+    if selection_sample is not None or max_per_round is not None:
+        sample = selection_sample if selection_sample is not None else len(records)
+        extra["adapter"] = SelfTrainingAdapter(seed=seed, selection_sample=sample,
+                                               max_per_round=max_per_round or len(records))
     kt = KnowledgeTransfer(
         teacher,
         mech,
@@ -228,8 +230,11 @@ def _ms(v: list[float] | None, scale: float = 100.0) -> str:
 
 
 def _budget(r: dict) -> tuple:
-    """What a private row and its data-free baselines share: dataset, queries, training, selection sample."""
-    return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], r.get("selection_sample"))
+    """What a private row and its data-free baselines share: dataset, queries, training, adaptation's bounds."""
+    sample = r.get("selection_sample")
+    if r.get("max_per_round"):
+        sample = f"{sample or 'all'}/{r['max_per_round']} per round"
+    return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample)
 
 
 def _variant(r: dict) -> str:
@@ -260,7 +265,7 @@ def table(paths: list[Path]) -> None:
         d = rows.setdefault(k, {})
         for field_name in ("accuracy", "accuracy_unadapted", "accuracy_fused", "wall_s"):
             d.setdefault(field_name, []).append(r[field_name])
-    for k in sorted(rows, key=lambda k: (k[0], k[4] or 0, k[5], k[6], k[9])):
+    for k in sorted(rows, key=lambda k: (k[0], str(k[4] or ""), k[5], k[6], k[9])):
         d = rows[k]
         level, base = best.get(k[:5], (None, []))
         gain = [a - statistics.mean(base) for a in d["accuracy"]] if base else []
@@ -289,7 +294,8 @@ def plot(paths: list[Path], png: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [r for r in _read_runs(paths) if not (r.get("selection_sample") or r.get("no_adapt") or r.get("blank"))]
+    runs = [r for r in _read_runs(paths)
+            if not (r.get("selection_sample") or r.get("max_per_round") or r.get("no_adapt") or r.get("blank"))]
     best = strongest_baselines(runs)
     datasets = sorted({r["dataset"] for r in runs if r["mode"] == "ldpkit"})
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), squeeze=False)
@@ -338,6 +344,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="share of teacher labels held out for validation (default: the library's)")
     p.add_argument("--blank", type=float, nargs=2, default=None, metavar=("FRACTION", "EPS"),
                    help="mix this fraction of public blank queries, noised at per-record EPS, into every run")
+    p.add_argument("--max-per-round", type=int, default=None,
+                   help="adaptation's most pseudo-labelled records per round (default: the library's)")
     p.add_argument("--no-adapt", action="store_true", help="measure without the adaptation stage (time only)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
@@ -354,7 +362,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.out.exists():
         done = {json.loads(line)["key"] for line in args.out.read_text().splitlines()}
     variant = {k: v for k, v in (("selection_sample", args.selection_sample), ("no_adapt", args.no_adapt),
-                                 ("val_fraction", args.val_fraction), ("blank", args.blank))
+                                 ("val_fraction", args.val_fraction), ("blank", args.blank),
+                                 ("max_per_round", args.max_per_round))
                if v is not None and v is not False}
     for name in args.dataset:
         for size in args.size if name == "digits" else [0]:
@@ -377,7 +386,8 @@ def main(argv: list[str] | None = None) -> None:
                             if key in done:
                                 continue
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
-                                        args.val_fraction, tuple(args.blank) if args.blank else None)
+                                        args.val_fraction, tuple(args.blank) if args.blank else None,
+                                        args.max_per_round)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **variant})
                             with args.out.open("a") as fh:
