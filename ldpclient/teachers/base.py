@@ -151,20 +151,11 @@ class _Delegating(Teacher):
         hook = getattr(self.wrapped, "infer", None)
         if hook is None:
             return super().infer(queries)
-        if billing is not None and self._hook_takes_billing(hook):
+        if billing is not None and takes_billing(hook):
             result: InferResult = hook(queries, request_id=request_id, billing=billing)
         else:
             result = hook(queries, request_id=request_id)
         return result
-
-    def _hook_takes_billing(self, hook: Any) -> bool:
-        """Whether the wrapped ``infer`` takes ``billing=`` (its signature read once per function, not per batch)."""
-        func = getattr(hook, "__func__", hook)
-        cached = self.__dict__.get("_billing_hook")
-        if cached is None or cached[0] is not func:
-            cached = (func, takes_billing(hook))
-            self.__dict__["_billing_hook"] = cached
-        return bool(cached[1])
 
     def close(self) -> None:
         hook = getattr(self.wrapped, "close", None)

@@ -11,6 +11,7 @@ The hook is passed explicitly, down the call chain that sends the batch:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, Callable, Protocol, TypeVar
 
@@ -76,9 +77,24 @@ def billed_attempt(
 
 
 def takes_billing(infer: Callable[..., Any]) -> bool:
-    """Whether an ``infer`` method accepts ``billing=`` (a parameter of that name, or ``**kwargs``)."""
+    """Whether an ``infer`` method accepts ``billing=`` (a parameter of that name, or ``**kwargs``).
+
+    A bound method is judged by its function, whose signature is read once (callers ask per batch)."""
+    func = getattr(infer, "__func__", infer)
     try:
-        params = inspect.signature(infer).parameters
+        return _function_takes_billing(func)
+    except TypeError:  # an unhashable callable: read its signature each time
+        return _reads_billing(func)
+
+
+@functools.lru_cache(maxsize=256)
+def _function_takes_billing(func: Callable[..., Any]) -> bool:
+    return _reads_billing(func)
+
+
+def _reads_billing(func: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(func).parameters
     except (TypeError, ValueError):
         return False
     return "billing" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
