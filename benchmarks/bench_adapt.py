@@ -37,6 +37,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -105,7 +106,6 @@ def cached_teacher(label: str, x: torch.Tensor, y: torch.Tensor) -> torch.nn.Mod
     """The teacher for ``label``, trained once and kept in ``benchmarks/.cache`` (same weights every run)."""
     path = CACHE / f"teacher-{label}.pt"
     if path.exists():
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from ldpclient.transfer.student import small_cnn
 
         model = small_cnn(num_classes=10, in_channels=x.shape[1], image_size=x.shape[-1], width=32)
@@ -145,8 +145,9 @@ def resolve(setting: dict, shape: tuple[int, ...], n: int) -> dict:
 
 def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt: bool,
             selection_sample: int | None = None, val_fraction: float | None = None,
-            blank: tuple[float, float] | None = None, max_per_round: int | None = None) -> dict:
-    """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it."""
+            blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None) -> dict:
+    """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
+    ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it)."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"])
     extra: dict = {}
     if blank is not None:
@@ -154,7 +155,9 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["blank_mechanism"] = mechanism(setting["mechanism"], blank[1], setting["reduce"])
     if val_fraction is not None:
         extra["val_fraction"] = val_fraction
-    if selection_sample is not None or max_per_round is not None:
+    if adapter is not None:
+        extra["adapter"] = adapter
+    elif selection_sample is not None or max_per_round is not None:
         sample = selection_sample if selection_sample is not None else len(records)
         extra["adapter"] = SelfTrainingAdapter(seed=seed, selection_sample=sample,
                                                max_per_round=max_per_round or len(records))

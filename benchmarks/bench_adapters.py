@@ -43,7 +43,6 @@ from ldpclient.records import RecordSource, as_record_source
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import adapt as adapt_module
 from ldpclient.transfer.adapt import AdaptHistory, SelfTrainingAdapter, weak_augmentation
-from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.transfer.student import predict_proba
 
 Anchor = Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]
@@ -182,13 +181,7 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 print(f"{label} seed={seed} {mode} eps={eps:g}", flush=True)
                 recorder = Recorder(py, seed, args.variants)
-                mech = bench_adapt.mechanism(base["mechanism"], eps, base["reduce"])
-                KnowledgeTransfer(
-                    teacher, mech, mode=mode, augmentation="sup", num_queries=base["queries"],
-                    postprocess=base["postprocess"], epochs=base["epochs"], batch_size=base["train_batch"],
-                    seed=seed, device="cpu", adapter=recorder,
-                    release_generator=torch.Generator().manual_seed(1000 + seed),
-                ).run(px)
+                bench_adapt.run_one(teacher, px, py, {**base, "eps_record": eps}, seed, mode, True, adapter=recorder)
                 with args.out.open("a") as fh:
                     fh.write(json.dumps({"key": key, "dataset": label, "seed": seed, "mode": mode, "eps": eps,
                                          "results": recorder.results}) + "\n")
