@@ -74,7 +74,7 @@ def test_epsilon_0_summary_and_budget(tmp_path: Path) -> None:
     with mock_server.serve(model="trivial", image_size=8, max_batch_size=64) as srv:
         result = _label(folder, srv.model_url, tmp_path, "--epsilon", "0")
         assert result.exit_code == 0, result.output
-        assert "epsilon 0: no private information left the device" in result.stderr
+        assert "epsilon 0 per record and per element: no private information left the device" in result.stderr
         assert "BENCHMARKS.md, 'Utility against epsilon'" in result.stderr
         budget = CliRunner().invoke(app, ["budget", "--state-dir", str(tmp_path / "state"), "--json"])
         assert budget.exit_code == 0, budget.output

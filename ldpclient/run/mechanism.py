@@ -80,8 +80,8 @@ def weak_privacy_note(epsilon_record: float) -> str | None:
 
 #: What a data-free run (``label --epsilon 0``) sends, in the summary's and the report's words.
 DATA_FREE_NOTE = (
-    "epsilon 0: no private information left the device. The teacher saw only blank images noised here "
-    "(data-free); the clean images stayed on this device, to adapt the student and to be labelled"
+    "epsilon 0 per record and per element: no private information left the device. The teacher saw only blank "
+    "images noised here (data-free); the clean images stayed on this device, to adapt the student and to be labelled"
 )
 
 

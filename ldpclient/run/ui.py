@@ -167,7 +167,7 @@ class UI:
                          + "; the student has seen them: keep it here"))
         if r.baseline:
             b = r.baseline
-            rows.append(("baseline", f"data-free (epsilon 0): {b.get('queries_sent', 0)} queries; "
+            rows.append(("baseline", f"data-free (epsilon 0 per record): {b.get('queries_sent', 0)} queries; "
                          f"{_agreement_line(b)}"))
         if r.counts.skipped:
             rows.append(("skipped", f"{r.counts.skipped} files (reasons in {r.outputs['report']})"))
