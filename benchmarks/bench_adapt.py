@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from ldpclient.datasets import load_digits_images, split_indices
+from ldpclient.names import BASES
 from ldpclient.privacy import gaussian, laplace
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
@@ -117,42 +118,44 @@ def cached_teacher(label: str, x: torch.Tensor, y: torch.Tensor) -> torch.nn.Mod
     return model
 
 
-def mechanism(name: str, eps_record: float, reduce: int):
+def mechanism(name: str, eps_record: float, reduce: int, basis: dict | None = None):
+    """The setting's mechanism; ``basis``: ``{"basis": "dct", "coefficients": K, "clip_norm": C}`` (None: pool)."""
+    opts = dict(basis or {})
     if name == "gaussian":
-        return gaussian(eps_record, DELTA, per="record", reduction=reduce)
-    return laplace(eps_record, per="record", reduction=reduce)
+        return gaussian(eps_record, DELTA, per="record", reduction=reduce, **opts)
+    return laplace(eps_record, per="record", reduction=reduce, **opts)
 
 
-def resolve(setting: dict, shape: tuple[int, ...], n: int) -> dict:
+def resolve(setting: dict, shape: tuple[int, ...], n: int, basis: str = "pool") -> dict:
     """The setting with every ``-`` field replaced by the library default for records of ``shape``."""
     out = dict(setting)
     if out["mechanism"] is None:
         out["mechanism"] = defaults.mechanism()
     if out["eps_record"] is None:
         out["eps_record"] = defaults.epsilon()
-    if out["reduce"] is None:
-        out["reduce"] = defaults.reduction(shape)
+    out["reduce"], post = defaults.shape_settings(shape, out["reduce"], out.get("postprocess") or None, basis)
     if out["queries"] is None:
         out["queries"] = defaults.num_queries(n, "sup")
     if out["epochs"] is None:
         out["epochs"] = defaults.epochs()
     if out["train_batch"] is None:
         out["train_batch"] = defaults.train_batch_size()
-    if not out.get("postprocess"):
-        out["postprocess"] = defaults.postprocess(shape)
+    out["postprocess"] = post
     return out
 
 
 def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt: bool,
             selection_sample: int | None = None, val_fraction: float | None = None,
-            blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None) -> dict:
+            blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None,
+            basis: dict | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
-    ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it)."""
-    mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"])
+    ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
+    ``basis``: the release basis's options for :func:`mechanism` (None: pool)."""
+    mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:
         extra["blank_fraction"] = blank[0]
-        extra["blank_mechanism"] = mechanism(setting["mechanism"], blank[1], setting["reduce"])
+        extra["blank_mechanism"] = mechanism(setting["mechanism"], blank[1], setting["reduce"], basis)
     if val_fraction is not None:
         extra["val_fraction"] = val_fraction
     if adapter is not None:
@@ -241,8 +244,11 @@ def _budget(r: dict) -> tuple:
 
 
 def _variant(r: dict) -> str:
-    """How a private run differs from the defaults (blank queries mixed in), for the table."""
-    return f"blank {r['blank'][0]:g} at {r['blank'][1]:g}" if r.get("blank") else "-"
+    """How a private run differs from the defaults (blank queries mixed in, the release basis), for the table."""
+    parts = [f"blank {r['blank'][0]:g} at {r['blank'][1]:g}"] if r.get("blank") else []
+    if r.get("basis"):
+        parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
+    return ", ".join(parts) or "-"
 
 
 def strongest_baselines(runs: list[dict]) -> dict[tuple, tuple[float, list[float]]]:
@@ -349,6 +355,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="mix this fraction of public blank queries, noised at per-record EPS, into every run")
     p.add_argument("--max-per-round", type=int, default=None,
                    help="adaptation's most pseudo-labelled records per round (default: the library's)")
+    p.add_argument("--basis", choices=BASES, default="pool", help="release basis (dct: reduce 1, postprocess clip)")
+    p.add_argument("--coefficients", type=int, default=None, help="basis dct: luminance coefficients (default: size's)")
+    p.add_argument("--clip-norm", type=float, default=None, help="basis dct: the clip bound C (default: size's)")
     p.add_argument("--no-adapt", action="store_true", help="measure without the adaptation stage (time only)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
@@ -368,6 +377,10 @@ def main(argv: list[str] | None = None) -> None:
                                  ("val_fraction", args.val_fraction), ("blank", args.blank),
                                  ("max_per_round", args.max_per_round))
                if v is not None and v is not False}
+    basis = None
+    if args.basis != "pool":
+        basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
+        variant.update({k: v for k, v in basis.items() if v is not None})
     for name in args.dataset:
         for size in args.size if name == "digits" else [0]:
             label, tx, ty, px, py = load_dataset(name, size)
@@ -377,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
                 t_acc = float((model(px).argmax(1) == py).float().mean())
             print(f"# {label}: teacher on clean private records {t_acc:.3f}, n={len(px)}", flush=True)
             for text in args.settings:
-                base = resolve(parse_setting(text), tuple(px.shape[1:]), len(px))
+                base = resolve(parse_setting(text), tuple(px.shape[1:]), len(px), args.basis)
                 if px.shape[-1] % base["reduce"]:
                     continue
                 for seed in range(args.seeds):
@@ -390,7 +403,7 @@ def main(argv: list[str] | None = None) -> None:
                                 continue
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
                                         args.val_fraction, tuple(args.blank) if args.blank else None,
-                                        args.max_per_round)
+                                        args.max_per_round, basis=basis)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **variant})
                             with args.out.open("a") as fh:

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - older typer on top of click
 
 from . import __version__
 from .config import ConfigError, options_for_command, read_config
-from .names import AUGMENTATIONS, EPSILON_UNITS, choice_list
+from .names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from .privacy.mechanisms import delta_mechanism_names, mechanism_names
 from .run.facts import WIRE_CHOICES
 from .run.ui import UI
@@ -96,6 +96,7 @@ class CLIError(Exception):
 Mechanism = Enum("Mechanism", {name: name for name in mechanism_names()}, type=str)  # type: ignore[misc]
 EpsilonUnit = Enum("EpsilonUnit", {name: name for name in EPSILON_UNITS}, type=str)  # type: ignore[misc]
 Augment = Enum("Augment", {name: name for name in AUGMENTATIONS}, type=str)  # type: ignore[misc]
+Basis = Enum("Basis", {name: name for name in BASES}, type=str)  # type: ignore[misc]
 DEFAULT_AUGMENT = Augment(defaults.augmentation())
 Wire = Enum("Wire", {choice: choice for choice in WIRE_CHOICES}, type=str)  # type: ignore[misc]
 
@@ -236,6 +237,25 @@ ReduceOption = typer.Option(
     f"least {defaults.MIN_RELEASED_SIDE} pixels per side (28x28 -> 4, 8x8 -> 1).",
     show_default=False,
 )
+BasisOption = typer.Option(
+    Basis(defaults.basis()),
+    help="What the noise is added to: pool = the pixels, average-pooled by --reduce; dct = a record-level vector of "
+    "low-frequency DCT coefficients clipped to --clip-norm (laplace: L1, gaussian: L2; needs --reduce 1 and "
+    "--epsilon-unit record), released as its reconstruction.",
+)
+CoefficientsOption = typer.Option(
+    None, min=1,
+    help="--basis dct: low-frequency coefficients kept per record (colour: luminance; chroma gets a quarter each). "
+    "Default: one per 12 pixels, at most 64 (28x28 -> 64).",
+    show_default=False,
+)
+ClipNormOption = typer.Option(
+    None,
+    help="--basis dct: norm bound C of each record's coefficient vector, in the value range's units (sensitivity 2C). "
+    "Default: the L2 norm of an image at 2/7 of the range per pixel (28x28 on [0,1] -> 8), times sqrt(K)/2 for L1 "
+    "(-> 32).",
+    show_default=False,
+)
 PostprocessOption = typer.Option(
     None,
     help="Post-processing of releases (free), e.g. 'blur:2,clip', 'median:3,clip' or ''. Default: a blur of the "
@@ -351,6 +371,9 @@ def label(
     max_memory: Optional[float] = MaxMemoryOption,
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="LDPKiT query expansion: sup, rand, or none (= SIDP)."),
     reduce: Optional[int] = ReduceOption,
+    basis: Basis = BasisOption,
+    coefficients: Optional[int] = CoefficientsOption,
+    clip_norm: Optional[float] = ClipNormOption,
     postprocess: Optional[str] = PostprocessOption,
     baseline: bool = typer.Option(False, "--baseline/--no-baseline", help="Also run the data-free baseline (blank records, epsilon 0, noised at a fixed level)."),
     adapt: bool = AdaptOption,
@@ -416,6 +439,9 @@ def label(
             max_memory=max_memory,
             augment=augment.value,
             reduce=reduce,
+            basis=basis.value,
+            coefficients=coefficients,
+            clip_norm=clip_norm,
             postprocess=postprocess,
             baseline=baseline,
             adapt=adapt,
@@ -464,6 +490,9 @@ def noise(
     allow_weak_privacy: bool = AllowWeakPrivacyOption,
     max_memory: Optional[float] = MaxMemoryOption,
     reduce: Optional[int] = ReduceOption,
+    basis: Basis = BasisOption,
+    coefficients: Optional[int] = CoefficientsOption,
+    clip_norm: Optional[float] = ClipNormOption,
     postprocess: Optional[str] = PostprocessOption,
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="Augmentation shown in the preview's third row."),
     preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
@@ -513,6 +542,9 @@ def noise(
             allow_weak_privacy=allow_weak_privacy,
             max_memory=max_memory,
             reduce=reduce,
+            basis=basis.value,
+            coefficients=coefficients,
+            clip_norm=clip_norm,
             postprocess=postprocess,
             augment=augment.value,
             preview=preview,

@@ -15,6 +15,9 @@ AUGMENTATIONS: tuple[str, ...] = ("sup", "rand", "none")
 PLAN_KINDS: dict[str, str] = {"sup": "sup", "rand": "rand", "none": "identity"}
 #: What an epsilon counts: one released element, or a whole record (the sum over its elements).
 EPSILON_UNITS: tuple[str, ...] = ("element", "record")
+#: Release bases, by the name ``--basis`` takes: pixels average-pooled, or low-frequency DCT coefficients
+#: (:mod:`ldpclient.privacy.basis`).
+BASES: tuple[str, ...] = ("pool", "dct")
 
 
 def choice_list(names: tuple[str, ...]) -> str:
@@ -22,4 +25,4 @@ def choice_list(names: tuple[str, ...]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-__all__ = ["AUGMENTATIONS", "EPSILON_UNITS", "PLAN_KINDS", "choice_list"]
+__all__ = ["AUGMENTATIONS", "BASES", "EPSILON_UNITS", "PLAN_KINDS", "choice_list"]

@@ -8,9 +8,9 @@ import typer
 from typer.testing import CliRunner
 
 from ldpclient import names
-from ldpclient.cli import Augment, EpsilonUnit, Mechanism, app
+from ldpclient.cli import Augment, Basis, EpsilonUnit, Mechanism, app
 from ldpclient.privacy import MECHANISMS as FACTORIES
-from ldpclient.privacy.mechanisms import delta_mechanism_names, mechanism_names
+from ldpclient.privacy.mechanisms import basis_mechanism_names, delta_mechanism_names, mechanism_names
 from ldpclient.transfer import defaults
 from ldpclient.transfer.pipeline import AUGMENTATIONS as PIPELINE_AUGMENTATIONS
 
@@ -20,6 +20,8 @@ def test_every_mechanism_name_has_a_factory_and_delta_follows_the_signatures():
     assert mechanism_names()[:2] == ("laplace", "gaussian")  # the built-ins keep their order in help texts
     with_delta = tuple(n for n, f in FACTORIES.items() if "delta" in inspect.signature(f).parameters)
     assert with_delta == delta_mechanism_names() == ("gaussian", "tldp-gaussian", "tldp-weighted")
+    with_basis = tuple(n for n, f in FACTORIES.items() if "basis" in inspect.signature(f).parameters)
+    assert with_basis == basis_mechanism_names() == ("laplace", "gaussian")
 
 
 def test_augmentations_map_to_plan_kinds_and_the_pipeline_takes_exactly_them():
@@ -33,6 +35,7 @@ def test_cli_choices_derive_from_the_names_and_the_defaults_are_among_them():
     assert tuple(u.value for u in EpsilonUnit) == names.EPSILON_UNITS
     assert defaults.mechanism() in mechanism_names() and defaults.augmentation() in names.AUGMENTATIONS
     assert defaults.epsilon_unit() in names.EPSILON_UNITS
+    assert tuple(b.value for b in Basis) == names.BASES and defaults.basis() in names.BASES
 
 
 def test_audit_help_lists_every_mechanism_and_refuses_an_unknown_one(tmp_path):
@@ -58,6 +61,7 @@ def test_label_and_noise_share_the_privacy_network_and_fact_options():
 
     label, noise = params("label"), params("noise")
     shared = {"mechanism", "epsilon", "epsilon_unit", "delta", "secure", "allow_large_delta", "reduce", "postprocess",
+              "basis", "coefficients", "clip_norm",
               "timeout", "max_retry_time", "ca_bundle", "wire", "num_classes", "class_names", "value_range",
               "input_shape", "input_name", "output_name", "datatype", "privacy_cap", "state_dir", "max_pixels"}
     assert shared <= set(label) and shared <= set(noise)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 
-from ..names import AUGMENTATIONS, EPSILON_UNITS, choice_list
+from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from ..privacy.mechanisms import mechanism_names
 from ..transfer import defaults
 from .run_report import RunReport
@@ -48,16 +48,15 @@ def _parse_floats(spec: str | None, what: str) -> list[float]:
     return vals
 
 
-def _mechanism_factory(
-    name: str, per: str, delta: Optional[float], reduction: int, value_range: tuple[float, float] | None,
-    shape: tuple[int, ...],
-) -> Callable[[float], Any]:
-    """``make(epsilon)``: the run's mechanism at another epsilon, built as ``label`` builds it."""
+def _mechanism_factory(st: "_ClientSettings", reduction: int, shape: tuple[int, ...]) -> Callable[[float], Any]:
+    """``make(epsilon)``: the run's mechanism (settings ``st``, pooled by ``reduction``) at another epsilon, built
+    as ``label`` builds it."""
     from .mechanism import mechanism_for
 
     def make(eps: float) -> Any:
-        return mechanism_for(name, epsilon=eps, per=per, delta=delta, reduce=reduction,
-                             value_range=value_range or (0.0, 1.0), record_shape=shape,
+        return mechanism_for(st.mechanism, epsilon=eps, per=st.per, delta=st.delta, reduce=reduction,
+                             value_range=st.value_range or (0.0, 1.0), record_shape=shape,
+                             basis=st.basis, coefficients=st.coefficients, clip_norm=st.clip_norm,
                              allow_weak_privacy=True)  # the audit simulates locally: it must reach weak settings
 
     return make
@@ -133,6 +132,9 @@ class _AuditOptions:
     epsilon_unit: Optional[str]
     delta: Optional[float]
     reduce: Optional[int]
+    basis: Optional[str]
+    coefficients: Optional[int]
+    clip_norm: Optional[float]
     postprocess: Optional[str]
     kind: Optional[str]
     teacher: Optional[str]
@@ -164,6 +166,9 @@ class _ClientSettings:
     reduce: Optional[int]
     postprocess: Optional[str]
     kind: Optional[str]
+    basis: str = "pool"
+    coefficients: Optional[int] = None
+    clip_norm: Optional[float] = None
     plan: Optional[dict[str, Any]] = None
     value_range: Optional[tuple[float, float]] = None
     input_shape: Optional[tuple[int, int, int]] = None
@@ -193,6 +198,12 @@ def _client_settings(o: _AuditOptions) -> _ClientSettings:
     delta = _pick(o.delta, m.delta if m else None, None)
     given_reduce = _pick(o.reduce, m.reduce if m else None, None)
     postprocess = _pick(o.postprocess, run.postprocess if run else None, None)
+    config = m.config if m else {}
+    basis = _pick(o.basis, config.get("basis"), defaults.basis())
+    coefficients = _pick(o.coefficients, config.get("coefficients"), None)
+    clip_norm = _pick(o.clip_norm, config.get("clip_norm"), None)
+    if basis not in BASES:
+        raise ValueError(f"--basis must be {choice_list(BASES)}, got {basis!r}")
     if mechanism not in mechanism_names():
         raise ValueError(f"--mechanism must be one of {', '.join(mechanism_names())}, got {mechanism!r}")
     if per not in EPSILON_UNITS:
@@ -204,11 +215,12 @@ def _client_settings(o: _AuditOptions) -> _ClientSettings:
             raise ValueError(f"--kind must be {choice_list(AUGMENTATIONS)}, got {kind!r}")
     if (o.student is None) != (o.holdout is None):
         raise ValueError("membership inference needs both --student and --holdout")
+    basis_settings = {"basis": basis, "coefficients": coefficients, "clip_norm": clip_norm}
     if run is None:
-        return _ClientSettings(mechanism, epsilon, per, delta, given_reduce, postprocess, kind)
+        return _ClientSettings(mechanism, epsilon, per, delta, given_reduce, postprocess, kind, **basis_settings)
     t = run.teacher
     return _ClientSettings(
-        mechanism, epsilon, per, delta, given_reduce, postprocess, kind, plan=run.plan,
+        mechanism, epsilon, per, delta, given_reduce, postprocess, kind, **basis_settings, plan=run.plan,
         value_range=(float(t.value_range[0]), float(t.value_range[1])) if t.value_range else None,
         input_shape=(int(t.input_shape[0]), int(t.input_shape[1]), int(t.input_shape[2])),
     )
@@ -232,8 +244,8 @@ def _record_shape(o: _AuditOptions, st: _ClientSettings) -> tuple[int, int, int]
 def _load_records(o: _AuditOptions, st: _ClientSettings, shape: tuple[int, int, int]) -> _Records:
     """The private records in the mechanism's domain units, the client's mechanism(s) and post-processing spec."""
     # what `label` would have used, where neither the options nor the run report say
-    reduction, postprocess = defaults.shape_settings(shape, st.reduce, st.postprocess)
-    make = _mechanism_factory(st.mechanism, st.per, st.delta, reduction, st.value_range, shape)
+    reduction, postprocess = defaults.shape_settings(shape, st.reduce, st.postprocess, st.basis)
+    make = _mechanism_factory(st, reduction, shape)
     from ..data import load_private_folder
 
     records = load_private_folder(o.private, shape).records
@@ -334,6 +346,9 @@ def audit(
     epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", help=f"unit of --epsilon and --sweep: {choice_list(EPSILON_UNITS)} (default: from --run, else label's default, {defaults.epsilon_unit()})"),
     delta: Optional[float] = typer.Option(None, "--delta", help="delta for gaussian mechanisms"),
     reduce: Optional[int] = typer.Option(None, "--reduce", help="average-pooling factor before noise used by the client (default: from --run, else label's default for the record shape)"),
+    basis: Optional[str] = typer.Option(None, "--basis", help=f"release basis the client used: {'|'.join(BASES)} (default: from --run, else label's default, {defaults.basis()})"),
+    coefficients: Optional[int] = typer.Option(None, "--coefficients", help="--basis dct: coefficients kept per record (default: from --run, else the record shape's)"),
+    clip_norm: Optional[float] = typer.Option(None, "--clip-norm", help="--basis dct: the coefficient vector's norm bound (default: from --run, else the record shape's)"),
     postprocess: Optional[str] = typer.Option(None, "--postprocess", help="client post-processing, e.g. 'clip,blur:1' (default: from --run, else label's default for the reduction)"),
     kind: Optional[str] = typer.Option(None, "--kind", help=f"query kind {'|'.join(AUGMENTATIONS)} (none = SIDP; default: from the plan)"),
     teacher: Optional[str] = typer.Option(None, "--teacher", help="LOCAL teacher to judge reconstructions: mock-server checkpoint file or 'digits'"),
@@ -358,7 +373,8 @@ def audit(
     reduce = _one_of("--reduce", reduce, "--reduction", old_reduction)
     _run_audit_command(_AuditOptions(
         private=private, queries=queries, run=run, plan=plan, sources=sources, mechanism=mechanism, epsilon=epsilon,
-        epsilon_unit=epsilon_unit, delta=delta, reduce=reduce, postprocess=postprocess, kind=kind, teacher=teacher,
+        epsilon_unit=epsilon_unit, delta=delta, reduce=reduce, basis=basis, coefficients=coefficients,
+        clip_norm=clip_norm, postprocess=postprocess, kind=kind, teacher=teacher,
         sweep=sweep, paper_epsilon=paper_epsilon, student=student, holdout=holdout, size=size, channels=channels,
         out=out, cnn_steps=cnn_steps, max_queries=max_queries, empirical=empirical, rme=rme, seed=seed,
         as_json=as_json,

@@ -4,7 +4,8 @@ Options are the CLI's: ``name`` one of :func:`ldpclient.privacy.mechanisms.mecha
 per ``per`` (``element`` or ``record``), ``delta`` (mechanisms with a delta; default
 :func:`ldpclient.transfer.defaults.delta`), ``reduce`` the average-pooling factor before noise,
 ``value_range`` the teacher's input range (the mechanism's domain; ``discrete-tldp`` is always on
-the integers 0..255), ``record_shape`` ``(C, H, W)``.
+the integers 0..255), ``record_shape`` ``(C, H, W)``, ``basis`` the release basis (``--basis``) with its
+``coefficients`` and ``clip_norm``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 
 import torch
 
+from ..names import choice_list
 from ..privacy.guarantee import Domain
-from ..privacy.mechanisms import make_mechanism, mechanism_entry
+from ..privacy.mechanisms import basis_mechanism_names, make_mechanism, mechanism_entry
 from ..transfer import defaults
 
 
@@ -31,15 +33,30 @@ def mechanism_for(
     secure: bool = True,
     allow_large_delta: bool = False,
     allow_weak_privacy: bool = False,
+    basis: str = "pool",
+    coefficients: int | None = None,
+    clip_norm: float | None = None,
 ) -> Any:
     """The mechanism ``name`` with these options, checked against ``record_shape`` before any data is touched.
 
-    A per-record epsilon above :func:`~ldpclient.transfer.defaults.epsilon_ceiling` is refused
-    unless ``allow_weak_privacy`` (CLI ``--allow-weak-privacy``).
+    ``basis`` (``--basis``): ``pool`` or ``dct`` (:mod:`ldpclient.privacy.basis`), with ``coefficients`` and
+    ``clip_norm`` (None: the record shape's defaults). A per-record epsilon above
+    :func:`~ldpclient.transfer.defaults.epsilon_ceiling` is refused unless ``allow_weak_privacy``
+    (CLI ``--allow-weak-privacy``).
     """
     entry = mechanism_entry(name)
     reduce = reduce or 1
     kwargs: dict[str, Any] = {"epsilon": epsilon, "per": per, "reduction": reduce}
+    if basis != "pool":
+        if not entry.takes_basis:
+            raise ValueError(f"--basis {basis} takes --mechanism {choice_list(basis_mechanism_names())}, not {entry.name}")
+        if reduce != 1:
+            raise ValueError(f"--basis {basis} releases low-frequency coefficients of the whole image: give --reduce 1")
+        if per != "record":
+            raise ValueError(f"--basis {basis} releases one record-level vector: give --epsilon-unit record")
+        kwargs.update({"basis": basis, "coefficients": coefficients, "clip_norm": clip_norm})
+    elif coefficients is not None or clip_norm is not None:
+        raise ValueError("--coefficients and --clip-norm apply to --basis dct only")
     if entry.takes_delta:
         kwargs["delta"] = delta if delta is not None else defaults.delta()
         if entry.accepts("allow_large_delta"):

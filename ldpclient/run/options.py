@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Optional, TypeVar
 import torch
 
 from ..data import DEFAULT_MAX_PIXELS
-from ..names import AUGMENTATIONS, EPSILON_UNITS, choice_list
+from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ..transfer import defaults
 from .facts import TeacherFacts
@@ -46,6 +46,9 @@ class SharedOptions:
     allow_weak_privacy: bool = False
     augment: str = defaults.augmentation()
     reduce: Optional[int] = None
+    basis: str = defaults.basis()
+    coefficients: Optional[int] = None
+    clip_norm: Optional[float] = None
     postprocess: Optional[str] = None
     privacy_cap: Optional[float] = None
     state_dir: Optional[Path] = None
@@ -63,6 +66,7 @@ class SharedOptions:
         self.network.validate()
         _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce,
                                  zero_epsilon=self.zero_epsilon_means)
+        _check_basis_options(self.basis, self.coefficients, self.clip_norm)
         if self.augment not in AUGMENTATIONS:
             raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
         if self.postprocess is not None:
@@ -218,10 +222,21 @@ def _check_mechanism_options(
         raise ValueError(f"--reduce must be >= 1, got {reduce}")
 
 
+def _check_basis_options(basis: str, coefficients: int | None, clip_norm: float | None) -> None:
+    if basis not in BASES:
+        raise ValueError(f"--basis must be {choice_list(BASES)}, got {basis!r}")
+    if coefficients is not None and coefficients < 1:
+        raise ValueError(f"--coefficients must be >= 1, got {coefficients}")
+    if clip_norm is not None and not (math.isfinite(clip_norm) and clip_norm > 0):
+        raise ValueError(f"--clip-norm must be a finite number > 0, got {clip_norm}")
+    if basis == "pool" and (coefficients is not None or clip_norm is not None):
+        raise ValueError("--coefficients and --clip-norm apply to --basis dct only")
+
+
 def resolve_shape_defaults(opts: _Options, input_shape: tuple[int, ...]) -> _Options:
-    """``opts`` with ``reduce`` and ``postprocess`` filled from the record shape where the user gave none
-    (:func:`ldpclient.transfer.defaults.shape_settings`)."""
-    reduce, post = defaults.shape_settings(input_shape, opts.reduce, opts.postprocess)
+    """``opts`` with ``reduce`` and ``postprocess`` filled from the record shape (and basis) where the user gave
+    none (:func:`ldpclient.transfer.defaults.shape_settings`)."""
+    reduce, post = defaults.shape_settings(input_shape, opts.reduce, opts.postprocess, opts.basis)
     return dataclasses.replace(opts, reduce=reduce, postprocess=post)
 
 
@@ -249,6 +264,7 @@ def build_mechanism(
         opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure,
         allow_large_delta=opts.allow_large_delta, allow_weak_privacy=opts.allow_weak_privacy,
+        basis=opts.basis, coefficients=opts.coefficients, clip_norm=opts.clip_norm,
     )
 
 
@@ -265,4 +281,5 @@ def build_free_query_mechanism(
     return mechanism_for(
         opts.mechanism, epsilon=defaults.free_query_epsilon(), per="record", delta=opts.delta, reduce=opts.reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure, allow_large_delta=True,
+        basis=opts.basis, coefficients=opts.coefficients, clip_norm=opts.clip_norm,
     )

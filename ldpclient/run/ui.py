@@ -266,6 +266,11 @@ def _guarantee_line(g: Mapping[str, Any]) -> str:
     pr, pe = g["per_record"], g["per_element"]
     delta = f", delta {pr['delta']:.3g}" if pr.get("delta") else ""
     weak = weak_privacy_note(float(pr["epsilon"]))
+    params = g.get("params") or {}
+    if params.get("basis") == "dct":  # a record-level vector: no per-element composition to state
+        what = (f"{g['elements_per_record']} DCT coefficients clipped to {params['clip_norm_kind']} norm "
+                f"{params['clip_norm']:.4g}")
+        return f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {what})" + (f". {weak}" if weak else "")
     return (
         f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {g['elements_per_record']} released "
         f"elements); per element epsilon {pe['epsilon']:.4g}" + (f". {weak}" if weak else "")

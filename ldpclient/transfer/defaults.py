@@ -115,11 +115,28 @@ def postprocess(input_shape: tuple[int, ...]) -> str:
     return f"blur:{sigma:.3g},clip"
 
 
+def basis() -> str:
+    """The release basis (``--basis``): ``pool``, the record's pixels average-pooled by :func:`reduction`.
+    ``dct`` did not beat it on both datasets (BENCHMARKS.md, "Release basis")."""
+    return "pool"
+
+
+#: Post-processing of a ``dct`` release when none is given: its reconstruction is band-limited already
+#: (no blur), and is clipped to the domain.
+DCT_POSTPROCESS = "clip"
+
+
 def shape_settings(
-    input_shape: tuple[int, ...], given_reduce: int | None, given_postprocess: str | None
+    input_shape: tuple[int, ...], given_reduce: int | None, given_postprocess: str | None, basis: str = "pool"
 ) -> tuple[int, str]:
     """``(reduce, postprocess)`` for records of ``input_shape``: the given values, else :func:`reduction`
-    and :func:`postprocess` (what ``label`` uses, and what ``audit`` assumes a run used)."""
+    and :func:`postprocess` (what ``label`` uses, and what ``audit`` assumes a run used). With ``basis``
+    ``dct`` the record is not pooled (reduce 1) and the default post-processing is :data:`DCT_POSTPROCESS`."""
+    if basis != "pool":
+        return (
+            int(given_reduce) if given_reduce is not None else 1,
+            given_postprocess if given_postprocess is not None else DCT_POSTPROCESS,
+        )
     return (
         int(given_reduce) if given_reduce is not None else reduction(input_shape),
         given_postprocess if given_postprocess is not None else postprocess(input_shape),
@@ -161,4 +178,5 @@ def epochs() -> int:
 
 
 __all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_QUERY_BATCH", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
-           "postprocess", "query_batch_size", "reduction", "shape_settings", "train_batch_size"]
+           "postprocess", "query_batch_size", "reduction", "shape_settings", "train_batch_size", "basis",
+           "DCT_POSTPROCESS"]

@@ -35,6 +35,7 @@ from .grid import grid_bits_for
 from .laplace import LaplaceMechanism, laplace
 from .registry import (
     MechanismEntry,
+    basis_mechanism_names,
     delta_mechanism_names,
     factories,
     make_mechanism,
@@ -67,6 +68,7 @@ __all__ = [
     "LaplaceMechanism",
     "MechanismEntry",
     "TLDPMechanism",
+    "basis_mechanism_names",
     "delta_mechanism_names",
     "discrete_tldp",
     "factories",

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence, TypedDict
+from typing import Any, ClassVar, Sequence, TypedDict
 
 import torch
 
 from ..base import Mechanism
+from ..basis import DctLayout, check_basis, check_clip_norm, check_coefficients, dct_layout, snap_into_ball
 from ..guarantee import Domain, Guarantee
 from ..preprocess import check_domain, check_per, check_reduction, elements, prepare, released_shape
 from ..release import _RELEASE_TOKEN, Release
 from ..sampling import make_generator
-from .grid import check_noise_scale
+from .grid import check_noise_scale, grid_of
 
 #: How each path draws its noise (``Guarantee.params["sampling"]``; reports show it for every run).
 FLOAT_SAMPLING = "float64 (not hardened against the floating-point attack)"
@@ -78,11 +79,38 @@ class Elementwise(Mechanism):
     """Shared release path: validate, clip, reduce, noise each element; float64 inside, float32 out."""
 
     name = "abstract"
+    #: The norm a record-level basis release (``basis="dct"``) clips its coefficients in: that of the noise's
+    #: sensitivity (``"l1"`` Laplace, ``"l2"`` Gaussian); None: the mechanism releases pixels only.
+    coefficient_norm: ClassVar[str | None] = None
 
-    def __init__(self, *, per: str, domain: Domain, reduction: int) -> None:
+    def __init__(
+        self,
+        *,
+        per: str,
+        domain: Domain,
+        reduction: int,
+        basis: str = "pool",
+        coefficients: int | None = None,
+        clip_norm: float | None = None,
+    ) -> None:
         self.per = check_per(per)
         self.domain = check_domain(domain)
         self.reduction = check_reduction(reduction)
+        self.basis = check_basis(basis)
+        self.coefficients = check_coefficients(coefficients)
+        self.clip_norm = check_clip_norm(clip_norm)
+        if self.basis == "pool" and (coefficients is not None or clip_norm is not None):
+            raise ValueError("coefficients and clip_norm apply to basis dct only")
+        if self.basis != "pool":
+            if self.coefficient_norm is None:
+                raise ValueError(f"{self.name} releases pixels only; basis {self.basis} takes laplace or gaussian")
+            if self.reduction != 1:
+                raise ValueError(f"basis {self.basis} replaces the average pooling: give reduction 1 (--reduce 1)")
+            if self.per != "record":
+                raise ValueError(
+                    f"basis {self.basis} releases one record-level vector: its epsilon is per record "
+                    "(per='record', --epsilon-unit record)"
+                )
         self.round_inputs = False  # integer domains: refuse non-integer floats unless a mechanism opts in
         self._plans: dict[tuple[Any, ...], Plan] = {}
 
@@ -125,13 +153,23 @@ class Elementwise(Mechanism):
     def _extra_config(self) -> dict[str, Any]:
         return {}
 
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan:
+        """Calibration and guarantee of a record-level release of ``layout``'s coefficient vector
+        (sensitivity ``2 * layout.clip_norm`` in ``layout.norm``); mechanisms with a ``coefficient_norm``."""
+        raise NotImplementedError
+
     # -- Mechanism API ------------------------------------------------------------------------
     def _plan(self, record_shape: Sequence[int]) -> Plan:
         key = tuple(int(s) for s in record_shape)
         plan = self._plans.get(key)
         if plan is None:
-            rel = released_shape(key, self.reduction)
-            plan = self._make_plan(key, rel, elements(rel))
+            if self.basis == "dct":
+                norm = str(self.coefficient_norm)
+                plan = self._make_coefficient_plan(key, dct_layout(key, self.domain, norm, self.coefficients,
+                                                                   self.clip_norm))
+            else:
+                rel = released_shape(key, self.reduction)
+                plan = self._make_plan(key, rel, elements(rel))
             check_noise_scale(self.name, plan.values)
             self._plans[key] = plan
         return plan
@@ -155,7 +193,7 @@ class Elementwise(Mechanism):
         x, clipped, record_shape = prepare(records, self.domain, self.reduction, round_inputs=self.round_inputs)
         plan = self._plan(record_shape)
         gen = make_generator(generator)
-        y = self._apply(x, plan, gen)
+        y = self._release_coefficients(x, plan, gen) if self.basis == "dct" else self._apply(x, plan, gen)
         g = plan.guarantee.for_public_input() if public else plan.guarantee
         return Release(
             y.to(torch.float32),
@@ -182,11 +220,32 @@ class Elementwise(Mechanism):
         shape = tuple(int(s) for s in shape)
         if len(shape) < 2 or any(s <= 0 for s in shape):
             raise ValueError(f"noise shape must be (Q, *released_shape) with positive sizes, got {shape}")
+        if self.basis == "dct":  # noise on the coefficients of records of shape[1:], mapped to pixels
+            plan = self._plan(shape[1:])
+            layout: DctLayout = plan.values["layout"]
+            coef_noise = self._noise((shape[0], layout.coefficients), plan, make_generator(generator))
+            return layout.inverse(coef_noise.to(torch.float64), origin=False).to(torch.float32)
         n_elem = elements(shape[1:]) if elements_per_record is None else int(elements_per_record)
         if n_elem < 1:
             raise ValueError(f"elements_per_record must be >= 1, got {elements_per_record!r}")
         plan = self._plan_for_elements(n_elem)
         return self._noise(shape, plan, make_generator(generator)).to(torch.float32)
+
+    def _release_coefficients(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
+        """Basis ``dct``: transform, clip each record's vector into the norm ball, noise it, rebuild (float64).
+
+        Secure path: the clipped coefficients are snapped toward zero onto the grid (their integer norm checked,
+        :func:`~ldpclient.privacy.basis.snap_into_ball`) and get integer noise in grid units.
+        """
+        layout: DctLayout = plan.values["layout"]
+        coef, _ = layout.clip(layout.forward(x))
+        if plan.values.get("grid") is not None:
+            grid = grid_of(plan.values)
+            j = snap_into_ball(coef, grid.gamma, grid.units // 2, layout.norm)
+            noisy = j.add_(grid.sampler.sample(j.shape, gen)).to(torch.float64).mul_(grid.gamma)
+        else:
+            noisy = coef + self._noise(tuple(coef.shape), plan, gen).to(torch.float64)
+        return layout.inverse(noisy)
 
     def _plan_for_elements(self, n_elem: int) -> Plan:
         # The noising branch depends only on I (not on weights or the spatial layout). Cached:
@@ -200,6 +259,8 @@ class Elementwise(Mechanism):
     def config(self) -> dict[str, Any]:
         """JSON-serialisable parameters (ledger key, reports)."""
         cfg = {"name": self.name, "per": self.per, "domain": self.domain.as_dict(), "reduction": self.reduction}
+        if self.basis != "pool":  # pooled configs keep their old keys: a ledger's stored releases still match
+            cfg.update({"basis": self.basis, "coefficients": self.coefficients, "clip_norm": self.clip_norm})
         cfg.update(self._extra_config())
         return cfg
 
@@ -227,6 +288,31 @@ class Elementwise(Mechanism):
             notes=notes,
         )
         return Plan(g, n_elem, values)
+
+    def _coefficient_params(self, layout: DctLayout) -> dict[str, Any]:
+        """The guarantee's parameters every basis-``dct`` release states (sensitivity: record level, 2C)."""
+        return {
+            "per": "record",
+            "basis": self.basis,
+            "coefficients": layout.coefficients,
+            "luminance_coefficients": int(layout.kept[0].numel()),
+            "clip_norm": layout.clip_norm,
+            "clip_norm_kind": layout.norm.upper(),
+            "sensitivity": 2.0 * layout.clip_norm,
+            "reduction": 1,
+            "released_shape": list(layout.record_shape),
+            "released_elements": layout.coefficients,
+        }
+
+    def _coefficient_notes(self, layout: DctLayout) -> list[str]:
+        return [
+            f"record-level release: the {layout.coefficients} lowest-frequency orthonormal DCT coefficients of the"
+            f" record, clipped to {layout.norm.upper()} norm {fmt(layout.clip_norm)}, so two records differ by at most"
+            f" {fmt(2 * layout.clip_norm)} (replacement); the noise is calibrated to that, and the reconstruction by"
+            " the inverse transform is post-processing",
+            f"inputs are clipped to the declared domain [{self.domain.low}, {self.domain.high}] before the transform;"
+            " one coefficient may carry the whole sensitivity, so the per-element figures equal the per-record ones",
+        ]
 
     def _common_params(self, n_elem: int, rel_shape: tuple[int, ...]) -> dict[str, Any]:
         return {

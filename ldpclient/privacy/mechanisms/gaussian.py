@@ -10,6 +10,7 @@ import torch
 
 from .. import analytic_gaussian as ag
 from .. import zcdp
+from ..basis import DctLayout
 from ..guarantee import Domain
 from ..preprocess import check_delta, check_epsilon
 from ..sampling import gaussian_noise
@@ -39,6 +40,7 @@ class GaussianMechanism(Elementwise):
     """
 
     name = "gaussian"
+    coefficient_norm = "l2"
 
     def __init__(
         self,
@@ -50,8 +52,12 @@ class GaussianMechanism(Elementwise):
         reduction: int = 1,
         secure: bool = True,
         allow_large_delta: bool = False,
+        basis: str = "pool",
+        coefficients: int | None = None,
+        clip_norm: float | None = None,
     ) -> None:
-        super().__init__(per=per, domain=domain, reduction=reduction)
+        super().__init__(per=per, domain=domain, reduction=reduction, basis=basis, coefficients=coefficients,
+                         clip_norm=clip_norm)
         self.epsilon = check_epsilon(epsilon)
         self.delta = check_delta(delta, allow_large=allow_large_delta)
         self.secure = check_secure(secure)
@@ -166,6 +172,59 @@ class GaussianMechanism(Elementwise):
         )
         g = self._guarantee(eps_e, delta_e, eps_r, delta_r, n_elem, params, notes)
         return Plan(g, n_elem, {"grid": grid, "sigma": sigma})
+
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan:
+        """Basis ``dct``: Gaussian noise on each of the K coefficients of a vector clipped to L2 norm C, at
+        (epsilon, delta) per record for the L2 sensitivity 2C (secure: discrete Gaussian, zCDP, CKS Cor 13)."""
+        k, c = layout.coefficients, layout.clip_norm
+        params = self._coefficient_params(layout)
+        notes = self._coefficient_notes(layout)
+        params["delta"] = self.delta
+        sigma = ag.calibrate_sigma(self.epsilon, self.delta, 2.0 * c)
+        check_noise_scale(self.name, {"sigma": sigma if sigma > 0 else math.inf})
+        if not self.secure:
+            params.update({"sigma": sigma, "calibration": "analytic Gaussian (Balle & Wang 2018)", "secure": False,
+                           "sampling": FLOAT_SAMPLING})
+            notes.append(f"Gaussian noise sigma = {fmt(sigma)} on each coefficient (analytic calibration to L2"
+                         f" sensitivity {fmt(2 * c)})")
+            notes.append("float sampling path (not hardened against the floating-point attack; secure=True is)")
+            g = self._guarantee(self.epsilon, self.delta, self.epsilon, self.delta, k, params, notes)
+            return Plan(g, k, {"layout": layout, "sigma": sigma})
+        ball = Domain(-c, c)  # the grid's width 2C is the L2 sensitivity, in grid units ``grid.units``
+        delta_ideal = self.delta * (1.0 - 1e-6)
+        for _ in range(2):  # the second pass makes room for the sampler's rounding when the margin was too small
+
+            def bound(target: float, delta_ideal: float = delta_ideal) -> tuple[float, Any, float]:
+                grid, rho = gaussian_grid(ball, zcdp.rho_for(target, delta_ideal), self.name)
+                excess = k * grid.sampler.epsilon_excess(grid.units)  # each of the K coefficients may differ
+                return zcdp.epsilon_for(rho, delta_ideal) + excess, (grid, rho), target
+
+            eps_bound, (grid, rho), _ = fit_below(self.epsilon, bound)
+            delta_bound = delta_ideal + k * grid.sampler.tv_bound()
+            if delta_bound <= self.delta:
+                break
+            delta_ideal = self.delta - 2.0 * k * grid.sampler.tv_bound()
+            if delta_ideal <= 0:
+                break
+        if delta_bound > self.delta:
+            raise ValueError(
+                f"delta {self.delta:g} is below what the secure Gaussian sampler can guarantee over {k} coefficients"
+                f" ({k * grid.sampler.tv_bound():.3g}); choose a larger delta, or secure=False (--no-secure)"
+            )
+        sampler = grid.sampler
+        sigma = sampler.sigma * grid.gamma
+        params.update({"sigma": sigma, "calibration": "discrete Gaussian, zCDP (CKS 2020 Thm 4) converted by CKS Cor 13",
+                       "rho_record": rho, "epsilon_record_bound": eps_bound, "delta_record_bound": delta_bound,
+                       "secure": True, "grid": grid.gamma, "grid_bits": int(grid.units).bit_length() - 1,
+                       "variance_grid_units": sampler.s, "epsilon_quantisation_excess": k * sampler.epsilon_excess(grid.units),
+                       "delta_sampler_tv": k * sampler.tv_bound(), "sampling": SECURE_GAUSSIAN_SAMPLING})
+        notes.append(
+            f"discrete Gaussian noise, sigma = {fmt(sigma)} on each coefficient (snapped toward zero onto a grid of"
+            f" {fmt(grid.gamma)}, integer L2 norm checked): {fmt(rho)}-zCDP per record, converted to (epsilon, delta)"
+            f" by CKS 2020 Cor 13; the sampler's rounding over {k} coefficients is included"
+        )
+        g = self._guarantee(self.epsilon, self.delta, self.epsilon, self.delta, k, params, notes)
+        return Plan(g, k, {"layout": layout, "grid": grid, "sigma": sigma})
 
     def _apply(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
         if self.secure:

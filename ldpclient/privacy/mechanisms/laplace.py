@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from ..basis import DctLayout
 from ..guarantee import Domain
 from ..preprocess import check_epsilon
 from ..sampling import laplace_noise
@@ -27,6 +28,7 @@ class LaplaceMechanism(Elementwise):
     """
 
     name = "laplace"
+    coefficient_norm = "l1"
 
     def __init__(
         self,
@@ -37,8 +39,12 @@ class LaplaceMechanism(Elementwise):
         reduction: int = 1,
         secure: bool = True,
         grid_bits: int | None = None,
+        basis: str = "pool",
+        coefficients: int | None = None,
+        clip_norm: float | None = None,
     ) -> None:
-        super().__init__(per=per, domain=domain, reduction=reduction)
+        super().__init__(per=per, domain=domain, reduction=reduction, basis=basis, coefficients=coefficients,
+                         clip_norm=clip_norm)
         self.epsilon = check_epsilon(epsilon)
         self.secure = check_secure(secure)
         if grid_bits is not None and (
@@ -100,6 +106,44 @@ class LaplaceMechanism(Elementwise):
                 f" tables; table rounding adds at most {excess:.3g} nats per element (included in the figures)"
             )
         return self._pure_plan(eps_true, n_elem, params, tuple(notes), values)
+
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan:
+        """Basis ``dct``: Laplace noise of scale ``b = 2C / epsilon`` on each of the K coefficients of a vector
+        clipped to L1 norm C: pure epsilon-LDP per record (L1 sensitivity 2C)."""
+        k, c = layout.coefficients, layout.clip_norm
+        ball = Domain(-c, c)  # the grid's width 2C is the L1 sensitivity
+        params = self._coefficient_params(layout)
+        notes = self._coefficient_notes(layout)
+        values: dict[str, Any] = {"layout": layout}
+        if not self.secure:
+            b = 2.0 * c / self.epsilon
+            params.update({"b": b, "secure": False, "sampling": FLOAT_SAMPLING})
+            values["b"] = b
+            notes.append("float sampling path (not hardened against the floating-point attack; secure=True is)")
+        else:
+            check_noise_scale(self.name, {"b": 2.0 * c / self.epsilon})
+
+            def bound(target: float) -> tuple[float, Grid, float]:
+                grid = laplace_grid(ball, target, self.grid_bits)
+                excess = k * grid.sampler.epsilon_excess(grid.units)  # each of the K coefficients may differ
+                return grid.units / grid.sampler.scale + excess, grid, target
+
+            eps_bound, grid, _ = fit_below(self.epsilon, bound)
+            b = grid.sampler.scale * grid.gamma
+            excess = grid.sampler.epsilon_excess(grid.units)
+            params.update({"b": b, "epsilon_record_bound": eps_bound, "secure": True, "grid": grid.gamma,
+                           "grid_bits": grid.units.bit_length() - 1, "scale_grid_units": grid.sampler.scale,
+                           "epsilon_quantisation_excess": k * excess, "sampling": SECURE_LAPLACE_SAMPLING})
+            values.update({"grid": grid, "b": b})
+            notes.append(
+                f"secure path: coefficients snapped toward zero onto a grid of {fmt(grid.gamma)} (their integer L1 norm"
+                f" checked), discrete Laplace noise from integer tables; table rounding adds at most {k * excess:.3g}"
+                " nats per record (included in the figures)"
+            )
+        notes.append(f"Laplace noise of scale b = {fmt(values['b'])} on each coefficient: pure LDP, epsilon"
+                     f" {fmt(self.epsilon)} per record")
+        g = self._guarantee(self.epsilon, 0.0, self.epsilon, 0.0, k, params, notes)
+        return Plan(g, k, values)
 
     def _apply(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
         v = plan.values

@@ -37,6 +37,11 @@ class MechanismEntry:
         """Whether the factory has a ``delta`` parameter (``--delta`` and ``--allow-large-delta`` apply)."""
         return "delta" in inspect.signature(self.factory).parameters
 
+    @property
+    def takes_basis(self) -> bool:
+        """Whether the factory has a ``basis`` parameter (``--basis dct``, ``--coefficients``, ``--clip-norm`` apply)."""
+        return "basis" in inspect.signature(self.factory).parameters
+
     def accepts(self, keyword: str) -> bool:
         """Whether the factory takes ``keyword``: a parameter of that name, or ``**options``."""
         params = inspect.signature(self.factory).parameters
@@ -90,6 +95,11 @@ def delta_mechanism_names() -> tuple[str, ...]:
     return tuple(entry.name for entry in _ordered() if entry.takes_delta)
 
 
+def basis_mechanism_names() -> tuple[str, ...]:
+    """The registered mechanisms with a release basis (they take ``--basis dct``), by rank."""
+    return tuple(entry.name for entry in _ordered() if entry.takes_basis)
+
+
 def factories() -> Mapping[str, Callable[..., Mechanism]]:
     """Name -> factory, by rank (``ldpclient.privacy.MECHANISMS``)."""
     return {entry.name: entry.factory for entry in _ordered()}
@@ -119,6 +129,7 @@ def make_mechanism(name: str, **kwargs: Any) -> Mechanism:
 
 __all__ = [
     "MechanismEntry",
+    "basis_mechanism_names",
     "delta_mechanism_names",
     "factories",
     "make_mechanism",
