@@ -238,15 +238,17 @@ ReduceOption = typer.Option(
     show_default=False,
 )
 BasisOption = typer.Option(
-    Basis(defaults.basis()),
+    None,
     help="What the noise is added to: pool = the pixels, average-pooled by --reduce; dct = a record-level vector of "
-    "low-frequency DCT coefficients clipped to --clip-norm (laplace: L1, gaussian: L2; needs --reduce 1 and "
-    "--epsilon-unit record), released as its reconstruction.",
+    "low-frequency DCT coefficients clipped to --clip-norm (laplace: L1, gaussian: L2; needs --epsilon-unit record, "
+    "no --reduce), released as its reconstruction. Default: dct for laplace and gaussian per record without "
+    "--reduce, else pool.",
+    show_default=False,
 )
 CoefficientsOption = typer.Option(
     None, min=1,
     help="--basis dct: low-frequency coefficients kept per record (colour: luminance; chroma gets a quarter each). "
-    "Default: one per 12 pixels, at most 64 (28x28 -> 64).",
+    "Default: 64, or all of a smaller image's.",
     show_default=False,
 )
 ClipNormOption = typer.Option(
@@ -371,7 +373,7 @@ def label(
     max_memory: Optional[float] = MaxMemoryOption,
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="LDPKiT query expansion: sup, rand, or none (= SIDP)."),
     reduce: Optional[int] = ReduceOption,
-    basis: Basis = BasisOption,
+    basis: Optional[Basis] = BasisOption,
     coefficients: Optional[int] = CoefficientsOption,
     clip_norm: Optional[float] = ClipNormOption,
     postprocess: Optional[str] = PostprocessOption,
@@ -439,7 +441,7 @@ def label(
             max_memory=max_memory,
             augment=augment.value,
             reduce=reduce,
-            basis=basis.value,
+            basis=basis.value if basis is not None else None,
             coefficients=coefficients,
             clip_norm=clip_norm,
             postprocess=postprocess,
@@ -490,7 +492,7 @@ def noise(
     allow_weak_privacy: bool = AllowWeakPrivacyOption,
     max_memory: Optional[float] = MaxMemoryOption,
     reduce: Optional[int] = ReduceOption,
-    basis: Basis = BasisOption,
+    basis: Optional[Basis] = BasisOption,
     coefficients: Optional[int] = CoefficientsOption,
     clip_norm: Optional[float] = ClipNormOption,
     postprocess: Optional[str] = PostprocessOption,
@@ -542,7 +544,7 @@ def noise(
             allow_weak_privacy=allow_weak_privacy,
             max_memory=max_memory,
             reduce=reduce,
-            basis=basis.value,
+            basis=basis.value if basis is not None else None,
             coefficients=coefficients,
             clip_norm=clip_norm,
             postprocess=postprocess,

@@ -55,10 +55,10 @@ def test_colour_keeps_luminance_and_a_quarter_per_chroma_axis() -> None:
 def test_defaults_follow_the_record_shape_only() -> None:
     assert default_coefficients((1, 28, 28)) == 64
     assert default_coefficients((3, 32, 32)) == 64
-    assert default_coefficients((8, 8)) == 5
-    assert default_coefficients((1, 16, 16)) == 21
+    assert default_coefficients((8, 8)) == 64
+    assert default_coefficients((1, 16, 16)) == 64
     assert default_coefficients((1, 224, 224)) == 64
-    assert default_coefficients((1, 2, 2)) == 1
+    assert default_coefficients((1, 5, 5)) == 25
     assert default_clip_norm((1, 28, 28), UNIT, "l2", 64) == pytest.approx(8.0)
     assert default_clip_norm((1, 28, 28), UNIT, "l1", 64) == pytest.approx(32.0)
     assert default_clip_norm((1, 28, 28), Domain(-1.0, 1.0), "l2", 25) == pytest.approx(16.0)
@@ -139,10 +139,12 @@ def test_noise_on_the_coefficients_has_the_stated_scale(name: str, secure: bool)
                           secure=secure)
     blank = torch.zeros(4000, 1, 12, 12)  # coefficients 0: the release is pure noise
     rel = mech.release(blank, generator=torch.Generator().manual_seed(1))
-    assert rel.released_shape == (1, 12, 12) and rel.reduction == 1
+    assert rel.released_shape == (9,) and rel.reduction == 1  # the noised coefficients
     layout = dct_layout((1, 12, 12), UNIT, mech.coefficient_norm, 9, 1.0)
-    noise = layout.forward(rel.values.double())
-    assert torch.allclose(layout.inverse(noise).float(), rel.values, atol=1e-5)  # the release lies in the span
+    rebuilt = rel.upsampled().values  # post-processing: the inverse transform, at the record's shape
+    assert rebuilt.shape == (4000, 1, 12, 12)
+    assert torch.allclose(layout.forward(rebuilt.double()).float(), rel.values, atol=1e-5)
+    noise = rel.values.double()
     p = rel.guarantee.params
     if name == "laplace":
         assert float(noise.abs().mean()) == pytest.approx(p["b"], rel=0.05)  # E|Laplace(b)| = b
@@ -174,11 +176,12 @@ def test_records_far_apart_release_distributions_the_guarantee_can_bound() -> No
     assert loss <= 10.0
 
 
-def test_colour_release_has_the_record_shape_and_the_sum_of_channel_coefficients() -> None:
+def test_colour_release_holds_the_sum_of_channel_coefficients_and_rebuilds_the_record_shape() -> None:
     mech = gaussian(50.0, per="record", basis="dct")
     rel = mech.release(torch.rand(3, 3, 32, 32), generator=torch.Generator().manual_seed(0))
-    assert rel.released_shape == (3, 32, 32)
-    assert rel.guarantee.elements_per_record == 64 + 16 + 16
+    assert rel.released_shape == (64 + 16 + 16,) == (rel.guarantee.elements_per_record,)
+    assert rel.upsampled().values.shape == (3, 3, 32, 32)
+    assert rel[1:].upsampled().values.shape == (2, 3, 32, 32)  # a sub-batch keeps its basis
 
 
 @pytest.mark.parametrize(
@@ -283,7 +286,7 @@ def test_label_with_basis_dct_sends_only_what_the_kept_coefficients_span(tmp_pat
         (["--basis", "dct", "--mechanism", "tldp-laplace"], "--basis dct takes --mechanism laplace or gaussian"),
         (["--basis", "dct", "--reduce", "2"], "give --reduce 1"),
         (["--basis", "dct", "--epsilon-unit", "element"], "give --epsilon-unit record"),
-        (["--coefficients", "4"], "apply to --basis dct only"),
+        (["--basis", "pool", "--coefficients", "4"], "apply to --basis dct only"),
         (["--basis", "dct", "--clip-norm", "0"], "--clip-norm must be a finite number > 0"),
         (["--basis", "dct", "--coefficients", "65"], "8x8 channel has only 64"),
     ],
@@ -329,3 +332,53 @@ def test_audit_simulates_the_dct_release_it_is_told_of(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     g = json.loads(result.stdout)["sweep"][0]["guarantee"]
     assert (g["params"]["basis"], g["elements_per_record"], g["per_record"]["epsilon"]) == ("dct", 5, 40.0)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({}, "dct"),  # laplace, 100 per record, no --reduce
+        ({"mechanism": "gaussian"}, "dct"),
+        ({"reduce": 4}, "pool"),  # an explicit pooling factor asks for pixels
+        ({"reduce": 1}, "pool"),
+        ({"epsilon_unit": "element"}, "pool"),
+        ({"mechanism": "tldp-laplace"}, "pool"),
+        ({"epsilon": 0.0}, "pool"),  # data-free: blank queries noised as the study measured them
+        ({"coefficients": 16}, "dct"),  # a dct parameter asks for dct
+        ({"basis": "pool"}, "pool"),
+        ({"basis": "dct", "reduce": 4}, "dct"),  # given: kept (and refused later, in one line)
+    ],
+)
+def test_the_default_basis_follows_the_options(tmp_path, options: dict, expected: str) -> None:
+    from ldpclient.run.options import LabelOptions, resolve_basis, resolve_shape_defaults
+
+    opts = LabelOptions(private_dir=tmp_path, teacher="http://127.0.0.1:1/v2/models/m", **options)
+    assert resolve_basis(opts) == expected
+    resolved = resolve_shape_defaults(opts, (1, 28, 28))
+    assert resolved.basis == expected
+    if expected == "dct" and "reduce" not in options:
+        assert (resolved.reduce, resolved.postprocess) == (1, "clip")
+
+
+def test_a_dct_runs_baseline_pools_its_blank_queries_as_measured(tmp_path) -> None:
+    from ldpclient.run.options import LabelOptions, build_free_query_mechanism, free_query_shape_settings
+
+    opts = LabelOptions(private_dir=tmp_path, teacher="http://127.0.0.1:1/v2/models/m", baseline=True)
+    free = build_free_query_mechanism(opts, (0.0, 1.0), (1, 28, 28))
+    assert free.basis == "pool" and free.reduction == 4
+    assert free_query_shape_settings(opts, (1, 28, 28)) == (4, "blur:2,clip")
+    pooled = LabelOptions(private_dir=tmp_path, teacher="x", reduce=2, postprocess="clip")
+    assert free_query_shape_settings(pooled, (1, 28, 28)) == (2, "clip")  # a pooled run's own settings
+
+
+def test_the_ledger_stores_the_coefficients_and_returns_releases_that_rebuild(tmp_path) -> None:
+    from ldpclient.privacy import Ledger
+
+    mech = laplace(20.0, per="record", basis="dct", coefficients=9)
+    records = torch.rand(5, 1, 12, 12)
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        first = ledger.release(mech, records, generator=torch.Generator().manual_seed(0))
+        again = ledger.release(mech, records)
+    assert first.released_shape == again.released_shape == (9,)
+    assert bool(again.reused.all()) and torch.equal(first.values, again.values)  # stored, not noised again
+    assert torch.equal(first.upsampled().values, again.upsampled().values)

@@ -29,8 +29,10 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     rows = {r["method"]: r for r in doc["rows"]}
     sup, sup_raw, sidp = rows["LDPKiT-Sup, adapted"], rows["LDPKiT-Sup, unadapted"], rows["SIDP"]
     base, base_raw = rows["data-free baseline, adapted"], rows["data-free baseline, unadapted"]
-    # the default: 100 per record (the label default), over the 7x7 released elements of the auto reduction
-    assert sup["epsilon_record"] == pytest.approx(100.0) and sup["epsilon_element"] == pytest.approx(100.0 / 49)
+    # the default: 100 per record (the label default) on the 64 DCT coefficients of the default basis (one
+    # record-level release: a single coefficient may carry the whole sensitivity, so per element reads 100 too)
+    assert sup["epsilon_record"] == pytest.approx(100.0) and sup["epsilon_element"] == pytest.approx(100.0)
+    assert any("64 low-frequency DCT coefficients" in note for note in doc["notes"])
     assert sup_raw["epsilon_record"] == sidp["epsilon_record"] == sup["epsilon_record"]
     assert base["epsilon_record"] == base_raw["epsilon_record"] == 0.0
     assert sup["queries"] == sup_raw["queries"] == 120 and sidp["queries"] == 359 and base["queries"] == 120

@@ -59,6 +59,7 @@ def test_cli_options_and_library_share_the_defaults() -> None:
 
 
 def test_shape_settings_keep_what_is_given_and_fill_the_rest() -> None:
-    assert defaults.shape_settings((1, 28, 28), None, None) == (4, "blur:2,clip")
-    assert defaults.shape_settings((1, 28, 28), 1, "") == (1, "")  # '' is "no post-processing", kept
-    assert defaults.shape_settings((1, 8, 8), 2, None) == (2, "blur:0.571,clip")
+    assert defaults.shape_settings((1, 28, 28), None, None, "pool") == (4, "blur:2,clip")
+    assert defaults.shape_settings((1, 28, 28), 1, "", "pool") == (1, "")  # '' is "no post-processing", kept
+    assert defaults.shape_settings((1, 8, 8), 2, None, "pool") == (2, "blur:0.571,clip")
+    assert defaults.shape_settings((1, 28, 28), None, None, "dct") == (1, "clip")

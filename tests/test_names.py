@@ -35,7 +35,8 @@ def test_cli_choices_derive_from_the_names_and_the_defaults_are_among_them():
     assert tuple(u.value for u in EpsilonUnit) == names.EPSILON_UNITS
     assert defaults.mechanism() in mechanism_names() and defaults.augmentation() in names.AUGMENTATIONS
     assert defaults.epsilon_unit() in names.EPSILON_UNITS
-    assert tuple(b.value for b in Basis) == names.BASES and defaults.basis() in names.BASES
+    assert tuple(b.value for b in Basis) == names.BASES
+    assert defaults.basis(defaults.mechanism(), defaults.epsilon_unit(), None, defaults.epsilon()) in names.BASES
 
 
 def test_audit_help_lists_every_mechanism_and_refuses_an_unknown_one(tmp_path):

@@ -13,7 +13,7 @@ a ``Release`` or another ``Derived``. Teachers reject plain tensors with
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence, Union
+from typing import Callable, Protocol, Sequence, Union
 
 import torch
 
@@ -21,6 +21,14 @@ from .guarantee import Guarantee
 
 _RELEASE_TOKEN = object()  # only code inside ldpclient.privacy may mint releases
 _DERIVED_TOKEN = object()  # ... and Derived only comes from a Release (from_release, combine, map)
+
+
+class Reconstruction(Protocol):
+    """What a release in another basis carries to rebuild records from its values (post-processing)."""
+
+    def inverse(self, coef: torch.Tensor) -> torch.Tensor:
+        """Records ``(N, *record_shape)`` from released values ``(N, K)``."""
+        ...
 
 
 class Release:
@@ -36,9 +44,11 @@ class Release:
     declared domain and were clipped before noising (``(N,)`` int64).
     ``reused``: per record, True when the ledger returned a stored release at no
     cost instead of charging a fresh one.
+    ``basis``: for a release in another basis (``basis="dct"``: ``values`` are the noised coefficients,
+    ``(N, K)``), what rebuilds the records from them; :meth:`upsampled` applies it. None for pixels.
     """
 
-    __slots__ = ("_values", "guarantee", "record_shape", "reduction", "clipped_elements", "reused")
+    __slots__ = ("_values", "guarantee", "record_shape", "reduction", "clipped_elements", "reused", "basis")
 
     def __init__(
         self,
@@ -49,6 +59,7 @@ class Release:
         reduction: int = 1,
         clipped_elements: torch.Tensor | None = None,
         reused: torch.Tensor | None = None,
+        basis: Reconstruction | None = None,
         _token: object = None,
     ) -> None:
         if _token is not _RELEASE_TOKEN:
@@ -64,6 +75,7 @@ class Release:
             torch.zeros(n, dtype=torch.int64) if clipped_elements is None else clipped_elements
         )
         self.reused = torch.zeros(n, dtype=torch.bool) if reused is None else reused
+        self.basis = basis
 
     @property
     def values(self) -> torch.Tensor:
@@ -88,14 +100,21 @@ class Release:
             reduction=self.reduction,
             clipped_elements=self.clipped_elements[index],
             reused=self.reused[index],
+            basis=self.basis,
             _token=_RELEASE_TOKEN,
         )
 
     def upsampled(self, mode: str = "nearest") -> "Derived":
-        """Post-processing: restore the original record shape after a reduction.
+        """Post-processing: restore the original record shape after a reduction, or rebuild the records from
+        the coefficients of a release in another basis (``mode`` is then unused).
 
         ``mode`` is ``"nearest"`` or ``"bilinear"``. Free: it only sees the release.
         """
+        basis = self.basis
+        if basis is not None:
+            return Derived.from_release(self).map(
+                lambda v: basis.inverse(v).to(v.dtype), "reconstruct(inverse transform)"
+            )
         return Derived.from_release(self).map(
             lambda v: upsample(v, self.record_shape, mode), f"upsample({mode})"
         )
@@ -150,7 +169,8 @@ class ReleaseBuilder:
             raise ValueError(f"{self._filled} of {self.n} records added; a release needs all of them")
         first = self._first
         return Release(self._values, first.guarantee, first.record_shape, reduction=first.reduction,
-                       clipped_elements=self._clipped, reused=self._reused, _token=_RELEASE_TOKEN)
+                       clipped_elements=self._clipped, reused=self._reused, basis=first.basis,
+                       _token=_RELEASE_TOKEN)
 
 
 def upsample(values: torch.Tensor, record_shape: Sequence[int], mode: str = "nearest") -> torch.Tensor:

@@ -199,7 +199,12 @@ def _client_settings(o: _AuditOptions) -> _ClientSettings:
     given_reduce = _pick(o.reduce, m.reduce if m else None, None)
     postprocess = _pick(o.postprocess, run.postprocess if run else None, None)
     config = m.config if m else {}
-    basis = _pick(o.basis, config.get("basis"), defaults.basis())
+    if o.basis is not None or o.coefficients is not None or o.clip_norm is not None:
+        basis = o.basis or "dct"
+    elif run is not None:  # what the run used: a report without a basis is from a pooled run
+        basis = config.get("basis", "pool")
+    else:
+        basis = defaults.basis(mechanism, per, given_reduce, epsilon if epsilon is not None else 1.0)
     coefficients = _pick(o.coefficients, config.get("coefficients"), None)
     clip_norm = _pick(o.clip_norm, config.get("clip_norm"), None)
     if basis not in BASES:
@@ -346,7 +351,7 @@ def audit(
     epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", help=f"unit of --epsilon and --sweep: {choice_list(EPSILON_UNITS)} (default: from --run, else label's default, {defaults.epsilon_unit()})"),
     delta: Optional[float] = typer.Option(None, "--delta", help="delta for gaussian mechanisms"),
     reduce: Optional[int] = typer.Option(None, "--reduce", help="average-pooling factor before noise used by the client (default: from --run, else label's default for the record shape)"),
-    basis: Optional[str] = typer.Option(None, "--basis", help=f"release basis the client used: {'|'.join(BASES)} (default: from --run, else label's default, {defaults.basis()})"),
+    basis: Optional[str] = typer.Option(None, "--basis", help=f"release basis the client used: {'|'.join(BASES)} (default: from --run, else label's default for the mechanism and options)"),
     coefficients: Optional[int] = typer.Option(None, "--coefficients", help="--basis dct: coefficients kept per record (default: from --run, else the record shape's)"),
     clip_norm: Optional[float] = typer.Option(None, "--clip-norm", help="--basis dct: the coefficient vector's norm bound (default: from --run, else the record shape's)"),
     postprocess: Optional[str] = typer.Option(None, "--postprocess", help="client post-processing, e.g. 'clip,blur:1' (default: from --run, else label's default for the reduction)"),

@@ -229,8 +229,7 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
         "student before that). Teacher on clean images: the reference you would get by sending the raw images "
         "(no privacy at all; not done by ldpclient).",
         f"privacy: each private image was noised once; per record epsilon {g['per_record']['epsilon']:.4g} "
-        f"over {g['elements_per_record']} released elements (per element {g['per_element']['epsilon']:.4g}). "
-        f"SIDP reused the stored releases: {answers.sidp['ledger']['fresh']} images noised again.",
+        f"{_released(g)}. SIDP reused the stored releases: {answers.sidp['ledger']['fresh']} images noised again.",
         "per record is what bounds what the teacher can learn about one whole image; it is large here, "
         "so read the accuracy against the data-free baseline, which uses no private information at all.",
         f"money: {sum(r['money'] for r in rows):.4g} spent in total at {DEMO_PRICE} per query (mock prices).",
@@ -238,6 +237,15 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
     if kept:
         notes.append(f"outputs and state kept in {root}")
     return notes
+
+
+def _released(g: dict[str, Any]) -> str:
+    """What one release holds, for the privacy note: the DCT coefficients of a ``dct`` release, else elements."""
+    params = g.get("params") or {}
+    if params.get("basis") == "dct":
+        return (f"on {g['elements_per_record']} low-frequency DCT coefficients of the image (one record-level "
+                f"release, clipped to {params['clip_norm_kind']} norm {params['clip_norm']:.4g})")
+    return f"over {g['elements_per_record']} released elements (per element {g['per_element']['epsilon']:.4g})"
 
 
 def _teacher_on_clean(server: Any, images: torch.Tensor, labels: torch.Tensor) -> float | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -44,6 +44,7 @@ from .options import (
     TransferSettings,
     build_free_query_mechanism,
     build_mechanism,
+    free_query_shape_settings,
     resolve_shape_defaults,
 )
 from .progress import StageProgress
@@ -310,10 +311,13 @@ def _run_baseline(
     base_progress = StageProgress(setup.ui, "baseline ", client)
     base_seed = (plan.seed * 1_000_003 + 0xB45E) % (2**31)
     free = build_free_query_mechanism(setup.opts, setup.meta.value_range, setup.shape)
+    _, free_postprocess = free_query_shape_settings(setup.opts, setup.shape)
+    settings = session.settings.as_kwargs()
+    settings["plan"] = replace(settings["plan"], postprocess=free_postprocess)
     base = KnowledgeTransfer(
         setup.teacher, free, mode="data-free", seed=base_seed,
         release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
-        progress=base_progress, client=client, **session.settings.as_kwargs(),
+        progress=base_progress, client=client, **settings,
     )
     with setup.timer.stage("baseline"):
         base_result = base.run(records)

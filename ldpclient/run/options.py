@@ -46,7 +46,7 @@ class SharedOptions:
     allow_weak_privacy: bool = False
     augment: str = defaults.augmentation()
     reduce: Optional[int] = None
-    basis: str = defaults.basis()
+    basis: Optional[str] = None  # None: defaults.basis() for these options (resolve_shape_defaults)
     coefficients: Optional[int] = None
     clip_norm: Optional[float] = None
     postprocess: Optional[str] = None
@@ -222,8 +222,8 @@ def _check_mechanism_options(
         raise ValueError(f"--reduce must be >= 1, got {reduce}")
 
 
-def _check_basis_options(basis: str, coefficients: int | None, clip_norm: float | None) -> None:
-    if basis not in BASES:
+def _check_basis_options(basis: str | None, coefficients: int | None, clip_norm: float | None) -> None:
+    if basis is not None and basis not in BASES:
         raise ValueError(f"--basis must be {choice_list(BASES)}, got {basis!r}")
     if coefficients is not None and coefficients < 1:
         raise ValueError(f"--coefficients must be >= 1, got {coefficients}")
@@ -233,11 +233,22 @@ def _check_basis_options(basis: str, coefficients: int | None, clip_norm: float 
         raise ValueError("--coefficients and --clip-norm apply to --basis dct only")
 
 
+def resolve_basis(opts: SharedOptions) -> str:
+    """The basis the options stand for: ``--basis`` if given, ``dct`` when ``--coefficients`` or ``--clip-norm``
+    is, else :func:`ldpclient.transfer.defaults.basis` for the mechanism, epsilon unit, ``--reduce`` and epsilon."""
+    if opts.basis is not None:
+        return opts.basis
+    if opts.coefficients is not None or opts.clip_norm is not None:
+        return "dct"
+    return defaults.basis(opts.mechanism, opts.epsilon_unit, opts.reduce, opts.epsilon)
+
+
 def resolve_shape_defaults(opts: _Options, input_shape: tuple[int, ...]) -> _Options:
-    """``opts`` with ``reduce`` and ``postprocess`` filled from the record shape (and basis) where the user gave
-    none (:func:`ldpclient.transfer.defaults.shape_settings`)."""
-    reduce, post = defaults.shape_settings(input_shape, opts.reduce, opts.postprocess, opts.basis)
-    return dataclasses.replace(opts, reduce=reduce, postprocess=post)
+    """``opts`` with ``basis`` (:func:`resolve_basis`), then ``reduce`` and ``postprocess`` filled from the record
+    shape where the user gave none (:func:`ldpclient.transfer.defaults.shape_settings`)."""
+    basis = resolve_basis(opts)
+    reduce, post = defaults.shape_settings(input_shape, opts.reduce, opts.postprocess, basis)
+    return dataclasses.replace(opts, basis=basis, reduce=reduce, postprocess=post)
 
 
 def _check_postprocess(spec: str) -> None:
@@ -264,7 +275,7 @@ def build_mechanism(
         opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure,
         allow_large_delta=opts.allow_large_delta, allow_weak_privacy=opts.allow_weak_privacy,
-        basis=opts.basis, coefficients=opts.coefficients, clip_norm=opts.clip_norm,
+        basis=resolve_basis(opts), coefficients=opts.coefficients, clip_norm=opts.clip_norm,
     )
 
 
@@ -274,12 +285,21 @@ def build_free_query_mechanism(
     record_shape: tuple[int, ...],
 ) -> Any:
     """The mechanism that noises a data-free run's blank queries (``--epsilon 0``, ``--baseline``): the options'
-    mechanism and reduction at :func:`~ldpclient.transfer.defaults.free_query_epsilon` per record.
+    mechanism at :func:`~ldpclient.transfer.defaults.free_query_epsilon` per record, pooled as the run pools;
+    a ``dct`` run's baseline pools by the shape's default factor (the free level was measured so).
 
     Its inputs are public blank images, so its epsilon is a noise level, not a cost (the guarantee reads 0).
     """
+    reduce, _ = free_query_shape_settings(opts, record_shape)
     return mechanism_for(
-        opts.mechanism, epsilon=defaults.free_query_epsilon(), per="record", delta=opts.delta, reduce=opts.reduce,
+        opts.mechanism, epsilon=defaults.free_query_epsilon(), per="record", delta=opts.delta, reduce=reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure, allow_large_delta=True,
-        basis=opts.basis, coefficients=opts.coefficients, clip_norm=opts.clip_norm,
     )
+
+
+def free_query_shape_settings(opts: SharedOptions, record_shape: tuple[int, ...]) -> tuple[int, str]:
+    """``(reduce, postprocess)`` of the blank queries: the run's own for a pooled run, the shape's pooled
+    defaults for a ``dct`` run (the data-free study measured blank queries pooled, at those settings)."""
+    if resolve_basis(opts) == "pool":
+        return defaults.shape_settings(record_shape, opts.reduce, opts.postprocess, "pool")
+    return defaults.shape_settings(record_shape, None, None, "pool")

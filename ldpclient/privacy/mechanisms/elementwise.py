@@ -201,8 +201,14 @@ class Elementwise(Mechanism):
             record_shape,
             reduction=self.reduction,
             clipped_elements=clipped,
+            basis=plan.values.get("layout"),
             _token=_RELEASE_TOKEN,
         )
+
+    def reconstruction(self, record_shape: Sequence[int]) -> DctLayout | None:
+        """What rebuilds records of ``record_shape`` from this mechanism's released values: the DCT layout of a
+        ``dct`` release, None for pixels (the ledger attaches it to the releases it returns)."""
+        return self._plan(record_shape).values.get("layout") if self.basis == "dct" else None
 
     def noise(
         self,
@@ -232,7 +238,8 @@ class Elementwise(Mechanism):
         return self._noise(shape, plan, make_generator(generator)).to(torch.float32)
 
     def _release_coefficients(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
-        """Basis ``dct``: transform, clip each record's vector into the norm ball, noise it, rebuild (float64).
+        """Basis ``dct``: transform, clip each record's vector into the norm ball, noise it: ``(N, K)`` float64
+        (the release's :meth:`~ldpclient.privacy.Release.upsampled` rebuilds the records).
 
         Secure path: the clipped coefficients are snapped toward zero onto the grid (their integer norm checked,
         :func:`~ldpclient.privacy.basis.snap_into_ball`) and get integer noise in grid units.
@@ -245,7 +252,7 @@ class Elementwise(Mechanism):
             noisy = j.add_(grid.sampler.sample(j.shape, gen)).to(torch.float64).mul_(grid.gamma)
         else:
             noisy = coef + self._noise(tuple(coef.shape), plan, gen).to(torch.float64)
-        return layout.inverse(noisy)
+        return noisy
 
     def _plan_for_elements(self, n_elem: int) -> Plan:
         # The noising branch depends only on I (not on weights or the spatial layout). Cached:
@@ -300,7 +307,7 @@ class Elementwise(Mechanism):
             "clip_norm_kind": layout.norm.upper(),
             "sensitivity": 2.0 * layout.clip_norm,
             "reduction": 1,
-            "released_shape": list(layout.record_shape),
+            "released_shape": [layout.coefficients],
             "released_elements": layout.coefficients,
         }
 
@@ -308,8 +315,8 @@ class Elementwise(Mechanism):
         return [
             f"record-level release: the {layout.coefficients} lowest-frequency orthonormal DCT coefficients of the"
             f" record, clipped to {layout.norm.upper()} norm {fmt(layout.clip_norm)}, so two records differ by at most"
-            f" {fmt(2 * layout.clip_norm)} (replacement); the noise is calibrated to that, and the reconstruction by"
-            " the inverse transform is post-processing",
+            f" {fmt(2 * layout.clip_norm)} (replacement); the noise is calibrated to that; rebuilding the image by"
+            " the inverse transform (Release.upsampled) is post-processing",
             f"inputs are clipped to the declared domain [{self.domain.low}, {self.domain.high}] before the transform;"
             " one coefficient may carry the whole sensitivity, so the per-element figures equal the per-record ones",
         ]
