@@ -89,7 +89,8 @@ def label_at_scale(n: int, queries: int, work: Path, extra: list[str]) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"label failed at n={n} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
     report = json.loads((state / "labels.report.json").read_text())
-    return {"n": n, "wall": wall, "peak_mb": peak_rss_kb(proc.stderr) / 1024, "timings": report.get("timings", {})}
+    return {"n": n, "wall": wall, "peak_mb": peak_rss_kb(proc.stderr) / 1024, "timings": report.get("timings", {}),
+            "elements": int(report["guarantee"]["elements_per_record"])}
 
 
 def _decode_raw(paths: list[str]) -> int:
@@ -134,8 +135,9 @@ def raw_prediction(records: int, passes_records: int) -> float:
     return per_record * passes_records
 
 
-def raw_noising(records: int, elements: int = 49, chunk: int = 2**21 // 784) -> float:
-    """Seconds to draw ``records x elements`` secure discrete Laplace values (the defaults' per-element scale)
+def raw_noising(records: int, elements: int, chunk: int = 2**21 // 784) -> float:
+    """Seconds to draw ``records x elements`` secure discrete Laplace values (``elements``: what the run released
+    per record, 64 DCT coefficients at the defaults; the defaults' per-element scale)
     and store each chunk's rows in one SQLite transaction (a 32-byte key and the float32 values per record)."""
     import os
     import sqlite3
@@ -177,7 +179,7 @@ def grow_n(args: argparse.Namespace) -> None:
         print(f"{n:>9} {r['wall']:>8.0f} {1000 * r['wall'] / n:>6.2f} {r['peak_mb']:>12.0f}  {stages}", flush=True)
         if args.raw:
             t = r["timings"]
-            raw = {"loading": raw_loading(work / f"images-{n}"), "noising": raw_noising(n),
+            raw = {"loading": raw_loading(work / f"images-{n}"), "noising": raw_noising(n, r["elements"]),
                    "predicting": raw_prediction(n, prediction_records(n))}
             got = {"loading": t.get("loading", 0.0), "noising": t.get("noising", 0.0),
                    "predicting": t.get("adapt_predict", 0.0) + t.get("labelling", 0.0)}
