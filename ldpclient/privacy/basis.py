@@ -1,7 +1,8 @@
-"""Release bases: which values of a record the noise is added to (``--basis``; one registry, :data:`BASES`).
+"""Release bases: which values of a record the noise is added to (``--basis``; the names are
+:data:`ldpclient.names.BASES`; which one a run gets by default is :func:`ldpclient.transfer.defaults.basis`).
 
-``pool`` (the default): the record's pixels, average-pooled by the mechanism's ``reduction``; each released
-element has sensitivity Δ = the domain's width, and epsilon composes over the elements.
+``pool``: the record's pixels, average-pooled by the mechanism's ``reduction``; each released element has
+sensitivity Δ = the domain's width, and epsilon composes over the elements.
 
 ``dct``: a record-level release in a low-dimensional basis. The record (clipped to the domain, taken relative
 to ``domain.low``) is mapped to its K lowest-frequency orthonormal 2-D DCT-II coefficients per channel (zigzag

@@ -5,6 +5,9 @@ mechanism supplies its plan (``_make_plan``: calibration and guarantee for one r
 and its sampling (``_apply`` / ``_noise``). Values are computed in float64 (or on the integer
 grid of the secure path) and released as float32.
 
+Laplace and Gaussian also release in the ``dct`` basis (:mod:`ldpclient.privacy.basis`): one record-level
+vector of clipped coefficients, calibrated by ``_make_coefficient_plan`` and noised by ``_release_coefficients``.
+
 Units: ``epsilon`` is per released element (``per="element"``) or per record
 (``per="record"``); ``I`` (``n_elem``) is the number of released elements of one record,
 after reduction. Sensitivity is ``Δ = domain.high - domain.low`` per element.
