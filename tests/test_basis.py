@@ -382,3 +382,20 @@ def test_the_ledger_stores_the_coefficients_and_returns_releases_that_rebuild(tm
     assert first.released_shape == again.released_shape == (9,)
     assert bool(again.reused.all()) and torch.equal(first.values, again.values)  # stored, not noised again
     assert torch.equal(first.upsampled().values, again.upsampled().values)
+
+
+def test_the_band_transform_equals_the_full_one_at_a_large_size() -> None:
+    """Only the lowest frequencies are computed (cheap at 224x224); they must be the full transform's."""
+    from ldpclient.privacy.basis import _OPPONENT
+
+    layout = dct_layout((3, 40, 36), UNIT, "l1", 64, None)
+    x = torch.rand(3, 3, 40, 36, dtype=torch.float64)
+    y = torch.einsum("oc,nchw->nohw", _OPPONENT, x)
+    full = (dct_matrix(40) @ y @ dct_matrix(36).T).reshape(3, 3, 40 * 36)
+    reference = torch.cat([full[:, ch, idx] for ch, idx in enumerate(layout.kept)], dim=1)
+    assert torch.allclose(layout.forward(x), reference, atol=1e-12)
+    spread = torch.zeros(3, 3, 40 * 36, dtype=torch.float64)
+    for ch, idx in enumerate(layout.kept):
+        spread[:, ch, idx] = full[:, ch, idx]
+    rebuilt = torch.einsum("oc,nohw->nchw", _OPPONENT, dct_matrix(40).T @ spread.reshape(3, 3, 40, 36) @ dct_matrix(36))
+    assert torch.allclose(layout.inverse(layout.forward(x)), rebuilt, atol=1e-12)

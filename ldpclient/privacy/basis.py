@@ -156,27 +156,37 @@ class DctLayout:
     def _channels(self) -> tuple[int, int, int]:
         return _spatial(self.record_shape)
 
+    def _band(self) -> tuple[int, int, list[torch.Tensor]]:
+        """The lowest ``rows x cols`` frequencies that hold every kept coefficient, and each channel's kept
+        indices within that band (the transforms compute only those frequencies: cheap at any image size)."""
+        _, h, w = self._channels()
+        rows = 1 + max(int((k // w).max()) for k in self.kept)
+        cols = 1 + max(int((k % w).max()) for k in self.kept)
+        return rows, cols, [(k // w) * cols + (k % w) for k in self.kept]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Kept coefficients ``(N, K)`` float64 of records ``(N, *record_shape)`` (already clipped to the domain)."""
         c, h, w = self._channels()
+        rows, cols, kept = self._band()
         y = x.to(torch.float64).reshape(x.shape[0], c, h, w) - self.origin
         if c == 3:
             y = torch.einsum("oc,nchw->nohw", _OPPONENT, y)
-        full = dct_matrix(h) @ y @ dct_matrix(w).T
-        flat = full.reshape(x.shape[0], c, h * w)
-        return torch.cat([flat[:, ch, idx] for ch, idx in enumerate(self.kept)], dim=1)
+        band = dct_matrix(h)[:rows] @ y @ dct_matrix(w)[:cols].T
+        flat = band.reshape(x.shape[0], c, rows * cols)
+        return torch.cat([flat[:, ch, idx] for ch, idx in enumerate(kept)], dim=1)
 
     def inverse(self, coef: torch.Tensor, *, origin: bool = True) -> torch.Tensor:
         """Records ``(N, *record_shape)`` float64 rebuilt from coefficients ``(N, K)`` (the others taken as 0);
         ``origin=False`` leaves out ``domain.low`` (for noise, which is linear)."""
         c, h, w = self._channels()
+        rows, cols, kept = self._band()
         n = coef.shape[0]
-        full = torch.zeros(n, c, h * w, dtype=torch.float64)
+        band = torch.zeros(n, c, rows * cols, dtype=torch.float64)
         start = 0
-        for ch, idx in enumerate(self.kept):
-            full[:, ch, idx] = coef[:, start:start + idx.numel()].to(torch.float64)
+        for ch, idx in enumerate(kept):
+            band[:, ch, idx] = coef[:, start:start + idx.numel()].to(torch.float64)
             start += idx.numel()
-        y = dct_matrix(h).T @ full.reshape(n, c, h, w) @ dct_matrix(w)
+        y = dct_matrix(h)[:rows].T @ band.reshape(n, c, rows, cols) @ dct_matrix(w)[:cols]
         if c == 3:
             y = torch.einsum("oc,nohw->nchw", _OPPONENT, y)
         return (y + self.origin if origin else y).reshape(n, *self.record_shape)
