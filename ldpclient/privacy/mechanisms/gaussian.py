@@ -106,6 +106,33 @@ class GaussianMechanism(Elementwise):
         g = self._guarantee(eps_e, self.delta, eps_r, self.delta, n_elem, params, notes)
         return Plan(g, n_elem, {"sigma": sigma})
 
+    def _fit_discrete_gaussian(self, domain: Domain, rho_scale: int, copies: int) -> tuple[Grid, float, float]:
+        """The grid (on ``domain``) and the zCDP ``rho`` of one grid-sensitivity unit such that ``rho_scale`` of
+        them, plus the sampler's rounding on ``copies`` coordinates, meet (epsilon, delta): the realised
+        ``epsilon_for(rho_scale * rho, delta_ideal) + copies * excess`` and ``delta_ideal + copies * tv`` are at
+        most the target. Returns ``(grid, rho, delta_ideal)``; a delta below the sampler's own bound is refused.
+        """
+        delta_ideal = self.delta * (1.0 - 1e-6)
+        for _ in range(2):
+
+            def bound(target: float, delta_ideal: float = delta_ideal) -> tuple[float, Any, float]:
+                grid, rho = gaussian_grid(domain, zcdp.rho_for(target, delta_ideal) / rho_scale, self.name)
+                eps = zcdp.epsilon_for(rho_scale * rho, delta_ideal) + copies * grid.sampler.epsilon_excess(grid.units)
+                return eps, (grid, rho), target
+
+            _, (grid, rho), _ = fit_below(self.epsilon, bound)
+            spare = self.delta - (delta_ideal + copies * grid.sampler.tv_bound())
+            if spare >= 0:
+                return grid, rho, delta_ideal
+            delta_ideal += 2.0 * spare  # the sampler's TV did not fit in the 1e-6 margin: make room
+            if delta_ideal <= 0:
+                tv = grid.sampler.tv_bound() * copies
+                raise ValueError(
+                    f"delta {self.delta:g} is below what the secure Gaussian sampler can guarantee (its own "
+                    f"total-variation bound is {tv:.3g}); choose a delta of at least {2 * tv:.3g}, or secure=False (--no-secure)"
+                )
+        raise ValueError(f"{self.name}: could not fit the sampler's rounding below delta={self.delta}")  # pragma: no cover
+
     def _secure_plan(self, rel_shape: tuple[int, ...], n_elem: int) -> Plan:
         """Discrete Gaussian: fit the grid variance so the realised figure (with sampler excess) meets the target."""
         scale = 1 if self.per == "element" else n_elem  # the target is stated for 1 or for all I elements
@@ -116,32 +143,13 @@ class GaussianMechanism(Elementwise):
             eps_r = zcdp.epsilon_for(n_elem * rho_e, delta_ideal) + n_elem * excess
             return eps_e, delta_ideal + tv, eps_r, delta_ideal + n_elem * tv
 
-        delta_ideal = self.delta * (1.0 - 1e-6)
-        for _ in range(2):
-
-            def bound(target: float, delta_ideal: float = delta_ideal) -> tuple[float, Any, float]:
-                grid, rho_e = gaussian_grid(self.domain, zcdp.rho_for(target, delta_ideal) / scale, self.name)
-                figures = realised(grid, rho_e, delta_ideal)
-                return figures[0] if scale == 1 else figures[2], (grid, rho_e), target
-
-            _, (grid, rho_e), _ = fit_below(self.epsilon, bound)
-            eps_e, delta_e, eps_r, delta_r = realised(grid, rho_e, delta_ideal)
-            spare = self.delta - (delta_e if scale == 1 else delta_r)
-            if spare >= 0:  # the realised figures are at most the target: state the target (an exact claim)
-                if scale == 1:
-                    eps_e, delta_e = self.epsilon, self.delta
-                else:
-                    eps_r, delta_r = self.epsilon, self.delta
-                break
-            delta_ideal += 2.0 * spare  # the sampler's TV did not fit in the 1e-6 margin: make room
-            if delta_ideal <= 0:
-                tv = grid.sampler.tv_bound() * (1 if scale == 1 else n_elem)
-                raise ValueError(
-                    f"delta {self.delta:g} is below what the secure Gaussian sampler can guarantee (its own "
-                    f"total-variation bound is {tv:.3g}); choose a delta of at least {2 * tv:.3g}, or secure=False (--no-secure)"
-                )
-        else:  # pragma: no cover - defensive
-            raise ValueError(f"{self.name}: could not fit the sampler's rounding below delta={self.delta}")
+        grid, rho_e, delta_ideal = self._fit_discrete_gaussian(self.domain, scale, scale)
+        eps_e, delta_e, eps_r, delta_r = realised(grid, rho_e, delta_ideal)
+        # the realised figures are at most the target: state the target (an exact claim)
+        if scale == 1:
+            eps_e, delta_e = self.epsilon, self.delta
+        else:
+            eps_r, delta_r = self.epsilon, self.delta
         sampler = grid.sampler
         sigma = sampler.sigma * grid.gamma
         params = self._common_params(n_elem, rel_shape)
@@ -191,26 +199,9 @@ class GaussianMechanism(Elementwise):
             g = self._guarantee(self.epsilon, self.delta, self.epsilon, self.delta, k, params, notes)
             return Plan(g, k, {"layout": layout, "sigma": sigma})
         ball = Domain(-c, c)  # the grid's width 2C is the L2 sensitivity, in grid units ``grid.units``
-        delta_ideal = self.delta * (1.0 - 1e-6)
-        for _ in range(2):  # the second pass makes room for the sampler's rounding when the margin was too small
-
-            def bound(target: float, delta_ideal: float = delta_ideal) -> tuple[float, Any, float]:
-                grid, rho = gaussian_grid(ball, zcdp.rho_for(target, delta_ideal), self.name)
-                excess = k * grid.sampler.epsilon_excess(grid.units)  # each of the K coefficients may differ
-                return zcdp.epsilon_for(rho, delta_ideal) + excess, (grid, rho), target
-
-            eps_bound, (grid, rho), _ = fit_below(self.epsilon, bound)
-            delta_bound = delta_ideal + k * grid.sampler.tv_bound()
-            if delta_bound <= self.delta:
-                break
-            delta_ideal = self.delta - 2.0 * k * grid.sampler.tv_bound()
-            if delta_ideal <= 0:
-                break
-        if delta_bound > self.delta:
-            raise ValueError(
-                f"delta {self.delta:g} is below what the secure Gaussian sampler can guarantee over {k} coefficients"
-                f" ({k * grid.sampler.tv_bound():.3g}); choose a larger delta, or secure=False (--no-secure)"
-            )
+        grid, rho, delta_ideal = self._fit_discrete_gaussian(ball, 1, k)  # each of the K coefficients may differ
+        eps_bound = zcdp.epsilon_for(rho, delta_ideal) + k * grid.sampler.epsilon_excess(grid.units)
+        delta_bound = delta_ideal + k * grid.sampler.tv_bound()
         sampler = grid.sampler
         sigma = sampler.sigma * grid.gamma
         params.update({"sigma": sigma, "calibration": "discrete Gaussian, zCDP (CKS 2020 Thm 4) converted by CKS Cor 13",
