@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from .guarantee import Domain, Guarantee
-from .release import Release
+from .release import Reconstruction, Release
 
 
 class Mechanism(ABC):
@@ -59,3 +59,8 @@ class Mechanism(ABC):
     @abstractmethod
     def config(self) -> dict[str, Any]:
         """JSON-serialisable parameters identifying this mechanism (ledger key, reports)."""
+
+    def reconstruction(self, record_shape: Sequence[int]) -> Reconstruction | None:
+        """What rebuilds records of ``record_shape`` from released values in another basis (the ledger attaches
+        it to the releases it returns); None, the default, for releases of pixels."""
+        return None

@@ -697,7 +697,7 @@ class Ledger:
             g,
             record_shape,
             reduction=int(getattr(mechanism, "reduction", 1)),
-            basis=mechanism.reconstruction(record_shape) if hasattr(mechanism, "reconstruction") else None,
+            basis=mechanism.reconstruction(record_shape),
             clipped_elements=torch.tensor(clipped_out, dtype=torch.int64),
             reused=torch.tensor(reused, dtype=torch.bool),
             _token=_RELEASE_TOKEN,

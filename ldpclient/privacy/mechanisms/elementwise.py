@@ -209,8 +209,7 @@ class Elementwise(Mechanism):
         )
 
     def reconstruction(self, record_shape: Sequence[int]) -> DctLayout | None:
-        """What rebuilds records of ``record_shape`` from this mechanism's released values: the DCT layout of a
-        ``dct`` release, None for pixels (the ledger attaches it to the releases it returns)."""
+        """The DCT layout of a ``dct`` release of records of ``record_shape``; None for pixels."""
         return self._plan(record_shape).values.get("layout") if self.basis == "dct" else None
 
     def noise(
