@@ -198,13 +198,13 @@ def _client_settings(o: _AuditOptions) -> _ClientSettings:
     delta = _pick(o.delta, m.delta if m else None, None)
     given_reduce = _pick(o.reduce, m.reduce if m else None, None)
     postprocess = _pick(o.postprocess, run.postprocess if run else None, None)
+    from .options import basis_asked
+
     config = m.config if m else {}
-    if o.basis is not None or o.coefficients is not None or o.clip_norm is not None:
-        basis = o.basis or "dct"
-    elif run is not None:  # what the run used: a report without a basis is from a pooled run
-        basis = config.get("basis", "pool")
-    else:
-        basis = defaults.basis(mechanism, per, given_reduce, epsilon if epsilon is not None else 1.0)
+    basis = basis_asked(o.basis, o.coefficients, o.clip_norm) or (
+        config.get("basis", "pool") if run is not None  # what the run used: a report without one pooled
+        else defaults.basis(mechanism, per, given_reduce, epsilon if epsilon is not None else 1.0)
+    )
     coefficients = _pick(o.coefficients, config.get("coefficients"), None)
     clip_norm = _pick(o.clip_norm, config.get("clip_norm"), None)
     if basis not in BASES:

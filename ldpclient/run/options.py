@@ -233,14 +233,22 @@ def _check_basis_options(basis: str | None, coefficients: int | None, clip_norm:
         raise ValueError("--coefficients and --clip-norm apply to --basis dct only")
 
 
-def resolve_basis(opts: SharedOptions) -> str:
-    """The basis the options stand for: ``--basis`` if given, ``dct`` when ``--coefficients`` or ``--clip-norm``
-    is, else :func:`ldpclient.transfer.defaults.basis` for the mechanism, epsilon unit, ``--reduce`` and epsilon."""
-    if opts.basis is not None:
-        return opts.basis
-    if opts.coefficients is not None or opts.clip_norm is not None:
+def basis_asked(basis: str | None, coefficients: int | None, clip_norm: float | None) -> str | None:
+    """The basis options name: ``--basis`` if given, ``dct`` when ``--coefficients`` or ``--clip-norm`` is,
+    else None (a default applies)."""
+    if basis is not None:
+        return basis
+    if coefficients is not None or clip_norm is not None:
         return "dct"
-    return defaults.basis(opts.mechanism, opts.epsilon_unit, opts.reduce, opts.epsilon)
+    return None
+
+
+def resolve_basis(opts: SharedOptions) -> str:
+    """The basis the options stand for: :func:`basis_asked`, else :func:`ldpclient.transfer.defaults.basis` for
+    the mechanism, epsilon unit, ``--reduce`` and epsilon."""
+    return basis_asked(opts.basis, opts.coefficients, opts.clip_norm) or defaults.basis(
+        opts.mechanism, opts.epsilon_unit, opts.reduce, opts.epsilon
+    )
 
 
 def resolve_shape_defaults(opts: _Options, input_shape: tuple[int, ...]) -> _Options:
