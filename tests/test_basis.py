@@ -226,16 +226,10 @@ def test_public_input_reads_epsilon_0_with_the_same_noise() -> None:
 # -- through the CLI, against the real mock teacher -------------------------------------------------------
 
 
-def _private_folder(root, n: int = 12, size: int = 8):
-    import numpy as np
-    from PIL import Image
+def _private_folder(root):
+    from image_folders import random_png_folder
 
-    folder = root / "private"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for k in range(n):
-        Image.fromarray(rng.integers(0, 256, (size, size), dtype=np.uint8)).save(folder / f"img{k:02d}.png")
-    return folder
+    return random_png_folder(root / "private", seed=0)
 
 
 @pytest.mark.parametrize("augment", ["sup", "rand"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
+from image_folders import random_png_folder
 from typer.testing import CliRunner
 
 import mock_server
@@ -20,13 +20,8 @@ from ldpclient.querylog import read_query_log
 from ldpclient.transfer import defaults
 
 
-def _private(root: Path, pixel_seed: int, n: int = 12, size: int = 8) -> Path:
-    folder = root / f"private{pixel_seed}"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(pixel_seed)
-    for k in range(n):
-        Image.fromarray(rng.integers(0, 256, (size, size), dtype=np.uint8)).save(folder / f"img{k:02d}.png")
-    return folder
+def _private(root: Path, pixel_seed: int) -> Path:
+    return random_png_folder(root / f"private{pixel_seed}", seed=pixel_seed)
 
 
 def _label(folder: Path, url: str, work: Path, *extra: str):

@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import requests
 import torch
-from PIL import Image
+from image_folders import random_png_folder
 from typer.testing import CliRunner
 
 import mock_server
@@ -36,12 +35,7 @@ def fast() -> RetryPolicy:
 
 
 def _private(tmp_path: Path, n: int = 12) -> Path:
-    folder = tmp_path / "private"
-    folder.mkdir()
-    rng = np.random.default_rng(1)
-    for k in range(n):
-        Image.fromarray(rng.integers(0, 256, (SIZE, SIZE), dtype=np.uint8)).save(folder / f"img{k:02d}.png")
-    return folder
+    return random_png_folder(tmp_path / "private", seed=1, n=n, size=SIZE)
 
 
 def _strict(**kw):
