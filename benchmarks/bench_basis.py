@@ -42,17 +42,18 @@ def sidp(teacher: torch.nn.Module, mech, x: torch.Tensor, y: torch.Tensor, seed:
         return float((teacher(values.clamp(0, 1)).argmax(1) == y).float().mean())
 
 
-def ceiling(teacher: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, k: int) -> tuple[float, float]:
+def ceiling(teacher: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, k: int) -> tuple[float, float, float]:
     """Teacher accuracy on noise-free reconstructions from ``k`` coefficients: unclipped, and clipped to the
-    default L1 bound (what the noise is added to)."""
+    default L1 bound (what the noise is added to); and the share of records that bound clips."""
     layout = dct_layout(tuple(x.shape[1:]), Domain(0.0, 1.0), "l1", k, None)
     coef = layout.forward(x.double())
+    clipped, over = layout.clip(coef)
     with torch.no_grad():
         accs = []
-        for c in (coef, layout.clip(coef)[0]):
+        for c in (coef, clipped):
             rebuilt = layout.inverse(c).float().clamp(0, 1)
             accs.append(float((teacher(rebuilt).argmax(1) == y).float().mean()))
-    return accs[0], accs[1]
+    return accs[0], accs[1], float(over.float().mean())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -66,10 +67,11 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.dataset:
         label, tx, ty, px, py = bench_adapt.load_dataset(name, 28)
         teacher = bench_adapt.cached_teacher(label, tx, ty)
-        print(f"\n{label}: {len(px)} private records; teacher on noise-free dct reconstructions (unclipped / clipped):")
+        print(f"\n{label}: {len(px)} private records; teacher on noise-free dct reconstructions (unclipped / clipped"
+              " to the default L1 bound), and the share of records that bound clips:")
         for k in args.coefficients:
-            full, clipped = ceiling(teacher, px, py, k)
-            print(f"  {k} coefficients: {100 * full:.1f} / {100 * clipped:.1f} %")
+            full, clipped, share = ceiling(teacher, px, py, k)
+            print(f"  {k} coefficients: {100 * full:.1f} / {100 * clipped:.1f} %; {100 * share:.0f} % clipped")
         names = list(variants(1.0, args.coefficients))
         print(f"\n| {label}: SIDP accuracy, % | " + " | ".join(f"eps {e:g}" for e in args.eps) + " |")
         print("|---|" + "---|" * len(args.eps))
