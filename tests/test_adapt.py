@@ -126,15 +126,15 @@ def test_at_or_below_the_sample_size_nothing_changes() -> None:
         SelfTrainingAdapter(selection_sample=0)
 
 
-def test_the_augmentation_is_chosen_from_the_image_side_and_applied_to_every_pseudo_labelled_record() -> None:
+def test_the_augmentation_is_chosen_from_the_image_side_and_applied_to_every_pseudo_labelled_batch() -> None:
     sides, calls = [], []
 
     def augmentation(side: int):
         sides.append(side)
 
-        def flip(x: torch.Tensor) -> torch.Tensor:
-            calls.append(tuple(x.shape))
-            return x.flip(-1)
+        def flip(batch: torch.Tensor) -> torch.Tensor:
+            calls.append(tuple(batch.shape))
+            return batch.flip(-1)
 
         return flip
 
@@ -142,7 +142,24 @@ def test_the_augmentation_is_chosen_from_the_image_side_and_applied_to_every_pse
     model = small_cnn(num_classes=3, in_channels=1, image_size=12, width=4)
     hist = SelfTrainingAdapter(schedule=(1.0,), epochs=2, seed=0, augmentation=augmentation).adapt(model, x)
     assert sides == [12]
-    assert len(calls) == 2 * hist.selected[0] and set(calls) == {(1, 12, 12)}
+    assert sum(c[0] for c in calls) == 2 * hist.selected[0] and {c[1:] for c in calls} == {(1, 12, 12)}
     # without a transform (None for the side) nothing is applied and the run still adapts
     none = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0, augmentation=lambda side: None).adapt(model, x)
     assert none.selected == [40]
+
+
+def test_the_default_augmentation_adapts_exactly_as_torchvisions_transform_applied_image_by_image() -> None:
+    from torchvision.transforms import v2
+
+    def per_image(side: int):
+        t = v2.RandomAffine(degrees=5.0, translate=(1 / side, 1 / side), interpolation=v2.InterpolationMode.BILINEAR)
+        return lambda batch: torch.stack([t(image) for image in batch])
+
+    x = torch.rand(48, 1, 16, 16)
+    weights = []
+    for augmentation in (None, per_image):
+        torch.manual_seed(3)
+        model = small_cnn(num_classes=3, image_size=16, width=4)
+        SelfTrainingAdapter(schedule=(0.5, 1.0), epochs=2, seed=5, augmentation=augmentation).adapt(model, x)
+        weights.append([p.detach().clone() for p in model.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*weights, strict=True))

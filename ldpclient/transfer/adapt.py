@@ -10,7 +10,8 @@ selection as in FlexMatch, Zhang et al. 2021), anchored to the teacher:
   pseudo-labelled set, so no class is crowded out by an easy one;
 * the student is fine-tuned (not retrained: retraining from scratch on its own labels
   was measured to lose accuracy) on weakly augmented pseudo-labelled records
-  (``torchvision.transforms.v2.RandomAffine``: ±5° and ±1 pixel, images of 16 px and
+  (:class:`~ldpclient.transfer.affine.RandomRotateShift`, torchvision's ``RandomAffine`` for a
+  batch: ±5° and ±1 pixel, images of 16 px and
   more), and every step also takes a batch of teacher-labelled queries with their hard
   labels, so the student does not drift from the teacher (without them, measured, it did).
 
@@ -37,6 +38,7 @@ import torch
 from torch import nn
 
 from ..records import RecordSource, SubsetRecords, as_record_source
+from .affine import RandomRotateShift
 from .student import predict_proba
 
 #: Pseudo-label fraction per class in each round (the curriculum): one default, measured (BENCHMARKS.md).
@@ -75,16 +77,14 @@ MIN_AUGMENT_SIDE = 16
 
 
 def weak_augmentation(image_size: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """Weak augmentation for one image: random rotation (±5°) and shift (±1 pixel), bilinear; one draw per image.
+    """Weak augmentation for a batch ``(B, C, H, W)``: random rotation (±5°) and shift (±1 pixel), bilinear;
+    one draw per image (the values torchvision's ``v2.RandomAffine`` gives image by image).
 
     ``None`` (no augmentation) for images smaller than :data:`MIN_AUGMENT_SIDE` pixels.
     """
     if image_size < MIN_AUGMENT_SIDE:
         return None
-    from torchvision.transforms import v2  # imported here: torchvision adds ~170 MB RSS to runs that never augment
-
-    shift = 1.0 / image_size
-    return v2.RandomAffine(degrees=5.0, translate=(shift, shift), interpolation=v2.InterpolationMode.BILINEAR)
+    return RandomRotateShift(degrees=5.0, translate=1.0 / image_size)
 
 
 def select_confident(probs: torch.Tensor, fraction: float) -> torch.Tensor:
@@ -114,8 +114,8 @@ class SelfTrainingAdapter:
     the caller's global RNG is left untouched). ``max_per_round``: most pseudo-labelled records
     trained on per round (a compute bound for large folders; None: no bound). ``selection_sample``:
     most records the rounds predict on and choose from (a sample seeded by ``seed``; None: all).
-    ``augmentation``: the image side (pixels) -> the per-image transform of the pseudo-labelled records
-    (None: none); default :func:`weak_augmentation`.
+    ``augmentation``: the image side (pixels) -> the transform of a batch of pseudo-labelled records
+    ``(B, C, H, W)`` (None: none); default :func:`weak_augmentation`.
     """
 
     def __init__(
@@ -173,7 +173,7 @@ class SelfTrainingAdapter:
         elif sample is not None:
             probs = probs[sample]
         previous = probs.argmax(1)  # on the pool: what "changed" is measured on
-        with torch.random.fork_rng(devices=[]):  # v2 transforms draw from the global RNG: keep it local
+        with torch.random.fork_rng(devices=[]):  # the augmentation draws from the global RNG: keep it local
             torch.manual_seed(self.seed)
             for rnd, fraction in enumerate(self.schedule):
                 if rnd > 0:  # round 0 labels with the model as it came in
@@ -190,7 +190,7 @@ class SelfTrainingAdapter:
                     for s in range(0, len(order), self.batch_size):
                         idx = order[s : s + self.batch_size]
                         batch = pool.read(idx.numpy())
-                        xb = batch if augment is None else torch.stack([augment(x) for x in batch])
+                        xb = batch if augment is None else augment(batch)
                         yb = targets[idx]
                         extra = _next_anchor(anchors, len(idx))
                         if extra is not None:

@@ -1,0 +1,77 @@
+"""Random rotation and shift of a batch of images, one draw per image, in one ``grid_sample`` call.
+
+torchvision's ``v2.RandomAffine(degrees, translate, interpolation=BILINEAR)`` transforms one image
+per call. Called image by image over a fine-tuning batch, its per-call work (~110 µs for a 28x28
+image, measured) was a fifth of a fine-tuning step. :class:`RandomRotateShift` is the same transform
+for a batch: it draws the same parameters from the global RNG in the same order (per image: the angle,
+then the x and the y shift), builds the same inverse matrix and sampling grid, and handles the border
+the same way (a sampled mask channel, fill 0). Its output equals calling torchvision's transform on
+each image in turn, value for value (``tests/test_affine.py`` compares them), so adapting with it
+gives the same student as before.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.nn.functional import grid_sample
+
+
+class RandomRotateShift:
+    """Rotate each image of ``(N, C, H, W)`` (float, any range) by an angle uniform in
+    ``[-degrees, degrees]`` and shift it by a whole number of pixels, uniform in
+    ``[-translate * W, translate * W]`` across and ``[-translate * H, translate * H]`` down, rounded;
+    bilinear, with 0 outside the image. The draws come from the global RNG (callers fork it)."""
+
+    def __init__(self, degrees: float, translate: float) -> None:
+        if degrees < 0 or not 0.0 <= translate <= 1.0:
+            raise ValueError(f"degrees must be >= 0 and translate in [0, 1], got {degrees}, {translate}")
+        self.degrees = float(degrees)
+        self.translate = float(translate)
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        if images.dim() != 4 or not images.is_floating_point():
+            raise ValueError(f"images must be a float batch (N, C, H, W), got {images.dtype} {tuple(images.shape)}")
+        n, _, h, w = images.shape
+        theta = torch.tensor([self._inverse_matrix(h, w) for _ in range(n)], dtype=images.dtype).reshape(n, 2, 3)
+        ones = torch.ones((n, 1, h, w), dtype=images.dtype)
+        out = grid_sample(
+            torch.cat((images, ones), dim=1),
+            _grid(theta, h, w),
+            mode="bilinear",
+            padding_mode="zeros",
+            align_corners=False,
+        )
+        moved, mask = out[:, :-1], out[:, -1:]
+        return moved.mul_(mask.expand_as(moved))  # fill 0: the part of a pixel that came from outside is 0
+
+    def _inverse_matrix(self, h: int, w: int) -> list[float]:
+        """One image's draws (angle, then whole-pixel shifts x and y) as the output-to-input map, row-major 2x3."""
+        angle = torch.empty(1).uniform_(-self.degrees, self.degrees).item()
+        max_dx, max_dy = float(self.translate * w), float(self.translate * h)
+        tx = float(int(round(float(torch.empty(1).uniform_(-max_dx, max_dx).item()))))
+        ty = float(int(round(float(torch.empty(1).uniform_(-max_dy, max_dy).item()))))
+        rot = math.radians(angle)
+        cos, sin = math.cos(rot), math.sin(rot)
+        # the inverse of "rotate by angle about the centre, then shift by (tx, ty)", in torchvision's
+        # order of operations (its matrix with scale 1 and no shear), so the floats come out the same
+        m = [cos, sin, 0.0, -sin, cos, 0.0]
+        m[2] += cos * -tx + sin * -ty
+        m[5] += -sin * -tx + cos * -ty
+        return m
+
+
+def _grid(theta: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    """Sampling grid ``(N, H, W, 2)`` in [-1, 1] units of the maps ``theta`` ``(N, 2, 3)`` (pixel units,
+    centre at 0): pixel-centre coordinates mapped by theta, then normalised by the half sizes."""
+    dtype = theta.dtype
+    base = torch.empty(1, h, w, 3, dtype=dtype)
+    base[..., 0].copy_(torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, steps=w))
+    base[..., 1].copy_(torch.linspace((1.0 - h) * 0.5, (h - 1.0) * 0.5, steps=h).unsqueeze_(-1))
+    base[..., 2].fill_(1)
+    scaled = theta.transpose(1, 2).div(torch.tensor([0.5 * w, 0.5 * h], dtype=dtype))
+    return base.view(1, h * w, 3).expand(theta.shape[0], -1, -1).bmm(scaled).view(-1, h, w, 2)
+
+
+__all__ = ["RandomRotateShift"]
