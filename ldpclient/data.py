@@ -168,27 +168,24 @@ def discover_images(root: str | os.PathLike[str]) -> Discovery:
     real_root = root_path.resolve()
     files: list[str] = []
     skipped: list[Skipped] = []
-    for dirpath, dirnames, filenames in os.walk(root_path, followlinks=False, onerror=None):
-        here = Path(dirpath)
-        kept_dirs = []
-        for d in dirnames:
-            p = here / d
-            rel = p.relative_to(root_path).as_posix()
-            if d.startswith("."):
-                skipped.append(Skipped(rel + "/", "hidden directory"))
-            elif p.is_symlink():
-                target = p.resolve()
-                if not _inside(target, real_root):
-                    skipped.append(Skipped(rel + "/", "symlink leaves the folder"))
+    pending = [""]  # relative directories still to list ("" is the root)
+    while pending:
+        rel_dir = pending.pop()
+        try:
+            with os.scandir(root_path / rel_dir if rel_dir else root_path) as it:
+                entries = list(it)
+        except OSError:  # as os.walk: a directory that cannot be listed is passed over
+            continue
+        for entry in entries:  # DirEntry answers type questions from the listing: one stat per image file
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if _is_dir(entry):
+                reason = _directory_problem(entry, real_root)
+                if reason is None:
+                    pending.append(rel)
                 else:
-                    skipped.append(Skipped(rel + "/", "symlinked directory (its target is scanned directly)"))
-            else:
-                kept_dirs.append(d)
-        dirnames[:] = sorted(kept_dirs)
-        for name in filenames:
-            p = here / name
-            rel = p.relative_to(root_path).as_posix()
-            reason = _file_problem(p, name, real_root)
+                    skipped.append(Skipped(rel + "/", reason))
+                continue
+            reason = _file_problem(entry, real_root)
             if reason is None:
                 files.append(rel)
             else:
@@ -196,28 +193,53 @@ def discover_images(root: str | os.PathLike[str]) -> Discovery:
     return Discovery(root_path, tuple(sorted(files)), tuple(sorted(skipped, key=lambda s: s.path)))
 
 
-def _file_problem(p: Path, name: str, real_root: Path) -> str | None:
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """A directory, or a symlink to one (as ``os.walk`` sorts them)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _directory_problem(entry: os.DirEntry[str], real_root: Path) -> str | None:
+    if entry.name.startswith("."):
+        return "hidden directory"
+    if entry.is_symlink():
+        if not _inside(Path(entry.path).resolve(), real_root):
+            return "symlink leaves the folder"
+        return "symlinked directory (its target is scanned directly)"
+    return None
+
+
+def _suffix(name: str) -> str:
+    """The file name's extension as :attr:`pathlib.PurePath.suffix` gives it ("" for none)."""
+    i = name.rfind(".")
+    return name[i:] if 0 < i < len(name) - 1 else ""
+
+
+def _file_problem(entry: os.DirEntry[str], real_root: Path) -> str | None:
+    name = entry.name
     if name.startswith("."):
         return "hidden file"
-    if p.suffix.lower() not in IMAGE_EXTENSIONS:
-        return f"not an image file extension ({p.suffix or 'none'})"
-    if p.is_symlink():
+    suffix = _suffix(name)
+    if suffix.lower() not in IMAGE_EXTENSIONS:
+        return f"not an image file extension ({suffix or 'none'})"
+    if entry.is_symlink():
         try:
-            os.stat(p)
+            os.stat(entry.path)
         except OSError as exc:
             return "symlink loop" if exc.errno == errno.ELOOP else "broken symlink"
-        if not _inside(p.resolve(), real_root):
+        if not _inside(Path(entry.path).resolve(), real_root):
             return "symlink leaves the folder"
-    if not p.is_file():
-        return "not a regular file"
     try:
-        size = p.stat().st_size
+        if not entry.is_file():
+            return "not a regular file"
+        size = entry.stat().st_size
     except OSError as exc:
         return f"cannot stat ({exc.strerror or exc})"
     if size == 0:
         return "empty file (0 bytes)"
     return None
-
 
 
 def decode_image(

@@ -15,7 +15,6 @@ import os
 import signal
 import stat
 import warnings
-from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -36,6 +35,8 @@ class ImageDecodeError(Exception):
 
 #: Largest image file read (bytes): a file is read whole, once, to hash and decode it.
 MAX_FILE_BYTES = 256 * 2**20
+#: Smallest read after the first (bytes), when a file turns out longer than ``fstat`` said.
+_READ_BLOCK = 1 << 16
 
 
 def read_image_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_BYTES) -> bytes:
@@ -57,12 +58,19 @@ def read_image_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_FILE_B
             raise ImageDecodeError("not a regular file (changed since the folder was listed)")
         if st.st_size > max_bytes:
             raise ImageDecodeError(f"file too large ({st.st_size} bytes > limit {max_bytes})")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            data = fh.read(max_bytes + 1)
+        parts: list[bytes] = []
+        total = 0
+        while total <= max_bytes:  # to the end, at most max_bytes + 1 (a file that grew since fstat)
+            part = os.read(fd, min(max_bytes + 1 - total, max(st.st_size + 1 - total, _READ_BLOCK)))
+            if not part:
+                break
+            parts.append(part)
+            total += len(part)
     except OSError as exc:
         raise ImageDecodeError(f"cannot read ({exc.strerror or type(exc).__name__})") from None
     finally:
         os.close(fd)
+    data = b"".join(parts)
     if len(data) > max_bytes:
         raise ImageDecodeError(f"file too large (more than {max_bytes} bytes)")
     if not data:
@@ -121,6 +129,10 @@ def decode_array(
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ImageDecodeError(f"cannot decode image ({msg})") from None
+    if arr.dtype == np.uint8:
+        if arr.shape[0] == h and arr.shape[1] == w:  # 8-bit at the asked size: finite and in [0, 1] already
+            return arr.transpose(2, 0, 1).astype(np.float32, order="C") / 255.0
+        arr = arr.astype(np.float32) / 255.0
     if arr.shape[0] != h or arr.shape[1] != w:
         arr = _resize(arr, h, w)
     if not np.isfinite(arr).all():
@@ -136,7 +148,7 @@ def _check_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
 
 
 def _to_array(img: Image.Image, channels: int) -> np.ndarray:
-    """HWC float32 array in [0, 1] with the requested number of channels."""
+    """HWC array with the requested number of channels: uint8 (0..255) from 8-bit modes, else float32 in [0, 1]."""
     mode = img.mode
     if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
         grey = np.asarray(img, dtype=np.float64) / 65535.0
@@ -150,14 +162,12 @@ def _to_array(img: Image.Image, channels: int) -> np.ndarray:
             img = img.convert(target)
         elif mode != target:
             img = img.convert(target)
-        arr = np.asarray(img, dtype=np.float32) / 255.0
+        arr = np.asarray(img)
         if arr.ndim == 2:
             arr = arr[:, :, None]
-    if arr.shape[2] != channels:
-        if channels == 3:
-            arr = np.repeat(arr[:, :, :1], 3, axis=2)
-        else:  # float/16-bit colour cannot happen (those modes are single-channel)
-            arr = arr.mean(axis=2, keepdims=True)
+        return arr  # L or RGB: the channels asked for
+    if channels == 3:  # float/16-bit colour cannot happen (those modes are single-channel)
+        arr = np.repeat(arr, 3, axis=2)
     return np.clip(arr, 0.0, 1.0)
 
 
@@ -190,7 +200,7 @@ def decode_files(
     skipped: list[tuple[str, str]] = []
     for rel in rels:
         try:
-            data = read_image_file(Path(root) / rel)
+            data = read_image_file(os.path.join(root, rel))
             arrays.append(decode_array(data, shape, max_pixels=max_pixels))
             ids.append(source_id(data))
             decoded.append(rel)

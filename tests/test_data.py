@@ -244,3 +244,36 @@ def test_file_names_with_escape_sequences_never_reach_the_terminal_raw(tmp_path:
                                       "--state-dir", str(tmp_path / "s")])
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output and "\x07" not in result.output and "\\x1b" in result.output
+
+
+def test_eight_bit_images_decode_to_exactly_their_value_over_255(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    grey = rng.integers(0, 256, (9, 7), dtype=np.uint8)
+    rgb = rng.integers(0, 256, (9, 7, 3), dtype=np.uint8)
+    got_grey = decode_image(_png(tmp_path / "g.png", grey), (1, 9, 7))
+    got_rgb = decode_image(_png(tmp_path / "c.png", rgb), (3, 9, 7))
+    assert got_grey.dtype == torch.float32 and got_grey.is_contiguous() and got_rgb.is_contiguous()
+    assert torch.equal(got_grey, torch.from_numpy(grey.astype(np.float32) / np.float32(255))[None])
+    assert torch.equal(got_rgb, torch.from_numpy(rgb.astype(np.float32) / np.float32(255)).permute(2, 0, 1))
+    resized = decode_image(tmp_path / "g.png", (1, 18, 14))  # another size: resized in float, still in [0, 1]
+    assert resized.shape == (1, 18, 14) and float(resized.min()) >= 0.0 and float(resized.max()) <= 1.0
+
+
+def test_a_file_is_read_whole_even_when_it_grew_after_it_was_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ldpclient.decoding import read_image_file
+
+    data = np.random.default_rng(5).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
+    path = tmp_path / "grows.png"
+    path.write_bytes(data)
+    assert read_image_file(path) == data  # larger than one read block
+    real_fstat = os.fstat
+
+    def stale_fstat(fd: int) -> os.stat_result:  # the size as it was before the file grew
+        st = real_fstat(fd)
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, 10,
+                               st.st_atime, st.st_mtime, st.st_ctime))
+
+    monkeypatch.setattr(os, "fstat", stale_fstat)
+    assert read_image_file(path) == data
+    with pytest.raises(ImageDecodeError, match="too large"):
+        read_image_file(path, max_bytes=100_000)
