@@ -188,9 +188,11 @@ def _dtype_from_name(name: str) -> torch.dtype:
 _CACHE_KIB = 256 * 1024
 
 
-def _value_bytes(v: torch.Tensor) -> bytes:
-    """The stored bytes of one release row (native dtype, C order)."""
-    return v.contiguous().view(torch.uint8).numpy().tobytes()  # a byte view: every dtype, bfloat16 included
+def _rows_as_bytes(t: torch.Tensor) -> list[bytes]:
+    """The bytes of each row of a contiguous ``(N, ...)`` tensor, native dtype, C order: one copy, then sliced."""
+    u8 = t.contiguous().reshape(t.shape[0], -1).view(torch.uint8).numpy()  # a byte view: every dtype, bfloat16 included
+    buf, step = u8.tobytes(), u8.shape[1]
+    return [buf[i : i + step] for i in range(0, len(buf), step)]
 
 
 def _row_bytes(t: torch.Tensor) -> list[bytes]:
@@ -205,9 +207,17 @@ def _row_bytes(t: torch.Tensor) -> list[bytes]:
     if t.element_size() > 1 and sys.byteorder != "little":  # pragma: no cover - big-endian hosts
         raw = t.numpy().byteswap()
         return [r.tobytes() for r in raw]
-    u8 = t.view(torch.uint8) if t.dtype != torch.uint8 else t
-    arr = u8.numpy()
-    return [arr[i].tobytes() for i in range(arr.shape[0])]
+    return _rows_as_bytes(t)
+
+
+@dataclass
+class _Fresh:
+    """The records noised in one release call: ``values`` ``(F, *released_shape)`` (row j is the j-th fresh
+    key), each row's clipped-element count, and each fresh key's row."""
+
+    values: torch.Tensor
+    clipped: list[int]
+    row: dict[bytes, int]
 
 
 def _fsync_dir(path: Path) -> None:
@@ -592,9 +602,9 @@ class Ledger:
             first: dict[bytes, int] = {}
             for i, k in enumerate(keys):
                 first.setdefault(k, i)
-            stored, fresh_values, out_dtype = self._release_transaction(mechanism, records, first, mech, scope, generator)
+            stored, fresh_values = self._release_transaction(mechanism, records, first, mech, scope, generator)
             self._hook("committed")
-        return self._assemble(mechanism, keys, first, stored, fresh_values, out_dtype, mech.guarantee, record_shape)
+        return self._assemble(mechanism, keys, first, stored, fresh_values, mech.guarantee, record_shape)
 
     def _release_transaction(
         self,
@@ -604,8 +614,8 @@ class Ledger:
         mech: _Mech,
         scope: str,
         generator: torch.Generator | None,
-    ) -> tuple[dict[bytes, tuple[torch.Tensor, int]], dict[bytes, tuple[torch.Tensor, int]], torch.dtype | None]:
-        """One BEGIN IMMEDIATE..COMMIT: cap check, sampling, charges (per record, nats/probability) and values; (stored, fresh, dtype)."""
+    ) -> tuple[dict[bytes, tuple[torch.Tensor, int]], _Fresh | None]:
+        """One BEGIN IMMEDIATE..COMMIT: cap check, sampling, charges (per record, nats/probability) and values; (stored, fresh)."""
         g = mech.guarantee
         uniq = list(first)
         c = self._db
@@ -617,10 +627,9 @@ class Ledger:
             if fresh:
                 self._check_budget(fresh, g)
             self._hook("checked")
-            fresh_values: dict[bytes, tuple[torch.Tensor, int]] = {}
-            out_dtype: torch.dtype | None = None
+            fresh_values: _Fresh | None = None
             if fresh:
-                fresh_values, out_dtype = self._sample_fresh(mechanism, records, first, fresh, g, generator)
+                fresh_values = self._sample_fresh(mechanism, records, first, fresh, g, generator)
                 self._hook("sampled")
                 self._write_fresh(fresh, fresh_values, mech, g, scope)
             c.execute("COMMIT")
@@ -628,7 +637,7 @@ class Ledger:
             if self._conn is not None and self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
             raise
-        return stored, fresh_values, out_dtype
+        return stored, fresh_values
 
     def _sample_fresh(
         self,
@@ -638,7 +647,7 @@ class Ledger:
         fresh: list[bytes],
         g: Guarantee,
         generator: torch.Generator | None,
-    ) -> tuple[dict[bytes, tuple[torch.Tensor, int]], torch.dtype]:
+    ) -> _Fresh:
         """Noise the fresh records once each; refuse a release costing more per record (eps nats, delta) than ``g``."""
         idx = torch.tensor([first[k] for k in fresh], dtype=torch.int64)
         rel = mechanism.release(records[idx], generator=generator)
@@ -656,12 +665,8 @@ class Ledger:
                 f"(epsilon {rg.epsilon_record}, delta {rg.delta_record}) than its guarantee() "
                 f"(epsilon {g.epsilon_record}, delta {g.delta_record}); nothing was charged or returned"
             )
-        vals = rel._values.detach().cpu().contiguous()
-        clipped = rel.clipped_elements.tolist()
-        fresh_values: dict[bytes, tuple[torch.Tensor, int]] = {}
-        for j, k in enumerate(fresh):
-            fresh_values[k] = (vals[j], int(clipped[j]))
-        return fresh_values, vals.dtype
+        return _Fresh(rel._values.detach().cpu().contiguous(), rel.clipped_elements.tolist(),
+                      {k: j for j, k in enumerate(fresh)})
 
     def _assemble(
         self,
@@ -669,29 +674,42 @@ class Ledger:
         keys: list[bytes],
         first: dict[bytes, int],
         stored: dict[bytes, tuple[torch.Tensor, int]],
-        fresh_values: dict[bytes, tuple[torch.Tensor, int]],
-        out_dtype: torch.dtype | None,
+        fresh: _Fresh | None,
         g: Guarantee,
         record_shape: tuple[int, ...],
     ) -> Release:
-        """The Release in input order (guarantee ``g`` per release of one record); no database access."""
-        rows: list[torch.Tensor] = []
-        clipped_out: list[int] = []
-        reused: list[bool] = []
-        for i, k in enumerate(keys):
-            if k in fresh_values:
-                v, cl = fresh_values[k]
-                rows.append(v)
-                clipped_out.append(cl)
-                reused.append(first[k] != i)
-            else:
-                v, cl = stored[k]
-                rows.append(v)
-                clipped_out.append(cl)
-                reused.append(True)
-        if out_dtype is not None:
-            rows = [r.to(out_dtype) for r in rows]
-        values = torch.stack(rows)
+        """The Release in input order (guarantee ``g`` per release of one record); no database access.
+
+        Values keep the fresh release's dtype (stored rows are converted to it); with nothing fresh, the stored one."""
+        n = len(keys)
+        fresh_row = fresh.row if fresh is not None else {}
+        fresh_clipped = fresh.clipped if fresh is not None else []
+        if fresh is not None and len(fresh_row) == n and all(first[k] == i for i, k in enumerate(keys)):
+            values, clipped_out, reused = fresh.values, list(fresh.clipped), [False] * n  # all fresh, no repeats
+        else:
+            fresh_pos, fresh_rows, stored_pos, stored_values = [], [], [], []
+            clipped_out, reused = [0] * n, [True] * n
+            for i, k in enumerate(keys):
+                j = fresh_row.get(k)
+                if j is not None:
+                    fresh_pos.append(i)
+                    fresh_rows.append(j)
+                    clipped_out[i] = fresh_clipped[j]
+                    reused[i] = first[k] != i
+                else:
+                    v, cl = stored[k]
+                    stored_values.append(v)
+                    stored_pos.append(i)
+                    clipped_out[i] = cl
+            kept = torch.stack(stored_values) if stored_values else None
+            like = fresh.values if fresh is not None else kept
+            assert like is not None  # every key is fresh or stored
+            dtype = like.dtype
+            values = torch.empty((n, *like.shape[1:]), dtype=dtype)
+            if fresh is not None and fresh_pos:
+                values[torch.tensor(fresh_pos)] = fresh.values[torch.tensor(fresh_rows)]
+            if kept is not None:
+                values[torch.tensor(stored_pos)] = kept.to(dtype)
         return Release(
             values,
             g,
@@ -806,27 +824,15 @@ class Ledger:
             cap_delta=self.cap_delta,
         )
 
-    def _write_fresh(
-        self,
-        fresh: list[bytes],
-        values: dict[bytes, tuple[torch.Tensor, int]],
-        mech: _Mech,
-        g: Guarantee,
-        scope: str,
-    ) -> None:
+    def _write_fresh(self, fresh: list[bytes], values: _Fresh, mech: _Mech, g: Guarantee, scope: str) -> None:
         now = time.time()
-        rows = []
-        described: dict[tuple[torch.dtype, tuple[int, ...]], tuple[str, str]] = {}  # one dtype/shape text per kind
-        for k in fresh:
-            v, clipped = values[k]
-            kind = (v.dtype, tuple(v.shape))
-            if kind not in described:
-                described[kind] = (_dtype_name(v.dtype), json.dumps(list(v.shape)))
-            dtype_name, shape_json = described[kind]
-            rows.append(
-                (k[:32], k[32:], mech.id, scope, g.epsilon_record, g.delta_record, dtype_name, shape_json,
-                 _value_bytes(v), clipped, now)
-            )
+        dtype_name, shape_json = _dtype_name(values.values.dtype), json.dumps(list(values.values.shape[1:]))
+        data = _rows_as_bytes(values.values)
+        rows = [
+            (k[:32], k[32:], mech.id, scope, g.epsilon_record, g.delta_record, dtype_name, shape_json,
+             data[values.row[k]], values.clipped[values.row[k]], now)
+            for k in fresh
+        ]
         c = self._db
         c.executemany(
             "INSERT INTO releases(record_key, source_key, mechanism_id, scope, epsilon, delta, dtype, shape, data,"
