@@ -8,7 +8,10 @@ process, on the same batches (512 per batch, ``--threads`` intra-op threads):
 * ``inference_mode``: the same under ``torch.inference_mode``;
 * ``channels_last``: a copy of the model and each batch in NHWC (``torch.channels_last``);
 * ``compile``: ``torch.compile`` of the model (skipped with the reason if it fails here);
-* ``int8-dynamic``: ``torch.ao.quantization.quantize_dynamic`` on the Linear layers.
+* ``int8-dynamic``: ``torch.ao.quantization.quantize_dynamic`` on the Linear layers;
+* ``int8-static``: FX graph-mode static quantization of every layer (``x86`` qconfig), calibrated on the
+  first 2,048 records to be labelled (local data: in a run these are the clean private records);
+* ``bf16``: the channels-last copy under CPU autocast to bfloat16 (fast only where the CPU has bf16 units).
 
 For each: ms per image (median of ``--repeats`` passes over ``--records`` tiled records) and, on
 the distinct private records, how many labels differ from the baseline's (the adoption bar is
@@ -69,7 +72,8 @@ def timed(run: Callable[[torch.Tensor], torch.Tensor], records: torch.Tensor, re
     return statistics.median(times) / len(records) * 1000.0
 
 
-def ways(model: nn.Module) -> dict[str, Callable[[torch.Tensor], torch.Tensor] | str]:
+def ways(model: nn.Module, calibration: torch.Tensor) -> dict[str, Callable[[torch.Tensor], torch.Tensor] | str]:
+    """Each way of predicting with ``model`` (or why it cannot run here); ``calibration``: records for int8-static."""
     out: dict[str, Callable[[torch.Tensor], torch.Tensor] | str] = {}
 
     def baseline(x: torch.Tensor) -> torch.Tensor:
@@ -109,7 +113,39 @@ def ways(model: nn.Module) -> dict[str, Callable[[torch.Tensor], torch.Tensor] |
         out["int8-dynamic"] = int8
     except Exception as exc:  # noqa: BLE001
         out["int8-dynamic"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    try:
+        static = _int8_static(model, calibration)
+
+        def int8_static(x: torch.Tensor) -> torch.Tensor:
+            with torch.inference_mode():
+                return static(x)
+
+        out["int8-static"] = int8_static
+    except Exception as exc:  # noqa: BLE001
+        out["int8-static"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+
+    def bf16(x: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            return nhwc(x.contiguous(memory_format=torch.channels_last)).float()
+
+    out["bf16"] = bf16
     return out
+
+
+def _int8_static(model: nn.Module, calibration: torch.Tensor) -> nn.Module:
+    """``model`` quantized to int8 (weights and activations) by FX graph mode, ranges observed on ``calibration``."""
+    import warnings
+
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    with warnings.catch_warnings():  # FX quantization's deprecation notices (it still runs)
+        warnings.simplefilter("ignore")
+        prepared = prepare_fx(copy.deepcopy(model).eval(), get_default_qconfig_mapping("x86"), (calibration[:8],))
+        with torch.inference_mode():
+            for s in range(0, min(len(calibration), 2048), BATCH):
+                prepared(calibration[s : s + BATCH])
+        return convert_fx(prepared)
 
 
 def datasets(records: int) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -146,7 +182,7 @@ def main() -> None:
     for name, (tx, ty, records, distinct) in datasets(args.records).items():
         for seed in args.seeds:
             model = train(tx, ty, epochs=args.epochs, seed=seed)
-            runs = ways(model)
+            runs = ways(model, distinct)
             base = labels_with(runs["baseline"], distinct)  # type: ignore[arg-type]
             base_ms = timed(runs["baseline"], records, args.repeats)  # type: ignore[arg-type]
             for way, run in runs.items():
