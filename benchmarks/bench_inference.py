@@ -103,26 +103,15 @@ def ways(model: nn.Module, calibration: torch.Tensor) -> dict[str, Callable[[tor
         out["compile"] = compile_run
     except Exception as exc:  # noqa: BLE001 - report why it cannot be used here
         out["compile"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-    try:
-        quantized = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {nn.Linear}, dtype=torch.qint8)
-
-        def int8(x: torch.Tensor) -> torch.Tensor:
-            with torch.inference_mode():
-                return quantized(x)
-
-        out["int8-dynamic"] = int8
-    except Exception as exc:  # noqa: BLE001
-        out["int8-dynamic"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-    try:
-        static = _int8_static(model, calibration)
-
-        def int8_static(x: torch.Tensor) -> torch.Tensor:
-            with torch.inference_mode():
-                return static(x)
-
-        out["int8-static"] = int8_static
-    except Exception as exc:  # noqa: BLE001
-        out["int8-static"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    builders: dict[str, Callable[[], nn.Module]] = {
+        "int8-dynamic": lambda: torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {nn.Linear}, dtype=torch.qint8),
+        "int8-static": lambda: _int8_static(model, calibration),
+    }
+    for way, build in builders.items():
+        try:
+            out[way] = _inference_run(build())
+        except Exception as exc:  # noqa: BLE001 - report why it cannot be used here
+            out[way] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
 
     def bf16(x: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
@@ -130,6 +119,16 @@ def ways(model: nn.Module, calibration: torch.Tensor) -> dict[str, Callable[[tor
 
     out["bf16"] = bf16
     return out
+
+
+def _inference_run(module: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``module``'s forward under ``torch.inference_mode``."""
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return module(x)
+
+    return run
 
 
 def _int8_static(model: nn.Module, calibration: torch.Tensor) -> nn.Module:
