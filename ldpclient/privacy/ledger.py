@@ -684,32 +684,28 @@ class Ledger:
         n = len(keys)
         fresh_row = fresh.row if fresh is not None else {}
         fresh_clipped = fresh.clipped if fresh is not None else []
-        if fresh is not None and len(fresh_row) == n and all(first[k] == i for i, k in enumerate(keys)):
-            values, clipped_out, reused = fresh.values, list(fresh.clipped), [False] * n  # all fresh, no repeats
-        else:
-            fresh_pos, fresh_rows, stored_pos, stored_values = [], [], [], []
-            clipped_out, reused = [0] * n, [True] * n
-            for i, k in enumerate(keys):
-                j = fresh_row.get(k)
-                if j is not None:
-                    fresh_pos.append(i)
-                    fresh_rows.append(j)
-                    clipped_out[i] = fresh_clipped[j]
-                    reused[i] = first[k] != i
-                else:
-                    v, cl = stored[k]
-                    stored_values.append(v)
-                    stored_pos.append(i)
-                    clipped_out[i] = cl
-            kept = torch.stack(stored_values) if stored_values else None
-            like = fresh.values if fresh is not None else kept
-            assert like is not None  # every key is fresh or stored
-            dtype = like.dtype
-            values = torch.empty((n, *like.shape[1:]), dtype=dtype)
-            if fresh is not None and fresh_pos:
-                values[torch.tensor(fresh_pos)] = fresh.values[torch.tensor(fresh_rows)]
-            if kept is not None:
-                values[torch.tensor(stored_pos)] = kept.to(dtype)
+        fresh_pos, fresh_rows, stored_pos, stored_values = [], [], [], []
+        clipped_out, reused = [0] * n, [True] * n
+        for i, k in enumerate(keys):
+            j = fresh_row.get(k)
+            if j is not None:
+                fresh_pos.append(i)
+                fresh_rows.append(j)
+                clipped_out[i] = fresh_clipped[j]
+                reused[i] = first[k] != i
+            else:
+                v, cl = stored[k]
+                stored_values.append(v)
+                stored_pos.append(i)
+                clipped_out[i] = cl
+        kept = torch.stack(stored_values) if stored_values else None
+        like = fresh.values if fresh is not None else kept
+        assert like is not None  # every key is fresh or stored
+        values = torch.empty((n, *like.shape[1:]), dtype=like.dtype)
+        if fresh is not None:
+            values[torch.tensor(fresh_pos)] = fresh.values[torch.tensor(fresh_rows)]
+        if kept is not None:
+            values[torch.tensor(stored_pos)] = kept.to(like.dtype)
         return Release(
             values,
             g,
@@ -827,11 +823,9 @@ class Ledger:
     def _write_fresh(self, fresh: list[bytes], values: _Fresh, mech: _Mech, g: Guarantee, scope: str) -> None:
         now = time.time()
         dtype_name, shape_json = _dtype_name(values.values.dtype), json.dumps(list(values.values.shape[1:]))
-        data = _rows_as_bytes(values.values)
-        rows = [
-            (k[:32], k[32:], mech.id, scope, g.epsilon_record, g.delta_record, dtype_name, shape_json,
-             data[values.row[k]], values.clipped[values.row[k]], now)
-            for k in fresh
+        rows = [  # row j of the values is the j-th fresh key (_sample_fresh)
+            (k[:32], k[32:], mech.id, scope, g.epsilon_record, g.delta_record, dtype_name, shape_json, data, clipped, now)
+            for k, data, clipped in zip(fresh, _rows_as_bytes(values.values), values.clipped, strict=True)
         ]
         c = self._db
         c.executemany(
