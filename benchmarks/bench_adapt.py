@@ -223,7 +223,7 @@ def _read_runs(paths: list[Path]) -> list[dict]:
         for line in path.read_text().splitlines():
             r = json.loads(line)
             r.setdefault("dataset", f"digits{r.get('size', 28)}")  # files from before --dataset
-            r.setdefault("postprocess", defaults.postprocess((r.get("size", 28),) * 2))
+            r.setdefault("postprocess", defaults.blur_postprocess((r.get("size", 28),) * 2))  # before lowpass
             runs.setdefault(r["key"], r)
     return list(runs.values())
 
@@ -263,9 +263,10 @@ def strongest_baselines(runs: list[dict]) -> dict[tuple, tuple[float, list[float
 def table(paths: list[Path]) -> None:
     runs = _read_runs(paths)
     best = strongest_baselines(runs)
-    print("| dataset | mechanism | eps/record | reduce | variant | queries | sample | seeds | private, unadapted | "
-          "private, adapted | private, fused | strongest data-free (its level) | gain over it | wall s |")
-    print("|" + "---|" * 14)
+    print("| dataset | mechanism | eps/record | reduce | post-processing | variant | queries | sample | seeds | "
+          "private, unadapted | private, adapted | private, fused | strongest data-free (its level) | gain over it | "
+          "wall s |")
+    print("|" + "---|" * 15)
     rows: dict[tuple, dict[str, list[float]]] = {}
     for r in runs:
         if r["mode"] != "ldpkit":
@@ -278,7 +279,7 @@ def table(paths: list[Path]) -> None:
         d = rows[k]
         level, base = best.get(k[:5], (None, []))
         gain = [a - statistics.mean(base) for a in d["accuracy"]] if base else []
-        print(f"| {k[0]} | {k[5]} | {k[6]:g} | {k[7]} | {k[9]} | {k[1]} | {k[4] or 'all'} | {len(d['accuracy'])} | "
+        print(f"| {k[0]} | {k[5]} | {k[6]:g} | {k[7]} | {k[8]} | {k[9]} | {k[1]} | {k[4] or 'all'} | {len(d['accuracy'])} | "
               f"{_ms(d['accuracy_unadapted'])} | {_ms(d['accuracy'])} | {_ms(d['accuracy_fused'])} | "
               f"{_ms(base)} ({level if level is None else f'{level:g}'}) | {_ms(gain)} | {_ms(d['wall_s'], 1.0)} |")
     print()

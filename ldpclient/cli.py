@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - older typer on top of click
 from . import __version__
 from .config import ConfigError, options_for_command, read_config
 from .names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
+from .privacy.basis import DEFAULT_COEFFICIENTS
 from .privacy.mechanisms import delta_mechanism_names, mechanism_names
 from .run.facts import WIRE_CHOICES
 from .run.ui import UI
@@ -260,8 +261,11 @@ ClipNormOption = typer.Option(
 )
 PostprocessOption = typer.Option(
     None,
-    help="Post-processing of releases (free), e.g. 'blur:2,clip', 'median:3,clip' or ''. Default: a blur of the "
-    f"image's longer side / {2 * defaults.MIN_RELEASED_SIDE} pixels (28x28 -> 2, 8x8 -> 0.571), then clip.",
+    help="Post-processing of releases (free), e.g. 'blur:2,clip', 'median:3,clip', 'lowpass:64,clip' or ''. "
+    f"Default: with --basis dct, clip; when every pixel is released (reduce 1) and a channel has more than "
+    f"{DEFAULT_COEFFICIENTS} pixels, 'lowpass:{DEFAULT_COEFFICIENTS},clip' (keep the {DEFAULT_COEFFICIENTS} lowest DCT "
+    f"frequencies); otherwise a blur of the image's longer side / {2 * defaults.MIN_RELEASED_SIDE} pixels "
+    "(28x28 -> 2, 8x8 -> 0.571), then clip.",
     show_default=False,
 )
 AdaptOption = typer.Option(

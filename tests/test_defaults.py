@@ -24,10 +24,20 @@ def test_reduction_keeps_at_least_seven_pixels_per_side_and_divides_both_axes() 
 
 
 def test_postprocess_blur_is_half_a_cell_of_the_coarsest_default_grid() -> None:
-    assert defaults.postprocess((1, 28, 28)) == "blur:2,clip"
-    assert defaults.postprocess((1, 8, 8)) == "blur:0.571,clip"
-    assert defaults.postprocess((3, 224, 224)) == "blur:16,clip"
-    assert defaults.postprocess((1, 42, 28)) == "blur:3,clip"  # the longer side sets the scale
+    assert defaults.postprocess((1, 28, 28), 4) == "blur:2,clip"
+    assert defaults.postprocess((1, 8, 8), 1) == "blur:0.571,clip"  # 64 pixels: the lowpass would keep all
+    assert defaults.postprocess((3, 224, 224), 32) == "blur:16,clip"
+    assert defaults.postprocess((1, 42, 28), 2) == "blur:3,clip"  # the longer side sets the scale
+    assert defaults.blur_postprocess((1, 28, 28)) == "blur:2,clip"
+
+
+def test_postprocess_of_a_pixel_release_is_the_dct_band() -> None:
+    assert defaults.postprocess((1, 28, 28), 1) == "lowpass:64,clip"
+    assert defaults.postprocess((3, 32, 32), 1) == "lowpass:64,clip"
+    assert defaults.postprocess((1, 9, 8), 1) == "lowpass:64,clip"  # 72 pixels: the projection drops 8
+    assert defaults.shape_settings((1, 28, 28), 1, None, "pool") == (1, "lowpass:64,clip")
+    assert defaults.shape_settings((1, 28, 28), None, None, "pool") == (4, "blur:2,clip")
+    assert defaults.shape_settings((1, 28, 28), 1, "clip", "pool") == (1, "clip")  # given wins
 
 
 def test_query_budget_defaults() -> None:
@@ -63,3 +73,16 @@ def test_shape_settings_keep_what_is_given_and_fill_the_rest() -> None:
     assert defaults.shape_settings((1, 28, 28), 1, "", "pool") == (1, "")  # '' is "no post-processing", kept
     assert defaults.shape_settings((1, 8, 8), 2, None, "pool") == (2, "blur:0.571,clip")
     assert defaults.shape_settings((1, 28, 28), None, None, "dct") == (1, "clip")
+
+
+def test_label_options_resolve_the_pixel_release_post_processing_from_the_shape() -> None:
+    from ldpclient.run.options import resolve_shape_defaults
+
+    paper = LabelOptions(private_dir=".", teacher="t", epsilon=2.0, epsilon_unit="element", reduce=1)  # type: ignore[arg-type]
+    resolved = resolve_shape_defaults(paper, (1, 28, 28))
+    assert (resolved.basis, resolved.reduce, resolved.postprocess) == ("pool", 1, "lowpass:64,clip")
+    assert resolve_shape_defaults(paper, (1, 8, 8)).postprocess == "blur:0.571,clip"
+    pooled = LabelOptions(private_dir=".", teacher="t", epsilon=2.0, epsilon_unit="element")  # type: ignore[arg-type]
+    assert resolve_shape_defaults(pooled, (1, 28, 28)).postprocess == "blur:2,clip"
+    record = LabelOptions(private_dir=".", teacher="t")  # type: ignore[arg-type]
+    assert resolve_shape_defaults(record, (1, 28, 28)).postprocess == "clip"  # dct

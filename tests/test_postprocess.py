@@ -6,6 +6,7 @@ import torch
 from ldpclient.privacy import Derived, Domain, laplace
 from ldpclient.transfer.postprocess import (
     ClipToDomain,
+    DctLowpass,
     GaussianBlur,
     MedianFilter,
     Transform,
@@ -48,8 +49,36 @@ def test_median_removes_impulses():
     assert (med - 0.5).abs().mean() < (rel.values - 0.5).abs().mean()
 
 
+def test_lowpass_is_the_orthogonal_projection_onto_the_lowest_dct_band():
+    from ldpclient.privacy.basis import dct_matrix, zigzag
+
+    rel = _release(n=4, size=12, eps=1.0)
+    out = DctLowpass(20)(rel).values
+    assert out.shape == rel.values.shape and out.dtype == rel.values.dtype
+    assert DctLowpass(20)(DctLowpass(20)(rel)).values.sub(out).abs().max() < 1e-5  # idempotent
+    # the same as zeroing every coefficient outside the 20 lowest of a full 2-D DCT, per channel
+    d = dct_matrix(12)
+    full = d @ rel.values.double() @ d.T
+    keep = torch.zeros(144, dtype=torch.float64)
+    keep[zigzag(12, 12, 20)] = 1
+    expected = d.T @ (full * keep.view(12, 12)) @ d
+    assert torch.allclose(out.double(), expected, atol=1e-5)
+    # white noise keeps 20/144 of its energy; a constant image is a fixed point; all coefficients: identity
+    assert (out - 0.5).pow(2).sum() < 0.25 * (rel.values - 0.5).pow(2).sum()
+    const = torch.full((1, 3, 9, 7), 0.3)
+    assert torch.allclose(DctLowpass(1).apply(const, None), const, atol=1e-6)  # type: ignore[arg-type]
+    x = torch.rand(2, 3, 9, 7)
+    assert torch.allclose(DctLowpass(63).apply(x, None), x, atol=1e-6)  # type: ignore[arg-type]
+    assert torch.allclose(DctLowpass(1000).apply(x, None), x, atol=1e-6)  # type: ignore[arg-type]
+    assert out.sub(rel.values).abs().max() > 0.1
+    assert apply_all(rel, [DctLowpass(20), ClipToDomain()]).steps == ("lowpass(20)", "clip")
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="lowpass"):
+            DctLowpass(bad)  # type: ignore[arg-type]
+
+
 def test_raw_tensor_rejected():
-    for t in (ClipToDomain(), GaussianBlur(1.0), MedianFilter(3)):
+    for t in (ClipToDomain(), GaussianBlur(1.0), MedianFilter(3), DctLowpass(4)):
         with pytest.raises(TypeError):
             t(torch.rand(2, 1, 8, 8))
     with pytest.raises(TypeError):
@@ -64,11 +93,11 @@ def test_apply_all_order_and_steps():
 
 
 def test_parse_spec():
-    ts = parse_postprocess("clip, blur:1.5 ,median:5")
-    assert [type(t) for t in ts] == [ClipToDomain, GaussianBlur, MedianFilter]
-    assert ts[1].sigma == 1.5 and ts[2].size == 5
+    ts = parse_postprocess("clip, blur:1.5 ,median:5,lowpass:30")
+    assert [type(t) for t in ts] == [ClipToDomain, GaussianBlur, MedianFilter, DctLowpass]
+    assert ts[1].sigma == 1.5 and ts[2].size == 5 and ts[3].coefficients == 30
     assert parse_postprocess("") == [] and parse_postprocess(None) == []
-    for bad in ("sharpen", "blur:x", "median:4", "blur:-1", "clip:3"):
+    for bad in ("sharpen", "blur:x", "median:4", "blur:-1", "clip:3", "lowpass:0", "lowpass:2.5"):
         with pytest.raises(ValueError, match="post-processing"):
             parse_postprocess(bad)
 

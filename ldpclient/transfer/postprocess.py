@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 import torch.nn.functional as F
 
+from ..privacy.basis import dct_matrix, zigzag
 from ..privacy.guarantee import Domain
 from ..privacy.release import Derived, Releasable, Release, as_derived
 
@@ -134,6 +135,40 @@ class MedianFilter(Transform):
         return f"median({self.size})"
 
 
+@dataclass(frozen=True)
+class DctLowpass(Transform):
+    """Orthonormal projection of each channel onto its ``coefficients`` lowest-frequency 2-D DCT-II basis
+    images (zigzag order, as :mod:`ldpclient.privacy.basis` keeps them): the frequencies above are set to 0.
+
+    White noise keeps its per-coefficient variance, so the projection keeps ``coefficients / (H x W)`` of it;
+    the constant image is in the band, so values in a domain stay centred. All of a channel's coefficients
+    (or more) returns the input unchanged up to rounding.
+    """
+
+    coefficients: int = 64
+    name = "lowpass"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.coefficients, bool) or not isinstance(self.coefficients, int) or self.coefficients < 1:
+            raise ValueError(f"lowpass coefficients must be an int >= 1, got {self.coefficients!r}")
+
+    def apply(self, values: torch.Tensor, origin: Derived) -> torch.Tensor:
+        _check_images(values, "lowpass")
+        n, c, h, w = values.shape
+        k = min(self.coefficients, h * w)
+        kept = zigzag(h, w, k)
+        rows, cols = 1 + int((kept // w).max()), 1 + int((kept % w).max())
+        dh, dw = dct_matrix(h)[:rows], dct_matrix(w)[:cols]
+        band = dh @ values.to(torch.float64) @ dw.T
+        mask = torch.zeros(rows * cols, dtype=torch.float64)
+        mask[(kept // w) * cols + kept % w] = 1.0
+        out = dh.T @ (band * mask.view(rows, cols)) @ dw
+        return out.to(values.dtype)
+
+    def describe(self) -> str:
+        return f"lowpass({self.coefficients})"
+
+
 def apply_all(obj: Releasable, transforms: Iterable[Transform]) -> Derived:
     """Apply ``transforms`` in order; accepts only a Release or Derived."""
     out = as_derived(obj)
@@ -191,6 +226,7 @@ STEPS: dict[str, Step] = {
     "clip": Step(ClipToDomain, None, "clip"),
     "blur": Step(GaussianBlur, float, "blur[:sigma]"),
     "median": Step(MedianFilter, int, "median[:size]"),
+    "lowpass": Step(DctLowpass, int, "lowpass[:coefficients]"),
 }
 
 
@@ -227,6 +263,7 @@ __all__ = [
     "ClipToDomain",
     "GaussianBlur",
     "MedianFilter",
+    "DctLowpass",
     "apply_all",
     "parse_postprocess",
     "STEPS",
