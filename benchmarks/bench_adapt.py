@@ -133,7 +133,9 @@ def resolve(setting: dict, shape: tuple[int, ...], n: int, basis: str = "pool") 
         out["mechanism"] = defaults.mechanism()
     if out["eps_record"] is None:
         out["eps_record"] = defaults.epsilon()
-    out["reduce"], post = defaults.shape_settings(shape, out["reduce"], out.get("postprocess") or None, basis)
+    out["reduce"], post = defaults.shape_settings(
+        shape, out["reduce"], out.get("postprocess") or None, basis, out["eps_record"], "record"
+    )
     if out["queries"] is None:
         out["queries"] = defaults.num_queries(n, "sup")
     if out["epochs"] is None:

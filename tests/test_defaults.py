@@ -31,13 +31,23 @@ def test_postprocess_blur_is_half_a_cell_of_the_coarsest_default_grid() -> None:
     assert defaults.blur_postprocess((1, 28, 28)) == "blur:2,clip"
 
 
-def test_postprocess_of_a_pixel_release_is_the_dct_band() -> None:
-    assert defaults.postprocess((1, 28, 28), 1) == "lowpass:64,clip"
-    assert defaults.postprocess((3, 32, 32), 1) == "lowpass:64,clip"
-    assert defaults.postprocess((1, 9, 8), 1) == "lowpass:64,clip"  # 72 pixels: the projection drops 8
-    assert defaults.shape_settings((1, 28, 28), 1, None, "pool") == (1, "lowpass:64,clip")
-    assert defaults.shape_settings((1, 28, 28), None, None, "pool") == (4, "blur:2,clip")
-    assert defaults.shape_settings((1, 28, 28), 1, "clip", "pool") == (1, "clip")  # given wins
+def test_postprocess_of_a_pixel_release_is_the_dct_band_unless_the_noise_is_wider_than_the_domain() -> None:
+    assert defaults.postprocess((1, 28, 28), 1, 2.0) == "lowpass:64,clip"  # the paper's 2 per pixel
+    assert defaults.postprocess((1, 28, 28), 1, 1.0) == "lowpass:64,clip"
+    assert defaults.postprocess((1, 28, 28), 1, 0.99) == "blur:2,clip"
+    assert defaults.postprocess((1, 28, 28), 1, None) == "blur:2,clip"  # epsilon unknown
+    assert defaults.postprocess((3, 32, 32), 1, 1.0) == "lowpass:64,clip"
+    assert defaults.postprocess((1, 9, 8), 1, 5.0) == "lowpass:64,clip"  # 72 pixels: the projection drops 8
+    assert defaults.postprocess((1, 28, 28), 4, 50.0) == "blur:2,clip"  # pooled: always the blur
+    assert defaults.epsilon_element(1568, "record", (1, 28, 28), 1) == 2.0
+    assert defaults.epsilon_element(2, "element", (1, 28, 28), 1) == 2.0
+    assert defaults.epsilon_element(96, "record", (3, 32, 32), 4) == 96 / 192
+    assert defaults.epsilon_element(49, "record", (28, 28), 4) == 1.0
+    assert defaults.shape_settings((1, 28, 28), 1, None, "pool", 1568, "record") == (1, "lowpass:64,clip")
+    assert defaults.shape_settings((1, 28, 28), 1, None, "pool", 100, "record") == (1, "blur:2,clip")
+    assert defaults.shape_settings((1, 28, 28), 1, None, "pool") == (1, "blur:2,clip")
+    assert defaults.shape_settings((1, 28, 28), None, None, "pool", 2, "element") == (4, "blur:2,clip")
+    assert defaults.shape_settings((1, 28, 28), 1, "clip", "pool", 2, "element") == (1, "clip")  # given wins
 
 
 def test_query_budget_defaults() -> None:
@@ -82,6 +92,8 @@ def test_label_options_resolve_the_pixel_release_post_processing_from_the_shape(
     resolved = resolve_shape_defaults(paper, (1, 28, 28))
     assert (resolved.basis, resolved.reduce, resolved.postprocess) == ("pool", 1, "lowpass:64,clip")
     assert resolve_shape_defaults(paper, (1, 8, 8)).postprocess == "blur:0.571,clip"
+    noisy = LabelOptions(private_dir=".", teacher="t", epsilon=100.0, reduce=1)  # type: ignore[arg-type]
+    assert resolve_shape_defaults(noisy, (1, 28, 28)).postprocess == "blur:2,clip"  # 0.128 per pixel
     pooled = LabelOptions(private_dir=".", teacher="t", epsilon=2.0, epsilon_unit="element")  # type: ignore[arg-type]
     assert resolve_shape_defaults(pooled, (1, 28, 28)).postprocess == "blur:2,clip"
     record = LabelOptions(private_dir=".", teacher="t")  # type: ignore[arg-type]

@@ -249,7 +249,9 @@ def _record_shape(o: _AuditOptions, st: _ClientSettings) -> tuple[int, int, int]
 def _load_records(o: _AuditOptions, st: _ClientSettings, shape: tuple[int, int, int]) -> _Records:
     """The private records in the mechanism's domain units, the client's mechanism(s) and post-processing spec."""
     # what `label` would have used, where neither the options nor the run report say
-    reduction, postprocess = defaults.shape_settings(shape, st.reduce, st.postprocess, st.basis)
+    reduction, postprocess = defaults.shape_settings(
+        shape, st.reduce, st.postprocess, st.basis, st.epsilon, st.per
+    )
     make = _mechanism_factory(st, reduction, shape)
     from ..data import load_private_folder
 

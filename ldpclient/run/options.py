@@ -255,7 +255,9 @@ def resolve_shape_defaults(opts: _Options, input_shape: tuple[int, ...]) -> _Opt
     """``opts`` with ``basis`` (:func:`resolve_basis`), then ``reduce`` and ``postprocess`` filled from the record
     shape where the user gave none (:func:`ldpclient.transfer.defaults.shape_settings`)."""
     basis = resolve_basis(opts)
-    reduce, post = defaults.shape_settings(input_shape, opts.reduce, opts.postprocess, basis)
+    reduce, post = defaults.shape_settings(
+        input_shape, opts.reduce, opts.postprocess, basis, opts.epsilon, opts.epsilon_unit
+    )
     return dataclasses.replace(opts, basis=basis, reduce=reduce, postprocess=post)
 
 
@@ -308,6 +310,7 @@ def build_free_query_mechanism(
 def free_query_shape_settings(opts: SharedOptions, record_shape: tuple[int, ...]) -> tuple[int, str]:
     """``(reduce, postprocess)`` of the blank queries: the run's own for a pooled run, the shape's pooled
     defaults for a ``dct`` run (the data-free study measured blank queries pooled, at those settings)."""
+    level = defaults.free_query_epsilon()
     if resolve_basis(opts) == "pool":
-        return defaults.shape_settings(record_shape, opts.reduce, opts.postprocess, "pool")
-    return defaults.shape_settings(record_shape, None, None, "pool")
+        return defaults.shape_settings(record_shape, opts.reduce, opts.postprocess, "pool", level, "record")
+    return defaults.shape_settings(record_shape, None, None, "pool", level, "record")

@@ -113,23 +113,47 @@ def blur_postprocess(input_shape: tuple[int, ...]) -> str:
     return f"blur:{sigma:.3g},clip"
 
 
-def postprocess(input_shape: tuple[int, ...], reduce: int) -> str:
+#: Per-element epsilon (nats) from which a release of every pixel is post-processed by the DCT band's projection
+#: instead of the blur: at 1, Laplace noise has the scale of the domain's width.
+LOWPASS_MIN_EPSILON_ELEMENT = 1.0
+
+
+def postprocess(input_shape: tuple[int, ...], reduce: int, epsilon_element: float | None = None) -> str:
     """Default post-processing of pooled releases (basis ``pool``) of records of ``input_shape`` (..., H, W)
-    released at pooling factor ``reduce``.
+    released at pooling factor ``reduce``, each released element at ``epsilon_element`` (nats; None: not known).
 
     A release of every pixel (``reduce`` 1) of a channel with more pixels than
-    :data:`~ldpclient.privacy.basis.DEFAULT_COEFFICIENTS` is projected onto that many lowest-frequency DCT basis
-    images per channel, then clipped (``lowpass:64,clip``): the band a ``dct`` release keeps. At the paper's
-    setting (2 per pixel, 28x28) it labelled MNIST 92.8 ± 0.8 % against 79.6 ± 1.5 % with the blur, and digits
-    93.5 ± 1.2 % against 92.9 ± 0.6 % (3 seeds; BENCHMARKS.md, "Release basis"). Otherwise (a pooled release, or a channel of at most that many pixels,
-    such as 8x8, where the projection would keep everything): :func:`blur_postprocess`.
+    :data:`~ldpclient.privacy.basis.DEFAULT_COEFFICIENTS`, at a per-element epsilon of at least
+    :data:`LOWPASS_MIN_EPSILON_ELEMENT`, is projected onto that many lowest-frequency DCT basis images per
+    channel, then clipped (``lowpass:64,clip``): the band a ``dct`` release keeps. At the paper's setting (2 per
+    pixel, 28x28) it labelled MNIST 92.8 ± 0.8 % against 79.6 ± 1.5 % with the blur, and digits 93.5 ± 1.2 %
+    against 92.9 ± 0.6 %; at 100 per record (0.128 per pixel) it labelled digits 84.3 % against the blur's
+    86.6 % (3 seeds; BENCHMARKS.md, "Release basis"). Otherwise (more noise, an unknown epsilon, a pooled
+    release, or a channel of at most that many pixels, such as 8x8, where the projection would keep
+    everything): :func:`blur_postprocess`.
     """
     from ..privacy.basis import DEFAULT_COEFFICIENTS
 
     h, w = int(input_shape[-2]), int(input_shape[-1])
-    if int(reduce) == 1 and h * w > DEFAULT_COEFFICIENTS:
+    if (
+        int(reduce) == 1
+        and h * w > DEFAULT_COEFFICIENTS
+        and epsilon_element is not None
+        and epsilon_element >= LOWPASS_MIN_EPSILON_ELEMENT
+    ):
         return f"lowpass:{DEFAULT_COEFFICIENTS},clip"
     return blur_postprocess(input_shape)
+
+
+def epsilon_element(epsilon: float, epsilon_unit: str, input_shape: tuple[int, ...], reduce: int) -> float:
+    """The per-element epsilon of a pooled release of records of ``input_shape`` at factor ``reduce``:
+    ``epsilon`` itself per ``element``, else spread evenly over the ``C x (H / reduce) x (W / reduce)``
+    released elements (what the mechanisms do for an epsilon per ``record``)."""
+    if epsilon_unit == "element":
+        return float(epsilon)
+    c = int(input_shape[-3]) if len(input_shape) >= 3 else 1
+    released = c * (int(input_shape[-2]) // int(reduce)) * (int(input_shape[-1]) // int(reduce))
+    return float(epsilon) / max(1, released)
 
 
 def basis(mechanism: str, epsilon_unit: str, given_reduce: int | None, epsilon: float) -> str:
@@ -158,18 +182,27 @@ DCT_POSTPROCESS = "clip"
 
 
 def shape_settings(
-    input_shape: tuple[int, ...], given_reduce: int | None, given_postprocess: str | None, basis: str
+    input_shape: tuple[int, ...],
+    given_reduce: int | None,
+    given_postprocess: str | None,
+    basis: str,
+    epsilon: float | None = None,
+    epsilon_unit: str = "record",
 ) -> tuple[int, str]:
     """``(reduce, postprocess)`` for records of ``input_shape``: the given values, else :func:`reduction`
-    and :func:`postprocess` (what ``label`` uses, and what ``audit`` assumes a run used). With ``basis``
-    ``dct`` the record is not pooled (reduce 1) and the default post-processing is :data:`DCT_POSTPROCESS`."""
+    and :func:`postprocess` at the run's ``epsilon`` in ``epsilon_unit`` (None: not known) (what ``label``
+    uses, and what ``audit`` assumes a run used). With ``basis`` ``dct`` the record is not pooled (reduce 1)
+    and the default post-processing is :data:`DCT_POSTPROCESS`."""
     if basis != "pool":
         return (
             int(given_reduce) if given_reduce is not None else 1,
             given_postprocess if given_postprocess is not None else DCT_POSTPROCESS,
         )
     reduce = int(given_reduce) if given_reduce is not None else reduction(input_shape)
-    return reduce, given_postprocess if given_postprocess is not None else postprocess(input_shape, reduce)
+    if given_postprocess is not None:
+        return reduce, given_postprocess
+    per_element = None if epsilon is None else epsilon_element(epsilon, epsilon_unit, input_shape, reduce)
+    return reduce, postprocess(input_shape, reduce, per_element)
 
 
 def num_queries(n_records: int, augmentation: str) -> int | None:
