@@ -299,8 +299,9 @@ def table(paths: list[Path]) -> None:
 
 
 def plot(paths: list[Path], png: Path) -> None:
-    """Accuracy (adapted, mean ± std over seeds) against per-record epsilon, one panel per dataset, with the
-    strongest data-free baseline as a band; only rows at the default selection sample."""
+    """Accuracy (adapted, mean ± std over seeds) against per-record epsilon, one panel per dataset and one line per
+    release design run at two epsilons or more, with the strongest data-free baseline as a band; only rows at the
+    default selection sample."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -312,16 +313,23 @@ def plot(paths: list[Path], png: Path) -> None:
     datasets = sorted({r["dataset"] for r in runs if r["mode"] == "ldpkit"})
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), squeeze=False)
     for ax, name in zip(axes[0], datasets, strict=True):
-        by_eps: dict[float, list[float]] = {}
+        # one line per release design (basis and post-processing); a design run at one epsilon only is no curve
+        series: dict[str, dict[float, list[float]]] = {}
         budget = None
         for r in runs:
             if r["dataset"] == name and r["mode"] == "ldpkit":
-                by_eps.setdefault(r["eps_record"], []).append(100 * r["accuracy"])
+                design = f"{r.get('basis') or 'pool'} (reduce {r['reduce']}, {r['postprocess']})"
+                series.setdefault(design, {}).setdefault(r["eps_record"], []).append(100 * r["accuracy"])
                 budget = _budget(r)
-        xs = sorted(by_eps)
-        means = [statistics.mean(by_eps[x]) for x in xs]
-        sds = [statistics.stdev(by_eps[x]) if len(by_eps[x]) > 1 else 0.0 for x in xs]
-        ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, label="private (defaults, adapted)")
+        ticks: set[float] = set()
+        for design, by_eps in sorted(series.items()):
+            if len(by_eps) < 2:
+                continue
+            xs = sorted(by_eps)
+            ticks.update(xs)
+            means = [statistics.mean(by_eps[x]) for x in xs]
+            sds = [statistics.stdev(by_eps[x]) if len(by_eps[x]) > 1 else 0.0 for x in xs]
+            ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, label=f"private, {design}")
         if budget in best:
             level, base = best[budget]
             m = 100 * statistics.mean(base)
@@ -329,7 +337,8 @@ def plot(paths: list[Path], png: Path) -> None:
             ax.axhspan(m - sd, m + sd, color="grey", alpha=0.25)
             ax.axhline(m, color="grey", ls="--", label=f"strongest data-free (blank queries at {level:g})")
         ax.set_xscale("log")
-        ax.set_xticks(xs, [f"{x:g}" for x in xs])
+        ax.set_xticks(sorted(ticks), [f"{x:g}" for x in sorted(ticks)])
+        ax.minorticks_off()
         ax.set_xlabel("per-record epsilon")
         ax.set_ylabel("label accuracy (%)")
         ax.set_title(name)
