@@ -401,3 +401,18 @@ def test_an_epsilon_above_the_ceiling_needs_allow_weak_privacy_and_is_said_in_wo
         assert "WEAK PRIVACY" in weak.output
         report = json.loads((tmp_path / "out" / "labels.report.json").read_text())
         assert "WEAK PRIVACY" in report["guarantee_note"]
+
+
+def test_a_pixel_release_is_post_processed_by_the_dct_band_from_one_per_pixel(tmp_path: Path) -> None:
+    """The resolved post-processing reaches the report: the paper's 2 per pixel at reduce 1 (16x16: 256 pixels,
+    more than the band's 64) gets ``lowpass:64,clip``; 0.1 per pixel keeps the blur."""
+    folder = _private(tmp_path, size=16)
+    with _server(image_size=16) as srv:
+        paper = _run(_args(folder, srv.model_url, tmp_path, "--json", "--epsilon", "2", "--reduce", "1",
+                           "--allow-weak-privacy", "--no-adapt"))
+        assert paper.exit_code == 0, paper.output
+        assert json.loads(paper.stdout)["postprocess"] == "lowpass:64,clip"
+        noisy = _run(_args(folder, srv.model_url, tmp_path, "--json", "--epsilon", "0.1", "--reduce", "1",
+                           "--no-adapt", "--output", str(tmp_path / "noisy.csv")))
+        assert noisy.exit_code == 0, noisy.output
+        assert json.loads(noisy.stdout)["postprocess"] == "blur:1.14,clip"  # 16 px / 14
