@@ -403,7 +403,7 @@ def test_an_epsilon_above_the_ceiling_needs_allow_weak_privacy_and_is_said_in_wo
         assert "WEAK PRIVACY" in report["guarantee_note"]
 
 
-def test_a_pixel_release_is_post_processed_by_the_dct_band_from_one_per_pixel(tmp_path: Path) -> None:
+def test_a_pixel_release_is_post_processed_by_the_dct_band_from_two_per_pixel(tmp_path: Path) -> None:
     """The resolved post-processing reaches the report: the paper's 2 per pixel at reduce 1 (16x16: 256 pixels,
     more than the band's 64) gets ``lowpass:64,clip``; 0.1 per pixel keeps the blur."""
     folder = _private(tmp_path, size=16)

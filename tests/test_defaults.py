@@ -31,12 +31,12 @@ def test_postprocess_blur_is_half_a_cell_of_the_coarsest_default_grid() -> None:
     assert defaults.blur_postprocess((1, 28, 28)) == "blur:2,clip"
 
 
-def test_postprocess_of_a_pixel_release_is_the_dct_band_unless_the_noise_is_wider_than_the_domain() -> None:
+def test_postprocess_of_a_pixel_release_is_the_dct_band_unless_the_noise_is_wider_than_half_the_domain() -> None:
     assert defaults.postprocess((1, 28, 28), 1, 2.0) == "lowpass:64,clip"  # the paper's 2 per pixel
-    assert defaults.postprocess((1, 28, 28), 1, 1.0) == "lowpass:64,clip"
-    assert defaults.postprocess((1, 28, 28), 1, 0.99) == "blur:2,clip"
+    assert defaults.postprocess((1, 28, 28), 1, 1.99) == "blur:2,clip"
+    assert defaults.postprocess((1, 28, 28), 1, 1.0) == "blur:2,clip"
     assert defaults.postprocess((1, 28, 28), 1, None) == "blur:2,clip"  # epsilon unknown
-    assert defaults.postprocess((3, 32, 32), 1, 1.0) == "lowpass:64,clip"
+    assert defaults.postprocess((3, 32, 32), 1, 2.0) == "lowpass:64,clip"
     assert defaults.postprocess((1, 9, 8), 1, 5.0) == "lowpass:64,clip"  # 72 pixels: the projection drops 8
     assert defaults.postprocess((1, 28, 28), 4, 50.0) == "blur:2,clip"  # pooled: always the blur
     assert defaults.epsilon_element(1568, "record", (1, 28, 28), 1) == 2.0
