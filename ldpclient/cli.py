@@ -264,8 +264,9 @@ PostprocessOption = typer.Option(
     help="Post-processing of releases (free), e.g. 'blur:2,clip', 'median:3,clip', 'lowpass:64,clip' or ''. "
     f"Default: with --basis dct, clip; when every pixel is released (reduce 1) at a per-element epsilon of at "
     f"least {defaults.LOWPASS_MIN_EPSILON_ELEMENT:g} and a channel has more than {DEFAULT_COEFFICIENTS} pixels, "
-    f"'lowpass:{DEFAULT_COEFFICIENTS},clip' (keep the {DEFAULT_COEFFICIENTS} lowest DCT frequencies); otherwise a blur of the image's longer side / {2 * defaults.MIN_RELEASED_SIDE} pixels "
-    "(28x28 -> 2, 8x8 -> 0.571), then clip.",
+    f"'lowpass:{DEFAULT_COEFFICIENTS},clip' (keep the {DEFAULT_COEFFICIENTS} lowest DCT frequencies); otherwise a "
+    f"blur of the image's longer side / {2 * defaults.MIN_RELEASED_SIDE} pixels (28x28 -> 2, 8x8 -> 0.571), then "
+    "clip.",
     show_default=False,
 )
 AdaptOption = typer.Option(

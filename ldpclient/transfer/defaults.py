@@ -129,9 +129,9 @@ def postprocess(input_shape: tuple[int, ...], reduce: int, epsilon_element: floa
     channel, then clipped (``lowpass:64,clip``): the band a ``dct`` release keeps. At the paper's setting (2 per
     pixel, 28x28) it labelled MNIST 92.8 ± 0.8 % against 79.6 ± 1.5 % with the blur, and digits 93.5 ± 1.2 %
     against 92.9 ± 0.6 %; at 1 per pixel MNIST gained and digits lost about 6 points, and at 0.128 per pixel
-    the blur was as good or better on both (3 seeds each; BENCHMARKS.md, "Release basis"). Otherwise (more noise, an unknown epsilon, a pooled
-    release, or a channel of at most that many pixels, such as 8x8, where the projection would keep
-    everything): :func:`blur_postprocess`.
+    the blur was as good or better on both (3 seeds each; BENCHMARKS.md, "Release basis"). Otherwise (more
+    noise, an unknown epsilon, a pooled release, or a channel of at most that many pixels, such as 8x8, where
+    the projection would keep everything): :func:`blur_postprocess`.
     """
     from ..privacy.basis import DEFAULT_COEFFICIENTS
 
@@ -149,7 +149,7 @@ def postprocess(input_shape: tuple[int, ...], reduce: int, epsilon_element: floa
 def epsilon_element(epsilon: float, epsilon_unit: str, input_shape: tuple[int, ...], reduce: int) -> float:
     """The per-element epsilon of a pooled release of records of ``input_shape`` at factor ``reduce``:
     ``epsilon`` itself per ``element``, else spread evenly over the ``C x (H / reduce) x (W / reduce)``
-    released elements (what the mechanisms do for an epsilon per ``record``)."""
+    released elements (what the pooling mechanisms do with an epsilon per ``record``)."""
     if epsilon_unit == "element":
         return float(epsilon)
     c = int(input_shape[-3]) if len(input_shape) >= 3 else 1
