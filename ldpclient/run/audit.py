@@ -356,7 +356,7 @@ def audit(
     basis: Optional[str] = typer.Option(None, "--basis", help=f"release basis the client used: {'|'.join(BASES)} (default: from --run, else label's default for the mechanism and options)"),
     coefficients: Optional[int] = typer.Option(None, "--coefficients", help="--basis dct: coefficients kept per record (default: from --run, else the record shape's)"),
     clip_norm: Optional[float] = typer.Option(None, "--clip-norm", help="--basis dct: the coefficient vector's norm bound (default: from --run, else the record shape's)"),
-    postprocess: Optional[str] = typer.Option(None, "--postprocess", help="client post-processing, e.g. 'clip,blur:1' (default: from --run, else label's default for the reduction)"),
+    postprocess: Optional[str] = typer.Option(None, "--postprocess", help="client post-processing, e.g. 'clip,blur:1' (default: from --run, else label's default for the shape, reduction and --epsilon; with --sweep and no --epsilon, a pooled or pixel release gets the blur at every epsilon)"),
     kind: Optional[str] = typer.Option(None, "--kind", help=f"query kind {'|'.join(AUGMENTATIONS)} (none = SIDP; default: from the plan)"),
     teacher: Optional[str] = typer.Option(None, "--teacher", help="LOCAL teacher to judge reconstructions: mock-server checkpoint file or 'digits'"),
     sweep: Optional[str] = typer.Option(None, "--sweep", help="also simulate the client at these epsilons, e.g. '0.5,1,2,4'"),
