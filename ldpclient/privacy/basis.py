@@ -133,6 +133,15 @@ def zigzag(h: int, w: int, k: int) -> torch.Tensor:
     return torch.tensor([u * w + v for _, u, v in order], dtype=torch.int64)
 
 
+def frequency_band(w: int, kept: Sequence[torch.Tensor]) -> tuple[int, int, list[torch.Tensor]]:
+    """The lowest ``rows x cols`` frequencies of a ``? x w`` grid that hold every index in ``kept`` (flat
+    ``u * w + v``, one tensor per channel), and each tensor's indices within that band (``u * cols + v``):
+    a transform computing only those frequencies is cheap at any image size."""
+    rows = 1 + max(int((k // w).max()) for k in kept)
+    cols = 1 + max(int((k % w).max()) for k in kept)
+    return rows, cols, [(k // w) * cols + (k % w) for k in kept]
+
+
 @dataclass(frozen=True)
 class DctLayout:
     """The DCT release of one record shape: which coefficients are kept, and the clip bound.
@@ -157,12 +166,8 @@ class DctLayout:
         return _spatial(self.record_shape)
 
     def _band(self) -> tuple[int, int, list[torch.Tensor]]:
-        """The lowest ``rows x cols`` frequencies that hold every kept coefficient, and each channel's kept
-        indices within that band (the transforms compute only those frequencies: cheap at any image size)."""
-        _, h, w = self._channels()
-        rows = 1 + max(int((k // w).max()) for k in self.kept)
-        cols = 1 + max(int((k % w).max()) for k in self.kept)
-        return rows, cols, [(k // w) * cols + (k % w) for k in self.kept]
+        """:func:`frequency_band` of the kept coefficients (the transforms compute only those frequencies)."""
+        return frequency_band(self._channels()[2], self.kept)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Kept coefficients ``(N, K)`` float64 of records ``(N, *record_shape)`` (already clipped to the domain)."""

@@ -11,8 +11,9 @@ selection as in FlexMatch, Zhang et al. 2021), anchored to the teacher:
 * the student is fine-tuned (not retrained: retraining from scratch on its own labels
   was measured to lose accuracy) on weakly augmented pseudo-labelled records
   (:class:`~ldpclient.transfer.affine.RandomRotateShift`, torchvision's ``RandomAffine`` for a
-  batch: ±5° and ±1 pixel, images of 16 px and more), and every step also takes a batch of teacher-labelled queries with their hard
-  labels, so the student does not drift from the teacher (without them, measured, it did).
+  batch: ±5° and ±1 pixel, images of 16 px and more), and every step also takes a batch of
+  teacher-labelled queries with their hard labels, so the student does not drift from the
+  teacher (without them, measured, it did).
 
 What this means for privacy: the adapted student has seen the clean private records.
 It never leaves the device and is not covered by the LDP guarantee (no model is); the

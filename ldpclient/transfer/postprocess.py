@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..privacy.basis import dct_matrix, zigzag
+from ..privacy.basis import dct_matrix, frequency_band, zigzag
 from ..privacy.guarantee import Domain
 from ..privacy.release import Derived, Releasable, Release, as_derived
 
@@ -154,14 +154,12 @@ class DctLowpass(Transform):
 
     def apply(self, values: torch.Tensor, origin: Derived) -> torch.Tensor:
         _check_images(values, "lowpass")
-        n, c, h, w = values.shape
-        k = min(self.coefficients, h * w)
-        kept = zigzag(h, w, k)
-        rows, cols = 1 + int((kept // w).max()), 1 + int((kept % w).max())
+        h, w = values.shape[-2:]
+        rows, cols, (kept,) = frequency_band(w, [zigzag(h, w, min(self.coefficients, h * w))])
         dh, dw = dct_matrix(h)[:rows], dct_matrix(w)[:cols]
         band = dh @ values.to(torch.float64) @ dw.T
         mask = torch.zeros(rows * cols, dtype=torch.float64)
-        mask[(kept // w) * cols + kept % w] = 1.0
+        mask[kept] = 1.0
         out = dh.T @ (band * mask.view(rows, cols)) @ dw
         return out.to(values.dtype)
 
