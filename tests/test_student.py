@@ -138,7 +138,7 @@ def test_checkpoint_refuses_arbitrary_pickles(tmp_path):
 def test_predictions_run_channels_last_on_a_copy_and_match_the_nchw_labels() -> None:
     import torch
 
-    from ldpclient.transfer.student import inference_layout, predict, small_cnn
+    from ldpclient.transfer.student import compute_layout, predict, small_cnn
 
     torch.manual_seed(0)
     model = small_cnn(num_classes=10, image_size=28).eval()
@@ -146,6 +146,37 @@ def test_predictions_run_channels_last_on_a_copy_and_match_the_nchw_labels() -> 
     labels, conf = predict(model, x, batch_size=64, device="cpu")
     with torch.no_grad():
         reference = torch.softmax(model(x), 1)
-    assert inference_layout("cpu") == "channels_last"
+    assert compute_layout("cpu") == "channels_last"
     assert torch.equal(labels, reference.argmax(1)) and torch.allclose(conf, reference.max(1).values, atol=1e-5)
     assert all(p.is_contiguous() for p in model.parameters())  # the caller's model keeps its layout
+
+
+def test_training_runs_channels_last_on_the_cpu_and_its_checkpoint_loads_as_nchw(tmp_path) -> None:
+    import copy
+
+    from ldpclient.transfer.student import batch_in_layout, to_compute_layout
+
+    x, y = _toy(200)
+    labels = LabelStore(len(y), 2)
+    labels.set(np.arange(len(y)), y)
+    torch.manual_seed(0)
+    model = small_cnn(num_classes=2, image_size=8, width=8)
+    before = copy.deepcopy(model)
+    tr = Trainer(model, epochs=1, batch_size=32, val_fraction=0.0, device="cpu")
+    conv = tr.model.features[3].weight  # (16, 8, 3, 3): NHWC and NCHW differ
+    assert tr.model is model and conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
+    assert all(torch.equal(a, b) for a, b in zip(before.state_dict().values(), model.state_dict().values(), strict=True))
+    nhwc = batch_in_layout(x[:4], "cpu")
+    assert nhwc.is_contiguous(memory_format=torch.channels_last) and torch.equal(nhwc, x[:4])
+    assert batch_in_layout(torch.ones(3, 5), "cpu").is_contiguous()  # not an image batch: as it is
+    with torch.no_grad():  # the same function in either layout, up to float summation order
+        assert torch.allclose(before.eval()(x), model.eval()(x), atol=1e-5)
+    tr.fit(lambda e: iter([(np.arange(200), x)]), labels)
+    assert tr.model.features[3].weight.is_contiguous(memory_format=torch.channels_last)
+    cfg = {"num_classes": 2, "in_channels": 1, "image_size": 8, "width": 8}
+    save_checkpoint(tmp_path / "s.pt", model, "small_cnn", cfg)
+    loaded, _ = load_checkpoint(tmp_path / "s.pt")
+    assert all(p.is_contiguous() for p in loaded.parameters())
+    with torch.no_grad():
+        assert torch.allclose(model.eval()(x), loaded.eval()(x), atol=1e-5)
+    assert to_compute_layout(loaded, "cpu") is loaded

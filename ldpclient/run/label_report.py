@@ -16,7 +16,7 @@ from ..output import versions, write_json
 from ..records import RecordSource
 from ..teachers.errors import CostCapReached
 from ..teachers.units import ByteUnitsTeacher
-from ..transfer.student import inference_layout
+from ..transfer.student import compute_layout
 from .mechanism import DATA_FREE_NOTE, utility_note, weak_privacy_note
 from .run_report import (
     CostSection,
@@ -214,4 +214,4 @@ def _inference(result: TransferResult) -> str | None:
         return None
     device = next(result.student.parameters()).device
     threads = torch.get_num_threads()
-    return f"{inference_layout(device)}, {threads} thread{'' if threads == 1 else 's'}, float32"
+    return f"{compute_layout(device)}, {threads} thread{'' if threads == 1 else 's'}, float32"

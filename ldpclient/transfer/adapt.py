@@ -39,7 +39,7 @@ from torch import nn
 
 from ..records import RecordSource, SubsetRecords, as_record_source
 from .affine import RandomRotateShift
-from .student import predict_proba
+from .student import batch_in_layout, predict_proba, to_compute_layout
 
 #: Pseudo-label fraction per class in each round (the curriculum): one default, measured (BENCHMARKS.md).
 DEFAULT_SCHEDULE: tuple[float, ...] = (0.5, 0.8, 1.0)
@@ -164,6 +164,7 @@ class SelfTrainingAdapter:
         t0 = time.perf_counter()
         records = as_record_source(records)
         augment = self.augmentation(int(records.record_shape[-1]))
+        to_compute_layout(model, self.device)  # in place, before the optimiser takes its parameters
         optimizer = torch.optim.Adam(model.parameters(), lr=self.lr)
         loss_fn = nn.CrossEntropyLoss()
         sample = self._sample(len(records))  # None: every record, in order
@@ -196,7 +197,7 @@ class SelfTrainingAdapter:
                         if extra is not None:
                             xb, yb = torch.cat([xb, extra[0].float()]), torch.cat([yb, extra[1]])
                         optimizer.zero_grad(set_to_none=True)
-                        loss = loss_fn(model(xb.to(self.device)), yb.to(self.device))
+                        loss = loss_fn(model(batch_in_layout(xb.to(self.device), self.device)), yb.to(self.device))
                         loss.backward()
                         optimizer.step()
                         total += float(loss.detach()) * len(yb)

@@ -249,7 +249,7 @@ class Trainer:
         if optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
         self.device = select_device(device)
-        self.model = model.to(self.device)
+        self.model = to_compute_layout(model.to(self.device), self.device)
         self.epochs = epochs
         self.batch_size = batch_size
         self.lr = lr
@@ -309,7 +309,8 @@ class Trainer:
             self.model.train()
             tot_loss, correct, seen = 0.0, 0, 0
             for xb, yb in self._chunks(make_stream(epoch), labels, train=True):
-                xb, yb = xb.to(self.device, non_blocking=True).float(), yb.to(self.device)
+                xb = batch_in_layout(xb.to(self.device, non_blocking=True).float(), self.device)
+                yb = yb.to(self.device)
                 self.optimizer.zero_grad(set_to_none=True)
                 out = self.model(xb)
                 loss = loss_fn(out, yb)
@@ -353,17 +354,32 @@ class Trainer:
 
 
 # ---------------------------------------------------------------- labelling
-#: How the prediction passes lay out a CPU model and its batches: NHWC (``torch.channels_last``).
-#: Measured (BENCHMARKS.md, ``benchmarks/bench_inference.py``): 1.6-2.5x faster than NCHW for
-#: ``small_cnn`` with no label changed on the 797 + 1,500 private records of six students
-#: (digits and MNIST, 3 seeds); ``torch.compile`` was slower than it and int8 dynamic quantization
-#: changed 2-8 labels while saving nothing. Reports name it (``TransferResult.inference``).
-CPU_INFERENCE_LAYOUT = "channels_last"
+#: How training, fine-tuning and the prediction passes lay out a CPU model and its batches: NHWC
+#: (``torch.channels_last``). Measured (BENCHMARKS.md, ``benchmarks/bench_inference.py``): prediction
+#: 1.6-2.5x faster than NCHW for ``small_cnn`` with no label changed on the 797 + 1,500 private records of
+#: six students (digits and MNIST, 3 seeds); ``torch.compile`` was slower than it and int8 dynamic
+#: quantization changed 2-8 labels while saving nothing. An optimiser step is about 1.4x faster; the
+#: float sums run in another order, so a student trains to other weights, and utility over 6 seeds on
+#: digits and MNIST stayed within noise (BENCHMARKS.md, "A million images in minutes"). Reports name it
+#: (``TransferResult.inference``).
+CPU_LAYOUT = "channels_last"
 
 
-def inference_layout(device: torch.device | str) -> str:
-    """The memory layout prediction uses on ``device``: :data:`CPU_INFERENCE_LAYOUT` on the CPU, else NCHW."""
-    return CPU_INFERENCE_LAYOUT if torch.device(device).type == "cpu" else "contiguous"
+def compute_layout(device: torch.device | str) -> str:
+    """The memory layout a student trains and predicts in on ``device``: :data:`CPU_LAYOUT` on the CPU, else NCHW."""
+    return CPU_LAYOUT if torch.device(device).type == "cpu" else "contiguous"
+
+
+def to_compute_layout(model: nn.Module, device: torch.device | str) -> nn.Module:
+    """``model``, converted in place to :func:`compute_layout` on ``device`` (values unchanged)."""
+    return model.to(memory_format=torch.channels_last) if compute_layout(device) == "channels_last" else model
+
+
+def batch_in_layout(x: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """A 4-D batch ``x`` in :func:`compute_layout` on ``device`` (values unchanged); other tensors as they are."""
+    if x.dim() == 4 and compute_layout(device) == "channels_last":
+        return x.contiguous(memory_format=torch.channels_last)
+    return x
 
 
 @torch.no_grad()
@@ -373,8 +389,8 @@ def predict_proba(
     """Softmax probabilities (float32 ``(N, K)``, rows in [0, 1] summing to 1) for clean records, locally.
 
     ``records``: ``(N, C, H, W)`` as a tensor or a :class:`~ldpclient.records.RecordSource`
-    (read ``batch_size`` records at a time). On the CPU a channels-last copy of ``model`` runs the
-    pass (:func:`inference_layout`); ``model`` itself is left as it was.
+    (read ``batch_size`` records at a time). A copy of ``model`` in :func:`compute_layout` runs the
+    pass; ``model`` itself is left as it was.
     """
     if isinstance(records, torch.Tensor):
         if records.dim() != 4:
@@ -384,13 +400,10 @@ def predict_proba(
         raise ValueError(f"predict needs (C, H, W) records, got shape {records.record_shape}")
     dev = select_device(device)
     model = model.to(dev).eval()
-    nhwc = inference_layout(dev) == "channels_last"
-    runner = copy.deepcopy(model).to(memory_format=torch.channels_last) if nhwc else model
+    runner = to_compute_layout(copy.deepcopy(model), dev) if compute_layout(dev) == "channels_last" else model
     out: torch.Tensor | None = None  # filled in place: kept per-batch outputs would pin transient buffers in the heap
     for idx, x in iter_batches(records, batch_size):
-        x = x.to(dev)
-        if nhwc and x.dim() == 4:
-            x = x.contiguous(memory_format=torch.channels_last)
+        x = batch_in_layout(x.to(dev), dev)
         probs = torch.softmax(runner(x), dim=1).float().cpu()
         if out is None:
             out = torch.empty((len(records), probs.shape[1]), dtype=torch.float32)
