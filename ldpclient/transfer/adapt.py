@@ -157,7 +157,8 @@ class SelfTrainingAdapter:
         probs: torch.Tensor | None = None,
     ) -> AdaptHistory:
         """Adapt ``model`` in place on ``records`` (float ``(N, C, H, W)``, the values it will label;
-        a tensor or a :class:`~ldpclient.records.RecordSource`). ``probs``: the model's softmax outputs
+        a tensor or a :class:`~ldpclient.records.RecordSource`). On the CPU ``model`` is left in
+        :func:`~ldpclient.transfer.student.compute_layout` (channels-last; values unchanged by it). ``probs``: the model's softmax outputs
         on ``records`` before adaptation, when the caller has them (saves a pass); without them, above
         ``selection_sample`` records only the sample is predicted before the rounds."""
         hist = AdaptHistory()

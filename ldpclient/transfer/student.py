@@ -220,7 +220,8 @@ class Trainer:
     agreement with the teacher, after the last epoch (every epoch with
     ``validate_each_epoch``: one more pass over the stream each time); ``device`` see :func:`select_device`;
     ``progress(stage, done, total, metrics)`` called after each step
-    (stage ``"train"``) and epoch (stage ``"epoch"``).
+    (stage ``"train"``) and epoch (stage ``"epoch"``). On the CPU ``model`` is converted in place to
+    :func:`compute_layout` (channels-last; values unchanged) and trained on batches in that layout.
     """
 
     def __init__(
