@@ -1,6 +1,7 @@
 """Shared test configuration."""
 
 import os
+import signal
 import tempfile
 
 import torch
@@ -11,3 +12,9 @@ torch.set_num_threads(1)
 # Library defaults write state (ledger, journal, remembered wire formats) to the user's state
 # directory; tests that do not pass their own get a throw-away one instead of the user's.
 os.environ.setdefault("LDPCLIENT_STATE_DIR", tempfile.mkdtemp(prefix="ldpclient-tests-"))
+
+# A test run started in the background of a non-interactive shell (`cmd &`, nohup) inherits SIGINT
+# ignored, and so would every child that the Ctrl-C tests start: the signal they send would do nothing.
+# A caught handler here is reset to the default in each child at exec, as in a run from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
