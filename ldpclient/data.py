@@ -151,14 +151,16 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
-def discover_images(root: str | os.PathLike[str]) -> Discovery:
+def discover_images(root: str | os.PathLike[str], *, limit: int | None = None) -> Discovery:
     """List image files under ``root`` recursively, in sorted relative-path order.
 
     Does not decode anything. Non-image extensions, hidden entries, zero-byte files,
     broken symlinks and symlinks whose target lies outside ``root`` are returned
     in ``skipped``. Symlinked directories are not descended into (their targets,
     when inside ``root``, are scanned directly), which also rules out cycles.
-    Raises :class:`DataError` when ``root`` is missing or not a directory.
+    ``limit``: stop once that many image files are found (a partial listing, for a check
+    that only needs to know whether the folder holds any). Raises :class:`DataError`
+    when ``root`` is missing or not a directory.
     """
     root_path = Path(root)
     if not root_path.exists():
@@ -169,7 +171,7 @@ def discover_images(root: str | os.PathLike[str]) -> Discovery:
     files: list[str] = []
     skipped: list[Skipped] = []
     pending = [""]  # relative directories still to list ("" is the root)
-    while pending:
+    while pending and (limit is None or len(files) < limit):
         rel_dir = pending.pop()
         try:
             with os.scandir(root_path / rel_dir if rel_dir else root_path) as it:
@@ -188,6 +190,8 @@ def discover_images(root: str | os.PathLike[str]) -> Discovery:
             reason = _file_problem(entry, real_root)
             if reason is None:
                 files.append(rel)
+                if limit is not None and len(files) >= limit:
+                    break
             else:
                 skipped.append(Skipped(rel, reason))
     return Discovery(root_path, tuple(sorted(files)), tuple(sorted(skipped, key=lambda s: s.path)))
@@ -445,8 +449,9 @@ def to_value_range(records: torch.Tensor, value_range: tuple[float, float], *, i
 
 
 def check_private_folder(path: Path) -> None:
-    """Raise DataError (one line) when ``path`` is missing, not a folder, or holds no image files."""
-    found = discover_images(path)
+    """Raise DataError (one line) when ``path`` is missing, not a folder, or holds no image files
+    (it stops at the first image file: loading lists the folder in full)."""
+    found = discover_images(path, limit=1)
     if not found.files:
         raise DataError(
             f"private folder {str(path)!r} contains no image files ({', '.join(sorted(IMAGE_EXTENSIONS))})"

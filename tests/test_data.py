@@ -13,6 +13,7 @@ from PIL import Image
 from ldpclient.data import (
     DataError,
     ImageDecodeError,
+    check_private_folder,
     decode_image,
     discover_images,
     load_private_folder,
@@ -44,6 +45,28 @@ def test_discovery_is_recursive_sorted_and_lists_non_images(tmp_path: Path) -> N
     assert reasons["notes.txt"].startswith("not an image file extension")
     assert reasons[".DS_Store"] == "hidden file"
     assert reasons["zero.png"] == "empty file (0 bytes)"
+
+
+def test_a_limited_discovery_stops_at_the_first_images_and_the_folder_check_uses_it(tmp_path: Path) -> None:
+    for d in ("a", "b", "c"):
+        for k in range(3):
+            _png(tmp_path / d / f"{k}.png", _grey(k))
+    (tmp_path / "b" / "notes.txt").write_text("x")
+    assert len(discover_images(tmp_path).files) == 9
+    assert len(discover_images(tmp_path, limit=1).files) == 1
+    assert len(discover_images(tmp_path, limit=4).files) == 4
+    check_private_folder(tmp_path)  # passes on the first image file found
+    only_hidden = tmp_path / "hidden"
+    (only_hidden / ".cache").mkdir(parents=True)
+    _png(only_hidden / ".cache" / "x.png", _grey(1))
+    _png(only_hidden / ".y.png", _grey(1))
+    (only_hidden / "empty.png").write_bytes(b"")
+    with pytest.raises(DataError, match="contains no image files"):  # the whole tree is searched first
+        check_private_folder(only_hidden)
+    nested = tmp_path / "nested"
+    _png(nested / "deep" / "er" / "z.png", _grey(2))
+    (nested / "skip.txt").write_text("x")
+    check_private_folder(nested)
 
 
 def test_class_folders_are_ignored_and_order_does_not_depend_on_creation(tmp_path: Path) -> None:
