@@ -1,7 +1,8 @@
 """What one release carries about its record, by release basis: the teacher's label of each record's own
 release (SIDP accuracy; chance 10 %), and of its noise-free reconstruction (the ceiling of a basis).
 
-Runs on the two real-data sets of ``bench_adapt.py`` (digits at 28x28 and MNIST-5k, the same cached teachers)
+Runs on the real-data sets of ``bench_adapt.py`` (digits at 28x28, MNIST-5k and its coloured 32x32 version, the
+same cached teachers; colour keeps K luminance and K // 4 coefficients per chroma axis)
 through the library's mechanisms: average pooling by 4 with Laplace noise (the default) against the ``dct``
 basis (Laplace with an L1 clip and Gaussian with an L2 clip, at several coefficient counts, default clip
 bounds). Each figure is the mean over ``--seeds`` release seeds; releases are clipped to [0, 1] (the default
@@ -58,7 +59,7 @@ def ceiling(teacher: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, k: int) 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", nargs="+", default=["digits", "mnist"], choices=("digits", "mnist"))
+    p.add_argument("--dataset", nargs="+", default=["digits", "mnist"], choices=("digits", "mnist", "mnist-colour"))
     p.add_argument("--eps", type=float, nargs="+", default=[10.0, 20.0, 50.0, 100.0])
     p.add_argument("--coefficients", type=int, nargs="+", default=[25, 64, 100])
     p.add_argument("--seeds", type=int, default=3)
