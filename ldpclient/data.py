@@ -162,6 +162,8 @@ def discover_images(root: str | os.PathLike[str], *, limit: int | None = None) -
     that only needs to know whether the folder holds any). Raises :class:`DataError`
     when ``root`` is missing or not a directory.
     """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1 (or None for every file), got {limit}")
     root_path = Path(root)
     if not root_path.exists():
         raise DataError(f"private folder {str(root_path)!r} does not exist")

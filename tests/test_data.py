@@ -55,6 +55,8 @@ def test_a_limited_discovery_stops_at_the_first_images_and_the_folder_check_uses
     assert len(discover_images(tmp_path).files) == 9
     assert len(discover_images(tmp_path, limit=1).files) == 1
     assert len(discover_images(tmp_path, limit=4).files) == 4
+    with pytest.raises(ValueError, match="limit must be >= 1"):  # 0 would read as "no image files"
+        discover_images(tmp_path, limit=0)
     check_private_folder(tmp_path)  # passes on the first image file found
     only_hidden = tmp_path / "hidden"
     (only_hidden / ".cache").mkdir(parents=True)
