@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
 
 from . import __version__
+from .cli_help import HelpCommand, HelpContext
 from .config import ConfigError, options_for_command, read_config
 from .names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from .privacy.basis import DEFAULT_COEFFICIENTS
@@ -51,7 +52,10 @@ TOKEN_ENV = "LDPCLIENT_TOKEN"
 
 class _OneLineUsageErrors(TyperGroup):
     """Option and argument errors (``--epochs 0``, an unknown option, a missing argument) as one line
-    on stderr with exit code 2, instead of click's multi-line usage box."""
+    on stderr with exit code 2, instead of click's multi-line usage box; ``--help`` wrapped whole
+    (:mod:`ldpclient.cli_help`)."""
+
+    context_class = HelpContext
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
@@ -79,6 +83,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help, wrapped by cli_help: rich panels cut option names at 80 columns
 )
 
 
@@ -356,13 +361,13 @@ def _facts(wire: Wire, num_classes: Optional[int], class_names: Optional[Path], 
 # --------------------------------------------------------------------------- commands
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def version() -> None:
     """Print the ldpclient version."""
     typer.echo(__version__)
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def label(
     private_dir: Path = typer.Argument(..., help="Folder of private images (searched recursively).", show_default=False),
     teacher: Optional[str] = typer.Option(
@@ -481,7 +486,7 @@ def label(
         ui.summary(result)
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def noise(
     private_dir: Path = typer.Argument(..., help="Folder of private images.", show_default=False),
     out: Path = typer.Option(..., "--out", help="Where noised copies (PNG) and preview.png go.", show_default=False),
@@ -571,7 +576,7 @@ def noise(
         ui.noise_summary(result)
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def budget(
     state_dir: Optional[Path] = typer.Option(None, help="State directory holding ledger.sqlite."),
     privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap to evaluate against."),
@@ -592,6 +597,7 @@ def budget(
 
 @app.command(
     "serve-mock",
+    cls=HelpCommand,
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
     add_help_option=False,
 )
@@ -606,7 +612,7 @@ def serve_mock(ctx: typer.Context) -> None:
     raise typer.Exit(int(code or 0))
 
 
-@app.command()
+@app.command(cls=HelpCommand)
 def demo(
     workdir: Optional[Path] = typer.Option(None, help="Where the private PNG folder and outputs go (default: a temp dir)."),
     queries: Optional[int] = typer.Option(
@@ -641,7 +647,7 @@ def _register_audit() -> None:
     """``ldpclient audit`` comes from :mod:`ldpclient.run.audit` (it always ships with ldpclient)."""
     from .run.audit import audit
 
-    app.command("audit")(audit)
+    app.command("audit", cls=HelpCommand)(audit)
 
 
 _register_audit()

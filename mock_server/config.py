@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import textwrap
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
@@ -188,10 +189,18 @@ def _scalar_type(f: Any) -> Any:
     return str
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, wrapped at spaces only: an option name in a help text (``--train-folder``) stays whole."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False, break_long_words=False)
+
+
 def build_parser(prog: str = "python -m mock_server") -> argparse.ArgumentParser:
     """argparse parser with one flag per ``ServerConfig`` field (CLI default port: 8000)."""
     parser = argparse.ArgumentParser(
         prog=prog,
+        formatter_class=_HelpFormatter,
         description="Offline mock teacher: an Open Inference Protocol v2 HTTP server with billing, "
         "fault injection and an optional honest-but-curious query log.",
     )
@@ -204,8 +213,11 @@ def build_parser(prog: str = "python -m mock_server") -> argparse.ArgumentParser
             parser.add_argument(flag, action="store_true", help=help_text)
         else:
             default = 8000 if f.name == "port" else f.default
+            choices = f.metadata.get("choices")
+            # a choice list goes into the help text, not the metavar: '{a,b,c}' in the usage line cannot wrap
+            one_of = f"; one of {', '.join(choices)}" if choices else ""
             parser.add_argument(
-                flag, type=_scalar_type(f), default=default, choices=f.metadata.get("choices"),
-                help=f"{help_text} (default: {default})",
+                flag, type=_scalar_type(f), default=default, choices=choices,
+                metavar=f.name.upper() if choices else None, help=f"{help_text} (default: {default}{one_of})",
             )
     return parser

@@ -348,7 +348,7 @@ def audit(
     run: Optional[Path] = typer.Option(None, "--run", help="report of the 'ldpclient label' run that sent the queries: settings and query plan are read from it"),
     plan: Optional[Path] = typer.Option(None, "--plan", help="JSON of the client's query plan (maps logged request ids to records; default: from --run)"),
     sources: Optional[Path] = typer.Option(None, "--sources", help=".npy/.json (Q, k) record indices of each logged query (instead of --plan)"),
-    mechanism: Optional[str] = typer.Option(None, "--mechanism", help=f"client mechanism: {'|'.join(mechanism_names())} (default: from --run, else label's default, {defaults.mechanism()})"),
+    mechanism: Optional[str] = typer.Option(None, "--mechanism", help=f"client mechanism: {choice_list(mechanism_names())} (default: from --run, else label's default, {defaults.mechanism()})"),
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="the client's epsilon (unit: --epsilon-unit); needed with --queries unless --run gives it"),
     epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", help=f"unit of --epsilon and --sweep: {choice_list(EPSILON_UNITS)} (default: from --run, else label's default, {defaults.epsilon_unit()})"),
     delta: Optional[float] = typer.Option(None, "--delta", help="delta for gaussian mechanisms"),

@@ -1,0 +1,124 @@
+"""``--help`` that reads at any terminal width: nothing cut, nothing broken inside a word.
+
+typer's rich help panels cut option names, metavars and defaults with an ellipsis when a column
+runs out of room (at 80 columns: ``--allow-weak-pri…``, ``--train-batch-si…``). The command line
+prints click's plain definition lists instead, through :class:`HelpFormatter`, which wraps
+
+* the help text at spaces only: never inside a word and never at a hyphen, so ``--no-secure`` or
+  ``tldp-weighted`` stay whole (a word longer than the line, such as a URL, stays whole too and
+  runs past the line instead of being cut);
+* the option column at spaces, ``|`` and ``,`` when an option, its aliases and its metavar are
+  wider than the line.
+
+:class:`HelpCommand` and :class:`HelpContext` carry the formatter to every command.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import Sequence
+
+from typer.core import TyperCommand
+
+try:  # recent typer vendors click
+    from typer._click.core import Context
+    from typer._click.formatting import HelpFormatter as _ClickHelpFormatter
+except ImportError:  # pragma: no cover - older typer on top of click
+    from click.core import Context  # type: ignore[no-redef]
+    from click.formatting import HelpFormatter as _ClickHelpFormatter  # type: ignore[no-redef]
+
+#: Widest option column (option names and metavar) before the help text moves under it.
+OPTION_COLUMN_MAX = 30
+#: Narrowest help-text column kept beside the option column; on a narrower screen the help text goes under
+#: its option, indented by :data:`STACKED_INDENT`.
+MIN_TEXT_WIDTH = 30
+STACKED_INDENT = 4
+_SPACING = 2
+#: Where an option column may break: after a space, ``|`` or ``,``.
+_TERM_PIECES = re.compile(r"[^ |,]+[ |,]*|[ |,]+")
+#: A short bracketed note click adds to an option's help (``[default: secure]``, ``[x>=1]``): kept on one line.
+_BRACKETED = re.compile(r"\[[^\[\]\n]{1,60}\]")
+_KEEP_TOGETHER = "\x00"
+
+
+def wrap_words(text: str, width: int, indent: str = "") -> list[str]:
+    """``text`` as lines of at most ``width`` characters (``indent`` included), broken at spaces only.
+
+    Paragraphs (separated by an empty line) stay apart; a paragraph whose first line is ``\\b`` is
+    kept as written (click's no-rewrap marker). A word longer than a line is never cut."""
+    wrapper = textwrap.TextWrapper(
+        width=max(width, len(indent) + 1), initial_indent=indent, subsequent_indent=indent,
+        break_long_words=False, break_on_hyphens=False,
+    )
+    lines: list[str] = []
+    for paragraph in re.split(r"\n[ \t]*\n", text.expandtabs().strip("\n")):
+        if lines:
+            lines.append("")
+        raw = paragraph.splitlines()
+        if raw and raw[0].strip() == "\b":
+            lines.extend(indent + line.strip() for line in raw[1:])
+        else:
+            joined = _BRACKETED.sub(lambda m: m.group().replace(" ", _KEEP_TOGETHER), " ".join(paragraph.split()))
+            lines.extend(line.replace(_KEEP_TOGETHER, " ") for line in wrapper.wrap(joined))
+    return lines
+
+
+def wrap_term(term: str, width: int) -> list[str]:
+    """An option column entry (``-t, --teacher <str>``) as lines of at most ``width`` characters, broken
+    after a space, ``|`` or ``,`` (continuation lines indented by 4); a piece longer than a line stays whole."""
+    lines, line = [], ""
+    for piece in _TERM_PIECES.findall(term):
+        if line.strip() and len(line + piece.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = "    "
+        line += piece
+    lines.append(line.rstrip())
+    return lines
+
+
+class HelpFormatter(_ClickHelpFormatter):
+    """click's help formatter with the wrapping described in the module doc."""
+
+    def write_text(self, text: str) -> None:
+        for line in wrap_words(text, self.width, " " * self.current_indent):
+            self.write(f"{line}\n")
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = OPTION_COLUMN_MAX,
+                 col_spacing: int = _SPACING) -> None:
+        rows = list(rows)
+        if not rows:
+            return
+        indent = self.current_indent
+        room = max(self.width - indent, MIN_TEXT_WIDTH)
+        column = min(max(len(first) for first, _ in rows), col_max)
+        text_at = indent + column + col_spacing
+        if self.width - text_at < MIN_TEXT_WIDTH:  # stacked: each help text under its option
+            text_at = indent + STACKED_INDENT
+        for first, second in rows:
+            term = wrap_term(first, room)
+            for line in term[:-1]:
+                self.write(f"{'':>{indent}}{line}\n")
+            last = f"{'':>{indent}}{term[-1]}"
+            text = wrap_words(second, self.width, " " * text_at) if second else []
+            if not text:
+                self.write(f"{last}\n")
+                continue
+            if len(term) == 1 and len(last) + col_spacing <= text_at:
+                self.write(f"{last:<{text_at}}{text[0].lstrip()}\n")
+            else:
+                self.write(f"{last}\n{text[0]}\n")
+            for line in text[1:]:
+                self.write(f"{line}\n")
+
+
+class HelpContext(Context):
+    """A click context whose ``--help`` goes through :class:`HelpFormatter`."""
+
+    formatter_class = HelpFormatter
+
+
+class HelpCommand(TyperCommand):
+    """A typer command whose ``--help`` goes through :class:`HelpFormatter` (``@app.command(cls=HelpCommand)``)."""
+
+    context_class = HelpContext

@@ -1,0 +1,97 @@
+"""``--help`` of every command at 80 and 60 columns: no option name, metavar or default is cut (the rich
+help panels cut ``--allow-weak-pri…`` at 80), and nothing is broken inside an option name."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ldpclient.cli import app
+from ldpclient.cli_help import wrap_term, wrap_words
+
+GROUP = typer.main.get_command(app)
+COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]
+
+
+def _help(args: list[str], columns: int) -> str:
+    result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _whole(word: str, text: str) -> bool:
+    """``word`` appears in ``text`` with no letter, digit or hyphen glued to either side."""
+    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
+
+
+def _documented(command_name: str) -> list[tuple[list[str], str, str]]:
+    """Per visible parameter of the command: its option names, its option column (names and metavar), and
+    the bracketed notes (``[default: ...]``, ``[required]``) of its help text."""
+    command = GROUP.commands[command_name]  # type: ignore[attr-defined]
+    ctx = command.make_context(command_name, ["--help"], resilient_parsing=True)
+    out = []
+    for param in command.get_params(ctx):
+        record = param.get_help_record(ctx)
+        if record is None or getattr(param, "hidden", False):
+            continue
+        names = [*param.opts, *getattr(param, "secondary_opts", [])]
+        notes = " ".join(re.findall(r"\[[^\[\]]*\]", record[1]))
+        out.append((names, record[0], notes))
+    return out
+
+
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_help_at_80_columns_cuts_no_option_name_metavar_or_default(command: str) -> None:
+    args = [command] if command else []
+    text = _help(args, 80)
+    assert "…" not in text and "╭" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert not [line for line in text.splitlines() if re.search(r"\w-$", line)]  # no word broken at a hyphen
+    if not command:
+        for name in COMMANDS:
+            assert _whole(name, text)
+        return
+    lines = text.splitlines()
+    for names, term, notes in _documented(command):
+        for name in names:
+            assert _whole(name, text), f"{command}: {name} is not whole in --help"
+        for piece in re.split(r"[|,/\s<>{}\[\]]+", term):  # option names, metavar words, choices
+            assert not piece or _whole(piece, text), f"{command}: {piece!r} of {term!r} is cut"
+        for note in re.findall(r"\[[^\[\]]*\]", notes):
+            assert any(note in line for line in lines), f"{command}: {note!r} is not whole on one line"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_at_60_columns_breaks_no_option_name(command: str) -> None:
+    text = _help([command], 60)
+    for line in text.splitlines():
+        assert not re.search(r"\w-$", line), f"{command}: a word broken at a hyphen: {line!r}"
+    for names, _, _ in _documented(command):
+        for name in names:
+            assert _whole(name, text), f"{command}: {name} is not whole at 60 columns"
+
+
+def test_the_option_the_weak_privacy_error_names_is_spelled_out_in_label_help() -> None:
+    assert _whole("--allow-weak-privacy", _help(["label"], 80))
+
+
+def test_wrap_words_breaks_at_spaces_only_and_keeps_bracketed_notes_together() -> None:
+    text = "use --no-secure or tldp-weighted with http://127.0.0.1:8080/v2/models/digits [default: secure]"
+    lines = wrap_words(text, 20, "  ")
+    words = " ".join(line.strip() for line in lines).split()
+    assert words == text.split()  # every word whole, in order
+    assert "  [default: secure]" in lines
+    assert all(len(line) <= 20 for line in lines if "http" not in line)
+    assert wrap_words("one\n\ntwo", 40) == ["one", "", "two"]
+    assert wrap_words("\b\nkeep   as\nwritten", 40, " ") == [" keep   as", " written"]
+
+
+def test_wrap_term_breaks_a_long_choice_list_after_a_bar() -> None:
+    term = "--mechanism <laplace|gaussian|tldp-laplace|tldp-gaussian|tldp-weighted|discrete-tldp>"
+    lines = wrap_term(term, 40)
+    assert all(len(line) <= 40 for line in lines) and len(lines) > 1
+    assert "".join(line.strip() for line in lines) == term.replace("| ", "|")
+    assert wrap_term("-t, --teacher <str>", 40) == ["-t, --teacher <str>"]
