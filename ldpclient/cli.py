@@ -402,6 +402,16 @@ def label(
     output: Path = typer.Option(Path("labels.csv"), "--output", "-o", help="Labels file (.csv, or .jsonl)."),
     format: Optional[LabelFormat] = typer.Option(None, "--format", help="Labels format (default: from --output's extension)."),
     report: Optional[Path] = typer.Option(None, help="Run report JSON (default: next to --output, *.report.json)."),
+    html: bool = typer.Option(
+        False, "--html",
+        help="Also write a page beside the labels (labels.csv -> labels.html; one file, opens offline): the "
+        "guarantee in plain words, releases and queries as sent, counts and money, the student, timings.",
+    ),
+    html_private: bool = typer.Option(
+        False, "--html-private",
+        help="Show the clean private images and their file names on that page too (implies --html; the page then "
+        "says on top that it holds private images: keep it on this device).",
+    ),
     state_dir: Optional[Path] = typer.Option(None, help="Ledger + journal directory (default: $LDPCLIENT_STATE_DIR or ~/.local/state/ldpclient)."),
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,
@@ -468,6 +478,8 @@ def label(
             output=output,
             format=format.value if format else None,
             report=report,
+            html=html,
+            html_private=html_private,
             state_dir=state_dir,
             max_pixels=max_pixels,
             workers=workers,

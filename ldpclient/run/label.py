@@ -37,7 +37,7 @@ from ..teachers.units import ByteUnitsTeacher
 from ..transfer import defaults
 from ..transfer.augment import check_sup_queries
 from .connect import connect_options, open_teacher
-from .label_report import build_report, last_val_accuracy, report_path_for, write_stop_report
+from .label_report import build_report, label_histogram, last_val_accuracy, report_path_for, write_stop_report
 from .memory import check_memory_for_shape
 from .options import (
     LabelOptions,
@@ -125,6 +125,7 @@ def label_run(
             plan = _plan_queries(setup, len(images), _data_key(setup, records))
             session = _open_session(setup, plan)
             outcome = _run_transfer(setup, session, plan, images.records)
+            page_images = _page_images(setup, images, outcome)  # before the spool is closed
         finally:
             images.close()  # the spooled clean records: nothing of them stays on disk
         _merge_timings(timer, outcome.result)
@@ -132,6 +133,8 @@ def label_run(
         report_path = report_path_for(setup.opts)
         written = _write_outputs(setup, images, outcome, report_path)
         report = build_report(setup, images, outcome, written).to_dict()
+        if page_images is not None:
+            _write_page(setup, report, page_images)
         if report_path is not None:
             write_json(report_path, report, secrets=(token,))
         return LabelRun(report=report, result=outcome.result, paths=images.printable_paths)
@@ -334,6 +337,7 @@ def _run_baseline(
         "queries_from_journal": client.stats.queries_from_journal - stats_private["queries_from_journal"],
         "agreement_with_private_run": agree,
         "student_val_accuracy": last_val_accuracy(base_result),
+        "label_histogram": label_histogram(base_result.labels, setup.meta.num_classes),
     }
     return Baseline(section=section, labels=base_result.labels, confidences=base_conf,
                      unadapted=base_result.unadapted_labels)
@@ -360,6 +364,8 @@ def _write_outputs(setup: RunSetup, images: Any, outcome: RunOutcome, report_pat
 
     write(opts.output, result.labels, result.confidences)
     outputs = {"labels": str(opts.output), "format": fmt, "report": str(report_path)}
+    if opts.html_path is not None:
+        outputs["html"] = str(opts.html_path)
     if result.unadapted_labels is not None:  # what the student said before adaptation, for comparison
         outputs["unadapted_labels"] = str(_sibling(opts.output, ".unadapted"))
         write(_sibling(opts.output, ".unadapted"), result.unadapted_labels, None)
@@ -371,6 +377,36 @@ def _write_outputs(setup: RunSetup, images: Any, outcome: RunOutcome, report_pat
             outputs["baseline_unadapted_labels"] = str(_sibling(opts.output, ".baseline.unadapted"))
             write(_sibling(opts.output, ".baseline.unadapted"), baseline.unadapted, None)
     return WrittenOutputs(labelled=n, outputs=outputs)
+
+
+def _page_images(setup: RunSetup, images: Any, outcome: RunOutcome) -> Any:
+    """What ``--html`` shows of the images (None without ``--html``): the run's sample of releases and queries,
+    and with ``--html-private`` the clean images of those releases and their file names (read from the spool)."""
+    from .label_html import PageImages
+
+    opts, sample = setup.opts, outcome.result.sent_sample
+    if opts.html_path is None:
+        return None
+    value_range = (float(setup.meta.value_range[0]), float(setup.meta.value_range[1]))
+    if not opts.html_private or sample is None:
+        return PageImages(sample=sample, value_range=value_range)
+    idx = sample.release_indices
+    lo, hi = value_range
+    clean = (images.records.read(idx).float() - lo) / (hi - lo)
+    names = images.printable_paths
+    shown = {int(k) for k in idx} | {k for sources in sample.query_sources for k in sources}
+    return PageImages(sample=sample, value_range=value_range, clean=clean, clean_names={k: names[k] for k in shown})
+
+
+def _write_page(setup: RunSetup, report: dict[str, Any], page_images: Any) -> None:
+    """Write the ``--html`` page (its path is in the report's ``outputs``), peer text escaped, secrets scrubbed."""
+    from ..output import atomic_write_text, scrub
+    from .label_html import label_page
+
+    path = setup.opts.html_path
+    assert path is not None
+    html = label_page(report, page_images, [str(n) for n in setup.meta.class_names or ()])
+    atomic_write_text(path, scrub(html, (setup.token,)))
 
 
 def _sibling(output: Path, tag: str) -> Path:

@@ -69,9 +69,9 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
             note="validation accuracy = agreement with the teacher's labels on held-out noised queries",
             inference=_inference(result),
         ),
-        adaptation=_adaptation_section(result),
+        adaptation=_adaptation_section(result, meta.num_classes),
         baseline=outcome.baseline.section if outcome.baseline is not None else None,
-        label_histogram=torch.bincount(result.labels, minlength=meta.num_classes).tolist(),
+        label_histogram=label_histogram(result.labels, meta.num_classes),
         timings=setup.timer.as_dict(),
         skipped=[s.as_dict() for s in images.skipped],
         # file names that are not valid UTF-8: labelled, and written with \xNN escapes
@@ -115,6 +115,7 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             requests=stats["requests"],
             batch_size=outcome.query_batch_size,
             plan_seed_source="--seed" if opts.seed is not None else "runs.json",
+            answers_histogram=list(outcome.result.teacher_label_histogram),
         ),
         "cost": CostSection(
             price_per_query=opts.price,
@@ -145,14 +146,20 @@ ADAPTATION_NOTE = (
 )
 
 
-def _adaptation_section(result: Any) -> dict[str, Any] | None:
+def _adaptation_section(result: Any, num_classes: int) -> dict[str, Any] | None:
     summary = result.summary().get("adaptation")
     if summary is None:
         return None
-    changed = None
+    changed, before = None, None
     if result.unadapted_labels is not None:
         changed = float((result.unadapted_labels != result.labels).float().mean())
-    return {**summary, "labels_changed": changed, "note": ADAPTATION_NOTE}
+        before = label_histogram(result.unadapted_labels, num_classes)
+    return {**summary, "labels_changed": changed, "unadapted_label_histogram": before, "note": ADAPTATION_NOTE}
+
+
+def label_histogram(labels: torch.Tensor, num_classes: int) -> list[int]:
+    """How many records got each class (``num_classes`` counts, in class order)."""
+    return torch.bincount(labels, minlength=num_classes).tolist()
 
 
 def report_path_for(opts: LabelOptions) -> Path | None:

@@ -110,8 +110,17 @@ class LabelOptions(SharedOptions):
     workers: int = 1
     device: str = "auto"
     train_batch_size: int = defaults.train_batch_size()
+    html: bool = False  # also write <output stem>.html: what was sent, the guarantee, counts, the student
+    html_private: bool = False  # show the clean private images on that page too (implies html)
 
     zero_epsilon_means: ClassVar[str | None] = "data-free, nothing private sent"
+
+    @property
+    def html_path(self) -> Path | None:
+        """Where ``--html`` writes its page: ``<output stem>.html`` beside the labels (None: no page)."""
+        if not (self.html or self.html_private) or self.output is None:
+            return None
+        return self.output.with_name(self.output.stem + ".html")
 
     @property
     def data_free(self) -> bool:
@@ -160,6 +169,8 @@ class LabelOptions(SharedOptions):
                 build_student(self.student, num_classes=2)
         except (ValueError, KeyError) as exc:
             raise ValueError(f"--student: {exc}") from None
+        if (self.html or self.html_private) and self.output is None:
+            raise ValueError("--html writes its page beside the labels: give an output file (output=...)")
         if self.output is not None:
             label_format_for(self.output, self.format)
             if self.output.exists() and self.output.is_dir():

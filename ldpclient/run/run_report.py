@@ -115,6 +115,8 @@ class QueriesSection:
     requests: int
     batch_size: int
     plan_seed_source: str
+    #: how often the teacher answered each class over this run's queries; absent from older reports
+    answers_histogram: list[int] | None = None
 
 
 @dataclass(frozen=True)

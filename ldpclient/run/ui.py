@@ -173,6 +173,8 @@ class UI:
             rows.append(("skipped", f"{r.counts.skipped} files (reasons in {r.outputs['report']})"))
         rows.append(("time", ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items())))
         rows.append(("report", str(r.outputs["report"])))
+        if "html" in r.outputs:
+            rows.append(("page", f"{r.outputs['html']} (open it in a browser)"))
         self._table("ldpclient label: done", rows)
 
     def noise_summary(self, result: Mapping[str, Any]) -> None:

@@ -85,6 +85,31 @@ RELEASE_CHUNK_ELEMENTS = 2**21
 QUERY_CACHE_BYTES = 256 * 2**20
 
 
+#: Releases and queries a run keeps for a person to look at (:class:`SentSample`, the HTML report).
+SAMPLE_SIZE = 16
+
+
+@dataclass(frozen=True)
+class SentSample:
+    """A few of what the teacher was given, kept for a person to look at (``label --html``).
+
+    Values are in the teacher's value range, float32 ``(k, C, H, W)``. ``release_indices``:
+    the first ``k`` records (input order); ``releases``: their releases after the free
+    post-processing, what every query is built from (with ``augment="none"`` exactly what was
+    sent). ``queries``: the first ``k`` queries of the plan exactly as sent (after the clip to
+    the domain), ``query_ids`` their ids, ``query_labels`` the teacher's answers (-1: none),
+    ``query_sources``: per query the record indices it was built from (Sup: two, Rand and
+    SIDP: one; empty for a blank query).
+    """
+
+    release_indices: np.ndarray
+    releases: torch.Tensor
+    query_ids: np.ndarray
+    queries: torch.Tensor
+    query_labels: np.ndarray
+    query_sources: tuple[tuple[int, ...], ...]
+
+
 def release_chunk(record_shape: Sequence[int]) -> int:
     """Records released (and charged) per chunk: about :data:`RELEASE_CHUNK_ELEMENTS` input elements, at least 1."""
     return max(1, RELEASE_CHUNK_ELEMENTS // max(1, math.prod(record_shape)))
@@ -131,6 +156,8 @@ class TransferResult:
     unfused_labels: Optional[torch.Tensor] = None
     #: how informative the pair answers were (FusionResult.informativeness; ``None`` without fusion)
     fusion_informativeness: Optional[float] = None
+    #: the first releases and queries as the teacher got them, for a person to look at
+    sent_sample: Optional[SentSample] = None
 
     @property
     def epsilon_record(self) -> float:
@@ -190,6 +217,8 @@ class _Queries:
     blank_source: Optional[ReleaseRows]
     clip: Optional[ClipToDomain]
     built: Optional[dict[int, tuple[np.ndarray, torch.Tensor]]] = None
+    #: the first :data:`SAMPLE_SIZE` queries of the plan as sent: (query ids, values)
+    first_sent: Optional[tuple[np.ndarray, torch.Tensor]] = None
 
 
 @dataclass
@@ -403,6 +432,7 @@ class KnowledgeTransfer:
                 timings=timings,
                 teacher_label_histogram=hist_labels,
                 plan=queries.plan,
+                sent_sample=self._sent_sample(queries, store),
             )
         trained = self._train_student(records, meta, queries, store, timings)  # 4. train the student
         adapted = self._adapt_student(records, trained, queries, store, timings)  # 5. adapt (local)
@@ -423,6 +453,28 @@ class KnowledgeTransfer:
             adaptation=adapted.adaptation,
             unfused_labels=predicted.unfused_labels,
             fusion_informativeness=predicted.informativeness,
+            sent_sample=self._sent_sample(queries, store),
+        )
+
+    @staticmethod
+    def _sent_sample(queries: _Queries, store: LabelStore) -> Optional[SentSample]:
+        """The first releases (post-processed) and the first queries as sent, with the teacher's answers."""
+        if queries.first_sent is None:
+            return None
+        ids, values = queries.first_sent
+        first = torch.arange(min(SAMPLE_SIZE, len(queries.source)))
+        recipe = queries.plan.recipes(ids)
+        sources = tuple(
+            () if blank else tuple(int(k) for k in (i, j) if k >= 0)
+            for blank, i, j in zip(recipe["blank"], recipe["i"], recipe["j"], strict=True)
+        )
+        return SentSample(
+            release_indices=first.numpy(),
+            releases=queries.source.rows(first).values.detach().float().clone(),
+            query_ids=ids,
+            queries=values.detach().float(),
+            query_labels=store.get(ids).astype(np.int64),
+            query_sources=sources,
         )
 
     def _check_records(self, records: RecordSource, meta: TeacherMetadata) -> int:
@@ -501,6 +553,8 @@ class KnowledgeTransfer:
         for b, (bid, d) in enumerate(stream):
             if queries.built is not None and d.ids is not None:
                 queries.built[b] = (d.ids.numpy(), d.values)
+            if b == 0 and d.ids is not None:
+                queries.first_sent = (d.ids[:SAMPLE_SIZE].numpy().copy(), d.values[:SAMPLE_SIZE].clone())
             yield bid, d
 
     def _label_queries(self, queries: _Queries, meta: TeacherMetadata, timings: dict[str, float]) -> LabelStore:
@@ -643,4 +697,5 @@ class KnowledgeTransfer:
             yield bid, self.teacher.classify(d)
 
 
-__all__ = ["AUGMENTATIONS", "MODES", "RELEASE_CHUNK_ELEMENTS", "KnowledgeTransfer", "TransferResult", "release_chunk"]
+__all__ = ["AUGMENTATIONS", "MODES", "RELEASE_CHUNK_ELEMENTS", "SAMPLE_SIZE", "KnowledgeTransfer", "SentSample",
+           "TransferResult", "release_chunk"]

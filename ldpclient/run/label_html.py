@@ -1,0 +1,302 @@
+"""``label --html``: one self-contained page that shows what left the device and how far the labels go.
+
+:func:`label_page` builds it from the run report (the dict ``label`` writes as JSON) and the few
+releases and queries the run kept (:class:`~ldpclient.transfer.pipeline.SentSample`); the clean private
+images are on it only when the user asks (``--html-private``), and the page then says so on top. The
+page's size does not grow with the folder: it shows at most
+:data:`~ldpclient.transfer.pipeline.SAMPLE_SIZE` releases and queries, one bar per class and the first
+:data:`MAX_LISTED` skipped files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from ..html_page import bar_chart, image_grid, page, paragraph, section, table, text
+from ..transfer.pipeline import SentSample
+from .mechanism import DATA_FREE_NOTE, weak_privacy_note
+
+#: Skipped files and escaped names listed by name; the rest are counted.
+MAX_LISTED = 50
+#: Bars per chart: a teacher with more classes gets its most frequent ones charted (the table lists the rest).
+MAX_BARS = 40
+
+PRIVATE_BANNER = (
+    "This page holds PRIVATE images: the clean private images are shown beside their releases (--html-private). "
+    "Keep it on this device; do not share it."
+)
+
+
+@dataclass(frozen=True)
+class PageImages:
+    """What the page shows of the images: the sample the run kept (values in ``value_range``), and with
+    ``--html-private`` the clean private images of its releases (``[0, 1]`` units) and the file names of
+    every record the sample shows, by record index (``None`` otherwise)."""
+
+    sample: SentSample | None
+    value_range: tuple[float, float]
+    clean: torch.Tensor | None = None
+    clean_names: Mapping[int, str] | None = None
+
+
+def label_page(report: Mapping[str, Any], images: PageImages, class_names: Sequence[str]) -> str:
+    """The HTML document of one finished label run (see the module doc)."""
+    private = images.clean is not None
+    title = "ldpclient label: what left this device"
+    body = "".join((
+        _guarantee_section(report),
+        _sent_section(report, images, class_names),
+        _counts_section(report),
+        _student_section(report, class_names),
+        _timings_section(report),
+        _files_section(report),
+        _about_section(report),
+    ))
+    return page(title, body, banner=PRIVATE_BANNER if private else None)
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _guarantee_section(report: Mapping[str, Any]) -> str:
+    g = report["guarantee"]
+    if g.get("public_input"):
+        return section("The guarantee, in plain words", paragraph(DATA_FREE_NOTE + "."))
+    pr, pe = g["per_record"], g["per_element"]
+    eps = float(pr["epsilon"])
+    params = g.get("params") or {}
+    if params.get("basis") == "dct":
+        what = (f"one record-level vector of {g['elements_per_record']} low-frequency DCT coefficients of the image, "
+                f"clipped to {params['clip_norm_kind']} norm {params['clip_norm']:.4g}, was noised; the teacher got "
+                "its reconstruction as an image")
+        per_element = "There is no per-element figure to state: the whole vector is one release."
+    else:
+        what = f"{g['elements_per_record']} released elements (pixels, after any pooling) were noised one by one"
+        per_element = (f"Per released element: epsilon {float(pe['epsilon']):.4g}"
+                       + (f", delta {float(pe['delta']):.3g}" if pe.get("delta") else "")
+                       + f"; the per-image figure is their composition over the {g['elements_per_record']} elements.")
+    delta = f" and delta {float(pr['delta']):.3g}" if pr.get("delta") else ""
+    factor = math.exp(eps) if eps < 700 else math.inf
+    rows = [
+        ("mechanism", f"{g['mechanism']} ({g.get('sampling', 'unknown sampling')})"),
+        ("per image (record)", f"epsilon {eps:.4g}{delta}"),
+        ("what was released", what),
+        ("value range (declared)", f"{g['domain']['low']:g} to {g['domain']['high']:g}; inputs clipped to it first"),
+        ("ledger", f"largest total spend of one image so far: epsilon {report['ledger']['max_spent_epsilon']:.4g}"
+         + ("" if report["ledger"]["cap_epsilon"] is None else f" (cap {report['ledger']['cap_epsilon']:.4g})")),
+    ]
+    words = [
+        paragraph(f"Each private image was noised once, on this device, before anything was sent: {what}. "
+                  f"The guarantee per image is epsilon {eps:.4g}{delta}. {per_element}"),
+        table(rows),
+        paragraph(
+            "What epsilon means here: for any two images of this size, the probability that the teacher receives "
+            f"any given set of answers differs by a factor of at most e^epsilon (here {factor:.3g})"
+            + (f", plus a probability {float(pr['delta']):.3g}" if pr.get("delta") else "")
+            + ", whatever the teacher does with everything it got about one image. Smaller is stronger. A factor "
+            "this large promises little by itself; what protects an image in practice is how much the noise "
+            "hides, which the pictures below show and `ldpclient audit` measures. Augmenting, averaging, "
+            "blurring and clipping releases costs nothing more: only a new release of the same image does, and "
+            "the ledger sums those.", note=True),
+        paragraph(str(report.get("guarantee_note", "")), note=True),
+    ]
+    weak = weak_privacy_note(eps)
+    if weak:
+        words.insert(0, f'<div class="banner">{text(weak)}</div>')
+    words += [paragraph(str(n), note=True) for n in g.get("notes", [])]
+    return section("The guarantee, in plain words", *words)
+
+
+def _unit(values: torch.Tensor, value_range: tuple[float, float]) -> torch.Tensor:
+    lo, hi = value_range
+    return (values.float() - lo) / (hi - lo)
+
+
+def _class(names: Sequence[str], k: int) -> str:
+    return str(names[k]) if 0 <= k < len(names) else ("no answer" if k < 0 else str(k))
+
+
+def _sent_section(report: Mapping[str, Any], images: PageImages, class_names: Sequence[str]) -> str:
+    sample = images.sample
+    if sample is None:
+        return section("What the teacher was sent", paragraph("This run sent no query."))
+    parts = []
+    names = images.clean_names
+    named = names is not None
+
+    def caption(k: int) -> str:
+        return str(names[k]) if names is not None else f"image #{k + 1}"
+    if images.clean is not None:
+        parts += [paragraph("The clean private images (shown because --html-private was given; they never left "
+                            "this device):"),
+                  image_grid((img, caption(int(k))) for img, k in zip(images.clean, sample.release_indices,
+                                                                         strict=False))]
+    public = report["guarantee"].get("public_input")
+    parts += [
+        paragraph(("Blank releases (data-free: the teacher got noise on blank images, nothing private)" if public else
+                   "Their releases, after the free post-processing (" + str(report.get("postprocess") or "none")
+                   + "): what every query is built from") + ("; with --augment none exactly what was sent." if
+                                                             report.get("augment") == "none" else ".")),
+        image_grid((_unit(v, images.value_range), caption(int(k)))
+                   for v, k in zip(sample.releases, sample.release_indices, strict=True)),
+    ]
+    total = report["queries"]["planned"]
+    how = {"sup": "each the average of two images' releases (LDPKiT-Sup)",
+           "rand": "each a release with a second layer of noise (LDPKiT-Rand)",
+           "none": "the releases themselves (SIDP)"}.get(str(report.get("augment")), "")
+    parts += [
+        paragraph(f"The first {len(sample.query_ids)} of {total} queries exactly as sent, {how}, with the teacher's "
+                  "answer:"),
+        image_grid(
+            (_unit(v, images.value_range),
+             f"{_built_from(src, caption)} → {_class(class_names, int(y))}")
+            for v, src, y in zip(sample.queries, sample.query_sources, sample.query_labels, strict=True)
+        ),
+    ]
+    if not named:
+        parts.append(paragraph("Images are numbered in the order of the folder's sorted file names; names and clean "
+                               "images are left out unless --html-private is given.", note=True))
+    return section("What the teacher was sent", *parts)
+
+
+def _built_from(sources: Sequence[int], caption: Callable[[int], str]) -> str:
+    return "blank" if not sources else " + ".join(caption(k) for k in sources)
+
+
+def _counts_section(report: Mapping[str, Any]) -> str:
+    c, q, cost = report["counts"], report["queries"], report["cost"]
+    rows: list[Sequence[object]] = [
+        ("image files found", c["files_found"]),
+        ("images labelled", c["labelled"]),
+        ("files skipped", c["skipped"]),
+        ("releases made now (charged)", c["releases_fresh"]),
+        ("releases reused from the ledger (free)", c["releases_reused"]),
+        ("queries planned", q["planned"]),
+        ("queries sent (paid)", q["sent"]),
+        ("queries answered from the journal (not paid again)", q["from_journal"]),
+        ("requests", q["requests"]),
+        ("queries per request", q["batch_size"]),
+    ]
+    if report.get("baseline"):
+        b = report["baseline"]
+        rows += [("baseline queries sent (blank images)", b.get("queries_sent", 0)),
+                 ("baseline queries from the journal", b.get("queries_from_journal", 0))]
+    price = cost.get("price_per_query")
+    rows += [
+        ("price per query", price if price is not None else "unknown"),
+        ("money spent this run", cost["spent_run"]),
+        ("money spent in total with this teacher", cost["spent_total"]),
+        ("money cap", "none" if cost.get("cap") is None else cost["cap"]),
+    ]
+    parts = [table(rows)]
+    if cost.get("cap"):
+        parts.append(paragraph(f"{100 * cost['spent_total'] / cost['cap']:.1f}% of the money cap is spent."))
+    return section("Counts and money", *parts)
+
+
+def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> str:
+    student, adaptation, baseline = report["student"], report.get("adaptation"), report.get("baseline")
+    parts = []
+    if student.get("model") is None:
+        parts.append(paragraph("No student: with --augment none the teacher's answers to the releases are the "
+                               "labels."))
+    else:
+        val = student.get("val_accuracy")
+        parts.append(table([
+            ("student", f"{student['model']}, {student['epochs']} epochs"),
+            ("agreement with the teacher", "n/a" if val is None else f"{100 * val:.1f}% on held-out noised queries "
+             "(how well it learnt the teacher's answers; not accuracy on your images)"),
+            ("adaptation", "off" if not adaptation else
+             "fine-tuned on the clean private images on this device; "
+             + ("" if adaptation.get("labels_changed") is None else
+                f"{100 * adaptation['labels_changed']:.1f}% of labels changed by it")),
+        ]))
+    histogram = report["label_histogram"]
+    names = [str(n) for n in class_names] or [str(k) for k in range(len(histogram))]
+    shown = _charted(histogram)
+    columns = [("labels written" + (" (adapted student)" if adaptation else ""), histogram, "#3b6ea8")]
+    if adaptation and adaptation.get("unadapted_label_histogram") is not None:
+        columns.append(("before adaptation", adaptation["unadapted_label_histogram"], "#7a9cc6"))
+    if baseline and baseline.get("label_histogram") is not None:
+        columns.append(("data-free baseline", baseline["label_histogram"], "#9a9a9a"))
+    if report["queries"].get("answers_histogram") is not None:
+        columns.append(("the teacher's answers to the queries", report["queries"]["answers_histogram"], "#b06c2c"))
+    charts = [_chart(title, counts, names, shown, colour) for title, counts, colour in columns]
+    parts.append(f'<div class="bars">{"".join(charts)}</div>')
+    if len(shown) < len(histogram):
+        parts.append(paragraph(f"The charts show the {len(shown)} classes most often written, of "
+                               f"{len(histogram)}.", note=True))
+    if baseline:
+        agree = baseline.get("agreement_with_private_run")
+        val = baseline.get("student_val_accuracy")
+        parts.append(paragraph(
+            "Data-free baseline (--baseline): the same pipeline on blank images, epsilon 0, no private information. "
+            + ("" if agree is None else f"Its labels agree with this run's on {100 * agree:.1f}% of the images. ")
+            + ("" if val is None else f"Its student agrees with the teacher on {100 * val:.1f}% of held-out "
+               "queries. ")
+            + "What the private releases add is the difference between the two; it can only be measured against "
+            "true labels."))
+    counted = [k for k in range(len(histogram)) if any(counts[k] for _, counts, _ in columns)]
+    parts.append(table(([names[k] if k < len(names) else str(k), *(counts[k] for _, counts, _ in columns)]
+                        for k in counted[:MAX_LISTED]), header=("class", *(title for title, _, _ in columns))))
+    if len(counted) > MAX_LISTED:
+        parts.append(paragraph(f"... and {len(counted) - MAX_LISTED} more classes (all in the JSON report).",
+                               note=True))
+    return section("The student and its labels", *parts)
+
+
+def _charted(histogram: Sequence[int]) -> list[int]:
+    """The classes the charts show, in class order: all of them, or the :data:`MAX_BARS` most often written."""
+    if len(histogram) <= MAX_BARS:
+        return list(range(len(histogram)))
+    return sorted(sorted(range(len(histogram)), key=lambda k: -histogram[k])[:MAX_BARS])
+
+
+def _chart(title: str, counts: Sequence[int], names: Sequence[str], shown: Sequence[int],
+           colour: str = "#3b6ea8") -> str:
+    return bar_chart(title, [counts[k] for k in shown], [names[k] if k < len(names) else str(k) for k in shown],
+                     colour=colour)
+
+
+def _timings_section(report: Mapping[str, Any]) -> str:
+    """Seconds per stage; a stage named ``<stage>_<part>`` is a part of ``<stage>`` (``adapt_predict``): shown
+    as such and left out of the total."""
+    timings = report.get("timings") or {}
+    parts = {name for name in timings if any(name.startswith(other + "_") for other in timings if other != name)}
+    rows = [(f"  of which {name.split('_', 1)[1]}" if name in parts else name, f"{seconds:.1f} s")
+            for name, seconds in timings.items()]
+    rows.append(("total", f"{sum(s for name, s in timings.items() if name not in parts):.1f} s"))
+    return section("Time per stage", table(rows))
+
+
+def _files_section(report: Mapping[str, Any]) -> str:
+    skipped, escaped = report.get("skipped") or [], report.get("escaped_names") or []
+    if not skipped and not escaped:
+        return ""
+    parts = []
+    if skipped:
+        parts.append(table(((s.get("path", ""), s.get("reason", "")) for s in skipped[:MAX_LISTED]),
+                           header=("skipped file", "why")))
+        if len(skipped) > MAX_LISTED:
+            parts.append(paragraph(f"... and {len(skipped) - MAX_LISTED} more (all in the JSON report)."))
+    if escaped:
+        parts.append(paragraph(f"{len(escaped)} file names are not valid UTF-8: labelled, written with \\xNN "
+                               "escapes."))
+    return section("Files", *parts)
+
+
+def _about_section(report: Mapping[str, Any]) -> str:
+    t = report["teacher"]
+    rows = [
+        ("teacher", t["address"]),
+        ("model", f"{t['model']}: input {'x'.join(str(s) for s in t['input_shape'])}, {t['num_classes']} classes"),
+    ]
+    if t.get("assumed"):
+        rows.append(("assumed", "; ".join(str(a) for a in t["assumed"])))
+    rows += [("labels", report["outputs"].get("labels", "")), ("JSON report", report["outputs"].get("report", ""))]
+    rows += [(k, v) for k, v in (report.get("versions") or {}).items()]
+    return section("About this run", table(rows))
