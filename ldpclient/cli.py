@@ -592,6 +592,18 @@ def noise(
 def budget(
     state_dir: Optional[Path] = typer.Option(None, help="State directory holding ledger.sqlite."),
     privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap to evaluate against."),
+    html: Optional[Path] = typer.Option(
+        None, "--html", dir_okay=False,
+        help="Also write a page (one file, opens offline): the spend per image as a histogram, per teacher, and "
+        "the images at the cap.",
+        show_default=False,
+    ),
+    private: Optional[Path] = typer.Option(
+        None, "--private", file_okay=False,
+        help="With --html: name this folder's images that are at the cap (their bytes are hashed here as label "
+        "does; the ledger itself holds no names).",
+        show_default=False,
+    ),
     config: Optional[Path] = ConfigOption,
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -600,7 +612,7 @@ def budget(
 
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
-        summary = ledger_summary(state_dir, privacy_cap)
+        summary = ledger_summary(state_dir, privacy_cap, html=html, private_dir=private)
     if json_out:
         ui.print_json(summary)
     else:

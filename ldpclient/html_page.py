@@ -36,7 +36,7 @@ th{font-weight:600;color:#444}td.n{text-align:right;font-variant-numeric:tabular
 figure{margin:0;text-align:center;font-size:.8em;color:#333;width:96px}
 figure img{width:96px;height:96px;image-rendering:pixelated;border:1px solid #ccc;display:block}
 figcaption{overflow-wrap:anywhere}.bars{display:flex;flex-wrap:wrap;gap:18px}
-.bars figure{width:auto}svg text{font:11px system-ui,sans-serif}
+figure.chart{width:auto;text-align:left;margin:.4em 0}svg text{font:11px system-ui,sans-serif}
 """
 
 
@@ -97,7 +97,7 @@ def bar_chart(title: str, counts: Sequence[float], names: Sequence[str], *, colo
         )
     svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + 60}" height="{height + 14 + label_h}" '
            f'role="img" aria-label="{text(title)}">{"".join(parts)}</svg>')
-    return f"<figure><figcaption><strong>{text(title)}</strong></figcaption>{svg}</figure>"
+    return f'<figure class="chart"><figcaption><strong>{text(title)}</strong></figcaption>{svg}</figure>'
 
 
 def page(title: str, body: str, *, banner: str | None = None) -> str:

@@ -77,6 +77,7 @@ __all__ = [
     "LedgerError",
     "BudgetExceeded",
     "Spend",
+    "cap_reached",
     "default_state_dir",
     "default_ledger_path",
 ]
@@ -163,6 +164,12 @@ def _check_cap(name: str, value: float | None) -> float | None:
 
 def _exceeds(total: float, cap: float | None) -> bool:
     return cap is not None and total > cap + _CAP_RTOL * max(cap, 1e-300)
+
+
+def cap_reached(total: float, cap: float | None) -> bool:
+    """Whether a record that has spent ``total`` has no budget left under ``cap`` (what
+    :meth:`Ledger.summary` counts as ``records_at_cap``); never without a cap."""
+    return cap is not None and total >= cap * (1 - _CAP_RTOL)
 
 
 def _canonical_json(obj: Any) -> str:
@@ -486,19 +493,23 @@ class Ledger:
         if sources is not None:
             if len(sources) != records.shape[0]:
                 raise ValueError(f"sources must give one id per record: {len(sources)} ids for {records.shape[0]} records")
-            out = []
-            for sid in sources:
-                if isinstance(sid, str):
-                    sid = sid.encode("utf-8", "surrogateescape")
-                if not isinstance(sid, (bytes, bytearray)) or not sid:
-                    raise TypeError(f"each source id must be non-empty bytes or str, got {type(sid).__name__}")
-                out.append(hmac.digest(secret, _SOURCE_ID_DOMAIN + bytes(sid), "sha256"))
-            return out
+            return self._source_id_keys(sources)
         dom = domain if domain is not None else Domain()
         unit = (records.detach().cpu().to(torch.float64).nan_to_num(0.0) - dom.low) / dom.width
         levels = (unit.clamp(0.0, 1.0) * _CANONICAL_LEVELS).round().to(torch.uint8)
         header = _CANONICAL_DOMAIN + json.dumps(list(records.shape[1:])).encode() + b"\x00"
         return [hmac.digest(secret, header + row, "sha256") for row in _row_bytes(levels)]
+
+    def _source_id_keys(self, sources: Sequence[bytes | str]) -> list[bytes]:
+        """The source key of each caller-given source id (see :meth:`source_keys`)."""
+        out = []
+        for sid in sources:
+            if isinstance(sid, str):
+                sid = sid.encode("utf-8", "surrogateescape")
+            if not isinstance(sid, (bytes, bytearray)) or not sid:
+                raise TypeError(f"each source id must be non-empty bytes or str, got {type(sid).__name__}")
+            out.append(hmac.digest(self._secret, _SOURCE_ID_DOMAIN + bytes(sid), "sha256"))
+        return out
 
     def _identities(
         self, records: torch.Tensor, sources: Sequence[bytes | str] | None, domain: Domain | None
@@ -893,6 +904,34 @@ class Ledger:
             else (self.cap_delta - s.delta).clamp(min=0.0)
         )
         return Spend(eps, delta)
+
+    def spent_by_source(self, sources: Sequence[bytes | str]) -> list[float]:
+        """Per-record epsilon spent so far by each source id (as :meth:`source_keys` takes them; a folder's
+        files: :func:`~ldpclient.data.source_id` of their bytes), 0 for a source never charged. Only spend
+        charged to sources counts: a schema-1 record no run has matched to its source yet is not found here."""
+        keys = self._source_id_keys(sources)
+        with self._lock:
+            spend = self._spend_of(keys)
+        return [spend.get(k, (0.0, 0.0))[0] for k in keys]
+
+    def epsilon_per_record(self) -> list[float]:
+        """Every record's total per-record epsilon, in no particular order: the numbers only, no keys."""
+        with self._lock:
+            return [float(r[0]) for r in self._db.execute(f"SELECT epsilon FROM {_ALL_SPEND}")]
+
+    def epsilon_per_record_by_scope(self) -> dict[str, list[float]]:
+        """Per scope (teacher identity), the per-record epsilon its stored releases cost each record that has
+        one, in no particular order: the numbers only, no keys. Records of a schema-1 ledger not yet matched
+        to a source count per decoded tensor."""
+        out: dict[str, list[float]] = {}
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT scope, SUM(epsilon) FROM releases GROUP BY scope, COALESCE(source_key, record_key)"
+                " ORDER BY scope"
+            ).fetchall()
+        for scope, eps in rows:
+            out.setdefault(str(scope), []).append(float(eps))
+        return out
 
     def scopes(self) -> list[str]:
         """Every scope (teacher identity) the ledger holds releases for."""

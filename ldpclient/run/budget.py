@@ -1,14 +1,22 @@
-"""The flow behind ``ldpclient budget``: the privacy ledger's aggregate summary."""
+"""The flow behind ``ldpclient budget``: the privacy ledger's aggregate summary, and its page (``--html``)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 
-def ledger_summary(state_dir: Path | None, privacy_cap: float | None) -> dict[str, Any]:
-    """The ledger's aggregate summary for ``ldpclient budget`` (creates nothing when there is no ledger)."""
+def ledger_summary(
+    state_dir: Path | None, privacy_cap: float | None, *, html: Path | None = None, private_dir: Path | None = None
+) -> dict[str, Any]:
+    """The ledger's aggregate summary for ``ldpclient budget`` (creates nothing when there is no ledger).
+
+    ``html``: also write the ledger's page there (:mod:`ldpclient.run.budget_html`; its path is then in
+    ``outputs``). ``private_dir``: a folder whose images the page names when they are at the cap (their
+    file bytes are hashed here, as ``label`` does, and looked up; nothing is written about the others).
+    """
     from ..privacy.ledger import Ledger
     from ..state import state_dir as resolve_state_dir
 
@@ -17,6 +25,52 @@ def ledger_summary(state_dir: Path | None, privacy_cap: float | None) -> dict[st
         raise ValueError(f"no ledger at {str(path)!r} yet (nothing has been noised with this --state-dir)")
     if privacy_cap is not None and not (math.isfinite(privacy_cap) and privacy_cap > 0):
         raise ValueError(f"--privacy-cap must be a finite number > 0, got {privacy_cap}")
+    if private_dir is not None and html is None:
+        raise ValueError("--private names the images at the cap on the --html page: give --html FILE too")
     with Ledger(path, cap_epsilon=privacy_cap) as ledger:
-        summary = ledger.summary()
-    return {"schema": 1, "command": "budget", "ok": True, **summary}
+        summary = {"schema": 1, "command": "budget", "ok": True, **ledger.summary()}
+        if html is not None:
+            spend = LedgerSpend(
+                overall=ledger.epsilon_per_record(),
+                by_scope=ledger.epsilon_per_record_by_scope(),
+                at_cap=None if private_dir is None else images_at_cap(ledger, private_dir),
+            )
+    if html is not None:
+        from ..output import atomic_write_text
+        from .budget_html import budget_page
+
+        atomic_write_text(html, budget_page(summary, spend, private_dir))
+        summary["outputs"] = {"html": str(html)}
+    return summary
+
+
+@dataclass(frozen=True)
+class LedgerSpend:
+    """What the budget page draws: every record's total per-record epsilon (``overall``), the same per teacher
+    identity (``by_scope``: what that teacher's releases cost each record), and the images of a folder at the
+    cap by printable relative path (``at_cap``; None when no folder was given)."""
+
+    overall: list[float]
+    by_scope: dict[str, list[float]]
+    at_cap: list[str] | None
+
+
+def images_at_cap(ledger: Any, private_dir: Path) -> list[str]:
+    """The images of ``private_dir`` (as ``label`` lists them) whose spend has reached the ledger's cap, by
+    printable relative path; [] without a cap. Each file's bytes are hashed into its source id, as a label run
+    keys it; DataError for a missing or empty folder."""
+    from ..data import discover_images, printable_path, source_id
+    from ..privacy.ledger import cap_reached
+
+    if ledger.cap_epsilon is None:
+        return []
+    found = discover_images(private_dir)
+    at_cap: list[str] = []
+    chunk = 1024
+    for start in range(0, len(found.files), chunk):
+        names = found.files[start : start + chunk]
+        ids = [source_id((Path(found.root) / rel).read_bytes()) for rel in names]
+        spent = ledger.spent_by_source(ids)
+        at_cap += [printable_path(rel) for rel, eps in zip(names, spent, strict=True)
+                   if cap_reached(eps, ledger.cap_epsilon)]
+    return at_cap

@@ -207,6 +207,8 @@ class UI:
         for m in s.get("by_mechanism", []):
             rows.append((f"  {m['mechanism']}", f"scope {m['scope']}: {m['releases']} releases, "
                          f"epsilon {m['epsilon_per_release']:.4g} per record each"))
+        if "html" in s.get("outputs", {}):
+            rows.append(("page", f"{s['outputs']['html']} (open it in a browser)"))
         self._table("ldpclient budget", rows)
 
     def demo_summary(self, result: Mapping[str, Any]) -> None:
