@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench interop clean
+.PHONY: test demo bench interop browser clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -14,14 +14,23 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+# Headless Chromium for the page tests (tests/browser.py): Debian's package, installed when missing and this is
+# root with apt-get; elsewhere the browser tests skip (LDPCLIENT_REQUIRE_BROWSER=1, as in .ci/run, fails them).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Chromium (Debian package) for the page tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "no Chromium and no root apt-get here: the browser tests will skip"; fi
+
+test: $(STAMP) browser
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m mypy --strict ldpclient/privacy ldpclient/teachers
 	$(PY) -m pytest -q
 
 demo: $(STAMP)
-	$(VENV)/bin/ldpclient demo
+	$(VENV)/bin/ldpclient demo --html out/demo.html
 
 # Interop with real inference servers from PyPI, each in a venv of its own (their pins never touch ours).
 INTEROP_MLSERVER_VENV := .venv-interop-mlserver

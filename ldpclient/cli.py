@@ -650,6 +650,11 @@ def demo(
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run the data-free baseline."),
     seed: int = typer.Option(0, help="Seed of the demo's data split and training (the demo uses public data)."),
     teacher_epochs: Optional[int] = typer.Option(None, min=1, hidden=True, help="Mock teacher epochs, uncached (tests)."),
+    html: Optional[Path] = typer.Option(
+        None, "--html", dir_okay=False,
+        help="Write the LDPKiT-Sup run's page (label --html-private: the demo's images are public digits) here.",
+        show_default=False,
+    ),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
     """End-to-end demo on real digits: mock teacher, private PNG folder, label, compare with SIDP."""
@@ -659,7 +664,7 @@ def demo(
     with user_errors(ui):
         result = run_demo(
             workdir=workdir, queries=queries, epochs=epochs, epsilon=epsilon, reduce=reduce,
-            baseline=baseline, adapt=adapt, seed=seed, teacher_epochs=teacher_epochs, ui=ui,
+            baseline=baseline, adapt=adapt, seed=seed, teacher_epochs=teacher_epochs, html=html, ui=ui,
         )
     if json_out:
         ui.print_json(result)

@@ -42,3 +42,16 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     # the labels written by the label flow match the folder, and carry no truth
     header = (tmp_path / "labels_sup.csv").read_text().splitlines()[0]
     assert header == "path,label,label_name,confidence"
+
+
+def test_demo_writes_its_page_out_of_its_temporary_folder_and_says_where(tmp_path: Path) -> None:
+    page = tmp_path / "out" / "demo.html"
+    result = CliRunner().invoke(
+        app, ["demo", "--queries", "120", "--epochs", "1", "--teacher-epochs", "1", "--no-baseline", "--html",
+              str(page)], env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert f"page: {page}" in result.output
+    doc = page.read_text(encoding="utf-8")
+    assert "This page holds PRIVATE images" in doc and "What the teacher was sent" in doc
+    assert doc.count("<img ") == 3 * 16  # the clean digits, their releases, the queries

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,7 @@ class _DemoOptions:
     baseline: bool
     adapt: bool
     postprocess: str | None
+    html: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ def run_demo(
     seed: int = 0,
     teacher_epochs: int | None = None,
     postprocess: str | None = None,
+    html: Path | None = None,
     ui: UI | None = None,
 ) -> dict[str, Any]:
     """Run the demo (see module doc); returns rows ``{method, accuracy, epsilon_element, epsilon_record, queries, money}``.
@@ -107,13 +110,15 @@ def run_demo(
     ``queries``/``epochs``: per method; default: ``label``'s (:mod:`ldpclient.transfer.defaults`).
     ``teacher_epochs``: train the mock teacher for this many epochs, uncached
     (tests); default: the mock server's own setting, cached after the first start.
+    ``html``: write the LDPKiT-Sup run's page (``label --html-private``: the demo's private images are public
+    digits, so they are shown beside their releases) to this file.
     """
     import mock_server
 
     from ..datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
 
     ui = ui or UI(quiet=True)
-    opts = _DemoOptions(queries, epochs, epsilon, reduce, baseline, adapt, postprocess)
+    opts = _DemoOptions(queries, epochs, epsilon, reduce, baseline, adapt, postprocess, html)
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="ldpclient-demo-")
@@ -130,6 +135,10 @@ def run_demo(
             answers = _run_methods(server, root, data, opts, ui)
         rows = _rows(root, data, answers, opts)
         notes = _notes(answers, rows, root, kept=tmp is None)
+        if html is not None:  # out of the work directory, which may be a temporary one
+            html.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(answers.sup["outputs"]["html"], html)
+            notes.append(f"page: {html} (open it in a browser: what was sent, the guarantee, counts, the student)")
         return {"schema": 1, "command": "demo", "ok": True, "records": len(data.names), "rows": rows, "notes": notes}
     finally:
         if tmp is not None:
@@ -175,7 +184,7 @@ def _run_methods(server: Any, root: Path, data: _PrivateData, opts: _DemoOptions
     ui.info("demo: LDPKiT-Sup (noise each image once, query averages of pairs, train a student)")
     sup = run_label(
         LabelOptions(**common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
-                     output=root / "labels_sup.csv"),
+                     output=root / "labels_sup.csv", html_private=opts.html is not None),
         ui=ui,
     )
     ui.stop_progress()
