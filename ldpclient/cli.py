@@ -20,13 +20,9 @@ from typing import Any, Iterator, Optional
 import typer
 from typer.core import TyperGroup
 
-try:  # recent typer vendors click
-    from typer._click.exceptions import NoArgsIsHelpError, UsageError
-except ImportError:  # pragma: no cover - older typer on top of click
-    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
-
 from . import __version__
 from .cli_help import HelpCommand, HelpContext
+from .click_compat import NoArgsIsHelpError, UsageError
 from .config import ConfigError, options_for_command, read_config
 from .names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from .privacy.basis import DEFAULT_COEFFICIENTS

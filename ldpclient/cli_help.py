@@ -21,12 +21,8 @@ from typing import Sequence
 
 from typer.core import TyperCommand
 
-try:  # recent typer vendors click
-    from typer._click.core import Context
-    from typer._click.formatting import HelpFormatter as _ClickHelpFormatter
-except ImportError:  # pragma: no cover - older typer on top of click
-    from click.core import Context  # type: ignore[no-redef]
-    from click.formatting import HelpFormatter as _ClickHelpFormatter  # type: ignore[no-redef]
+from .click_compat import Context
+from .click_compat import HelpFormatter as _ClickHelpFormatter
 
 #: Widest option column (option names and metavar) before the help text moves under it.
 OPTION_COLUMN_MAX = 30
