@@ -97,7 +97,9 @@ def _guarantee_section(report: Mapping[str, Any]) -> str:
             "What epsilon means here: for any two images of this size, the probability that the teacher receives "
             f"any given set of answers differs by a factor of at most e^epsilon (here {factor:.3g})"
             + (f", plus a probability {float(pr['delta']):.3g}" if pr.get("delta") else "")
-            + ", whatever the teacher does with everything it got about one image. Smaller is stronger. A factor "
+            + ", whatever the teacher does with every query built from one image's release. Smaller is stronger. "
+            "Another release of the same image (another teacher, another mechanism) adds its own epsilon: the "
+            "ledger row above is the sum so far. A factor "
             "this large promises little by itself; what protects an image in practice is how much the noise "
             "hides, which the pictures below show and `ldpclient audit` measures. Augmenting, averaging, "
             "blurring and clipping releases costs nothing more: only a new release of the same image does, and "

@@ -96,8 +96,9 @@ class SentSample:
     Values are in the teacher's value range, float32 ``(k, C, H, W)``. ``release_indices``:
     the first ``k`` records (input order); ``releases``: their releases after the free
     post-processing, what every query is built from (with ``augment="none"`` exactly what was
-    sent). ``queries``: the first ``k`` queries of the plan exactly as sent (after the clip to
-    the domain), ``query_ids`` their ids, ``query_labels`` the teacher's answers (-1: none),
+    sent). ``queries``: the first ``k`` queries of the plan exactly as handed to the teacher's
+    client (after the clip to the domain; a UINT8 wire then rounds them to 8 bits, as the page's
+    PNGs do), ``query_ids`` their ids, ``query_labels`` the teacher's answers (-1: none),
     ``query_sources``: per query the record indices it was built from (Sup: two, Rand and
     SIDP: one; empty for a blank query).
     """
