@@ -33,8 +33,8 @@ table{border-collapse:collapse;margin:.3em 0 .8em}td,th{padding:.2em .8em .2em 0
 th{font-weight:600;color:#444}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .banner{background:#fff3cd;border:2px solid #d39e00;padding:.6em 1em;margin:.5em 0 1em;font-weight:600}
 .note{color:#555;font-size:.92em}.grid{display:flex;flex-wrap:wrap;gap:8px;margin:.3em 0 1em}
-figure{margin:0;text-align:center;font-size:.8em;color:#333;width:96px}
-figure img{width:96px;height:96px;image-rendering:pixelated;border:1px solid #ccc;display:block}
+figure{margin:0;text-align:center;font-size:.75em;color:#333;width:120px}
+figure img{width:96px;height:96px;image-rendering:pixelated;border:1px solid #ccc;display:block;margin:0 auto}
 figcaption{overflow-wrap:anywhere}.bars{display:flex;flex-wrap:wrap;gap:18px}
 figure.chart{width:auto;text-align:left;margin:.4em 0}svg text{font:11px system-ui,sans-serif}
 """

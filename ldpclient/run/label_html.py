@@ -189,15 +189,21 @@ def _counts_section(report: Mapping[str, Any]) -> str:
                  ("baseline queries from the journal", b.get("queries_from_journal", 0))]
     price = cost.get("price_per_query")
     rows += [
-        ("price per query", price if price is not None else "unknown"),
-        ("money spent this run", cost["spent_run"]),
-        ("money spent in total with this teacher", cost["spent_total"]),
-        ("money cap", "none" if cost.get("cap") is None else cost["cap"]),
+        ("price per query", "unknown" if price is None else _money(price)),
+        ("money spent this run", _money(cost["spent_run"])),
+        ("money spent in total with this teacher", _money(cost["spent_total"])),
+        ("money cap", "none" if cost.get("cap") is None else _money(cost["cap"])),
     ]
     parts = [table(rows)]
     if cost.get("cap"):
         parts.append(paragraph(f"{100 * cost['spent_total'] / cost['cap']:.1f}% of the money cap is spent."))
     return section("Counts and money", *parts)
+
+
+def _money(amount: float) -> float:
+    """An amount of money as a person reads it: rounded to 6 significant digits, so that 14.36000000000001
+    shows as 14.36."""
+    return float(f"{float(amount):.6g}")
 
 
 def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> str:
