@@ -67,6 +67,7 @@ def label(
     defaults: ``epsilon=100`` (``epsilon=0``: data-free, nothing private is sent), ``epsilon_unit="record"``,
     ``mechanism="laplace"``,
     ``privacy_cap=``, ``money_cap=``, ``price=``, ``queries=``, ``state_dir=``, ``baseline=``,
+    ``public=`` (images you state are not private, sent as they are: a folder, or a tensor like ``images``),
     ``allow_weak_privacy=``, ``seed=`` (tests only), ... (see
     :class:`ldpclient.run.options.LabelOptions`). An unknown name is a TypeError.
 
@@ -96,6 +97,16 @@ def label(
         records, private_dir = images, Path("<records>")
     else:
         raise TypeError(f"images must be a folder path, a tensor or a RecordSource, got {type(images).__name__}")
+    public = options.pop("public", None)
+    public_records: RecordSource | None = None
+    if isinstance(public, (str, os.PathLike)):
+        options["public"] = Path(public)
+    elif isinstance(public, torch.Tensor):
+        public_records = TensorRecords(public)
+    elif isinstance(public, RecordSource):
+        public_records = public
+    elif public is not None:
+        raise TypeError(f"public must be a folder path, a tensor or a RecordSource, got {type(public).__name__}")
     opened = None if isinstance(teacher, str) else as_teacher(teacher)
     address = teacher if isinstance(teacher, str) else str(opened.journal_scope)  # type: ignore[union-attr]
     for key in ("state_dir", "report", "class_names"):
@@ -103,7 +114,7 @@ def label(
             options[key] = Path(options[key])
     opts = LabelOptions(private_dir=private_dir, teacher=address, output=Path(output) if output else None, **options)
     run = label_run(opts, token=check_token(token if token is not None else os.environ.get("LDPCLIENT_TOKEN")),
-                    teacher=opened, records=records)
+                    teacher=opened, records=records, public=public_records)
     result = run.result
     n = len(run.paths)
     confidences = result.confidences if result.confidences is not None else torch.full((n,), float("nan"))

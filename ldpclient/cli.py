@@ -383,7 +383,14 @@ def label(
     coefficients: Optional[int] = CoefficientsOption,
     clip_norm: Optional[float] = ClipNormOption,
     postprocess: Optional[str] = PostprocessOption,
-    baseline: bool = typer.Option(False, "--baseline/--no-baseline", help="Also run the data-free baseline (blank records, epsilon 0, noised at a fixed level)."),
+    baseline: bool = typer.Option(False, "--baseline/--no-baseline", help="Also run the data-free baseline (blank records, epsilon 0, noised at a fixed level; with --public, those images too)."),
+    public: Optional[Path] = typer.Option(
+        None, "--public", file_okay=False,
+        help="Folder of images you state are NOT private: each is sent once as it is (no noise, no privacy cost, "
+        "never in the ledger; billed and counted apart) and its answer trains the student beside the private "
+        "queries. An image also in PRIVATE_DIR is refused.",
+        show_default=False,
+    ),
     adapt: bool = AdaptOption,
     queries: Optional[int] = typer.Option(None, min=1, help="Number of teacher queries (default: 20 per record, at least 500)."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Queries per request (default: teacher's max, at most 256)."),
@@ -462,6 +469,7 @@ def label(
             clip_norm=clip_norm,
             postprocess=postprocess,
             baseline=baseline,
+            public=public,
             adapt=adapt,
             queries=queries,
             batch_size=batch_size,

@@ -22,14 +22,14 @@ import hashlib
 import logging
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 
 from ..data import DecodedFolder, SpooledImages, check_private_folder, spool_private_folder, to_value_range
 from ..output import write_json
 from ..privacy.preprocess import delta_warning
-from ..records import MappedRecords, RecordSource, iter_batches
+from ..records import MappedRecords, RecordSource, iter_batches, source_ids
 from ..state import state_dir, state_lock
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
@@ -101,13 +101,15 @@ def label_run(
     ui: UI | None = None,
     teacher: Any = None,
     records: RecordSource | None = None,
+    public: RecordSource | None = None,
 ) -> LabelRun:
     """:func:`run_label` returning the run itself (``ldpclient.label`` builds on it).
 
     ``records``: clean records to label instead of ``opts.private_dir``: a
     :class:`~ldpclient.records.RecordSource` of float values in ``[0, 1]`` at the teacher's
     input shape (as decoded images are), named ``0..N-1`` in the labels; their source ids,
-    when the source has them, key the ledger (see ``Ledger.source_keys``). ``opts.output``
+    when the source has them, key the ledger (see ``Ledger.source_keys``). ``public``: images
+    declared not private, in the same units, instead of ``opts.public``. ``opts.output``
     None writes no files (the report is still returned).
     """
     ui = ui or UI(quiet=True)
@@ -121,13 +123,18 @@ def label_run(
             check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
         setup = _prepare_teacher(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state, identity=identity)
         images = _load_records(setup) if records is None else _given_records(setup, records)
+        carriers = None
         try:
+            carriers = _load_public(setup, images.records, public)
             plan = _plan_queries(setup, len(images), _data_key(setup, records))
             session = _open_session(setup, plan)
-            outcome = _run_transfer(setup, session, plan, images.records)
+            outcome = _run_transfer(setup, session, plan, images.records,
+                                    carriers.records if carriers is not None else None)
             page_images = _page_images(setup, images, outcome)  # before the spool is closed
         finally:
             images.close()  # the spooled clean records: nothing of them stays on disk
+            if carriers is not None:
+                carriers.close()
         _merge_timings(timer, outcome.result)
 
         report_path = report_path_for(setup.opts)
@@ -161,6 +168,57 @@ def _given_records(setup: RunSetup, records: RecordSource) -> _GivenImages:
     meta, integer = setup.meta, setup.mechanism.domain.integer
     source = MappedRecords(records, lambda r: to_value_range(r, meta.value_range, integer=integer))
     return _GivenImages(Path("<records>"), tuple(str(i) for i in range(len(records))), (), source)
+
+
+def _load_public(setup: RunSetup, private: RecordSource, given: RecordSource | None) -> Any:
+    """The images declared public (``--public`` folder, or ``given``) in the teacher's shape and value range,
+    spooled like the private ones; None without any. ValueError when one of them is also a private image
+    (:func:`public_overlap`): nothing private is ever sent without noise because it was called public."""
+    opts, meta, integer = setup.opts, setup.meta, setup.mechanism.domain.integer
+    if given is None and opts.public is None:
+        return None
+    if given is not None:
+        carriers: Any = _given_records(setup, given)
+        where = "the public records"
+    else:
+        assert opts.public is not None
+        with setup.timer.stage("loading"), setup.ui.stage("public", None) as bar:
+            carriers = spool_private_folder(
+                opts.public, setup.shape, convert=lambda r: to_value_range(r, meta.value_range, integer=integer),
+                directory=setup.state, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t),
+            )
+        where = f"--public {str(opts.public)!r}"
+    try:
+        both = public_overlap(private, carriers.records, (float(meta.value_range[0]), float(meta.value_range[1])))
+        if both:
+            name = carriers.printable_paths[both[0]]
+            raise ValueError(f"{where}: {len(both)} image(s) are also in the private images (e.g. {name!r}); an "
+                             "image cannot be both public and private: remove it from one of them")
+    except BaseException:
+        carriers.close()
+        raise
+    return carriers
+
+
+def public_overlap(private: RecordSource, public: RecordSource, value_range: tuple[float, float]) -> list[int]:
+    """Indices of the ``public`` records that are also ``private`` records: the same source id (a file's
+    SHA-256) when both sources have them, else the same values on the 8-bit scale of ``value_range``."""
+    by_id = source_ids(private, [0]) is not None and source_ids(public, [0]) is not None
+    lo, hi = value_range
+
+    def keys(source: RecordSource) -> Iterator[tuple[int, bytes]]:
+        for idx, chunk in iter_batches(source, 1024):
+            if by_id:
+                ids = source_ids(source, idx) or []
+                yield from zip(idx.tolist(), (i if isinstance(i, bytes) else str(i).encode() for i in ids),
+                               strict=True)
+            else:
+                levels = ((chunk.double() - lo) / (hi - lo)).clamp(0, 1).mul(255).round().to(torch.uint8).numpy()
+                yield from ((int(k), hashlib.sha256(row.tobytes()).digest()) for k, row in zip(idx, levels,
+                                                                                               strict=True))
+
+    private_keys = {key for _, key in keys(private)}
+    return [k for k, key in keys(public) if key in private_keys]
 
 
 def _data_key(setup: RunSetup, records: RecordSource | None) -> str:
@@ -255,8 +313,11 @@ def _open_session(setup: RunSetup, plan: _Plan) -> _Session:
     return _Session(ledger=ledger, client=client, progress=progress, q_batch=q_batch, settings=settings)
 
 
-def _run_transfer(setup: RunSetup, session: _Session, plan: _Plan, records: RecordSource) -> RunOutcome:
-    """Noise, query and train (then the baseline); a stop report at a cap; client and ledger closed whatever happens."""
+def _run_transfer(
+    setup: RunSetup, session: _Session, plan: _Plan, records: RecordSource, public: RecordSource | None
+) -> RunOutcome:
+    """Noise, query and train (then the baseline), the public images beside the private queries in both; a stop
+    report at a cap; client and ledger closed whatever happens."""
     from ..privacy.ledger import BudgetExceeded
     from ..teachers import CostCapReached
     from ..transfer.pipeline import KnowledgeTransfer
@@ -270,13 +331,13 @@ def _run_transfer(setup: RunSetup, session: _Session, plan: _Plan, records: Reco
             **session.settings.as_kwargs(),
         )
         with setup.timer.stage("pipeline"):
-            result = transfer.run(records)
+            result = transfer.run(records, public=public)
         progress.close()
         spent_after = ledger.spent(records).epsilon
         stats_private = dict(asdict(client.stats))
         baseline = None
         if opts.baseline:
-            baseline = _run_baseline(setup, session, plan, records, result, stats_private)
+            baseline = _run_baseline(setup, session, plan, records, result, stats_private, public)
         client_report = client.report()
     except (CostCapReached, BudgetExceeded) as exc:
         write_stop_report(opts, exc, setup.identity, client, ledger, records, setup.token)
@@ -301,12 +362,13 @@ def _mode(opts: LabelOptions) -> str:
 
 def _run_baseline(
     setup: RunSetup, session: _Session, plan: _Plan, records: RecordSource, result: Any,
-    stats_private: Mapping[str, Any],
+    stats_private: Mapping[str, Any], public: RecordSource | None,
 ) -> Baseline:
     """The data-free baseline (blank public input, no privacy cost) and how far it agrees with the private run.
 
     Its blank queries are noised at the free level (:func:`~ldpclient.run.options.build_free_query_mechanism`),
     not at the private run's epsilon: the strongest data-free labels the study found, whatever epsilon is chosen.
+    With public images it uses them too, as the private run does (their answers come from the journal).
     """
     from ..transfer.pipeline import KnowledgeTransfer
 
@@ -323,14 +385,14 @@ def _run_baseline(
         progress=base_progress, client=client, **settings,
     )
     with setup.timer.stage("baseline"):
-        base_result = base.run(records)
+        base_result = base.run(records, public=public)
     base_progress.close()
     agree = float((base_result.labels == result.labels).float().mean())
     base_conf = (
         base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
     )
     section = {
-        "mode": "data-free",
+        "mode": "data-free" + (" with the public images" if public is not None else ""),
         "epsilon_record": 0.0,
         "blank_query_noise": free.config(),
         "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],

@@ -183,6 +183,11 @@ def _counts_section(report: Mapping[str, Any]) -> str:
         ("requests", q["requests"]),
         ("queries per request", q["batch_size"]),
     ]
+    if c.get("public_images"):
+        rows[6:6] = [("public images (--public: declared not private, sent as they are, each once)",
+                      c["public_images"]),
+                     ("of the queries sent, public images", q.get("public_sent", 0)),
+                     ("of the queries from the journal, public images", q.get("public_from_journal", 0))]
     if report.get("baseline"):
         b = report["baseline"]
         rows += [("baseline queries sent (blank images)", b.get("queries_sent", 0)),
@@ -191,6 +196,7 @@ def _counts_section(report: Mapping[str, Any]) -> str:
     rows += [
         ("price per query", "unknown" if price is None else _money(price)),
         ("money spent this run", _money(cost["spent_run"])),
+        *([("of it on public images", _money(cost["spent_public_run"]))] if cost.get("spent_public_run") else []),
         ("money spent in total with this teacher", _money(cost["spent_total"])),
         ("money cap", "none" if cost.get("cap") is None else _money(cost["cap"])),
     ]

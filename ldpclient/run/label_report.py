@@ -106,6 +106,7 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             skipped=len(images.skipped),
             releases_fresh=int(counts.get("releases_fresh", 0)),
             releases_reused=int(counts.get("releases_reused", 0)),
+            public_images=int(counts.get("public_queries", 0)),
         ),
         "queries": QueriesSection(
             planned=int(counts.get("queries", 0)),
@@ -116,6 +117,8 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             batch_size=outcome.query_batch_size,
             plan_seed_source="--seed" if opts.seed is not None else "runs.json",
             answers_histogram=list(outcome.result.teacher_label_histogram),
+            public_sent=int(counts.get("public_sent", 0)),
+            public_from_journal=int(counts.get("public_from_journal", 0)),
         ),
         "cost": CostSection(
             price_per_query=opts.price,
@@ -123,6 +126,7 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             spent_total=client_report["spent_total"],
             cap=opts.money_cap,
             billing=client_report["billing"],
+            spent_public_run=opts.price * int(counts.get("public_sent", 0)),
         ),
         "ledger": LedgerSection(
             path=str(outcome.ledger_path),

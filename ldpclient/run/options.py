@@ -110,6 +110,7 @@ class LabelOptions(SharedOptions):
     workers: int = 1
     device: str = "auto"
     train_batch_size: int = defaults.train_batch_size()
+    public: Optional[Path] = None  # a folder of images declared not private: sent as they are (no noise, no charge)
     html: bool = False  # also write <output stem>.html: what was sent, the guarantee, counts, the student
     html_private: bool = False  # show the clean private images on that page too (implies html)
 
@@ -169,6 +170,8 @@ class LabelOptions(SharedOptions):
                 build_student(self.student, num_classes=2)
         except (ValueError, KeyError) as exc:
             raise ValueError(f"--student: {exc}") from None
+        if self.public is not None and self.augment == "none":
+            raise ValueError("--public images train a student: --augment none (SIDP) has none")
         if (self.html or self.html_private) and self.output is None:
             raise ValueError("--html writes its page beside the labels: give an output file (output=...)")
         if self.output is not None:

@@ -104,6 +104,8 @@ class CountsSection:
     skipped: int
     releases_fresh: int
     releases_reused: int
+    #: images declared public (``--public``), sent as they are; absent from older reports
+    public_images: int = 0
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,9 @@ class QueriesSection:
     plan_seed_source: str
     #: how often the teacher answered each class over this run's queries; absent from older reports
     answers_histogram: list[int] | None = None
+    #: of ``sent`` and ``from_journal``, the public images' queries (each image once, as it is)
+    public_sent: int = 0
+    public_from_journal: int = 0
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,8 @@ class CostSection:
     spent_total: float
     cap: float | None
     billing: Any
+    #: of ``spent_run``, what the public images' queries cost (their count times the price per query)
+    spent_public_run: float = 0.0
 
 
 @dataclass(frozen=True)

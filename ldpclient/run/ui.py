@@ -156,7 +156,9 @@ class UI:
             ("accuracy", utility_note(bool(g.get("public_input")))),
             *_assumed_rows(r.teacher),
             ("ledger", _label_ledger_line(r.ledger)),
-            ("queries", f"{q.sent} sent, {q.from_journal} answered from the journal (not paid again)"),
+            ("queries", f"{q.sent} sent, {q.from_journal} answered from the journal (not paid again)"
+             + (f"; of them {q.public_sent} and {q.public_from_journal} public images, sent as they are"
+                if r.counts.public_images else "")),
             ("money", _money_line(r.cost)),
             ("student", _student_line(r.student)),
         ]
@@ -253,7 +255,8 @@ def _label_ledger_line(ledger: LedgerSection) -> str:
 
 def _money_line(cost: CostSection) -> str:
     cap_s = "" if cost.cap is None else f" of a cap of {cost.cap:.4g}"
-    return f"{cost.spent_run:.4g} this run, {cost.spent_total:.4g} in total{cap_s}"
+    public_s = f" ({cost.spent_public_run:.4g} of it on public images)" if cost.spent_public_run else ""
+    return f"{cost.spent_run:.4g} this run{public_s}, {cost.spent_total:.4g} in total{cap_s}"
 
 
 def _student_line(student: StudentSection) -> str:

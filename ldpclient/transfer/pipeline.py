@@ -41,6 +41,7 @@ element and per record; augmentation and post-processing add nothing.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -220,6 +221,19 @@ class _Queries:
     built: Optional[dict[int, tuple[np.ndarray, torch.Tensor]]] = None
     #: the first :data:`SAMPLE_SIZE` queries of the plan as sent: (query ids, values)
     first_sent: Optional[tuple[np.ndarray, torch.Tensor]] = None
+    #: the public images' queries, labelled and trained on beside the plan's (None: no public images)
+    public: Optional["_Public"] = None
+
+
+@dataclass
+class _Public:
+    """The queries of the images the user declared public: each image once, as it is (``plan``: identity over
+    ``rows``, their public releases, not post-processed). In the label store and in training their ids follow
+    the private plan's: query ``k`` of this plan is id ``offset + k``."""
+
+    plan: QueryPlan
+    rows: ReleaseRows
+    offset: int
 
 
 @dataclass
@@ -410,17 +424,28 @@ class KnowledgeTransfer:
         )
 
     # ------------------------------------------------------------------ run
-    def run(self, records: torch.Tensor | RecordSource) -> TransferResult:
+    def run(
+        self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None = None
+    ) -> TransferResult:
         """Label ``records``: float ``(N, *teacher input shape)`` in the teacher's value range,
-        as a tensor or a :class:`~ldpclient.records.RecordSource` (read in batches)."""
+        as a tensor or a :class:`~ldpclient.records.RecordSource` (read in batches).
+
+        ``public``: images the user declared not private, in the same shape and units: each is sent once as
+        it is (no noise, no charge, never in the ledger), its answer trains the student beside the private
+        queries' (and anchors the adaptation). Not with ``mode="sidp"`` (no student)."""
         timings: dict[str, float] = {}
         meta = self.teacher.metadata()
         records = as_record_source(records)
         n = self._check_records(records, meta)
+        if public is not None and self.mode == "sidp":
+            raise ValueError("public images train a student: SIDP (augment 'none') has none")
         released = self._release_records(records, n, timings)  # 1. release
         queries = self._prepare_queries(records, released.release, meta, n, timings)  # 2. post-process and plan
-        store = self._label_queries(queries, meta, timings)  # 3. label the queries
-        counts = {**released.counts, "queries": store.num_labelled, "batches": queries.plan.num_batches}
+        if public is not None:
+            queries.public = self._prepare_public(as_record_source(public), records.record_shape, queries.plan)
+        store, public_counts = self._label_queries(queries, meta, timings)  # 3. label the queries
+        counts = {**released.counts, "queries": store.num_labelled, "batches": queries.plan.num_batches,
+                  **public_counts}
         hist_labels = store.histogram().tolist()
         if self.mode == "sidp":
             return TransferResult(
@@ -520,6 +545,28 @@ class KnowledgeTransfer:
         clip = ClipToDomain(Domain(lo, hi)) if self.clip_queries else None
         return _Queries(plan, source, blank_source, clip)
 
+    def _prepare_public(self, public: RecordSource, shape: tuple[int, ...], plan: QueryPlan) -> _Public:
+        """The public images as releases without noise (:func:`~ldpclient.privacy.public.public_release`) and
+        their identity plan, seeded by their values alone: the same images get the same batch ids in every run
+        (the baseline's included), so a journal answers them once and they are paid once; other images, other
+        batch ids."""
+        from ..privacy.public import public_release
+
+        if tuple(public.record_shape) != tuple(shape):
+            raise ValueError(f"public images have shape {tuple(public.record_shape)} per image, the private ones "
+                             f"{tuple(shape)}")
+        if len(public) < 1:
+            raise ValueError("no public images")
+        whole = ReleaseBuilder(len(public))
+        digest = hashlib.sha256()
+        for _, chunk in iter_batches(public, release_chunk(shape)):
+            release = public_release(chunk, self.mechanism.domain)
+            digest.update(release.values.numpy().tobytes())
+            whole.add(release)
+        seed = int.from_bytes(digest.digest()[:8], "little") >> 1
+        public_plan = QueryPlan(kind="identity", n=len(public), seed=seed, batch_size=plan.batch_size)
+        return _Public(public_plan, ReleaseRows(whole.build(), (), self.upsample_mode), offset=plan.total)
+
     def _stream(self, queries: _Queries, order: Sequence[int] | None = None) -> Iterator[tuple[str, Derived]]:
         """The plan's query batches ``(batch id, queries)`` in ``order`` (default: plan order), clipped if asked."""
         for bid, d in queries.plan.batches(
@@ -532,9 +579,23 @@ class KnowledgeTransfer:
             yield bid, (queries.clip(d) if queries.clip is not None else d)
 
     def _epoch_batches(self, queries: _Queries, epoch: int) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-        """Query batches ``(query ids, values)`` for one training epoch, in a seeded shuffled batch order."""
+        """Query batches ``(query ids, values)`` for one training epoch, in a seeded shuffled batch order: the
+        plan's batches and the public images' (their ids after the plan's), mixed."""
         g = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2**63)
-        order = torch.randperm(queries.plan.num_batches, generator=g).tolist()
+        n_private = queries.plan.num_batches
+        public = queries.public
+        order = torch.randperm(n_private + (public.plan.num_batches if public else 0), generator=g).tolist()
+        private = self._private_batches(queries, [b for b in order if b < n_private])
+        for b in order:
+            if b < n_private:
+                yield next(private)
+            else:
+                assert public is not None
+                ids = public.plan.batch_ids(b - n_private)
+                yield ids + public.offset, public.rows.rows(torch.from_numpy(ids)).values
+
+    def _private_batches(self, queries: _Queries, order: list[int]) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
+        """The plan's batches ``order`` as ``(query ids, values)``: kept ones when all were kept, else built."""
         built = queries.built
         if built is not None and len(built) == queries.plan.num_batches:
             for b in order:
@@ -558,25 +619,51 @@ class KnowledgeTransfer:
                 queries.first_sent = (d.ids[:SAMPLE_SIZE].numpy().copy(), d.values[:SAMPLE_SIZE].clone())
             yield bid, d
 
-    def _label_queries(self, queries: _Queries, meta: TeacherMetadata, timings: dict[str, float]) -> LabelStore:
-        """Step 3: have the teacher label every planned query; int8 labels per query; timings["label"] in s."""
+    def _label_queries(
+        self, queries: _Queries, meta: TeacherMetadata, timings: dict[str, float]
+    ) -> tuple[LabelStore, dict[str, int]]:
+        """Step 3: have the teacher label the public images (when given), then every planned query; int8 labels
+        per query; timings["label"] in s. Also the public images' counts: ``public_queries`` (in the store)
+        and, through a client, ``public_sent`` and ``public_from_journal`` (billed apart by the caller)."""
         t = time.perf_counter()
-        plan = queries.plan
-        store = LabelStore(plan.total, meta.num_classes)
-        index = {plan.batch_id(b): b for b in range(plan.num_batches)}
+        plan, public = queries.plan, queries.public
+        store = LabelStore(plan.total + (public.plan.total if public else 0), meta.num_classes)
+        total_batches = plan.num_batches + (public.plan.num_batches if public else 0)
         done = 0
-        for bid, labels in self._label(self._keeping(queries, self._stream(queries))):
+        counts: dict[str, int] = {}
+        if public is not None:
+            before = self._client_counts()
+            stream = public.plan.batches(public.rows, noise_mode=self.upsample_mode)
+            for ids, labels in self._labelled(public.plan, stream):
+                store.set(ids + public.offset, labels)
+                done += 1
+                self._report("label", done, total_batches, queries=store.num_labelled)
+            after = self._client_counts()
+            counts = {"public_queries": public.plan.total, "public_sent": after[0] - before[0],
+                      "public_from_journal": after[1] - before[1]}
+        for ids, labels in self._labelled(plan, self._keeping(queries, self._stream(queries))):
+            store.set(ids, labels)
+            done += 1
+            self._report("label", done, total_batches, queries=store.num_labelled)
+        timings["label"] = time.perf_counter() - t
+        return store, counts
+
+    def _labelled(self, plan: QueryPlan, batches: Iterator[tuple[str, Derived]]) -> Iterator[tuple[np.ndarray, Any]]:
+        """The teacher's answers to ``batches`` of ``plan``: ``(query ids, labels)`` per batch, checked."""
+        index = {plan.batch_id(b): b for b in range(plan.num_batches)}
+        for bid, labels in self._label(batches):
             if bid not in index:
                 raise RuntimeError(f"teacher client returned an unknown batch id {bid!r}")
             ids = plan.batch_ids(index[bid])
             labels = torch.as_tensor(labels).reshape(-1)
             if len(labels) != len(ids):
                 raise RuntimeError(f"batch {bid}: {len(labels)} labels for {len(ids)} queries")
-            store.set(ids, labels.numpy())
-            done += 1
-            self._report("label", done, plan.num_batches, queries=store.num_labelled)
-        timings["label"] = time.perf_counter() - t
-        return store
+            yield ids, labels.numpy()
+
+    def _client_counts(self) -> tuple[int, int]:
+        """Queries the client has sent and read back from its journal so far ((0, 0) without a client)."""
+        stats = getattr(self.client, "stats", None)
+        return (int(getattr(stats, "queries_sent", 0)), int(getattr(stats, "queries_from_journal", 0)))
 
     def _train_student(
         self,
@@ -603,7 +690,8 @@ class KnowledgeTransfer:
             seed=self.seed,
             progress=self.progress,
         )
-        steps = -(-int(queries.plan.total * (1 - self.val_fraction)) // self.batch_size)
+        labelled = queries.plan.total + (queries.public.plan.total if queries.public else 0)
+        steps = -(-int(labelled * (1 - self.val_fraction)) // self.batch_size)
         history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch), store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t
         return _Trained(trainer, kwargs, history)
