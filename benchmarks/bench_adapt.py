@@ -84,6 +84,25 @@ def load_dataset(name: str, size: int) -> tuple[str, torch.Tensor, torch.Tensor,
     raise SystemExit(f"unknown dataset {name!r} ({', '.join(DATASETS)})")
 
 
+def public_images(name: str, size: int, n: int) -> torch.Tensor:
+    """``n`` images of the dataset that are neither the teacher's nor the private ones (its held-out part:
+    digits 359, MNIST 500), for ``--public``: float ``(n, C, H, W)`` in [0, 1], like the private part."""
+    if name == "digits":
+        x, _ = load_digits_images(size)
+        _, _, held = split_indices(len(x), (0.4, 0.4, 0.2), seed=0)
+        part = x[held]
+    else:
+        import mnist5k
+
+        images, _ = mnist5k.split()["held_out"]
+        part = torch.from_numpy(images).float() / 255.0
+        if name == "mnist-colour":
+            part = colourise(part, seed=3)
+    if n > len(part):
+        raise SystemExit(f"--public {n}: {name} has {len(part)} held-out images")
+    return part[:n]
+
+
 def colourise(grey: torch.Tensor, *, seed: int) -> torch.Tensor:
     """MNIST digits as 32x32 RGB images: each digit (padded by 2 pixels) in a random colour on a random
     background colour, the two at least 0.3 apart in luminance (BT.601), drawn from ``seed``.
@@ -149,10 +168,11 @@ def resolve(setting: dict, shape: tuple[int, ...], n: int, basis: str = "pool") 
 def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt: bool,
             selection_sample: int | None = None, val_fraction: float | None = None,
             blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None,
-            basis: dict | None = None) -> dict:
+            basis: dict | None = None, public: torch.Tensor | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
-    ``basis``: the release basis's options for :func:`mechanism` (None: pool)."""
+    ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
+    public, sent as they are beside the queries (``label --public``)."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:
@@ -183,7 +203,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         **extra,
     )
     t0 = time.perf_counter()
-    res = kt.run(records)
+    res = kt.run(records, public=public)
     wall = time.perf_counter() - t0
 
     def accuracy(labels: torch.Tensor | None, default: float) -> float:
@@ -242,12 +262,14 @@ def _budget(r: dict) -> tuple:
     sample = r.get("selection_sample")
     if r.get("max_per_round"):
         sample = f"{sample or 'all'}/{r['max_per_round']} per round"
-    return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample)
+    return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample, r.get("public") or 0)
 
 
 def _variant(r: dict) -> str:
     """How a private run differs from the defaults (blank queries mixed in, the release basis), for the table."""
     parts = [f"blank {r['blank'][0]:g} at {r['blank'][1]:g}"] if r.get("blank") else []
+    if r.get("public"):
+        parts.append(f"{r['public']} public images")
     if r.get("basis"):
         parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
     return ", ".join(parts) or "-"
@@ -273,29 +295,31 @@ def table(paths: list[Path]) -> None:
     for r in runs:
         if r["mode"] != "ldpkit":
             continue
-        k = (*_budget(r), r["mechanism"], r["eps_record"], r["reduce"], r["postprocess"], _variant(r))
+        k = (*_budget(r)[:5], r["mechanism"], r["eps_record"], r["reduce"], r["postprocess"], _variant(r),
+             _budget(r)[5])
         d = rows.setdefault(k, {})
         for field_name in ("accuracy", "accuracy_unadapted", "accuracy_fused", "wall_s"):
             d.setdefault(field_name, []).append(r[field_name])
     for k in sorted(rows, key=lambda k: (k[0], str(k[4] or ""), k[5], k[6], k[9])):
         d = rows[k]
-        level, base = best.get(k[:5], (None, []))
+        level, base = best.get((*k[:5], k[10]), (None, []))
         gain = [a - statistics.mean(base) for a in d["accuracy"]] if base else []
         print(f"| {k[0]} | {k[5]} | {k[6]:g} | {k[7]} | {k[8]} | {k[9]} | {k[1]} | {k[4] or 'all'} | {len(d['accuracy'])} | "
               f"{_ms(d['accuracy_unadapted'])} | {_ms(d['accuracy'])} | {_ms(d['accuracy_fused'])} | "
               f"{_ms(base)} ({level if level is None else f'{level:g}'}) | {_ms(gain)} | {_ms(d['wall_s'], 1.0)} |")
     print()
-    print("| dataset | data-free noise level (eps/record of the blank queries) | seeds | unadapted | adapted |")
-    print("|---|---|---|---|---|")
+    print("| dataset | data-free noise level (eps/record of the blank queries) | public images | seeds | unadapted | "
+          "adapted |")
+    print("|---|---|---|---|---|---|")
     grid: dict[tuple, dict[str, list[float]]] = {}
     for r in runs:
         if r["mode"] == "data-free":
-            d = grid.setdefault((r["dataset"], r["eps_record"], r.get("selection_sample")), {})
+            d = grid.setdefault((r["dataset"], r["eps_record"], r.get("selection_sample"), r.get("public") or 0), {})
             d.setdefault("a", []).append(r["accuracy"])
             d.setdefault("u", []).append(r["accuracy_unadapted"])
-    for k in sorted(grid, key=lambda k: (k[0], k[1])):
+    for k in sorted(grid, key=lambda k: (k[0], k[1], k[3])):
         d = grid[k]
-        print(f"| {k[0]} | {k[1]:g} | {len(d['a'])} | {_ms(d['u'])} | {_ms(d['a'])} |")
+        print(f"| {k[0]} | {k[1]:g} | {k[3]} | {len(d['a'])} | {_ms(d['u'])} | {_ms(d['a'])} |")
 
 
 def plot(paths: list[Path], png: Path) -> None:
@@ -371,6 +395,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--coefficients", type=int, default=None, help="basis dct: luminance coefficients (default: size's)")
     p.add_argument("--clip-norm", type=float, default=None, help="basis dct: the clip bound C (default: size's)")
     p.add_argument("--no-adapt", action="store_true", help="measure without the adaptation stage (time only)")
+    p.add_argument("--public", type=int, default=None,
+                   help="send this many of the dataset's held-out images as public images (label --public)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")
@@ -387,7 +413,7 @@ def main(argv: list[str] | None = None) -> None:
         done = {json.loads(line)["key"] for line in args.out.read_text().splitlines()}
     variant = {k: v for k, v in (("selection_sample", args.selection_sample), ("no_adapt", args.no_adapt),
                                  ("val_fraction", args.val_fraction), ("blank", args.blank),
-                                 ("max_per_round", args.max_per_round))
+                                 ("max_per_round", args.max_per_round), ("public", args.public or None))
                if v is not None and v is not False}
     basis = None
     if args.basis != "pool":
@@ -398,6 +424,7 @@ def main(argv: list[str] | None = None) -> None:
             label, tx, ty, px, py = load_dataset(name, size)
             model = cached_teacher(label, tx, ty)
             teacher = LocalTeacher(model, tuple(px.shape[1:]), 10, name=label)
+            public = public_images(name, size, args.public) if args.public else None
             with torch.no_grad():
                 t_acc = float((model(px).argmax(1) == py).float().mean())
             print(f"# {label}: teacher on clean private records {t_acc:.3f}, n={len(px)}", flush=True)
@@ -415,7 +442,7 @@ def main(argv: list[str] | None = None) -> None:
                                 continue
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
                                         args.val_fraction, tuple(args.blank) if args.blank else None,
-                                        args.max_per_round, basis=basis)
+                                        args.max_per_round, basis=basis, public=public)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **variant})
                             with args.out.open("a") as fh:

@@ -110,3 +110,16 @@ def test_public_tensors_in_the_library_are_checked_by_value_and_refused_with_sid
         ldpclient.label(x, teacher, public=others, augment="none", epsilon=20, state_dir=tmp_path / "c")
     with pytest.raises(TypeError, match="public must be"):
         ldpclient.label(x, teacher, public=[1, 2], epsilon=20, state_dir=tmp_path / "d")
+
+
+def test_a_second_run_answers_the_public_images_from_the_journal(tmp_path: Path) -> None:
+    private = _folder(tmp_path / "private", 12, seed=0)
+    public = _folder(tmp_path / "public", 5, seed=1, prefix="pub")
+    with mock_server.serve(model="trivial", image_size=8, channels=1, price_per_image=0.01) as srv:
+        common = dict(public=public, epsilon=30, queries=60, epochs=1, price=0.01, state_dir=tmp_path / "state")
+        first = ldpclient.label(private, srv.model_url, **common)
+        again = ldpclient.label(private, srv.model_url, **common)
+        billed = srv.usage()["total"]["images"]
+    assert first.report["queries"]["public_sent"] == 5
+    assert again.report["queries"]["public_sent"] == 0 and again.report["queries"]["public_from_journal"] == 5
+    assert again.report["cost"]["spent_public_run"] == 0.0 and billed == 60 + 5
