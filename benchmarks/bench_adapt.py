@@ -6,7 +6,8 @@ Two real datasets, the same code:
   0.4/0.4/0.2 (teacher/private/held out): 719 private records;
 * ``mnist``: 5,000 real 28x28 MNIST digits (``benchmarks/mnist5k.py``: teacher 3,500, private 1,000);
 * ``mnist-colour``: the same digits as 32x32 RGB images, each in a random colour on a random background
-  (:func:`colourise`), with a 3-channel teacher.
+  (:func:`colourise`), with a 3-channel teacher;
+* ``cifar10``: 32x32 RGB photos (``benchmarks/cifar10.py``: private 1,000, teacher 16,000, public 5,000).
 
 A CNN teacher is trained on the teacher part (cached in ``benchmarks/.cache``); the private part is
 labelled by :class:`ldpclient.transfer.pipeline.KnowledgeTransfer` with an in-process
@@ -51,7 +52,7 @@ from ldpclient.transfer.pipeline import KnowledgeTransfer
 
 DELTA = 1e-5
 CACHE = Path(__file__).resolve().parent / ".cache"
-DATASETS = ("digits", "mnist", "mnist-colour")
+DATASETS = ("digits", "mnist", "mnist-colour", "cifar10")
 FIELDS = ("mechanism", "eps_record", "reduce", "queries", "epochs", "train_batch")
 
 
@@ -81,13 +82,26 @@ def load_dataset(name: str, size: int) -> tuple[str, torch.Tensor, torch.Tensor,
         if name == "mnist":
             return "mnist28", tx, ty, px, py
         return "mnist-colour32", colourise(tx, seed=1), ty, colourise(px, seed=2), py
+    if name == "cifar10":
+        import cifar10
+
+        photos = cifar10.split()
+        (tx, ty), (px, py) = (photos[p] for p in ("teacher", "private"))
+        return ("cifar10-32", torch.from_numpy(tx).float() / 255.0, torch.from_numpy(ty),
+                torch.from_numpy(px).float() / 255.0, torch.from_numpy(py))
     raise SystemExit(f"unknown dataset {name!r} ({', '.join(DATASETS)})")
 
 
 def public_images(name: str, size: int, n: int) -> torch.Tensor:
     """``n`` images of the dataset that are neither the teacher's nor the private ones (its held-out part:
-    digits 359, MNIST 500), for ``--public``: float ``(n, C, H, W)`` in [0, 1], like the private part."""
-    if name == "digits":
+    digits 359, MNIST 500; CIFAR-10: its public part, 5,000), for ``--public``: float ``(n, C, H, W)`` in
+    [0, 1], like the private part."""
+    if name == "cifar10":
+        import cifar10
+
+        images, _ = cifar10.split()["public"]
+        part = torch.from_numpy(images).float() / 255.0
+    elif name == "digits":
         x, _ = load_digits_images(size)
         _, _, held = split_indices(len(x), (0.4, 0.4, 0.2), seed=0)
         part = x[held]
