@@ -123,3 +123,12 @@ def test_a_second_run_answers_the_public_images_from_the_journal(tmp_path: Path)
     assert first.report["queries"]["public_sent"] == 5
     assert again.report["queries"]["public_sent"] == 0 and again.report["queries"]["public_from_journal"] == 5
     assert again.report["cost"]["spent_public_run"] == 0.0 and billed == 60 + 5
+
+
+def test_the_same_picture_in_another_file_is_refused_too(tmp_path: Path) -> None:
+    private = _folder(tmp_path / "private", 6, seed=0)
+    public = _folder(tmp_path / "public", 3, seed=1, prefix="pub")
+    Image.open(private / "img02.png").save(public / "same.bmp")  # other bytes, same pixels
+    teacher = LocalTeacher(lambda x: (x.reshape(len(x), -1).mean(1) > 0.5).long(), (1, 8, 8), 2, name="t")
+    with pytest.raises(ValueError, match=r"1 image\(s\) are also in the private images \(e.g. 'same.bmp'\)"):
+        ldpclient.label(private, teacher, public=public, epsilon=20, state_dir=tmp_path / "s")

@@ -202,23 +202,23 @@ def _load_public(setup: RunSetup, private: RecordSource, given: RecordSource | N
 
 def public_overlap(private: RecordSource, public: RecordSource, value_range: tuple[float, float]) -> list[int]:
     """Indices of the ``public`` records that are also ``private`` records: the same source id (a file's
-    SHA-256) when both sources have them, else the same values on the 8-bit scale of ``value_range``."""
+    SHA-256, when both sources have them) or the same values on the 8-bit scale of ``value_range`` at the
+    teacher's shape (the same picture in another file or format)."""
     by_id = source_ids(private, [0]) is not None and source_ids(public, [0]) is not None
     lo, hi = value_range
 
     def keys(source: RecordSource) -> Iterator[tuple[int, bytes]]:
         for idx, chunk in iter_batches(source, 1024):
+            levels = ((chunk.double() - lo) / (hi - lo)).clamp(0, 1).mul(255).round().to(torch.uint8).numpy()
+            for k, row in zip(idx.tolist(), levels, strict=True):
+                yield k, b"pixels:" + hashlib.sha256(row.tobytes()).digest()
             if by_id:
                 ids = source_ids(source, idx) or []
-                yield from zip(idx.tolist(), (i if isinstance(i, bytes) else str(i).encode() for i in ids),
-                               strict=True)
-            else:
-                levels = ((chunk.double() - lo) / (hi - lo)).clamp(0, 1).mul(255).round().to(torch.uint8).numpy()
-                yield from ((int(k), hashlib.sha256(row.tobytes()).digest()) for k, row in zip(idx, levels,
-                                                                                               strict=True))
+                for k, i in zip(idx.tolist(), ids, strict=True):
+                    yield k, b"source:" + (i if isinstance(i, bytes) else str(i).encode())
 
     private_keys = {key for _, key in keys(private)}
-    return [k for k, key in keys(public) if key in private_keys]
+    return sorted({k for k, key in keys(public) if key in private_keys})
 
 
 def _data_key(setup: RunSetup, records: RecordSource | None) -> str:
