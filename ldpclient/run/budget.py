@@ -58,8 +58,9 @@ class LedgerSpend:
 def images_at_cap(ledger: Any, private_dir: Path) -> list[str]:
     """The images of ``private_dir`` (as ``label`` lists them) whose spend has reached the ledger's cap, by
     printable relative path; [] without a cap. Each file's bytes are hashed into its source id, as a label run
-    keys it; DataError for a missing or empty folder."""
-    from ..data import discover_images, printable_path, source_id
+    keys it, through the same guarded read (a file that read refuses, as label would skip it, is passed over);
+    DataError for a missing or empty folder."""
+    from ..data import ImageDecodeError, discover_images, printable_path, read_image_file, source_id
     from ..privacy.ledger import cap_reached
 
     if ledger.cap_epsilon is None:
@@ -68,9 +69,14 @@ def images_at_cap(ledger: Any, private_dir: Path) -> list[str]:
     at_cap: list[str] = []
     chunk = 1024
     for start in range(0, len(found.files), chunk):
-        names = found.files[start : start + chunk]
-        ids = [source_id((Path(found.root) / rel).read_bytes()) for rel in names]
-        spent = ledger.spent_by_source(ids)
+        names, ids = [], []
+        for rel in found.files[start : start + chunk]:
+            try:
+                ids.append(source_id(read_image_file(Path(found.root) / rel)))
+            except ImageDecodeError:
+                continue
+            names.append(rel)
+        spent = ledger.spent_by_source(ids) if ids else []
         at_cap += [printable_path(rel) for rel, eps in zip(names, spent, strict=True)
                    if cap_reached(eps, ledger.cap_epsilon)]
     return at_cap

@@ -224,6 +224,11 @@ class _Queries:
     #: the public images' queries, labelled and trained on beside the plan's (None: no public images)
     public: Optional["_Public"] = None
 
+    @property
+    def labelled_total(self) -> int:
+        """Queries the teacher labels: the plan's, then the public images' (their ids after the plan's)."""
+        return self.plan.total + (self.public.plan.total if self.public is not None else 0)
+
 
 @dataclass
 class _Public:
@@ -559,8 +564,7 @@ class KnowledgeTransfer:
             raise ValueError("no public images")
         whole = ReleaseBuilder(len(public))
         digest = hashlib.sha256()
-        for _, chunk in iter_batches(public, release_chunk(shape)):
-            release = public_release(chunk, self.mechanism.domain)
+        for _, release in release_in_chunks(public, lambda chunk, _ids: public_release(chunk, self.mechanism.domain)):
             digest.update(release.values.numpy().tobytes())
             whole.add(release)
         seed = int.from_bytes(digest.digest()[:8], "little") >> 1
@@ -627,7 +631,7 @@ class KnowledgeTransfer:
         and, through a client, ``public_sent`` and ``public_from_journal`` (billed apart by the caller)."""
         t = time.perf_counter()
         plan, public = queries.plan, queries.public
-        store = LabelStore(plan.total + (public.plan.total if public else 0), meta.num_classes)
+        store = LabelStore(queries.labelled_total, meta.num_classes)
         total_batches = plan.num_batches + (public.plan.num_batches if public else 0)
         done = 0
         counts: dict[str, int] = {}
@@ -690,8 +694,7 @@ class KnowledgeTransfer:
             seed=self.seed,
             progress=self.progress,
         )
-        labelled = queries.plan.total + (queries.public.plan.total if queries.public else 0)
-        steps = -(-int(labelled * (1 - self.val_fraction)) // self.batch_size)
+        steps = -(-int(queries.labelled_total * (1 - self.val_fraction)) // self.batch_size)
         history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch), store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t
         return _Trained(trainer, kwargs, history)
