@@ -7,6 +7,8 @@ Two real datasets, the same code:
 * ``mnist``: 5,000 real 28x28 MNIST digits (``benchmarks/mnist5k.py``: teacher 3,500, private 1,000);
 * ``mnist-colour``: the same digits as 32x32 RGB images, each in a random colour on a random background
   (:func:`colourise`), with a 3-channel teacher;
+* ``colour-digits``: the same digits as varied 32x32 colour photos (:func:`colour_photos`): either polarity,
+  bright and dark backgrounds, shifted by up to 2 pixels, with sensor noise and a lighting gradient;
 * ``cifar10``: 32x32 RGB photos (``benchmarks/cifar10.py``: private 1,000, teacher 16,000, public 5,000).
 
 A CNN teacher is trained on the teacher part (cached in ``benchmarks/.cache``); the private part is
@@ -52,7 +54,7 @@ from ldpclient.transfer.pipeline import KnowledgeTransfer
 
 DELTA = 1e-5
 CACHE = Path(__file__).resolve().parent / ".cache"
-DATASETS = ("digits", "mnist", "mnist-colour", "cifar10")
+DATASETS = ("digits", "mnist", "mnist-colour", "colour-digits", "cifar10")
 FIELDS = ("mechanism", "eps_record", "reduce", "queries", "epochs", "train_batch")
 
 
@@ -69,7 +71,7 @@ def load_dataset(name: str, size: int) -> tuple[str, torch.Tensor, torch.Tensor,
         x, y = load_digits_images(size)
         tr, pv, _ = split_indices(len(x), (0.4, 0.4, 0.2), seed=0)
         return f"digits{size}", x[tr], y[tr], x[pv], y[pv]
-    if name in ("mnist", "mnist-colour"):
+    if name in ("mnist", "mnist-colour", "colour-digits"):
         import mnist5k
 
         parts = mnist5k.split()
@@ -81,6 +83,8 @@ def load_dataset(name: str, size: int) -> tuple[str, torch.Tensor, torch.Tensor,
         (tx, ty), (px, py) = tensors("teacher"), tensors("private")
         if name == "mnist":
             return "mnist28", tx, ty, px, py
+        if name == "colour-digits":
+            return "colour-digits32", colour_photos(tx, seed=1), ty, colour_photos(px, seed=2), py
         return "mnist-colour32", colourise(tx, seed=1), ty, colourise(px, seed=2), py
     if name == "cifar10":
         import cifar10
@@ -112,6 +116,8 @@ def public_images(name: str, size: int, n: int) -> torch.Tensor:
         part = torch.from_numpy(images).float() / 255.0
         if name == "mnist-colour":
             part = colourise(part, seed=3)
+        elif name == "colour-digits":
+            part = colour_photos(part, seed=3)
     if n > len(part):
         raise SystemExit(f"--public {n}: {name} has {len(part)} held-out images")
     return part[:n]
@@ -136,8 +142,54 @@ def colourise(grey: torch.Tensor, *, seed: int) -> torch.Tensor:
     return bg[:, :, None, None] * (1 - mask) + fg[:, :, None, None] * mask
 
 
-def cached_teacher(label: str, x: torch.Tensor, y: torch.Tensor) -> torch.nn.Module:
+def colour_photos(grey: torch.Tensor, *, seed: int) -> torch.Tensor:
+    """MNIST digits as varied 32x32 colour photos, drawn from ``seed``: :func:`colourise`'s colour pairs (ink
+    and background at least 0.3 apart in BT.601 luminance, so either polarity, bright and dark backgrounds),
+    the digit shifted by up to 2 pixels each way, a linear lighting gradient of up to ±0.15 across the frame,
+    and Gaussian sensor noise of a standard deviation drawn per image in [0, 0.06]; clipped to [0, 1].
+
+    ``grey``: float ``(N, 1, 28, 28)`` in [0, 1]; returns float ``(N, 3, 32, 32)`` in [0, 1].
+    """
+    g = torch.Generator().manual_seed(10_000 + seed)
+    n = len(grey)
+    framed = colourise(grey, seed=seed)
+    dy, dx = torch.randint(-2, 3, (2, n), generator=g)
+    rows = (torch.arange(32)[None, :] - dy[:, None]).clamp(0, 31)
+    cols = (torch.arange(32)[None, :] - dx[:, None]).clamp(0, 31)
+    shifted = framed[torch.arange(n)[:, None, None, None], torch.arange(3)[None, :, None, None],
+                     rows[:, None, :, None], cols[:, None, None, :]]
+    ramp = torch.linspace(-1.0, 1.0, 32)
+    angle = torch.rand(n, generator=g) * 2 * torch.pi
+    strength = torch.rand(n, generator=g) * 0.15
+    light = strength[:, None, None] * (torch.cos(angle)[:, None, None] * ramp[None, None, :]
+                                       + torch.sin(angle)[:, None, None] * ramp[None, :, None])
+    sigma = torch.rand(n, generator=g) * 0.06
+    noise = torch.randn(n, 3, 32, 32, generator=g) * sigma[:, None, None, None]
+    return (shifted + light[:, None] + noise).clamp(0.0, 1.0)
+
+
+#: ``--teacher`` choices: the small CNN every table so far used, and the mock server's ``--arch resnet``
+#: (a small residual network trained 30 epochs with flip and crop augmentation: the stronger photo teacher).
+TEACHERS = ("small_cnn", "resnet")
+RESNET_EPOCHS = 30
+
+
+def cached_teacher(label: str, x: torch.Tensor, y: torch.Tensor, arch: str = "small_cnn") -> torch.nn.Module:
     """The teacher for ``label``, trained once and kept in ``benchmarks/.cache`` (same weights every run)."""
+    if arch == "resnet":
+        from mock_server.teacher import _resnet, train_resnet
+
+        path = CACHE / f"teacher-{label}-resnet.pt"
+        if path.exists():
+            model = _resnet(x.shape[1], 10)
+            model.load_state_dict(torch.load(path, weights_only=True))
+            return model.eval()
+        t0 = time.perf_counter()
+        model = train_resnet(x, y, 10, epochs=RESNET_EPOCHS, seed=0)
+        print(f"# trained the resnet teacher for {label} in {time.perf_counter() - t0:.0f} s", flush=True)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        torch.save(model.state_dict(), path)
+        return model.eval()
     path = CACHE / f"teacher-{label}.pt"
     if path.exists():
         from ldpclient.transfer.student import small_cnn
@@ -182,11 +234,12 @@ def resolve(setting: dict, shape: tuple[int, ...], n: int, basis: str = "pool") 
 def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt: bool,
             selection_sample: int | None = None, val_fraction: float | None = None,
             blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None,
-            basis: dict | None = None, public: torch.Tensor | None = None) -> dict:
+            basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
-    public, sent as they are beside the queries (``label --public``)."""
+    public, sent as they are beside the queries (``label --public``); ``student``: a student zoo name (None:
+    the library's default)."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:
@@ -200,6 +253,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         sample = selection_sample if selection_sample is not None else len(records)
         extra["adapter"] = SelfTrainingAdapter(seed=seed, selection_sample=sample,
                                                max_per_round=max_per_round or len(records))
+    if student is not None:
+        extra["student"] = student
     kt = KnowledgeTransfer(
         teacher,
         mech,
@@ -411,6 +466,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-adapt", action="store_true", help="measure without the adaptation stage (time only)")
     p.add_argument("--public", type=int, default=None,
                    help="send this many of the dataset's held-out images as public images (label --public)")
+    p.add_argument("--student", default=None, help="the student's zoo name (default: the library's)")
+    p.add_argument("--teacher", choices=TEACHERS, default="small_cnn", help="the in-process teacher's architecture")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")
@@ -429,6 +486,10 @@ def main(argv: list[str] | None = None) -> None:
                                  ("val_fraction", args.val_fraction), ("blank", args.blank),
                                  ("max_per_round", args.max_per_round), ("public", args.public or None))
                if v is not None and v is not False}
+    if args.teacher != "small_cnn":
+        variant["teacher_arch"] = args.teacher
+    if args.student is not None:
+        variant["student"] = args.student
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -436,7 +497,10 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.dataset:
         for size in args.size if name == "digits" else [0]:
             label, tx, ty, px, py = load_dataset(name, size)
-            model = cached_teacher(label, tx, ty)
+            if args.teacher != "small_cnn":
+                torch.set_num_threads(2)  # the teacher's training, once; the runs stay on one thread
+            model = cached_teacher(label, tx, ty, args.teacher)
+            torch.set_num_threads(1)
             teacher = LocalTeacher(model, tuple(px.shape[1:]), 10, name=label)
             public = public_images(name, size, args.public) if args.public else None
             with torch.no_grad():
@@ -456,7 +520,7 @@ def main(argv: list[str] | None = None) -> None:
                                 continue
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
                                         args.val_fraction, tuple(args.blank) if args.blank else None,
-                                        args.max_per_round, basis=basis, public=public)
+                                        args.max_per_round, basis=basis, public=public, student=args.student)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **variant})
                             with args.out.open("a") as fh:

@@ -44,6 +44,13 @@ class ServerConfig:
     train_folder: str | None = _opt(None, "image folder laid out as class_name/*.png (implies --model folder)")
     checkpoint: str | None = _opt(None, "saved teacher checkpoint to load safely (implies --model checkpoint)")
     save_checkpoint: str | None = _opt(None, "write the teacher's weights to this file after start-up")
+    arch: str = _opt(
+        "small_cnn",
+        "architecture of a trained teacher: 'small_cnn' (two conv layers, seconds to train) or 'resnet' (a"
+        " small residual network trained with flip and crop augmentation: a stronger teacher for photos;"
+        " give it --epochs 30, minutes to train, then cached)",
+        choices=("small_cnn", "resnet"),
+    )
     seed: int = _opt(0, "seed of the training run and of the held-out split")
     epochs: int = _opt(10, "training epochs for the CNN teacher")
     state_dir: str | None = _opt(None, "cache directory root (default: $LDPCLIENT_STATE_DIR or the XDG state dir)")

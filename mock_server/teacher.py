@@ -21,6 +21,8 @@ from torch import nn
 from .config import ServerConfig
 
 ARCH = "small_cnn_v1"
+#: Checkpoint name of each ``--arch`` (part of the cache key: a new training recipe gets a new name).
+ARCHS = {"small_cnn": ARCH, "resnet": "resnet_flipcrop_v1"}
 CHECKPOINT_FORMAT = 1
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 #: Training batch size and learning rate of the CNN teacher (fixed: part of the cache key via ARCH).
@@ -118,7 +120,7 @@ def state_root(config: ServerConfig) -> Path:
 
 def _cache_path(config: ServerConfig, dataset_key: str) -> Path:
     key = json.dumps(
-        {"arch": ARCH, "dataset": dataset_key, "size": config.image_size, "channels": config.channels,
+        {"arch": ARCHS[config.arch], "dataset": dataset_key, "size": config.image_size, "channels": config.channels,
          "seed": config.seed, "epochs": config.epochs, "torch": torch.__version__.split("+")[0]},
         sort_keys=True,
     )
@@ -146,6 +148,56 @@ def train_cnn(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: int
         return _train(x, y, num_classes, epochs=epochs, seed=seed)
     finally:
         torch.set_num_threads(threads)
+
+
+def _resnet(in_channels: int, num_classes: int) -> nn.Module:
+    """The ``resnet`` teacher: ldpclient's ``small_resnet`` at width 32."""
+    from ldpclient.transfer.student import small_resnet
+
+    return small_resnet(num_classes=num_classes, in_channels=in_channels, image_size=32, width=32)
+
+
+def flip_crop(x: torch.Tensor, gen: torch.Generator, pad: int) -> torch.Tensor:
+    """A random horizontal flip (half of the images) and a random crop of ``x`` ``(N, C, H, W)`` padded by
+    ``pad`` pixels (edge values repeated): the same size back, each image shifted by up to ``pad`` each way."""
+    n, _, h, w = x.shape
+    flip = torch.rand(n, generator=gen) < 0.5
+    x = torch.where(flip[:, None, None, None], x.flip(-1), x)
+    if pad < 1:
+        return x
+    padded = nn.functional.pad(x, (pad, pad, pad, pad), mode="replicate")
+    dy, dx = torch.randint(0, 2 * pad + 1, (2, n), generator=gen)
+    rows = (dy[:, None] + torch.arange(h)[None]).view(n, 1, h, 1)
+    cols = (dx[:, None] + torch.arange(w)[None]).view(n, 1, 1, w)
+    return padded[torch.arange(n).view(n, 1, 1, 1), torch.arange(x.shape[1]).view(1, -1, 1, 1), rows, cols]
+
+
+def train_resnet(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: int, seed: int) -> nn.Module:
+    """Train the ``resnet`` teacher on float32 images in [0, 1]: SGD (momentum 0.9, weight decay 5e-4), a
+    one-cycle learning rate peaking at 0.1, batches of 128, each image flipped at random and shifted by up to
+    an eighth of its side. On torch's threads (a larger model than ``SmallCNN``); deterministic for a seed and a
+    thread count."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = _resnet(x.shape[1], num_classes).to(memory_format=torch.channels_last)
+        gen = torch.Generator().manual_seed(seed)
+        batch = 128
+        steps = epochs * -(-len(x) // batch)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4, nesterov=True)
+        schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=steps)
+        pad = max(1, int(x.shape[-1]) // 8)
+        model.train()
+        for _ in range(epochs):
+            order = torch.randperm(len(x), generator=gen)
+            for i in range(0, len(x), batch):
+                idx = order[i : i + batch]
+                xb = flip_crop(x[idx], gen, pad).contiguous(memory_format=torch.channels_last)
+                opt.zero_grad(set_to_none=True)
+                nn.functional.cross_entropy(model(xb), y[idx]).backward()
+                opt.step()
+                schedule.step()
+    model.eval()
+    return model.to(memory_format=torch.contiguous_format)
 
 
 def _train(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: int, seed: int) -> SmallCNN:
@@ -216,12 +268,13 @@ def _trained_teacher(
     x, y, class_names = load()
     train_idx, test_idx = split(len(x))
     t0 = time.perf_counter()
-    module = train_cnn(x[train_idx], y[train_idx], len(class_names), epochs=config.epochs, seed=config.seed)
+    train = train_resnet if config.arch == "resnet" else train_cnn
+    module = train(x[train_idx], y[train_idx], len(class_names), epochs=config.epochs, seed=config.seed)
     seconds = time.perf_counter() - t0
     predict = _torch_predict(module)
     acc = _accuracy(predict, x[test_idx], y[test_idx])
     teacher = TeacherModel(
-        ARCH, (int(x.shape[1]), int(x.shape[2]), int(x.shape[3])), class_names, predict,
+        ARCHS[config.arch], (int(x.shape[1]), int(x.shape[2]), int(x.shape[3])), class_names, predict,
         f"{label} (trained on {len(train_idx)} images in {seconds:.1f} s)", acc, len(test_idx), module,
     )
     if cache is not None:
@@ -248,7 +301,7 @@ def digits_teacher(config: ServerConfig) -> TeacherModel:
 
 
 def folder_teacher(config: ServerConfig) -> TeacherModel:
-    """Small CNN on ``train_folder`` (class_name/*.png), 80 % train / 20 % held out (seeded)."""
+    """``config.arch`` trained on ``train_folder`` (class_name/*.png), 80 % train / 20 % held out (seeded)."""
     from ldpclient.datasets import split_indices
 
     folder = Path(config.train_folder or "").expanduser()
@@ -271,7 +324,7 @@ def save_checkpoint(teacher: TeacherModel, path: str | os.PathLike[str]) -> Path
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
-        "format": CHECKPOINT_FORMAT, "arch": ARCH, "state_dict": teacher.module.state_dict(),
+        "format": CHECKPOINT_FORMAT, "arch": teacher.arch, "state_dict": teacher.module.state_dict(),
         "input_shape": list(teacher.input_shape), "class_names": list(teacher.class_names),
         "accuracy": teacher.accuracy, "held_out": teacher.held_out,
     }
@@ -282,9 +335,9 @@ def save_checkpoint(teacher: TeacherModel, path: str | os.PathLike[str]) -> Path
 
 
 def load_checkpoint(path: str | os.PathLike[str], config: ServerConfig, *, source: str | None = None) -> TeacherModel:
-    """Load a ``SmallCNN`` checkpoint safely (``torch.load(weights_only=True)``).
+    """Load a ``SmallCNN`` or ``resnet`` checkpoint safely (``torch.load(weights_only=True)``).
 
-    Accepts this module's format (``save_checkpoint``) or a bare ``SmallCNN`` state_dict;
+    Accepts this module's format (``save_checkpoint``, which names the arch) or a bare ``SmallCNN`` state_dict;
     for a bare one the input side is ``config.image_size`` and channels/classes come
     from the weight shapes. A 1-channel 10-class model without a stored accuracy is
     evaluated on the digits held-out split at its input size.
@@ -300,14 +353,19 @@ def load_checkpoint(path: str | os.PathLike[str], config: ServerConfig, *, sourc
         raise ValueError(f"checkpoint {path} holds a {type(blob).__name__}, expected a dict")
     meta = blob if "state_dict" in blob else {}
     state = blob.get("state_dict", blob)
-    if meta.get("arch", ARCH) != ARCH:
-        raise ValueError(f"checkpoint {path} has arch {meta.get('arch')!r}; this server runs {ARCH}")
+    arch = meta.get("arch", ARCH)
+    if arch not in ARCHS.values():
+        raise ValueError(f"checkpoint {path} has arch {arch!r}; this server runs {', '.join(ARCHS.values())}")
     try:
-        first, last = state["features.0.weight"], state["classifier.3.weight"]
-        module = SmallCNN(first.shape[1], last.shape[0], first.shape[0])
+        if arch == ARCH:
+            first, last = state["features.0.weight"], state["classifier.3.weight"]
+            module: nn.Module = SmallCNN(first.shape[1], last.shape[0], first.shape[0])
+        else:
+            first, last = state["0.weight"], state["8.weight"]
+            module = _resnet(first.shape[1], last.shape[0])
         module.load_state_dict(state)
     except (KeyError, RuntimeError, AttributeError, IndexError) as exc:
-        raise ValueError(f"checkpoint {path} is not a {ARCH} state_dict: {exc}") from exc
+        raise ValueError(f"checkpoint {path} is not a {arch} state_dict: {exc}") from exc
     in_ch, classes = int(first.shape[1]), int(last.shape[0])
     shape = tuple(int(v) for v in meta.get("input_shape", (in_ch, config.image_size, config.image_size)))
     names = tuple(str(n) for n in meta.get("class_names", range(classes)))
@@ -322,7 +380,7 @@ def load_checkpoint(path: str | os.PathLike[str], config: ServerConfig, *, sourc
             x, y = load_digits_images(shape[1])
             test = split_indices(len(x), DIGITS_TEACHER_SPLIT, config.seed)[1]
             acc, held_out = _accuracy(predict, x[test], y[test]), len(test)
-    return TeacherModel(ARCH, shape, names, predict, source or f"checkpoint {path}",
+    return TeacherModel(arch, shape, names, predict, source or f"checkpoint {path}",
                         None if acc is None else float(acc), held_out, module)
 
 

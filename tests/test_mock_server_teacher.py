@@ -132,3 +132,28 @@ def test_folder_errors_name_the_problem(tmp_path):
         build_teacher(ServerConfig(train_folder=str(tmp_path), no_cache=True))
     with pytest.raises(ValueError, match="not a directory"):
         build_teacher(ServerConfig(train_folder=str(tmp_path / "nope"), no_cache=True))
+
+
+def test_the_resnet_teacher_trains_with_flips_and_crops_caches_apart_and_round_trips(tmp_path):
+    from mock_server.teacher import ARCHS, flip_crop
+
+    x = torch.arange(2 * 3 * 4 * 4, dtype=torch.float32).reshape(2, 3, 4, 4)
+    out = flip_crop(x, torch.Generator().manual_seed(0), 1)
+    assert out.shape == x.shape
+    for k in range(2):  # each image is a flip and/or a shift by at most one pixel of itself, never another's
+        candidates = [x[k], x[k].flip(-1)]
+        padded = [torch.nn.functional.pad(c[None], (1, 1, 1, 1), mode="replicate")[0] for c in candidates]
+        assert any(torch.equal(out[k], p[:, dy:dy + 4, dx:dx + 4]) for p in padded for dy in range(3) for dx in range(3))
+    folder = _png_folder(tmp_path / "imgs")
+    state = str(tmp_path / "state")
+    small = build_teacher(ServerConfig(train_folder=str(folder), image_size=8, channels=3, state_dir=state))
+    cfg = ServerConfig(train_folder=str(folder), image_size=8, channels=3, state_dir=state, arch="resnet", epochs=2)
+    t = build_teacher(cfg)
+    assert small.arch == ARCHS["small_cnn"] and t.arch == ARCHS["resnet"] and "cached" not in t.source
+    assert t.accuracy == 1.0 and "cached" in build_teacher(cfg).source  # its own cache entry, reused
+    path = save_checkpoint(t, tmp_path / "resnet.pt")
+    loaded = load_checkpoint(path, ServerConfig(image_size=8))
+    probe = np.random.default_rng(0).random((5, 3, 8, 8), dtype=np.float32)
+    assert loaded.arch == t.arch and loaded.predict(probe).tolist() == t.predict(probe).tolist()
+    with pytest.raises(ValueError, match="arch must be one of"):
+        ServerConfig(arch="vit")

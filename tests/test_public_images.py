@@ -132,3 +132,38 @@ def test_the_same_picture_in_another_file_is_refused_too(tmp_path: Path) -> None
     teacher = LocalTeacher(lambda x: (x.reshape(len(x), -1).mean(1) > 0.5).long(), (1, 8, 8), 2, name="t")
     with pytest.raises(ValueError, match=r"1 image\(s\) are also in the private images \(e.g. 'same.bmp'\)"):
         ldpclient.label(private, teacher, public=public, epsilon=20, state_dir=tmp_path / "s")
+
+
+def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_says_so(tmp_path: Path) -> None:
+    from ldpclient.transfer import defaults
+    from ldpclient.transfer.pipeline import KnowledgeTransfer
+    from ldpclient.privacy import laplace
+
+    assert defaults.public_repeats(20_000, 5_000) == 4 and defaults.public_repeats(100, 400) == 1
+    with pytest.raises(ValueError, match="n_public"):
+        defaults.public_repeats(10, 0)
+    teacher = LocalTeacher(lambda x: (x.reshape(len(x), -1).mean(1) > 0.5).long(), (1, 4, 4), 2, name="t")
+    x = torch.rand(10, 1, 4, 4, generator=torch.Generator().manual_seed(0))
+    others = torch.rand(6, 1, 4, 4, generator=torch.Generator().manual_seed(1))
+    seen: list[np.ndarray] = []
+
+    class Recording(KnowledgeTransfer):
+        def _epoch_batches(self, queries, epoch):  # type: ignore[no-untyped-def]
+            for ids, values in super()._epoch_batches(queries, epoch):
+                if epoch == 0:
+                    seen.append(ids)
+                yield ids, values
+
+    kt = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False)
+    result = kt.run(x, public=others)
+    ids = np.concatenate(seen)
+    assert result.counts["public_repeats"] == 7  # round(40 queries / 6 public images)
+    assert np.bincount(ids[ids >= 40] - 40).tolist() == [7] * 6 and np.bincount(ids[ids < 40]).tolist() == [1] * 40
+    once = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False,
+                     public_repeats=1)
+    seen.clear()
+    assert once.run(x, public=others).counts["public_repeats"] == 1
+    assert len(np.concatenate(seen)) == 46
+    report = ldpclient.label(x, teacher, public=others, epsilon=20, queries=40, epochs=1,
+                             state_dir=tmp_path / "a").report
+    assert report["student"]["public_repeats"] == 7

@@ -19,7 +19,7 @@ from ldpclient.transfer.student import (
 )
 
 
-@pytest.mark.parametrize("name", ["small_cnn", "resnet18", "mobilenet_v2", "small-cnn"])
+@pytest.mark.parametrize("name", ["small_cnn", "small_resnet", "resnet18", "mobilenet_v2", "small-cnn"])
 @pytest.mark.parametrize("channels,size", [(1, 8), (3, 28)])
 def test_zoo_shapes(name, channels, size):
     model = build_student(name, num_classes=7, in_channels=channels, image_size=size).eval()

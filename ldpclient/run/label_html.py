@@ -220,8 +220,10 @@ def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> s
                                "labels."))
     else:
         val = student.get("val_accuracy")
+        repeats = int(student.get("public_repeats") or 0)
         parts.append(table([
-            ("student", f"{student['model']}, {student['epochs']} epochs"),
+            ("student", f"{student['model']}, {student['epochs']} epochs"
+             + (f"; each public image trained on {repeats} times per epoch" if repeats else "")),
             ("agreement with the teacher", "n/a" if val is None else f"{100 * val:.1f}% on held-out noised queries "
              "(how well it learnt the teacher's answers; not accuracy on your images)"),
             ("adaptation", "off" if not adaptation else

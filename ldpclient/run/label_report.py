@@ -68,6 +68,7 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
             loss=result.history.loss[-1] if result.history else None,
             note="validation accuracy = agreement with the teacher's labels on held-out noised queries",
             inference=_inference(result),
+            public_repeats=int(result.counts.get("public_repeats", 0)),
         ),
         adaptation=_adaptation_section(result, meta.num_classes),
         baseline=outcome.baseline.section if outcome.baseline is not None else None,

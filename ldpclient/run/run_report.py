@@ -155,6 +155,8 @@ class StudentSection:
     note: str
     #: how the prediction passes ran (e.g. "channels_last, 2 threads"); absent from older reports
     inference: str | None = None
+    #: times per epoch the student trained on each public image (``--public``); 0 without them
+    public_repeats: int = 0
 
 
 _SECTIONS: dict[str, type] = {

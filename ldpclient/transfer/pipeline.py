@@ -239,6 +239,8 @@ class _Public:
     plan: QueryPlan
     rows: ReleaseRows
     offset: int
+    #: Times per training epoch each public image is trained on.
+    repeats: int = 1
 
 
 @dataclass
@@ -358,6 +360,7 @@ class KnowledgeTransfer:
         self.batch_size = t.batch_size if t.batch_size is not None else defaults.train_batch_size()
         self.lr, self.val_fraction, self.device = t.lr, t.val_fraction, t.device
         self.checkpoint = Path(t.checkpoint) if t.checkpoint is not None else None
+        self.public_repeats = t.public_repeats
         self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
 
     # ------------------------------------------------------------------ helpers
@@ -569,7 +572,9 @@ class KnowledgeTransfer:
             whole.add(release)
         seed = int.from_bytes(digest.digest()[:8], "little") >> 1
         public_plan = QueryPlan(kind="identity", n=len(public), seed=seed, batch_size=plan.batch_size)
-        return _Public(public_plan, ReleaseRows(whole.build(), (), self.upsample_mode), offset=plan.total)
+        repeats = self.public_repeats or defaults.public_repeats(plan.total, len(public))
+        return _Public(public_plan, ReleaseRows(whole.build(), (), self.upsample_mode), offset=plan.total,
+                       repeats=repeats)
 
     def _stream(self, queries: _Queries, order: Sequence[int] | None = None) -> Iterator[tuple[str, Derived]]:
         """The plan's query batches ``(batch id, queries)`` in ``order`` (default: plan order), clipped if asked."""
@@ -584,18 +589,20 @@ class KnowledgeTransfer:
 
     def _epoch_batches(self, queries: _Queries, epoch: int) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
         """Query batches ``(query ids, values)`` for one training epoch, in a seeded shuffled batch order: the
-        plan's batches and the public images' (their ids after the plan's), mixed."""
+        plan's batches and the public images' (their ids after the plan's; each batch ``public.repeats``
+        times), mixed."""
         g = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2**63)
         n_private = queries.plan.num_batches
         public = queries.public
-        order = torch.randperm(n_private + (public.plan.num_batches if public else 0), generator=g).tolist()
+        n_public = public.plan.num_batches * public.repeats if public else 0
+        order = torch.randperm(n_private + n_public, generator=g).tolist()
         private = self._private_batches(queries, [b for b in order if b < n_private])
         for b in order:
             if b < n_private:
                 yield next(private)
             else:
                 assert public is not None
-                ids = public.plan.batch_ids(b - n_private)
+                ids = public.plan.batch_ids((b - n_private) % public.plan.num_batches)
                 yield ids + public.offset, public.rows.rows(torch.from_numpy(ids)).values
 
     def _private_batches(self, queries: _Queries, order: list[int]) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
@@ -627,8 +634,9 @@ class KnowledgeTransfer:
         self, queries: _Queries, meta: TeacherMetadata, timings: dict[str, float]
     ) -> tuple[LabelStore, dict[str, int]]:
         """Step 3: have the teacher label the public images (when given), then every planned query; int8 labels
-        per query; timings["label"] in s. Also the public images' counts: ``public_queries`` (in the store)
-        and, through a client, ``public_sent`` and ``public_from_journal`` (billed apart by the caller)."""
+        per query; timings["label"] in s. Also the public images' counts: ``public_queries`` (in the store),
+        ``public_repeats`` (times per epoch training sees each) and, through a client, ``public_sent`` and
+        ``public_from_journal`` (billed apart by the caller)."""
         t = time.perf_counter()
         plan, public = queries.plan, queries.public
         store = LabelStore(queries.labelled_total, meta.num_classes)
@@ -644,7 +652,7 @@ class KnowledgeTransfer:
                 self._report("label", done, total_batches, queries=store.num_labelled)
             after = self._client_counts()
             counts = {"public_queries": public.plan.total, "public_sent": after[0] - before[0],
-                      "public_from_journal": after[1] - before[1]}
+                      "public_from_journal": after[1] - before[1], "public_repeats": public.repeats}
         for ids, labels in self._labelled(plan, self._keeping(queries, self._stream(queries))):
             store.set(ids, labels)
             done += 1
@@ -694,7 +702,9 @@ class KnowledgeTransfer:
             seed=self.seed,
             progress=self.progress,
         )
-        steps = -(-int(queries.labelled_total * (1 - self.val_fraction)) // self.batch_size)
+        public = queries.public
+        trained = queries.plan.total + (public.plan.total * public.repeats if public is not None else 0)
+        steps = -(-int(trained * (1 - self.val_fraction)) // self.batch_size)
         history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch), store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t
         return _Trained(trainer, kwargs, history)

@@ -62,7 +62,8 @@ class PlanSettings:
 class TrainingSettings:
     """How the student learns: ``student`` (a name of ``ldpclient.transfer.student.STUDENTS``) built with
     ``student_kwargs``; ``epochs``, ``batch_size`` (None: the defaults), ``lr``, ``val_fraction`` (held-out
-    teacher labels), ``device``; ``checkpoint``: a path to save the trained student to."""
+    teacher labels), ``device``; ``checkpoint``: a path to save the trained student to; ``public_repeats``:
+    times per epoch each public image is trained on (None: :func:`~ldpclient.transfer.defaults.public_repeats`)."""
 
     student: str = field(default_factory=defaults.student)
     student_kwargs: dict[str, Any] | None = None
@@ -72,8 +73,11 @@ class TrainingSettings:
     val_fraction: float = 0.05
     device: str = "auto"
     checkpoint: str | Path | None = None
+    public_repeats: int | None = None
 
     def __post_init__(self) -> None:
+        if self.public_repeats is not None and self.public_repeats < 1:
+            raise ValueError(f"public_repeats must be >= 1, got {self.public_repeats}")
         if self.epochs is not None and self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
         if self.batch_size is not None and self.batch_size < 1:
