@@ -163,3 +163,14 @@ def test_the_default_augmentation_adapts_exactly_as_torchvisions_transform_appli
         SelfTrainingAdapter(schedule=(0.5, 1.0), epochs=2, seed=5, augmentation=augmentation).adapt(model, x)
         weights.append([p.detach().clone() for p in model.parameters()])
     assert all(torch.equal(a, b) for a, b in zip(*weights, strict=True))
+
+
+def test_each_round_is_reported_as_it_ends_and_label_draws_it_as_a_bar() -> None:
+    from ldpclient.run.progress import StageProgress
+
+    x, _ = _stripes(40, 6)
+    rounds: list[int] = []
+    SelfTrainingAdapter(seed=1, schedule=(0.5, 0.8, 1.0), epochs=1).adapt(
+        small_cnn(num_classes=2, image_size=12, width=4), x, on_round=rounds.append)
+    assert rounds == [1, 2, 3]
+    assert StageProgress.NAMES["adapt"] == "adapting"

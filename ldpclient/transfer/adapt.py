@@ -155,12 +155,14 @@ class SelfTrainingAdapter:
         records: torch.Tensor | RecordSource,
         anchor: AnchorBatches | None = None,
         probs: torch.Tensor | None = None,
+        on_round: Callable[[int], None] | None = None,
     ) -> AdaptHistory:
         """Adapt ``model`` in place on ``records`` (float ``(N, C, H, W)``, the values it will label;
         a tensor or a :class:`~ldpclient.records.RecordSource`). On the CPU ``model`` is left in
         :func:`~ldpclient.transfer.student.compute_layout` (channels-last; values unchanged by it). ``probs``: the model's softmax outputs
         on ``records`` before adaptation, when the caller has them (saves a pass); without them, above
-        ``selection_sample`` records only the sample is predicted before the rounds."""
+        ``selection_sample`` records only the sample is predicted before the rounds. ``on_round(k)`` is called
+        after round ``k`` (1-based) is done (a progress bar)."""
         hist = AdaptHistory()
         t0 = time.perf_counter()
         records = as_record_source(records)
@@ -205,6 +207,8 @@ class SelfTrainingAdapter:
                         seen += len(yb)
                 hist.selected.append(len(chosen))
                 hist.loss.append(total / max(1, seen))
+                if on_round is not None:
+                    on_round(rnd + 1)
         model.eval()
         hist.probs = self._predict(model, records, hist)
         final = hist.probs if sample is None else hist.probs[sample]

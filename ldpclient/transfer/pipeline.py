@@ -736,9 +736,10 @@ class KnowledgeTransfer:
                 if bool(keep.any()):
                     yield values[keep], y[keep]
 
-        self._report("adapt", 0, len(adapter.schedule))
-        adaptation = adapter.adapt(model, records, anchor, probs=before)
-        self._report("adapt", len(adapter.schedule), len(adapter.schedule))
+        rounds = len(adapter.schedule)
+        self._report("adapt", 0, rounds)
+        adaptation = adapter.adapt(model, records, anchor, probs=before,
+                                   on_round=lambda done: self._report("adapt", done, rounds))
         timings["adapt"] = time.perf_counter() - t
         # of which the prediction passes (the benchmarks set them beside a bare model loop)
         timings["adapt_predict"] = first_pass + adaptation.predict_seconds
