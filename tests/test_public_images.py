@@ -135,9 +135,9 @@ def test_the_same_picture_in_another_file_is_refused_too(tmp_path: Path) -> None
 
 
 def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_says_so(tmp_path: Path) -> None:
+    from ldpclient.privacy import laplace
     from ldpclient.transfer import defaults
     from ldpclient.transfer.pipeline import KnowledgeTransfer
-    from ldpclient.privacy import laplace
 
     assert defaults.public_repeats(20_000, 5_000) == 4 and defaults.public_repeats(100, 400) == 1
     with pytest.raises(ValueError, match="n_public"):
