@@ -169,9 +169,9 @@ def colour_photos(grey: torch.Tensor, *, seed: int) -> torch.Tensor:
 
 
 #: ``--teacher`` choices: the small CNN every table so far used, and the mock server's ``--arch resnet``
-#: (a small residual network trained 30 epochs with flip and crop augmentation: the stronger photo teacher).
+#: (a small residual network trained 15 epochs with flip and crop augmentation: the stronger photo teacher).
 TEACHERS = ("small_cnn", "resnet")
-RESNET_EPOCHS = 30
+RESNET_EPOCHS = 15
 
 
 def cached_teacher(label: str, x: torch.Tensor, y: torch.Tensor, arch: str = "small_cnn") -> torch.nn.Module:
@@ -234,12 +234,14 @@ def resolve(setting: dict, shape: tuple[int, ...], n: int, basis: str = "pool") 
 def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt: bool,
             selection_sample: int | None = None, val_fraction: float | None = None,
             blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None,
-            basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None) -> dict:
+            basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None,
+            public_repeats: int | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
     public, sent as they are beside the queries (``label --public``); ``student``: a student zoo name (None:
-    the library's default)."""
+    the library's default); ``public_repeats``: times per epoch each public image is trained on (None: the
+    library's default)."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:
@@ -255,6 +257,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
                                                max_per_round=max_per_round or len(records))
     if student is not None:
         extra["student"] = student
+    if public_repeats is not None:
+        extra["public_repeats"] = public_repeats
     kt = KnowledgeTransfer(
         teacher,
         mech,
@@ -331,14 +335,19 @@ def _budget(r: dict) -> tuple:
     sample = r.get("selection_sample")
     if r.get("max_per_round"):
         sample = f"{sample or 'all'}/{r['max_per_round']} per round"
-    return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample, r.get("public") or 0)
+    return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample, r.get("public") or 0,
+            r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student"))
 
 
 def _variant(r: dict) -> str:
     """How a private run differs from the defaults (blank queries mixed in, the release basis), for the table."""
     parts = [f"blank {r['blank'][0]:g} at {r['blank'][1]:g}"] if r.get("blank") else []
+    if r.get("teacher_arch"):
+        parts.append(f"{r['teacher_arch']} teacher")
+    if r.get("student"):
+        parts.append(f"student {r['student']}")
     if r.get("public"):
-        parts.append(f"{r['public']} public images")
+        parts.append(f"{r['public']} public images" + (f" x{r['public_repeats']}" if r.get("public_repeats") else ""))
     if r.get("basis"):
         parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
     return ", ".join(parts) or "-"
@@ -365,25 +374,25 @@ def table(paths: list[Path]) -> None:
         if r["mode"] != "ldpkit":
             continue
         k = (*_budget(r)[:5], r["mechanism"], r["eps_record"], r["reduce"], r["postprocess"], _variant(r),
-             _budget(r)[5])
+             _budget(r)[5:])
         d = rows.setdefault(k, {})
         for field_name in ("accuracy", "accuracy_unadapted", "accuracy_fused", "wall_s"):
             d.setdefault(field_name, []).append(r[field_name])
     for k in sorted(rows, key=lambda k: (k[0], str(k[4] or ""), k[5], k[6], k[9])):
         d = rows[k]
-        level, base = best.get((*k[:5], k[10]), (None, []))
+        level, base = best.get((*k[:5], *k[10]), (None, []))
         gain = [a - statistics.mean(base) for a in d["accuracy"]] if base else []
         print(f"| {k[0]} | {k[5]} | {k[6]:g} | {k[7]} | {k[8]} | {k[9]} | {k[1]} | {k[4] or 'all'} | {len(d['accuracy'])} | "
               f"{_ms(d['accuracy_unadapted'])} | {_ms(d['accuracy'])} | {_ms(d['accuracy_fused'])} | "
               f"{_ms(base)} ({level if level is None else f'{level:g}'}) | {_ms(gain)} | {_ms(d['wall_s'], 1.0)} |")
     print()
-    print("| dataset | data-free noise level (eps/record of the blank queries) | public images | seeds | unadapted | "
+    print("| dataset | data-free noise level (eps/record of the blank queries) | variant | seeds | unadapted | "
           "adapted |")
     print("|---|---|---|---|---|---|")
     grid: dict[tuple, dict[str, list[float]]] = {}
     for r in runs:
         if r["mode"] == "data-free":
-            d = grid.setdefault((r["dataset"], r["eps_record"], r.get("selection_sample"), r.get("public") or 0), {})
+            d = grid.setdefault((r["dataset"], r["eps_record"], r.get("selection_sample"), _variant(r)), {})
             d.setdefault("a", []).append(r["accuracy"])
             d.setdefault("u", []).append(r["accuracy_unadapted"])
     for k in sorted(grid, key=lambda k: (k[0], k[1], k[3])):
@@ -466,6 +475,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-adapt", action="store_true", help="measure without the adaptation stage (time only)")
     p.add_argument("--public", type=int, default=None,
                    help="send this many of the dataset's held-out images as public images (label --public)")
+    p.add_argument("--public-repeats", type=int, default=None,
+                   help="with --public: times per epoch each public image is trained on (default: the library's)")
     p.add_argument("--student", default=None, help="the student's zoo name (default: the library's)")
     p.add_argument("--teacher", choices=TEACHERS, default="small_cnn", help="the in-process teacher's architecture")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
@@ -490,6 +501,8 @@ def main(argv: list[str] | None = None) -> None:
         variant["teacher_arch"] = args.teacher
     if args.student is not None:
         variant["student"] = args.student
+    if args.public_repeats is not None:
+        variant["public_repeats"] = args.public_repeats
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -520,7 +533,8 @@ def main(argv: list[str] | None = None) -> None:
                                 continue
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
                                         args.val_fraction, tuple(args.blank) if args.blank else None,
-                                        args.max_per_round, basis=basis, public=public, student=args.student)
+                                        args.max_per_round, basis=basis, public=public, student=args.student,
+                                        public_repeats=args.public_repeats)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **variant})
                             with args.out.open("a") as fh:

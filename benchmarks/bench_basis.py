@@ -59,7 +59,7 @@ def ceiling(teacher: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, k: int) 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", nargs="+", default=["digits", "mnist"], choices=("digits", "mnist", "mnist-colour"))
+    p.add_argument("--dataset", nargs="+", default=["digits", "mnist"], choices=bench_adapt.DATASETS)
     p.add_argument("--eps", type=float, nargs="+", default=[10.0, 20.0, 50.0, 100.0])
     p.add_argument("--coefficients", type=int, nargs="+", default=[25, 64, 100])
     p.add_argument("--seeds", type=int, default=3)

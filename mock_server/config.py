@@ -48,7 +48,7 @@ class ServerConfig:
         "small_cnn",
         "architecture of a trained teacher: 'small_cnn' (two conv layers, seconds to train) or 'resnet' (a"
         " small residual network trained with flip and crop augmentation: a stronger teacher for photos;"
-        " give it --epochs 30, minutes to train, then cached)",
+        " give it --epochs 15, minutes to train, then cached)",
         choices=("small_cnn", "resnet"),
     )
     seed: int = _opt(0, "seed of the training run and of the held-out split")
