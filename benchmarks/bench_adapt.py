@@ -174,33 +174,34 @@ TEACHERS = ("small_cnn", "resnet")
 RESNET_EPOCHS = 15
 
 
-def cached_teacher(label: str, x: torch.Tensor, y: torch.Tensor, arch: str = "small_cnn") -> torch.nn.Module:
-    """The teacher for ``label``, trained once and kept in ``benchmarks/.cache`` (same weights every run)."""
+def _teacher_recipe(arch: str, x: torch.Tensor, y: torch.Tensor) -> tuple[str, Any, Any]:
+    """``(cache file suffix, build an untrained model, train one)`` for ``arch`` of :data:`TEACHERS`."""
     if arch == "resnet":
         from mock_server.teacher import _resnet, train_resnet
 
-        path = CACHE / f"teacher-{label}-resnet.pt"
-        if path.exists():
-            model = _resnet(x.shape[1], 10)
-            model.load_state_dict(torch.load(path, weights_only=True))
-            return model.eval()
-        t0 = time.perf_counter()
-        model = train_resnet(x, y, 10, epochs=RESNET_EPOCHS, seed=0)
-        print(f"# trained the resnet teacher for {label} in {time.perf_counter() - t0:.0f} s", flush=True)
-        CACHE.mkdir(parents=True, exist_ok=True)
-        torch.save(model.state_dict(), path)
-        return model.eval()
-    path = CACHE / f"teacher-{label}.pt"
-    if path.exists():
-        from ldpclient.transfer.student import small_cnn
+        return ("-resnet", lambda: _resnet(x.shape[1], 10),
+                lambda: train_resnet(x, y, 10, epochs=RESNET_EPOCHS, seed=0))
+    from ldpclient.transfer.student import small_cnn
 
-        model = small_cnn(num_classes=10, in_channels=x.shape[1], image_size=x.shape[-1], width=32)
+    return ("", lambda: small_cnn(num_classes=10, in_channels=x.shape[1], image_size=x.shape[-1], width=32),
+            lambda: train_teacher(x, y))
+
+
+def cached_teacher(label: str, x: torch.Tensor, y: torch.Tensor, arch: str = "small_cnn") -> torch.nn.Module:
+    """The ``arch`` teacher for ``label``, trained once and kept in ``benchmarks/.cache`` (same weights every
+    run)."""
+    suffix, build, train = _teacher_recipe(arch, x, y)
+    path = CACHE / f"teacher-{label}{suffix}.pt"
+    if path.exists():
+        model = build()
         model.load_state_dict(torch.load(path, weights_only=True))
         return model.eval()
-    model = train_teacher(x, y)
+    t0 = time.perf_counter()
+    model = train()
+    print(f"# trained the {arch} teacher for {label} in {time.perf_counter() - t0:.0f} s", flush=True)
     CACHE.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), path)
-    return model
+    return model.eval()
 
 
 def mechanism(name: str, eps_record: float, reduce: int, basis: dict | None = None):

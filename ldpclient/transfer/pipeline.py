@@ -229,6 +229,11 @@ class _Queries:
         """Queries the teacher labels: the plan's, then the public images' (their ids after the plan's)."""
         return self.plan.total + (self.public.plan.total if self.public is not None else 0)
 
+    @property
+    def trained_per_epoch(self) -> int:
+        """Rows one training epoch reads: the plan's queries, and each public image ``public.repeats`` times."""
+        return self.plan.total + (self.public.plan.total * self.public.repeats if self.public is not None else 0)
+
 
 @dataclass
 class _Public:
@@ -702,9 +707,7 @@ class KnowledgeTransfer:
             seed=self.seed,
             progress=self.progress,
         )
-        public = queries.public
-        trained = queries.plan.total + (public.plan.total * public.repeats if public is not None else 0)
-        steps = -(-int(trained * (1 - self.val_fraction)) // self.batch_size)
+        steps = -(-int(queries.trained_per_epoch * (1 - self.val_fraction)) // self.batch_size)
         history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch), store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t
         return _Trained(trainer, kwargs, history)
