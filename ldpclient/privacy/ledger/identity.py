@@ -1,0 +1,195 @@
+"""Who a record is to the ledger: the per-ledger secret and the keyed identities made with it.
+
+A record has two identities, both ``HMAC-SHA256(secret, domain tag + bytes)``:
+
+* its **tensor** key: the exact values released (dtype, shape, little-endian bytes);
+* its **source** key: what its spend is summed under; a caller-given id (a file's
+  SHA-256), or else the record at a canonical dtype and 0..255 value scale over the
+  mechanism's declared domain.
+
+The 32-byte secret lives beside the database (``<path>.key``, mode 0600), written once,
+atomically; :func:`load_or_create_key` refuses the combinations that would forget spend
+(a key without its ledger, a ledger without its key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..guarantee import Domain
+from .errors import LedgerError
+
+KEY_BYTES = 32
+_KEY_CHECK_MESSAGE = b"ldpclient-ledger-key-check-v1"
+_RECORD_DOMAIN = b"ldpclient-record-v1\x00"
+_SOURCE_ID_DOMAIN = b"ldpclient-source-id-v1\x00"
+_CANONICAL_DOMAIN = b"ldpclient-source-canonical-v1\x00"
+#: Steps of the canonical value scale over a declared domain (8-bit images keep every value).
+_CANONICAL_LEVELS = 255
+
+
+@dataclass(frozen=True)
+class LedgerKey:
+    """A ledger's secret and the identities it keys (each 32 bytes)."""
+
+    secret: bytes
+
+    def check(self) -> str:
+        """Hex HMAC of a fixed message: stored in the database to tell its own key from another."""
+        return hmac.new(self.secret, _KEY_CHECK_MESSAGE, hashlib.sha256).hexdigest()
+
+    def record_keys(self, records: torch.Tensor) -> list[bytes]:
+        """Tensor key of each record of ``(N, *record_shape)``: domain tag, dtype, shape and bytes."""
+        header = (
+            _RECORD_DOMAIN
+            + dtype_name(records.dtype).encode()
+            + b"\x00"
+            + json.dumps(list(records.shape[1:])).encode()
+            + b"\x00"
+        )
+        return [hmac.digest(self.secret, header + row, "sha256") for row in _row_bytes(records)]
+
+    def canonical_source_keys(self, records: torch.Tensor, domain: Domain) -> list[bytes]:
+        """Source key of each record without a caller's id: its values mapped by ``domain`` onto
+        ``0..255`` steps and rounded, with its shape (dtype and declared range drop out)."""
+        unit = (records.detach().cpu().to(torch.float64).nan_to_num(0.0) - domain.low) / domain.width
+        levels = (unit.clamp(0.0, 1.0) * _CANONICAL_LEVELS).round().to(torch.uint8)
+        header = _CANONICAL_DOMAIN + json.dumps(list(records.shape[1:])).encode() + b"\x00"
+        return [hmac.digest(self.secret, header + row, "sha256") for row in _row_bytes(levels)]
+
+    def source_id_keys(self, sources: Sequence[bytes | str]) -> list[bytes]:
+        """Source key of each caller-given source id (non-empty bytes, or str as UTF-8)."""
+        out = []
+        for sid in sources:
+            if isinstance(sid, str):
+                sid = sid.encode("utf-8", "surrogateescape")
+            if not isinstance(sid, (bytes, bytearray)) or not sid:
+                raise TypeError(f"each source id must be non-empty bytes or str, got {type(sid).__name__}")
+            out.append(hmac.digest(self.secret, _SOURCE_ID_DOMAIN + bytes(sid), "sha256"))
+        return out
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"`` (how the store names a dtype)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def rows_as_bytes(t: torch.Tensor) -> list[bytes]:
+    """The bytes of each row of a contiguous ``(N, ...)`` tensor, native dtype, C order: one copy, then sliced."""
+    u8 = t.contiguous().reshape(t.shape[0], -1).view(torch.uint8).numpy()  # a byte view: every dtype, bfloat16 included
+    buf, step = u8.tobytes(), u8.shape[1]
+    return [buf[i : i + step] for i in range(0, len(buf), step)]
+
+
+def _row_bytes(t: torch.Tensor) -> list[bytes]:
+    """Canonical bytes of each row of ``(N, ...)``: contiguous, native dtype, little-endian.
+
+    Floating ``-0.0`` is normalised to ``+0.0`` (the same value to every mechanism).
+    """
+    t = t.detach().cpu()
+    if t.is_floating_point():
+        t = t + 0.0  # -0.0 + 0.0 == +0.0; keeps dtype
+    t = t.contiguous().reshape(t.shape[0], -1)
+    if t.element_size() > 1 and sys.byteorder != "little":  # pragma: no cover - big-endian hosts
+        raw = t.numpy().byteswap()
+        return [r.tobytes() for r in raw]
+    return rows_as_bytes(t)
+
+
+# ------------------------------------------------------------------ the key file
+
+
+def database_exists(path: Path) -> bool:
+    """Whether the ledger at ``path`` holds anything (it may live only in its WAL file until a checkpoint)."""
+    return any(p.exists() and p.stat().st_size > 0 for p in (path, Path(str(path) + "-wal")))
+
+
+def load_or_create_key(path: Path, key_path: Path, db_existed: bool) -> tuple[LedgerKey, bool]:
+    """The ledger's key, and whether this call created it (only for a ledger that does not exist yet)."""
+    if key_path.exists() and not db_existed:
+        raise LedgerError(
+            f"ledger {path} is missing or empty but its key file {key_path} exists: the privacy spend "
+            "recorded with this key is gone, and starting afresh would forget it. Restore the ledger "
+            "file; only if no release was ever made with this key (e.g. the very first run was killed "
+            "before noising anything), delete the key file to start a new ledger."
+        )
+    created = not key_path.exists()
+    if created:
+        if db_existed:
+            raise LedgerError(
+                f"ledger key file {key_path} is missing but the ledger {path} exists: without its "
+                "key the ledger cannot recognise its records (every release would be charged "
+                "again). Restore the key file, or start a new ledger at another path."
+            )
+        _create_key(key_path)
+    try:
+        data = key_path.read_bytes()
+    except OSError as exc:
+        raise LedgerError(f"cannot read ledger key file {key_path}: {exc.strerror or exc}") from exc
+    if len(data) != KEY_BYTES:
+        raise LedgerError(f"ledger key file {key_path} is corrupt: expected {KEY_BYTES} bytes, found {len(data)}")
+    return LedgerKey(data), created
+
+
+def forget_new_key(path: Path, key_path: Path) -> None:
+    """After a failed first open (e.g. a full disk): remove the key that open created, and the empty
+    database, so that the next run starts the ledger instead of refusing a key with no ledger. Nothing
+    was ever charged under that key: the schema was never committed."""
+    for p in (path, Path(str(path) + "-wal"), Path(str(path) + "-shm")):
+        try:
+            if p.exists() and (p.stat().st_size == 0 or p != path):
+                p.unlink()
+        except OSError:
+            pass
+    if not path.exists() or path.stat().st_size == 0:
+        try:
+            key_path.unlink()
+        except OSError:
+            pass
+
+
+def _create_key(key_path: Path) -> None:
+    """Write a fresh secret atomically: temp file (0600) + fsync + hard link (never clobbers)."""
+    fd, tmp = tempfile.mkstemp(prefix=key_path.name + ".", suffix=".tmp", dir=key_path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, secrets.token_bytes(KEY_BYTES))
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        try:
+            os.link(tmp, key_path)  # atomic and fails if another process created the key first
+        except FileExistsError:
+            pass
+        _fsync_dir(key_path.parent)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:  # pragma: no cover
+            pass
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,453 @@
+"""The :class:`Ledger`: one release of a batch through the key, the store and the spend, in one transaction.
+
+See the package docstring (:mod:`ldpclient.privacy.ledger`) for what the ledger keeps and guarantees.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ...records import RecordSource, iter_batches, source_ids
+from ...state import default_state_dir
+from ..base import Mechanism
+from ..guarantee import Domain, Guarantee
+from ..release import Release
+from . import spend as _spend
+from . import store as _store
+from .errors import LedgerError
+from .identity import database_exists, forget_new_key, load_or_create_key
+from .schema import connect, has_legacy, init_database, transaction
+from .spend import Caps, Spend
+
+#: Records hashed per chunk when a spend is asked of a RecordSource (3.2 MB of 28x28 float32: chunk buffers
+#: of a few MB are reused by the C heap; measured over 200,000 records: +19 MB, with 4,096 per chunk +43 MB).
+_SPENT_CHUNK = 1024
+
+
+def default_ledger_path() -> Path:
+    """``default_state_dir() / "ledger.sqlite"``."""
+    return default_state_dir() / "ledger.sqlite"
+
+
+class Ledger:
+    """Persistent per-record privacy ledger with stored, reusable releases.
+
+    ``path``: the SQLite file (default :func:`default_ledger_path`); its parent is
+    created if needed. The secret lives at ``path + ".key"``.
+    ``cap_epsilon`` / ``cap_delta``: per-record caps on the *total* spend of a
+    record (epsilon in nats, delta a probability), across all mechanisms and
+    scopes; ``None`` means no cap (releases are still charged and recorded). The
+    caps are a policy of this ``Ledger`` object, not stored in the file.
+
+    Use as a context manager or call :meth:`close`. One ``Ledger`` object may be
+    shared by threads; several processes may open the same file (SQLite locking
+    serialises their releases).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        cap_epsilon: float | None = None,
+        cap_delta: float | None = None,
+    ) -> None:
+        self._caps = Caps.checked(cap_epsilon, cap_delta)
+        if path is None:
+            state = default_state_dir()
+            state.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.path = state / "ledger.sqlite"
+        else:
+            self.path = Path(path).expanduser()
+            if str(path) == ":memory:" or str(path) == "":
+                raise ValueError("Ledger needs a file path (an in-memory ledger would not persist any charge)")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.key_path = Path(str(self.path) + ".key")
+        #: Test hook: called with "checked" (cap checked, before sampling), "sampled"
+        #: (noise drawn, before the write) and "committed" (after COMMIT, before
+        #: returning). Used by the crash tests; None in normal use.
+        self._fault_hook: Callable[[str], None] | None = None
+        self._lock = threading.RLock()
+        self._mechs: dict[str, _store.StoredMechanism] = {}
+        self._key, key_created = load_or_create_key(self.path, self.key_path, database_exists(self.path))
+        self._conn: sqlite3.Connection | None = None
+        try:
+            self._conn = connect(self.path)
+            init_database(
+                self._conn, path=self.path, key_path=self.key_path, key_check=self._key.check(), key_created=key_created
+            )
+            self._legacy = has_legacy(self._conn)
+        except BaseException as exc:
+            self.close()
+            if key_created:
+                forget_new_key(self.path, self.key_path)
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise LedgerError(f"cannot open ledger database {self.path}: {exc}") from exc
+            raise
+
+    @property
+    def cap_epsilon(self) -> float | None:
+        """Per-record cap on a source's total epsilon (nats); None: no cap."""
+        return self._caps.epsilon
+
+    @property
+    def cap_delta(self) -> float | None:
+        """Per-record cap on a source's total delta (a probability); None: no cap."""
+        return self._caps.delta
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise LedgerError("ledger is closed")
+        return self._conn
+
+    def close(self) -> None:
+        """Close the database (idempotent). Everything returned so far is already committed."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r}, cap_epsilon={self.cap_epsilon}, cap_delta={self.cap_delta})"
+
+    # --------------------------------------------------------------- keying
+
+    def record_keys(self, records: torch.Tensor) -> list[bytes]:
+        """HMAC-SHA256 key (32 bytes) of each record of ``(N, *record_shape)``.
+
+        The message is a domain tag, the record's dtype and shape, and its
+        contiguous little-endian bytes; the key is this ledger's secret. Equal
+        records (same dtype, shape and values) get the same key; a different
+        ledger secret gives unrelated keys.
+        """
+        return self._key.record_keys(_check_records(records))
+
+    def source_keys(
+        self,
+        records: torch.Tensor,
+        *,
+        sources: Sequence[bytes | str] | None = None,
+        domain: Domain | None = None,
+    ) -> list[bytes]:
+        """HMAC-SHA256 key (32 bytes) of each record's **source**: what its spend is summed under.
+
+        ``sources``: one id per record (bytes or str: a file's SHA-256, a database key),
+        as the caller knows it; the folder commands pass :func:`~ldpclient.data` file
+        hashes. Without it the source is the record at a canonical dtype and scale:
+        each value mapped by ``domain`` (the mechanism's declared value range, default
+        [0, 1]) onto ``0..255`` steps and rounded, with the record's shape. The same
+        image as float16, float32 or float64, or declared in another value range, is
+        then one source; at another size it is another source unless ``sources``
+        names it.
+        """
+        records = _check_records(records)
+        if sources is not None:
+            if len(sources) != records.shape[0]:
+                raise ValueError(f"sources must give one id per record: {len(sources)} ids for {records.shape[0]} records")
+            return self._key.source_id_keys(sources)
+        return self._key.canonical_source_keys(records, domain if domain is not None else Domain())
+
+    def _identities(
+        self, records: torch.Tensor, sources: Sequence[bytes | str] | None, domain: Domain | None
+    ) -> list[bytes]:
+        """Per record, tensor key + source key (64 bytes): what a stored release is reused under."""
+        return [
+            r + s
+            for r, s in zip(
+                self.record_keys(records), self.source_keys(records, sources=sources, domain=domain), strict=True
+            )
+        ]
+
+    def _mechanism(self, mechanism: Mechanism, record_shape: tuple[int, ...]) -> _store.StoredMechanism:
+        """Look up / register the mechanism identity (canonical config + record shape + per-record charge)."""
+        identity, g = _store.mechanism_identity(mechanism, record_shape)
+        cached = self._mechs.get(identity)
+        if cached is None:
+            cached = self._mechs[identity] = _store.register_mechanism(self._db, mechanism, identity, g)
+        return cached
+
+    # -------------------------------------------------------------- release
+
+    def release(
+        self,
+        mechanism: Mechanism,
+        records: torch.Tensor,
+        *,
+        scope: str = "default",
+        generator: torch.Generator | None = None,
+        public: bool = False,
+        sources: Sequence[bytes | str] | None = None,
+    ) -> Release:
+        """Release a batch ``(N, *record_shape)`` through the ledger.
+
+        For each record with a stored release for (record, mechanism identity,
+        ``scope``) the stored values are returned at no cost (``reused`` True).
+        The other records are *fresh*: the whole batch is refused with
+        :class:`BudgetExceeded` before any sampling if one of them would exceed a
+        cap; otherwise they are noised by ``mechanism.release`` (a record that
+        appears several times in the batch is noised and charged once; its later
+        copies are marked ``reused``), and their charges
+        (``mechanism.guarantee(record_shape).epsilon_record`` / ``delta_record``,
+        added to each record's total over all mechanisms and scopes) and values are
+        committed durably in one transaction before anything is returned.
+
+        ``scope`` names who receives the release (e.g. the teacher): the same
+        record released to two scopes is two fresh releases and costs both.
+        ``public=True`` (data-free baseline, public blank inputs) bypasses the
+        ledger: neither charged nor stored. ``sources``: one id per record (see
+        :meth:`source_keys`); the cap is checked against the total of each source.
+
+        The returned :class:`Release` is in input order; its guarantee is the
+        mechanism's per-release guarantee for ``record_shape``.
+        """
+        if public:
+            return mechanism.release(records, generator=generator, public=True)
+        _check_scope(scope)
+        records = _check_records(records)
+        record_shape = tuple(int(s) for s in records.shape[1:])
+        keys = self._identities(records, sources, getattr(mechanism, "domain", None))
+        with self._lock:
+            mech = self._mechanism(mechanism, record_shape)
+            first: dict[bytes, int] = {}  # unique keys, first occurrence order
+            for i, k in enumerate(keys):
+                first.setdefault(k, i)
+            stored, fresh_values = self._release_transaction(mechanism, records, first, mech, scope, generator)
+            self._hook("committed")
+        return _store.assemble(mechanism, keys, first, stored, fresh_values, mech.guarantee, record_shape)
+
+    def _release_transaction(
+        self,
+        mechanism: Mechanism,
+        records: torch.Tensor,
+        first: dict[bytes, int],
+        mech: _store.StoredMechanism,
+        scope: str,
+        generator: torch.Generator | None,
+    ) -> tuple[dict[bytes, _store.Stored], _store.Fresh | None]:
+        """One BEGIN IMMEDIATE..COMMIT: cap check, sampling, charges (per record, nats/probability) and values; (stored, fresh)."""
+        g = mech.guarantee
+        uniq = list(first)
+        with transaction(self._db) as c:  # write lock held from the check to the commit
+            if self._legacy:
+                self._legacy = _spend.adopt_legacy(c, uniq)
+            stored = _store.stored_releases(c, uniq, mech.id, scope)
+            fresh = [k for k in uniq if k not in stored]
+            if fresh:
+                _spend.check_budget(c, fresh, g, self._caps)
+            self._hook("checked")
+            fresh_values: _store.Fresh | None = None
+            if fresh:
+                fresh_values = self._sample_fresh(mechanism, records, first, fresh, g, generator)
+                self._hook("sampled")
+                _store.store_fresh(c, fresh, fresh_values, mech, scope)
+                _spend.charge(c, fresh, g)
+        return stored, fresh_values
+
+    def _sample_fresh(
+        self,
+        mechanism: Mechanism,
+        records: torch.Tensor,
+        first: dict[bytes, int],
+        fresh: list[bytes],
+        g: Guarantee,
+        generator: torch.Generator | None,
+    ) -> _store.Fresh:
+        """Noise the fresh records once each; refuse a release costing more per record (eps nats, delta) than ``g``."""
+        idx = torch.tensor([first[k] for k in fresh], dtype=torch.int64)
+        rel = mechanism.release(records[idx], generator=generator)
+        if not isinstance(rel, Release) or len(rel) != len(fresh):
+            raise LedgerError(
+                f"{type(mechanism).__name__}.release returned {type(rel).__name__} "
+                f"of wrong length for {len(fresh)} records"
+            )
+        rg = rel.guarantee
+        if rg.epsilon_record > g.epsilon_record * (1 + _spend._CAP_RTOL) or (
+            rg.delta_record > g.delta_record * (1 + _spend._CAP_RTOL)
+        ):
+            raise LedgerError(
+                f"{type(mechanism).__name__}.release reported a larger per-record cost "
+                f"(epsilon {rg.epsilon_record}, delta {rg.delta_record}) than its guarantee() "
+                f"(epsilon {g.epsilon_record}, delta {g.delta_record}); nothing was charged or returned"
+            )
+        return _store.Fresh(
+            rel._values.detach().cpu().contiguous(), rel.clipped_elements.tolist(), {k: j for j, k in enumerate(fresh)}
+        )
+
+    def _hook(self, stage: str) -> None:
+        if self._fault_hook is not None:
+            self._fault_hook(stage)
+
+    # -------------------------------------------------------------- queries
+
+    def spent(
+        self,
+        records: torch.Tensor | RecordSource,
+        *,
+        sources: Sequence[bytes | str] | None = None,
+        domain: Domain | None = None,
+    ) -> Spend:
+        """Total spend so far of each record's source: per-record epsilon and delta, ``(N,)`` float64.
+
+        ``records``: a tensor ``(N, *record_shape)``, or a :class:`~ldpclient.records.RecordSource`
+        read in chunks (its own source ids used, see :func:`~ldpclient.records.source_ids`).
+        ``sources``/``domain``: as for :meth:`source_keys`. A record a schema-1 ledger charged
+        and no run has matched to its source yet counts too.
+        """
+        if not isinstance(records, torch.Tensor) and isinstance(records, RecordSource):
+            # filled in place: per-chunk results kept between the chunks' large transient buffers
+            # pinned them in the C heap (measured: 233 to 565 MB more over 200,000 28x28 records)
+            eps = torch.zeros(len(records), dtype=torch.float64)
+            delta = torch.zeros(len(records), dtype=torch.float64)
+            for idx, chunk in iter_batches(records, _SPENT_CHUNK):
+                part = self.spent(chunk, sources=source_ids(records, idx), domain=domain)
+                eps[idx[0] : idx[-1] + 1] = part.epsilon
+                delta[idx[0] : idx[-1] + 1] = part.delta
+            return Spend(eps, delta)
+        keys = self._identities(records, sources, domain)
+        with self._lock:
+            return _spend.totals(self._db, keys, self._legacy)
+
+    def remaining(
+        self,
+        records: torch.Tensor,
+        *,
+        sources: Sequence[bytes | str] | None = None,
+        domain: Domain | None = None,
+    ) -> Spend:
+        """Budget left of each record's source under this ledger's caps (``inf`` where there is no cap; never < 0)."""
+        return self._caps.remaining(self.spent(records, sources=sources, domain=domain))
+
+    def spent_by_source(self, sources: Sequence[bytes | str]) -> list[float]:
+        """Per-record epsilon spent so far by each source id (as :meth:`source_keys` takes them; a folder's
+        files: :func:`~ldpclient.data.source_id` of their bytes), 0 for a source never charged. Only spend
+        charged to sources counts: a schema-1 record no run has matched to its source yet is not found here."""
+        keys = self._key.source_id_keys(sources)
+        with self._lock:
+            spend = _spend.spend_of(self._db, keys)
+        return [spend.get(k, (0.0, 0.0))[0] for k in keys]
+
+    def epsilon_per_record(self) -> list[float]:
+        """Every record's total per-record epsilon, in no particular order: the numbers only, no keys."""
+        with self._lock:
+            return _spend.epsilon_per_record(self._db)
+
+    def epsilon_per_record_by_scope(self) -> dict[str, list[float]]:
+        """Per scope (teacher identity), the per-record epsilon its stored releases cost each record that has
+        one, in no particular order: the numbers only, no keys. Records of a schema-1 ledger not yet matched
+        to a source count per decoded tensor."""
+        with self._lock:
+            return _spend.epsilon_per_record_by_scope(self._db)
+
+    def scopes(self) -> list[str]:
+        """Every scope (teacher identity) the ledger holds releases for."""
+        with self._lock:
+            return sorted(r[0] for r in self._db.execute("SELECT DISTINCT scope FROM releases"))
+
+    def rename_scopes(self, aliases: Sequence[str], identity: str) -> int:
+        """Move the releases stored under ``aliases`` (other spellings of one teacher) to ``identity``, in one
+        transaction, so that they are reused instead of noised again. A release that exists under both
+        stays where it is (the spend, per source, is unchanged either way). Returns the releases moved."""
+        moved = 0
+        with self._lock, transaction(self._db) as c:
+            for alias in aliases:
+                moved += c.execute("UPDATE OR IGNORE releases SET scope = ? WHERE scope = ?", (identity, alias)).rowcount
+        return moved
+
+    def would_charge(
+        self,
+        mechanism: Mechanism,
+        records: torch.Tensor,
+        *,
+        scope: str = "default",
+        sources: Sequence[bytes | str] | None = None,
+    ) -> torch.Tensor:
+        """``(N,)`` bool: True where :meth:`release` would charge the record (no stored release yet,
+        first copy of a duplicate). Samples nothing, charges nothing."""
+        _check_scope(scope)
+        records = _check_records(records)
+        keys = self._identities(records, sources, getattr(mechanism, "domain", None))
+        record_shape = tuple(int(s) for s in records.shape[1:])
+        with self._lock:
+            mech = self._mechanism(mechanism, record_shape)
+            stored = _store.stored_releases(self._db, list(dict.fromkeys(keys)), mech.id, scope)
+        seen: set[bytes] = set()
+        out = []
+        for k in keys:
+            out.append(k not in stored and k not in seen)
+            seen.add(k)
+        return torch.tensor(out, dtype=torch.bool)
+
+    def summary(self) -> dict[str, Any]:
+        """Aggregate figures for ``ldpclient budget`` (no pixels, no record keys).
+
+        Keys: ``path``, ``records`` (sources with any spend: images, for a folder run),
+        ``legacy_records`` (of those, records a schema-1 ledger charged per decoded tensor
+        whose source no run has seen since: their spend is kept, but should the same image
+        have been released at two shapes, it shows here as two records), ``releases`` (stored
+        fresh releases), ``epsilon``/``delta`` each ``{"total", "max", "mean"}`` over
+        records (per record), ``cap_epsilon``, ``cap_delta``, ``records_at_cap``
+        (records whose remaining epsilon or delta budget is 0 under the caps), and
+        ``by_mechanism``: one entry per (mechanism, scope) with ``mechanism`` (name),
+        ``config`` (mechanism config), ``record_shape``, ``scope``, ``releases``,
+        ``epsilon_per_release``, ``delta_per_release``.
+        """
+        with self._lock:
+            c = self._db
+            figures = _spend.aggregate(c, self._caps)
+            by_mechanism = _store.by_mechanism(c)
+            n_rel = c.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
+        return {
+            "path": str(self.path),
+            "records": figures["records"],
+            "legacy_records": figures["legacy_records"],
+            "releases": int(n_rel),
+            "epsilon": figures["epsilon"],
+            "delta": figures["delta"],
+            "cap_epsilon": self.cap_epsilon,
+            "cap_delta": self.cap_delta,
+            "records_at_cap": figures["records_at_cap"],
+            "by_mechanism": by_mechanism,
+        }
+
+    def verify(self) -> list[str]:
+        """Consistency check; returns a list of problems (empty when all is well).
+
+        Checks ``PRAGMA integrity_check``, that every stored release carries exactly
+        its mechanism's per-record charge, and that each source's spend (and each
+        schema-1 record's not yet adopted) equals the sum of the charges of its
+        stored releases (and their count).
+        """
+        with self._lock:
+            c = self._db
+            ic = [r[0] for r in c.execute("PRAGMA integrity_check").fetchall()]
+            problems = [] if ic == ["ok"] else ["integrity_check: " + "; ".join(ic)]
+            return problems + _spend.verify(c)
+
+
+def _check_scope(scope: object) -> None:
+    if not isinstance(scope, str) or not scope:
+        raise ValueError(f"scope must be a non-empty string, got {scope!r}")
+
+
+def _check_records(records: object) -> torch.Tensor:
+    if not isinstance(records, torch.Tensor):
+        raise TypeError(f"records must be a torch.Tensor (N, *record_shape), got {type(records).__name__}")
+    if records.dim() < 1 or records.shape[0] == 0:
+        raise ValueError(f"records must be a non-empty batch (N, *record_shape), got shape {tuple(records.shape)}")
+    if records.numel() == 0:
+        raise ValueError(f"records must have at least one element each, got shape {tuple(records.shape)}")
+    if records.is_complex():
+        raise ValueError("records must be real-valued")
+    return records

@@ -1,0 +1,146 @@
+"""The ledger's SQLite file: its tables, how it is opened, and the migration from schema 1.
+
+Tables: ``meta`` (schema version, the key check, creation time), ``mechanisms`` (one row per
+mechanism identity and its per-record charge), ``spend`` (per source key: the summed
+per-record epsilon in nats and delta, and the release count), ``legacy_spend`` (what a
+schema-1 ledger charged per decoded tensor, until a run sees that tensor's source) and
+``releases`` (the stored noised values, keyed by tensor key, source key, mechanism and scope).
+"""
+
+from __future__ import annotations
+
+import hmac
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from .errors import LedgerError
+
+SCHEMA_VERSION = 2
+
+#: SQLite page cache per ledger connection, KiB (measured: noising 300,000 records went from 21 s at the
+#: default 2 MB to the figure in BENCHMARKS.md, "A million images in minutes").
+_CACHE_KIB = 256 * 1024
+#: Keys per ``IN (...)`` clause (below SQLite's bound-parameter limit).
+_SQL_CHUNK = 500
+
+_META_TABLE = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_RELEASES_TABLE = (
+    "CREATE TABLE IF NOT EXISTS releases ("
+    " id INTEGER PRIMARY KEY, record_key BLOB NOT NULL, source_key BLOB,"
+    " mechanism_id INTEGER NOT NULL REFERENCES mechanisms(id), scope TEXT NOT NULL,"
+    " epsilon REAL NOT NULL, delta REAL NOT NULL, dtype TEXT NOT NULL, shape TEXT NOT NULL,"
+    " data BLOB NOT NULL, clipped INTEGER NOT NULL, created REAL NOT NULL,"
+    " UNIQUE (record_key, source_key, mechanism_id, scope))"
+)
+# spend: per source (schema 2); legacy_spend: what a schema-1 ledger charged per decoded tensor,
+# moved onto a source the first time a run sees that tensor again (releases.source_key NULL until then)
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS mechanisms ("
+    " id INTEGER PRIMARY KEY, identity TEXT NOT NULL UNIQUE, name TEXT NOT NULL,"
+    " epsilon_record REAL NOT NULL, delta_record REAL NOT NULL, guarantee TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS spend ("
+    " source_key BLOB PRIMARY KEY, epsilon REAL NOT NULL, delta REAL NOT NULL, releases INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS legacy_spend ("
+    " record_key BLOB PRIMARY KEY, epsilon REAL NOT NULL, delta REAL NOT NULL, releases INTEGER NOT NULL)",
+    _RELEASES_TABLE,
+)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """An autocommit connection (transactions are explicit: :func:`transaction`) shared by threads."""
+    return sqlite3.connect(str(path), timeout=60.0, isolation_level=None, check_same_thread=False)
+
+
+@contextmanager
+def transaction(c: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` (the write lock, held to the end) ... ``COMMIT``; ``ROLLBACK`` on any exception."""
+    c.execute("BEGIN IMMEDIATE")
+    try:
+        yield c
+        c.execute("COMMIT")
+    except BaseException:
+        if c.in_transaction:
+            c.execute("ROLLBACK")
+        raise
+
+
+def has_legacy(c: sqlite3.Connection) -> bool:
+    """Whether spend a schema-1 ledger charged per tensor is still waiting for its source."""
+    return bool(c.execute("SELECT EXISTS (SELECT 1 FROM legacy_spend)").fetchone()[0] == 1)
+
+
+def init_database(
+    c: sqlite3.Connection, *, path: Path, key_path: Path, key_check: str, key_created: bool
+) -> None:
+    """Set the journal (WAL, ``synchronous=FULL``), create or check the schema and the key check, in one
+    transaction; migrate a schema-1 ledger whose key matches. ``key_check``: the hex HMAC of this ledger's
+    key over a fixed message; ``key_created``: the key file was made by this open (a new ledger)."""
+    mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if str(mode).lower() != "wal":  # pragma: no cover - e.g. some network file systems
+        raise LedgerError(f"ledger {path} cannot use WAL journaling (got {mode!r})")
+    c.execute("PRAGMA synchronous=FULL")
+    c.execute("PRAGMA foreign_keys=ON")
+    # the page cache the B-trees of a large ledger need (SQLite's default is 2 MB): keys are HMACs, so
+    # inserts land all over the indexes; an upper bound, taken only as the ledger grows
+    c.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+    # checkpoint the write-ahead log every 64 MB instead of every 4 MB: a page that several chunks touch
+    # is copied into the database once (each commit still syncs the log: durability is unchanged)
+    c.execute("PRAGMA wal_autocheckpoint=16384")
+    with transaction(c):
+        c.execute(_META_TABLE)
+        rows = dict(c.execute("SELECT key, value FROM meta").fetchall())
+        if rows.get("schema_version") == "1" and hmac.compare_digest(rows.get("key_check", ""), key_check):
+            _migrate_v1(c)
+            rows["schema_version"] = str(SCHEMA_VERSION)
+        for stmt in _SCHEMA:
+            c.execute(stmt)
+        if "schema_version" not in rows and not key_created:
+            raise LedgerError(
+                f"{path} is not an ldpclient ledger (no ledger metadata in it) but a ledger key "
+                f"{key_path} exists beside it; restore the ledger file or use another --state-dir"
+            )
+        if "schema_version" not in rows:
+            c.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            c.execute("INSERT INTO meta(key, value) VALUES ('key_check', ?)", (key_check,))
+            c.execute("INSERT INTO meta(key, value) VALUES ('created', ?)", (repr(time.time()),))
+        else:
+            if not hmac.compare_digest(rows.get("key_check", ""), key_check):
+                raise LedgerError(
+                    f"ledger key file {key_path} does not belong to ledger {path} "
+                    "(key check mismatch): records would not be recognised. Restore the right key file."
+                )
+            if rows["schema_version"] != str(SCHEMA_VERSION):
+                raise LedgerError(
+                    f"ledger {path} has schema version {rows['schema_version']}, "
+                    f"this ldpclient understands {SCHEMA_VERSION}"
+                )
+
+
+def _migrate_v1(c: sqlite3.Connection) -> None:
+    """Schema 1 -> 2 inside the caller's transaction: the per-tensor spend becomes ``legacy_spend``
+    (adopted by a source when a run sees the tensor again), releases gain a ``source_key`` (NULL)."""
+    c.execute("ALTER TABLE spend RENAME TO legacy_spend")
+    c.execute("ALTER TABLE releases RENAME TO releases_v1")
+    c.execute(_RELEASES_TABLE)
+    c.execute(
+        "INSERT INTO releases(id, record_key, source_key, mechanism_id, scope, epsilon, delta, dtype, shape, data,"
+        " clipped, created) SELECT id, record_key, NULL, mechanism_id, scope, epsilon, delta, dtype, shape, data,"
+        " clipped, created FROM releases_v1"
+    )
+    c.execute("DROP TABLE releases_v1")
+    c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+    c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('migrated_from_1', ?)", (repr(time.time()),))
+
+
+def chunks(items: list[bytes]) -> Iterator[list[bytes]]:
+    """``items`` in slices of at most ``_SQL_CHUNK`` (one ``IN (...)`` query each)."""
+    for i in range(0, len(items), _SQL_CHUNK):
+        yield items[i : i + _SQL_CHUNK]
+
+
+def placeholders(n: int) -> str:
+    """``?,?,...`` for an ``IN (...)`` clause of ``n`` values."""
+    return ",".join("?" * n)
