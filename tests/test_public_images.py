@@ -139,7 +139,7 @@ def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_
     from ldpclient.transfer import defaults
     from ldpclient.transfer.pipeline import KnowledgeTransfer
 
-    assert defaults.public_repeats(20_000, 5_000) == 4 and defaults.public_repeats(100, 400) == 1
+    assert defaults.public_repeats(20_000, 5_000) == 12 and defaults.public_repeats(100, 400) == 1
     with pytest.raises(ValueError, match="n_public"):
         defaults.public_repeats(10, 0)
     teacher = LocalTeacher(lambda x: (x.reshape(len(x), -1).mean(1) > 0.5).long(), (1, 4, 4), 2, name="t")
@@ -157,8 +157,8 @@ def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_
     kt = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False)
     result = kt.run(x, public=others)
     ids = np.concatenate(seen)
-    assert result.counts["public_repeats"] == 7  # round(40 queries / 6 public images)
-    assert np.bincount(ids[ids >= 40] - 40).tolist() == [7] * 6 and np.bincount(ids[ids < 40]).tolist() == [1] * 40
+    assert result.counts["public_repeats"] == 20  # round(3 x 40 queries / 6 public images)
+    assert np.bincount(ids[ids >= 40] - 40).tolist() == [20] * 6 and np.bincount(ids[ids < 40]).tolist() == [1] * 40
     once = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False,
                      public_repeats=1)
     seen.clear()
@@ -166,4 +166,4 @@ def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_
     assert len(np.concatenate(seen)) == 46
     report = ldpclient.label(x, teacher, public=others, epsilon=20, queries=40, epochs=1,
                              state_dir=tmp_path / "a").report
-    assert report["student"]["public_repeats"] == 7
+    assert report["student"]["public_repeats"] == 20
