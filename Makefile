@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench interop browser clean
+.PHONY: test demo docs bench interop browser clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -31,6 +31,10 @@ test: $(STAMP) browser
 
 demo: $(STAMP)
 	$(VENV)/bin/ldpclient demo --html out/demo.html
+
+# The option tables of docs/ from the --help texts (tests/test_docs.py fails when they drift).
+docs: $(STAMP)
+	$(PY) -m ldpclient.cli_reference docs/*.md
 
 # Interop with real inference servers from PyPI, each in a venv of its own (their pins never touch ours).
 INTEROP_MLSERVER_VENV := .venv-interop-mlserver

@@ -24,7 +24,7 @@ from . import __version__
 from .cli_help import HelpCommand, HelpContext
 from .click_compat import NoArgsIsHelpError, UsageError
 from .config import ConfigError, options_for_command, read_config
-from .names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
+from .names import AUGMENTATIONS, BASES, EPSILON_UNITS, STUDENT_NAMES, choice_list
 from .privacy.basis import DEFAULT_COEFFICIENTS
 from .privacy.mechanisms import delta_mechanism_names, mechanism_names
 from .run.facts import WIRE_CHOICES
@@ -397,7 +397,7 @@ def label(
     price: float = typer.Option(0.0, min=0.0, help="Price per query (image), for the cost meter."),
     money_cap: Optional[float] = typer.Option(None, min=0.0, help="Stop before a batch would push total spend over this."),
     privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
-    student: str = typer.Option(defaults.student(), help="Student model: small_cnn, resnet18, mobilenet_v2."),
+    student: str = typer.Option(defaults.student(), help=f"Student model: {choice_list(STUDENT_NAMES)}."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs."),
     train_batch_size: int = typer.Option(
         defaults.train_batch_size(), min=1, help="Student training batch size (optimiser step)."
@@ -609,7 +609,7 @@ def budget(
         show_default=False,
     ),
     config: Optional[Path] = ConfigOption,
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the ledger summary as JSON on stdout."),
 ) -> None:
     """Show per-record privacy spend and caps from the ledger (no pixels, no record keys)."""
     from .run.budget import ledger_summary
@@ -659,7 +659,7 @@ def demo(
         help="Write the LDPKiT-Sup run's page (label --html-private: the demo's images are public digits) here.",
         show_default=False,
     ),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = typer.Option(False, "--json", help="Print the demo's figures as JSON on stdout."),
 ) -> None:
     """End-to-end demo on real digits: mock teacher, private PNG folder, label, compare with SIDP."""
     from .run.demo import run_demo

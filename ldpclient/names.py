@@ -18,6 +18,8 @@ EPSILON_UNITS: tuple[str, ...] = ("element", "record")
 #: Release bases, by the name ``--basis`` takes: pixels average-pooled, or low-frequency DCT coefficients
 #: (:mod:`ldpclient.privacy.basis`).
 BASES: tuple[str, ...] = ("pool", "dct")
+#: Student models, by the name ``--student`` takes (:data:`ldpclient.transfer.student.STUDENTS` builds each).
+STUDENT_NAMES: tuple[str, ...] = ("small_cnn", "small_resnet", "resnet18", "mobilenet_v2")
 
 
 def choice_list(names: tuple[str, ...]) -> str:
@@ -25,4 +27,4 @@ def choice_list(names: tuple[str, ...]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-__all__ = ["AUGMENTATIONS", "BASES", "EPSILON_UNITS", "PLAN_KINDS", "choice_list"]
+__all__ = ["AUGMENTATIONS", "BASES", "EPSILON_UNITS", "PLAN_KINDS", "STUDENT_NAMES", "choice_list"]

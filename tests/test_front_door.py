@@ -1,5 +1,5 @@
-"""The README's embedding examples, run as they are written (only the teacher's address is replaced by a
-mock teacher's): the front door `ldpclient.label` and the lower layers. Plus the front door's contract:
+"""The embedding examples of README.md and docs/api.md, run as they are written (only the teacher's address is
+replaced by a mock teacher's): the front door `ldpclient.label` and the lower layers. Plus the front door's contract:
 the same state and resume as the CLI, tensors accepted, unknown options refused, `import ldpclient` light."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from PIL import Image
 import ldpclient
 import mock_server
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
 ADDRESS = "http://127.0.0.1:8080/v2/models/digits"
 
 
-def _example(name: str) -> str:
-    text = README.read_text(encoding="utf-8")
+def _example(name: str, page: str = "README.md") -> str:
+    text = (ROOT / page).read_text(encoding="utf-8")
     m = re.search(rf"<!-- example: {name} [^>]*-->\n```python\n(.*?)```", text, re.S)
-    assert m, f"README has no example {name!r}"
+    assert m, f"{page} has no example {name!r}"
     return m.group(1)
 
 
@@ -39,7 +39,7 @@ def _folder(root: Path, n: int = 40, size: int = 8) -> Path:
 def test_the_front_door_example_runs_and_is_at_most_ten_lines(tmp_path: Path, monkeypatch, capsys) -> None:
     code = _example("front-door")
     assert len([line for line in code.splitlines() if line.strip()]) <= 10
-    _folder(tmp_path / "private_images")
+    _folder(tmp_path / "private")
     monkeypatch.chdir(tmp_path)
     with mock_server.serve(model="trivial", image_size=8, channels=1, price_per_image=0.001) as srv:
         exec(compile(code.replace(ADDRESS, srv.model_url), "README front-door", "exec"), {})
@@ -47,7 +47,7 @@ def test_the_front_door_example_runs_and_is_at_most_ten_lines(tmp_path: Path, mo
         out = capsys.readouterr().out
         assert "epsilon per image 50" in out and out.count("img") == 40
         # the same call again resumes: nothing noised again, nothing paid again
-        again = ldpclient.label("private_images/", srv.model_url + "/", epsilon=50, privacy_cap=200, price=0.001,
+        again = ldpclient.label("private/", srv.model_url + "/", epsilon=50, privacy_cap=200, price=0.001,
                                 money_cap=5.0, state_dir="state")
         assert srv.usage()["total"]["images"] == billed
     assert again.counts["releases_fresh"] == 0 and again.report["queries"]["sent"] == 0
@@ -55,12 +55,12 @@ def test_the_front_door_example_runs_and_is_at_most_ten_lines(tmp_path: Path, mo
 
 
 def test_the_lower_layers_example_runs(tmp_path: Path, monkeypatch) -> None:
-    code = _example("lower-layers")
+    code = _example("lower-layers", "docs/api.md")
+    _folder(tmp_path / "private", n=60, size=28)
     monkeypatch.chdir(tmp_path)
-    records = torch.rand(60, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     with mock_server.serve(model="trivial", image_size=28, channels=1) as srv:
-        scope: dict = {"records": records}
-        exec(compile(code.replace(ADDRESS, srv.model_url), "README lower-layers", "exec"), scope)
+        scope: dict = {}
+        exec(compile(code.replace(ADDRESS, srv.model_url), "docs/api.md lower-layers", "exec"), scope)
     assert scope["result"].labels.shape == (60,)
 
 

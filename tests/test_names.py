@@ -73,3 +73,11 @@ def test_label_and_noise_share_the_privacy_network_and_fact_options():
             assert a.help.startswith(b.help) and "0: data-free" in a.help
         elif name != "state_dir":  # the same directory; label keeps its journal there too
             assert a.help == b.help, name
+
+
+def test_the_student_zoo_builds_exactly_the_named_students_and_help_lists_them():
+    from ldpclient.transfer.student import STUDENTS
+
+    assert tuple(STUDENTS) == names.STUDENT_NAMES and defaults.student() in names.STUDENT_NAMES
+    help_text = " ".join(CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output.split())
+    assert f"Student model: {names.choice_list(names.STUDENT_NAMES)}." in help_text

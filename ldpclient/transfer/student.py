@@ -162,7 +162,7 @@ STUDENTS: dict[str, Callable[..., nn.Module]] = {
 
 
 def build_student(name: str = "small_cnn", **kwargs: Any) -> nn.Module:
-    """Model by zoo name (``small_cnn``, ``resnet18``, ``mobilenet_v2``; ``-`` works for ``_``)."""
+    """Model by zoo name (:data:`ldpclient.names.STUDENT_NAMES`; ``-`` works for ``_``)."""
     key = name.replace("-", "_").lower()
     if key not in STUDENTS:
         raise ValueError(f"unknown student {name!r}; choose from {', '.join(STUDENTS)}")
