@@ -83,7 +83,7 @@ def label(
     from .teachers.base import as_teacher
     from .text import check_token
 
-    known = {f.name for f in dataclasses.fields(LabelOptions)} - {"private_dir", "teacher", "output"}
+    known = {f.name for f in dataclasses.fields(LabelOptions)} - {"private_dir", "teacher", "output", "dry_run"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise TypeError(f"label() got unknown option(s) {', '.join(unknown)} (options of ldpclient label: "
@@ -116,6 +116,7 @@ def label(
     run = label_run(opts, token=check_token(token if token is not None else os.environ.get("LDPCLIENT_TOKEN")),
                     teacher=opened, records=records, public=public_records)
     result = run.result
+    assert result is not None  # a dry run is the command line's (label --dry-run)
     n = len(run.paths)
     confidences = result.confidences if result.confidences is not None else torch.full((n,), float("nan"))
     return LabelResult(

@@ -432,6 +432,11 @@ def label(
     output_name: Optional[str] = OutputNameOption,
     datatype: Optional[str] = DatatypeOption,
     seed: Optional[int] = typer.Option(None, help="Seed ALL randomness, noise included (tests only: never for real data)."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run",
+        help="Print the plan (what would be released, sent, spent and trained, every default resolved) and stop: "
+        "nothing is decoded, noised, sent or charged; the teacher is asked only for its metadata.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or summary."),
     json_out: bool = typer.Option(False, "--json", help="Print the run report as JSON on stdout (implies --quiet)."),
 ) -> None:
@@ -484,6 +489,7 @@ def label(
             report=report,
             html=html,
             html_private=html_private,
+            dry_run=dry_run,
             state_dir=state_dir,
             max_pixels=max_pixels,
             workers=workers,
@@ -498,6 +504,8 @@ def label(
         result = run_label(opts, token=token, ui=ui)
     if json_out:
         ui.print_json(result, secrets=(token,))
+    elif opts.dry_run:
+        ui.plan_summary(result["plan"])
     else:
         ui.summary(result)
 

@@ -344,7 +344,8 @@ def test_audit_simulates_the_dct_release_it_is_told_of(tmp_path) -> None:
     ],
 )
 def test_the_default_basis_follows_the_options(tmp_path, options: dict, expected: str) -> None:
-    from ldpclient.run.options import LabelOptions, resolve_basis, resolve_shape_defaults
+    from ldpclient.run.options import LabelOptions
+    from ldpclient.run.plan import resolve_basis, resolve_shape_defaults
 
     opts = LabelOptions(private_dir=tmp_path, teacher="http://127.0.0.1:1/v2/models/m", **options)
     assert resolve_basis(opts) == expected
@@ -355,7 +356,8 @@ def test_the_default_basis_follows_the_options(tmp_path, options: dict, expected
 
 
 def test_a_dct_runs_baseline_pools_its_blank_queries_as_measured(tmp_path) -> None:
-    from ldpclient.run.options import LabelOptions, build_free_query_mechanism, free_query_shape_settings
+    from ldpclient.run.options import LabelOptions
+    from ldpclient.run.plan import build_free_query_mechanism, free_query_shape_settings
 
     opts = LabelOptions(private_dir=tmp_path, teacher="http://127.0.0.1:1/v2/models/m", baseline=True)
     free = build_free_query_mechanism(opts, (0.0, 1.0), (1, 28, 28))

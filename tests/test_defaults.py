@@ -88,7 +88,7 @@ def test_shape_settings_keep_what_is_given_and_fill_the_rest() -> None:
 
 
 def test_label_options_resolve_the_pixel_release_post_processing_from_the_shape() -> None:
-    from ldpclient.run.options import resolve_shape_defaults
+    from ldpclient.run.plan import resolve_shape_defaults
 
     paper = LabelOptions(private_dir=".", teacher="t", epsilon=2.0, epsilon_unit="element", reduce=1)  # type: ignore[arg-type]
     resolved = resolve_shape_defaults(paper, (1, 28, 28))

@@ -198,7 +198,7 @@ def _client_settings(o: _AuditOptions) -> _ClientSettings:
     delta = _pick(o.delta, m.delta if m else None, None)
     given_reduce = _pick(o.reduce, m.reduce if m else None, None)
     postprocess = _pick(o.postprocess, run.postprocess if run else None, None)
-    from .options import basis_asked
+    from .plan import basis_asked
 
     config = m.config if m else {}
     basis = basis_asked(o.basis, o.coefficients, o.clip_norm) or (

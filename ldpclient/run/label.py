@@ -26,7 +26,14 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-from ..data import DecodedFolder, SpooledImages, check_private_folder, spool_private_folder, to_value_range
+from ..data import (
+    DecodedFolder,
+    SpooledImages,
+    check_private_folder,
+    discover_images,
+    spool_private_folder,
+    to_value_range,
+)
 from ..output import write_json
 from ..privacy.preprocess import delta_warning
 from ..records import MappedRecords, RecordSource, iter_batches, source_ids
@@ -34,19 +41,10 @@ from ..state import state_dir, state_lock
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
 from ..teachers.units import ByteUnitsTeacher
-from ..transfer import defaults
-from ..transfer.augment import check_sup_queries
 from .connect import connect_options, open_teacher
 from .label_report import build_report, label_histogram, last_val_accuracy, report_path_for, write_stop_report
-from .memory import check_memory_for_shape
-from .options import (
-    LabelOptions,
-    TransferSettings,
-    build_free_query_mechanism,
-    build_mechanism,
-    free_query_shape_settings,
-    resolve_shape_defaults,
-)
+from .options import LabelOptions
+from .plan import resolve_plan
 from .progress import StageProgress
 from .report import StageTimer, iter_label_rows, label_format_for, write_labels
 from .run_state import RunState
@@ -58,23 +56,20 @@ __all__ = ["LabelOptions", "ByteUnitsTeacher", "resume_hint", "run_label"]
 
 
 @dataclass(frozen=True)
-class _Plan:
-    """The query count, the query-plan seed and the release generator of one run."""
+class _Seeds:
+    """The query-plan seed (kept in ``runs.json``, so a re-run plans the same batches) and the release generator."""
 
-    num_queries: int | None
     seed: int
     generator: torch.Generator | None
 
 
 @dataclass(frozen=True)
 class _Session:
-    """The run's open state: the ledger, the journalled query client, its progress bars, the pipeline arguments."""
+    """The run's open state: the ledger, the journalled query client, its progress bars."""
 
     ledger: Any
     client: Any
     progress: StageProgress
-    q_batch: int
-    settings: TransferSettings
 
 
 def run_label(
@@ -114,21 +109,23 @@ def label_run(
     """
     ui = ui or UI(quiet=True)
     opts.validate()
+    if opts.dry_run:
+        return _dry_run(opts, token=token, teacher=teacher, records=records, public=public)
     timer = StageTimer()
     state = state_dir(opts.state_dir)
     with state_lock(state):  # one run at a time per state dir: ledger, journal and money cap are shared
-        identity = redact_url(opts.teacher)
-
         if records is None:
             check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
-        setup = _prepare_teacher(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state, identity=identity)
+        setup = _prepare(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state,
+                         records=records, public=public)
         images = _load_records(setup) if records is None else _given_records(setup, records)
         carriers = None
         try:
             carriers = _load_public(setup, images.records, public)
-            plan = _plan_queries(setup, len(images), _data_key(setup, records))
-            session = _open_session(setup, plan)
-            outcome = _run_transfer(setup, session, plan, images.records,
+            setup = replace(setup, plan=setup.plan.with_counts(len(images), len(carriers) if carriers else 0))
+            seeds = _plan_seeds(setup, _data_key(setup, records))
+            session = _open_session(setup)
+            outcome = _run_transfer(setup, session, seeds, images.records,
                                     carriers.records if carriers is not None else None)
             page_images = _page_images(setup, images, outcome)  # before the spool is closed
         finally:
@@ -231,33 +228,54 @@ def _data_key(setup: RunSetup, records: RecordSource | None) -> str:
     return "records:" + digest.hexdigest()
 
 
-def _prepare_teacher(
-    opts: LabelOptions, *, token: str | None, teacher: Any, ui: UI, timer: StageTimer, state: Path, identity: str
-) -> RunSetup:
-    """Connect to and describe the teacher, check its input shape, fill shape defaults, build the mechanism."""
-    from ..teachers.limits import TeacherLimits
-
-    with timer.stage("connect"):
-        if teacher is None:
-            teacher = open_teacher(opts.teacher, token, connect_options(opts.teacher, opts.facts, opts.network, state))
-        meta = teacher.metadata()
+def _connect(opts: LabelOptions, *, token: str | None, teacher: Any, state: Path) -> tuple[Any, Any]:
+    """The opened teacher and its metadata (``discrete-tldp`` talks to it in byte units 0..255)."""
+    if teacher is None:
+        teacher = open_teacher(opts.teacher, token, connect_options(opts.teacher, opts.facts, opts.network, state))
+    meta = teacher.metadata()
     if opts.mechanism == "discrete-tldp" and tuple(meta.value_range) != (0.0, 255.0):
         teacher = ByteUnitsTeacher(teacher)
         meta = teacher.metadata()
-    shape = tuple(int(s) for s in meta.input_shape)
-    TeacherLimits().check_input_shape(shape, identity)  # before any image is decoded at that size
-    TeacherLimits().check_value_range(meta.value_range, identity)  # before the noise is scaled by it
-    if len(shape) != 3:
-        raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
-    check_memory_for_shape(  # before any image is decoded at that size
-        shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
-        query_batch=opts.batch_size or defaults.query_batch_size(meta.max_batch_size),
-    )
-    opts = resolve_shape_defaults(opts, shape)
-    mechanism = build_mechanism(opts, meta.value_range, shape)
-    return RunSetup(opts=opts, token=token, ui=ui, timer=timer, state=state, identity=identity,
-                    scope=str(as_teacher(teacher).journal_scope),
-                  teacher=teacher, meta=meta, shape=shape, mechanism=mechanism)
+    return teacher, meta
+
+
+def _image_counts(opts: LabelOptions, records: RecordSource | None, public: RecordSource | None) -> tuple[int, int]:
+    """Private and public images to plan for, before anything is decoded: the records given, or the image files
+    found (files that turn out undecodable are skipped later, and the plan follows: ``RunPlan.with_counts``)."""
+    n = len(records) if records is not None else len(discover_images(opts.private_dir).files)
+    if public is not None:
+        return n, len(public)
+    return n, len(discover_images(opts.public).files) if opts.public is not None else 0
+
+
+def _prepare(
+    opts: LabelOptions, *, token: str | None, teacher: Any, ui: UI, timer: StageTimer, state: Path,
+    records: RecordSource | None, public: RecordSource | None,
+) -> RunSetup:
+    """Connect to and describe the teacher, then resolve the run's plan (every check before any data is read)."""
+    with timer.stage("connect"):
+        teacher, meta = _connect(opts, token=token, teacher=teacher, state=state)
+    n, n_public = _image_counts(opts, records, public)
+    plan = resolve_plan(opts, meta, identity=redact_url(opts.teacher), scope=str(as_teacher(teacher).journal_scope),
+                        records=n, public=n_public)
+    return RunSetup(plan=plan, token=token, ui=ui, timer=timer, state=state, teacher=teacher)
+
+
+def _dry_run(
+    opts: LabelOptions, *, token: str | None, teacher: Any, records: RecordSource | None, public: RecordSource | None
+) -> LabelRun:
+    """``label --dry-run``: the plan, from the teacher's metadata and the files found. Nothing is decoded, noised,
+    sent or charged, and the state directory is only read (the remembered wire format), never created."""
+    if records is None:
+        check_private_folder(opts.private_dir)
+    teacher, meta = _connect(opts, token=token, teacher=teacher, state=state_dir(opts.state_dir, create=False))
+    try:
+        n, n_public = _image_counts(opts, records, public)
+        plan = resolve_plan(opts, meta, identity=redact_url(opts.teacher),
+                            scope=str(as_teacher(teacher).journal_scope), records=n, public=n_public)
+    finally:
+        as_teacher(teacher).close()
+    return LabelRun(report={"dry_run": True, "plan": plan.describe()}, result=None, paths=())
 
 
 def _load_records(setup: RunSetup) -> SpooledImages:
@@ -271,32 +289,30 @@ def _load_records(setup: RunSetup) -> SpooledImages:
         )
 
 
-def _plan_queries(setup: RunSetup, n: int, data_key: str) -> _Plan:
-    """Warn about a large delta, settle the query count and the plan seed (``runs.json``), seed the releases."""
-    opts, mechanism = setup.opts, setup.mechanism
-    warned = delta_warning(mechanism.guarantee(setup.shape).delta_record, n)
+def _plan_seeds(setup: RunSetup, data_key: str) -> _Seeds:
+    """Warn about a large delta; the query plan's seed (``runs.json``) and the release generator."""
+    opts, plan = setup.opts, setup.plan
+    warned = delta_warning(plan.mechanism.guarantee(plan.shape).delta_record, plan.records)
     if warned:
         logging.getLogger("ldpclient").warning(warned)
-    num_queries = _default_queries(opts, n)
-
     run_key = {
         "private_dir": data_key,
         "teacher": setup.scope,
-        "mechanism": mechanism.config(),
+        "mechanism": plan.mechanism.config(),
         "augment": opts.augment,
         "postprocess": opts.postprocess,
-        "queries": num_queries,
+        "queries": plan.num_queries,
         "batch_size": opts.batch_size,
-        "records": n,
+        "records": plan.records,
     }
     # runs.json entries written before teachers had one identity were keyed by the redacted address
     plan_seed = RunState(setup.state).seed_for(run_key, opts.seed, legacy_keys=[{**run_key, "teacher": setup.identity}])
     generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
-    return _Plan(num_queries=num_queries, seed=plan_seed, generator=generator)
+    return _Seeds(seed=plan_seed, generator=generator)
 
 
-def _open_session(setup: RunSetup, plan: _Plan) -> _Session:
-    """Open the ledger and the journal, and build the query client, its progress bars and the pipeline arguments."""
+def _open_session(setup: RunSetup) -> _Session:
+    """Open the ledger and the journal, and build the query client and its progress bars."""
     from ..privacy.ledger import Ledger
     from ..teachers import CostMeter, Journal, QueryClient
 
@@ -307,14 +323,11 @@ def _open_session(setup: RunSetup, plan: _Plan) -> _Session:
     client = QueryClient(
         setup.teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=setup.scope
     )
-    q_batch = opts.batch_size or defaults.query_batch_size(setup.meta.max_batch_size)
-    progress = StageProgress(setup.ui, "", client)
-    settings = opts.transfer_settings(num_queries=plan.num_queries, query_batch_size=q_batch)
-    return _Session(ledger=ledger, client=client, progress=progress, q_batch=q_batch, settings=settings)
+    return _Session(ledger=ledger, client=client, progress=StageProgress(setup.ui, "", client))
 
 
 def _run_transfer(
-    setup: RunSetup, session: _Session, plan: _Plan, records: RecordSource, public: RecordSource | None
+    setup: RunSetup, session: _Session, seeds: _Seeds, records: RecordSource, public: RecordSource | None
 ) -> RunOutcome:
     """Noise, query and train (then the baseline), the public images beside the private queries in both; a stop
     report at a cap; client and ledger closed whatever happens."""
@@ -325,10 +338,9 @@ def _run_transfer(
     opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
     try:
         transfer = KnowledgeTransfer(
-            setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope,
-            mode=_mode(opts),
-            seed=plan.seed, release_generator=plan.generator, progress=progress, client=client,
-            **session.settings.as_kwargs(),
+            setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode,
+            seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,
+            **setup.plan.settings.as_kwargs(),
         )
         with setup.timer.stage("pipeline"):
             result = transfer.run(records, public=public)
@@ -337,7 +349,7 @@ def _run_transfer(
         stats_private = dict(asdict(client.stats))
         baseline = None
         if opts.baseline:
-            baseline = _run_baseline(setup, session, plan, records, result, stats_private, public)
+            baseline = _run_baseline(setup, session, seeds, records, result, stats_private, public)
         client_report = client.report()
     except (CostCapReached, BudgetExceeded) as exc:
         write_stop_report(opts, exc, setup.identity, client, ledger, records, setup.token)
@@ -350,35 +362,27 @@ def _run_transfer(
         ledger.close()
     return RunOutcome(result=result, spent_after=spent_after, stats_private=stats_private,
                     client_report=client_report, ledger_cap=ledger_cap, ledger_path=ledger_path,
-                    query_batch_size=session.q_batch, baseline=baseline)
-
-
-def _mode(opts: LabelOptions) -> str:
-    """The pipeline mode the options stand for: ``data-free`` at ``--epsilon 0``, SIDP without augmentation."""
-    if opts.data_free:
-        return "data-free"
-    return "ldpkit" if opts.augment != "none" else "sidp"
+                    query_batch_size=setup.plan.query_batch_size, baseline=baseline)
 
 
 def _run_baseline(
-    setup: RunSetup, session: _Session, plan: _Plan, records: RecordSource, result: Any,
+    setup: RunSetup, session: _Session, seeds: _Seeds, records: RecordSource, result: Any,
     stats_private: Mapping[str, Any], public: RecordSource | None,
 ) -> Baseline:
     """The data-free baseline (blank public input, no privacy cost) and how far it agrees with the private run.
 
-    Its blank queries are noised at the free level (:func:`~ldpclient.run.options.build_free_query_mechanism`),
-    not at the private run's epsilon: the strongest data-free labels the study found, whatever epsilon is chosen.
-    With public images it uses them too, as the private run does (their answers come from the journal).
+    Its blank queries are noised at the free level (the plan's ``free_mechanism``), not at the private run's
+    epsilon: the strongest data-free labels the study found, whatever epsilon is chosen. With public images it
+    uses them too, as the private run does (their answers come from the journal).
     """
     from ..transfer.pipeline import KnowledgeTransfer
 
-    client, n = session.client, len(records)
+    client, n, plan = session.client, len(records), setup.plan
     base_progress = StageProgress(setup.ui, "baseline ", client)
-    base_seed = (plan.seed * 1_000_003 + 0xB45E) % (2**31)
-    free = build_free_query_mechanism(setup.opts, setup.meta.value_range, setup.shape)
-    _, free_postprocess = free_query_shape_settings(setup.opts, setup.shape)
-    settings = session.settings.as_kwargs()
-    settings["plan"] = replace(settings["plan"], postprocess=free_postprocess)
+    base_seed = (seeds.seed * 1_000_003 + 0xB45E) % (2**31)
+    free = plan.free_mechanism
+    settings = plan.settings.as_kwargs()
+    settings["plan"] = replace(settings["plan"], postprocess=plan.free_postprocess)
     base = KnowledgeTransfer(
         setup.teacher, free, mode="data-free", seed=base_seed,
         release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
@@ -484,15 +488,3 @@ def resume_hint(opts: LabelOptions) -> str:
     """What to tell a user whose run stopped: re-run the same command (state dir named)."""
     where = str(opts.state_dir) if opts.state_dir is not None else "the default state directory"
     return f"state kept in {where}; re-run the same command to resume without re-noising or paying twice"
-
-
-def _default_queries(opts: LabelOptions, n: int) -> int | None:
-    if opts.augment == "none":
-        return None
-    if opts.augment == "sup" and n < 2:
-        raise ValueError(f"--augment sup needs at least 2 images, the folder has {n}; use --augment rand or none")
-    if opts.queries is None:
-        return defaults.num_queries(n, opts.augment)
-    if opts.augment == "sup":
-        check_sup_queries(opts.queries, n, option="--queries", instead="--augment rand")
-    return opts.queries

@@ -79,6 +79,7 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
         escaped_names=list(images.escaped_paths),
         outputs=written.outputs,
         versions=versions(),
+        run_plan=setup.plan.describe(),
     )
 
 

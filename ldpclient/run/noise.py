@@ -18,7 +18,8 @@ from ..teachers.http import redact_url
 from ..teachers.limits import TeacherLimits
 from .connect import connect_options, open_teacher
 from .memory import check_memory_for_shape
-from .options import NoiseOptions, build_mechanism, resolve_shape_defaults
+from .options import NoiseOptions
+from .plan import build_mechanism, resolve_shape_defaults
 from .run_report import NoiseCountsSection, NoiseLedgerSection, NoiseReport
 from .ui import UI
 

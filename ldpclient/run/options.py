@@ -1,16 +1,14 @@
-"""The options of ``ldpclient label`` and ``ldpclient noise`` as checked dataclasses, and the mechanism they name.
-
-Validation messages name the CLI flag a user would change (``--epsilon``, ``--queries``);
-:func:`resolve_shape_defaults` fills what depends on the teacher's input shape.
+"""The options of ``ldpclient label`` and ``ldpclient noise`` as checked dataclasses: what the user asked for,
+validated, with messages naming the CLI flag a user would change (``--epsilon``, ``--queries``). Nothing here
+resolves a default that depends on the teacher or the data: :mod:`ldpclient.run.plan` does, once.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Optional, TypeVar
+from typing import Any, ClassVar, Optional
 
 import torch
 
@@ -19,11 +17,8 @@ from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ..transfer import defaults
 from .facts import TeacherFacts
-from .mechanism import mechanism_for
 from .network import NetworkOptions
 from .report import label_format_for
-
-_Options = TypeVar("_Options", bound="SharedOptions")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +108,7 @@ class LabelOptions(SharedOptions):
     public: Optional[Path] = None  # a folder of images declared not private: sent as they are (no noise, no charge)
     html: bool = False  # also write <output stem>.html: what was sent, the guarantee, counts, the student
     html_private: bool = False  # show the clean private images on that page too (implies html)
+    dry_run: bool = False  # resolve and show the plan only: nothing decoded, noised, sent or charged
 
     zero_epsilon_means: ClassVar[str | None] = "data-free, nothing private sent"
 
@@ -129,15 +125,17 @@ class LabelOptions(SharedOptions):
         the clean images are used on this device alone, to adapt the student and to be labelled."""
         return self.epsilon == 0
 
-    def transfer_settings(self, *, num_queries: int | None, query_batch_size: int) -> TransferSettings:
-        """The ``KnowledgeTransfer`` settings these options stand for (``num_queries`` as the run settled it)."""
+    def transfer_settings(
+        self, *, num_queries: int | None, query_batch_size: int, public_repeats: int | None = None
+    ) -> TransferSettings:
+        """The ``KnowledgeTransfer`` settings these options stand for (counts as the run's plan settled them)."""
         from ..transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 
         return TransferSettings(
             plan=PlanSettings(augmentation=self.augment, num_queries=num_queries, postprocess=self.postprocess,
                               query_batch_size=query_batch_size),
             training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
-                                      device=self.device),
+                                      device=self.device, public_repeats=public_repeats),
             adaptation=AdaptationSettings(adapt=self.adapt),
         )
 
@@ -247,34 +245,6 @@ def _check_basis_options(basis: str | None, coefficients: int | None, clip_norm:
         raise ValueError("--coefficients and --clip-norm apply to --basis dct only")
 
 
-def basis_asked(basis: str | None, coefficients: int | None, clip_norm: float | None) -> str | None:
-    """The basis options name: ``--basis`` if given, ``dct`` when ``--coefficients`` or ``--clip-norm`` is,
-    else None (a default applies)."""
-    if basis is not None:
-        return basis
-    if coefficients is not None or clip_norm is not None:
-        return "dct"
-    return None
-
-
-def resolve_basis(opts: SharedOptions) -> str:
-    """The basis the options stand for: :func:`basis_asked`, else :func:`ldpclient.transfer.defaults.basis` for
-    the mechanism, epsilon unit, ``--reduce`` and epsilon."""
-    return basis_asked(opts.basis, opts.coefficients, opts.clip_norm) or defaults.basis(
-        opts.mechanism, opts.epsilon_unit, opts.reduce, opts.epsilon
-    )
-
-
-def resolve_shape_defaults(opts: _Options, input_shape: tuple[int, ...]) -> _Options:
-    """``opts`` with ``basis`` (:func:`resolve_basis`), then ``reduce`` and ``postprocess`` filled from the record
-    shape where the user gave none (:func:`ldpclient.transfer.defaults.shape_settings`)."""
-    basis = resolve_basis(opts)
-    reduce, post = defaults.shape_settings(
-        input_shape, opts.reduce, opts.postprocess, basis, opts.epsilon, opts.epsilon_unit
-    )
-    return dataclasses.replace(opts, basis=basis, reduce=reduce, postprocess=post)
-
-
 def _check_postprocess(spec: str) -> None:
     from ..transfer.postprocess import parse_postprocess
 
@@ -282,49 +252,3 @@ def _check_postprocess(spec: str) -> None:
         parse_postprocess(spec)
     except ValueError as exc:
         raise ValueError(f"--postprocess: {exc}") from None
-
-
-def build_mechanism(
-    opts: SharedOptions,
-    value_range: tuple[float, float],
-    record_shape: tuple[int, ...],
-) -> Any:
-    """The mechanism the options name, on the teacher's value range, checked against the record shape.
-
-    At ``--epsilon 0`` (data-free) it is :func:`build_free_query_mechanism`'s: only blank images pass through it.
-    """
-    if opts.epsilon == 0:
-        return build_free_query_mechanism(opts, value_range, record_shape)
-    return mechanism_for(
-        opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
-        value_range=value_range, record_shape=record_shape, secure=opts.secure,
-        allow_large_delta=opts.allow_large_delta, allow_weak_privacy=opts.allow_weak_privacy,
-        basis=resolve_basis(opts), coefficients=opts.coefficients, clip_norm=opts.clip_norm,
-    )
-
-
-def build_free_query_mechanism(
-    opts: SharedOptions,
-    value_range: tuple[float, float],
-    record_shape: tuple[int, ...],
-) -> Any:
-    """The mechanism that noises a data-free run's blank queries (``--epsilon 0``, ``--baseline``): the options'
-    mechanism at :func:`~ldpclient.transfer.defaults.free_query_epsilon` per record, pooled as the run pools;
-    a ``dct`` run's baseline pools by the shape's default factor (the free level was measured so).
-
-    Its inputs are public blank images, so its epsilon is a noise level, not a cost (the guarantee reads 0).
-    """
-    reduce, _ = free_query_shape_settings(opts, record_shape)
-    return mechanism_for(
-        opts.mechanism, epsilon=defaults.free_query_epsilon(), per="record", delta=opts.delta, reduce=reduce,
-        value_range=value_range, record_shape=record_shape, secure=opts.secure, allow_large_delta=True,
-    )
-
-
-def free_query_shape_settings(opts: SharedOptions, record_shape: tuple[int, ...]) -> tuple[int, str]:
-    """``(reduce, postprocess)`` of the blank queries: the run's own for a pooled run, the shape's pooled
-    defaults for a ``dct`` run (the data-free study measured blank queries pooled, at those settings)."""
-    level = defaults.free_query_epsilon()
-    if resolve_basis(opts) == "pool":
-        return defaults.shape_settings(record_shape, opts.reduce, opts.postprocess, "pool", level, "record")
-    return defaults.shape_settings(record_shape, None, None, "pool", level, "record")

@@ -197,6 +197,9 @@ class RunReport:
     escaped_names: list[str]
     outputs: dict[str, str]
     versions: dict[str, str]
+    #: Every setting of the run as resolved before it touched data (``RunPlan.describe``: what ``label
+    #: --dry-run`` prints); None in reports written before it existed.
+    run_plan: dict[str, Any] | None = None
     schema: int = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -224,8 +227,8 @@ class RunReport:
                 "settings and query plan; finish the run (run the same 'ldpclient label' again) and use its report"
             )
         names = [f.name for f in fields(cls)]
-        _check_keys(d, names, where)
-        kwargs = {k: _section(_SECTIONS[k], d[k], k, where) if k in _SECTIONS else d[k] for k in names}
+        _check_keys(d, names, where, optional=frozenset({"run_plan"}))
+        kwargs = {k: _section(_SECTIONS[k], d[k], k, where) if k in _SECTIONS else d[k] for k in names if k in d}
         return cls(**kwargs)
 
     @classmethod

@@ -13,6 +13,7 @@ from ..privacy.base import Mechanism
 from ..teachers.base import Teacher, TeacherMetadata
 from ..transfer.pipeline import TransferResult
 from .options import LabelOptions
+from .plan import RunPlan
 from .report import StageTimer
 
 if TYPE_CHECKING:
@@ -21,19 +22,42 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunSetup:
-    """One label run's resolved inputs: options (shape defaults filled), teacher, mechanism, UI, timer, state."""
+    """One label run's plan (every setting, resolved once) and what it runs with: the opened teacher, the token,
+    the UI, the timer and the state directory. ``opts``, ``meta``, ``shape``, ``mechanism``, ``identity`` and
+    ``scope`` are the plan's."""
 
-    opts: LabelOptions
+    plan: RunPlan
     token: str | None
     ui: UI
     timer: StageTimer
     state: Path
-    identity: str  # the address as the user gave it, redacted: what messages and the report show
-    scope: str  # the teacher's one identity (its adapter's journal_scope): ledger, journal and money cap
     teacher: Teacher
-    meta: TeacherMetadata
-    shape: tuple[int, ...]
-    mechanism: Mechanism
+
+    @property
+    def opts(self) -> LabelOptions:
+        return self.plan.opts
+
+    @property
+    def meta(self) -> TeacherMetadata:
+        return self.plan.meta
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.plan.shape
+
+    @property
+    def mechanism(self) -> Mechanism:
+        return self.plan.mechanism
+
+    @property
+    def identity(self) -> str:
+        """The address as the user gave it, redacted: what messages and the report show."""
+        return self.plan.identity
+
+    @property
+    def scope(self) -> str:
+        """The teacher's one identity (its adapter's journal_scope): ledger, journal and money cap."""
+        return self.plan.scope
 
 
 @dataclass(frozen=True)
@@ -75,7 +99,7 @@ class LabelRun:
     (labels, confidences, guarantee, counts) and the record names in label order."""
 
     report: dict[str, Any]
-    result: TransferResult
+    result: TransferResult | None  # None for a dry run (``report`` is then ``{"dry_run": True, "plan": ...}``)
     paths: tuple[str, ...]
 
 

@@ -179,6 +179,36 @@ class UI:
             rows.append(("page", f"{r.outputs['html']} (open it in a browser)"))
         self._table("ldpclient label: done", rows)
 
+    def plan_summary(self, plan: Mapping[str, Any]) -> None:
+        """``label --dry-run``: the resolved plan (:meth:`ldpclient.run.plan.RunPlan.describe`), nothing done."""
+        if self.quiet:
+            return
+        t, rel, q, sp, st, im = plan["teacher"], plan["release"], plan["queries"], plan["spend"], plan["student"], \
+            plan["images"]
+        mech = f"{rel['mechanism']} on {rel['basis']}" + (f" (reduce {rel['reduce']})" if rel["basis"] == "pool" else "")
+        rows = [
+            ("teacher", f"{t['address']}: input {'x'.join(map(str, t['input_shape']))}, {t['num_classes']} classes"),
+            ("images", f"{im['private']} private" + (f", {im['public']} public (sent as they are)" if im["public"] else "")),
+            ("release", f"{mech}, post-processing {rel['postprocess'] or 'none'}"
+             + (f"; {rel['note']}" if rel.get("note") else "")),
+            ("privacy", f"epsilon {_fmt_eps(rel['epsilon_record'])} per image ({_fmt_eps(rel['epsilon_element'])} per "
+             f"element over {rel['elements_per_record']}), delta {rel['delta_record']:.3g}; "
+             + ("no cap" if sp["privacy_cap"] is None else f"cap {sp['privacy_cap']:g} per image")),
+            ("queries", f"{plan['mode']}: at most {q['private']} private (--augment {q['augment']}), {q['public']} "
+             f"public, {q['baseline']} baseline; {q['batch_size']} per request, at most {q['requests_at_most']} "
+             "requests"),
+            ("money", f"at most {sp['money_at_most']:.4g}" + ("" if sp["money_cap"] is None else
+                                                              f" (cap {sp['money_cap']:g})")),
+            ("student", "none (SIDP: the teacher's answers are the labels)" if st is None else
+             f"{st['model']}, {st['epochs']} epochs, batch {st['train_batch_size']}"
+             + (f", each public image {st['public_repeats']}x per epoch" if st["public_repeats"] else "")
+             + ("; then adapted on the clean images here" if st["adapt"] else "")),
+        ]
+        if plan.get("baseline"):
+            rows.append(("baseline", f"data-free, blank queries noised as {plan['baseline']['blank_query_noise']}"))
+        rows.append(("note", sp["note"]))
+        self._table("ldpclient label --dry-run: nothing decoded, noised, sent or charged", rows)
+
     def noise_summary(self, result: Mapping[str, Any]) -> None:
         if self.quiet:
             return

@@ -1,0 +1,257 @@
+"""What one ``ldpclient label`` run will do, resolved once: :func:`resolve_plan` turns the options, the teacher's
+facts and the number of images into a :class:`RunPlan`, and every stage of the run reads the plan and
+resolves nothing itself. ``label --dry-run`` prints :meth:`RunPlan.describe` (nothing noised, sent or
+charged) and the run report keeps it as its ``run_plan`` section.
+
+The resolution steps are the functions below :func:`resolve_plan` (the basis, the shape defaults, the
+mechanism, the data-free baseline's blank-query mechanism); ``noise`` and ``audit`` use the same ones. They
+call only leaves: :mod:`ldpclient.transfer.defaults` (one function per default) and
+:mod:`ldpclient.run.mechanism` (the one mechanism builder).
+
+Units: epsilon in nats, per record (one image) unless a key says ``element``; money in the unit of
+``--price`` (per query); counts are images and queries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..teachers.base import TeacherMetadata
+from ..transfer import defaults
+from ..transfer.augment import check_sup_queries
+from .mechanism import mechanism_for
+from .memory import check_memory_for_shape
+from .options import LabelOptions, SharedOptions, TransferSettings
+
+_Options = TypeVar("_Options", bound=SharedOptions)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Every setting of one label run, resolved.
+
+    ``opts``: the options with the shape defaults filled (``basis``, ``reduce``, ``postprocess``);
+    ``shape``: the teacher's input ``(C, H, W)``; ``mode``: ``ldpkit``, ``sidp`` or ``data-free``;
+    ``mechanism``: what noises the releases (at ``--epsilon 0``: the blank queries); ``free_mechanism`` and
+    ``free_postprocess``: the data-free baseline's blank queries (None without ``--baseline``); ``records`` and
+    ``public``: images to label and public images; ``num_queries``: private (or blank) queries, None for SIDP
+    (each release is sent once); ``query_batch_size``: queries per request; ``public_repeats``: times per epoch
+    the student trains on each public image (0 without any); ``settings``: the pipeline's plan, training and
+    adaptation settings.
+    """
+
+    opts: LabelOptions
+    identity: str
+    scope: str
+    meta: TeacherMetadata
+    shape: tuple[int, ...]
+    mode: str
+    mechanism: Any
+    free_mechanism: Any
+    free_postprocess: str | None
+    records: int
+    public: int
+    num_queries: int | None
+    query_batch_size: int
+    public_repeats: int
+    settings: TransferSettings
+
+    def with_counts(self, records: int, public: int) -> "RunPlan":
+        """The same plan for ``records`` private and ``public`` public images: the folders' decodable ones, when
+        some files were skipped (the plan was resolved from the files found, before decoding)."""
+        if (records, public) == (self.records, self.public):
+            return self
+        return _counted(self, records, public)
+
+    def queries_sent_at_most(self) -> dict[str, int]:
+        """Queries this run may send: private releases (or their Sup/Rand queries), public images (once each),
+        the baseline's blank queries. The journal answers those already paid for, so these are upper bounds."""
+        private = self.num_queries if self.num_queries is not None else self.records
+        baseline = (self.num_queries or 0) if self.free_mechanism is not None and self.mode != "data-free" else 0
+        return {"private": private, "public": self.public, "baseline": baseline}
+
+    def describe(self) -> dict[str, Any]:
+        """The plan in words and numbers (JSON-able, no pixels): what would be released, sent, spent and trained."""
+        opts, g = self.opts, self.mechanism.guarantee(self.shape)
+        data_free = self.mode == "data-free"
+        sent = self.queries_sent_at_most()
+        n_sent = sum(sent.values())
+        release: dict[str, Any] = {
+            "mechanism": opts.mechanism,
+            "basis": opts.basis,
+            "reduce": opts.reduce,
+            "postprocess": opts.postprocess,
+            "epsilon_record": 0.0 if data_free else g.epsilon_record,
+            "epsilon_element": 0.0 if data_free else g.epsilon_element,
+            "delta_record": 0.0 if data_free else g.delta_record,
+            "elements_per_record": g.elements_per_record,
+            "sampling": g.params.get("sampling"),
+            "config": self.mechanism.config(),
+        }
+        if data_free:
+            release["note"] = "data-free: the teacher gets blank images noised here; nothing private is sent"
+        return {
+            "teacher": {"address": self.identity, "input_shape": list(self.shape),
+                        "value_range": [float(v) for v in self.meta.value_range],
+                        "num_classes": self.meta.num_classes, "max_batch_size": self.meta.max_batch_size},
+            "mode": self.mode,
+            "images": {"private": self.records, "public": self.public},
+            "release": release,
+            "queries": {"augment": opts.augment, **sent, "batch_size": self.query_batch_size,
+                        "requests_at_most": sum(math.ceil(v / self.query_batch_size) for v in sent.values())},
+            "spend": {
+                "epsilon_per_image": release["epsilon_record"],
+                "images_charged_at_most": 0 if data_free else self.records,
+                "privacy_cap": opts.privacy_cap,
+                "money_at_most": n_sent * opts.price,
+                "money_cap": opts.money_cap,
+                "note": "upper bounds: an image with a stored release for this teacher and mechanism is reused at no "
+                        "cost, and a batch already in the journal is not paid again",
+            },
+            "student": None if self.mode == "sidp" else {
+                "model": opts.student, "epochs": opts.epochs, "train_batch_size": opts.train_batch_size,
+                "public_repeats": self.public_repeats, "adapt": opts.adapt,
+            },
+            "baseline": None if self.free_mechanism is None or data_free else {
+                "blank_query_noise": self.free_mechanism.config(), "postprocess": self.free_postprocess,
+            },
+        }
+
+
+def resolve_plan(
+    opts: LabelOptions, meta: TeacherMetadata, *, identity: str, scope: str, records: int, public: int
+) -> RunPlan:
+    """The plan of a label run with ``opts`` against a teacher publishing ``meta``, for ``records`` private and
+    ``public`` public images; ValueError (one line, naming the option) for anything that cannot run. Nothing
+    is decoded, noised or sent here: it is what a run checks before touching data."""
+    from ..teachers.limits import TeacherLimits
+
+    shape = tuple(int(s) for s in meta.input_shape)
+    TeacherLimits().check_input_shape(shape, identity)  # before any image is decoded at that size
+    TeacherLimits().check_value_range(meta.value_range, identity)  # before the noise is scaled by it
+    if len(shape) != 3:
+        raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
+    query_batch_size = opts.batch_size or defaults.query_batch_size(meta.max_batch_size)
+    check_memory_for_shape(shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
+                           query_batch=query_batch_size)
+    opts = resolve_shape_defaults(opts, shape)  # basis, then reduce and postprocess from the shape
+    mechanism = build_mechanism(opts, meta.value_range, shape)
+    free_mechanism, free_postprocess = None, None
+    if opts.baseline:  # the data-free baseline's blank queries, noised at the free level
+        free_mechanism = build_free_query_mechanism(opts, meta.value_range, shape)
+        free_postprocess = free_query_shape_settings(opts, shape)[1]
+    mode = "data-free" if opts.data_free else ("ldpkit" if opts.augment != "none" else "sidp")
+    skeleton = RunPlan(
+        opts=opts, identity=identity, scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
+        free_mechanism=free_mechanism, free_postprocess=free_postprocess, records=0, public=0, num_queries=None,
+        query_batch_size=query_batch_size, public_repeats=0, settings=TransferSettings(None, None, None),
+    )
+    return _counted(skeleton, records, public)
+
+
+def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
+    """``plan`` with what follows from the image counts: the query budget, the public images' repeats, the
+    pipeline settings."""
+    opts = plan.opts
+    num_queries = _queries(opts, records)
+    repeats = defaults.public_repeats(num_queries, public) if public and num_queries else 0
+    settings = opts.transfer_settings(num_queries=num_queries, query_batch_size=plan.query_batch_size,
+                                      public_repeats=repeats or None)
+    return dataclasses.replace(plan, records=records, public=public, num_queries=num_queries,
+                               public_repeats=repeats, settings=settings)
+
+
+def _queries(opts: LabelOptions, n: int) -> int | None:
+    """The query budget for ``n`` images: ``--queries``, else :func:`~ldpclient.transfer.defaults.num_queries`;
+    None for SIDP (``--augment none``: each release is sent once)."""
+    if opts.augment == "none":
+        return None
+    if opts.augment == "sup" and n < 2:
+        raise ValueError(f"--augment sup needs at least 2 images, the folder has {n}; use --augment rand or none")
+    if opts.queries is None:
+        return defaults.num_queries(n, opts.augment)
+    if opts.augment == "sup":
+        check_sup_queries(opts.queries, n, option="--queries", instead="--augment rand")
+    return opts.queries
+
+
+def basis_asked(basis: str | None, coefficients: int | None, clip_norm: float | None) -> str | None:
+    """The basis options name: ``--basis`` if given, ``dct`` when ``--coefficients`` or ``--clip-norm`` is,
+    else None (a default applies)."""
+    if basis is not None:
+        return basis
+    if coefficients is not None or clip_norm is not None:
+        return "dct"
+    return None
+
+
+def resolve_basis(opts: SharedOptions) -> str:
+    """The basis the options stand for: :func:`basis_asked`, else :func:`ldpclient.transfer.defaults.basis` for
+    the mechanism, epsilon unit, ``--reduce`` and epsilon."""
+    return basis_asked(opts.basis, opts.coefficients, opts.clip_norm) or defaults.basis(
+        opts.mechanism, opts.epsilon_unit, opts.reduce, opts.epsilon
+    )
+
+
+def resolve_shape_defaults(opts: _Options, input_shape: tuple[int, ...]) -> _Options:
+    """``opts`` with ``basis`` (:func:`resolve_basis`), then ``reduce`` and ``postprocess`` filled from the record
+    shape where the user gave none (:func:`ldpclient.transfer.defaults.shape_settings`)."""
+    basis = resolve_basis(opts)
+    reduce, post = defaults.shape_settings(
+        input_shape, opts.reduce, opts.postprocess, basis, opts.epsilon, opts.epsilon_unit
+    )
+    return dataclasses.replace(opts, basis=basis, reduce=reduce, postprocess=post)
+
+
+
+def build_mechanism(
+    opts: SharedOptions,
+    value_range: tuple[float, float],
+    record_shape: tuple[int, ...],
+) -> Any:
+    """The mechanism the options name, on the teacher's value range, checked against the record shape.
+
+    At ``--epsilon 0`` (data-free) it is :func:`build_free_query_mechanism`'s: only blank images pass through it.
+    """
+    if opts.epsilon == 0:
+        return build_free_query_mechanism(opts, value_range, record_shape)
+    return mechanism_for(
+        opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
+        value_range=value_range, record_shape=record_shape, secure=opts.secure,
+        allow_large_delta=opts.allow_large_delta, allow_weak_privacy=opts.allow_weak_privacy,
+        basis=resolve_basis(opts), coefficients=opts.coefficients, clip_norm=opts.clip_norm,
+    )
+
+
+def build_free_query_mechanism(
+    opts: SharedOptions,
+    value_range: tuple[float, float],
+    record_shape: tuple[int, ...],
+) -> Any:
+    """The mechanism that noises a data-free run's blank queries (``--epsilon 0``, ``--baseline``): the options'
+    mechanism at :func:`~ldpclient.transfer.defaults.free_query_epsilon` per record, pooled as the run pools;
+    a ``dct`` run's baseline pools by the shape's default factor (the free level was measured so).
+
+    Its inputs are public blank images, so its epsilon is a noise level, not a cost (the guarantee reads 0).
+    """
+    reduce, _ = free_query_shape_settings(opts, record_shape)
+    return mechanism_for(
+        opts.mechanism, epsilon=defaults.free_query_epsilon(), per="record", delta=opts.delta, reduce=reduce,
+        value_range=value_range, record_shape=record_shape, secure=opts.secure, allow_large_delta=True,
+    )
+
+
+def free_query_shape_settings(opts: SharedOptions, record_shape: tuple[int, ...]) -> tuple[int, str]:
+    """``(reduce, postprocess)`` of the blank queries: the run's own for a pooled run, the shape's pooled
+    defaults for a ``dct`` run (the data-free study measured blank queries pooled, at those settings)."""
+    level = defaults.free_query_epsilon()
+    if resolve_basis(opts) == "pool":
+        return defaults.shape_settings(record_shape, opts.reduce, opts.postprocess, "pool", level, "record")
+    return defaults.shape_settings(record_shape, None, None, "pool", level, "record")
+
+
+__all__ = ["RunPlan", "basis_asked", "build_free_query_mechanism", "build_mechanism", "free_query_shape_settings",
+           "resolve_basis", "resolve_plan", "resolve_shape_defaults"]

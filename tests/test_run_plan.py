@@ -1,0 +1,99 @@
+"""One resolved plan per label run (ldpclient.run.plan): `label --dry-run` prints it and spends nothing, the report
+keeps it, and resolving it in one place changed no label (pinned against the code before the plan existed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+import ldpclient
+import mock_server
+from ldpclient.cli import app
+from ldpclient.privacy.ledger import Ledger
+
+# Produced at 5cd6590 (before RunPlan) by the same calls as below (seed 7): the SIDP labels and the query plans.
+PINNED_SIDP_LABELS = [3, 3, 4, 4, 3, 4, 2, 4, 3, 4, 4, 3, 4, 3, 4, 4, 3, 3, 3, 3, 4, 3, 3, 3, 3, 3, 3, 4, 3, 2]
+PINNED_LDPKIT_PLAN = {"batch_size": 256, "blank_fraction": 0.0, "kind": "sup", "n": 30, "n_blank": 0,
+                      "num_queries": 300, "rand_scale": 1.0, "seed": 7}
+
+
+def _folders(root: Path) -> tuple[Path, Path]:
+    rng = np.random.default_rng(3)
+    private, public = root / "private", root / "public"
+    private.mkdir(parents=True)
+    public.mkdir()
+    for k in range(30):
+        Image.fromarray(rng.integers(0, 256, (12, 12), dtype=np.uint8)).save(private / f"p{k:02d}.png")
+    for k in range(6):
+        Image.fromarray(rng.integers(0, 256, (12, 12), dtype=np.uint8)).save(public / f"q{k}.png")
+    return private, public
+
+
+@pytest.fixture()
+def teacher():
+    with mock_server.serve(model="trivial", image_size=12, channels=1, price_per_image=0.01) as srv:
+        yield srv
+
+
+def test_resolving_the_plan_in_one_place_changed_no_label(tmp_path: Path, teacher) -> None:
+    private, public = _folders(tmp_path)
+    sidp = ldpclient.label(str(private), teacher.model_url, seed=7, augment="none", epsilon=50,
+                           state_dir=tmp_path / "s1")
+    assert sidp.labels.tolist() == PINNED_SIDP_LABELS
+    run = ldpclient.label(str(private), teacher.model_url, seed=7, epsilon=100, queries=300, epochs=1, baseline=True,
+                          public=str(public), state_dir=tmp_path / "s2")
+    assert run.report["plan"] == PINNED_LDPKIT_PLAN
+    assert run.report["student"]["public_repeats"] == 150  # round(3 x 300 queries / 6 public images)
+
+
+def _state_files(state: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(state.iterdir()) if p.is_file()}
+
+
+def test_dry_run_prints_the_plan_and_spends_nothing(tmp_path: Path, teacher) -> None:
+    private, public = _folders(tmp_path)
+    state = tmp_path / "state"
+    args = ["label", str(private), "--teacher", teacher.model_url, "--state-dir", str(state), "--queries", "300",
+            "--epochs", "1", "--price", "0.01", "--privacy-cap", "250", "--baseline", "--public", str(public),
+            "--output", str(tmp_path / "labels.csv")]
+    runner = CliRunner()
+    # before any run: the state directory is not even created
+    dry = runner.invoke(app, [*args, "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    assert not state.exists() and not (tmp_path / "labels.csv").exists()
+    plan = json.loads(dry.output)["plan"]
+    assert plan["images"] == {"private": 30, "public": 6}
+    assert plan["release"]["epsilon_record"] == pytest.approx(100) and plan["release"]["basis"] == "dct"
+    assert plan["queries"]["private"] == 300 and plan["queries"]["public"] == 6 and plan["queries"]["baseline"] == 300
+    assert plan["spend"]["money_at_most"] == pytest.approx(606 * 0.01) and plan["spend"]["privacy_cap"] == 250
+    assert plan["student"]["public_repeats"] == 150 and plan["baseline"]["blank_query_noise"]["epsilon"] == 20
+
+    real = runner.invoke(app, [*args, "--json"])
+    assert real.exit_code == 0, real.output
+    report = json.loads(real.output)
+    assert report["run_plan"] == plan  # the report keeps what the dry run showed
+    before, usage = _state_files(state), teacher.usage()
+    with Ledger(state / "ledger.sqlite") as ledger:
+        spend = ledger.summary()
+    dry = runner.invoke(app, [*args, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "nothing decoded, noised, sent or charged" in dry.output and "at most 300 private" in dry.output
+    # ledger, journal and money unchanged: the same bytes in the state directory, the same bill at the teacher
+    assert _state_files(state) == before and teacher.usage() == usage
+    with Ledger(state / "ledger.sqlite") as ledger:
+        assert ledger.summary() == spend
+
+
+def test_a_dry_run_refuses_what_the_run_would_refuse_before_touching_data(tmp_path: Path, teacher) -> None:
+    private, _ = _folders(tmp_path)
+    result = CliRunner().invoke(app, ["label", str(private), "--teacher", teacher.model_url, "--dry-run",
+                                      "--basis", "pool", "--reduce", "5", "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2 and "--reduce 5 does not divide" in result.output
+    result = CliRunner().invoke(app, ["label", str(private), "--teacher", teacher.model_url, "--dry-run",
+                                      "--queries", "1000", "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2 and "exceeds the 435 distinct Sup pairs" in result.output
