@@ -151,7 +151,7 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
-def discover_images(root: str | os.PathLike[str], *, limit: int | None = None) -> Discovery:
+def discover_images(root: str | os.PathLike[str], *, limit: int | None = None, what: str = "private folder") -> Discovery:
     """List image files under ``root`` recursively, in sorted relative-path order.
 
     Does not decode anything. Non-image extensions, hidden entries, zero-byte files,
@@ -160,15 +160,15 @@ def discover_images(root: str | os.PathLike[str], *, limit: int | None = None) -
     when inside ``root``, are scanned directly), which also rules out cycles.
     ``limit``: stop once that many image files are found (a partial listing, for a check
     that only needs to know whether the folder holds any). Raises :class:`DataError`
-    when ``root`` is missing or not a directory.
+    when ``root`` is missing or not a directory (the message calls it ``what``).
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1 (or None for every file), got {limit}")
     root_path = Path(root)
     if not root_path.exists():
-        raise DataError(f"private folder {str(root_path)!r} does not exist")
+        raise DataError(f"{what} {str(root_path)!r} does not exist")
     if not root_path.is_dir():
-        raise DataError(f"private folder {str(root_path)!r} is not a directory")
+        raise DataError(f"{what} {str(root_path)!r} is not a directory")
     real_root = root_path.resolve()
     files: list[str] = []
     skipped: list[Skipped] = []

@@ -97,3 +97,6 @@ def test_a_dry_run_refuses_what_the_run_would_refuse_before_touching_data(tmp_pa
     result = CliRunner().invoke(app, ["label", str(private), "--teacher", teacher.model_url, "--dry-run",
                                       "--queries", "1000", "--state-dir", str(tmp_path / "s")])
     assert result.exit_code == 2 and "exceeds the 435 distinct Sup pairs" in result.output
+    result = CliRunner().invoke(app, ["label", str(private), "--teacher", teacher.model_url, "--public",
+                                      str(tmp_path / "nope"), "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2 and f"--public folder {str(tmp_path / 'nope')!r} does not exist" in result.output

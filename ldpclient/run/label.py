@@ -245,7 +245,7 @@ def _image_counts(opts: LabelOptions, records: RecordSource | None, public: Reco
     n = len(records) if records is not None else len(discover_images(opts.private_dir).files)
     if public is not None:
         return n, len(public)
-    return n, len(discover_images(opts.public).files) if opts.public is not None else 0
+    return n, len(discover_images(opts.public, what="--public folder").files) if opts.public is not None else 0
 
 
 def _prepare(
