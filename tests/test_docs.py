@@ -197,6 +197,13 @@ def test_every_relative_link_of_the_pages_names_a_file_that_exists() -> None:
             assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
 
 
+def test_every_result_file_is_indexed_in_benchmarks() -> None:
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    index = text[text.index("## Result files"):]
+    for path in sorted((ROOT / "benchmarks" / "results").iterdir()):
+        assert f"| `{path.name}` |" in index, f"BENCHMARKS.md's result-file index lacks {path.name}"
+
+
 def test_a_stale_table_or_a_failing_example_is_caught(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("<!-- options: budget -->\n| stale |\n<!-- end options -->\n", encoding="utf-8")
