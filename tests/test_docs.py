@@ -79,9 +79,9 @@ def _images(folder: Path, n: int, size: int, channels: int, seed: int) -> None:
 
 @pytest.fixture()
 def workspace(tmp_path: Path):
-    """A scratch folder with ``private/`` (40 grey 28x28 images), ``imgs/`` and ``photos/`` (class folders of
+    """A scratch folder with ``private/`` (30 grey 28x28 images), ``imgs/`` and ``photos/`` (class folders of
     32x32 colour images, for the mock teacher's training examples), and a mock teacher logging its queries."""
-    _images(tmp_path / "private", 40, 28, 1, seed=1)
+    _images(tmp_path / "private", 30, 28, 1, seed=1)
     for folder in ("imgs", "photos"):
         for c in range(3):
             _images(tmp_path / folder / f"class{c}", 4, 32, 3, seed=10 + c)
