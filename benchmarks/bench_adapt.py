@@ -417,14 +417,18 @@ def plot(paths: list[Path], png: Path) -> None:
     fig, axes = plt.subplots(1, len(datasets), figsize=(4.2 * len(datasets), 3.4), squeeze=False)
     for ax, name in zip(axes[0], datasets, strict=True):
         # one line per release design (basis and post-processing); a design run at one epsilon only is no curve
+        # (and per budget: with public images a run is another curve, beside its own zero-privacy run)
         series: dict[str, dict[float, list[float]]] = {}
-        budget = None
+        budgets: dict[str, tuple] = {}
         for r in runs:
             if r["dataset"] == name and r["mode"] == "ldpkit":
                 design = f"{r.get('basis') or 'pool'} (reduce {r['reduce']}, {r['postprocess']})"
+                if r.get("public"):
+                    design += f" + {r['public']} public" + (f" x{r['public_repeats']}" if r.get("public_repeats") else "")
                 series.setdefault(design, {}).setdefault(r["eps_record"], []).append(100 * r["accuracy"])
-                budget = _budget(r)
+                budgets[design] = _budget(r)
         ticks: set[float] = set()
+        drawn: list[tuple] = []
         for design, by_eps in sorted(series.items()):
             if len(by_eps) < 2:
                 continue
@@ -432,13 +436,17 @@ def plot(paths: list[Path], png: Path) -> None:
             ticks.update(xs)
             means = [statistics.mean(by_eps[x]) for x in xs]
             sds = [statistics.stdev(by_eps[x]) if len(by_eps[x]) > 1 else 0.0 for x in xs]
-            ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, label=f"private, {design}")
-        if budget in best:
-            level, base = best[budget]
-            m = 100 * statistics.mean(base)
-            sd = 100 * statistics.stdev(base) if len(base) > 1 else 0.0
-            ax.axhspan(m - sd, m + sd, color="grey", alpha=0.25)
-            ax.axhline(m, color="grey", ls="--", label=f"strongest data-free (blank queries at {level:g})")
+            line = ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, label=f"private, {design}")
+            budget = budgets[design]
+            if budget in best and budget not in drawn:
+                drawn.append(budget)
+                level, base = best[budget]
+                m = 100 * statistics.mean(base)
+                sd = 100 * statistics.stdev(base) if len(base) > 1 else 0.0
+                colour = line[0].get_color()
+                extra = f" + {budget[5]} public" if budget[5] else ""
+                ax.axhspan(m - sd, m + sd, color=colour, alpha=0.12)
+                ax.axhline(m, color=colour, ls="--", label=f"zero-privacy: blank queries at {level:g}{extra}")
         ax.set_xscale("log")
         ax.set_xticks(sorted(ticks), [f"{x:g}" for x in sorted(ticks)])
         ax.minorticks_off()
@@ -524,20 +532,25 @@ def main(argv: list[str] | None = None) -> None:
                 base = resolve(parse_setting(text), tuple(px.shape[1:]), len(px), args.basis)
                 if px.shape[-1] % base["reduce"]:
                     continue
+                repeats = args.public_repeats
+                setting_variant = dict(variant)
+                if args.public and repeats is None:  # recorded, so that a later default tells its rows apart
+                    repeats = defaults.public_repeats(base["queries"], args.public)
+                    setting_variant["public_repeats"] = repeats
                 for seed in range(args.seeds):
                     for mode in args.modes:
                         levels = args.free_eps if mode == "data-free" and args.free_eps else [base["eps_record"]]
                         for level in levels:
                             setting = {**base, "eps_record": level}
-                            key = key_of(label, setting, seed, mode, variant)
+                            key = key_of(label, setting, seed, mode, setting_variant)
                             if key in done:
                                 continue
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
                                         args.val_fraction, tuple(args.blank) if args.blank else None,
                                         args.max_per_round, basis=basis, public=public, student=args.student,
-                                        public_repeats=args.public_repeats)
+                                        public_repeats=repeats)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
-                                      "teacher": t_acc, **variant})
+                                      "teacher": t_acc, **setting_variant})
                             with args.out.open("a") as fh:
                                 fh.write(json.dumps(r) + "\n")
                             done.add(key)
