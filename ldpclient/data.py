@@ -296,7 +296,7 @@ def spool_chunk(input_shape: Sequence[int]) -> int:
 
 
 def spool_private_folder(
-    root: str | os.PathLike[str],
+    root: str | os.PathLike[str] | Discovery,
     input_shape: Sequence[int],
     *,
     convert: Callable[[torch.Tensor], torch.Tensor] | None = None,
@@ -305,7 +305,8 @@ def spool_private_folder(
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
 ) -> SpooledImages:
-    """Decode every usable image under ``root`` into a :class:`DiskRecords` spool file in ``directory``.
+    """Decode every usable image under ``root`` (a folder, or its :func:`discover_images` listing, which is then
+    not listed again) into a :class:`DiskRecords` spool file in ``directory``.
 
     Same files, order, skips and errors as :func:`load_private_folder`; ``convert`` maps each
     chunk of decoded records (float32 ``(B, C, H, W)`` in ``[0, 1]``) to the stored values
@@ -383,7 +384,7 @@ def _decoded_runs(
 
 
 def _decode_folder(
-    root: str | os.PathLike[str],
+    root: str | os.PathLike[str] | Discovery,
     input_shape: Sequence[int],
     max_pixels: int,
     progress: Callable[[int, int], None] | None,
@@ -393,7 +394,7 @@ def _decode_folder(
     """Decode the folder's images in path order, handing each block of records (float32 ``(B, C, H, W)``)
     and their :func:`source_id` s to ``sink``; the listing (DataError if none)."""
     shape = _check_shape(input_shape)
-    found = discover_images(root)
+    found = root if isinstance(root, Discovery) else discover_images(root)
     if not found.files:
         extra = f" ({len(found.skipped)} other entries skipped)" if found.skipped else ""
         raise DataError(

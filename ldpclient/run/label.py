@@ -28,6 +28,7 @@ import torch
 
 from ..data import (
     DecodedFolder,
+    Discovery,
     SpooledImages,
     check_private_folder,
     discover_images,
@@ -116,12 +117,17 @@ def label_run(
     with state_lock(state):  # one run at a time per state dir: ledger, journal and money cap are shared
         if records is None:
             check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
+        found = _find_images(opts, records, public)
         setup = _prepare(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state,
-                         records=records, public=public)
-        images = _load_records(setup) if records is None else _given_records(setup, records)
+                         counts=_image_counts(found, records, public))
+        if records is not None:
+            images: Any = _given_records(setup, records)
+        else:
+            assert found.private is not None  # listed when no records were handed over
+            images = _spool(setup, found.private, "loading")
         carriers = None
         try:
-            carriers = _load_public(setup, images.records, public)
+            carriers = _load_public(setup, images.records, public, found.public)
             setup = replace(setup, plan=setup.plan.with_counts(len(images), len(carriers) if carriers else 0))
             seeds = _plan_seeds(setup, _data_key(setup, records))
             session = _open_session(setup)
@@ -167,24 +173,22 @@ def _given_records(setup: RunSetup, records: RecordSource) -> _GivenImages:
     return _GivenImages(Path("<records>"), tuple(str(i) for i in range(len(records))), (), source)
 
 
-def _load_public(setup: RunSetup, private: RecordSource, given: RecordSource | None) -> Any:
-    """The images declared public (``--public`` folder, or ``given``) in the teacher's shape and value range,
-    spooled like the private ones; None without any. ValueError when one of them is also a private image
-    (:func:`public_overlap`): nothing private is ever sent without noise because it was called public."""
-    opts, meta, integer = setup.opts, setup.meta, setup.mechanism.domain.integer
-    if given is None and opts.public is None:
-        return None
+def _load_public(
+    setup: RunSetup, private: RecordSource, given: RecordSource | None, found: Discovery | None
+) -> Any:
+    """The images declared public (``given``, or the ``--public`` folder's listing ``found``) in the teacher's
+    shape and value range, spooled like the private ones; None without any. ValueError when one of them is also
+    a private image (:func:`public_overlap`): nothing private is ever sent without noise because it was called
+    public."""
+    meta = setup.meta
     if given is not None:
         carriers: Any = _given_records(setup, given)
         where = "the public records"
+    elif found is not None:
+        carriers = _spool(setup, found, "public")
+        where = f"--public {str(setup.opts.public)!r}"
     else:
-        assert opts.public is not None
-        with setup.timer.stage("loading"), setup.ui.stage("public", None) as bar:
-            carriers = spool_private_folder(
-                opts.public, setup.shape, convert=lambda r: to_value_range(r, meta.value_range, integer=integer),
-                directory=setup.state, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t),
-            )
-        where = f"--public {str(opts.public)!r}"
+        return None
     try:
         both = public_overlap(private, carriers.records, (float(meta.value_range[0]), float(meta.value_range[1])))
         if both:
@@ -239,23 +243,41 @@ def _connect(opts: LabelOptions, *, token: str | None, teacher: Any, state: Path
     return teacher, meta
 
 
-def _image_counts(opts: LabelOptions, records: RecordSource | None, public: RecordSource | None) -> tuple[int, int]:
+@dataclass(frozen=True)
+class _Found:
+    """The image files of the private and ``--public`` folders, listed once, before anything is decoded: the plan
+    counts them and the decoding reads them (None where records were handed over, or without ``--public``)."""
+
+    private: Discovery | None
+    public: Discovery | None
+
+
+def _find_images(opts: LabelOptions, records: RecordSource | None, public: RecordSource | None) -> _Found:
+    return _Found(
+        private=None if records is not None else discover_images(opts.private_dir),
+        public=None if public is not None or opts.public is None else discover_images(opts.public,
+                                                                                      what="--public folder"),
+    )
+
+
+def _image_counts(found: _Found, records: RecordSource | None, public: RecordSource | None) -> tuple[int, int]:
     """Private and public images to plan for, before anything is decoded: the records given, or the image files
     found (files that turn out undecodable are skipped later, and the plan follows: ``RunPlan.with_counts``)."""
-    n = len(records) if records is not None else len(discover_images(opts.private_dir).files)
+    n = len(records) if records is not None else len(found.private.files if found.private is not None else ())
     if public is not None:
         return n, len(public)
-    return n, len(discover_images(opts.public, what="--public folder").files) if opts.public is not None else 0
+    return n, len(found.public.files) if found.public is not None else 0
 
 
 def _prepare(
     opts: LabelOptions, *, token: str | None, teacher: Any, ui: UI, timer: StageTimer, state: Path,
-    records: RecordSource | None, public: RecordSource | None,
+    counts: tuple[int, int],
 ) -> RunSetup:
-    """Connect to and describe the teacher, then resolve the run's plan (every check before any data is read)."""
+    """Connect to and describe the teacher, then resolve the run's plan for ``counts`` (private, public) images
+    (every check before any data is read)."""
     with timer.stage("connect"):
         teacher, meta = _connect(opts, token=token, teacher=teacher, state=state)
-    n, n_public = _image_counts(opts, records, public)
+    n, n_public = counts
     plan = resolve_plan(opts, meta, identity=redact_url(opts.teacher), scope=str(as_teacher(teacher).journal_scope),
                         records=n, public=n_public)
     return RunSetup(plan=plan, token=token, ui=ui, timer=timer, state=state, teacher=teacher)
@@ -270,7 +292,7 @@ def _dry_run(
         check_private_folder(opts.private_dir)
     teacher, meta = _connect(opts, token=token, teacher=teacher, state=state_dir(opts.state_dir, create=False))
     try:
-        n, n_public = _image_counts(opts, records, public)
+        n, n_public = _image_counts(_find_images(opts, records, public), records, public)
         plan = resolve_plan(opts, meta, identity=redact_url(opts.teacher),
                             scope=str(as_teacher(teacher).journal_scope), records=n, public=n_public)
     finally:
@@ -278,13 +300,14 @@ def _dry_run(
     return LabelRun(report={"dry_run": True, "plan": plan.describe()}, result=None, paths=())
 
 
-def _load_records(setup: RunSetup) -> SpooledImages:
-    """Decode the private folder at the teacher's shape, in its value range, into a spool file in the state
-    directory (an unlinked temporary file: memory O(chunk), nothing left behind); the caller closes it."""
+def _spool(setup: RunSetup, found: Discovery, stage: str) -> SpooledImages:
+    """Decode the listed images at the teacher's shape, in its value range, into a spool file in the state
+    directory (an unlinked temporary file: memory O(chunk), nothing left behind), under a progress bar named
+    ``stage``; the caller closes it."""
     opts, meta, integer = setup.opts, setup.meta, setup.mechanism.domain.integer
-    with setup.timer.stage("loading"), setup.ui.stage("loading", None) as bar:
+    with setup.timer.stage("loading"), setup.ui.stage(stage, None) as bar:
         return spool_private_folder(
-            opts.private_dir, setup.shape, convert=lambda r: to_value_range(r, meta.value_range, integer=integer),
+            found, setup.shape, convert=lambda r: to_value_range(r, meta.value_range, integer=integer),
             directory=setup.state, max_pixels=opts.max_pixels, progress=lambda d, t: bar.update(d, total=t),
         )
 
