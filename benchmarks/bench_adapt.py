@@ -340,6 +340,13 @@ def _budget(r: dict) -> tuple:
             r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student"))
 
 
+def _public_label(r: dict) -> str:
+    """``N public images`` and, where recorded, ``xR`` (times per epoch each is trained on); '' without any."""
+    if not r.get("public"):
+        return ""
+    return f"{r['public']} public images" + (f" x{r['public_repeats']}" if r.get("public_repeats") else "")
+
+
 def _variant(r: dict) -> str:
     """How a private run differs from the defaults (blank queries mixed in, the release basis), for the table."""
     parts = [f"blank {r['blank'][0]:g} at {r['blank'][1]:g}"] if r.get("blank") else []
@@ -348,7 +355,7 @@ def _variant(r: dict) -> str:
     if r.get("student"):
         parts.append(f"student {r['student']}")
     if r.get("public"):
-        parts.append(f"{r['public']} public images" + (f" x{r['public_repeats']}" if r.get("public_repeats") else ""))
+        parts.append(_public_label(r))
     if r.get("basis"):
         parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
     return ", ".join(parts) or "-"
@@ -424,7 +431,7 @@ def plot(paths: list[Path], png: Path) -> None:
             if r["dataset"] == name and r["mode"] == "ldpkit":
                 design = f"{r.get('basis') or 'pool'} (reduce {r['reduce']}, {r['postprocess']})"
                 if r.get("public"):
-                    design += f" + {r['public']} public" + (f" x{r['public_repeats']}" if r.get("public_repeats") else "")
+                    design += f" + {_public_label(r)}"
                 series.setdefault(design, {}).setdefault(r["eps_record"], []).append(100 * r["accuracy"])
                 budgets[design] = _budget(r)
         ticks: set[float] = set()

@@ -78,7 +78,12 @@ def render(page: str) -> str:
 
 def stale_pages(paths: Iterable[Path]) -> list[Path]:
     """The pages whose option tables differ from what :func:`render` writes."""
-    return [p for p in paths if render(p.read_text(encoding="utf-8")) != p.read_text(encoding="utf-8")]
+    stale = []
+    for p in paths:
+        text = p.read_text(encoding="utf-8")
+        if render(text) != text:
+            stale.append(p)
+    return stale
 
 
 def main(argv: Sequence[str] | None = None) -> int:
