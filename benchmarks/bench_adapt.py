@@ -236,7 +236,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             selection_sample: int | None = None, val_fraction: float | None = None,
             blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None,
             basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None,
-            public_repeats: int | None = None) -> dict:
+            public_repeats: int | None = None, crop: int | None = None, flip: bool = False,
+            student_width: int | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -260,6 +261,12 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["student"] = student
     if public_repeats is not None:
         extra["public_repeats"] = public_repeats
+    if crop is not None:
+        extra["crop"] = crop
+    if flip:
+        extra["flip"] = True
+    if student_width is not None:
+        extra["student_kwargs"] = {"width": student_width}
     kt = KnowledgeTransfer(
         teacher,
         mech,
@@ -337,7 +344,8 @@ def _budget(r: dict) -> tuple:
     if r.get("max_per_round"):
         sample = f"{sample or 'all'}/{r['max_per_round']} per round"
     return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample, r.get("public") or 0,
-            r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student"))
+            r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student") or "small_cnn",
+            r.get("student_width"), r.get("crop") or 0, bool(r.get("flip")))
 
 
 def _public_label(r: dict) -> str:
@@ -353,7 +361,11 @@ def _variant(r: dict) -> str:
     if r.get("teacher_arch"):
         parts.append(f"{r['teacher_arch']} teacher")
     if r.get("student"):
-        parts.append(f"student {r['student']}")
+        parts.append(f"student {r['student']}" + (f" width {r['student_width']}" if r.get("student_width") else ""))
+    if r.get("crop"):
+        parts.append(f"shift {r['crop']} px")
+    if r.get("flip"):
+        parts.append("flip")
     if r.get("public"):
         parts.append(_public_label(r))
     if r.get("basis"):
@@ -493,6 +505,10 @@ def main(argv: list[str] | None = None) -> None:
                    help="send this many of the dataset's held-out images as public images (label --public)")
     p.add_argument("--public-repeats", type=int, default=None,
                    help="with --public: times per epoch each public image is trained on (default: the library's)")
+    p.add_argument("--crop", type=int, default=None,
+                   help="pixels by which training shifts each row at random (default: the library's for the size)")
+    p.add_argument("--flip", action="store_true", help="also train on mirrored rows (label --flip)")
+    p.add_argument("--student-width", type=int, default=None, help="the student's width (default: its own)")
     p.add_argument("--student", default=None, help="the student's zoo name (default: the library's)")
     p.add_argument("--teacher", choices=TEACHERS, default="small_cnn", help="the in-process teacher's architecture")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
@@ -517,8 +533,12 @@ def main(argv: list[str] | None = None) -> None:
         variant["teacher_arch"] = args.teacher
     if args.student is not None:
         variant["student"] = args.student
+    if args.student_width is not None:
+        variant["student_width"] = args.student_width
     if args.public_repeats is not None:
         variant["public_repeats"] = args.public_repeats
+    if args.flip:
+        variant["flip"] = True
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -544,6 +564,10 @@ def main(argv: list[str] | None = None) -> None:
                 if args.public and repeats is None:  # recorded, so that a later default tells its rows apart
                     repeats = defaults.public_repeats(base["queries"], args.public)
                     setting_variant["public_repeats"] = repeats
+                # the student and the training shift, recorded even when they are the defaults (rows from before
+                # they were chosen by shape have neither key: small_cnn, no shift)
+                setting_variant.setdefault("student", args.student or defaults.student(tuple(px.shape[1:])))
+                setting_variant["crop"] = args.crop if args.crop is not None else defaults.train_crop(px.shape[-1])
                 for seed in range(args.seeds):
                     for mode in args.modes:
                         levels = args.free_eps if mode == "data-free" and args.free_eps else [base["eps_record"]]
@@ -555,7 +579,8 @@ def main(argv: list[str] | None = None) -> None:
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
                                         args.val_fraction, tuple(args.blank) if args.blank else None,
                                         args.max_per_round, basis=basis, public=public, student=args.student,
-                                        public_repeats=repeats)
+                                        public_repeats=repeats, crop=args.crop, flip=args.flip,
+                                        student_width=args.student_width)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant})
                             with args.out.open("a") as fh:

@@ -397,7 +397,12 @@ def label(
     price: float = typer.Option(0.0, min=0.0, help="Price per query (image), for the cost meter."),
     money_cap: Optional[float] = typer.Option(None, min=0.0, help="Stop before a batch would push total spend over this."),
     privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
-    student: str = typer.Option(defaults.student(), help=f"Student model: {choice_list(STUDENT_NAMES)}."),
+    student: Optional[str] = typer.Option(
+        None, help=f"Student model: {choice_list(STUDENT_NAMES)} (default: small_resnet for colour images of 16 px "
+        "or more, else small_cnn)."),
+    flip: bool = typer.Option(
+        False, "--flip", help="Also train on mirrored images (left-right), for images whose class a mirror keeps "
+        "(photos of objects and scenes); not for digits or text."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs."),
     train_batch_size: int = typer.Option(
         defaults.train_batch_size(), min=1, help="Student training batch size (optimiser step)."
@@ -482,6 +487,7 @@ def label(
             money_cap=money_cap,
             privacy_cap=privacy_cap,
             student=student,
+            flip=flip,
             epochs=epochs,
             train_batch_size=train_batch_size,
             output=output,

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ldpclient.transfer.affine import flip_crop
+
 from .config import ServerConfig
 
 ARCH = "small_cnn_v1"
@@ -157,21 +159,6 @@ def _resnet(in_channels: int, num_classes: int) -> nn.Module:
     return small_resnet(num_classes=num_classes, in_channels=in_channels, image_size=32, width=32)
 
 
-def flip_crop(x: torch.Tensor, gen: torch.Generator, pad: int) -> torch.Tensor:
-    """A random horizontal flip (half of the images) and a random crop of ``x`` ``(N, C, H, W)`` padded by
-    ``pad`` pixels (edge values repeated): the same size back, each image shifted by up to ``pad`` each way."""
-    n, _, h, w = x.shape
-    flip = torch.rand(n, generator=gen) < 0.5
-    x = torch.where(flip[:, None, None, None], x.flip(-1), x)
-    if pad < 1:
-        return x
-    padded = nn.functional.pad(x, (pad, pad, pad, pad), mode="replicate")
-    dy, dx = torch.randint(0, 2 * pad + 1, (2, n), generator=gen)
-    rows = (dy[:, None] + torch.arange(h)[None]).view(n, 1, h, 1)
-    cols = (dx[:, None] + torch.arange(w)[None]).view(n, 1, 1, w)
-    return padded[torch.arange(n).view(n, 1, 1, 1), torch.arange(x.shape[1]).view(1, -1, 1, 1), rows, cols]
-
-
 def train_resnet(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: int, seed: int) -> nn.Module:
     """Train the ``resnet`` teacher on float32 images in [0, 1]: SGD (momentum 0.9, weight decay 5e-4), a
     one-cycle learning rate peaking at 0.1, batches of 128, each image flipped at random and shifted by up to
@@ -191,7 +178,7 @@ def train_resnet(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: 
             order = torch.randperm(len(x), generator=gen)
             for i in range(0, len(x), batch):
                 idx = order[i : i + batch]
-                xb = flip_crop(x[idx], gen, pad).contiguous(memory_format=torch.channels_last)
+                xb = flip_crop(x[idx], pad, generator=gen).contiguous(memory_format=torch.channels_last)
                 opt.zero_grad(set_to_none=True)
                 nn.functional.cross_entropy(model(xb), y[idx]).backward()
                 opt.step()

@@ -1,4 +1,5 @@
-"""The batched weak augmentation gives torchvision's per-image RandomAffine values and draws."""
+"""The batched weak augmentation gives torchvision's per-image RandomAffine values and draws; the training
+flip and crop moves each image only within itself."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 from torchvision.transforms import v2
 
 from ldpclient.transfer.adapt import weak_augmentation
-from ldpclient.transfer.affine import RandomRotateShift
+from ldpclient.transfer.affine import RandomRotateShift, flip_crop
 
 
 @pytest.mark.parametrize("shape", [(64, 1, 28, 28), (9, 3, 32, 32), (5, 1, 16, 16), (6, 2, 20, 24), (1, 1, 17, 17)])
@@ -52,3 +53,38 @@ def test_the_default_weak_augmentation_is_the_batched_transform_from_16_pixels()
     assert weak_augmentation(15) is None
     aug = weak_augmentation(28)
     assert isinstance(aug, RandomRotateShift) and aug.degrees == 5.0 and aug.translate == 1.0 / 28
+
+
+def _views(image: torch.Tensor, pad: int, flip: bool) -> list[torch.Tensor]:
+    """Every image ``flip_crop`` may make of ``image``: itself or its mirror, shifted by up to ``pad`` pixels."""
+    h, w = image.shape[-2:]
+    sources = [image, image.flip(-1)] if flip else [image]
+    padded = [torch.nn.functional.pad(s[None], (pad,) * 4, mode="replicate")[0] for s in sources]
+    return [p[:, dy : dy + h, dx : dx + w] for p in padded for dy in range(2 * pad + 1) for dx in range(2 * pad + 1)]
+
+
+@pytest.mark.parametrize("pad, flip", [(1, True), (4, True), (2, False), (0, True)])
+def test_flip_crop_makes_each_image_a_mirror_or_shift_of_itself_never_of_another(pad, flip) -> None:
+    x = torch.rand(40, 3, 12, 10)
+    out = flip_crop(x, pad, flip=flip, generator=torch.Generator().manual_seed(0))
+    assert out.shape == x.shape
+    for k in range(len(x)):
+        assert any(torch.equal(out[k], v) for v in _views(x[k], pad, flip))
+    assert not torch.equal(out, x)  # 40 images: some moved or mirrored
+    if flip:  # about half mirrored (a pad-0 crop keeps the rest as they were)
+        mirrored = sum(torch.equal(out[k], x[k].flip(-1)) for k in range(len(x))) if pad == 0 else None
+        assert mirrored is None or 8 <= mirrored <= 32
+
+
+def test_flip_crop_draws_from_its_generator_only_and_repeats_with_its_seed() -> None:
+    x = torch.rand(16, 1, 16, 16)
+    torch.manual_seed(3)
+    before = torch.rand(2)
+    torch.manual_seed(3)
+    a = flip_crop(x, 2, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(torch.rand(2), before)  # the global RNG untouched
+    assert torch.equal(a, flip_crop(x, 2, generator=torch.Generator().manual_seed(5)))
+    with pytest.raises(ValueError, match="pad"):
+        flip_crop(x, -1)
+    with pytest.raises(ValueError, match="batch"):
+        flip_crop(x[0], 1)

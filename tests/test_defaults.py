@@ -73,7 +73,9 @@ def test_cli_options_and_library_share_the_defaults() -> None:
 
     training, plan = TrainingSettings(), PlanSettings()
     assert training.epochs is None and training.batch_size is None  # -> defaults.*() when the pipeline is built
-    assert training.student == defaults.student() and plan.augmentation == defaults.augmentation()
+    assert training.student is None and label_opts.student is None  # -> defaults.student(shape) by the run
+    assert training.crop is None and not training.flip and not label_opts.flip
+    assert plan.augmentation == defaults.augmentation()
     kt = KnowledgeTransfer(LocalTeacher(torch.nn.Flatten(), input_shape=(1, 2, 2), num_classes=4), laplace(1.0))
     assert kt.epochs == defaults.epochs() and kt.batch_size == defaults.train_batch_size()
     help_text = CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output
@@ -100,3 +102,10 @@ def test_label_options_resolve_the_pixel_release_post_processing_from_the_shape(
     assert resolve_shape_defaults(pooled, (1, 28, 28)).postprocess == "blur:2,clip"
     record = LabelOptions(private_dir=".", teacher="t")  # type: ignore[arg-type]
     assert resolve_shape_defaults(record, (1, 28, 28)).postprocess == "clip"  # dct
+
+
+def test_the_student_and_the_training_shift_follow_the_image_shape() -> None:
+    assert defaults.student((3, 32, 32)) == "small_resnet" and defaults.student((4, 16, 20)) == "small_resnet"
+    assert defaults.student((1, 28, 28)) == "small_cnn"  # grey
+    assert defaults.student((3, 8, 8)) == "small_cnn" and defaults.student((3, 15, 64)) == "small_cnn"  # small
+    assert [defaults.train_crop(s) for s in (8, 15, 16, 28, 32, 224)] == [0, 0, 2, 3, 4, 28]

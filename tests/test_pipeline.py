@@ -231,3 +231,48 @@ def test_above_the_selection_sample_only_the_final_pass_reads_every_record():
     assert len(small.labels) == len(x)
     whole = _kt("ldpkit", "sup", adapt=True).run(x)  # at or below the sample: the unadapted labels are there
     assert whole.unadapted_labels is not None and len(whole.unadapted_labels) == len(x)
+
+
+def _colour_teacher(side: int):
+    """Label = which third of a colour image is brightest in red (3 classes)."""
+
+    def model(x):
+        thirds = (slice(0, side // 3), slice(side // 3, 2 * side // 3), slice(2 * side // 3, side))
+        return torch.stack([x[:, 0, :, cols].mean((1, 2)) for cols in thirds], dim=1)
+
+    return LocalTeacher(model, (3, side, side), 3, name="thirds")
+
+
+def test_colour_images_of_16_px_get_the_residual_student_and_every_training_row_is_shifted(monkeypatch):
+    from ldpclient.transfer import pipeline
+
+    seen: list[tuple[int, bool]] = []
+    real = pipeline.flip_crop
+
+    def spy(images, pad, *, flip=True, generator=None):
+        seen.append((pad, flip))
+        return real(images, pad, flip=flip, generator=generator)
+
+    monkeypatch.setattr(pipeline, "flip_crop", spy)
+    x = torch.rand(24, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    kt = KnowledgeTransfer(_colour_teacher(16), laplace(50.0), num_queries=64, epochs=1, batch_size=16,
+                           seed=0, device="cpu", adapt=False)
+    res = kt.run(x)
+    assert res.training == {"student": "small_resnet", "crop_pixels": 2, "flip": False}
+    assert res.summary()["training"]["student"] == "small_resnet"
+    assert any(isinstance(m, torch.nn.BatchNorm2d) for m in res.student.modules())
+    trained_rows = -(-int(64 * (1 - 0.05)) // 16)  # about one call per optimiser step of the one epoch
+    assert len(seen) >= trained_rows - 1 and set(seen) == {(2, False)}
+    seen.clear()
+    given = KnowledgeTransfer(_colour_teacher(16), laplace(50.0), num_queries=64, epochs=1, batch_size=16, seed=0,
+                              device="cpu", adapt=False, student="small_cnn", crop=0, flip=True).run(x)
+    assert given.training == {"student": "small_cnn", "crop_pixels": 0, "flip": True}
+    assert seen and set(seen) == {(0, True)}
+
+
+def test_grey_and_small_images_keep_the_small_cnn_and_small_ones_are_not_shifted():
+    x, _ = _records(n=20)
+    res = _kt(num_queries=60, epochs=1, adapt=False).run(x)  # 8x8 grey
+    assert res.training == {"student": "small_cnn", "crop_pixels": 0, "flip": False}
+    with pytest.raises(ValueError, match="crop"):
+        _kt(crop=-1)

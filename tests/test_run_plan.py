@@ -72,6 +72,8 @@ def test_dry_run_prints_the_plan_and_spends_nothing(tmp_path: Path, teacher) -> 
     assert plan["queries"]["private"] == 300 and plan["queries"]["public"] == 6 and plan["queries"]["baseline"] == 300
     assert plan["spend"]["money_at_most"] == pytest.approx(606 * 0.01) and plan["spend"]["privacy_cap"] == 250
     assert plan["student"]["public_repeats"] == 150 and plan["baseline"]["blank_query_noise"]["epsilon"] == 20
+    assert plan["student"]["model"] == "small_cnn" and plan["student"]["crop_pixels"] == 0  # 12x12 grey
+    assert plan["student"]["flip"] is False
 
     real = runner.invoke(app, [*args, "--json"])
     assert real.exit_code == 0, real.output
@@ -100,3 +102,18 @@ def test_a_dry_run_refuses_what_the_run_would_refuse_before_touching_data(tmp_pa
     result = CliRunner().invoke(app, ["label", str(private), "--teacher", teacher.model_url, "--public",
                                       str(tmp_path / "nope"), "--state-dir", str(tmp_path / "s")])
     assert result.exit_code == 2 and f"--public folder {str(tmp_path / 'nope')!r} does not exist" in result.output
+
+
+def test_colour_images_plan_the_residual_student_with_shifts_and_flip_on_request(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    private = tmp_path / "private"
+    private.mkdir()
+    for k in range(8):
+        Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(private / f"c{k}.png")
+    with mock_server.serve(model="trivial", image_size=16, channels=3) as srv:
+        args = ["label", str(private), "--teacher", srv.model_url, "--state-dir", str(tmp_path / "s"), "--dry-run"]
+        plan = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)["plan"]
+        assert (plan["student"]["model"], plan["student"]["crop_pixels"], plan["student"]["flip"]) == (
+            "small_resnet", 2, False)
+        shown = CliRunner().invoke(app, [*args, "--flip", "--student", "small_cnn"], terminal_width=200).output
+        assert "small_cnn, 5 epochs, batch 32, rows shifted up to 2 px, mirrored half the time" in " ".join(shown.split())

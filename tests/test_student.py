@@ -122,6 +122,12 @@ def test_checkpoint_roundtrip_safe_load(tmp_path):
         load_checkpoint(bad)
     with pytest.raises(ValueError, match="not found"):
         load_checkpoint(tmp_path / "missing.pt")
+    # weights that do not fit the student its config builds (a small_resnet saved at width 32 before the
+    # default width became 16, its config without the width): one line, not a torch traceback
+    wide = build_student("small_resnet", num_classes=4, in_channels=3, image_size=16, width=32)
+    save_checkpoint(tmp_path / "wide.pt", wide, "small_resnet", {"num_classes": 4, "in_channels": 3, "image_size": 16})
+    with pytest.raises(ValueError, match="do not fit the small_resnet student"):
+        load_checkpoint(tmp_path / "wide.pt")
 
 
 def test_checkpoint_refuses_arbitrary_pickles(tmp_path):

@@ -61,7 +61,7 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
         plan=asdict(result.plan) if result.plan is not None else None,
         **_usage_sections(setup, images, outcome, written.labelled),
         student=StudentSection(
-            model=opts.student if result.student is not None else None,
+            model=result.training.get("student") if result.student is not None else None,
             epochs=opts.epochs if result.student is not None else 0,
             val_accuracy=last_val_accuracy(result),
             train_accuracy=result.history.train_accuracy[-1] if result.history else None,
@@ -69,6 +69,8 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
             note="validation accuracy = agreement with the teacher's labels on held-out noised queries",
             inference=_inference(result),
             public_repeats=int(result.counts.get("public_repeats", 0)),
+            crop_pixels=int(result.training.get("crop_pixels", 0)),
+            flip=bool(result.training.get("flip", False)),
         ),
         adaptation=_adaptation_section(result, meta.num_classes),
         baseline=outcome.baseline.section if outcome.baseline is not None else None,

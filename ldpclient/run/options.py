@@ -97,7 +97,8 @@ class LabelOptions(SharedOptions):
     batch_size: Optional[int] = None
     price: float = 0.0
     money_cap: Optional[float] = None
-    student: str = defaults.student()
+    student: Optional[str] = None  # None: defaults.student(the teacher's input shape), settled by the run's plan
+    flip: bool = False  # also train the student on mirrored images
     epochs: int = defaults.epochs()
     output: Optional[Path] = Path("labels.csv")  # None: write no labels or report file (the library's front door)
     format: Optional[str] = None
@@ -135,7 +136,7 @@ class LabelOptions(SharedOptions):
             plan=PlanSettings(augmentation=self.augment, num_queries=num_queries, postprocess=self.postprocess,
                               query_batch_size=query_batch_size),
             training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
-                                      device=self.device, public_repeats=public_repeats),
+                                      device=self.device, public_repeats=public_repeats, flip=self.flip),
             adaptation=AdaptationSettings(adapt=self.adapt),
         )
 
@@ -165,7 +166,8 @@ class LabelOptions(SharedOptions):
 
         try:
             with torch.random.fork_rng(devices=[]):  # a trial build: its init draws stay local
-                build_student(self.student, num_classes=2)
+                if self.student is not None:
+                    build_student(self.student, num_classes=2)
         except (ValueError, KeyError) as exc:
             raise ValueError(f"--student: {exc}") from None
         if self.public is not None and self.augment == "none":

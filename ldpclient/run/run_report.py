@@ -157,6 +157,10 @@ class StudentSection:
     inference: str | None = None
     #: times per epoch the student trained on each public image (``--public``); 0 without them
     public_repeats: int = 0
+    #: most pixels a training row was shifted by, and whether rows were mirrored (``--flip``); absent from older
+    #: reports (no shift, no mirror)
+    crop_pixels: int = 0
+    flip: bool = False
 
 
 _SECTIONS: dict[str, type] = {

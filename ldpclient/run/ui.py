@@ -201,6 +201,8 @@ class UI:
                                                               f" (cap {sp['money_cap']:g})")),
             ("student", "none (SIDP: the teacher's answers are the labels)" if st is None else
              f"{st['model']}, {st['epochs']} epochs, batch {st['train_batch_size']}"
+             + (f", rows shifted up to {st['crop_pixels']} px" if st.get("crop_pixels") else "")
+             + (", mirrored half the time" if st.get("flip") else "")
              + (f", each public image {st['public_repeats']}x per epoch" if st["public_repeats"] else "")
              + ("; then adapted on the clean images here" if st["adapt"] else "")),
         ]

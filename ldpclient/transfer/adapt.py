@@ -39,6 +39,7 @@ from torch import nn
 
 from ..records import RecordSource, SubsetRecords, as_record_source
 from .affine import RandomRotateShift
+from .defaults import MIN_AUGMENT_SIDE
 from .student import batch_in_layout, predict_proba, to_compute_layout
 
 #: Pseudo-label fraction per class in each round (the curriculum): one default, measured (BENCHMARKS.md).
@@ -69,11 +70,6 @@ class AdaptHistory:
     predict_seconds: float = 0.0
     predicted: int = 0
     probs: torch.Tensor | None = field(default=None, repr=False)
-
-
-#: Smallest image side that gets geometric augmentation: below it a one-pixel shift is a large move
-#: (measured on 8x8 digits: augmentation there cost accuracy; see BENCHMARKS.md).
-MIN_AUGMENT_SIDE = 16
 
 
 def weak_augmentation(image_size: int) -> Callable[[torch.Tensor], torch.Tensor] | None:

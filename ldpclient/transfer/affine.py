@@ -62,6 +62,32 @@ class RandomRotateShift:
         return m
 
 
+def flip_crop(
+    images: torch.Tensor, pad: int, *, flip: bool = True, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Each image of ``images`` ``(N, C, H, W)`` (float, any range) mirrored left to right at random (half of
+    them, when ``flip``) and cropped at random from a copy padded by ``pad`` pixels with its edge values
+    repeated: the same size back, shifted by up to ``pad`` pixels each way (``pad`` 0: no shift).
+
+    Draws, from ``generator`` (None: the global RNG): the ``N`` flips first (when ``flip``), then the ``N``
+    row and ``N`` column offsets."""
+    if images.dim() != 4:
+        raise ValueError(f"images must be a batch (N, C, H, W), got shape {tuple(images.shape)}")
+    if pad < 0:
+        raise ValueError(f"pad must be >= 0, got {pad}")
+    n, c, h, w = images.shape
+    if flip:
+        mirrored = torch.rand(n, generator=generator) < 0.5
+        images = torch.where(mirrored[:, None, None, None], images.flip(-1), images)
+    if pad < 1:
+        return images
+    padded = torch.nn.functional.pad(images, (pad, pad, pad, pad), mode="replicate")
+    dy, dx = torch.randint(0, 2 * pad + 1, (2, n), generator=generator)
+    rows = (dy[:, None] + torch.arange(h)[None]).view(n, 1, h, 1)
+    cols = (dx[:, None] + torch.arange(w)[None]).view(n, 1, 1, w)
+    return padded[torch.arange(n).view(n, 1, 1, 1), torch.arange(c).view(1, -1, 1, 1), rows, cols]
+
+
 def _grid(theta: torch.Tensor, h: int, w: int) -> torch.Tensor:
     """Sampling grid ``(N, H, W, 2)`` in [-1, 1] units of the maps ``theta`` ``(N, 2, 3)`` (pixel units,
     centre at 0): pixel-centre coordinates mapped by theta, then normalised by the half sizes."""
@@ -74,4 +100,4 @@ def _grid(theta: torch.Tensor, h: int, w: int) -> torch.Tensor:
     return base.view(1, h * w, 3).expand(theta.shape[0], -1, -1).bmm(scaled).view(-1, h, w, 2)
 
 
-__all__ = ["RandomRotateShift"]
+__all__ = ["RandomRotateShift", "flip_crop"]

@@ -45,6 +45,7 @@ import hashlib
 import math
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence
 
@@ -60,6 +61,7 @@ from ..records import RecordSource, as_record_source, iter_batches, source_ids
 from ..teachers.identity import merge_scope_aliases
 from . import defaults
 from .adapt import AdaptHistory, SelfTrainingAdapter
+from .affine import flip_crop
 from .augment import QueryPlan, check_sup_queries
 from .evidence import fuse_pair_evidence
 from .postprocess import ClipToDomain, ReleaseRows, Transform, parse_postprocess
@@ -160,6 +162,8 @@ class TransferResult:
     fusion_informativeness: Optional[float] = None
     #: the first releases and queries as the teacher got them, for a person to look at
     sent_sample: Optional[SentSample] = None
+    #: how the student was trained: ``student`` (zoo name), ``crop_pixels`` (most shift of a row), ``flip``
+    training: dict[str, Any] = field(default_factory=dict)
 
     @property
     def epsilon_record(self) -> float:
@@ -189,6 +193,7 @@ class TransferResult:
             }
         if self.history is not None:
             out["training"] = {
+                **self.training,
                 "loss": self.history.loss,
                 "train_accuracy": self.history.train_accuracy,
                 "val_accuracy": [None if v != v else v for v in self.history.val_accuracy],
@@ -250,11 +255,15 @@ class _Public:
 
 @dataclass
 class _Trained:
-    """Step 4's output: the trainer (holding the student), the student's factory kwargs, the training history."""
+    """Step 4's output: the trainer (holding the student), the student's zoo name and factory kwargs, the
+    training history."""
 
     trainer: Trainer
+    student_name: str
     student_kwargs: dict[str, Any]
     history: TrainHistory
+    crop_pixels: int
+    flip: bool
 
 
 @dataclass
@@ -357,15 +366,17 @@ class KnowledgeTransfer:
         self.upsample_mode, self.clip_queries, self.query_batch_size = p.upsample_mode, p.clip_queries, p.query_batch_size
         self.rand_scale, self.blank_fraction, self.n_blank = p.rand_scale, p.blank_fraction, p.n_blank
         self.blank_mechanism: Mechanism = p.blank_mechanism if p.blank_mechanism is not None else self.mechanism
-        self.student_name = t.student
+        self.student_name = t.student  # None: chosen from the records' shape when training starts
         self.student_kwargs = dict(t.student_kwargs or {})
-        with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
-            build_student(t.student, **{**self.student_kwargs, "num_classes": 2})
+        if t.student is not None:
+            with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
+                build_student(t.student, **{**self.student_kwargs, "num_classes": 2})
         self.epochs = t.epochs if t.epochs is not None else defaults.epochs()
         self.batch_size = t.batch_size if t.batch_size is not None else defaults.train_batch_size()
         self.lr, self.val_fraction, self.device = t.lr, t.val_fraction, t.device
         self.checkpoint = Path(t.checkpoint) if t.checkpoint is not None else None
         self.public_repeats = t.public_repeats
+        self.crop, self.flip = t.crop, bool(t.flip)
         self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
 
     # ------------------------------------------------------------------ helpers
@@ -492,6 +503,7 @@ class KnowledgeTransfer:
             adaptation=adapted.adaptation,
             unfused_labels=predicted.unfused_labels,
             fusion_informativeness=predicted.informativeness,
+            training={"student": trained.student_name, "crop_pixels": trained.crop_pixels, "flip": trained.flip},
             sent_sample=self._sent_sample(queries, store),
         )
 
@@ -690,13 +702,16 @@ class KnowledgeTransfer:
         store: LabelStore,
         timings: dict[str, float],
     ) -> _Trained:
-        """Step 4: build a seeded student and train it on the labelled queries; timings["train"] in seconds."""
+        """Step 4: build a seeded student and train it on the labelled queries, each row shifted (and mirrored
+        with ``flip``) anew each time it is read; timings["train"] in seconds."""
         t = time.perf_counter()
         c, h, w = records.record_shape
+        name = self.student_name or defaults.student(records.record_shape)
+        pad = self.crop if self.crop is not None else defaults.train_crop(min(h, w))
         kwargs = {"num_classes": meta.num_classes, "in_channels": c, "image_size": min(h, w), **self.student_kwargs}
         with torch.random.fork_rng(devices=[]):  # seed the student's init without touching the caller's RNG
             torch.manual_seed(self.seed % 2**63)
-            model = build_student(self.student_name, **kwargs)
+            model = build_student(name, **kwargs)
         trainer = Trainer(
             model,
             epochs=self.epochs,
@@ -706,11 +721,12 @@ class KnowledgeTransfer:
             device=self.device,
             seed=self.seed,
             progress=self.progress,
+            augment=partial(flip_crop, pad=pad, flip=self.flip) if pad or self.flip else None,
         )
         steps = -(-int(queries.trained_per_epoch * (1 - self.val_fraction)) // self.batch_size)
         history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch), store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t
-        return _Trained(trainer, kwargs, history)
+        return _Trained(trainer, name, kwargs, history, pad, self.flip)
 
     def _adapt_student(
         self,
@@ -754,7 +770,7 @@ class KnowledgeTransfer:
             save_checkpoint(
                 self.checkpoint,
                 trained.trainer.model,
-                self.student_name,
+                trained.student_name,
                 trained.student_kwargs,
                 extra={"mode": self.mode, "plan": plan.fingerprint, "guarantee": release.guarantee.as_dict(),
                        "adapted_on_clean_private_records": self.adapt},

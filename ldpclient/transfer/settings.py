@@ -60,12 +60,16 @@ class PlanSettings:
 
 @dataclass(frozen=True)
 class TrainingSettings:
-    """How the student learns: ``student`` (a name of ``ldpclient.transfer.student.STUDENTS``) built with
-    ``student_kwargs``; ``epochs``, ``batch_size`` (None: the defaults), ``lr``, ``val_fraction`` (held-out
-    teacher labels), ``device``; ``checkpoint``: a path to save the trained student to; ``public_repeats``:
-    times per epoch each public image is trained on (None: :func:`~ldpclient.transfer.defaults.public_repeats`)."""
+    """How the student learns: ``student`` (a name of ``ldpclient.transfer.student.STUDENTS``; None:
+    :func:`~ldpclient.transfer.defaults.student` for the records' shape) built with ``student_kwargs``;
+    ``epochs``, ``batch_size`` (None: the defaults), ``lr``, ``val_fraction`` (held-out teacher labels),
+    ``device``; ``checkpoint``: a path to save the trained student to; ``public_repeats``: times per epoch each
+    public image is trained on (None: :func:`~ldpclient.transfer.defaults.public_repeats`). Each row trained on
+    is shifted at random by up to ``crop`` pixels (None: :func:`~ldpclient.transfer.defaults.train_crop` for the
+    records' side; 0: not shifted) and, with ``flip``, mirrored left to right half of the time (for images
+    whose class a mirror keeps, such as photos of objects; not digits or text)."""
 
-    student: str = field(default_factory=defaults.student)
+    student: str | None = None
     student_kwargs: dict[str, Any] | None = None
     epochs: int | None = None
     batch_size: int | None = None
@@ -74,10 +78,14 @@ class TrainingSettings:
     device: str = "auto"
     checkpoint: str | Path | None = None
     public_repeats: int | None = None
+    crop: int | None = None
+    flip: bool = False
 
     def __post_init__(self) -> None:
         if self.public_repeats is not None and self.public_repeats < 1:
             raise ValueError(f"public_repeats must be >= 1, got {self.public_repeats}")
+        if self.crop is not None and self.crop < 0:
+            raise ValueError(f"crop must be >= 0 pixels, got {self.crop}")
         if self.epochs is not None and self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
         if self.batch_size is not None and self.batch_size < 1:

@@ -2,7 +2,10 @@
 
 Model zoo (factory functions like torchvision's, never downloading weights):
 
-* :func:`small_cnn` (default) - three conv layers, suited to small images (8x8 to 64x64);
+* :func:`small_cnn` - three conv layers, suited to small images (8x8 to 64x64): the default for grey images
+  and images under 16 px;
+* :func:`small_resnet` - a small residual network with a stride-1 stem: the default for colour images of 16 px
+  and more (:func:`~ldpclient.transfer.defaults.student`);
 * :func:`resnet18` and :func:`mobilenet_v2` - torchvision's architectures
   (``weights=None``) with the stem adapted to ``in_channels`` and, for small
   images (< 64 px), a stride-1 stem without the first max-pool.
@@ -106,11 +109,14 @@ class _ResidualBlock(nn.Module):
 
 
 def small_resnet(
-    *, num_classes: int = 10, in_channels: int = 3, image_size: int = 32, width: int = 32
+    *, num_classes: int = 10, in_channels: int = 3, image_size: int = 32, width: int = 16
 ) -> nn.Module:
-    """A small residual network for small photos: a stride-1 3x3 stem of ``width`` channels (no pooling, so a
+    """A small residual network for small photos (the default student for colour images,
+    :func:`~ldpclient.transfer.defaults.student`): a stride-1 3x3 stem of ``width`` channels (no pooling, so a
     32x32 photo keeps its detail), three residual blocks of ``width``, ``2 x width`` and ``4 x width`` channels
-    (the last two stride 2), global average pooling and a linear layer (about 0.7 M weights at width 32)."""
+    (the last two stride 2), global average pooling and a linear layer (78,000 weights at width 16, 309,000 at 32;
+    ``small_cnn`` has 131,000 for 32x32 colour). Width 16: on CIFAR-10 with public photos width 32 labelled about 2 points better at 2.6x the
+    training time (BENCHMARKS.md, "A student for photos")."""
     _check_dims(num_classes, in_channels, image_size)
     if width < 1:
         raise ValueError(f"width must be >= 1, got {width}")
@@ -161,7 +167,7 @@ STUDENTS: dict[str, Callable[..., nn.Module]] = {
 }
 
 
-def build_student(name: str = "small_cnn", **kwargs: Any) -> nn.Module:
+def build_student(name: str, **kwargs: Any) -> nn.Module:
     """Model by zoo name (:data:`ldpclient.names.STUDENT_NAMES`; ``-`` works for ``_``)."""
     key = name.replace("-", "_").lower()
     if key not in STUDENTS:
@@ -266,8 +272,11 @@ class Trainer:
     agreement with the teacher, after the last epoch (every epoch with
     ``validate_each_epoch``: one more pass over the stream each time); ``device`` see :func:`select_device`;
     ``progress(stage, done, total, metrics)`` called after each step
-    (stage ``"train"``) and epoch (stage ``"epoch"``). On the CPU ``model`` is converted in place to
-    :func:`compute_layout` (channels-last; values unchanged) and trained on batches in that layout.
+    (stage ``"train"``) and epoch (stage ``"epoch"``); ``augment``: a transform of each training batch
+    ``(B, C, H, W)`` (e.g. :func:`~ldpclient.transfer.affine.flip_crop`), drawing from the global RNG, which
+    :meth:`fit` seeds inside a fork (None: the rows as they are; validation rows are never transformed). On the
+    CPU ``model`` is converted in place to :func:`compute_layout` (channels-last; values unchanged) and trained
+    on batches in that layout.
     """
 
     def __init__(
@@ -284,6 +293,7 @@ class Trainer:
         device: str = "auto",
         seed: int = 0,
         progress: Optional[Progress] = None,
+        augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {epochs}")
@@ -304,6 +314,7 @@ class Trainer:
         self.validate_each_epoch = validate_each_epoch
         self.seed = seed
         self.progress = progress
+        self.augment = augment
         params = self.model.parameters()
         self.optimizer: torch.optim.Optimizer = (
             torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
@@ -356,7 +367,8 @@ class Trainer:
             self.model.train()
             tot_loss, correct, seen = 0.0, 0, 0
             for xb, yb in self._chunks(make_stream(epoch), labels, train=True):
-                xb = batch_in_layout(xb.to(self.device, non_blocking=True).float(), self.device)
+                xb = xb.float() if self.augment is None else self.augment(xb.float())
+                xb = batch_in_layout(xb.to(self.device, non_blocking=True), self.device)
                 yb = yb.to(self.device)
                 self.optimizer.zero_grad(set_to_none=True)
                 out = self.model(xb)
@@ -505,7 +517,11 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu") -> tuple[nn.Module
         raise ValueError(f"{path} is not an ldpclient student checkpoint")
     with torch.random.fork_rng(devices=[]):  # the init draws are overwritten by the weights: keep them local
         model = build_student(blob["student"], **blob.get("config", {}))
-    model.load_state_dict(blob["state_dict"])
+    try:
+        model.load_state_dict(blob["state_dict"])
+    except RuntimeError:
+        raise ValueError(f"{path}: its weights do not fit the {blob['student']} student built from its config "
+                         "(saved by another version of ldpclient?)") from None
     return model.to(select_device(device)), {k: blob.get(k) for k in ("student", "config", "extra")}
 
 
