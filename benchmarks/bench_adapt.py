@@ -345,7 +345,7 @@ def _budget(r: dict) -> tuple:
         sample = f"{sample or 'all'}/{r['max_per_round']} per round"
     return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample, r.get("public") or 0,
             r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student") or "small_cnn",
-            r.get("student_width"), r.get("crop") or 0, bool(r.get("flip")))
+            r.get("student_width"), r.get("crop") or 0, bool(r.get("flip")), r.get("train_transform"))
 
 
 def _public_label(r: dict) -> str:
@@ -364,6 +364,8 @@ def _variant(r: dict) -> str:
         parts.append(f"student {r['student']}" + (f" width {r['student_width']}" if r.get("student_width") else ""))
     if r.get("crop"):
         parts.append(f"shift {r['crop']} px")
+    if r.get("train_transform"):  # photos_student_explore.jsonl: the exploration's own spelling
+        parts.append(f"training transform {r['train_transform']}")
     if r.get("flip"):
         parts.append("flip")
     if r.get("public"):
@@ -566,8 +568,10 @@ def main(argv: list[str] | None = None) -> None:
                     setting_variant["public_repeats"] = repeats
                 # the student and the training shift, recorded even when they are the defaults (rows from before
                 # they were chosen by shape have neither key: small_cnn, no shift)
-                setting_variant.setdefault("student", args.student or defaults.student(tuple(px.shape[1:])))
-                setting_variant["crop"] = args.crop if args.crop is not None else defaults.train_crop(px.shape[-1])
+                with_public = bool(args.public)
+                setting_variant.setdefault("student", args.student or defaults.student(tuple(px.shape[1:]), with_public))
+                setting_variant["crop"] = (args.crop if args.crop is not None
+                                           else defaults.train_crop(px.shape[-1], with_public))
                 for seed in range(args.seeds):
                     for mode in args.modes:
                         levels = args.free_eps if mode == "data-free" and args.free_eps else [base["eps_record"]]

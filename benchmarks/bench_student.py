@@ -2,7 +2,7 @@
 
 Trains each model for a few Adam steps on random batches of ``--channels`` x size x size images (after one
 warm-up step), laid out as the trainer lays them out on the CPU (channels-last), each batch shifted at random
-as training shifts it (``defaults.train_crop``; ``--no-shift``: not), and prints images/s. Ratios to
+as training shifts it beside public images (``defaults.train_crop``; ``--no-shift``: not), and prints images/s. Ratios to
 small_cnn are within one run; ``--rounds`` repeats the models in turn and keeps each one's best round, so that
 a machine whose load changes during the run penalises every model alike.
 
@@ -34,7 +34,7 @@ def throughput(spec: str, size: int, batch: int, steps: int, channels: int = 1, 
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.rand(batch, channels, size, size)
     y = torch.randint(0, 10, (batch,))
-    pad = defaults.train_crop(size) if shift else 0
+    pad = defaults.train_crop(size, public=True) if shift else 0
     augment = partial(flip_crop, pad=pad, flip=False) if pad else (lambda v: v)
 
     def step() -> None:

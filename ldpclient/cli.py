@@ -399,7 +399,7 @@ def label(
     privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
     student: Optional[str] = typer.Option(
         None, help=f"Student model: {choice_list(STUDENT_NAMES)} (default: small_resnet for colour images of 16 px "
-        "or more, else small_cnn)."),
+        "or more beside --public images, else small_cnn)."),
     flip: bool = typer.Option(
         False, "--flip", help="Also train on mirrored images (left-right), for images whose class a mirror keeps "
         "(photos of objects and scenes); not for digits or text."),

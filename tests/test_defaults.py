@@ -73,7 +73,7 @@ def test_cli_options_and_library_share_the_defaults() -> None:
 
     training, plan = TrainingSettings(), PlanSettings()
     assert training.epochs is None and training.batch_size is None  # -> defaults.*() when the pipeline is built
-    assert training.student is None and label_opts.student is None  # -> defaults.student(shape) by the run
+    assert training.student is None and label_opts.student is None  # -> defaults.student(shape, public) by the run
     assert training.crop is None and not training.flip and not label_opts.flip
     assert plan.augmentation == defaults.augmentation()
     kt = KnowledgeTransfer(LocalTeacher(torch.nn.Flatten(), input_shape=(1, 2, 2), num_classes=4), laplace(1.0))
@@ -105,7 +105,11 @@ def test_label_options_resolve_the_pixel_release_post_processing_from_the_shape(
 
 
 def test_the_student_and_the_training_shift_follow_the_image_shape() -> None:
-    assert defaults.student((3, 32, 32)) == "small_resnet" and defaults.student((4, 16, 20)) == "small_resnet"
-    assert defaults.student((1, 28, 28)) == "small_cnn"  # grey
-    assert defaults.student((3, 8, 8)) == "small_cnn" and defaults.student((3, 15, 64)) == "small_cnn"  # small
-    assert [defaults.train_crop(s) for s in (8, 15, 16, 28, 32, 224)] == [0, 0, 2, 3, 4, 28]
+    # with public images: the residual student for colour images of 16 px and more, every row shifted by 1/8
+    assert defaults.student((3, 32, 32), True) == "small_resnet" and defaults.student((4, 16, 20), True) == "small_resnet"
+    assert defaults.student((1, 28, 28), True) == "small_cnn"  # grey
+    assert defaults.student((3, 8, 8), True) == "small_cnn" and defaults.student((3, 15, 64), True) == "small_cnn"
+    assert [defaults.train_crop(s, True) for s in (8, 15, 16, 28, 32, 224)] == [0, 0, 2, 3, 4, 28]
+    # without them (noised queries alone): the small CNN, no shift, whatever the shape
+    assert {defaults.student(s, False) for s in ((3, 32, 32), (1, 28, 28), (3, 224, 224))} == {"small_cnn"}
+    assert {defaults.train_crop(s, False) for s in (8, 28, 32, 224)} == {0}

@@ -243,7 +243,7 @@ def _colour_teacher(side: int):
     return LocalTeacher(model, (3, side, side), 3, name="thirds")
 
 
-def test_colour_images_of_16_px_get_the_residual_student_and_every_training_row_is_shifted(monkeypatch):
+def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shifted_rows(monkeypatch):
     from ldpclient.transfer import pipeline
 
     seen: list[tuple[int, bool]] = []
@@ -255,19 +255,23 @@ def test_colour_images_of_16_px_get_the_residual_student_and_every_training_row_
 
     monkeypatch.setattr(pipeline, "flip_crop", spy)
     x = torch.rand(24, 3, 16, 16, generator=torch.Generator().manual_seed(1))
-    kt = KnowledgeTransfer(_colour_teacher(16), laplace(50.0), num_queries=64, epochs=1, batch_size=16,
-                           seed=0, device="cpu", adapt=False)
-    res = kt.run(x)
+    public = torch.rand(8, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+
+    def kt(**kw):
+        return KnowledgeTransfer(_colour_teacher(16), laplace(50.0), num_queries=64, epochs=1, batch_size=16,
+                                 seed=0, device="cpu", adapt=False, **kw)
+
+    res = kt().run(x, public=public)
     assert res.training == {"student": "small_resnet", "crop_pixels": 2, "flip": False}
     assert res.summary()["training"]["student"] == "small_resnet"
     assert any(isinstance(m, torch.nn.BatchNorm2d) for m in res.student.modules())
-    trained_rows = -(-int(64 * (1 - 0.05)) // 16)  # about one call per optimiser step of the one epoch
-    assert len(seen) >= trained_rows - 1 and set(seen) == {(2, False)}
+    assert len(seen) >= 4 and set(seen) == {(2, False)}  # every optimiser step's batch
     seen.clear()
-    given = KnowledgeTransfer(_colour_teacher(16), laplace(50.0), num_queries=64, epochs=1, batch_size=16, seed=0,
-                              device="cpu", adapt=False, student="small_cnn", crop=0, flip=True).run(x)
-    assert given.training == {"student": "small_cnn", "crop_pixels": 0, "flip": True}
-    assert seen and set(seen) == {(0, True)}
+    alone = kt().run(x)  # the noised queries alone: the small CNN on the rows as they are
+    assert alone.training == {"student": "small_cnn", "crop_pixels": 0, "flip": False} and not seen
+    given = kt(student="small_resnet", crop=3, flip=True).run(x)
+    assert given.training == {"student": "small_resnet", "crop_pixels": 3, "flip": True}
+    assert seen and set(seen) == {(3, True)}
 
 
 def test_grey_and_small_images_keep_the_small_cnn_and_small_ones_are_not_shifted():

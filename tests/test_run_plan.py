@@ -104,16 +104,23 @@ def test_a_dry_run_refuses_what_the_run_would_refuse_before_touching_data(tmp_pa
     assert result.exit_code == 2 and f"--public folder {str(tmp_path / 'nope')!r} does not exist" in result.output
 
 
-def test_colour_images_plan_the_residual_student_with_shifts_and_flip_on_request(tmp_path: Path) -> None:
+def test_colour_images_plan_the_residual_student_with_shifts_beside_public_images_and_flip_on_request(
+        tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
-    private = tmp_path / "private"
-    private.mkdir()
-    for k in range(8):
-        Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(private / f"c{k}.png")
+    private, public = tmp_path / "private", tmp_path / "public"
+    for folder, n in ((private, 8), (public, 4)):
+        folder.mkdir()
+        for k in range(n):
+            Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(folder / f"{folder.name}{k}.png")
     with mock_server.serve(model="trivial", image_size=16, channels=3) as srv:
         args = ["label", str(private), "--teacher", srv.model_url, "--state-dir", str(tmp_path / "s"), "--dry-run"]
-        plan = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)["plan"]
-        assert (plan["student"]["model"], plan["student"]["crop_pixels"], plan["student"]["flip"]) == (
-            "small_resnet", 2, False)
-        shown = CliRunner().invoke(app, [*args, "--flip", "--student", "small_cnn"], terminal_width=200).output
+
+        def student(*more: str) -> dict:
+            return json.loads(CliRunner().invoke(app, [*args, "--json", *more]).output)["plan"]["student"]
+
+        assert (student()["model"], student()["crop_pixels"]) == ("small_cnn", 0)  # noised queries alone
+        beside = student("--public", str(public))
+        assert (beside["model"], beside["crop_pixels"], beside["flip"]) == ("small_resnet", 2, False)
+        shown = CliRunner().invoke(app, [*args, "--public", str(public), "--flip", "--student", "small_cnn"],
+                                   terminal_width=200).output
         assert "small_cnn, 5 epochs, batch 32, rows shifted up to 2 px, mirrored half the time" in " ".join(shown.split())

@@ -97,7 +97,7 @@ class LabelOptions(SharedOptions):
     batch_size: Optional[int] = None
     price: float = 0.0
     money_cap: Optional[float] = None
-    student: Optional[str] = None  # None: defaults.student(the teacher's input shape), settled by the run's plan
+    student: Optional[str] = None  # None: defaults.student(input shape, public images or not), settled by the plan
     flip: bool = False  # also train the student on mirrored images
     epochs: int = defaults.epochs()
     output: Optional[Path] = Path("labels.csv")  # None: write no labels or report file (the library's front door)

@@ -113,7 +113,7 @@ class RunPlan:
             },
             "student": None if self.mode == "sidp" else {
                 "model": opts.student, "epochs": opts.epochs, "train_batch_size": opts.train_batch_size,
-                "crop_pixels": defaults.train_crop(min(self.shape[-2:])), "flip": opts.flip,
+                "crop_pixels": defaults.train_crop(min(self.shape[-2:]), self.public > 0), "flip": opts.flip,
                 "public_repeats": self.public_repeats, "adapt": opts.adapt,
             },
             "baseline": None if self.free_mechanism is None or data_free else {
@@ -139,7 +139,7 @@ def resolve_plan(
     check_memory_for_shape(shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
                            query_batch=query_batch_size)
     opts = resolve_shape_defaults(opts, shape)  # basis, then reduce and postprocess from the shape
-    opts = dataclasses.replace(opts, student=opts.student or defaults.student(shape))
+    opts = dataclasses.replace(opts, student=opts.student or defaults.student(shape, public > 0))
     mechanism = build_mechanism(opts, meta.value_range, shape)
     free_mechanism, free_postprocess = None, None
     if opts.baseline:  # the data-free baseline's blank queries, noised at the free level

@@ -706,8 +706,9 @@ class KnowledgeTransfer:
         with ``flip``) anew each time it is read; timings["train"] in seconds."""
         t = time.perf_counter()
         c, h, w = records.record_shape
-        name = self.student_name or defaults.student(records.record_shape)
-        pad = self.crop if self.crop is not None else defaults.train_crop(min(h, w))
+        public = queries.public is not None
+        name = self.student_name or defaults.student(records.record_shape, public)
+        pad = self.crop if self.crop is not None else defaults.train_crop(min(h, w), public)
         kwargs = {"num_classes": meta.num_classes, "in_channels": c, "image_size": min(h, w), **self.student_kwargs}
         with torch.random.fork_rng(devices=[]):  # seed the student's init without touching the caller's RNG
             torch.manual_seed(self.seed % 2**63)
