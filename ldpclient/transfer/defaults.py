@@ -91,9 +91,9 @@ def student(record_shape: Sequence[int], public: bool) -> str:
 
     Measured (3 seeds; BENCHMARKS.md, "A student for photos"): with public images the residual student learned
     more of the teacher (CIFAR-10 with 5,000 public photos 60.3 ± 0.6 % against 55.8 ± 1.7 %, colour digits
-    with 500 public 92.2 ± 0.9 against 86.5 ± 2.2), at about 1.9x the small CNN's training time. Trained on the
-    noised queries alone it lost on colour digits (61.7 ± 8.8 against 67.9 ± 2.2): its batch normalisation
-    learns the statistics of noise and meets clean images when it labels.
+    with 500 public 92.2 ± 0.9 against 86.5 ± 2.2), at 1.9x (one thread) to 2.5x (two, end to end) the small
+    CNN's training time. Trained on the noised queries alone it lost on colour digits (61.7 ± 8.8 against 67.9 ±
+    2.2): its batch normalisation learns the statistics of noise and meets clean images when it labels.
     """
     c = int(record_shape[-3]) if len(record_shape) >= 3 else 1
     side = min(int(record_shape[-2]), int(record_shape[-1]))
