@@ -127,7 +127,8 @@ class LabelOptions(SharedOptions):
         return self.epsilon == 0
 
     def transfer_settings(
-        self, *, num_queries: int | None, query_batch_size: int, public_repeats: int | None = None
+        self, *, num_queries: int | None, query_batch_size: int, public_repeats: int | None = None,
+        crop: int | None = None,
     ) -> TransferSettings:
         """The ``KnowledgeTransfer`` settings these options stand for (counts as the run's plan settled them)."""
         from ..transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
@@ -136,7 +137,8 @@ class LabelOptions(SharedOptions):
             plan=PlanSettings(augmentation=self.augment, num_queries=num_queries, postprocess=self.postprocess,
                               query_batch_size=query_batch_size),
             training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
-                                      device=self.device, public_repeats=public_repeats, flip=self.flip),
+                                      device=self.device, public_repeats=public_repeats, crop=crop,
+                                      flip=self.flip),
             adaptation=AdaptationSettings(adapt=self.adapt),
         )
 

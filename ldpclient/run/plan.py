@@ -113,7 +113,7 @@ class RunPlan:
             },
             "student": None if self.mode == "sidp" else {
                 "model": opts.student, "epochs": opts.epochs, "train_batch_size": opts.train_batch_size,
-                "crop_pixels": defaults.train_crop(min(self.shape[-2:]), self.public > 0), "flip": opts.flip,
+                "crop_pixels": self.settings.training.crop, "flip": opts.flip,
                 "public_repeats": self.public_repeats, "adapt": opts.adapt,
             },
             "baseline": None if self.free_mechanism is None or data_free else {
@@ -161,7 +161,8 @@ def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
     num_queries = _queries(opts, records)
     repeats = defaults.public_repeats(num_queries, public) if public and num_queries else 0
     settings = opts.transfer_settings(num_queries=num_queries, query_batch_size=plan.query_batch_size,
-                                      public_repeats=repeats or None)
+                                      public_repeats=repeats or None,
+                                      crop=defaults.train_crop(min(plan.shape[-2:]), public > 0))
     return dataclasses.replace(plan, records=records, public=public, num_queries=num_queries,
                                public_repeats=repeats, settings=settings)
 

@@ -62,13 +62,13 @@ class PlanSettings:
 class TrainingSettings:
     """How the student learns: ``student`` (a name of ``ldpclient.transfer.student.STUDENTS``; None:
     :func:`~ldpclient.transfer.defaults.student` for the records' shape, with or without public images) built
-    with ``student_kwargs``;
-    ``epochs``, ``batch_size`` (None: the defaults), ``lr``, ``val_fraction`` (held-out teacher labels),
-    ``device``; ``checkpoint``: a path to save the trained student to; ``public_repeats``: times per epoch each
-    public image is trained on (None: :func:`~ldpclient.transfer.defaults.public_repeats`). Each row trained on
-    is shifted at random by up to ``crop`` pixels (None: :func:`~ldpclient.transfer.defaults.train_crop` for the
-    records' side, with or without public images; 0: not shifted) and, with ``flip``, mirrored left to right half of the time (for images
-    whose class a mirror keeps, such as photos of objects; not digits or text)."""
+    with ``student_kwargs``; ``epochs``, ``batch_size`` (None: the defaults), ``lr``, ``val_fraction``
+    (held-out teacher labels), ``device``; ``checkpoint``: a path to save the trained student to;
+    ``public_repeats``: times per epoch each public image is trained on (None:
+    :func:`~ldpclient.transfer.defaults.public_repeats`). Each row trained on is shifted at random by up to
+    ``crop`` pixels (None: :func:`~ldpclient.transfer.defaults.train_crop` for the records' side, with or
+    without public images; 0: not shifted) and, with ``flip``, mirrored left to right half of the time (for
+    images whose class a mirror keeps, such as photos of objects; not digits or text)."""
 
     student: str | None = None
     student_kwargs: dict[str, Any] | None = None
