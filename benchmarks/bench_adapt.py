@@ -47,9 +47,12 @@ import torch
 from ldpclient.datasets import load_digits_images, split_indices
 from ldpclient.names import BASES
 from ldpclient.privacy import gaussian, laplace
+from ldpclient.privacy.guarantee import Domain
+from ldpclient.privacy.public import public_release, public_seed
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
 from ldpclient.transfer.adapt import SelfTrainingAdapter
+from ldpclient.transfer.mirror_check import MirrorVerdict, mirror_check
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 
 DELTA = 1e-5
@@ -236,14 +239,14 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             selection_sample: int | None = None, val_fraction: float | None = None,
             blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None,
             basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None,
-            public_repeats: int | None = None, crop: int | None = None, flip: bool = False,
+            public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
             student_width: int | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
     public, sent as they are beside the queries (``label --public``); ``student``: a student zoo name (None:
     the library's default); ``public_repeats``: times per epoch each public image is trained on (None: the
-    library's default)."""
+    library's default); ``flip``: mirror training rows (None: the library's mirror check decides)."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:
@@ -263,8 +266,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["public_repeats"] = public_repeats
     if crop is not None:
         extra["crop"] = crop
-    if flip:
-        extra["flip"] = True
+    if flip is not None:
+        extra["flip"] = flip
     if student_width is not None:
         extra["student_kwargs"] = {"width": student_width}
     kt = KnowledgeTransfer(
@@ -313,6 +316,22 @@ def parse_setting(text: str) -> dict:
     out: dict = {f: None if v == "-" else kind(v) for f, kind, v in zip(FIELDS, kinds, values, strict=False)}
     out["postprocess"] = values[6].replace(";", ",") if len(values) > 6 else None
     return out
+
+
+def mirror_verdict(model: torch.nn.Module, public: torch.Tensor | None) -> MirrorVerdict | None:
+    """What the library's mirror check (:mod:`ldpclient.transfer.mirror_check`) finds for the teacher ``model`` on
+    the ``public`` images, with the sample and shifts a label run draws for them (None: no public images, or
+    too small to check): ``label --public`` without ``--flip``/``--no-flip`` trains with its ``flip``."""
+    if public is None:
+        return None
+    release = public_release(public, Domain(0.0, 1.0))
+    check = mirror_check(release, public_seed(release.values))
+    if check is None:
+        return None
+    with torch.no_grad():
+        original = model(release[torch.from_numpy(check.sample)].values).argmax(1).numpy()
+        copies = model(check.images).argmax(1).numpy()
+    return check.verdict(original, copies)
 
 
 def key_of(dataset: str, setting: dict, seed: int, mode: str, variant: dict) -> str:
@@ -509,7 +528,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="with --public: times per epoch each public image is trained on (default: the library's)")
     p.add_argument("--crop", type=int, default=None,
                    help="pixels by which training shifts each row at random (default: the library's for the size)")
-    p.add_argument("--flip", action="store_true", help="also train on mirrored rows (label --flip)")
+    p.add_argument("--flip", nargs="?", choices=("auto", "on", "off"), default="auto", const="on",
+                   help="mirror training rows: on (label --flip; also --flip alone), off (--no-flip), or auto (the "
+                        "default: the library's mirror check on the public images, made once before the runs)")
     p.add_argument("--student-width", type=int, default=None, help="the student's width (default: its own)")
     p.add_argument("--student", default=None, help="the student's zoo name (default: the library's)")
     p.add_argument("--teacher", choices=TEACHERS, default="small_cnn", help="the in-process teacher's architecture")
@@ -539,7 +560,7 @@ def main(argv: list[str] | None = None) -> None:
         variant["student_width"] = args.student_width
     if args.public_repeats is not None:
         variant["public_repeats"] = args.public_repeats
-    if args.flip:
+    if args.flip == "on":
         variant["flip"] = True
     basis = None
     if args.basis != "pool":
@@ -557,6 +578,11 @@ def main(argv: list[str] | None = None) -> None:
             with torch.no_grad():
                 t_acc = float((model(px).argmax(1) == py).float().mean())
             print(f"# {label}: teacher on clean private records {t_acc:.3f}, n={len(px)}", flush=True)
+            flip, checked = {"on": True, "off": False}.get(args.flip), None
+            if flip is None:  # the library's mirror check, once: its verdict is what every run would reach
+                checked = mirror_verdict(model, public)
+                flip = checked is not None and checked.flip
+                print(f"# {label}: mirror check {checked.as_dict() if checked else None}: flip {flip}", flush=True)
             for text in args.settings:
                 base = resolve(parse_setting(text), tuple(px.shape[1:]), len(px), args.basis)
                 if px.shape[-1] % base["reduce"]:
@@ -572,6 +598,8 @@ def main(argv: list[str] | None = None) -> None:
                 setting_variant.setdefault("student", args.student or defaults.student(tuple(px.shape[1:]), with_public))
                 setting_variant["crop"] = (args.crop if args.crop is not None
                                            else defaults.train_crop(px.shape[-1], with_public))
+                if flip:  # keyed as --flip rows: the same run (the check's answers are never trained on)
+                    setting_variant["flip"] = True
                 for seed in range(args.seeds):
                     for mode in args.modes:
                         levels = args.free_eps if mode == "data-free" and args.free_eps else [base["eps_record"]]
@@ -583,10 +611,12 @@ def main(argv: list[str] | None = None) -> None:
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
                                         args.val_fraction, tuple(args.blank) if args.blank else None,
                                         args.max_per_round, basis=basis, public=public, student=args.student,
-                                        public_repeats=repeats, crop=args.crop, flip=args.flip,
+                                        public_repeats=repeats, crop=args.crop, flip=flip,
                                         student_width=args.student_width)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
-                                      "teacher": t_acc, **setting_variant})
+                                      "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
+                            if checked is not None:
+                                r["mirror_check"] = checked.as_dict()
                             with args.out.open("a") as fh:
                                 fh.write(json.dumps(r) + "\n")
                             done.add(key)

@@ -400,9 +400,11 @@ def label(
     student: Optional[str] = typer.Option(
         None, help=f"Student model: {choice_list(STUDENT_NAMES)} (default: small_resnet for colour images of 16 px "
         "or more beside --public images, else small_cnn)."),
-    flip: bool = typer.Option(
-        False, "--flip", help="Also train on mirrored images (left-right), for images whose class a mirror keeps "
-        "(photos of objects and scenes); not for digits or text."),
+    flip: Optional[bool] = typer.Option(
+        None, "--flip/--no-flip", help="Also train on mirrored images (left-right), for images whose class a "
+        "mirror keeps (photos of objects and scenes), or never. Default: beside --public images of 16 px or more, "
+        "the teacher is asked about mirrored and shifted copies of up to 200 of them (public queries, no privacy "
+        "cost) and rows are mirrored when a mirror keeps its answers about as often as a shift; else not."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs."),
     train_batch_size: int = typer.Option(
         defaults.train_batch_size(), min=1, help="Student training batch size (optimiser step)."

@@ -65,7 +65,7 @@ def test_public_images_are_sent_once_as_they_are_counted_and_billed_apart(tmp_pa
     assert report["baseline"]["queries_sent"] == 100  # its public images came from the journal: not paid twice
     assert billed == 100 + 12 + 100
     assert report["cost"]["spent_public_run"] == pytest.approx(0.12)
-    assert re.search(r"of them 12 and 0 public images, sent as they are", res.output)
+    assert re.search(r"of them 12 and 0 public: 12 images sent as they are", res.output)
     # what the teacher received: every public image exactly once, as it is; no private image un-noised
     sent = np.concatenate([t.reshape(len(t), -1) for _, t in read_query_log(log)])
     public_rows = np.stack([_grey(p).reshape(-1) for p in sorted(public.iterdir())])

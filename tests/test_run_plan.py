@@ -73,7 +73,7 @@ def test_dry_run_prints_the_plan_and_spends_nothing(tmp_path: Path, teacher) -> 
     assert plan["spend"]["money_at_most"] == pytest.approx(606 * 0.01) and plan["spend"]["privacy_cap"] == 250
     assert plan["student"]["public_repeats"] == 150 and plan["baseline"]["blank_query_noise"]["epsilon"] == 20
     assert plan["student"]["model"] == "small_cnn" and plan["student"]["crop_pixels"] == 0  # 12x12 grey
-    assert plan["student"]["flip"] is False
+    assert plan["student"]["flip"] is None and plan["student"]["mirror_check_images"] == 0  # under 16 px: no check
 
     real = runner.invoke(app, [*args, "--json"])
     assert real.exit_code == 0, real.output
@@ -120,7 +120,11 @@ def test_colour_images_plan_the_residual_student_with_shifts_beside_public_image
 
         assert (student()["model"], student()["crop_pixels"]) == ("small_cnn", 0)  # noised queries alone
         beside = student("--public", str(public))
-        assert (beside["model"], beside["crop_pixels"], beside["flip"]) == ("small_resnet", 2, False)
+        assert (beside["model"], beside["crop_pixels"], beside["flip"]) == ("small_resnet", 2, None)
+        assert beside["mirror_check_images"] == 4  # a mirrored and a shifted copy of each: 8 public queries more
+        assert student("--public", str(public), "--no-flip")["mirror_check_images"] == 0
+        queries = json.loads(CliRunner().invoke(app, [*args, "--json", "--public", str(public)]).output)["plan"]["queries"]
+        assert queries["public"] == 4 + 8
         shown = CliRunner().invoke(app, [*args, "--public", str(public), "--flip", "--student", "small_cnn"],
                                    terminal_width=200).output
         assert "small_cnn, 5 epochs, batch 32, rows shifted up to 2 px, mirrored half the time" in " ".join(shown.split())

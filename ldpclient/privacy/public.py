@@ -10,6 +10,7 @@ image is ever sent without noise because it was also put in the public one.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import torch
@@ -19,6 +20,14 @@ from .release import _RELEASE_TOKEN, Release
 
 #: What a public release's guarantee calls its mechanism (reports, the page).
 PUBLIC_MECHANISM = "public (declared not private; sent without noise)"
+
+
+def public_seed(values: torch.Tensor) -> int:
+    """A 63-bit seed drawn from public images' ``values`` alone (their float32 bytes, in order): the same images
+    give the same seed in every run, other images another one. What seeds the query plans of public images and of
+    the mirror check's copies, so that a baseline run over them asks the same batches (a journal answers them once)."""
+    digest = hashlib.sha256(values.detach().to(torch.float32).contiguous().numpy().tobytes()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
 
 
 def public_release(records: torch.Tensor, domain: Domain) -> Release:
@@ -46,4 +55,4 @@ def public_release(records: torch.Tensor, domain: Domain) -> Release:
     return Release(values, guarantee, values.shape[1:], _token=_RELEASE_TOKEN)
 
 
-__all__ = ["PUBLIC_MECHANISM", "public_release"]
+__all__ = ["PUBLIC_MECHANISM", "public_release", "public_seed"]

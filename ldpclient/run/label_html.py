@@ -212,6 +212,16 @@ def _money(amount: float) -> float:
     return float(f"{float(amount):.6g}")
 
 
+def _mirror_text(student: Mapping[str, Any]) -> str:
+    """Whether training mirrored rows and, when the mirror check decided it, on what evidence (numbers only)."""
+    check, flip = student.get("mirror_check"), bool(student.get("flip"))
+    if not check:
+        return "yes (--flip)" if flip else "no"
+    return (f"{'yes' if flip else 'no'}: asked of the teacher with {int(check['images'])} public images, it kept "
+            f"{100 * float(check['mirror_agreement']):.0f}% of their labels under a mirror and "
+            f"{100 * float(check['shift_agreement']):.0f}% under a shift")
+
+
 def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> str:
     student, adaptation, baseline = report["student"], report.get("adaptation"), report.get("baseline")
     parts = []
@@ -224,6 +234,7 @@ def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> s
         parts.append(table([
             ("student", f"{student['model']}, {student['epochs']} epochs"
              + (f"; each public image trained on {repeats} times per epoch" if repeats else "")),
+            ("mirrored training images", _mirror_text(student)),
             ("agreement with the teacher", "n/a" if val is None else f"{100 * val:.1f}% on held-out noised queries "
              "(how well it learnt the teacher's answers; not accuracy on your images)"),
             ("adaptation", "off" if not adaptation else

@@ -71,6 +71,7 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
             public_repeats=int(result.counts.get("public_repeats", 0)),
             crop_pixels=int(result.training.get("crop_pixels", 0)),
             flip=bool(result.training.get("flip", False)),
+            mirror_check=result.training.get("mirror_check"),
         ),
         adaptation=_adaptation_section(result, meta.num_classes),
         baseline=outcome.baseline.section if outcome.baseline is not None else None,
@@ -111,6 +112,7 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             releases_fresh=int(counts.get("releases_fresh", 0)),
             releases_reused=int(counts.get("releases_reused", 0)),
             public_images=int(counts.get("public_queries", 0)),
+            mirror_check_queries=int(counts.get("mirror_check_queries", 0)),
         ),
         "queries": QueriesSection(
             planned=int(counts.get("queries", 0)),

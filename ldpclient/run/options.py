@@ -98,7 +98,7 @@ class LabelOptions(SharedOptions):
     price: float = 0.0
     money_cap: Optional[float] = None
     student: Optional[str] = None  # None: defaults.student(input shape, public images or not), settled by the plan
-    flip: bool = False  # also train the student on mirrored images
+    flip: Optional[bool] = None  # train the student on mirrored images too; None: the mirror check decides (--public)
     epochs: int = defaults.epochs()
     output: Optional[Path] = Path("labels.csv")  # None: write no labels or report file (the library's front door)
     format: Optional[str] = None

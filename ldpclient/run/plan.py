@@ -71,7 +71,15 @@ class RunPlan:
         the baseline's blank queries. The journal answers those already paid for, so these are upper bounds."""
         private = self.num_queries if self.num_queries is not None else self.records
         baseline = (self.num_queries or 0) if self.free_mechanism is not None and self.mode != "data-free" else 0
-        return {"private": private, "public": self.public, "baseline": baseline}
+        return {"private": private, "public": self.public + 2 * self.mirror_check_images, "baseline": baseline}
+
+    @property
+    def mirror_check_images(self) -> int:
+        """Public images the mirror check sends a mirrored and a shifted copy of (:mod:`~ldpclient.transfer.
+        mirror_check`): with ``--public`` and neither ``--flip`` nor ``--no-flip``, on images of 16 px or more."""
+        if self.opts.flip is not None or self.mode == "sidp" or not self.public:
+            return 0
+        return defaults.mirror_check_images(self.public, min(self.shape[-2:]))
 
     def describe(self) -> dict[str, Any]:
         """The plan in words and numbers (JSON-able, no pixels): what would be released, sent, spent and trained."""
@@ -114,6 +122,7 @@ class RunPlan:
             "student": None if self.mode == "sidp" else {
                 "model": opts.student, "epochs": opts.epochs, "train_batch_size": opts.train_batch_size,
                 "crop_pixels": self.settings.training.crop, "flip": opts.flip,
+                "mirror_check_images": self.mirror_check_images,
                 "public_repeats": self.public_repeats, "adapt": opts.adapt,
             },
             "baseline": None if self.free_mechanism is None or data_free else {

@@ -106,6 +106,9 @@ class CountsSection:
     releases_reused: int
     #: images declared public (``--public``), sent as they are; absent from older reports
     public_images: int = 0
+    #: mirrored and shifted copies of public images sent to decide ``flip`` (the mirror check); absent from older
+    #: reports
+    mirror_check_queries: int = 0
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,8 @@ class QueriesSection:
     plan_seed_source: str
     #: how often the teacher answered each class over this run's queries; absent from older reports
     answers_histogram: list[int] | None = None
-    #: of ``sent`` and ``from_journal``, the public images' queries (each image once, as it is)
+    #: of ``sent`` and ``from_journal``, the public images' queries (each image once, as it is, and the mirror
+    #: check's copies of some of them)
     public_sent: int = 0
     public_from_journal: int = 0
 
@@ -161,6 +165,9 @@ class StudentSection:
     #: reports (no shift, no mirror)
     crop_pixels: int = 0
     flip: bool = False
+    #: what decided ``flip`` when ``--flip``/``--no-flip`` was not given: the shares of the checked public images
+    #: whose label the teacher kept under a mirror and under a shift, and how many were checked (None: no check)
+    mirror_check: dict[str, Any] | None = None
 
 
 _SECTIONS: dict[str, type] = {

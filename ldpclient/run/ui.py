@@ -157,7 +157,9 @@ class UI:
             *_assumed_rows(r.teacher),
             ("ledger", _label_ledger_line(r.ledger)),
             ("queries", f"{q.sent} sent, {q.from_journal} answered from the journal (not paid again)"
-             + (f"; of them {q.public_sent} and {q.public_from_journal} public images, sent as they are"
+             + (f"; of them {q.public_sent} and {q.public_from_journal} public: {r.counts.public_images} images "
+                "sent as they are" + (f" and {r.counts.mirror_check_queries} mirrored and shifted copies of them, "
+                                      "for the mirror check" if r.counts.mirror_check_queries else "")
                 if r.counts.public_images else "")),
             ("money", _money_line(r.cost)),
             ("student", _student_line(r.student)),
@@ -203,6 +205,8 @@ class UI:
              f"{st['model']}, {st['epochs']} epochs, batch {st['train_batch_size']}"
              + (f", rows shifted up to {st['crop_pixels']} px" if st.get("crop_pixels") else "")
              + (", mirrored half the time" if st.get("flip") else "")
+             + (f", mirrored half the time if the teacher keeps its answers under a mirror (asked about "
+                f"{st['mirror_check_images']} public images)" if st.get("mirror_check_images") else "")
              + (f", each public image {st['public_repeats']}x per epoch" if st["public_repeats"] else "")
              + ("; then adapted on the clean images here" if st["adapt"] else "")),
         ]
@@ -296,7 +300,18 @@ def _student_line(student: StudentSection) -> str:
         return "none (SIDP: the teacher's answers to the releases are the labels)"
     acc_s = "n/a" if student.val_accuracy is None else f"{100 * student.val_accuracy:.1f}%"
     line = f"{student.model}, validation accuracy on held-out teacher labels {acc_s}"
+    line += _mirror_line(student)
     return line + (f"; predictions {student.inference}" if student.inference else "")
+
+
+def _mirror_line(student: StudentSection) -> str:
+    """Whether training mirrored rows and, when the mirror check decided it, on what evidence."""
+    check = student.mirror_check
+    if not check:
+        return "; trained on mirrored images too" if student.flip else ""
+    kept = (f"the teacher kept {100 * float(check['mirror_agreement']):.0f}% of {int(check['images'])} public "
+            f"images' labels under a mirror, {100 * float(check['shift_agreement']):.0f}% under a shift")
+    return f"; {'trained on mirrored images too' if student.flip else 'not trained on mirrored images'} ({kept})"
 
 
 def _guarantee_line(g: Mapping[str, Any]) -> str:

@@ -41,7 +41,6 @@ element and per record; augmentation and post-processing add nothing.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -64,6 +63,7 @@ from .adapt import AdaptHistory, SelfTrainingAdapter
 from .affine import flip_crop
 from .augment import QueryPlan, check_sup_queries
 from .evidence import fuse_pair_evidence
+from .mirror_check import MirrorCheck, MirrorVerdict, mirror_check
 from .postprocess import ClipToDomain, ReleaseRows, Transform, parse_postprocess
 from .settings import AdaptationSettings, PlanSettings, TrainingSettings, fold_keywords
 from .student import (
@@ -162,7 +162,8 @@ class TransferResult:
     fusion_informativeness: Optional[float] = None
     #: the first releases and queries as the teacher got them, for a person to look at
     sent_sample: Optional[SentSample] = None
-    #: how the student was trained: ``student`` (zoo name), ``crop_pixels`` (most shift of a row), ``flip``
+    #: how the student was trained: ``student`` (zoo name), ``crop_pixels`` (most shift of a row), ``flip``,
+    #: ``mirror_check`` (what decided ``flip`` when it was not given: :meth:`MirrorVerdict.as_dict`, else None)
     training: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -231,8 +232,9 @@ class _Queries:
 
     @property
     def labelled_total(self) -> int:
-        """Queries the teacher labels: the plan's, then the public images' (their ids after the plan's)."""
-        return self.plan.total + (self.public.plan.total if self.public is not None else 0)
+        """Queries the teacher labels: the plan's, then the public images' (their ids after the plan's), then the
+        mirror check's copies of some of them (after the public images')."""
+        return self.plan.total + (self.public.labelled_total if self.public is not None else 0)
 
     @property
     def trained_per_epoch(self) -> int:
@@ -251,6 +253,21 @@ class _Public:
     offset: int
     #: Times per training epoch each public image is trained on.
     repeats: int = 1
+    #: the mirror check's copies (``flip`` None), labelled after the public images and never trained on: query
+    #: ``k`` of ``check_plan`` is id ``check_offset + k`` (None: no check)
+    check: Optional[MirrorCheck] = None
+    check_plan: Optional[QueryPlan] = None
+    check_rows: Optional[ReleaseRows] = None
+
+    @property
+    def check_offset(self) -> int:
+        """The first mirror check query's id: after the public images'."""
+        return self.offset + self.plan.total
+
+    @property
+    def labelled_total(self) -> int:
+        """Queries of the public images and of the mirror check's copies."""
+        return self.plan.total + (self.check_plan.total if self.check_plan is not None else 0)
 
 
 @dataclass
@@ -264,6 +281,8 @@ class _Trained:
     history: TrainHistory
     crop_pixels: int
     flip: bool
+    #: what the mirror check found (None: no check; ``flip`` was given or there were no public images)
+    mirror_check: Optional[MirrorVerdict] = None
 
 
 @dataclass
@@ -376,7 +395,7 @@ class KnowledgeTransfer:
         self.lr, self.val_fraction, self.device = t.lr, t.val_fraction, t.device
         self.checkpoint = Path(t.checkpoint) if t.checkpoint is not None else None
         self.public_repeats = t.public_repeats
-        self.crop, self.flip = t.crop, bool(t.flip)
+        self.crop, self.flip = t.crop, t.flip
         self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
 
     # ------------------------------------------------------------------ helpers
@@ -456,7 +475,9 @@ class KnowledgeTransfer:
 
         ``public``: images the user declared not private, in the same shape and units: each is sent once as
         it is (no noise, no charge, never in the ledger), its answer trains the student beside the private
-        queries' (and anchors the adaptation). Not with ``mode="sidp"`` (no student)."""
+        queries' (and anchors the adaptation). Not with ``mode="sidp"`` (no student). With ``flip`` None, mirrored
+        and shifted copies of up to 200 of them are sent too, to decide whether training mirrors rows
+        (:mod:`~ldpclient.transfer.mirror_check`)."""
         timings: dict[str, float] = {}
         meta = self.teacher.metadata()
         records = as_record_source(records)
@@ -503,7 +524,8 @@ class KnowledgeTransfer:
             adaptation=adapted.adaptation,
             unfused_labels=predicted.unfused_labels,
             fusion_informativeness=predicted.informativeness,
-            training={"student": trained.student_name, "crop_pixels": trained.crop_pixels, "flip": trained.flip},
+            training={"student": trained.student_name, "crop_pixels": trained.crop_pixels, "flip": trained.flip,
+                      "mirror_check": trained.mirror_check.as_dict() if trained.mirror_check is not None else None},
             sent_sample=self._sent_sample(queries, store),
         )
 
@@ -575,7 +597,7 @@ class KnowledgeTransfer:
         their identity plan, seeded by their values alone: the same images get the same batch ids in every run
         (the baseline's included), so a journal answers them once and they are paid once; other images, other
         batch ids."""
-        from ..privacy.public import public_release
+        from ..privacy.public import public_release, public_seed
 
         if tuple(public.record_shape) != tuple(shape):
             raise ValueError(f"public images have shape {tuple(public.record_shape)} per image, the private ones "
@@ -583,15 +605,20 @@ class KnowledgeTransfer:
         if len(public) < 1:
             raise ValueError("no public images")
         whole = ReleaseBuilder(len(public))
-        digest = hashlib.sha256()
         for _, release in release_in_chunks(public, lambda chunk, _ids: public_release(chunk, self.mechanism.domain)):
-            digest.update(release.values.numpy().tobytes())
             whole.add(release)
-        seed = int.from_bytes(digest.digest()[:8], "little") >> 1
+        released = whole.build()
+        seed = public_seed(released.values)
         public_plan = QueryPlan(kind="identity", n=len(public), seed=seed, batch_size=plan.batch_size)
         repeats = self.public_repeats or defaults.public_repeats(plan.total, len(public))
-        return _Public(public_plan, ReleaseRows(whole.build(), (), self.upsample_mode), offset=plan.total,
-                       repeats=repeats)
+        out = _Public(public_plan, ReleaseRows(released, (), self.upsample_mode), offset=plan.total, repeats=repeats)
+        check = mirror_check(released, seed) if self.flip is None else None
+        if check is not None:  # the copies' plan seeded like the public images': by their values alone
+            copies = public_release(check.images, self.mechanism.domain)
+            out.check, out.check_rows = check, ReleaseRows(copies, (), self.upsample_mode)
+            out.check_plan = QueryPlan(kind="identity", n=len(copies), seed=public_seed(copies.values),
+                                       batch_size=plan.batch_size)
+        return out
 
     def _stream(self, queries: _Queries, order: Sequence[int] | None = None) -> Iterator[tuple[str, Derived]]:
         """The plan's query batches ``(batch id, queries)`` in ``order`` (default: plan order), clipped if asked."""
@@ -651,25 +678,31 @@ class KnowledgeTransfer:
         self, queries: _Queries, meta: TeacherMetadata, timings: dict[str, float]
     ) -> tuple[LabelStore, dict[str, int]]:
         """Step 3: have the teacher label the public images (when given), then every planned query; int8 labels
-        per query; timings["label"] in s. Also the public images' counts: ``public_queries`` (in the store),
-        ``public_repeats`` (times per epoch training sees each) and, through a client, ``public_sent`` and
-        ``public_from_journal`` (billed apart by the caller)."""
+        per query; timings["label"] in s. Also the public images' counts: ``public_queries`` (the images, in the
+        store), ``mirror_check_queries`` (their copies the mirror check sent), ``public_repeats`` (times per
+        epoch training sees each) and, through a client, ``public_sent`` and ``public_from_journal`` (the images'
+        and their copies' queries, billed apart by the caller)."""
         t = time.perf_counter()
         plan, public = queries.plan, queries.public
         store = LabelStore(queries.labelled_total, meta.num_classes)
-        total_batches = plan.num_batches + (public.plan.num_batches if public else 0)
+        public_parts = [] if public is None else [(public.plan, public.rows, public.offset)]
+        if public is not None and public.check_plan is not None and public.check_rows is not None:
+            public_parts.append((public.check_plan, public.check_rows, public.check_offset))
+        total_batches = plan.num_batches + sum(part[0].num_batches for part in public_parts)
         done = 0
         counts: dict[str, int] = {}
         if public is not None:
             before = self._client_counts()
-            stream = public.plan.batches(public.rows, noise_mode=self.upsample_mode)
-            for ids, labels in self._labelled(public.plan, stream):
-                store.set(ids + public.offset, labels)
-                done += 1
-                self._report("label", done, total_batches, queries=store.num_labelled)
+            for part_plan, rows, offset in public_parts:
+                stream = part_plan.batches(rows, noise_mode=self.upsample_mode)
+                for ids, labels in self._labelled(part_plan, stream):
+                    store.set(ids + offset, labels)
+                    done += 1
+                    self._report("label", done, total_batches, queries=store.num_labelled)
             after = self._client_counts()
             counts = {"public_queries": public.plan.total, "public_sent": after[0] - before[0],
-                      "public_from_journal": after[1] - before[1], "public_repeats": public.repeats}
+                      "public_from_journal": after[1] - before[1], "public_repeats": public.repeats,
+                      "mirror_check_queries": public.check_plan.total if public.check_plan is not None else 0}
         for ids, labels in self._labelled(plan, self._keeping(queries, self._stream(queries))):
             store.set(ids, labels)
             done += 1
@@ -703,12 +736,15 @@ class KnowledgeTransfer:
         timings: dict[str, float],
     ) -> _Trained:
         """Step 4: build a seeded student and train it on the labelled queries, each row shifted (and mirrored
-        with ``flip``) anew each time it is read; timings["train"] in seconds."""
+        with ``flip``, or when the mirror check found the teacher keeps labels under a mirror) anew each time it
+        is read; timings["train"] in seconds."""
         t = time.perf_counter()
         c, h, w = records.record_shape
         public = queries.public is not None
         name = self.student_name or defaults.student(records.record_shape, public)
         pad = self.crop if self.crop is not None else defaults.train_crop(min(h, w), public)
+        verdict = self._mirror_verdict(queries, store)
+        flip = self.flip if self.flip is not None else (verdict is not None and verdict.flip)
         kwargs = {"num_classes": meta.num_classes, "in_channels": c, "image_size": min(h, w), **self.student_kwargs}
         with torch.random.fork_rng(devices=[]):  # seed the student's init without touching the caller's RNG
             torch.manual_seed(self.seed % 2**63)
@@ -722,12 +758,22 @@ class KnowledgeTransfer:
             device=self.device,
             seed=self.seed,
             progress=self.progress,
-            augment=partial(flip_crop, pad=pad, flip=self.flip) if pad or self.flip else None,
+            augment=partial(flip_crop, pad=pad, flip=flip) if pad or flip else None,
         )
         steps = -(-int(queries.trained_per_epoch * (1 - self.val_fraction)) // self.batch_size)
         history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch), store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t
-        return _Trained(trainer, name, kwargs, history, pad, self.flip)
+        return _Trained(trainer, name, kwargs, history, pad, flip, verdict)
+
+    @staticmethod
+    def _mirror_verdict(queries: _Queries, store: LabelStore) -> Optional[MirrorVerdict]:
+        """The mirror check's decision from the teacher's answers (None when the run made no check)."""
+        public = queries.public
+        if public is None or public.check is None or public.check_plan is None:
+            return None
+        original = store.get(public.check.sample + public.offset).astype(np.int64)
+        copies = store.get(np.arange(public.check_plan.total) + public.check_offset).astype(np.int64)
+        return public.check.verdict(original, copies)
 
     def _adapt_student(
         self,

@@ -68,7 +68,10 @@ class TrainingSettings:
     :func:`~ldpclient.transfer.defaults.public_repeats`). Each row trained on is shifted at random by up to
     ``crop`` pixels (None: :func:`~ldpclient.transfer.defaults.train_crop` for the records' side, with or
     without public images; 0: not shifted) and, with ``flip``, mirrored left to right half of the time (for
-    images whose class a mirror keeps, such as photos of objects; not digits or text)."""
+    images whose class a mirror keeps, such as photos of objects; not digits or text). ``flip`` None (the
+    default): decided by asking the teacher about mirrored and shifted copies of up to 200 public images
+    (:mod:`~ldpclient.transfer.mirror_check`; public queries, no privacy cost); without public images, or on
+    images under 16 pixels a side, not mirrored."""
 
     student: str | None = None
     student_kwargs: dict[str, Any] | None = None
@@ -80,7 +83,7 @@ class TrainingSettings:
     checkpoint: str | Path | None = None
     public_repeats: int | None = None
     crop: int | None = None
-    flip: bool = False
+    flip: bool | None = None
 
     def __post_init__(self) -> None:
         if self.public_repeats is not None and self.public_repeats < 1:

@@ -1,0 +1,91 @@
+"""Whether to train on mirrored images, asked of the teacher with a few public images (``label --public``).
+
+A left-right mirror keeps the class of a photo of a car or a cat, and changes a digit's or a letter's.
+The tool cannot tell the two kinds apart by their shape, but the teacher can: a sample of the public
+images is sent twice more, once mirrored and once shifted by the training shift
+(:func:`~ldpclient.transfer.defaults.train_crop`), and the teacher's answers to each copy are compared
+with its answer to the image itself. When the mirror keeps the teacher's label nearly as often as the
+shift does (a change the student is trained with anyway), the student is trained on mirrored rows too
+(:func:`~ldpclient.transfer.defaults.flip`).
+
+Only public images are used: their copies are public too (no noise, no privacy cost, never in the
+ledger); they are counted, sent and billed as public queries. Their answers decide the flip and are not
+trained on. The sample, the shifts and so the batch ids follow from the public images' values alone,
+so a baseline run over the same public images asks the same queries (a journal answers them once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..privacy.release import Release
+from . import defaults
+from .affine import flip_crop
+
+
+@dataclass(frozen=True)
+class MirrorCheck:
+    """The copies a check sends: ``images`` ``(2K, C, H, W)`` (the ``K`` sampled public images mirrored, then the
+    same ``K`` shifted by up to ``pad`` pixels), and ``sample``: the ``K`` public images' indices."""
+
+    images: torch.Tensor
+    sample: np.ndarray
+    pad: int
+
+    @property
+    def size(self) -> int:
+        """Public images checked (``K``; the check sends twice as many queries)."""
+        return len(self.sample)
+
+    def verdict(self, original: np.ndarray, copies: np.ndarray) -> "MirrorVerdict":
+        """The decision from the teacher's labels of the ``K`` sampled public images (``original``) and of the
+        ``2K`` copies, in :attr:`images`' order (``copies``); an unanswered query (label < 0) counts as a
+        change."""
+        k = self.size
+        original = np.asarray(original)
+        copies = np.asarray(copies)
+        if original.shape != (k,) or copies.shape != (2 * k,):
+            raise ValueError(f"need {k} labels of the sampled images and {2 * k} of their copies, got "
+                             f"{original.shape} and {copies.shape}")
+        answered = original >= 0
+        mirror = float(np.mean((copies[:k] == original) & answered))
+        shift = float(np.mean((copies[k:] == original) & answered))
+        return MirrorVerdict(defaults.flip(mirror, shift), mirror, shift, k)
+
+
+@dataclass(frozen=True)
+class MirrorVerdict:
+    """What a check found: ``flip`` (train on mirrored rows), the shares of the ``images`` checked whose label
+    the teacher kept under the mirror (``mirror_agreement``) and under the shift (``shift_agreement``), in [0, 1]."""
+
+    flip: bool
+    mirror_agreement: float
+    shift_agreement: float
+    images: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"mirror_agreement": round(self.mirror_agreement, 4), "shift_agreement": round(self.shift_agreement, 4),
+                "images": self.images}
+
+
+def mirror_check(public: Release, seed: int) -> MirrorCheck | None:
+    """The check's copies for the public images ``public`` (a public release, values in the domain's units,
+    ``(N, C, H, W)``), their sample and shifts drawn from ``seed``; None when the images are too small for the
+    training shift (:data:`~ldpclient.transfer.defaults.MIN_AUGMENT_SIDE`) that the mirror is compared with."""
+    n = len(public)
+    h, w = public.record_shape[-2:]
+    pad = defaults.train_crop(min(h, w), True)
+    k = defaults.mirror_check_images(n, min(h, w))
+    if k < 1 or pad < 1:
+        return None
+    g = torch.Generator().manual_seed(int(seed) % 2**63)
+    sample = torch.randperm(n, generator=g)[:k].sort().values
+    images = public[sample].values
+    copies = torch.cat([images.flip(-1), flip_crop(images, pad, flip=False, generator=g)])
+    return MirrorCheck(copies, sample.numpy(), pad)
+
+
+__all__ = ["MirrorCheck", "MirrorVerdict", "mirror_check"]

@@ -1,0 +1,192 @@
+"""The mirror check: whether training mirrors rows, decided by the teacher's answers to copies of public images."""
+
+import numpy as np
+import pytest
+import torch
+
+from ldpclient.privacy import laplace
+from ldpclient.privacy.guarantee import Domain
+from ldpclient.privacy.public import public_release
+from ldpclient.teachers.local import LocalTeacher
+from ldpclient.transfer import defaults
+from ldpclient.transfer.mirror_check import mirror_check
+from ldpclient.transfer.pipeline import KnowledgeTransfer
+
+SIDE = 16
+
+
+def _release(x):
+    return public_release(x, Domain(0.0, 1.0))
+
+
+def _banded(n, seed, side=SIDE):
+    """Colour images with a bright red band in one third of the width (which third: the class of the thirds
+    teacher), on faint noise."""
+    g = torch.Generator().manual_seed(seed)
+    x = 0.2 * torch.rand(n, 3, side, side, generator=g)
+    third = side // 3
+    for i, k in enumerate(torch.randint(0, 3, (n,), generator=g).tolist()):
+        x[i, 0, :, k * third:(k + 1) * third] = 1.0
+    return x
+
+
+def _thirds_teacher(side=SIDE):
+    """Label = the third of the image (left, middle, right) brightest in red: a mirror swaps left and right."""
+
+    def model(x):
+        third = side // 3
+        return torch.stack([x[:, 0, :, k * third:(k + 1) * third].mean((1, 2)) for k in range(3)], dim=1)
+
+    return LocalTeacher(model, (3, side, side), 3, name="thirds")
+
+
+def _channel_teacher(side=SIDE):
+    """Label = the brightest colour channel: a mirror keeps it."""
+    return LocalTeacher(lambda x: x.mean((2, 3)), (3, side, side), 3, name="channel")
+
+
+def test_the_rule_compares_the_mirror_with_the_shift():
+    assert defaults.flip(0.733, 0.735) and defaults.flip(0.76, 0.70)  # photos: as often as the shift
+    assert not defaults.flip(0.33, 0.84) and not defaults.flip(0.43, 0.82)  # digits: about half as often
+    assert not defaults.flip(0.0, 0.0)  # a teacher that changes every answer under a shift: no evidence
+    assert defaults.mirror_check_images(5000, 32) == defaults.MIRROR_CHECK_IMAGES
+    assert defaults.mirror_check_images(30, 16) == 30
+    assert defaults.mirror_check_images(5000, 8) == 0
+
+
+def test_the_copies_are_mirrors_and_shifts_of_a_sample_drawn_from_the_seed():
+    x = torch.rand(300, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    check = mirror_check(_release(x), seed=7)
+    assert check is not None and check.size == defaults.MIRROR_CHECK_IMAGES and check.pad == 4
+    assert len(set(check.sample.tolist())) == check.size and check.images.shape == (400, 3, 32, 32)
+    sampled = x[torch.from_numpy(check.sample)]
+    assert torch.equal(check.images[:200], sampled.flip(-1))
+    shifted = check.images[200:]
+    padded = torch.nn.functional.pad(sampled, (4, 4, 4, 4), mode="replicate")
+    for i in range(0, 200, 37):  # each shifted copy is a 32x32 window of its own image's padded copy
+        windows = padded[i].unfold(1, 32, 1).unfold(2, 32, 1)  # (3, 9, 9, 32, 32)
+        assert any(torch.equal(windows[:, r, c], shifted[i]) for r in range(9) for c in range(9))
+    again = mirror_check(_release(x), seed=7)
+    assert again is not None and torch.equal(again.images, check.images)
+    other = mirror_check(_release(x), seed=8)
+    assert other is not None and not np.array_equal(other.sample, check.sample)
+    assert mirror_check(_release(torch.rand(10, 3, 8, 8)), seed=0) is None  # too small to shift
+
+
+def test_the_verdict_counts_kept_labels_and_unanswered_queries_as_changes():
+    x = torch.rand(4, 3, SIDE, SIDE)
+    check = mirror_check(_release(x), seed=0)
+    assert check is not None and check.size == 4
+    v = check.verdict(np.array([0, 1, 2, -1]), np.array([0, 1, 0, -1, 0, 1, 2, -1]))
+    assert (v.mirror_agreement, v.shift_agreement, v.images) == (0.5, 0.75, 4)
+    assert v.flip is defaults.flip(0.5, 0.75)
+    assert v.as_dict() == {"mirror_agreement": 0.5, "shift_agreement": 0.75, "images": 4}
+    with pytest.raises(ValueError, match="need 4 labels"):
+        check.verdict(np.zeros(3), np.zeros(8))
+
+
+def _kt(teacher, **kw):
+    return KnowledgeTransfer(teacher, laplace(50.0), num_queries=64, epochs=1, batch_size=16, seed=0,
+                             device="cpu", adapt=False, release_generator=torch.Generator().manual_seed(5), **kw)
+
+
+def test_a_teacher_whose_answers_a_mirror_changes_gets_no_mirrored_rows_and_the_same_student(monkeypatch):
+    from ldpclient.transfer import pipeline
+
+    seen = []
+    real = pipeline.flip_crop
+    monkeypatch.setattr(pipeline, "flip_crop",
+                        lambda images, pad, *, flip=True, generator=None:
+                        seen.append(flip) or real(images, pad, flip=flip, generator=generator))
+    x, public = _banded(24, 1), _banded(30, 2)
+    res = _kt(_thirds_teacher()).run(x, public=public)
+    check = res.training["mirror_check"]
+    assert res.training["flip"] is False and set(seen) == {False}
+    assert check["images"] == 30 and check["shift_agreement"] > 0.9 and check["mirror_agreement"] < 0.6
+    assert res.counts["public_queries"] == 30 and res.counts["mirror_check_queries"] == 60
+    # the copies' answers decided the flip and nothing else: the same labels and student as --no-flip
+    off = _kt(_thirds_teacher(), flip=False).run(x, public=public)
+    assert off.counts["mirror_check_queries"] == 0 and off.training["mirror_check"] is None
+    assert torch.equal(res.labels, off.labels)
+    for a, b in zip(res.student.state_dict().values(), off.student.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_teacher_whose_answers_a_mirror_keeps_gets_mirrored_rows(monkeypatch):
+    from ldpclient.transfer import pipeline
+
+    seen = []
+    real = pipeline.flip_crop
+    monkeypatch.setattr(pipeline, "flip_crop",
+                        lambda images, pad, *, flip=True, generator=None:
+                        seen.append(flip) or real(images, pad, flip=flip, generator=generator))
+    x, public = torch.rand(24, 3, SIDE, SIDE), torch.rand(30, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(3))
+    res = _kt(_channel_teacher()).run(x, public=public)
+    assert res.training["flip"] is True and res.training["mirror_check"]["mirror_agreement"] == 1.0
+    assert seen and set(seen) == {True}
+    assert res.summary()["training"]["mirror_check"]["images"] == 30
+    forced = _kt(_channel_teacher(), flip=False).run(x, public=public)  # a given flip is never second-guessed
+    assert forced.training["flip"] is False and forced.counts["mirror_check_queries"] == 0
+
+
+def test_no_check_without_public_images_or_on_small_ones():
+    res = _kt(_channel_teacher()).run(torch.rand(24, 3, SIDE, SIDE))
+    assert res.training["flip"] is False and res.training["mirror_check"] is None
+    assert "mirror_check_queries" not in res.counts
+    small = _kt(_channel_teacher(8)).run(torch.rand(24, 3, 8, 8), public=torch.rand(10, 3, 8, 8))
+    assert small.training["flip"] is False and small.counts["mirror_check_queries"] == 0
+
+
+def test_a_label_run_sends_the_copies_as_public_queries_once_and_reports_the_verdict(tmp_path):
+    import json
+
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    import mock_server
+    from ldpclient.cli import app
+
+    rng = np.random.default_rng(3)
+    private, public = tmp_path / "private", tmp_path / "public"
+    for folder, n in ((private, 12), (public, 6)):
+        folder.mkdir()
+        for k in range(n):
+            Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(folder / f"{folder.name}{k}.png")
+    with mock_server.serve(model="trivial", image_size=16, channels=3) as srv:  # mean intensity: mirrors keep it
+        result = CliRunner().invoke(app, [
+            "label", str(private), "--teacher", srv.model_url, "--state-dir", str(tmp_path / "s"), "--queries", "60",
+            "--epochs", "1", "--public", str(public), "--baseline", "--price", "0.01", "--json",
+            "--output", str(tmp_path / "labels.csv")])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output)
+        billed = srv.usage()["total"]["images"]
+    assert report["counts"]["public_images"] == 6 and report["counts"]["mirror_check_queries"] == 12
+    assert report["queries"]["public_sent"] == 6 + 12 and report["cost"]["spent_public_run"] == pytest.approx(0.18)
+    student = report["student"]
+    assert student["flip"] is True and student["mirror_check"]["images"] == 6
+    assert student["mirror_check"]["mirror_agreement"] >= defaults.MIRROR_KEEPS_SHARE * student["mirror_check"][
+        "shift_agreement"]
+    # the baseline asked the same public queries and copies: answered by the journal, paid once
+    assert billed == 60 + 6 + 12 + report["baseline"]["queries_sent"]
+    assert report["run_plan"]["queries"]["public"] == 6 + 12
+
+
+def test_the_benchmark_reaches_the_verdict_a_label_run_reaches(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    bench_adapt = __import__("bench_adapt")
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 5), torch.nn.AdaptiveAvgPool2d(2), torch.nn.Flatten(),
+                                    torch.nn.Linear(12, 4)).eval()
+        public = torch.rand(40, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(4))
+        teacher = LocalTeacher(model, (3, SIDE, SIDE), 4, name="conv")
+        res = _kt(teacher).run(torch.rand(24, 3, SIDE, SIDE), public=public)
+        verdict = bench_adapt.mirror_verdict(model, public)
+        assert verdict is not None and verdict.as_dict() == res.training["mirror_check"]
+        assert verdict.flip is res.training["flip"]
+        assert bench_adapt.mirror_verdict(model, None) is None
+    finally:
+        sys.modules.pop("bench_adapt", None)
