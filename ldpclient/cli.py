@@ -402,9 +402,9 @@ def label(
         "or more beside --public images, else small_cnn)."),
     flip: Optional[bool] = typer.Option(
         None, "--flip/--no-flip", help="Also train on mirrored images (left-right), for images whose class a "
-        "mirror keeps (photos of objects and scenes), or never. Default: beside --public images of 16 px or more, "
-        "the teacher is asked about mirrored and shifted copies of up to 200 of them (public queries, no privacy "
-        "cost) and rows are mirrored when a mirror keeps its answers about as often as a shift; else not."),
+        "mirror keeps (photos of objects and scenes), or never. Default: beside 100 or more --public images of 16 px "
+        "or more, the teacher is asked about mirrored and shifted copies of up to 200 of them (public queries, no "
+        "privacy cost) and rows are mirrored when a mirror keeps its answers about as often as a shift; else not."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs."),
     train_batch_size: int = typer.Option(
         defaults.train_batch_size(), min=1, help="Student training batch size (optimiser step)."

@@ -9,7 +9,7 @@ from ldpclient.privacy.guarantee import Domain
 from ldpclient.privacy.public import public_release
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
-from ldpclient.transfer.mirror_check import mirror_check
+from ldpclient.transfer.mirror_check import MirrorCheck, mirror_check
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 
 SIDE = 16
@@ -50,7 +50,8 @@ def test_the_rule_compares_the_mirror_with_the_shift():
     assert not defaults.flip(0.33, 0.84) and not defaults.flip(0.43, 0.82)  # digits: about half as often
     assert not defaults.flip(0.0, 0.0)  # a teacher that changes every answer under a shift: no evidence
     assert defaults.mirror_check_images(5000, 32) == defaults.MIRROR_CHECK_IMAGES
-    assert defaults.mirror_check_images(30, 16) == 30
+    assert defaults.mirror_check_images(150, 16) == 150
+    assert defaults.mirror_check_images(defaults.MIRROR_CHECK_MIN_IMAGES - 1, 32) == 0  # too few to decide on
     assert defaults.mirror_check_images(5000, 8) == 0
 
 
@@ -70,13 +71,12 @@ def test_the_copies_are_mirrors_and_shifts_of_a_sample_drawn_from_the_seed():
     assert again is not None and torch.equal(again.images, check.images)
     other = mirror_check(_release(x), seed=8)
     assert other is not None and not np.array_equal(other.sample, check.sample)
-    assert mirror_check(_release(torch.rand(10, 3, 8, 8)), seed=0) is None  # too small to shift
+    assert mirror_check(_release(torch.rand(150, 3, 8, 8)), seed=0) is None  # too small to shift
+    assert mirror_check(_release(torch.rand(99, 3, 32, 32)), seed=0) is None  # too few
 
 
 def test_the_verdict_counts_kept_labels_and_unanswered_queries_as_changes():
-    x = torch.rand(4, 3, SIDE, SIDE)
-    check = mirror_check(_release(x), seed=0)
-    assert check is not None and check.size == 4
+    check = MirrorCheck(torch.zeros(8, 3, SIDE, SIDE), np.arange(4), 2)
     v = check.verdict(np.array([0, 1, 2, -1]), np.array([0, 1, 0, -1, 0, 1, 2, -1]))
     assert (v.mirror_agreement, v.shift_agreement, v.images) == (0.5, 0.75, 4)
     assert v.flip is defaults.flip(0.5, 0.75)
@@ -98,12 +98,12 @@ def test_a_teacher_whose_answers_a_mirror_changes_gets_no_mirrored_rows_and_the_
     monkeypatch.setattr(pipeline, "flip_crop",
                         lambda images, pad, *, flip=True, generator=None:
                         seen.append(flip) or real(images, pad, flip=flip, generator=generator))
-    x, public = _banded(24, 1), _banded(30, 2)
+    x, public = _banded(24, 1), _banded(120, 2)
     res = _kt(_thirds_teacher()).run(x, public=public)
     check = res.training["mirror_check"]
     assert res.training["flip"] is False and set(seen) == {False}
-    assert check["images"] == 30 and check["shift_agreement"] > 0.9 and check["mirror_agreement"] < 0.6
-    assert res.counts["public_queries"] == 30 and res.counts["mirror_check_queries"] == 60
+    assert check["images"] == 120 and check["shift_agreement"] > 0.9 and check["mirror_agreement"] < 0.6
+    assert res.counts["public_queries"] == 120 and res.counts["mirror_check_queries"] == 240
     # the copies' answers decided the flip and nothing else: the same labels and student as --no-flip
     off = _kt(_thirds_teacher(), flip=False).run(x, public=public)
     assert off.counts["mirror_check_queries"] == 0 and off.training["mirror_check"] is None
@@ -120,11 +120,11 @@ def test_a_teacher_whose_answers_a_mirror_keeps_gets_mirrored_rows(monkeypatch):
     monkeypatch.setattr(pipeline, "flip_crop",
                         lambda images, pad, *, flip=True, generator=None:
                         seen.append(flip) or real(images, pad, flip=flip, generator=generator))
-    x, public = torch.rand(24, 3, SIDE, SIDE), torch.rand(30, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(3))
+    x, public = torch.rand(24, 3, SIDE, SIDE), torch.rand(120, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(3))
     res = _kt(_channel_teacher()).run(x, public=public)
     assert res.training["flip"] is True and res.training["mirror_check"]["mirror_agreement"] == 1.0
     assert seen and set(seen) == {True}
-    assert res.summary()["training"]["mirror_check"]["images"] == 30
+    assert res.summary()["training"]["mirror_check"]["images"] == 120
     forced = _kt(_channel_teacher(), flip=False).run(x, public=public)  # a given flip is never second-guessed
     assert forced.training["flip"] is False and forced.counts["mirror_check_queries"] == 0
 
@@ -133,8 +133,10 @@ def test_no_check_without_public_images_or_on_small_ones():
     res = _kt(_channel_teacher()).run(torch.rand(24, 3, SIDE, SIDE))
     assert res.training["flip"] is False and res.training["mirror_check"] is None
     assert "mirror_check_queries" not in res.counts
-    small = _kt(_channel_teacher(8)).run(torch.rand(24, 3, 8, 8), public=torch.rand(10, 3, 8, 8))
+    small = _kt(_channel_teacher(8)).run(torch.rand(24, 3, 8, 8), public=torch.rand(150, 3, 8, 8))
     assert small.training["flip"] is False and small.counts["mirror_check_queries"] == 0
+    few = _kt(_channel_teacher()).run(torch.rand(24, 3, SIDE, SIDE), public=torch.rand(99, 3, SIDE, SIDE))
+    assert few.training["flip"] is False and few.counts["mirror_check_queries"] == 0
 
 
 def test_a_label_run_sends_the_copies_as_public_queries_once_and_reports_the_verdict(tmp_path):
@@ -148,7 +150,7 @@ def test_a_label_run_sends_the_copies_as_public_queries_once_and_reports_the_ver
 
     rng = np.random.default_rng(3)
     private, public = tmp_path / "private", tmp_path / "public"
-    for folder, n in ((private, 12), (public, 6)):
+    for folder, n in ((private, 12), (public, 100)):
         folder.mkdir()
         for k in range(n):
             Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(folder / f"{folder.name}{k}.png")
@@ -160,15 +162,15 @@ def test_a_label_run_sends_the_copies_as_public_queries_once_and_reports_the_ver
         assert result.exit_code == 0, result.output
         report = json.loads(result.output)
         billed = srv.usage()["total"]["images"]
-    assert report["counts"]["public_images"] == 6 and report["counts"]["mirror_check_queries"] == 12
-    assert report["queries"]["public_sent"] == 6 + 12 and report["cost"]["spent_public_run"] == pytest.approx(0.18)
+    assert report["counts"]["public_images"] == 100 and report["counts"]["mirror_check_queries"] == 200
+    assert report["queries"]["public_sent"] == 300 and report["cost"]["spent_public_run"] == pytest.approx(3.0)
     student = report["student"]
-    assert student["flip"] is True and student["mirror_check"]["images"] == 6
+    assert student["flip"] is True and student["mirror_check"]["images"] == 100
     assert student["mirror_check"]["mirror_agreement"] >= defaults.MIRROR_KEEPS_SHARE * student["mirror_check"][
         "shift_agreement"]
     # the baseline asked the same public queries and copies: answered by the journal, paid once
-    assert billed == 60 + 6 + 12 + report["baseline"]["queries_sent"]
-    assert report["run_plan"]["queries"]["public"] == 6 + 12
+    assert billed == 60 + 100 + 200 + report["baseline"]["queries_sent"]
+    assert report["run_plan"]["queries"]["public"] == 100 + 200
 
 
 def test_the_benchmark_reaches_the_verdict_a_label_run_reaches(monkeypatch):
@@ -181,7 +183,7 @@ def test_the_benchmark_reaches_the_verdict_a_label_run_reaches(monkeypatch):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 5), torch.nn.AdaptiveAvgPool2d(2), torch.nn.Flatten(),
                                     torch.nn.Linear(12, 4)).eval()
-        public = torch.rand(40, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(4))
+        public = torch.rand(140, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(4))
         teacher = LocalTeacher(model, (3, SIDE, SIDE), 4, name="conv")
         res = _kt(teacher).run(torch.rand(24, 3, SIDE, SIDE), public=public)
         verdict = bench_adapt.mirror_verdict(model, public)

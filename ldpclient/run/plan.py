@@ -75,8 +75,9 @@ class RunPlan:
 
     @property
     def mirror_check_images(self) -> int:
-        """Public images the mirror check sends a mirrored and a shifted copy of (:mod:`~ldpclient.transfer.
-        mirror_check`): with ``--public`` and neither ``--flip`` nor ``--no-flip``, on images of 16 px or more."""
+        """Public images the mirror check sends a mirrored and a shifted copy of (``ldpclient.transfer.mirror_check``):
+        with ``--public`` and neither ``--flip`` nor ``--no-flip``, :func:`~ldpclient.transfer.defaults.
+        mirror_check_images` (100 public images or more, of 16 px or more)."""
         if self.opts.flip is not None or self.mode == "sidp" or not self.public:
             return 0
         return defaults.mirror_check_images(self.public, min(self.shape[-2:]))

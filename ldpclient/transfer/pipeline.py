@@ -476,7 +476,8 @@ class KnowledgeTransfer:
         ``public``: images the user declared not private, in the same shape and units: each is sent once as
         it is (no noise, no charge, never in the ledger), its answer trains the student beside the private
         queries' (and anchors the adaptation). Not with ``mode="sidp"`` (no student). With ``flip`` None, mirrored
-        and shifted copies of up to 200 of them are sent too, to decide whether training mirrors rows
+        and shifted copies of up to 200 of them (when there are 100 or more) are sent too, to decide whether
+        training mirrors rows
         (:mod:`~ldpclient.transfer.mirror_check`)."""
         timings: dict[str, float] = {}
         meta = self.teacher.metadata()

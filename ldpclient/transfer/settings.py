@@ -70,8 +70,8 @@ class TrainingSettings:
     without public images; 0: not shifted) and, with ``flip``, mirrored left to right half of the time (for
     images whose class a mirror keeps, such as photos of objects; not digits or text). ``flip`` None (the
     default): decided by asking the teacher about mirrored and shifted copies of up to 200 public images
-    (:mod:`~ldpclient.transfer.mirror_check`; public queries, no privacy cost); without public images, or on
-    images under 16 pixels a side, not mirrored."""
+    (:mod:`~ldpclient.transfer.mirror_check`; public queries, no privacy cost); with fewer than 100 public
+    images, or on images under 16 pixels a side, not mirrored."""
 
     student: str | None = None
     student_kwargs: dict[str, Any] | None = None
