@@ -267,7 +267,14 @@ class _Public:
     @property
     def labelled_total(self) -> int:
         """Queries of the public images and of the mirror check's copies."""
-        return self.plan.total + (self.check_plan.total if self.check_plan is not None else 0)
+        return sum(plan.total for plan, _, _ in self.labelled_parts())
+
+    def labelled_parts(self) -> list[tuple[QueryPlan, ReleaseRows, int]]:
+        """What the teacher labels, in order, as ``(plan, rows, first id)``: the images, then the check's copies."""
+        parts = [(self.plan, self.rows, self.offset)]
+        if self.check_plan is not None and self.check_rows is not None:
+            parts.append((self.check_plan, self.check_rows, self.check_offset))
+        return parts
 
 
 @dataclass
@@ -477,8 +484,7 @@ class KnowledgeTransfer:
         it is (no noise, no charge, never in the ledger), its answer trains the student beside the private
         queries' (and anchors the adaptation). Not with ``mode="sidp"`` (no student). With ``flip`` None, mirrored
         and shifted copies of up to 200 of them (when there are 100 or more) are sent too, to decide whether
-        training mirrors rows
-        (:mod:`~ldpclient.transfer.mirror_check`)."""
+        training mirrors rows (:mod:`~ldpclient.transfer.mirror_check`)."""
         timings: dict[str, float] = {}
         meta = self.teacher.metadata()
         records = as_record_source(records)
@@ -686,9 +692,7 @@ class KnowledgeTransfer:
         t = time.perf_counter()
         plan, public = queries.plan, queries.public
         store = LabelStore(queries.labelled_total, meta.num_classes)
-        public_parts = [] if public is None else [(public.plan, public.rows, public.offset)]
-        if public is not None and public.check_plan is not None and public.check_rows is not None:
-            public_parts.append((public.check_plan, public.check_rows, public.check_offset))
+        public_parts = public.labelled_parts() if public is not None else []
         total_batches = plan.num_batches + sum(part[0].num_batches for part in public_parts)
         done = 0
         counts: dict[str, int] = {}
