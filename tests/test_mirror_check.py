@@ -90,14 +90,20 @@ def _kt(teacher, **kw):
                              device="cpu", adapt=False, release_generator=torch.Generator().manual_seed(5), **kw)
 
 
-def test_a_teacher_whose_answers_a_mirror_changes_gets_no_mirrored_rows_and_the_same_student(monkeypatch):
+@pytest.fixture()
+def seen(monkeypatch):
+    """The ``flip`` of every training batch's augmentation, in order."""
     from ldpclient.transfer import pipeline
 
-    seen = []
+    flips: list[bool] = []
     real = pipeline.flip_crop
     monkeypatch.setattr(pipeline, "flip_crop",
                         lambda images, pad, *, flip=True, generator=None:
-                        seen.append(flip) or real(images, pad, flip=flip, generator=generator))
+                        flips.append(flip) or real(images, pad, flip=flip, generator=generator))
+    return flips
+
+
+def test_a_teacher_whose_answers_a_mirror_changes_gets_no_mirrored_rows_and_the_same_student(seen):
     x, public = _banded(24, 1), _banded(120, 2)
     res = _kt(_thirds_teacher()).run(x, public=public)
     check = res.training["mirror_check"]
@@ -112,14 +118,7 @@ def test_a_teacher_whose_answers_a_mirror_changes_gets_no_mirrored_rows_and_the_
         assert torch.equal(a, b)
 
 
-def test_a_teacher_whose_answers_a_mirror_keeps_gets_mirrored_rows(monkeypatch):
-    from ldpclient.transfer import pipeline
-
-    seen = []
-    real = pipeline.flip_crop
-    monkeypatch.setattr(pipeline, "flip_crop",
-                        lambda images, pad, *, flip=True, generator=None:
-                        seen.append(flip) or real(images, pad, flip=flip, generator=generator))
+def test_a_teacher_whose_answers_a_mirror_keeps_gets_mirrored_rows(seen):
     x, public = torch.rand(24, 3, SIDE, SIDE), torch.rand(120, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(3))
     res = _kt(_channel_teacher()).run(x, public=public)
     assert res.training["flip"] is True and res.training["mirror_check"]["mirror_agreement"] == 1.0
