@@ -318,14 +318,15 @@ def parse_setting(text: str) -> dict:
     return out
 
 
-def mirror_verdict(model: torch.nn.Module, public: torch.Tensor | None) -> MirrorVerdict | None:
+def mirror_verdict(model: torch.nn.Module, public: torch.Tensor | None, seed: int | None = None) -> MirrorVerdict | None:
     """What the library's mirror check (:mod:`ldpclient.transfer.mirror_check`) finds for the teacher ``model`` on
-    the ``public`` images, with the sample and shifts a label run draws for them (None: no public images, or
-    too small to check): ``label --public`` without ``--flip``/``--no-flip`` trains with its ``flip``."""
+    the ``public`` images (float ``(N, C, H, W)`` in [0, 1]), with the sample and shifts drawn from ``seed`` (None:
+    the ones a label run draws for them; None back: no public images, too few or too small to check): ``label
+    --public`` without ``--flip``/``--no-flip`` trains with its ``flip``."""
     if public is None:
         return None
     release = public_release(public, Domain(0.0, 1.0))
-    check = mirror_check(release, public_seed(release.values))
+    check = mirror_check(release, public_seed(release.values) if seed is None else seed)
     if check is None:
         return None
     with torch.no_grad():
@@ -560,8 +561,6 @@ def main(argv: list[str] | None = None) -> None:
         variant["student_width"] = args.student_width
     if args.public_repeats is not None:
         variant["public_repeats"] = args.public_repeats
-    if args.flip == "on":
-        variant["flip"] = True
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}

@@ -19,9 +19,7 @@ import statistics
 import bench_adapt
 import torch
 
-from ldpclient.privacy.guarantee import Domain
-from ldpclient.privacy.public import public_release, public_seed
-from ldpclient.transfer.mirror_check import MirrorVerdict, mirror_check
+from ldpclient.transfer.mirror_check import MirrorVerdict
 
 #: (dataset, image side, public images): the ``--public`` counts BENCHMARKS.md's runs use.
 SETS = {"cifar10": (32, 5000), "colour-digits": (32, 500), "mnist": (28, 500), "digits": (28, 359)}
@@ -32,15 +30,12 @@ def verdicts(name: str, seeds: int, arch: str) -> tuple[str, list[tuple[str, Mir
     size, n = SETS[name]
     label, tx, ty, _, _ = bench_adapt.load_dataset(name, size)
     model = bench_adapt.cached_teacher(label, tx, ty, arch).eval()
-    release = public_release(bench_adapt.public_images(name, size, n), Domain(0.0, 1.0))
+    public = bench_adapt.public_images(name, size, n)
     out = []
-    for tag, seed in [("run", public_seed(release.values)), *((str(s), s) for s in range(seeds))]:
-        check = mirror_check(release, seed)
-        assert check is not None
-        with torch.no_grad():
-            original = model(release[torch.from_numpy(check.sample)].values).argmax(1).numpy()
-            copies = model(check.images).argmax(1).numpy()
-        out.append((tag, check.verdict(original, copies)))
+    for tag, seed in [("run", None), *((str(s), s) for s in range(seeds))]:
+        verdict = bench_adapt.mirror_verdict(model, public, seed)
+        assert verdict is not None
+        out.append((tag, verdict))
     return label, out
 
 

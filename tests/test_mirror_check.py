@@ -191,3 +191,13 @@ def test_the_benchmark_reaches_the_verdict_a_label_run_reaches(monkeypatch):
         assert bench_adapt.mirror_verdict(model, None) is None
     finally:
         sys.modules.pop("bench_adapt", None)
+
+
+def test_the_summary_and_the_page_say_how_training_treated_mirrors_in_one_sentence():
+    from ldpclient.transfer.mirror_check import mirror_note
+
+    check = {"mirror_agreement": 0.86, "shift_agreement": 0.785, "images": 200}
+    assert mirror_note(True, check) == ("trained on mirrored images too (the teacher kept 86% of 200 public images' "
+                                        "labels under a mirror, 78% under a shift)")
+    assert mirror_note(False, None) == "not trained on mirrored images"
+    assert mirror_note(True, None) == "trained on mirrored images too (--flip)"

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from ..html_page import bar_chart, image_grid, page, paragraph, section, table, text
+from ..transfer.mirror_check import mirror_note
 from ..transfer.pipeline import SentSample
 from .mechanism import DATA_FREE_NOTE, weak_privacy_note
 
@@ -212,16 +213,6 @@ def _money(amount: float) -> float:
     return float(f"{float(amount):.6g}")
 
 
-def _mirror_text(student: Mapping[str, Any]) -> str:
-    """Whether training mirrored rows and, when the mirror check decided it, on what evidence (numbers only)."""
-    check, flip = student.get("mirror_check"), bool(student.get("flip"))
-    if not check:
-        return "yes (--flip)" if flip else "no"
-    return (f"{'yes' if flip else 'no'}: asked of the teacher with {int(check['images'])} public images, it kept "
-            f"{100 * float(check['mirror_agreement']):.0f}% of their labels under a mirror and "
-            f"{100 * float(check['shift_agreement']):.0f}% under a shift")
-
-
 def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> str:
     student, adaptation, baseline = report["student"], report.get("adaptation"), report.get("baseline")
     parts = []
@@ -234,7 +225,7 @@ def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> s
         parts.append(table([
             ("student", f"{student['model']}, {student['epochs']} epochs"
              + (f"; each public image trained on {repeats} times per epoch" if repeats else "")),
-            ("mirrored training images", _mirror_text(student)),
+            ("mirrors", mirror_note(bool(student.get("flip")), student.get("mirror_check"))),
             ("agreement with the teacher", "n/a" if val is None else f"{100 * val:.1f}% on held-out noised queries "
              "(how well it learnt the teacher's answers; not accuracy on your images)"),
             ("adaptation", "off" if not adaptation else

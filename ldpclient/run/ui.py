@@ -25,6 +25,7 @@ from rich.table import Table
 
 from ..output import scrub, to_json
 from ..text import printable
+from ..transfer.mirror_check import mirror_note
 from .mechanism import DATA_FREE_NOTE, utility_note, weak_privacy_note
 from .run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 
@@ -300,18 +301,9 @@ def _student_line(student: StudentSection) -> str:
         return "none (SIDP: the teacher's answers to the releases are the labels)"
     acc_s = "n/a" if student.val_accuracy is None else f"{100 * student.val_accuracy:.1f}%"
     line = f"{student.model}, validation accuracy on held-out teacher labels {acc_s}"
-    line += _mirror_line(student)
+    if student.flip or student.mirror_check:
+        line += f"; {mirror_note(student.flip, student.mirror_check)}"
     return line + (f"; predictions {student.inference}" if student.inference else "")
-
-
-def _mirror_line(student: StudentSection) -> str:
-    """Whether training mirrored rows and, when the mirror check decided it, on what evidence."""
-    check = student.mirror_check
-    if not check:
-        return "; trained on mirrored images too" if student.flip else ""
-    kept = (f"the teacher kept {100 * float(check['mirror_agreement']):.0f}% of {int(check['images'])} public "
-            f"images' labels under a mirror, {100 * float(check['shift_agreement']):.0f}% under a shift")
-    return f"; {'trained on mirrored images too' if student.flip else 'not trained on mirrored images'} ({kept})"
 
 
 def _guarantee_line(g: Mapping[str, Any]) -> str:

@@ -17,6 +17,7 @@ so a baseline run over the same public images asks the same queries (a journal a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -73,8 +74,9 @@ class MirrorVerdict:
 
 def mirror_check(public: Release, seed: int) -> MirrorCheck | None:
     """The check's copies for the public images ``public`` (a public release, values in the domain's units,
-    ``(N, C, H, W)``), their sample and shifts drawn from ``seed``; None when the images are too small for the
-    training shift (:data:`~ldpclient.transfer.defaults.MIN_AUGMENT_SIDE`) that the mirror is compared with."""
+    ``(N, C, H, W)``), their sample and shifts drawn from ``seed``; None when
+    :func:`~ldpclient.transfer.defaults.mirror_check_images` checks none: too few images to decide on, or too
+    small for the training shift that the mirror is compared with."""
     n = len(public)
     h, w = public.record_shape[-2:]
     pad = defaults.train_crop(min(h, w), True)
@@ -88,4 +90,14 @@ def mirror_check(public: Release, seed: int) -> MirrorCheck | None:
     return MirrorCheck(copies, sample.numpy(), pad)
 
 
-__all__ = ["MirrorCheck", "MirrorVerdict", "mirror_check"]
+def mirror_note(flip: bool, check: Mapping[str, Any] | None) -> str:
+    """How a run's training treated mirrors, in words (the terminal summary and the page): ``flip`` and, when the
+    mirror check decided it, the check's :meth:`MirrorVerdict.as_dict` (numbers only, none from a peer's text)."""
+    done = "trained on mirrored images too" if flip else "not trained on mirrored images"
+    if not check:
+        return done + (" (--flip)" if flip else "")
+    return (f"{done} (the teacher kept {100 * float(check['mirror_agreement']):.0f}% of {int(check['images'])} "
+            f"public images' labels under a mirror, {100 * float(check['shift_agreement']):.0f}% under a shift)")
+
+
+__all__ = ["MirrorCheck", "MirrorVerdict", "mirror_check", "mirror_note"]
