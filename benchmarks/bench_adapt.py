@@ -240,13 +240,14 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None,
             basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None,
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
-            student_width: int | None = None) -> dict:
+            student_width: int | None = None, adapt_flip: bool | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
     public, sent as they are beside the queries (``label --public``); ``student``: a student zoo name (None:
     the library's default); ``public_repeats``: times per epoch each public image is trained on (None: the
-    library's default); ``flip``: mirror training rows (None: the library's mirror check decides)."""
+    library's default); ``flip``: mirror training rows (None: the library's mirror check decides);
+    ``adapt_flip``: mirror pseudo-labelled rows in adaptation (None: the library's adapter)."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:
@@ -256,10 +257,10 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["val_fraction"] = val_fraction
     if adapter is not None:
         extra["adapter"] = adapter
-    elif selection_sample is not None or max_per_round is not None:
+    elif selection_sample is not None or max_per_round is not None or adapt_flip:
         sample = selection_sample if selection_sample is not None else len(records)
         extra["adapter"] = SelfTrainingAdapter(seed=seed, selection_sample=sample,
-                                               max_per_round=max_per_round or len(records))
+                                               max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
     if student is not None:
         extra["student"] = student
     if public_repeats is not None:
@@ -365,7 +366,8 @@ def _budget(r: dict) -> tuple:
         sample = f"{sample or 'all'}/{r['max_per_round']} per round"
     return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample, r.get("public") or 0,
             r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student") or "small_cnn",
-            r.get("student_width"), r.get("crop") or 0, bool(r.get("flip")), r.get("train_transform"))
+            r.get("student_width"), r.get("crop") or 0, bool(r.get("flip")), bool(r.get("adapt_flip")),
+            r.get("train_transform"))
 
 
 def _public_label(r: dict) -> str:
@@ -387,7 +389,7 @@ def _variant(r: dict) -> str:
     if r.get("train_transform"):  # photos_student_explore.jsonl: the exploration's own spelling
         parts.append(f"training transform {r['train_transform']}")
     if r.get("flip"):
-        parts.append("flip")
+        parts.append("flip" + (", mirrored adaptation" if r.get("adapt_flip") else ""))
     if r.get("public"):
         parts.append(_public_label(r))
     if r.get("basis"):
@@ -532,6 +534,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--flip", nargs="?", choices=("auto", "on", "off"), default="auto", const="on",
                    help="mirror training rows: on (label --flip; also --flip alone), off (--no-flip), or auto (the "
                         "default: the library's mirror check on the public images, made once before the runs)")
+    p.add_argument("--adapt-flip", choices=("off", "on"), default="off",
+                   help="mirror pseudo-labelled rows in adaptation when training mirrors them: off (the library's "
+                        "default) or on (SelfTrainingAdapter(flip=True); BENCHMARKS.md, 'Adaptation variants')")
     p.add_argument("--student-width", type=int, default=None, help="the student's width (default: its own)")
     p.add_argument("--student", default=None, help="the student's zoo name (default: the library's)")
     p.add_argument("--teacher", choices=TEACHERS, default="small_cnn", help="the in-process teacher's architecture")
@@ -599,6 +604,8 @@ def main(argv: list[str] | None = None) -> None:
                                            else defaults.train_crop(px.shape[-1], with_public))
                 if flip:  # keyed as --flip rows: the same run (the check's answers are never trained on)
                     setting_variant["flip"] = True
+                    if args.adapt_flip == "on":  # keyed apart: rows of the library's adaptation have no such key
+                        setting_variant["adapt_flip"] = True
                 for seed in range(args.seeds):
                     for mode in args.modes:
                         levels = args.free_eps if mode == "data-free" and args.free_eps else [base["eps_record"]]
@@ -611,7 +618,8 @@ def main(argv: list[str] | None = None) -> None:
                                         args.val_fraction, tuple(args.blank) if args.blank else None,
                                         args.max_per_round, basis=basis, public=public, student=args.student,
                                         public_repeats=repeats, crop=args.crop, flip=flip,
-                                        student_width=args.student_width)
+                                        student_width=args.student_width,
+                                        adapt_flip=args.adapt_flip == "on" and flip)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:

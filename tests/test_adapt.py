@@ -148,6 +148,33 @@ def test_the_augmentation_is_chosen_from_the_image_side_and_applied_to_every_pse
     assert none.selected == [40]
 
 
+def test_with_flip_half_the_pseudo_labelled_rows_are_mirrored_before_the_weak_transform() -> None:
+    x = torch.rand(64, 1, 12, 12, generator=torch.Generator().manual_seed(1))
+    originals = {tuple(img.flatten().tolist()) for img in x}
+    mirrors = {tuple(img.flip(-1).flatten().tolist()) for img in x}
+
+    def recorded(flip: bool) -> list[torch.Tensor]:
+        batches: list[torch.Tensor] = []
+
+        def augmentation(side: int):
+            return lambda batch: batches.append(batch.clone()) or batch
+
+        model = small_cnn(num_classes=3, in_channels=1, image_size=12, width=4)
+        SelfTrainingAdapter(schedule=(1.0,), epochs=2, seed=0, augmentation=augmentation, flip=flip).adapt(model, x)
+        return [img for b in batches for img in b]
+
+    seen = recorded(True)
+    kinds = ["mirror" if tuple(i.flatten().tolist()) in mirrors else
+             "original" if tuple(i.flatten().tolist()) in originals else "other" for i in seen]
+    assert len(seen) == 2 * 64 and "other" not in kinds
+    assert 0.3 < kinds.count("mirror") / len(kinds) < 0.7  # a fair coin per row
+    assert all(tuple(i.flatten().tolist()) in originals for i in recorded(False))
+    # without a weak transform (None for the side) the mirror alone is applied
+    model = small_cnn(num_classes=3, in_channels=1, image_size=12, width=4)
+    hist = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0, augmentation=lambda side: None, flip=True).adapt(model, x)
+    assert hist.selected == [64]
+
+
 def test_the_default_augmentation_adapts_exactly_as_torchvisions_transform_applied_image_by_image() -> None:
     from torchvision.transforms import v2
 
@@ -174,3 +201,39 @@ def test_each_round_is_reported_as_it_ends_and_label_draws_it_as_a_bar() -> None
         small_cnn(num_classes=2, image_size=12, width=4), x, on_round=rounds.append)
     assert rounds == [1, 2, 3]
     assert StageProgress.NAMES["adapt"] == "adapting"
+
+
+def test_the_variants_benchmark_scores_copies_and_its_weak_variant_is_the_librarys_adaptation(monkeypatch) -> None:
+    import sys
+    from pathlib import Path
+
+    from ldpclient.privacy import laplace
+    from ldpclient.teachers.local import LocalTeacher
+    from ldpclient.transfer.pipeline import KnowledgeTransfer
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    variants = __import__("bench_adapt_variants")
+    try:
+        g = torch.Generator().manual_seed(2)
+        truth = torch.randint(0, 3, (120,), generator=g)  # 120: the student's mirror check needs 100
+        x = 0.3 * torch.rand(120, 3, 16, 16, generator=g)
+        x[torch.arange(120), truth] += 0.1  # the class: the bright channel
+        teacher = LocalTeacher(lambda v: v.mean((2, 3)), (3, 16, 16), 3, name="channel")
+        explorer = variants.Explorer(0, truth, flip=False)
+
+        def run(**adapter):
+            return KnowledgeTransfer(teacher, laplace(20.0), num_queries=480, epochs=2, batch_size=16, seed=0,
+                                     device="cpu", release_generator=torch.Generator().manual_seed(5), **adapter).run(x)
+
+        res, library = run(adapter=explorer), run()
+        assert set(variants.VARIANTS) <= set(explorer.scores)
+        assert explorer.scores["weak"] == float((res.labels == truth).float().mean())
+        # the variants adapted copies: the run's own student is the library's, weight for weight
+        for a, b in zip(res.student.state_dict().values(), library.student.state_dict().values(), strict=True):
+            assert torch.equal(a, b)
+        assert 0.0 <= explorer.scores["student_mirror"] <= 1.0 and 0.0 <= explorer.scores["student_shift"] <= 1.0
+        strong = variants.crop_cutout(16)(torch.ones(5, 3, 16, 16))
+        assert strong.shape == (5, 3, 16, 16) and bool(((strong == 0).sum((1, 2, 3)) == 3 * 16).all())
+    finally:
+        sys.modules.pop("bench_adapt_variants", None)
+        sys.modules.pop("bench_adapt", None)

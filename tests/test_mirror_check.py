@@ -86,8 +86,9 @@ def test_the_verdict_counts_kept_labels_and_unanswered_queries_as_changes():
 
 
 def _kt(teacher, **kw):
+    kw.setdefault("adapt", False)
     return KnowledgeTransfer(teacher, laplace(50.0), num_queries=64, epochs=1, batch_size=16, seed=0,
-                             device="cpu", adapt=False, release_generator=torch.Generator().manual_seed(5), **kw)
+                             device="cpu", release_generator=torch.Generator().manual_seed(5), **kw)
 
 
 @pytest.fixture()
@@ -126,6 +127,21 @@ def test_a_teacher_whose_answers_a_mirror_keeps_gets_mirrored_rows(seen):
     assert res.summary()["training"]["mirror_check"]["images"] == 120
     forced = _kt(_channel_teacher(), flip=False).run(x, public=public)  # a given flip is never second-guessed
     assert forced.training["flip"] is False and forced.counts["mirror_check_queries"] == 0
+
+
+def test_adaptation_does_not_mirror_even_when_training_does_unless_its_adapter_is_told(monkeypatch):
+    from ldpclient.transfer import adapt
+    from ldpclient.transfer.adapt import SelfTrainingAdapter
+
+    mirrored: list[int] = []
+    real = adapt.flip_crop
+    monkeypatch.setattr(adapt, "flip_crop", lambda images, pad, *, flip=True, generator=None:
+                        mirrored.append(len(images)) or real(images, pad, flip=flip, generator=generator))
+    x, public = torch.rand(24, 3, SIDE, SIDE), torch.rand(120, 3, SIDE, SIDE)
+    kept = _kt(_channel_teacher(), adapt=True).run(x, public=public)
+    assert kept.training["flip"] is True and kept.adaptation is not None and mirrored == []  # measured: no gain
+    told = _kt(_channel_teacher(), adapt=True, adapter=SelfTrainingAdapter(seed=0, flip=True)).run(x, public=public)
+    assert told.adaptation is not None and sum(mirrored) > 0
 
 
 def test_no_check_without_public_images_or_on_small_ones():

@@ -13,7 +13,10 @@ selection as in FlexMatch, Zhang et al. 2021), anchored to the teacher:
   (:class:`~ldpclient.transfer.affine.RandomRotateShift`, torchvision's ``RandomAffine`` for a
   batch: ±5° and ±1 pixel, images of 16 px and more), and every step also takes a batch of
   teacher-labelled queries with their hard labels, so the student does not drift from the
-  teacher (without them, measured, it did).
+  teacher (without them, measured, it did). With ``flip`` half the pseudo-labelled records are
+  also mirrored left to right before that transform: an option, off in the pipeline's adapter even
+  when training mirrors, because on CIFAR-10 it moved the labels by -0.9 to +0.9 points depending on
+  the teacher (BENCHMARKS.md, "Adaptation variants").
 
 What this means for privacy: the adapted student has seen the clean private records.
 It never leaves the device and is not covered by the LDP guarantee (no model is); the
@@ -38,7 +41,7 @@ import torch
 from torch import nn
 
 from ..records import RecordSource, SubsetRecords, as_record_source
-from .affine import RandomRotateShift
+from .affine import RandomRotateShift, flip_crop
 from .defaults import MIN_AUGMENT_SIDE
 from .student import batch_in_layout, predict_proba, to_compute_layout
 
@@ -111,7 +114,9 @@ class SelfTrainingAdapter:
     trained on per round (a compute bound for large folders; None: no bound). ``selection_sample``:
     most records the rounds predict on and choose from (a sample seeded by ``seed``; None: all).
     ``augmentation``: the image side (pixels) -> the transform of a batch of pseudo-labelled records
-    ``(B, C, H, W)`` (None: none); default :func:`weak_augmentation`.
+    ``(B, C, H, W)`` (None: none); default :func:`weak_augmentation`. ``flip``: also mirror half the
+    pseudo-labelled records left to right, before ``augmentation`` (only where mirroring keeps the label);
+    False draws nothing more, so the student is the same as without the option.
     """
 
     def __init__(
@@ -126,6 +131,7 @@ class SelfTrainingAdapter:
         max_per_round: int | None = DEFAULT_MAX_PER_ROUND,
         selection_sample: int | None = DEFAULT_SELECTION_SAMPLE,
         augmentation: Callable[[int], Callable[[torch.Tensor], torch.Tensor] | None] | None = None,
+        flip: bool = False,
     ) -> None:
         if not schedule or any(not 0.0 < f <= 1.0 for f in schedule):
             raise ValueError(f"schedule must be fractions in (0, 1], got {list(schedule)}")
@@ -138,6 +144,7 @@ class SelfTrainingAdapter:
         self.max_per_round = max_per_round
         self.selection_sample = selection_sample
         self.augmentation = augmentation or weak_augmentation
+        self.flip = bool(flip)
         self.schedule = tuple(float(f) for f in schedule)
         self.epochs = epochs
         self.batch_size = batch_size
@@ -162,7 +169,7 @@ class SelfTrainingAdapter:
         hist = AdaptHistory()
         t0 = time.perf_counter()
         records = as_record_source(records)
-        augment = self.augmentation(int(records.record_shape[-1]))
+        augment = self._augment(int(records.record_shape[-1]))
         to_compute_layout(model, self.device)  # in place, before the optimiser takes its parameters
         optimizer = torch.optim.Adam(model.parameters(), lr=self.lr)
         loss_fn = nn.CrossEntropyLoss()
@@ -211,6 +218,19 @@ class SelfTrainingAdapter:
         hist.changed.append(float((final.argmax(1) != previous).float().mean()))
         hist.seconds = time.perf_counter() - t0
         return hist
+
+    def _augment(self, image_size: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """The transform of a pseudo-labelled batch: ``augmentation``'s, after a random mirror with ``flip``
+        (both draw from the global RNG, which :meth:`adapt` forks)."""
+        weak = self.augmentation(image_size)
+        if not self.flip:
+            return weak
+
+        def mirrored(images: torch.Tensor) -> torch.Tensor:
+            images = flip_crop(images, pad=0, flip=True)
+            return images if weak is None else weak(images)
+
+        return mirrored
 
     def _predict(self, model: nn.Module, records: RecordSource, hist: AdaptHistory) -> torch.Tensor:
         t = time.perf_counter()

@@ -1,0 +1,185 @@
+"""Adaptation variants, each from the same trained student: what the on-device step could do on photos.
+
+One label run per set and seed (``bench_adapt.run_one``, the library's defaults, the same seeds and releases as
+``bench_adapt.py``) trains its student once; at the adaptation step an explorer takes over: it copies the
+trained student, runs every variant below on a copy (the same clean records, the same teacher-labelled anchor
+batches), scores each against the truth, then adapts the run's own student the library's way. So the variants
+differ only in the adaptation and the unadapted accuracy is one number per run.
+
+Variants (:class:`ldpclient.transfer.adapt.SelfTrainingAdapter` unless said):
+
+* ``weak``: the library's adaptation without mirrors (rotation ±5°, shift ±1 px);
+* ``weak+mirror``: the same with half the rows mirrored (``flip=True``: what the library does when training
+  mirrors);
+* ``crop+mirror``: training's own augmentation instead (mirror, then a shift of up to an eighth of the side
+  from an edge-padded copy, :func:`ldpclient.transfer.affine.flip_crop`);
+* ``crop+mirror+cutout``: that, then a square of a quarter of the side set to 0 at a random place (a strong
+  view, as FixMatch trains on);
+* ``weak+mirror x2``: ``weak+mirror`` with 6 epochs per round instead of 3.
+
+It also reports, for a decision that needs no teacher, how often the unadapted student keeps its own label of
+a clean private record under a mirror and under the mirror check's shift (``student_mirror`` /
+``student_shift``, 200 records, :func:`ldpclient.transfer.mirror_check.mirror_check`'s copies).
+
+    .venv/bin/python benchmarks/bench_adapt_variants.py --dataset cifar10 --public 5000 --seeds 3 \\
+        --out benchmarks/results/adapt_variants.jsonl
+    .venv/bin/python benchmarks/bench_adapt_variants.py --table --out benchmarks/results/adapt_variants.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import bench_adapt
+import numpy as np
+import torch
+
+from ldpclient.privacy.guarantee import Domain
+from ldpclient.privacy.public import public_release
+from ldpclient.records import as_record_source
+from ldpclient.teachers.local import LocalTeacher
+from ldpclient.transfer.adapt import DEFAULT_SCHEDULE, AdaptHistory, SelfTrainingAdapter
+from ldpclient.transfer.affine import flip_crop
+from ldpclient.transfer.mirror_check import mirror_check
+from ldpclient.transfer.student import predict_proba
+
+SETS = {"cifar10": 32, "colour-digits": 32, "mnist": 28, "digits": 28}
+
+
+def crop(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Training's shift: a window of an edge-padded copy, up to an eighth of the side each way (global RNG)."""
+    return partial(flip_crop, pad=max(1, side // 8), flip=False)
+
+
+def crop_cutout(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """:func:`crop`, then a zero square of a quarter of the side at a random place of each image (global RNG)."""
+    shift, size = crop(side), max(1, side // 4)
+
+    def strong(images: torch.Tensor) -> torch.Tensor:
+        out = shift(images).clone()
+        n, _, h, w = out.shape
+        rows = torch.randint(0, h - size + 1, (n,))
+        cols = torch.randint(0, w - size + 1, (n,))
+        for i in range(n):
+            out[i, :, rows[i]:rows[i] + size, cols[i]:cols[i] + size] = 0.0
+        return out
+
+    return strong
+
+
+VARIANTS: dict[str, Callable[[int], SelfTrainingAdapter]] = {
+    "weak": lambda seed: SelfTrainingAdapter(seed=seed),
+    "weak+mirror": lambda seed: SelfTrainingAdapter(seed=seed, flip=True),
+    "crop+mirror": lambda seed: SelfTrainingAdapter(seed=seed, flip=True, augmentation=crop),
+    "crop+mirror+cutout": lambda seed: SelfTrainingAdapter(seed=seed, flip=True, augmentation=crop_cutout),
+    "weak+mirror x2": lambda seed: SelfTrainingAdapter(seed=seed, flip=True, epochs=6),
+}
+
+
+class Explorer:
+    """Stands in for the adapter: runs every variant on a copy of the trained student, then the library's."""
+
+    def __init__(self, seed: int, truth: torch.Tensor, flip: bool) -> None:
+        self.seed, self.truth, self.flip = seed, truth, flip
+        self.schedule = DEFAULT_SCHEDULE  # the pipeline's progress bar reads it
+        self.scores: dict[str, Any] = {}
+
+    def adapt(self, model: torch.nn.Module, records: Any, anchor: Callable[[int], Iterator] | None = None,
+              probs: torch.Tensor | None = None, on_round: Callable[[int], None] | None = None) -> AdaptHistory:
+        source = as_record_source(records)
+        before = probs if probs is not None else predict_proba(model, source)
+        self.scores["unadapted"] = self._accuracy(before)
+        self.scores.update(self._student_mirror(model, source))
+        for name, make in VARIANTS.items():
+            hist = make(self.seed).adapt(copy.deepcopy(model), source, anchor, probs=before)
+            assert hist.probs is not None
+            self.scores[name] = self._accuracy(hist.probs)
+            self.scores[f"{name} s"] = round(hist.seconds, 1)
+            print(f"  {name}: {100 * self.scores[name]:.1f} ({hist.seconds:.0f} s)", flush=True)
+        return SelfTrainingAdapter(seed=self.seed, flip=self.flip).adapt(model, source, anchor, probs=before,
+                                                                           on_round=on_round)
+
+    def _accuracy(self, probs: torch.Tensor) -> float:
+        return float((probs.argmax(1) == self.truth).float().mean())
+
+    def _student_mirror(self, model: torch.nn.Module, source: Any) -> dict[str, float]:
+        images = source.read(np.arange(len(source)))
+        check = mirror_check(public_release(images, Domain(0.0, 1.0)), seed=self.seed)
+        if check is None:
+            return {}
+        own = predict_proba(model, images[torch.from_numpy(check.sample)]).argmax(1).numpy()
+        copies = predict_proba(model, check.images).argmax(1).numpy()
+        v = check.verdict(own, copies)
+        return {"student_mirror": v.mirror_agreement, "student_shift": v.shift_agreement}
+
+
+def table(path: Path) -> None:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["dataset"], r["teacher_arch"], r["public"]), []).append(r)
+    names = ["unadapted", *VARIANTS]
+    print("| set (teacher), public images | seeds | student mirror/shift | " + " | ".join(names) + " |")
+    print("|---|---|---|" + "---|" * len(names))
+
+    def ms(values: list[float]) -> str:
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        return f"{100 * statistics.mean(values):.1f} ± {100 * sd:.1f}"
+
+    for (dataset, arch, public), rs in groups.items():
+        ratio = [r["student_mirror"] / max(r["student_shift"], 1e-9) for r in rs if "student_mirror" in r]
+        spread = f"{min(ratio):.2f}-{max(ratio):.2f}" if ratio else "-"
+        cells = [ms([r[n] for r in rs]) for n in names]
+        print(f"| {dataset} ({arch}), {public} | {len(rs)} | {spread} | " + " | ".join(cells) + " |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", nargs="+", choices=sorted(SETS), default=["cifar10"])
+    p.add_argument("--public", type=int, default=0, help="public images sent beside the queries (0: none)")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--teacher", choices=bench_adapt.TEACHERS, default="small_cnn")
+    p.add_argument("--out", type=Path, default=Path("adapt_variants.jsonl"))
+    p.add_argument("--table", action="store_true")
+    args = p.parse_args(argv)
+    if args.table:
+        table(args.out)
+        return
+    done = set()
+    if args.out.exists():
+        done = {(r["dataset"], r["teacher_arch"], r["public"], r["seed"])
+                for r in map(json.loads, args.out.read_text().splitlines())}
+    for name in args.dataset:
+        size = SETS[name]
+        label, tx, ty, px, py = bench_adapt.load_dataset(name, size)
+        torch.set_num_threads(2 if args.teacher != "small_cnn" else 1)
+        model = bench_adapt.cached_teacher(label, tx, ty, args.teacher)
+        torch.set_num_threads(1)
+        teacher = LocalTeacher(model, tuple(px.shape[1:]), 10, name=label)
+        public = bench_adapt.public_images(name, size, args.public) if args.public else None
+        verdict = bench_adapt.mirror_verdict(model, public)
+        flip = verdict is not None and verdict.flip
+        setting = bench_adapt.resolve(bench_adapt.parse_setting("laplace:100:-:-:-:-"), tuple(px.shape[1:]),
+                                      len(px), "dct")
+        basis = {"basis": "dct", "coefficients": None, "clip_norm": None}
+        for seed in range(args.seeds):
+            if (label, args.teacher, args.public, seed) in done:
+                continue
+            print(f"# {label} ({args.teacher}), public {args.public}, seed {seed}: flip {flip}", flush=True)
+            explorer = Explorer(seed, py, flip)
+            r = bench_adapt.run_one(teacher, px, py, setting, seed, "ldpkit", True, basis=basis, public=public,
+                                    adapter=explorer)
+            row = {"dataset": label, "teacher_arch": args.teacher, "public": args.public, "seed": seed,
+                   "flip": flip, "library": r["accuracy"], "wall_s": r["wall_s"], **explorer.scores}
+            with args.out.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
