@@ -15,8 +15,8 @@ selection as in FlexMatch, Zhang et al. 2021), anchored to the teacher:
   teacher-labelled queries with their hard labels, so the student does not drift from the
   teacher (without them, measured, it did). With ``flip`` half the pseudo-labelled records are
   also mirrored left to right before that transform: an option, off in the pipeline's adapter even
-  when training mirrors, because on CIFAR-10 it moved the labels by -0.9 to +0.9 points depending on
-  the teacher (BENCHMARKS.md, "Adaptation variants").
+  when training mirrors, because on CIFAR-10 it moved the labels by -0.6 ± 0.8 points with one
+  teacher and +0.4 ± 1.0 with another (BENCHMARKS.md, "Adaptation variants").
 
 What this means for privacy: the adapted student has seen the clean private records.
 It never leaves the device and is not covered by the LDP guarantee (no model is); the
