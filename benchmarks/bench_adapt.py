@@ -468,6 +468,10 @@ def plot(paths: list[Path], png: Path) -> None:
                 design = f"{r.get('basis') or 'pool'} (reduce {r['reduce']}, {r['postprocess']})"
                 if r.get("public"):
                     design += f" + {_public_label(r)}"
+                if (r.get("student") or "small_cnn") != "small_cnn" or r.get("crop") or r.get("flip"):
+                    # another student or training: another curve (rows without these keys are small_cnn's)
+                    design += ", " + " + ".join([r.get("student") or "small_cnn", *(["shift"] if r.get("crop") else []),
+                                                 *(["mirror"] if r.get("flip") else [])])
                 series.setdefault(design, {}).setdefault(r["eps_record"], []).append(100 * r["accuracy"])
                 budgets[design] = _budget(r)
         ticks: set[float] = set()
@@ -497,9 +501,9 @@ def plot(paths: list[Path], png: Path) -> None:
         ax.set_ylabel("label accuracy (%)")
         ax.set_title(name)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.3))  # below: the lines stay visible
     fig.tight_layout()
-    fig.savefig(png, dpi=110)
+    fig.savefig(png, dpi=110, bbox_inches="tight")
     print(f"wrote {png}")
 
 
