@@ -4,7 +4,9 @@ One label run per set and seed (``bench_adapt.run_one``, the library's defaults,
 ``bench_adapt.py``) trains its student once; at the adaptation step an explorer takes over: it copies the
 trained student, runs every variant below on a copy (the same clean records, the same teacher-labelled anchor
 batches), scores each against the truth, then adapts the run's own student the library's way. So the variants
-differ only in the adaptation and the unadapted accuracy is one number per run.
+differ only in the adaptation and the unadapted accuracy is one number per run. (The design of
+``bench_adapters.py``, issue 20's comparison on the grey sets with FixMatch proper; this one keeps the library's
+adaptation as the run's own, takes public images and the residual teacher, and its variants are the photo ones.)
 
 Variants (:class:`ldpclient.transfer.adapt.SelfTrainingAdapter` unless said):
 
