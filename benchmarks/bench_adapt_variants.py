@@ -42,21 +42,20 @@ import bench_adapt
 import numpy as np
 import torch
 
-from ldpclient.privacy.guarantee import Domain
-from ldpclient.privacy.public import public_release
 from ldpclient.records import as_record_source
 from ldpclient.teachers.local import LocalTeacher
+from ldpclient.transfer import defaults
 from ldpclient.transfer.adapt import DEFAULT_SCHEDULE, AdaptHistory, SelfTrainingAdapter
 from ldpclient.transfer.affine import flip_crop
-from ldpclient.transfer.mirror_check import mirror_check
 from ldpclient.transfer.student import predict_proba
 
 SETS = {"cifar10": 32, "colour-digits": 32, "mnist": 28, "digits": 28}
 
 
 def crop(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Training's shift: a window of an edge-padded copy, up to an eighth of the side each way (global RNG)."""
-    return partial(flip_crop, pad=max(1, side // 8), flip=False)
+    """Training's shift (:func:`ldpclient.transfer.defaults.train_crop` with public images: an eighth of the
+    side): a window of an edge-padded copy (global RNG)."""
+    return partial(flip_crop, pad=defaults.train_crop(side, True), flip=False)
 
 
 def crop_cutout(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -111,14 +110,9 @@ class Explorer:
         return float((probs.argmax(1) == self.truth).float().mean())
 
     def _student_mirror(self, model: torch.nn.Module, source: Any) -> dict[str, float]:
-        images = source.read(np.arange(len(source)))
-        check = mirror_check(public_release(images, Domain(0.0, 1.0)), seed=self.seed)
-        if check is None:
-            return {}
-        own = predict_proba(model, images[torch.from_numpy(check.sample)]).argmax(1).numpy()
-        copies = predict_proba(model, check.images).argmax(1).numpy()
-        v = check.verdict(own, copies)
-        return {"student_mirror": v.mirror_agreement, "student_shift": v.shift_agreement}
+        """The mirror check with the student in the teacher's place, on the clean records (bench_adapt's)."""
+        v = bench_adapt.mirror_verdict(model.eval(), source.read(np.arange(len(source))), seed=self.seed)
+        return {} if v is None else {"student_mirror": v.mirror_agreement, "student_shift": v.shift_agreement}
 
 
 def table(path: Path) -> None:
