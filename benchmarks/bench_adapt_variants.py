@@ -31,23 +31,21 @@ a clean private record under a mirror and under the mirror check's shift (``stud
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import statistics
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import bench_adapt
 import numpy as np
 import torch
+from bench_adapters import AdaptOnCopies
 
-from ldpclient.records import as_record_source
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
-from ldpclient.transfer.adapt import DEFAULT_SCHEDULE, AdaptHistory, SelfTrainingAdapter
+from ldpclient.transfer.adapt import SelfTrainingAdapter
 from ldpclient.transfer.affine import flip_crop
-from ldpclient.transfer.student import predict_proba
 
 SETS = {"cifar10": 32, "colour-digits": 32, "mnist": 28, "digits": 28}
 
@@ -83,36 +81,29 @@ VARIANTS: dict[str, Callable[[int], SelfTrainingAdapter]] = {
 }
 
 
-class Explorer:
-    """Stands in for the adapter: runs every variant on a copy of the trained student, then the library's."""
+class Explorer(AdaptOnCopies):
+    """Stands in for the adapter: every variant on a copy of the trained student, then the library's adaptation
+    (``flip`` as the run's training) on the run's own; also the student's own mirror check."""
 
     def __init__(self, seed: int, truth: torch.Tensor, flip: bool) -> None:
-        self.seed, self.truth, self.flip = seed, truth, flip
-        self.schedule = DEFAULT_SCHEDULE  # the pipeline's progress bar reads it
-        self.scores: dict[str, Any] = {}
+        super().__init__(truth, {name: make(seed) for name, make in VARIANTS.items()},
+                         SelfTrainingAdapter(seed=seed, flip=flip))
+        self.seed = seed
+        self.mirror: dict[str, float] = {}
 
-    def adapt(self, model: torch.nn.Module, records: Any, anchor: Callable[[int], Iterator] | None = None,
-              probs: torch.Tensor | None = None, on_round: Callable[[int], None] | None = None) -> AdaptHistory:
-        source = as_record_source(records)
-        before = probs if probs is not None else predict_proba(model, source)
-        self.scores["unadapted"] = self._accuracy(before)
-        self.scores.update(self._student_mirror(model, source))
-        for name, make in VARIANTS.items():
-            hist = make(self.seed).adapt(copy.deepcopy(model), source, anchor, probs=before)
-            assert hist.probs is not None
-            self.scores[name] = self._accuracy(hist.probs)
-            self.scores[f"{name} s"] = round(hist.seconds, 1)
-            print(f"  {name}: {100 * self.scores[name]:.1f} ({hist.seconds:.0f} s)", flush=True)
-        return SelfTrainingAdapter(seed=self.seed, flip=self.flip).adapt(model, source, anchor, probs=before,
-                                                                           on_round=on_round)
-
-    def _accuracy(self, probs: torch.Tensor) -> float:
-        return float((probs.argmax(1) == self.truth).float().mean())
-
-    def _student_mirror(self, model: torch.nn.Module, source: Any) -> dict[str, float]:
+    def inspect(self, model: torch.nn.Module, source: Any) -> None:
         """The mirror check with the student in the teacher's place, on the clean records (bench_adapt's)."""
         v = bench_adapt.mirror_verdict(model.eval(), source.read(np.arange(len(source))), seed=self.seed)
-        return {} if v is None else {"student_mirror": v.mirror_agreement, "student_shift": v.shift_agreement}
+        self.mirror = {} if v is None else {"student_mirror": v.mirror_agreement, "student_shift": v.shift_agreement}
+
+    @property
+    def row(self) -> dict[str, float]:
+        """This script's row: the unadapted accuracy, the mirror check's shares, each variant's accuracy and
+        ``"<name> s"`` its seconds."""
+        out = {"unadapted": self.unadapted, **self.mirror}
+        for name, (acc, seconds) in self.scores.items():
+            out.update({name: acc, f"{name} s": seconds})
+        return out
 
 
 def table(path: Path) -> None:
@@ -172,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
             r = bench_adapt.run_one(teacher, px, py, setting, seed, "ldpkit", True, basis=basis, public=public,
                                     adapter=explorer)
             row = {"dataset": label, "teacher_arch": args.teacher, "public": args.public, "seed": seed,
-                   "flip": flip, "library": r["accuracy"], "wall_s": r["wall_s"], **explorer.scores}
+                   "flip": flip, "library": r["accuracy"], "wall_s": r["wall_s"], **explorer.row}
             with args.out.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
 

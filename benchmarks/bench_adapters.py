@@ -89,7 +89,7 @@ class FixMatchAdapter:
                     batch = source.read(idx.numpy())
                     model.eval()
                     with torch.no_grad():
-                        p = torch.softmax(model(torch.stack([weak(x) for x in batch])), dim=1)
+                        p = torch.softmax(model(weak(batch)), dim=1)
                     conf, target = p.max(1)
                     mask = conf >= self.threshold
                     model.train()
@@ -125,30 +125,43 @@ def variants(seed: int) -> dict[str, Any]:
     }
 
 
-class Recorder:
-    """Stands in for the pipeline's adapter: runs every variant on a copy of the student, records accuracy,
-    and hands the pipeline the default's result (so the run finishes as it would)."""
+class AdaptOnCopies:
+    """Stands in for the pipeline's adapter: runs each of ``variants`` (name -> adapter) on its own copy of the
+    trained student, scores each against ``truth``, then adapts the run's own student with ``final``, whose result
+    the pipeline goes on with (so the run finishes as it would with ``final``). ``bench_adapt_variants.py`` uses it
+    too. After :meth:`adapt`: ``unadapted`` (the trained student's accuracy, in [0, 1]) and ``scores`` (name ->
+    ``(accuracy, seconds)``)."""
 
-    schedule = (1.0,)
+    def __init__(self, truth: torch.Tensor, variants: dict[str, Any], final: Any) -> None:
+        self.truth, self.variants, self.final = truth, variants, final
+        self.schedule = final.schedule  # the pipeline's progress bar counts its rounds
+        self.unadapted = float("nan")
+        self.scores: dict[str, tuple[float, float]] = {}
 
-    def __init__(self, truth: torch.Tensor, seed: int, names: list[str]) -> None:
-        self.truth, self.seed, self.names = truth, seed, names
-        self.results: dict[str, dict[str, float]] = {}
+    def accuracy(self, probs: torch.Tensor) -> float:
+        return float((probs.argmax(1) == self.truth).float().mean())
+
+    def inspect(self, model: nn.Module, source: RecordSource) -> None:
+        """Called with the trained student before any variant runs (nothing here; subclasses record more)."""
 
     def adapt(self, model: nn.Module, records: Any, anchor: Anchor | None = None,
-              probs: torch.Tensor | None = None) -> AdaptHistory:
-        before = probs if probs is not None else predict_proba(model, records, device="cpu")
-        self.results["unadapted"] = {"accuracy": float((before.argmax(1) == self.truth).float().mean()), "seconds": 0.0}
-        chosen = {k: v for k, v in variants(self.seed).items() if k in self.names}
-        for name, adapter in chosen.items():
-            student = copy.deepcopy(model)
-            hist = adapter.adapt(student, records, anchor, probs=before)
+              probs: torch.Tensor | None = None, on_round: Callable[[int], None] | None = None) -> AdaptHistory:
+        source = as_record_source(records)
+        before = probs if probs is not None else predict_proba(model, source, device="cpu")
+        self.unadapted = self.accuracy(before)
+        self.inspect(model, source)
+        for name, adapter in self.variants.items():
+            hist = adapter.adapt(copy.deepcopy(model), source, anchor, probs=before)
             assert hist.probs is not None
-            acc = float((hist.probs.argmax(1) == self.truth).float().mean())
-            self.results[name] = {"accuracy": acc, "seconds": round(hist.seconds, 1)}
-            print(f"    {name:20s} {acc:.3f} ({hist.seconds:.0f} s)", flush=True)
-        final = SelfTrainingAdapter(seed=self.seed, schedule=(1.0,), epochs=1)  # cheap: the pipeline needs a result
-        return final.adapt(model, records, anchor, probs=before)
+            self.scores[name] = (self.accuracy(hist.probs), round(hist.seconds, 1))
+            print(f"    {name:20s} {100 * self.scores[name][0]:.1f} ({hist.seconds:.0f} s)", flush=True)
+        return self.final.adapt(model, source, anchor, probs=before, on_round=on_round)
+
+
+def recorded(copies: AdaptOnCopies) -> dict[str, dict[str, float]]:
+    """This script's row: ``{name: {"accuracy", "seconds"}}``, the unadapted student's first."""
+    return {"unadapted": {"accuracy": copies.unadapted, "seconds": 0.0},
+            **{name: {"accuracy": acc, "seconds": s} for name, (acc, s) in copies.scores.items()}}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -180,11 +193,13 @@ def main(argv: list[str] | None = None) -> None:
                 if key in done:
                     continue
                 print(f"{label} seed={seed} {mode} eps={eps:g}", flush=True)
-                recorder = Recorder(py, seed, args.variants)
-                bench_adapt.run_one(teacher, px, py, {**base, "eps_record": eps}, seed, mode, True, adapter=recorder)
+                chosen = {k: v for k, v in variants(seed).items() if k in args.variants}
+                # the run's own student: one cheap round (the pipeline needs a result)
+                copies = AdaptOnCopies(py, chosen, SelfTrainingAdapter(seed=seed, schedule=(1.0,), epochs=1))
+                bench_adapt.run_one(teacher, px, py, {**base, "eps_record": eps}, seed, mode, True, adapter=copies)
                 with args.out.open("a") as fh:
                     fh.write(json.dumps({"key": key, "dataset": label, "seed": seed, "mode": mode, "eps": eps,
-                                         "results": recorder.results}) + "\n")
+                                         "results": recorded(copies)}) + "\n")
 
 
 def table(path: Path) -> None:

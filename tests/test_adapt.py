@@ -226,14 +226,53 @@ def test_the_variants_benchmark_scores_copies_and_its_weak_variant_is_the_librar
                                      device="cpu", release_generator=torch.Generator().manual_seed(5), **adapter).run(x)
 
         res, library = run(adapter=explorer), run()
-        assert set(variants.VARIANTS) <= set(explorer.scores)
-        assert explorer.scores["weak"] == float((res.labels == truth).float().mean())
+        assert set(variants.VARIANTS) <= set(explorer.row)
+        assert explorer.row["weak"] == float((res.labels == truth).float().mean())
         # the variants adapted copies: the run's own student is the library's, weight for weight
         for a, b in zip(res.student.state_dict().values(), library.student.state_dict().values(), strict=True):
             assert torch.equal(a, b)
-        assert 0.0 <= explorer.scores["student_mirror"] <= 1.0 and 0.0 <= explorer.scores["student_shift"] <= 1.0
+        assert 0.0 <= explorer.row["student_mirror"] <= 1.0 and 0.0 <= explorer.row["student_shift"] <= 1.0
         strong = variants.crop_cutout(16)(torch.ones(5, 3, 16, 16))
         assert strong.shape == (5, 3, 16, 16) and bool(((strong == 0).sum((1, 2, 3)) == 3 * 16).all())
     finally:
         sys.modules.pop("bench_adapt_variants", None)
+        sys.modules.pop("bench_adapt", None)
+
+
+def test_every_adaptation_of_the_older_comparison_runs_on_copies_and_records_its_row(monkeypatch) -> None:
+    """bench_adapters.py (issue 20's comparison, FixMatch proper) on small colour images: each variant adapts a
+    copy and gets a row entry; the run's own student is adapted by the final adapter alone."""
+    import sys
+    from pathlib import Path
+
+    from ldpclient.privacy import laplace
+    from ldpclient.teachers.local import LocalTeacher
+    from ldpclient.transfer.pipeline import KnowledgeTransfer
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    comparison = __import__("bench_adapters")
+    try:
+        g = torch.Generator().manual_seed(3)
+        truth = torch.randint(0, 3, (64,), generator=g)
+        x = 0.3 * torch.rand(64, 3, 16, 16, generator=g)
+        x[torch.arange(64), truth] += 0.1
+        teacher = LocalTeacher(lambda v: v.mean((2, 3)), (3, 16, 16), 3, name="channel")
+
+        def run(adapter):
+            return KnowledgeTransfer(teacher, laplace(20.0), num_queries=240, epochs=1, batch_size=16, seed=0,
+                                     device="cpu", release_generator=torch.Generator().manual_seed(5),
+                                     adapter=adapter).run(x)
+
+        def final():
+            return SelfTrainingAdapter(seed=0, schedule=(1.0,), epochs=1)
+
+        copies = comparison.AdaptOnCopies(truth, comparison.variants(0), final())
+        res, alone = run(copies), run(final())
+        row = comparison.recorded(copies)
+        assert list(row) == ["unadapted", *comparison.variants(0)]
+        assert all(0.0 <= v["accuracy"] <= 1.0 and v["seconds"] >= 0.0 for v in row.values())
+        for a, b in zip(res.student.state_dict().values(), alone.student.state_dict().values(), strict=True):
+            assert torch.equal(a, b)
+    finally:
+        sys.modules.pop("bench_adapters", None)
         sys.modules.pop("bench_adapt", None)
