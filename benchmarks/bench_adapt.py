@@ -240,14 +240,15 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None,
             basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None,
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
-            student_width: int | None = None, adapt_flip: bool | None = None) -> dict:
+            student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
     public, sent as they are beside the queries (``label --public``); ``student``: a student zoo name (None:
     the library's default); ``public_repeats``: times per epoch each public image is trained on (None: the
     library's default); ``flip``: mirror training rows (None: the library's mirror check decides);
-    ``adapt_flip``: mirror pseudo-labelled rows in adaptation (None: the library's adapter)."""
+    ``adapt_flip``: mirror pseudo-labelled rows in adaptation (None: the library's adapter); ``warmup``: epochs of
+    the rotation pretext on the clean records before training (``label --warmup``; None: none)."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:
@@ -271,6 +272,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["flip"] = flip
     if student_width is not None:
         extra["student_kwargs"] = {"width": student_width}
+    if warmup:
+        extra["warmup"] = warmup
     kt = KnowledgeTransfer(
         teacher,
         mech,
@@ -367,7 +370,7 @@ def _budget(r: dict) -> tuple:
     return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample, r.get("public") or 0,
             r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student") or "small_cnn",
             r.get("student_width"), r.get("crop") or 0, bool(r.get("flip")), bool(r.get("adapt_flip")),
-            r.get("train_transform"))
+            r.get("train_transform"), r.get("warmup") or 0)
 
 
 def _public_label(r: dict) -> str:
@@ -392,6 +395,8 @@ def _variant(r: dict) -> str:
         parts.append("flip" + (", mirrored adaptation" if r.get("adapt_flip") else ""))
     if r.get("public"):
         parts.append(_public_label(r))
+    if r.get("warmup"):
+        parts.append(f"rotation warm-up {r['warmup']} epochs")
     if r.get("basis"):
         parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
     return ", ".join(parts) or "-"
@@ -541,6 +546,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--adapt-flip", choices=("off", "on"), default="off",
                    help="mirror pseudo-labelled rows in adaptation when training mirrors them: off (the library's "
                         "default) or on (SelfTrainingAdapter(flip=True); BENCHMARKS.md, 'Adaptation variants')")
+    p.add_argument("--warmup", type=int, default=None, metavar="EPOCHS",
+                   help="warm the student up on the rotation pretext over the clean records for this many epochs "
+                        "before training (label --warmup; BENCHMARKS.md, 'Self-supervised warm-up')")
     p.add_argument("--student-width", type=int, default=None, help="the student's width (default: its own)")
     p.add_argument("--student", default=None, help="the student's zoo name (default: the library's)")
     p.add_argument("--teacher", choices=TEACHERS, default="small_cnn", help="the in-process teacher's architecture")
@@ -570,6 +578,8 @@ def main(argv: list[str] | None = None) -> None:
         variant["student_width"] = args.student_width
     if args.public_repeats is not None:
         variant["public_repeats"] = args.public_repeats
+    if args.warmup:
+        variant["warmup"] = args.warmup
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -623,7 +633,7 @@ def main(argv: list[str] | None = None) -> None:
                                         args.max_per_round, basis=basis, public=public, student=args.student,
                                         public_repeats=repeats, crop=args.crop, flip=flip,
                                         student_width=args.student_width,
-                                        adapt_flip=args.adapt_flip == "on" and flip)
+                                        adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:

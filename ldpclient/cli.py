@@ -405,6 +405,11 @@ def label(
         "mirror keeps (photos of objects and scenes), or never. Default: beside 100 or more --public images of 16 px "
         "or more, the teacher is asked about mirrored and shifted copies of up to 200 of them (public queries, no "
         "privacy cost) and rows are mirrored when a mirror keeps its answers about as often as a shift; else not."),
+    warmup: int = typer.Option(
+        0, min=0, metavar="EPOCHS", help="Before training, teach the student for this many epochs which way each "
+        "clean private image was rotated (a self-supervised warm-up on this device: nothing sent, no privacy cost). "
+        "Measured without --public at 60 epochs: +9 points on colour digits, no change on photos or grey digits, "
+        "at 2.6-4x the run's time. 0 (the default): none."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs."),
     train_batch_size: int = typer.Option(
         defaults.train_batch_size(), min=1, help="Student training batch size (optimiser step)."
@@ -490,6 +495,7 @@ def label(
             privacy_cap=privacy_cap,
             student=student,
             flip=flip,
+            warmup=warmup,
             epochs=epochs,
             train_batch_size=train_batch_size,
             output=output,

@@ -71,6 +71,7 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
             public_repeats=int(result.counts.get("public_repeats", 0)),
             crop_pixels=int(result.training.get("crop_pixels", 0)),
             flip=bool(result.training.get("flip", False)),
+            warmup_epochs=int(result.training.get("warmup_epochs", 0)),
             mirror_check=result.training.get("mirror_check"),
         ),
         adaptation=_adaptation_section(result, meta.num_classes),

@@ -99,6 +99,7 @@ class LabelOptions(SharedOptions):
     money_cap: Optional[float] = None
     student: Optional[str] = None  # None: defaults.student(input shape, public images or not), settled by the plan
     flip: Optional[bool] = None  # train the student on mirrored images too; None: the mirror check decides (--public)
+    warmup: int = 0  # epochs of the rotation pretext on the clean private images before training (0: none)
     epochs: int = defaults.epochs()
     output: Optional[Path] = Path("labels.csv")  # None: write no labels or report file (the library's front door)
     format: Optional[str] = None
@@ -138,7 +139,7 @@ class LabelOptions(SharedOptions):
                               query_batch_size=query_batch_size),
             training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
                                       device=self.device, public_repeats=public_repeats, crop=crop,
-                                      flip=self.flip),
+                                      flip=self.flip, warmup=self.warmup),
             adaptation=AdaptationSettings(adapt=self.adapt),
         )
 
@@ -148,6 +149,8 @@ class LabelOptions(SharedOptions):
         for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.warmup < 0:
+            raise ValueError(f"--warmup must be >= 0 epochs, got {self.warmup}")
         if not (math.isfinite(self.price) and self.price >= 0):
             raise ValueError(f"--price must be a finite number >= 0, got {self.price}")
         if self.money_cap is not None and not (math.isfinite(self.money_cap) and self.money_cap >= 0):

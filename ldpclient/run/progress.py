@@ -11,7 +11,7 @@ from .ui import UI
 class StageProgress:
     """Adapter from the pipeline's ``progress(stage, done, total, metrics)`` to the UI's bars."""
 
-    NAMES = {"release": "noising", "label": "querying", "train": "training", "adapt": "adapting",
+    NAMES = {"release": "noising", "label": "querying", "warmup": "warming up", "train": "training", "adapt": "adapting",
              "predict": "labelling"}
 
     def __init__(self, ui: UI, prefix: str, client: Any) -> None:

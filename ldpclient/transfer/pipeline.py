@@ -12,7 +12,9 @@ of a :class:`~ldpclient.teachers.client.QueryClient`:
    LDPKiT-Rand noise copies, or the releases themselves) in batches with stable
    ids; only the labels are kept (int8 per query), never the query tensors;
 4. **train** a local student on the hard labels, recomputing the queries from
-   the plan each epoch (memory O(batch));
+   the plan each epoch (memory O(batch)); with ``warmup`` epochs, first warmed up on the
+   clean private records by a rotation pretext (:mod:`ldpclient.transfer.warmup`; local, no
+   privacy cost; that student too has seen the clean records and stays on the device);
 5. **adapt** (``adapt=True``, default): fine-tune the student on its own confident
    labels of the clean private records, anchored to the teacher-labelled queries
    (:mod:`ldpclient.transfer.adapt`; local, nothing is sent, no privacy cost, but the
@@ -74,7 +76,9 @@ from .student import (
     build_student,
     predict_proba,
     save_checkpoint,
+    select_device,
 )
+from .warmup import rotation_warmup
 
 if TYPE_CHECKING:
     from ..teachers.base import TeacherMetadata
@@ -402,7 +406,7 @@ class KnowledgeTransfer:
         self.lr, self.val_fraction, self.device = t.lr, t.val_fraction, t.device
         self.checkpoint = Path(t.checkpoint) if t.checkpoint is not None else None
         self.public_repeats = t.public_repeats
-        self.crop, self.flip = t.crop, t.flip
+        self.crop, self.flip, self.warmup = t.crop, t.flip, t.warmup
         self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
 
     # ------------------------------------------------------------------ helpers
@@ -532,6 +536,7 @@ class KnowledgeTransfer:
             unfused_labels=predicted.unfused_labels,
             fusion_informativeness=predicted.informativeness,
             training={"student": trained.student_name, "crop_pixels": trained.crop_pixels, "flip": trained.flip,
+                      "warmup_epochs": self.warmup,
                       "mirror_check": trained.mirror_check.as_dict() if trained.mirror_check is not None else None},
             sent_sample=self._sent_sample(queries, store),
         )
@@ -754,6 +759,8 @@ class KnowledgeTransfer:
         with torch.random.fork_rng(devices=[]):  # seed the student's init without touching the caller's RNG
             torch.manual_seed(self.seed % 2**63)
             model = build_student(name, **kwargs)
+            if self.warmup:
+                self._warm_student(model, records, min(h, w), timings)
         trainer = Trainer(
             model,
             epochs=self.epochs,
@@ -769,6 +776,17 @@ class KnowledgeTransfer:
         history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch), store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t
         return _Trained(trainer, name, kwargs, history, pad, flip, verdict)
+
+    def _warm_student(self, model: torch.nn.Module, records: RecordSource, side: int, timings: dict[str, float]) -> None:
+        """Step 4a (``warmup`` epochs > 0): the rotation pretext on the clean records (:mod:`.warmup`; local, no
+        privacy cost), each shifted by the training's shift beside public images; timings["warmup"] in seconds.
+        Runs inside the student's seeded RNG fork: its order comes from one draw of that RNG, its dropout from it."""
+        t = time.perf_counter()
+        seed = int(torch.randint(0, 2**31 - 1, (1,)))
+        self._report("warmup", 0, self.warmup)
+        rotation_warmup(model, records, epochs=self.warmup, pad=defaults.train_crop(side, True), seed=seed,
+                        device=select_device(self.device), on_epoch=lambda done: self._report("warmup", done, self.warmup))
+        timings["warmup"] = time.perf_counter() - t
 
     @staticmethod
     def _mirror_verdict(queries: _Queries, store: LabelStore) -> Optional[MirrorVerdict]:
@@ -825,7 +843,8 @@ class KnowledgeTransfer:
                 trained.student_name,
                 trained.student_kwargs,
                 extra={"mode": self.mode, "plan": plan.fingerprint, "guarantee": release.guarantee.as_dict(),
-                       "adapted_on_clean_private_records": self.adapt},
+                       "adapted_on_clean_private_records": self.adapt,
+                       "warmed_up_on_clean_private_records": bool(self.warmup)},
             )
 
     def _predict_records(

@@ -71,7 +71,9 @@ class TrainingSettings:
     images whose class a mirror keeps, such as photos of objects; not digits or text). ``flip`` None (the
     default): decided by asking the teacher about mirrored and shifted copies of up to 200 public images
     (:mod:`~ldpclient.transfer.mirror_check`; public queries, no privacy cost); with fewer than 100 public
-    images, or on images under 16 pixels a side, not mirrored."""
+    images, or on images under 16 pixels a side, not mirrored. ``warmup``: epochs of the rotation pretext on the
+    clean private records before training (:mod:`~ldpclient.transfer.warmup`; local, no privacy cost; 0, the
+    default: none)."""
 
     student: str | None = None
     student_kwargs: dict[str, Any] | None = None
@@ -84,8 +86,11 @@ class TrainingSettings:
     public_repeats: int | None = None
     crop: int | None = None
     flip: bool | None = None
+    warmup: int = 0
 
     def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0 epochs, got {self.warmup}")
         if self.public_repeats is not None and self.public_repeats < 1:
             raise ValueError(f"public_repeats must be >= 1, got {self.public_repeats}")
         if self.crop is not None and self.crop < 0:
