@@ -1,7 +1,7 @@
 """Adaptation methods compared on the same trained students (issue 20, item 3).
 
 For each dataset and seed, one label run trains a student exactly as ``bench_adapt.py`` does
-(library defaults, in-process teacher); at the adaptation step a recorder takes the trained student,
+(library defaults, in-process teacher); at the adaptation step :class:`AdaptOnCopies` takes the trained student,
 the clean private records and the teacher-labelled anchor batches, and runs **every** adaptation
 variant on its own copy of that student. So the variants differ only in how they adapt, not in the
 student they start from. Two starting points per seed: a private run (``--eps`` per record) and a

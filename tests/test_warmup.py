@@ -107,8 +107,10 @@ def test_label_takes_warmup_epochs_reports_them_and_refuses_a_negative_count(tmp
                 "--queries", "40", "--epochs", "1", "--output", str(tmp_path / "labels.csv")]
         planned = json.loads(CliRunner().invoke(app, [*args, "--dry-run", "--json", "--warmup", "3"]).output)
         assert planned["plan"]["student"]["warmup_epochs"] == 3
-        result = CliRunner().invoke(app, [*args, "--json", "--warmup", "2"])
+        result = CliRunner().invoke(app, [*args, "--json", "--warmup", "2", "--html"])
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["student"]["warmup_epochs"] == 2
+        page = (tmp_path / "labels.html").read_text()
+        assert "2 epochs telling rotations of the clean private images apart" in page
         refused = CliRunner().invoke(app, [*args, "--warmup", "-1"])
     assert refused.exit_code == 2 and "--warmup" in refused.output

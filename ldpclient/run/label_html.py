@@ -226,6 +226,9 @@ def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> s
             ("student", f"{student['model']}, {student['epochs']} epochs"
              + (f"; each public image trained on {repeats} times per epoch" if repeats else "")),
             ("mirrors", mirror_note(bool(student.get("flip")), student.get("mirror_check"))),
+            ("warm-up", "off" if not student.get("warmup_epochs") else
+             f"{int(student['warmup_epochs'])} epochs telling rotations of the clean private images apart, on this "
+             "device, before training"),
             ("agreement with the teacher", "n/a" if val is None else f"{100 * val:.1f}% on held-out noised queries "
              "(how well it learnt the teacher's answers; not accuracy on your images)"),
             ("adaptation", "off" if not adaptation else

@@ -72,6 +72,7 @@ def rotation_warmup(
     if h != w:
         raise ValueError(f"the rotation warm-up needs square images, got {h}x{w}")
     parent, attribute, head = _output_layer(model)
+    model.to(device)
     gen = torch.Generator().manual_seed(seed)
     setattr(parent, attribute, nn.Linear(head.in_features, ROTATIONS).to(device))
     optimiser = torch.optim.Adam(model.parameters(), lr=WARMUP_LR)
