@@ -409,7 +409,7 @@ def label(
         0, min=0, metavar="EPOCHS", help="Before training, teach the student for this many epochs which way each "
         "clean private image was rotated (a self-supervised warm-up on this device: nothing sent, no privacy cost). "
         "Measured without --public at 60 epochs: +9 points on colour digits, no change on photos or grey digits, "
-        "at 2.6-4x the run's time. 0 (the default): none."),
+        "at about 4x the run's time. 0 (the default): none."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs."),
     train_batch_size: int = typer.Option(
         defaults.train_batch_size(), min=1, help="Student training batch size (optimiser step)."
