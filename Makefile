@@ -30,7 +30,7 @@ test: $(STAMP) browser
 	$(PY) -m pytest -q
 
 demo: $(STAMP)
-	$(VENV)/bin/ldpclient demo --html out/demo.html
+	$(VENV)/bin/ldpclient demo --workdir out --html out/demo.html
 
 # The option tables of docs/ from the --help texts (tests/test_docs.py fails when they drift).
 docs: $(STAMP)

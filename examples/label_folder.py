@@ -1,24 +1,24 @@
 """Label a folder of private images with `ldpclient label`, end to end, offline.
 
-Runs in a few minutes on 2 cores (student training is most of it; 3.5 min measured on a
-busy shared 2-core machine, 65% of the 120 images labelled correctly):
+Runs in about a minute on 2 cores:
 
     .venv/bin/python examples/label_folder.py [WORKDIR]
 
-1. writes 120 digit images (28x28 PNGs from scikit-learn's bundled digits, a part
-   the mock teacher never trained on) into WORKDIR/private - stand-ins for your
-   private, unlabelled images;
+1. writes the demo's private data into WORKDIR: ``private/``, 359 digit images (28x28 PNGs from
+   scikit-learn's bundled digits, the part the mock teacher never trained on) - stand-ins for your
+   private, unlabelled images - and ``check.csv``, the true digits of 100 of them (what you would
+   label by hand: read on this device only, never sent);
 2. starts the bundled mock teacher on a free loopback port (a paid API: 0.001 per image);
 3. runs the real command line, exactly as you would in a shell:
 
        ldpclient label WORKDIR/private --teacher http://127.0.0.1:PORT/v2/models/digits \\
-           --epsilon 4 --reduce 4 --queries 2000 --epochs 5 --price 0.001 --money-cap 5 \\
+           --check WORKDIR/check.csv --price 0.001 --money-cap 10 \\
            --state-dir WORKDIR/state --output WORKDIR/labels.csv
 
 4. runs it a second time with ``--epochs 1``: the releases come back from the ledger
    and the teacher's answers from the journal, so nothing is noised or paid again and
    only the student is retrained (the query plan does not depend on the epochs);
-5. prints the first labels and how many match the truth this script kept aside.
+5. prints the verdict, the first labels and how many of all 359 match the truth this script kept aside.
 """
 
 from __future__ import annotations
@@ -31,23 +31,17 @@ import tempfile
 from pathlib import Path
 
 import mock_server
-from ldpclient.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
-from ldpclient.run.demo import write_private_folder
+from ldpclient.run.demo import write_demo_folder
 
 
 def main(workdir: Path) -> None:
-    images, labels = load_digits_images(28)
-    unseen = split_indices(len(labels), DIGITS_TEACHER_SPLIT, seed=0)[2][:120]
-    names = write_private_folder(images[unseen], workdir / "private")
-    truth = dict(zip(names, labels[unseen].tolist(), strict=True))
+    truth = write_demo_folder(workdir).truth  # private/ and check.csv; every true digit kept aside here
 
     with mock_server.serve(model="digits", image_size=28, price_per_image=0.001) as server:
         command = [
             sys.executable, "-m", "ldpclient.cli", "label", str(workdir / "private"),
-            "--teacher", server.model_url,
-            "--epsilon", "4", "--epsilon-unit", "element", "--reduce", "4",
-            "--queries", "2000", "--epochs", "5",
-            "--price", "0.001", "--money-cap", "5",
+            "--teacher", server.model_url, "--check", str(workdir / "check.csv"),
+            "--price", "0.001", "--money-cap", "10",
             "--state-dir", str(workdir / "state"),
             "--output", str(workdir / "labels.csv"),
         ]
@@ -60,6 +54,7 @@ def main(workdir: Path) -> None:
             check=True, capture_output=True, text=True,
         )
         report = json.loads(again.stdout)
+        print(f"  verdict: {report['verdict']['headline']}")
         print(f"  queries sent {report['queries']['sent']}, from the journal {report['queries']['from_journal']}, "
               f"records noised again {report['ledger']['fresh']}, money spent {report['cost']['spent_run']}")
         print(f"  server-side usage: {server.usage()['total']}")

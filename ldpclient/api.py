@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # torch is imported when label() runs, not when ldpclient is 
 
     from .privacy.guarantee import Guarantee
     from .records import RecordSource
+    from .run.verdict import Verdict
     from .teachers.base import Teacher
 
 
@@ -34,7 +35,9 @@ class LabelResult:
     each image's release costs (read ``guarantee.epsilon_record``: per whole image).
     ``counts``, ``cost``: the report's sections (images, fresh/reused releases;
     queries, money). ``report``: the whole run report (the dict ``ldpclient label``
-    writes as JSON).
+    writes as JSON). ``verdict``: what the labels are worth (``verdict.level``: ``"usable"``,
+    ``"doubtful"`` or ``"not worth having"``; ``verdict.reasons`` in words; with ``check=``, the
+    accuracy on the hand-labelled images in ``verdict.check``): read it before using the labels.
     """
 
     labels: "torch.Tensor"
@@ -44,6 +47,7 @@ class LabelResult:
     counts: dict[str, Any]
     cost: dict[str, Any]
     report: dict[str, Any]
+    verdict: "Verdict"
 
 
 def label(
@@ -68,7 +72,8 @@ def label(
     ``mechanism="laplace"``,
     ``privacy_cap=``, ``money_cap=``, ``price=``, ``queries=``, ``state_dir=``, ``baseline=``,
     ``public=`` (images you state are not private, sent as they are: a folder, or a tensor like ``images``),
-    ``allow_weak_privacy=``, ``seed=`` (tests only), ... (see
+    ``allow_weak_privacy=``, ``check=`` (hand labels of some of the images, to measure the labels' accuracy:
+    a ``file,label`` CSV path, or a mapping name -> class name or index), ``seed=`` (tests only), ... (see
     :class:`ldpclient.run.options.LabelOptions`). An unknown name is a TypeError.
 
     Raises what the CLI reports in one line: ``ValueError`` (bad option, bad data),
@@ -112,11 +117,13 @@ def label(
     for key in ("state_dir", "report", "class_names"):
         if options.get(key) is not None:
             options[key] = Path(options[key])
+    if isinstance(options.get("check"), (str, os.PathLike)):
+        options["check"] = Path(options["check"])
     opts = LabelOptions(private_dir=private_dir, teacher=address, output=Path(output) if output else None, **options)
     run = label_run(opts, token=check_token(token if token is not None else os.environ.get("LDPCLIENT_TOKEN")),
                     teacher=opened, records=records, public=public_records)
     result = run.result
-    assert result is not None  # a dry run is the command line's (label --dry-run)
+    assert result is not None and run.verdict is not None  # a dry run is the command line's (label --dry-run)
     n = len(run.paths)
     confidences = result.confidences if result.confidences is not None else torch.full((n,), float("nan"))
     return LabelResult(
@@ -127,6 +134,7 @@ def label(
         counts=dict(run.report.get("counts", {})),
         cost=dict(run.report.get("cost", {})),
         report=run.report,
+        verdict=run.verdict,
     )
 
 

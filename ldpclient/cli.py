@@ -120,8 +120,11 @@ def classify_error(exc: BaseException) -> tuple[int, str] | None:
     if isinstance(exc, (ConfigError, DataError)):
         return EXIT_USAGE, str(exc)
     from .privacy.ledger import BudgetExceeded, LedgerError
+    from .run.caps import CapForeseen
     from .teachers.errors import CostCapReached, JournalError, TeacherError
 
+    if isinstance(exc, CapForeseen):  # refused before anything was noised or sent: nothing to resume
+        return (EXIT_PRIVACY_CAP if isinstance(exc, BudgetExceeded) else EXIT_MONEY_CAP), f"refused: {exc}"
     if isinstance(exc, BudgetExceeded):
         return EXIT_PRIVACY_CAP, f"privacy cap reached: {exc}"
     if isinstance(exc, LedgerError):
@@ -181,7 +184,7 @@ def user_errors(ui: UI, *, resume_hint: str | None = None, secrets: tuple[str | 
             raise
         code, msg = mapped
         ui.stop_progress()
-        if code in (EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_TEACHER) and resume_hint:
+        if code in (EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_TEACHER) and resume_hint and not msg.startswith("refused: "):
             msg = f"{msg} [{resume_hint}]"
         ui.error(_one_line(msg), code, secrets=secrets)
         raise typer.Exit(code) from None
@@ -395,8 +398,12 @@ def label(
     queries: Optional[int] = typer.Option(None, min=1, help="Number of teacher queries (default: 20 per record, at least 500)."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Queries per request (default: teacher's max, at most 256)."),
     price: float = typer.Option(0.0, min=0.0, help="Price per query (image), for the cost meter."),
-    money_cap: Optional[float] = typer.Option(None, min=0.0, help="Stop before a batch would push total spend over this."),
-    privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
+    money_cap: Optional[float] = typer.Option(
+        None, min=0.0, help="Largest total spend with this teacher over all runs (needs --price): a run that would "
+        "cross it is refused before anything is noised or sent. Default: none."),
+    privacy_cap: Optional[float] = typer.Option(
+        None, help="Per-record epsilon cap enforced by the ledger: a run that would take an image past it is "
+        "refused before anything is noised or sent. Default: none."),
     student: Optional[str] = typer.Option(
         None, help=f"Student model: {choice_list(STUDENT_NAMES)} (default: small_resnet for colour images of 16 px "
         "or more beside --public images, else small_cnn)."),
@@ -420,7 +427,8 @@ def label(
     html: bool = typer.Option(
         False, "--html",
         help="Also write a page beside the labels (labels.csv -> labels.html; one file, opens offline): the "
-        "guarantee in plain words, releases and queries as sent, counts and money, the student, timings.",
+        "verdict on the labels, the guarantee in plain words, releases and queries as sent, counts and money, the "
+        "student, timings.",
     ),
     html_private: bool = typer.Option(
         False, "--html-private",
@@ -444,6 +452,13 @@ def label(
     output_name: Optional[str] = OutputNameOption,
     datatype: Optional[str] = DatatypeOption,
     seed: Optional[int] = typer.Option(None, help="Seed ALL randomness, noise included (tests only: never for real data)."),
+    check: Optional[Path] = typer.Option(
+        None, "--check", dir_okay=False, metavar="LABELS.csv",
+        help="Hand labels of a few private images (CSV rows file,label: the path as the labels file writes it, a "
+        "class name or index), read on this device only and never sent: the run scores its labels on them (95% "
+        "interval) and its verdict says what the labels are worth. Default: none (accuracy not measured).",
+        show_default=False,
+    ),
     dry_run: bool = typer.Option(
         False, "--dry-run",
         help="Print the plan (what would be released, sent, spent and trained, every default resolved) and stop: "
@@ -504,6 +519,7 @@ def label(
             html=html,
             html_private=html_private,
             dry_run=dry_run,
+            check=check,
             state_dir=state_dir,
             max_pixels=max_pixels,
             workers=workers,
@@ -519,7 +535,7 @@ def label(
     if json_out:
         ui.print_json(result, secrets=(token,))
     elif opts.dry_run:
-        ui.plan_summary(result["plan"])
+        ui.plan_summary(result["plan"], result.get("warnings", ()))
     else:
         ui.summary(result)
 

@@ -32,6 +32,9 @@ h1{font-size:1.5em;margin:.2em 0 .4em}h2{font-size:1.15em;margin:1.6em 0 .5em;bo
 table{border-collapse:collapse;margin:.3em 0 .8em}td,th{padding:.2em .8em .2em 0;text-align:left;vertical-align:top}
 th{font-weight:600;color:#444}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .banner{background:#fff3cd;border:2px solid #d39e00;padding:.6em 1em;margin:.5em 0 1em;font-weight:600}
+.verdict{padding:.6em 1em;margin:.5em 0 .8em;font-weight:600;font-size:1.1em;border:2px solid}
+.usable{background:#e6f4ea;border-color:#2e7d32}.doubtful{background:#fff3cd;border-color:#d39e00}
+.not-worth-having{background:#fde7e9;border-color:#c62828}
 .note{color:#555;font-size:.92em}.grid{display:flex;flex-wrap:wrap;gap:8px;margin:.3em 0 1em}
 figure{margin:0;text-align:center;font-size:.75em;color:#333;width:120px}
 figure img{width:96px;height:96px;image-rendering:pixelated;border:1px solid #ccc;display:block;margin:0 auto}
@@ -111,6 +114,12 @@ def page(title: str, body: str, *, banner: str | None = None) -> str:
         f"<title>{text(title)}</title><style>{_STYLE}</style></head>"
         f"<body>{top}<h1>{text(title)}</h1>{body}</body></html>\n"
     )
+
+
+def verdict_band(level: str, headline: str) -> str:
+    """A coloured band with the verdict on a run's labels (``level``: usable, doubtful, not worth having)."""
+    css = "-".join(level.split()) if level in ("usable", "doubtful", "not worth having") else "doubtful"
+    return f'<div class="verdict {css}">{text(headline)}</div>'
 
 
 def section(heading: str, *parts: str) -> str:

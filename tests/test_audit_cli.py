@@ -178,7 +178,9 @@ def _serve_mock(*args: str) -> tuple[subprocess.Popen, str]:
 def test_ldpclient_audit_on_what_label_and_serve_mock_query_log_wrote(tmp_path):
     """The issue's command line: `ldpclient audit --run labels.report.json --queries queries.jsonl --private DIR`
     on a `label` run against `ldpclient serve-mock --query-log`; the partial report of a run stopped at the
-    money cap is refused, and once the run is finished (resumed) its report audits both runs' queries."""
+    money cap is refused, and once the run is finished (resumed) its report audits both runs' queries. (The cap
+    is one the run could foresee only without the answers the teacher drops: each one that may have been billed
+    counts against it, so the run stops partway.)"""
     import signal
 
     from ldpclient.cli import EXIT_MONEY_CAP, app
@@ -190,13 +192,14 @@ def test_ldpclient_audit_on_what_label_and_serve_mock_query_log_wrote(tmp_path):
     audit_args = ["audit", "--run", str(report_path), "--queries", str(log), "--private", str(folder),
                   "--cnn-steps", "0", "--no-empirical", "--no-rme", "--out", str(tmp_path / "audit"), "--json"]
     proc, url = _serve_mock("--model", "trivial", "--image-size", str(SIZE), "--max-batch-size", "16",
-                            "--price-per-image", "0.01", "--query-log", str(log))
+                            "--price-per-image", "0.01", "--query-log", str(log), "--drop-rate", "0.3",
+                            "--fault-seed", "1")
     try:
         label = ["label", str(folder), "--teacher", url + "/v2/models/digits", "--state-dir", str(tmp_path / "state"),
                  "--output", str(tmp_path / "labels.csv"), "--epsilon", "3", "--epsilon-unit", "element",
                  "--reduce", "2", "--queries", "40", "--batch-size", "8", "--price", "0.01", "--epochs", "1",
-                 "--max-retry-time", "0", "--quiet"]
-        capped = CliRunner().invoke(app, [*label, "--money-cap", "0.1"])
+                 "--max-retry-time", "30", "--quiet"]
+        capped = CliRunner().invoke(app, [*label, "--money-cap", "0.4"])
         assert capped.exit_code == EXIT_MONEY_CAP, capped.output
         res = CliRunner().invoke(app, audit_args)
         assert res.exit_code == 2
@@ -209,11 +212,13 @@ def test_ldpclient_audit_on_what_label_and_serve_mock_query_log_wrote(tmp_path):
         proc.stdout.close()
         proc.stderr.close()
     run = RunReport.read(report_path)
-    assert run.plan is not None and run.plan["kind"] == "sup" and run.queries.from_journal == 8
+    assert run.plan is not None and run.plan["kind"] == "sup" and run.queries.from_journal == 24
     res = CliRunner().invoke(app, audit_args)
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
-    assert rep["logged"]["traced"] == 40  # the capped run's 8 queries and the resumed run's 32, through one plan
+    # the capped run's 24 queries and the resumed run's 16 through one plan, and the 16 whose answers were dropped
+    # and which were sent again: the teacher saw them twice
+    assert rep["logged"]["traced"] == 56
     row = rep["summary"][0]
     assert row["kind"] == "sup" and row["epsilon_record"] == pytest.approx(3.0 * (SIZE // 2) ** 2)
 

@@ -42,6 +42,13 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     # the labels written by the label flow match the folder, and carry no truth
     header = (tmp_path / "labels_sup.csv").read_text().splitlines()[0]
     assert header == "path,label,label_name,confidence"
+    # the check set: the true digits of 100 of the images beside the folder, scored by the label run's verdict
+    check = (tmp_path / "check.csv").read_text().splitlines()
+    assert check[0] == "file,label" and len(check) == 101 and check[1].startswith("record_00000.png,")
+    verdict = json.loads((tmp_path / "labels_sup.report.json").read_text())["verdict"]
+    assert verdict["check"]["images"] == 100 and verdict["check"]["baseline"]["images"] == 100
+    assert doc["notes"][0] == f"verdict on the LDPKiT-Sup labels (what every label run says): {verdict['headline']}"
+    assert any(f"--check {tmp_path / 'check.csv'}" in note for note in doc["notes"])  # the next step
 
 
 def test_demo_writes_its_page_out_of_its_temporary_folder_and_says_where(tmp_path: Path) -> None:

@@ -11,12 +11,19 @@ How a page marks its examples (an HTML comment on the line above a fence):
 * ``<!-- example: server (...) -->``: each line starts a server, which must say it listens; then it is
   stopped (``--port 0`` is added so that it never collides).
 * ``<!-- example: skip (why) -->``: not run; the reason is required.
+* ``<!-- example: poor (why) -->`` above a ``bash`` block: a deliberately poor setting; it runs as any other, and
+  every run report it writes must carry a verdict other than "usable". Every run report any other example
+  writes must carry the verdict "usable": the manual's examples give labels worth having.
+
+The scratch folder holds ``out/private`` and ``out/check.csv`` as ``make demo`` writes them (the 359 digits the
+mock ``digits`` teacher never saw, the true digits of 100 of them), and that teacher serves the examples.
 
 The address ``127.0.0.1:8080`` in an example is the mock teacher's, whatever port it got.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -32,6 +39,7 @@ from PIL import Image
 
 import mock_server
 from ldpclient.cli_reference import stale_pages
+from ldpclient.run.demo import write_demo_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -77,10 +85,18 @@ def _images(folder: Path, n: int, size: int, channels: int, seed: int) -> None:
         Image.fromarray(arr[..., 0] if channels == 1 else arr).save(folder / f"img{k:02d}.png")
 
 
+@pytest.fixture(scope="module")
+def teacher_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the mock ``digits`` teacher keeps its trained weights: trained once for all the pages."""
+    return tmp_path_factory.mktemp("teacher-cache")
+
+
 @pytest.fixture()
-def workspace(tmp_path: Path):
-    """A scratch folder with ``private/`` (30 grey 28x28 images), ``imgs/`` and ``photos/`` (class folders of
-    32x32 colour images, for the mock teacher's training examples), and a mock teacher logging its queries."""
+def workspace(tmp_path: Path, teacher_cache: Path):
+    """A scratch folder with ``out/private`` and ``out/check.csv`` (the demo's), ``private/`` (30 synthetic grey
+    28x28 images), ``imgs/`` and ``photos/`` (class folders of 32x32 colour images, for the mock teacher's training
+    examples), and the mock ``digits`` teacher (the demo's) logging its queries."""
+    write_demo_folder(tmp_path / "out")
     _images(tmp_path / "private", 30, 28, 1, seed=1)
     for folder in ("imgs", "photos"):
         for c in range(3):
@@ -93,7 +109,8 @@ def workspace(tmp_path: Path):
         LDPCLIENT_STATE_DIR=str(tmp_path / "state"),
         PYTHONPATH=str(ROOT),
     )
-    with mock_server.serve(model="trivial", image_size=28, channels=1, query_log=str(tmp_path / "queries.jsonl")) as srv:
+    with mock_server.serve(model="digits", image_size=28, seed=0, state_dir=str(teacher_cache),
+                           query_log=str(tmp_path / "queries.jsonl")) as srv:
         yield tmp_path, env, f"127.0.0.1:{srv.port}"
 
 
@@ -138,11 +155,29 @@ def _start_server(line: str, where: str, cwd: Path, env: dict[str, str]) -> None
             proc.stderr.close()
 
 
+def _reports(cwd: Path) -> dict[Path, int]:
+    """Every run report under ``cwd`` and its modification time (ns)."""
+    return {path: path.stat().st_mtime_ns for path in cwd.rglob("*.report.json")}
+
+
+def _verdicts_written(cwd: Path, before: dict[Path, int]) -> list[tuple[str, str]]:
+    """``(report file, verdict level)`` of every label run report under ``cwd`` written since ``before``."""
+    out = []
+    for path, mtime in sorted(_reports(cwd).items()):
+        if before.get(path) != mtime:
+            verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict")
+            if verdict is not None:
+                out.append((path.name, verdict["level"]))
+    return out
+
+
 def run_page(page: Path, cwd: Path, env: dict[str, str], address: str) -> int:
-    """Run every example of ``page`` in order; returns how many ran."""
+    """Run every example of ``page`` in order, checking the verdict of every run report each writes; returns how
+    many ran."""
     ran = 0
     last_stdout: str | None = None
     for n, ex in enumerate(examples(page)):
+        before = _reports(cwd)
         body = ex.body.replace(DOC_ADDRESS, address)
         if ex.kind == "skip":
             assert re.fullmatch(r"\(.+\)", ex.note), f"{ex.where}: a skipped example must say why: skip (reason)"
@@ -156,6 +191,8 @@ def run_page(page: Path, cwd: Path, env: dict[str, str], address: str) -> int:
                 _start_server(line, ex.where, cwd, env)
             ran += 1
             continue
+        if ex.kind == "poor":
+            assert ex.lang == "bash" and re.fullmatch(r"\(.+\)", ex.note), f"{ex.where}: poor (why) above bash"
         if ex.lang == "bash":
             last_stdout = _run(["bash", "-euo", "pipefail", "-c", body], ex.where, cwd, env)
         elif ex.lang == "python":
@@ -166,10 +203,15 @@ def run_page(page: Path, cwd: Path, env: dict[str, str], address: str) -> int:
             config = cwd / f"example_{n}.toml"
             config.write_text(body, encoding="utf-8")
             # a state directory of its own: the page's earlier runs have spent these images' budget already
-            _run(["ldpclient", "label", "private/", "--config", str(config), "--quiet", "--output", f"config_{n}.csv",
-                  "--state-dir", f"state_{n}"], ex.where, cwd, env)
+            _run(["ldpclient", "label", "out/private", "--config", str(config), "--quiet", "--output",
+                  f"config_{n}.csv", "--state-dir", f"state_{n}"], ex.where, cwd, env)
         else:
             continue  # output shown to the reader (text), nothing to run
+        for report, level in _verdicts_written(cwd, before):
+            if ex.kind == "poor":
+                assert level != "usable", f"{ex.where}: a poor setting's {report} says the labels are usable"
+            else:
+                assert level == "usable", f"{ex.where}: {report} says the labels are {level}"
         ran += 1
     return ran
 

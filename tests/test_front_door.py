@@ -39,29 +39,32 @@ def _folder(root: Path, n: int = 40, size: int = 8) -> Path:
 def test_the_front_door_example_runs_and_is_at_most_ten_lines(tmp_path: Path, monkeypatch, capsys) -> None:
     code = _example("front-door")
     assert len([line for line in code.splitlines() if line.strip()]) <= 10
-    _folder(tmp_path / "private")
+    _folder(tmp_path / "out" / "private")
+    (tmp_path / "out" / "check.csv").write_text("file,label\nimg00.png,0\nimg01.png,1\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     with mock_server.serve(model="trivial", image_size=8, channels=1, price_per_image=0.001) as srv:
         exec(compile(code.replace(ADDRESS, srv.model_url), "README front-door", "exec"), {})
         billed = srv.usage()["total"]["images"]
         out = capsys.readouterr().out
         assert "epsilon per image 50" in out and out.count("img") == 40
+        assert out.splitlines()[0].split(":")[0] in ("usable", "doubtful", "not worth having")  # the verdict first
         # the same call again resumes: nothing noised again, nothing paid again
-        again = ldpclient.label("private/", srv.model_url + "/", epsilon=50, privacy_cap=200, price=0.001,
-                                money_cap=5.0, state_dir="state")
+        again = ldpclient.label("out/private", srv.model_url + "/", epsilon=50, privacy_cap=200, price=0.001,
+                                money_cap=10.0, state_dir="app-state", check="out/check.csv")
         assert srv.usage()["total"]["images"] == billed
     assert again.counts["releases_fresh"] == 0 and again.report["queries"]["sent"] == 0
+    assert again.verdict.check is not None and again.verdict.check["images"] == 2
     assert not list(tmp_path.glob("*.csv"))  # no output= given: no files but the state
 
 
 def test_the_lower_layers_example_runs(tmp_path: Path, monkeypatch) -> None:
     code = _example("lower-layers", "docs/api.md")
-    _folder(tmp_path / "private", n=60, size=28)
+    _folder(tmp_path / "out" / "private", n=80, size=28)  # 3,160 distinct pairs: room for the 2,000 queries
     monkeypatch.chdir(tmp_path)
     with mock_server.serve(model="trivial", image_size=28, channels=1) as srv:
         scope: dict = {}
         exec(compile(code.replace(ADDRESS, srv.model_url), "docs/api.md lower-layers", "exec"), scope)
-    assert scope["result"].labels.shape == (60,)
+    assert scope["result"].labels.shape == (80,)
 
 
 def test_a_tensor_goes_in_and_the_cli_sees_the_same_state(tmp_path: Path) -> None:

@@ -29,6 +29,8 @@ from .label import LabelOptions, run_label
 from .ui import UI
 
 DEMO_PRICE = 0.001  # money per query charged by the demo's mock teacher
+#: Private images whose true digit the demo writes to ``check.csv`` (the check set a user would label by hand).
+CHECK_IMAGES = 100
 
 
 def write_private_folder(images: torch.Tensor, folder: Path) -> list[str]:
@@ -115,8 +117,6 @@ def run_demo(
     """
     import mock_server
 
-    from ..datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
-
     ui = ui or UI(quiet=True)
     opts = _DemoOptions(queries, epochs, epsilon, reduce, baseline, adapt, postprocess, html)
     tmp = None
@@ -127,9 +127,7 @@ def run_demo(
         root = Path(workdir)
         root.mkdir(parents=True, exist_ok=True)
     try:
-        images, labels = load_digits_images(28)
-        _, _, unseen = split_indices(len(labels), DIGITS_TEACHER_SPLIT, seed)
-        data = _write_private_data(root / "private", images, labels, unseen, ui)
+        data = write_demo_folder(root, seed, ui)
         ui.info("demo: starting the mock teacher (trains a small CNN on other digits the first time; cached after)")
         with mock_server.serve(**_server_options(seed, teacher_epochs)) as server:
             answers = _run_methods(server, root, data, opts, ui)
@@ -145,14 +143,42 @@ def run_demo(
             tmp.cleanup()
 
 
+def write_demo_folder(root: Path, seed: int = 0, ui: UI | None = None) -> _PrivateData:
+    """The demo's private data under ``root``: ``private/``, the 359 digits (28x28 PNGs) that the mock teacher
+    started with ``seed`` never trained on, and ``check.csv``, the true digits of the first :data:`CHECK_IMAGES`
+    of them (what a user would label by hand); the other true digits are only returned."""
+    from ..datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
+
+    images, labels = load_digits_images(28)
+    _, _, unseen = split_indices(len(labels), DIGITS_TEACHER_SPLIT, seed)
+    return _write_private_data(root / "private", images, labels, unseen, ui or UI(quiet=True))
+
+
 def _write_private_data(
     private: Path, images: torch.Tensor, labels: torch.Tensor, unseen: torch.Tensor, ui: UI
 ) -> _PrivateData:
-    """Write the digits the teacher never saw (indices ``unseen``) as PNGs in ``private``; truth kept aside."""
+    """Write the digits the teacher never saw (indices ``unseen``) as PNGs in ``private``, and the truth of the
+    first :data:`CHECK_IMAGES` of them as the check set ``check.csv`` beside the folder (what a user would label
+    by hand); the rest of the truth is kept aside."""
     names = write_private_folder(images[unseen], private)
     truth = {name: int(labels[i]) for name, i in zip(names, unseen.tolist(), strict=True)}
-    ui.info(f"demo: {len(names)} private digit images (28x28) written to {private}; truth kept aside")
+    write_check_file(check_file_for(private), {name: truth[name] for name in names[:CHECK_IMAGES]})
+    ui.info(f"demo: {len(names)} private digit images (28x28) written to {private}; the true digits of "
+            f"{min(CHECK_IMAGES, len(names))} of them in {check_file_for(private)} (the check set), the rest kept aside")
     return _PrivateData(private, names, truth, images[unseen], labels[unseen])
+
+
+def check_file_for(private: Path) -> Path:
+    """The demo's check set: ``check.csv`` beside its private folder."""
+    return private.parent / "check.csv"
+
+
+def write_check_file(path: Path, labels: dict[str, int]) -> None:
+    """Write hand labels as ``--check`` reads them: a ``file,label`` header, then one row per image."""
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["file", "label"])
+        writer.writerows(sorted(labels.items()))
 
 
 def _server_options(seed: int, teacher_epochs: int | None) -> dict[str, Any]:
@@ -184,7 +210,8 @@ def _run_methods(server: Any, root: Path, data: _PrivateData, opts: _DemoOptions
     ui.info("demo: LDPKiT-Sup (noise each image once, query averages of pairs, train a student)")
     sup = run_label(
         LabelOptions(**common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
-                     output=root / "labels_sup.csv", html_private=opts.html is not None),
+                     output=root / "labels_sup.csv", html_private=opts.html is not None,
+                     check=check_file_for(data.folder)),
         ui=ui,
     )
     ui.stop_progress()
@@ -243,8 +270,13 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
         "so read the accuracy against the data-free baseline, which uses no private information at all.",
         f"money: {sum(r['money'] for r in rows):.4g} spent in total at {DEMO_PRICE} per query (mock prices).",
     ]
+    verdict = answers.sup.get("verdict")
+    if verdict:
+        notes.insert(0, f"verdict on the LDPKiT-Sup labels (what every label run says): {verdict['headline']}")
     if kept:
-        notes.append(f"outputs and state kept in {root}")
+        notes.append(f"outputs and state kept in {root}; label that folder yourself with a mock teacher running "
+                     f"(ldpclient serve-mock --port 8080): ldpclient label {root / 'private'} --teacher "
+                     f"http://127.0.0.1:8080/v2/models/digits --check {root / 'check.csv'} --baseline --html")
     return notes
 
 

@@ -22,7 +22,7 @@ import hashlib
 import logging
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
@@ -32,6 +32,7 @@ from ..data import (
     SpooledImages,
     check_private_folder,
     discover_images,
+    printable_path,
     spool_private_folder,
     to_value_range,
 )
@@ -42,8 +43,17 @@ from ..state import state_dir, state_lock
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
 from ..teachers.units import ByteUnitsTeacher
+from ..text import printable
+from .caps import CapForeseen, check_plan_money, check_release_fits, foresee_money, foresee_privacy
 from .connect import connect_options, open_teacher
-from .label_report import build_report, label_histogram, last_val_accuracy, report_path_for, write_stop_report
+from .label_report import (
+    build_report,
+    judge_run,
+    label_histogram,
+    last_val_accuracy,
+    report_path_for,
+    write_stop_report,
+)
 from .options import LabelOptions
 from .plan import resolve_plan
 from .progress import StageProgress
@@ -51,6 +61,7 @@ from .report import StageTimer, iter_label_rows, label_format_for, write_labels
 from .run_state import RunState
 from .stages import Baseline, LabelRun, RunOutcome, RunSetup, WrittenOutputs
 from .ui import UI
+from .verdict import CheckSet, check_indices, parse_check_rows, read_check_file
 
 __all__ = ["LabelOptions", "ByteUnitsTeacher", "resume_hint", "run_label"]
 
@@ -120,6 +131,7 @@ def label_run(
         found = _find_images(opts, records, public)
         setup = _prepare(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state,
                          counts=_image_counts(found, records, public))
+        setup = replace(setup, check=read_check(opts, setup.meta, _names(found, records)))
         if records is not None:
             images: Any = _given_records(setup, records)
         else:
@@ -142,12 +154,13 @@ def label_run(
 
         report_path = report_path_for(setup.opts)
         written = _write_outputs(setup, images, outcome, report_path)
-        report = build_report(setup, images, outcome, written).to_dict()
+        verdict = judge_run(setup, images.printable_paths, outcome)
+        report = build_report(setup, images, outcome, written, verdict).to_dict()
         if page_images is not None:
             _write_page(setup, report, page_images)
         if report_path is not None:
             write_json(report_path, report, secrets=(token,))
-        return LabelRun(report=report, result=outcome.result, paths=images.printable_paths)
+        return LabelRun(report=report, result=outcome.result, paths=images.printable_paths, verdict=verdict)
 
 
 @dataclass(frozen=True)
@@ -260,6 +273,32 @@ def _find_images(opts: LabelOptions, records: RecordSource | None, public: Recor
     )
 
 
+def _names(found: _Found, records: RecordSource | None) -> tuple[str, ...]:
+    """The private images' names as the labels file writes them, before anything is decoded."""
+    if records is not None:
+        return tuple(str(i) for i in range(len(records)))
+    assert found.private is not None
+    return tuple(printable_path(f) for f in found.private.files)
+
+
+def read_check(opts: LabelOptions, meta: Any, names: Sequence[str]) -> CheckSet | None:
+    """The ``--check`` hand labels (None without), every image among ``names``: ValueError naming the first that is
+    not, before anything is noised or sent. The labels are read on this device only and never sent."""
+    if opts.check is None:
+        return None
+    classes = [str(c) for c in meta.class_names] if meta.class_names else None
+    if isinstance(opts.check, Mapping):
+        check = parse_check_rows(list(opts.check.items()), classes, meta.num_classes, "check=")
+    else:
+        check = read_check_file(opts.check, classes, meta.num_classes)
+    missing = check_indices(check, names)[2]
+    if missing:
+        raise ValueError(f"{check.source}: {len(missing)} of its {len(check)} images are not among the private images "
+                         f"(e.g. {printable(missing[0][:120])!r}); name each as the labels file does: its path "
+                         "relative to the private folder")
+    return check
+
+
 def _image_counts(found: _Found, records: RecordSource | None, public: RecordSource | None) -> tuple[int, int]:
     """Private and public images to plan for, before anything is decoded: the records given, or the image files
     found (files that turn out undecodable are skipped later, and the plan follows: ``RunPlan.with_counts``)."""
@@ -280,6 +319,7 @@ def _prepare(
     n, n_public = counts
     plan = resolve_plan(opts, meta, identity=redact_url(opts.teacher), scope=str(as_teacher(teacher).journal_scope),
                         records=n, public=n_public)
+    check_release_fits(plan)
     return RunSetup(plan=plan, token=token, ui=ui, timer=timer, state=state, teacher=teacher)
 
 
@@ -292,12 +332,32 @@ def _dry_run(
         check_private_folder(opts.private_dir)
     teacher, meta = _connect(opts, token=token, teacher=teacher, state=state_dir(opts.state_dir, create=False))
     try:
-        n, n_public = _image_counts(_find_images(opts, records, public), records, public)
+        found = _find_images(opts, records, public)
+        n, n_public = _image_counts(found, records, public)
         plan = resolve_plan(opts, meta, identity=redact_url(opts.teacher),
                             scope=str(as_teacher(teacher).journal_scope), records=n, public=n_public)
+        read_check(opts, meta, _names(found, records))
+        check_release_fits(plan)
+        warnings = check_plan_money(plan, **_money_so_far(opts, plan.scope))
     finally:
         as_teacher(teacher).close()
-    return LabelRun(report={"dry_run": True, "plan": plan.describe()}, result=None, paths=())
+    return LabelRun(report={"dry_run": True, "plan": plan.describe(), "warnings": warnings}, result=None, paths=())
+
+
+def _money_so_far(opts: LabelOptions, scope: str) -> dict[str, Any]:
+    """What the journal in the state directory recorded for the teacher ``scope``: money spent, and whether it
+    holds answered batches (read only; nothing when there is no journal yet)."""
+    if opts.money_cap is None:
+        return {"spent_money": 0.0, "journal_has_answers": False}
+    path = state_dir(opts.state_dir, create=False) / "journal.sqlite"
+    if not path.exists():
+        return {"spent_money": 0.0, "journal_has_answers": False}
+    from ..teachers import Journal
+    from ..teachers.identity import merge_scope_aliases
+
+    with Journal(path) as journal:
+        merge_scope_aliases(journal, scope)
+        return {"spent_money": journal.total_spend(scope), "journal_has_answers": journal.count(scope) > 0}
 
 
 def _spool(setup: RunSetup, found: Discovery, stage: str) -> SpooledImages:
@@ -365,15 +425,23 @@ def _run_transfer(
             seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,
             **setup.plan.settings.as_kwargs(),
         )
+        base = _baseline_transfer(setup, session, seeds) if opts.baseline else None
+        # every cap the run can foresee, before anything is noised or sent (no stop report: nothing happened)
+        if setup.plan.mode != "data-free":
+            foresee_privacy(ledger, setup.mechanism, records, scope=setup.scope, cap=opts.privacy_cap)
+        foresee_money(client, [p for t in (transfer, base) if t is not None for p in t.query_plans(records, public)],
+                      opts.money_cap)
         with setup.timer.stage("pipeline"):
             result = transfer.run(records, public=public)
         progress.close()
         spent_after = ledger.spent(records).epsilon
         stats_private = dict(asdict(client.stats))
         baseline = None
-        if opts.baseline:
-            baseline = _run_baseline(setup, session, seeds, records, result, stats_private, public)
+        if base is not None:
+            baseline = _run_baseline(setup, session, base, records, result, stats_private, public)
         client_report = client.report()
+    except CapForeseen:
+        raise
     except (CostCapReached, BudgetExceeded) as exc:
         write_stop_report(opts, exc, setup.identity, client, ledger, records, setup.token)
         raise
@@ -388,11 +456,8 @@ def _run_transfer(
                     query_batch_size=setup.plan.query_batch_size, baseline=baseline)
 
 
-def _run_baseline(
-    setup: RunSetup, session: _Session, seeds: _Seeds, records: RecordSource, result: Any,
-    stats_private: Mapping[str, Any], public: RecordSource | None,
-) -> Baseline:
-    """The data-free baseline (blank public input, no privacy cost) and how far it agrees with the private run.
+def _baseline_transfer(setup: RunSetup, session: _Session, seeds: _Seeds) -> Any:
+    """The data-free baseline's transfer (blank public input, no privacy cost), with a progress bar of its own.
 
     Its blank queries are noised at the free level (the plan's ``free_mechanism``), not at the private run's
     epsilon: the strongest data-free labels the study found, whatever epsilon is chosen. With public images it
@@ -400,20 +465,26 @@ def _run_baseline(
     """
     from ..transfer.pipeline import KnowledgeTransfer
 
-    client, n, plan = session.client, len(records), setup.plan
-    base_progress = StageProgress(setup.ui, "baseline ", client)
+    plan = setup.plan
     base_seed = (seeds.seed * 1_000_003 + 0xB45E) % (2**31)
-    free = plan.free_mechanism
     settings = plan.settings.as_kwargs()
     settings["plan"] = replace(settings["plan"], postprocess=plan.free_postprocess)
-    base = KnowledgeTransfer(
-        setup.teacher, free, mode="data-free", seed=base_seed,
+    return KnowledgeTransfer(
+        setup.teacher, plan.free_mechanism, mode="data-free", seed=base_seed,
         release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
-        progress=base_progress, client=client, **settings,
+        progress=StageProgress(setup.ui, "baseline ", session.client), client=session.client, **settings,
     )
+
+
+def _run_baseline(
+    setup: RunSetup, session: _Session, base: Any, records: RecordSource, result: Any,
+    stats_private: Mapping[str, Any], public: RecordSource | None,
+) -> Baseline:
+    """Run the data-free baseline ``base`` (:func:`_baseline_transfer`); how far it agrees with the private run."""
+    client, n = session.client, len(records)
     with setup.timer.stage("baseline"):
         base_result = base.run(records, public=public)
-    base_progress.close()
+    base.progress.close()
     agree = float((base_result.labels == result.labels).float().mean())
     base_conf = (
         base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
@@ -421,7 +492,7 @@ def _run_baseline(
     section = {
         "mode": "data-free" + (" with the public images" if public is not None else ""),
         "epsilon_record": 0.0,
-        "blank_query_noise": free.config(),
+        "blank_query_noise": setup.plan.free_mechanism.config(),
         "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],
         "queries_from_journal": client.stats.queries_from_journal - stats_private["queries_from_journal"],
         "agreement_with_private_run": agree,

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from ..html_page import bar_chart, image_grid, page, paragraph, section, table, text
+from ..html_page import bar_chart, image_grid, page, paragraph, section, table, text, verdict_band
 from ..transfer.mirror_check import mirror_note
 from ..transfer.pipeline import SentSample
 from .mechanism import DATA_FREE_NOTE, weak_privacy_note
@@ -49,6 +49,7 @@ def label_page(report: Mapping[str, Any], images: PageImages, class_names: Seque
     private = images.clean is not None
     title = "ldpclient label: what left this device"
     body = "".join((
+        _verdict_section(report),
         _guarantee_section(report),
         _sent_section(report, images, class_names),
         _counts_section(report),
@@ -61,6 +62,28 @@ def label_page(report: Mapping[str, Any], images: PageImages, class_names: Seque
 
 
 # --------------------------------------------------------------------------- sections
+
+
+def _verdict_section(report: Mapping[str, Any]) -> str:
+    """What the labels are worth, first on the page: the verdict's level and reasons, the check set's score beside
+    the data-free run's (empty for a report written before verdicts existed)."""
+    verdict = report.get("verdict")
+    if not verdict:
+        return ""
+    parts = [verdict_band(str(verdict["level"]), f"The labels are {verdict['level']}."),
+             *(paragraph(str(why)) for why in verdict.get("reasons", []))]
+    check = verdict.get("check")
+    if check:
+        rows = [("these labels", f"{100 * check['accuracy']:.1f}%", f"{100 * check['low']:.1f}-{100 * check['high']:.1f}%",
+                 check["images"])]
+        base = check.get("baseline")
+        if base:
+            rows.append(("data-free run (no privacy spent)", f"{100 * base['accuracy']:.1f}%",
+                         f"{100 * base['low']:.1f}-{100 * base['high']:.1f}%", base["images"]))
+        parts.append(table(rows, header=["accuracy on the check set", "", "95% interval", "images"]))
+        parts.append(paragraph("The check set: private images labelled by hand (--check), read on this device only "
+                               "and never sent; the images went through the run like every other.", note=True))
+    return section("What the labels are worth", *parts)
 
 
 def _guarantee_section(report: Mapping[str, Any]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
@@ -32,6 +32,7 @@ from .run_report import (
     StudentSection,
     TeacherSection,
 )
+from .verdict import Verdict, accuracy_words, check_evidence, judge
 
 if TYPE_CHECKING:
     from ..transfer.pipeline import TransferResult
@@ -39,7 +40,24 @@ if TYPE_CHECKING:
     from .stages import RunOutcome, RunSetup, WrittenOutputs
 
 
-def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: WrittenOutputs) -> RunReport:
+def judge_run(setup: RunSetup, names: Sequence[str], outcome: RunOutcome) -> Verdict:
+    """What the labels of a finished run are worth (:mod:`ldpclient.run.verdict`): the check set's score (the
+    data-free run's beside it), collapse against the teacher's answers, the gain over the data-free run, the
+    student's agreement on held-out noised queries. Reads nothing more than the run has; sends nothing."""
+    result, meta, baseline = outcome.result, setup.meta, outcome.baseline
+    labels = result.labels.tolist()
+    free = baseline.labels.tolist() if baseline is not None else None
+    evidence = check_evidence(setup.check, names, labels, free) if setup.check is not None else None
+    same = float((baseline.labels == result.labels).float().mean()) if baseline is not None else None
+    return judge(num_classes=meta.num_classes, label_counts=label_histogram(result.labels, meta.num_classes),
+                 answer_counts=list(result.teacher_label_histogram), check=evidence, same_as_free=same,
+                 held_out_agreement=last_val_accuracy(result) if result.student is not None else None,
+                 class_names=[str(c) for c in meta.class_names] if meta.class_names else None)
+
+
+def build_report(
+    setup: RunSetup, images: Any, outcome: RunOutcome, written: WrittenOutputs, verdict: Verdict
+) -> RunReport:
     """The run report of a finished label run (``ui.py`` and ``ldpclient audit`` read it; JSON via ``to_dict``)."""
     opts, meta, mechanism, result = setup.opts, setup.meta, setup.mechanism, outcome.result
     return RunReport(
@@ -53,7 +71,7 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
         mechanism=MechanismSection(name=opts.mechanism, epsilon=opts.epsilon, epsilon_unit=opts.epsilon_unit,
                                    delta=opts.delta, reduce=opts.reduce, config=mechanism.config()),
         guarantee=result.guarantee.as_dict(),
-        guarantee_note=_guarantee_note(result),
+        guarantee_note=_guarantee_note(result, accuracy_words(verdict.as_dict())),
         augment=opts.augment,
         postprocess=opts.postprocess,
         # the full query plan: with the teacher's query log it maps every logged query to its records
@@ -84,11 +102,13 @@ def build_report(setup: RunSetup, images: Any, outcome: RunOutcome, written: Wri
         outputs=written.outputs,
         versions=versions(),
         run_plan=setup.plan.describe(),
+        verdict=verdict.as_dict(),
     )
 
 
-def _guarantee_note(result: TransferResult) -> str:
-    """The report's words beside the guarantee: what the figure means, and what it bought."""
+def _guarantee_note(result: TransferResult, measured: str | None) -> str:
+    """The report's words beside the guarantee: what the figure means, and what it bought (``measured``: the
+    accuracy on the check set in words, None without one)."""
     data_free = result.guarantee.public_input
     return " ".join(filter(None, (
         DATA_FREE_NOTE + "." if data_free else
@@ -96,7 +116,7 @@ def _guarantee_note(result: TransferResult) -> str:
         "post-processing (augmentation, blur, clipping) adds nothing; inputs are clipped to the declared domain "
         "before noising.",
         weak_privacy_note(result.guarantee.epsilon_record),
-        f"Accuracy: {utility_note(data_free)}.",
+        f"Accuracy: {measured or utility_note(data_free)}.",
     )))
 
 

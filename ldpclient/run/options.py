@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Mapping, Optional
 
 import torch
 
@@ -111,6 +111,9 @@ class LabelOptions(SharedOptions):
     html: bool = False  # also write <output stem>.html: what was sent, the guarantee, counts, the student
     html_private: bool = False  # show the clean private images on that page too (implies html)
     dry_run: bool = False  # resolve and show the plan only: nothing decoded, noised, sent or charged
+    #: hand labels of some private images, to score the labels written: a ``file,label`` CSV (``--check``), or
+    #: (the library) a mapping image name -> class name or index; read on this device only, never sent
+    check: Optional[Path | Mapping[str, Any]] = None
 
     zero_epsilon_means: ClassVar[str | None] = "data-free, nothing private sent"
 
@@ -185,6 +188,11 @@ class LabelOptions(SharedOptions):
                 raise ValueError(f"--output {str(self.output)!r} is a directory; give a file name")
         if not self.teacher:
             raise ValueError("--teacher must be a URL or adapter name")
+        if self.money_cap is not None and self.price == 0:
+            raise ValueError("--money-cap needs the price of a query: give --price (money per image queried); "
+                             "without it every query counts as free and the cap could never stop a run")
+        if isinstance(self.check, Path) and not self.check.is_file():
+            raise ValueError(f"--check {str(self.check)!r} is not a file (a CSV of file,label rows)")
 
 
 @dataclass(frozen=True)

@@ -213,6 +213,9 @@ class RunReport:
     #: Every setting of the run as resolved before it touched data (``RunPlan.describe``: what ``label
     #: --dry-run`` prints); None in reports written before it existed.
     run_plan: dict[str, Any] | None = None
+    #: What the labels are worth (``ldpclient.run.verdict.Verdict.as_dict``: level, headline, reasons, evidence);
+    #: None in reports written before it existed.
+    verdict: dict[str, Any] | None = None
     schema: int = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -240,7 +243,7 @@ class RunReport:
                 "settings and query plan; finish the run (run the same 'ldpclient label' again) and use its report"
             )
         names = [f.name for f in fields(cls)]
-        _check_keys(d, names, where, optional=frozenset({"run_plan"}))
+        _check_keys(d, names, where, optional=frozenset({"run_plan", "verdict"}))
         kwargs = {k: _section(_SECTIONS[k], d[k], k, where) if k in _SECTIONS else d[k] for k in names if k in d}
         return cls(**kwargs)
 

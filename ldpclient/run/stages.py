@@ -15,6 +15,7 @@ from ..transfer.pipeline import TransferResult
 from .options import LabelOptions
 from .plan import RunPlan
 from .report import StageTimer
+from .verdict import CheckSet, Verdict
 
 if TYPE_CHECKING:
     from .ui import UI
@@ -32,6 +33,8 @@ class RunSetup:
     timer: StageTimer
     state: Path
     teacher: Teacher
+    #: the hand labels of ``--check`` (None: none), read and matched to the images before anything is noised
+    check: CheckSet | None = None
 
     @property
     def opts(self) -> LabelOptions:
@@ -101,6 +104,8 @@ class LabelRun:
     report: dict[str, Any]
     result: TransferResult | None  # None for a dry run (``report`` is then ``{"dry_run": True, "plan": ...}``)
     paths: tuple[str, ...]
+    #: what the labels are worth (None for a dry run); also the report's ``verdict`` section
+    verdict: Verdict | None = None
 
 
 __all__ = ["Baseline", "LabelRun", "RunOutcome", "RunSetup", "WrittenOutputs"]

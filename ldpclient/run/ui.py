@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from rich.console import Console
 from rich.progress import (
@@ -28,6 +28,7 @@ from ..text import printable
 from ..transfer.mirror_check import mirror_note
 from .mechanism import DATA_FREE_NOTE, utility_note, weak_privacy_note
 from .run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
+from .verdict import accuracy_words
 
 
 class StageProgress:
@@ -151,10 +152,11 @@ class UI:
         r = report if isinstance(report, RunReport) else RunReport.from_dict(report)
         g, q = r.guarantee, r.queries
         rows = [
+            *_verdict_rows(r.verdict),
             ("labels", f"{r.counts.labelled} written to {r.outputs['labels']}"),
             ("privacy", _guarantee_line(g)),
             ("sampling", str(g.get("sampling", "unknown"))),
-            ("accuracy", utility_note(bool(g.get("public_input")))),
+            ("accuracy", accuracy_words(r.verdict) or utility_note(bool(g.get("public_input")))),
             *_assumed_rows(r.teacher),
             ("ledger", _label_ledger_line(r.ledger)),
             ("queries", f"{q.sent} sent, {q.from_journal} answered from the journal (not paid again)"
@@ -180,10 +182,13 @@ class UI:
         rows.append(("report", str(r.outputs["report"])))
         if "html" in r.outputs:
             rows.append(("page", f"{r.outputs['html']} (open it in a browser)"))
-        self._table("ldpclient label: done", rows)
+        level = (r.verdict or {}).get("level")
+        self._table("ldpclient label: done" + (f"; the labels are {level.upper()}" if level and level != "usable"
+                                               else ""), rows)
 
-    def plan_summary(self, plan: Mapping[str, Any]) -> None:
-        """``label --dry-run``: the resolved plan (:meth:`ldpclient.run.plan.RunPlan.describe`), nothing done."""
+    def plan_summary(self, plan: Mapping[str, Any], warnings: Sequence[str] = ()) -> None:
+        """``label --dry-run``: the resolved plan (:meth:`ldpclient.run.plan.RunPlan.describe`), nothing done, and
+        ``warnings``: what the plan may cross (a cap it can only bound)."""
         if self.quiet:
             return
         t, rel, q, sp, st, im = plan["teacher"], plan["release"], plan["queries"], plan["spend"], plan["student"], \
@@ -214,6 +219,7 @@ class UI:
         if plan.get("baseline"):
             rows.append(("baseline", f"data-free, blank queries noised as {plan['baseline']['blank_query_noise']}"))
         rows.append(("note", sp["note"]))
+        rows += [("warning", w) for w in warnings]
         self._table("ldpclient label --dry-run: nothing decoded, noised, sent or charged", rows)
 
     def noise_summary(self, result: Mapping[str, Any]) -> None:
@@ -332,6 +338,14 @@ def _ledger_line(ledger: Mapping[str, Any]) -> str:
         f"{ledger.get('fresh', 0)} records noised now, {ledger.get('reused', 0)} reused; "
         f"max total spend per record epsilon {ledger.get('max_spent_epsilon', 0.0):.4g} ({cap_s})"
     )
+
+
+def _verdict_rows(verdict: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The verdict's lines: its level and deciding reason, then the other reasons (none for an older report)."""
+    if not verdict:
+        return []
+    reasons = list(verdict.get("reasons") or [])
+    return [("verdict", str(verdict["headline"])), *(("", str(why)) for why in reasons[1:])]
 
 
 def _agreement_line(b: Mapping[str, Any]) -> str:

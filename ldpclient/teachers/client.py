@@ -396,6 +396,19 @@ class QueryClient:
         ]
         return torch.cat(out) if out else torch.zeros(0, dtype=torch.int64)
 
+    def to_pay(self, batches: Iterable[tuple[str, int]]) -> tuple[int, float]:
+        """Of ``batches`` (batch id, queries in it), the queries the journal has not answered for this teacher and
+        what sending them would cost at most (per query and per request; an answered batch is never paid again).
+        Sends nothing: what a run checks against the money cap before it noises or sends anything."""
+        self._start()
+        answered = set(self.journal.batch_ids(self.scope)) if self.journal is not None else set()
+        queries = requests = 0
+        for batch_id, size in dict(batches).items():  # a batch id is sent (and paid) once
+            if batch_id not in answered:
+                queries += int(size)
+                requests += self._requests_for(int(size))
+        return queries, self.cost.cost_of(queries, requests)
+
     def reconcile(self) -> Reconciliation:
         """Server-reported billed units vs queries answered in this client's runs."""
         return self.cost.reconcile()

@@ -383,6 +383,8 @@ class KnowledgeTransfer:
         self.seed = int(seed)
         self.release_generator = release_generator
         self.progress = progress
+        #: the public images as :meth:`_public_for` prepared them last: (the images given, plan fingerprint, queries)
+        self._prepared_public: tuple[Any, str, _Public] | None = None
         self._unpack_settings()
 
     def _unpack_settings(self) -> None:
@@ -478,6 +480,22 @@ class KnowledgeTransfer:
         )
 
     # ------------------------------------------------------------------ run
+    def query_plans(
+        self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None = None
+    ) -> list[QueryPlan]:
+        """The query plans :meth:`run` would have the teacher label for ``records`` (and ``public``), in the order it
+        sends them: the public images' and the mirror check's copies', then the private (or blank) queries'. Each
+        batch ``b`` of a plan is sent as ``plan.batch_id(b)`` (a journal that answered it is not paid again).
+        Nothing is released, sent or charged; the public images are read (their batch ids come from their values)
+        and what that prepared is kept for :meth:`run` on the same ``public``."""
+        meta = self.teacher.metadata()
+        source = as_record_source(records)
+        plan = self._plan(self._check_records(source, meta), self._query_batch_size(meta))
+        if public is None or self.mode == "sidp":
+            return [plan]
+        prepared = self._public_for(public, source.record_shape, plan)
+        return [part for part, _, _ in prepared.labelled_parts()] + [plan]
+
     def run(
         self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None = None
     ) -> TransferResult:
@@ -498,7 +516,7 @@ class KnowledgeTransfer:
         released = self._release_records(records, n, timings)  # 1. release
         queries = self._prepare_queries(records, released.release, meta, n, timings)  # 2. post-process and plan
         if public is not None:
-            queries.public = self._prepare_public(as_record_source(public), records.record_shape, queries.plan)
+            queries.public = self._public_for(public, records.record_shape, queries.plan)
         store, public_counts = self._label_queries(queries, meta, timings)  # 3. label the queries
         counts = {**released.counts, "queries": store.num_labelled, "batches": queries.plan.num_batches,
                   **public_counts}
@@ -593,8 +611,7 @@ class KnowledgeTransfer:
         """Step 2: set up the (lazy) post-processing, plan the queries, release the blanks; timings in s."""
         t = time.perf_counter()
         source = self._postprocess(release)
-        q_batch = self.query_batch_size or defaults.query_batch_size(meta.max_batch_size)
-        plan = self._plan(n, q_batch)
+        plan = self._plan(n, self._query_batch_size(meta))
         blank_source = None
         if plan.num_blank:
             blank_source = self._postprocess(self._release_all(None, plan.n_blank, records.record_shape))
@@ -603,6 +620,20 @@ class KnowledgeTransfer:
         lo, hi = meta.value_range
         clip = ClipToDomain(Domain(lo, hi)) if self.clip_queries else None
         return _Queries(plan, source, blank_source, clip)
+
+    def _query_batch_size(self, meta: TeacherMetadata) -> int:
+        """Queries per plan batch: the setting, else the default for the teacher's largest batch."""
+        return self.query_batch_size or defaults.query_batch_size(meta.max_batch_size)
+
+    def _public_for(self, public: torch.Tensor | RecordSource, shape: tuple[int, ...], plan: QueryPlan) -> _Public:
+        """:meth:`_prepare_public` of ``public`` for ``plan``, prepared once: :meth:`query_plans` and :meth:`run`
+        on the same images share it."""
+        kept = self._prepared_public
+        if kept is not None and kept[0] is public and kept[1] == plan.fingerprint:
+            return kept[2]
+        prepared = self._prepare_public(as_record_source(public), shape, plan)
+        self._prepared_public = (public, plan.fingerprint, prepared)
+        return prepared
 
     def _prepare_public(self, public: RecordSource, shape: tuple[int, ...], plan: QueryPlan) -> _Public:
         """The public images as releases without noise (:func:`~ldpclient.privacy.public.public_release`) and

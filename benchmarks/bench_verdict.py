@@ -1,0 +1,133 @@
+"""Calibration of the verdict (issue 44): does every run's verdict say what its labels are worth?
+
+Each run is the library's front door, ``ldpclient.label`` (the whole ``label`` command: defaults, ledger,
+journal, verdict), on a real set's private part with an in-process teacher (``bench_adapt``'s cached
+teachers), given a **check set** of ``--check`` random private images with their true labels. It records the
+verdict (level, reasons), the check set's estimate and 95 % interval, and the **true** accuracy of the labels
+written over every private image, so a table can set the estimate beside the truth.
+
+Settings: ``defaults`` (the library's, with ``--baseline``) and deliberately poor ones: ``docs-example`` (the
+first example of docs/cli.md: Laplace at epsilon 4 per element on 4x4 averages, 400 queries), ``few-queries``
+(100 queries), ``tiny-epsilon`` (epsilon 1 per image). Results are appended to a JSONL file (finished runs are
+skipped); ``--table`` prints them::
+
+    .venv/bin/python benchmarks/bench_verdict.py --dataset digits mnist colour-digits cifar10 --seeds 3 \\
+        --out benchmarks/results/verdict.jsonl
+    .venv/bin/python benchmarks/bench_verdict.py --dataset cifar10 --teacher resnet --settings defaults \\
+        --seeds 3 --out benchmarks/results/verdict.jsonl
+    .venv/bin/python benchmarks/bench_verdict.py --table --out benchmarks/results/verdict.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_adapt  # noqa: E402
+
+import ldpclient  # noqa: E402
+from ldpclient.teachers.local import LocalTeacher  # noqa: E402
+
+#: Options of each setting (``ldpclient.label`` keywords on top of the defaults).
+SETTINGS: dict[str, dict[str, Any]] = {
+    "defaults": {"baseline": True},
+    "docs-example": {"epsilon": 4.0, "epsilon_unit": "element", "reduce": 4, "queries": 400},
+    "few-queries": {"queries": 100},
+    "tiny-epsilon": {"epsilon": 1.0},
+}
+
+
+def run_one(data: tuple, teacher_arch: str, setting: str, seed: int, check_size: int) -> dict[str, Any]:
+    """One label run on ``data`` (``bench_adapt.load_dataset``'s tuple) with ``setting``; the row it records."""
+    label, tx, ty, px, py = data
+    model = bench_adapt.cached_teacher(label, tx, ty, teacher_arch)
+    teacher = LocalTeacher(model, tuple(px.shape[1:]), 10, name=f"{label}-{teacher_arch}")
+    with torch.no_grad():
+        teacher_acc = float((model(px).argmax(1) == py).float().mean())
+    picked = torch.randperm(len(px), generator=torch.Generator().manual_seed(1000 + seed))[:check_size]
+    check = {str(int(k)): int(py[k]) for k in picked}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as state:
+        result = ldpclient.label(px, teacher, state_dir=state, seed=seed, check=check, **SETTINGS[setting])
+    verdict = result.verdict
+    assert verdict.check is not None
+    return {
+        "dataset": label, "teacher": teacher_arch, "teacher_accuracy": teacher_acc, "setting": setting,
+        "seed": seed, "check_size": check_size, "level": verdict.level, "reasons": verdict.reasons,
+        "estimate": verdict.check["accuracy"], "low": verdict.check["low"], "high": verdict.check["high"],
+        "true_accuracy": float((result.labels == py).float().mean()), "top_share": verdict.collapse["top_share"],
+        "baseline_estimate": verdict.check["baseline"]["accuracy"] if verdict.check["baseline"] else None,
+        "same_as_free": verdict.same_as_free, "epsilon_record": result.guarantee.epsilon_record,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _key(r: dict[str, Any]) -> tuple:
+    return (r["dataset"], r["teacher"], r["setting"], r["seed"], r["check_size"])
+
+
+def table(path: Path) -> None:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["dataset"], r["teacher"], r["setting"]), []).append(r)
+    print("| set (teacher, its accuracy) | setting | verdicts | check estimate | true accuracy | |estimate - true| "
+          "max | inside the 95% interval |")
+    print("|---|---|---|---|---|---|---|")
+    for (ds, arch, setting), rs in sorted(groups.items()):
+        levels = ", ".join(sorted({r["level"] for r in rs}, key=lambda v: ["usable", "doubtful",
+                                                                          "not worth having"].index(v)))
+        counts = {lvl: sum(r["level"] == lvl for r in rs) for lvl in ("usable", "doubtful", "not worth having")}
+        level_s = " / ".join(f"{n} {lvl}" for lvl, n in counts.items() if n) or levels
+        est = [100 * r["estimate"] for r in rs]
+        true = [100 * r["true_accuracy"] for r in rs]
+        err = max(abs(e - t) for e, t in zip(est, true, strict=True))
+        inside = sum(r["low"] <= r["true_accuracy"] <= r["high"] for r in rs)
+        print(f"| {ds} ({arch}, {100 * rs[0]['teacher_accuracy']:.1f}%) | {setting} | {level_s} | {_ms(est)} | "
+              f"{_ms(true)} | {err:.1f} | {inside} of {len(rs)} |")
+
+
+def _ms(v: list[float]) -> str:
+    return f"{statistics.mean(v):.1f} ± {statistics.stdev(v):.1f}" if len(v) > 1 else f"{v[0]:.1f}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", nargs="+", default=["digits"], choices=bench_adapt.DATASETS)
+    ap.add_argument("--teacher", default="small_cnn", choices=bench_adapt.TEACHERS)
+    ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--check", type=int, default=100, help="images in the check set (default 100)")
+    ap.add_argument("--out", type=Path, default=Path("verdict.jsonl"))
+    ap.add_argument("--table", action="store_true", help="print the table of --out and stop")
+    args = ap.parse_args(argv)
+    if args.table:
+        table(args.out)
+        return
+    done = set()
+    if args.out.exists():
+        done = {_key(json.loads(line)) for line in args.out.read_text().splitlines() if line.strip()}
+    for dataset in args.dataset:
+        data = bench_adapt.load_dataset(dataset, 28)
+        for setting in args.settings:
+            for seed in range(args.seeds):
+                if (data[0], args.teacher, setting, seed, args.check) in done:
+                    continue
+                row = run_one(data, args.teacher, setting, seed, args.check)
+                with args.out.open("a") as fh:
+                    fh.write(json.dumps(row) + "\n")
+                print(json.dumps({k: v for k, v in row.items() if k != "reasons"}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,380 @@
+"""The verdict on a label run's labels: usable, doubtful or not worth having, with the reasons in words.
+
+Every run ends with one (the summary, ``--json``, the report's ``verdict`` section, the top of the page,
+``LabelResult.verdict``). It is computed from what the run already has, at no privacy cost and with no query:
+
+* **the check set** (``--check LABELS.csv``): a few private images the user labelled by hand. Their labels
+  are read on this device only, never sent, and used for nothing but the score; the images themselves went
+  through the run like every other private image, so the accuracy on them (with its 95 % Wilson interval)
+  estimates the accuracy of the labels written. The data-free baseline's labels are scored on them too.
+* **collapse**: the labels' class shares against the teacher's answers and the number of classes (one
+  class taking most labels; classes the teacher often answered never given).
+* **worth of the private data** (``--baseline``): how often the labels differ from the data-free run's, and
+  on the check set whether they are better.
+* **agreement on held-out noised queries** (the student's validation accuracy): how well the student learned
+  the teacher's answers to *noised* queries, set beside always answering the teacher's most frequent class.
+  It is not an accuracy on the clean images.
+
+The rules, in order (``chance`` = 1 / classes; ``floor`` = chance + 10 % of the way to 100 %: 19 % for 10
+classes, 55 % for 2):
+
+1. With a check set, its evidence decides the accuracy: the labels are **not worth having** when their
+   accuracy on it is below ``floor`` (at chance); **doubtful** when the interval reaches below ``floor`` (too
+   few check images to tell), when its top is below 50 % (most labels are wrong), or when, on the same
+   images, they are significantly worse than the data-free
+   run's (two-sided sign test at 5 % on the images where exactly one of the two is right: its labels are
+   better and spent no privacy). No significant gain over it is said in the reasons (the privacy spent bought
+   nothing measurable) without lowering the level: the labels are as good as their accuracy.
+2. A collapse is **not worth having** (one class holds 80 % of the labels or more, with 3 classes or more,
+   while the teacher gave that class at most half as often) and a partial one **doubtful** (one class holds
+   half the labels or more and at least twice its share of the teacher's answers and of chance; or half the
+   classes the teacher gave often never appear) -- unless the check set shows the labels right (its
+   interval's bottom above ``floor``: a folder may really hold one class).
+3. Without a check set, a student that does no better on held-out noised queries than always answering the
+   teacher's most frequent class is **doubtful**; a run whose labels are the data-free run's on 95 % of
+   images or more says that the privacy spent bought nothing measurable.
+4. Otherwise **usable**; without a check set the reasons say the accuracy was not measured.
+
+Units: shares and accuracies in ``[0, 1]``; counts are images (labels) or queries (teacher answers).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+USABLE, DOUBTFUL, NOT_WORTH = "usable", "doubtful", "not worth having"
+#: The levels, best first.
+LEVELS = (USABLE, DOUBTFUL, NOT_WORTH)
+#: z of a two-sided 95 % interval.
+Z95 = 1.959963984540054
+#: One class holding this share of the labels or more is a collapse (3 classes or more) ...
+COLLAPSE_SHARE = 0.8
+#: ... and half of them a partial one (with the conditions of rule 2 above).
+DOMINANT_SHARE = 0.5
+#: Accuracy whose 95 % interval stays below this share is doubtful whatever the chance level: most labels wrong.
+MOSTLY_RIGHT = 0.5
+#: Labels equal to the data-free run's on this share of images or more: the privacy bought nothing measurable.
+SAME_AS_FREE = 0.95
+#: Largest check file read (bytes): a check set is a few hundred hand-labelled images, not a data set.
+MAX_CHECK_BYTES = 16 * 2**20
+
+
+def wilson_interval(hits: int, total: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial share ``hits / total`` (95 % by default); ``(0, 1)`` for none."""
+    if total <= 0:
+        return 0.0, 1.0
+    p = hits / total
+    denom = 1 + z * z / total
+    centre = (p + z * z / (2 * total)) / denom
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def sign_test_p(wins: int, losses: int) -> float:
+    """Two-sided exact sign test: the chance of a split at least as uneven as ``wins``/``losses`` at 50/50."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def informative_floor(num_classes: int) -> float:
+    """The accuracy below which labels count as at chance: chance plus 10 % of the way to 100 %."""
+    chance = 1 / max(1, num_classes)
+    return chance + 0.1 * (1 - chance)
+
+
+@dataclass(frozen=True)
+class CheckSet:
+    """Hand labels of some private images: ``labels[name]`` is the class index of the image named ``name`` (its
+    path relative to the private folder, as the labels file writes it; ``"0"``.. for records handed over)."""
+
+    labels: Mapping[str, int]
+    source: str = "check set"
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def read_check_file(path: str | Path, class_names: Sequence[str] | None, num_classes: int) -> CheckSet:
+    """Read ``--check FILE``: CSV rows ``file,label`` (a header row ``file,label`` or ``path,label`` may come
+    first); a label is a class name the teacher publishes or a class index ``0..num_classes-1``. ValueError, one
+    line naming the file and row, for anything else (a duplicate file, an unknown class, an empty file)."""
+    p = Path(path)
+    where = f"--check {str(p)!r}"
+    try:
+        if p.stat().st_size > MAX_CHECK_BYTES:
+            raise ValueError(f"{where} is larger than {MAX_CHECK_BYTES // 2**20} MiB; a check set is a few hundred "
+                             "hand-labelled images")
+        text = p.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ValueError(f"{where} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where}: cannot read it: {' '.join(str(exc).split())}") from None
+    rows = [r for r in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in r)]
+    if rows and [c.strip().lower() for c in rows[0][:2]] in (["file", "label"], ["path", "label"]):
+        rows = rows[1:]
+    return parse_check_rows(rows, class_names, num_classes, where)
+
+
+def parse_check_rows(
+    rows: Sequence[Sequence[Any]], class_names: Sequence[str] | None, num_classes: int, where: str = "check set"
+) -> CheckSet:
+    """A :class:`CheckSet` from ``(name, label)`` rows (see :func:`read_check_file`)."""
+    index = {str(name): k for k, name in enumerate(class_names or ())}
+    labels: dict[str, int] = {}
+    for line, row in enumerate(rows, 1):
+        if len(row) != 2:
+            raise ValueError(f"{where}: row {line} has {len(row)} fields; each row is 'file,label'")
+        name, raw = str(row[0]).strip(), row[1]
+        label = _class_index(raw, index, num_classes)
+        if label is None:
+            known = f"a class name ({', '.join(list(index)[:5])}{', ...' if len(index) > 5 else ''}) or " if index else ""
+            raise ValueError(f"{where}: row {line}: label {str(raw)[:40]!r} is not {known}a class index "
+                             f"0..{num_classes - 1}")
+        if not name:
+            raise ValueError(f"{where}: row {line} names no file")
+        if name in labels:
+            raise ValueError(f"{where}: row {line}: {name[:80]!r} is labelled twice")
+        labels[name] = label
+    if not labels:
+        raise ValueError(f"{where} holds no labelled image")
+    return CheckSet(labels, where)
+
+
+def _class_index(raw: Any, index: Mapping[str, int], num_classes: int) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if 0 <= raw < num_classes else None
+    text = str(raw).strip()
+    if text in index:
+        return index[text]
+    if text.isdigit() and int(text) < num_classes:
+        return int(text)
+    return None
+
+
+def check_indices(check: CheckSet, names: Sequence[str]) -> tuple[list[int], list[int], list[str]]:
+    """Where the check set's images are among ``names`` (the images labelled): ``(indices, truths, missing)``,
+    ``missing`` the check names that are not among them (skipped as undecodable, or not in the folder)."""
+    where = {name: k for k, name in enumerate(names)}
+    idx, truth, missing = [], [], []
+    for name, label in check.labels.items():
+        k = where.get(name)
+        if k is None:
+            missing.append(name)
+        else:
+            idx.append(k)
+            truth.append(label)
+    return idx, truth, missing
+
+
+@dataclass(frozen=True)
+class Score:
+    """Accuracy on the check set: ``correct`` of ``images``, with its 95 % Wilson interval ``[low, high]``."""
+
+    images: int
+    correct: int
+    accuracy: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, predicted: Sequence[int], truth: Sequence[int]) -> "Score":
+        correct = sum(int(p) == int(t) for p, t in zip(predicted, truth, strict=True))
+        n = len(truth)
+        low, high = wilson_interval(correct, n)
+        return cls(n, correct, correct / n if n else float("nan"), low, high)
+
+
+@dataclass(frozen=True)
+class CheckEvidence:
+    """What the check set says: the labels' score, the data-free run's on the same images (None without
+    ``--baseline``), and the images where exactly one of the two is right (``wins``: the labels only)."""
+
+    score: Score
+    baseline: Score | None = None
+    wins: int = 0
+    losses: int = 0
+    missing: int = 0
+
+
+def check_evidence(
+    check: CheckSet, names: Sequence[str], labels: Sequence[int], baseline: Sequence[int] | None = None
+) -> CheckEvidence | None:
+    """Score ``labels`` (and the data-free run's ``baseline`` labels) on the check set; None when none of its
+    images is among ``names``."""
+    idx, truth, missing = check_indices(check, names)
+    if not idx:
+        return None
+    mine = [int(labels[k]) for k in idx]
+    ev = CheckEvidence(Score.of(mine, truth), missing=len(missing))
+    if baseline is None:
+        return ev
+    free = [int(baseline[k]) for k in idx]
+    wins = sum(m == t != f for m, f, t in zip(mine, free, truth, strict=True))
+    losses = sum(f == t != m for m, f, t in zip(mine, free, truth, strict=True))
+    return CheckEvidence(ev.score, Score.of(free, truth), wins, losses, len(missing))
+
+
+@dataclass(frozen=True)
+class Collapse:
+    """The labels' class shares against the teacher's answers: ``top_class`` holds ``top_share`` of the labels
+    and ``teacher_share`` of the teacher's answers; ``missing_classes``: classes the teacher answered at least
+    half as often as chance that no image got; ``often_answered``: how many classes it answered that often."""
+
+    top_class: int
+    top_share: float
+    teacher_share: float
+    missing_classes: list[int]
+    often_answered: int
+    level: str
+
+    @classmethod
+    def of(cls, label_counts: Sequence[int], answer_counts: Sequence[int]) -> "Collapse":
+        k = len(label_counts)
+        n, q = sum(label_counts), sum(answer_counts)
+        top = max(range(k), key=lambda c: label_counts[c]) if k else 0
+        share = label_counts[top] / n if n else 0.0
+        teacher = answer_counts[top] / q if q and top < len(answer_counts) else 0.0
+        often = [c for c in range(min(k, len(answer_counts))) if q and answer_counts[c] / q >= 0.5 / k]
+        missing = [c for c in often if label_counts[c] == 0]
+        level = USABLE
+        if k >= 3 and share >= COLLAPSE_SHARE and teacher <= share / 2:
+            level = NOT_WORTH
+        elif (k >= 3 and share >= DOMINANT_SHARE and share >= 2 * max(teacher, 1 / k)) or (
+                len(often) >= 2 and len(missing) * 2 >= len(often)):
+            level = DOUBTFUL
+        return cls(top, share, teacher, missing, len(often), level)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict: ``level`` (one of :data:`LEVELS`), ``reasons`` in words (the first is the one that decided),
+    and the evidence it read (``check``: accuracy on the check set; ``collapse``; ``same_as_free``: share of
+    labels equal to the data-free run's; ``held_out_agreement``: the student's agreement with the teacher on
+    held-out noised queries, beside ``majority_answer_share``)."""
+
+    level: str
+    reasons: list[str]
+    check: dict[str, Any] | None = None
+    collapse: dict[str, Any] = field(default_factory=dict)
+    same_as_free: float | None = None
+    held_out_agreement: float | None = None
+    majority_answer_share: float | None = None
+
+    @property
+    def headline(self) -> str:
+        """One line: the level and the deciding reason."""
+        return f"{self.level}: {self.reasons[0]}" if self.reasons else self.level
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "headline": self.headline, **asdict(self)}
+
+
+def accuracy_words(verdict: Mapping[str, Any] | None) -> str | None:
+    """The check set's score in words (with the data-free run's beside it), None without a check set: what a
+    summary says where it would otherwise say that the accuracy was not measured."""
+    check = (verdict or {}).get("check")
+    if not check:
+        return None
+    words = (f"{_pct(check['accuracy'])} on the check set of {check['images']} hand-labelled images (95% interval "
+             f"{_pct(check['low'])}-{_pct(check['high'])})")
+    base = check.get("baseline")
+    return words + (f"; the data-free run {_pct(base['accuracy'])} on the same images" if base else "")
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _name(c: int, class_names: Sequence[str] | None) -> str:
+    return repr(str(class_names[c])) if class_names is not None and c < len(class_names) else f"class {c}"
+
+
+def judge(
+    *,
+    num_classes: int,
+    label_counts: Sequence[int],
+    answer_counts: Sequence[int],
+    check: CheckEvidence | None = None,
+    same_as_free: float | None = None,
+    held_out_agreement: float | None = None,
+    class_names: Sequence[str] | None = None,
+) -> Verdict:
+    """The verdict from the run's evidence (see the module doc for the rules). ``label_counts``: images per
+    class in the labels written; ``answer_counts``: the teacher's answers per class over the run's queries;
+    ``same_as_free``: share of images whose label equals the data-free run's (None without ``--baseline``)."""
+    floor = informative_floor(num_classes)
+    found: list[tuple[str, str]] = []  # (level, reason) in the order of the rules
+    checked_right = False
+    check_dict = None
+    if check is not None:
+        s = check.score
+        check_dict = {**asdict(s), "floor": floor, "missing": check.missing,
+                      "baseline": asdict(check.baseline) if check.baseline is not None else None,
+                      "wins_over_baseline": check.wins, "losses_to_baseline": check.losses}
+        acc = (f"{_pct(s.accuracy)} right on the check set ({s.correct} of {s.images} hand-labelled images; 95% "
+               f"interval {_pct(s.low)}-{_pct(s.high)})")
+        checked_right = s.low >= floor
+        if s.accuracy < floor:
+            found.append((NOT_WORTH, f"{acc}: at chance (below {_pct(floor)} for {num_classes} classes)"))
+        elif s.low < floor:
+            found.append((DOUBTFUL, f"{acc}: too few check images to tell it from chance ({_pct(floor)})"))
+        elif s.high < MOSTLY_RIGHT:
+            found.append((DOUBTFUL, f"{acc}: better than chance, but most labels are wrong"))
+        else:
+            found.append((USABLE, acc))
+        if check.baseline is not None:
+            b = check.baseline
+            p = sign_test_p(check.wins, check.losses)
+            versus = (f"the data-free run (no privacy spent) gets {_pct(b.accuracy)} on the same images; the labels "
+                      f"are right where it is wrong on {check.wins}, wrong where it is right on {check.losses}")
+            if check.losses > check.wins and p < 0.05:
+                found.append((DOUBTFUL, f"worse than the data-free run: {versus}; its labels "
+                                        "(*.baseline.csv) are better and spent no privacy"))
+            elif check.wins <= check.losses or p >= 0.05:
+                found.append((USABLE, f"no measurable gain over the data-free run: {versus}; the privacy spent "
+                                      "bought nothing measurable"))
+            else:
+                found.append((USABLE, f"better than the data-free run: {versus}"))
+    collapse = Collapse.of(label_counts, answer_counts)
+    top = _name(collapse.top_class, class_names)
+    if collapse.level != USABLE:
+        why = (f"{_pct(collapse.top_share)} of the labels are {top}, which the teacher gave to "
+               f"{_pct(collapse.teacher_share)} of the queries")
+        if collapse.top_share < DOMINANT_SHARE:
+            why = (f"{len(collapse.missing_classes)} of the {collapse.often_answered} classes the teacher often "
+                   f"answered never appear in the labels")
+        if checked_right:
+            found.append((USABLE, f"{why}; the check set shows the labels right all the same"))
+        else:
+            found.append((collapse.level, f"the labels collapsed: {why}"))
+    majority = max(answer_counts) / sum(answer_counts) if sum(answer_counts) else None
+    if check is None and held_out_agreement is not None and majority is not None:
+        if held_out_agreement <= majority + 0.02:
+            found.append((DOUBTFUL, f"the student agrees with the teacher on {_pct(held_out_agreement)} of held-out "
+                                    f"noised queries, no better than always answering its most frequent class "
+                                    f"({_pct(majority)}): it learned little from the answers"))
+    if check is None:
+        found.append((USABLE, "no collapse seen, but accuracy not measured: give --check FILE with a few "
+                              "hand-labelled private images (read here only, never sent) to measure it"))
+    if same_as_free is not None and (check is None or check.baseline is None) and same_as_free >= SAME_AS_FREE:
+        found.append((USABLE, f"{_pct(same_as_free)} of the labels are the data-free run's (no privacy spent): "
+                              "the privacy spent bought nothing measurable"))
+    level = max((lvl for lvl, _ in found), key=LEVELS.index, default=USABLE)
+    reasons = [r for lvl, r in found if lvl == level] + [r for lvl, r in found if lvl != level]
+    return Verdict(level, reasons, check_dict, asdict(collapse), same_as_free, held_out_agreement, majority)
+
+
+__all__ = ["LEVELS", "NOT_WORTH", "DOUBTFUL", "USABLE", "CheckEvidence", "accuracy_words", "CheckSet", "Collapse", "Score", "Verdict",
+           "check_evidence", "check_indices", "informative_floor", "judge", "parse_check_rows", "read_check_file",
+           "sign_test_p", "wilson_interval"]

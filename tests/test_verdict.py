@@ -1,0 +1,188 @@
+"""The verdict on a run's labels (ldpclient.run.verdict): its statistics, its rules, the check file."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from ldpclient.run.verdict import (
+    DOUBTFUL,
+    NOT_WORTH,
+    USABLE,
+    CheckSet,
+    Collapse,
+    accuracy_words,
+    check_evidence,
+    informative_floor,
+    judge,
+    read_check_file,
+    sign_test_p,
+    wilson_interval,
+)
+
+BALANCED = [36] * 10  # labels per class of a healthy 360-image run
+ANSWERS = [400, 300, 350, 380, 420, 390, 310, 330, 560, 360]  # the teacher's answers over its queries
+
+
+def test_wilson_interval_matches_the_textbook_values() -> None:
+    low, high = wilson_interval(79, 100)
+    assert (round(low, 4), round(high, 4)) == (0.7002, 0.8583)
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_sign_test_is_the_exact_two_sided_binomial() -> None:
+    assert sign_test_p(0, 0) == 1.0
+    assert math.isclose(sign_test_p(0, 6), 2 / 64)
+    assert math.isclose(sign_test_p(5, 5), 1.0)
+    assert sign_test_p(1, 9) == pytest.approx(2 * 11 / 1024)
+
+
+def test_the_floor_is_chance_plus_a_tenth_of_the_way_to_certainty() -> None:
+    assert informative_floor(10) == pytest.approx(0.19)
+    assert informative_floor(2) == pytest.approx(0.55)
+
+
+def test_every_label_one_class_while_the_teacher_answered_many_is_not_worth_having() -> None:
+    """docs/cli.md's first example on the demo folder: all 359 labels '8', the teacher said '8' to 39 %."""
+    labels = [0] * 8 + [359] + [0]
+    v = judge(num_classes=10, label_counts=labels, answer_counts=[30, 20, 25, 35, 40, 30, 20, 25, 157, 18],
+              class_names=[str(c) for c in range(10)])
+    assert v.level == NOT_WORTH
+    assert v.headline.startswith("not worth having: the labels collapsed: 100.0% of the labels are '8'")
+    assert v.collapse["top_class"] == 8 and v.collapse["level"] == NOT_WORTH
+
+
+def test_a_class_that_takes_half_the_labels_beyond_its_answers_is_doubtful() -> None:
+    labels = [180, 20, 20, 20, 20, 20, 20, 20, 20, 20]
+    assert Collapse.of(labels, ANSWERS).level == DOUBTFUL
+    assert judge(num_classes=10, label_counts=labels, answer_counts=ANSWERS).level == DOUBTFUL
+
+
+def test_classes_the_teacher_often_gave_that_never_appear_make_the_labels_doubtful() -> None:
+    labels = [72, 72, 72, 72, 72, 0, 0, 0, 0, 0]
+    c = Collapse.of(labels, ANSWERS)
+    assert c.missing_classes == [5, 6, 7, 8, 9] and c.level == DOUBTFUL
+
+
+def test_a_healthy_run_without_a_check_set_is_usable_and_says_the_accuracy_was_not_measured() -> None:
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, held_out_agreement=0.7)
+    assert v.level == USABLE
+    assert "accuracy not measured" in v.headline and "--check" in v.headline
+    assert v.check is None and accuracy_words(v.as_dict()) is None
+
+
+def test_a_student_no_better_than_the_teachers_favourite_answer_is_doubtful() -> None:
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, held_out_agreement=0.14)
+    assert v.level == DOUBTFUL and "learned little" in v.headline
+
+
+def test_labels_equal_to_the_data_free_runs_say_the_privacy_bought_nothing() -> None:
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, same_as_free=0.97)
+    assert v.level == USABLE
+    assert any("bought nothing measurable" in r for r in v.reasons)
+
+
+def _check(n: int, right: int, *, free_right: int | None = None) -> tuple[CheckSet, list[str], list[int], list[int]]:
+    """A check set of ``n`` images (truth 0..9 in turn); labels right on the first ``right``; the data-free
+    run's right on the first ``free_right``."""
+    names = [f"img{k}.png" for k in range(n)]
+    truth = [k % 10 for k in range(n)]
+    labels = [t if k < right else (t + 1) % 10 for k, t in enumerate(truth)]
+    free = [t if k < (free_right or 0) else (t + 1) % 10 for k, t in enumerate(truth)]
+    return CheckSet(dict(zip(names, truth, strict=True))), names, labels, free
+
+
+def test_the_check_set_scores_the_labels_with_a_wilson_interval() -> None:
+    check, names, labels, _ = _check(100, 79)
+    ev = check_evidence(check, names, labels)
+    assert ev is not None and (ev.score.correct, ev.score.images) == (79, 100)
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=ev)
+    assert v.level == USABLE
+    assert v.headline == "usable: 79.0% right on the check set (79 of 100 hand-labelled images; 95% interval 70.0%-85.8%)"
+    assert accuracy_words(v.as_dict()).startswith("79.0% on the check set of 100 hand-labelled images")
+
+
+def test_labels_at_chance_on_the_check_set_are_not_worth_having() -> None:
+    check, names, labels, _ = _check(100, 12)
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=check_evidence(check, names, labels))
+    assert v.level == NOT_WORTH and "at chance" in v.headline
+
+
+def test_a_check_set_too_small_to_tell_is_doubtful() -> None:
+    check, names, labels, _ = _check(10, 3)
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=check_evidence(check, names, labels))
+    assert v.level == DOUBTFUL and "too few check images" in v.headline
+
+
+def test_labels_mostly_wrong_are_doubtful_even_above_chance() -> None:
+    check, names, labels, _ = _check(100, 30)
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=check_evidence(check, names, labels))
+    assert v.level == DOUBTFUL and v.headline.endswith("better than chance, but most labels are wrong")
+
+
+def test_labels_significantly_worse_than_the_data_free_run_are_doubtful() -> None:
+    check, names, labels, free = _check(100, 60, free_right=80)
+    ev = check_evidence(check, names, labels, free)
+    assert ev is not None and (ev.wins, ev.losses) == (0, 20)
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=ev)
+    assert v.level == DOUBTFUL and v.headline.startswith("doubtful: worse than the data-free run")
+    assert v.check is not None and v.check["baseline"]["correct"] == 80
+
+
+def test_no_significant_gain_over_the_data_free_run_is_said_without_lowering_the_level() -> None:
+    check, names, labels, free = _check(100, 80, free_right=79)
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=check_evidence(check, names, labels, free))
+    assert v.level == USABLE and "no measurable gain over the data-free run" in v.reasons[1]
+
+
+def test_a_check_set_that_shows_the_labels_right_outweighs_a_collapse() -> None:
+    """A folder may really hold one class: the hand labels then say so."""
+    names = [f"img{k}.png" for k in range(50)]
+    check = CheckSet(dict.fromkeys(names, 3))
+    labels = [3] * 50
+    ev = check_evidence(check, names, labels)
+    v = judge(num_classes=10, label_counts=[0, 0, 0, 50, 0, 0, 0, 0, 0, 0], answer_counts=ANSWERS, check=ev)
+    assert v.level == USABLE and any("check set shows the labels right" in r for r in v.reasons)
+
+
+def test_check_images_missing_from_the_labels_are_counted_not_scored() -> None:
+    check = CheckSet({"a.png": 1, "gone.png": 2})
+    ev = check_evidence(check, ["a.png", "b.png"], [1, 0])
+    assert ev is not None and ev.score.images == 1 and ev.missing == 1
+    assert check_evidence(CheckSet({"gone.png": 2}), ["a.png"], [1]) is None
+
+
+def test_the_check_file_takes_class_names_or_indices_with_or_without_a_header(tmp_path: Path) -> None:
+    f = tmp_path / "check.csv"
+    f.write_text("file,label\nsub/a.png,cat\nb.png,2\n", encoding="utf-8")
+    check = read_check_file(f, ["dog", "cat", "bird"], 3)
+    assert dict(check.labels) == {"sub/a.png": 1, "b.png": 2}
+    f.write_text("a.png,0\n\nb.png,dog\n", encoding="utf-8")
+    assert dict(read_check_file(f, ["dog", "cat"], 2).labels) == {"a.png": 0, "b.png": 0}
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("a.png,7\n", r"row 1: label '7' is not a class name \(dog, cat\) or a class index 0\.\.1"),
+    ("a.png,cat\na.png,dog\n", "row 2: 'a.png' is labelled twice"),
+    ("a.png\n", "row 1 has 1 fields; each row is 'file,label'"),
+    ("file,label\n", "holds no labelled image"),
+    (",cat\n", "row 1 names no file"),
+])
+def test_a_bad_check_file_is_one_line_naming_the_row(tmp_path: Path, body: str, message: str) -> None:
+    f = tmp_path / "check.csv"
+    f.write_text(body, encoding="utf-8")
+    with pytest.raises(ValueError, match=message) as info:
+        read_check_file(f, ["dog", "cat"], 2)
+    assert str(info.value).startswith(f"--check {str(f)!r}") and "\n" not in str(info.value)
+
+
+def test_a_missing_or_binary_check_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="does not exist"):
+        read_check_file(tmp_path / "none.csv", None, 10)
+    f = tmp_path / "bin.csv"
+    f.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ValueError, match="cannot read it"):
+        read_check_file(f, None, 10)
