@@ -23,21 +23,23 @@ def _run(args: list[str]):
     return CliRunner().invoke(app, args)
 
 
-def _charged(tmp_path: Path) -> int:
-    """Images the ledger has charged (0 when it was never created)."""
-    path = tmp_path / "state" / "ledger.sqlite"
+def _rows(tmp_path: Path, state_file: str, table: str) -> int:
+    """Rows of ``table`` in a state file (0 when the file was never created)."""
+    path = tmp_path / "state" / state_file
     if not path.exists():
         return 0
     with sqlite3.connect(path) as db:
-        return int(db.execute("SELECT COUNT(*) FROM releases").fetchone()[0])
+        return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+def _charged(tmp_path: Path) -> int:
+    """Images the ledger has charged (stored releases)."""
+    return _rows(tmp_path, "ledger.sqlite", "releases")
 
 
 def _paid(tmp_path: Path) -> int:
-    path = tmp_path / "state" / "journal.sqlite"
-    if not path.exists():
-        return 0
-    with sqlite3.connect(path) as db:
-        return int(db.execute("SELECT COUNT(*) FROM batches").fetchone()[0])
+    """Batches the journal has answered."""
+    return _rows(tmp_path, "journal.sqlite", "batches")
 
 
 def test_a_money_cap_the_run_would_cross_is_refused_before_anything_is_noised_or_sent(tmp_path: Path) -> None:

@@ -208,7 +208,8 @@ def test_the_page_renders_in_a_real_browser_with_its_images_and_fetches_nothing(
     assert "<script>alert(1)</script>" in seen["text"]  # shown as text, not run
     assert '<img src=x onerror="alert(2)">.png' in seen["text"]
     assert seen["bannerTop"] == "banner" and "This page holds PRIVATE images" in seen["text"]
-    assert seen["headings"][:3] == ["The guarantee, in plain words", "What the teacher was sent", "Counts and money"]
+    assert seen["headings"][:4] == ["What the labels are worth", "The guarantee, in plain words",
+                                    "What the teacher was sent", "Counts and money"]
     assert [u for u in visit.requests if not u.startswith(("data:", "file:"))] == []
     assert visit.requests[0] == page_path.resolve().as_uri()
     assert _Canary.hits == [] and visit.failed == []

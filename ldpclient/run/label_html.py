@@ -80,7 +80,7 @@ def _verdict_section(report: Mapping[str, Any]) -> str:
         if base:
             rows.append(("data-free run (no privacy spent)", f"{100 * base['accuracy']:.1f}%",
                          f"{100 * base['low']:.1f}-{100 * base['high']:.1f}%", base["images"]))
-        parts.append(table(rows, header=["accuracy on the check set", "", "95% interval", "images"]))
+        parts.append(table(rows, header=["on the check set", "accuracy", "95% interval", "images"]))
         parts.append(paragraph("The check set: private images labelled by hand (--check), read on this device only "
                                "and never sent; the images went through the run like every other.", note=True))
     return section("What the labels are worth", *parts)

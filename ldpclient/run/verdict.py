@@ -297,7 +297,7 @@ def _pct(x: float) -> str:
 
 
 def _name(c: int, class_names: Sequence[str] | None) -> str:
-    return repr(str(class_names[c])) if class_names is not None and c < len(class_names) else f"class {c}"
+    return repr(str(class_names[c])[:40]) if class_names is not None and c < len(class_names) else f"class {c}"
 
 
 def judge(
