@@ -16,6 +16,7 @@ from test_cli import _args, _private, _server
 from typer.testing import CliRunner
 
 from ldpclient.cli import EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_USAGE, app
+from ldpclient.run.demo import write_demo_folder
 from ldpclient.run.report import read_labels
 
 
@@ -59,6 +60,19 @@ def test_a_money_cap_the_run_would_cross_is_refused_before_anything_is_noised_or
         done = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.24", "--json"))
         assert done.exit_code == 0, done.output
         assert json.loads(done.stdout)["cost"]["spent_run"] == pytest.approx(0.24)
+
+
+def test_the_old_readme_command_on_the_demo_folder_is_refused_before_anything_is_charged(tmp_path: Path) -> None:
+    """Issue 44: `--money-cap 5 --baseline` on the demo's 359 images charged epsilon 100 to every image, then
+    stopped at the cap (7,180 private and 7,180 baseline queries at 0.001 cost 14.36)."""
+    write_demo_folder(tmp_path / "out")
+    with _server(image_size=28, price_per_image=0.001, max_batch_size=256) as srv:
+        res = _run(["label", str(tmp_path / "out" / "private"), "--teacher", srv.model_url, "--price", "0.001",
+                    "--money-cap", "5", "--privacy-cap", "200", "--baseline", "--state-dir", str(tmp_path / "state"),
+                    "--output", str(tmp_path / "labels.csv")])
+        assert res.exit_code == EXIT_MONEY_CAP, res.output
+        assert "14360 queries" in res.stderr and "the smallest cap that would do is 14.36" in res.stderr
+        assert srv.usage()["total"]["images"] == 0 and _charged(tmp_path) == 0 and _paid(tmp_path) == 0
 
 
 def test_a_money_cap_only_the_baseline_would_cross_is_refused_before_the_private_run(tmp_path: Path) -> None:
