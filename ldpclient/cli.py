@@ -401,9 +401,7 @@ def label(
     money_cap: Optional[float] = typer.Option(
         None, min=0.0, help="Largest total spend with this teacher over all runs (needs --price): a run that would "
         "cross it is refused before anything is noised or sent. Default: none."),
-    privacy_cap: Optional[float] = typer.Option(
-        None, help="Per-record epsilon cap enforced by the ledger: a run that would take an image past it is "
-        "refused before anything is noised or sent. Default: none."),
+    privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
     student: Optional[str] = typer.Option(
         None, help=f"Student model: {choice_list(STUDENT_NAMES)} (default: small_resnet for colour images of 16 px "
         "or more beside --public images, else small_cnn)."),

@@ -15,8 +15,9 @@ How a page marks its examples (an HTML comment on the line above a fence):
   every run report it writes must carry a verdict other than "usable". Every run report any other example
   writes must carry the verdict "usable": the manual's examples give labels worth having.
 
-The scratch folder holds ``out/private`` and ``out/check.csv`` as ``make demo`` writes them (the 359 digits the
-mock ``digits`` teacher never saw, the true digits of 100 of them), and that teacher serves the examples.
+The scratch folder holds ``out/private`` and ``out/check.csv`` as ``make demo`` writes them (the digits the mock
+``digits`` teacher never saw: the first :data:`DEMO_IMAGES`, with the true digits of 100 of them), and that
+teacher serves the examples.
 
 The address ``127.0.0.1:8080`` in an example is the mock teacher's, whatever port it got.
 """
@@ -45,6 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MAX_LINES = 300
 DOC_ADDRESS = "127.0.0.1:8080"
+#: Images of the demo's private folder written for the examples: its first 150 of 359 (the check set's 100
+#: among them), so that the suite stays fast; the examples label them with their own options.
+DEMO_IMAGES = 150
 _FENCE = re.compile(r"(?:<!-- example: (?P<kind>[\w-]+)(?P<note>[^>]*)-->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 
 
@@ -96,7 +100,7 @@ def workspace(tmp_path: Path, teacher_cache: Path):
     """A scratch folder with ``out/private`` and ``out/check.csv`` (the demo's), ``private/`` (30 synthetic grey
     28x28 images), ``imgs/`` and ``photos/`` (class folders of 32x32 colour images, for the mock teacher's training
     examples), and the mock ``digits`` teacher (the demo's) logging its queries."""
-    write_demo_folder(tmp_path / "out")
+    write_demo_folder(tmp_path / "out", count=DEMO_IMAGES)
     _images(tmp_path / "private", 30, 28, 1, seed=1)
     for folder in ("imgs", "photos"):
         for c in range(3):

@@ -143,15 +143,16 @@ def run_demo(
             tmp.cleanup()
 
 
-def write_demo_folder(root: Path, seed: int = 0, ui: UI | None = None) -> _PrivateData:
+def write_demo_folder(root: Path, seed: int = 0, ui: UI | None = None, *, count: int | None = None) -> _PrivateData:
     """The demo's private data under ``root``: ``private/``, the 359 digits (28x28 PNGs) that the mock teacher
-    started with ``seed`` never trained on, and ``check.csv``, the true digits of the first :data:`CHECK_IMAGES`
-    of them (what a user would label by hand); the other true digits are only returned."""
+    started with ``seed`` never trained on (``count``: only the first ``count`` of them), and ``check.csv``, the
+    true digits of the first :data:`CHECK_IMAGES` of them (what a user would label by hand); the other true
+    digits are only returned."""
     from ..datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
 
     images, labels = load_digits_images(28)
     _, _, unseen = split_indices(len(labels), DIGITS_TEACHER_SPLIT, seed)
-    return _write_private_data(root / "private", images, labels, unseen, ui or UI(quiet=True))
+    return _write_private_data(root / "private", images, labels, unseen[:count], ui or UI(quiet=True))
 
 
 def _write_private_data(
