@@ -82,19 +82,20 @@ def table(path: Path) -> None:
     for r in rows:
         groups.setdefault((r["dataset"], r["teacher"], r["setting"]), []).append(r)
     print("| set (teacher, its accuracy) | setting | verdicts | check estimate | true accuracy | |estimate - true| "
-          "max | inside the 95% interval |")
-    print("|---|---|---|---|---|---|---|")
+          "max | inside the 95% interval | data-free on the check set | labels equal to the data-free run's |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for (ds, arch, setting), rs in sorted(groups.items()):
-        levels = ", ".join(sorted({r["level"] for r in rs}, key=lambda v: ["usable", "doubtful",
-                                                                          "not worth having"].index(v)))
         counts = {lvl: sum(r["level"] == lvl for r in rs) for lvl in ("usable", "doubtful", "not worth having")}
-        level_s = " / ".join(f"{n} {lvl}" for lvl, n in counts.items() if n) or levels
+        level_s = " / ".join(f"{n} {lvl}" for lvl, n in counts.items() if n)
         est = [100 * r["estimate"] for r in rs]
         true = [100 * r["true_accuracy"] for r in rs]
         err = max(abs(e - t) for e, t in zip(est, true, strict=True))
         inside = sum(r["low"] <= r["true_accuracy"] <= r["high"] for r in rs)
+        free = [100 * r["baseline_estimate"] for r in rs if r.get("baseline_estimate") is not None]
+        same = [100 * r["same_as_free"] for r in rs if r.get("same_as_free") is not None]
         print(f"| {ds} ({arch}, {100 * rs[0]['teacher_accuracy']:.1f}%) | {setting} | {level_s} | {_ms(est)} | "
-              f"{_ms(true)} | {err:.1f} | {inside} of {len(rs)} |")
+              f"{_ms(true)} | {err:.1f} | {inside} of {len(rs)} | {_ms(free) if free else '-'} | "
+              f"{_ms(same) if same else '-'} |")
 
 
 def _ms(v: list[float]) -> str:
