@@ -346,17 +346,16 @@ def _dry_run(
 
 def _money_so_far(opts: LabelOptions, scope: str) -> dict[str, Any]:
     """What the journal in the state directory recorded for the teacher ``scope``: money spent, and whether it
-    holds answered batches (read only; nothing when there is no journal yet)."""
+    holds answered batches (nothing when there is no journal yet). Read only: spend recorded under an older
+    spelling of the teacher's address is merged by the run, which checks the cap again exactly."""
     if opts.money_cap is None:
         return {"spent_money": 0.0, "journal_has_answers": False}
     path = state_dir(opts.state_dir, create=False) / "journal.sqlite"
     if not path.exists():
         return {"spent_money": 0.0, "journal_has_answers": False}
     from ..teachers import Journal
-    from ..teachers.identity import merge_scope_aliases
 
     with Journal(path) as journal:
-        merge_scope_aliases(journal, scope)
         return {"spent_money": journal.total_spend(scope), "journal_has_answers": journal.count(scope) > 0}
 
 
