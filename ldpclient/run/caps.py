@@ -9,10 +9,10 @@ Two checks, both reading state only:
   with this teacher past the money cap). ``--dry-run`` knows nothing of the journal's answers to this run's
   batches, so where the journal holds answers from this teacher its money figure is an upper bound and it
   says so instead of refusing.
-* :func:`foresee_run`, in the run, once the query plans, the journal and the ledger are open: the queries
-  of every plan the run will send (public images, mirror check, private queries, the data-free baseline)
-  that the journal has not answered, at their price; and each image's spend so far plus one release where
-  the ledger would charge it (a stored release is reused at no cost).
+* in the run, once the query plans, the journal and the ledger are open: :func:`foresee_money` (the queries
+  of every plan the run will send, public images, mirror check, private queries and the data-free baseline,
+  that the journal has not answered, at their price) and :func:`foresee_privacy` (each image's spend so far
+  plus one release where the ledger would charge it; a stored release is reused at no cost).
 
 A cap crossed all the same later (a teacher that bills more than its price, a cap lowered by another run)
 still stops the run at the batch or release that would cross it, as before, with nothing lost.

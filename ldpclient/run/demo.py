@@ -277,7 +277,7 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
     if kept:
         notes.append(f"outputs and state kept in {root}; label that folder yourself with a mock teacher running "
                      f"(ldpclient serve-mock --port 8080): ldpclient label {root / 'private'} --teacher "
-                     f"http://127.0.0.1:8080/v2/models/digits --check {root / 'check.csv'} --baseline --html")
+                     f"http://127.0.0.1:8080/v2/models/digits --check {check_file_for(root / 'private')} --baseline --html")
     return notes
 
 

@@ -60,6 +60,7 @@ def build_report(
 ) -> RunReport:
     """The run report of a finished label run (``ui.py`` and ``ldpclient audit`` read it; JSON via ``to_dict``)."""
     opts, meta, mechanism, result = setup.opts, setup.meta, setup.mechanism, outcome.result
+    judged = verdict.as_dict()
     return RunReport(
         command="label",
         ok=True,
@@ -71,7 +72,7 @@ def build_report(
         mechanism=MechanismSection(name=opts.mechanism, epsilon=opts.epsilon, epsilon_unit=opts.epsilon_unit,
                                    delta=opts.delta, reduce=opts.reduce, config=mechanism.config()),
         guarantee=result.guarantee.as_dict(),
-        guarantee_note=_guarantee_note(result, accuracy_words(verdict.as_dict())),
+        guarantee_note=_guarantee_note(result, accuracy_words(judged)),
         augment=opts.augment,
         postprocess=opts.postprocess,
         # the full query plan: with the teacher's query log it maps every logged query to its records
@@ -102,7 +103,7 @@ def build_report(
         outputs=written.outputs,
         versions=versions(),
         run_plan=setup.plan.describe(),
-        verdict=verdict.as_dict(),
+        verdict=judged,
     )
 
 
