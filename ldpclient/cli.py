@@ -172,10 +172,14 @@ def user_errors(ui: UI, *, resume_hint: str | None = None, secrets: tuple[str | 
         yield
     except typer.Exit:
         raise
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         ui.stop_progress()
         hint = resume_hint or "re-run the same command to resume"
         msg = f"interrupted; everything done so far is saved ({hint})"
+        abandoned = getattr(exc, "abandoned", 0)
+        if abandoned:  # a second Ctrl-C: the requests in flight were not waited for
+            msg += (f"; {abandoned} request(s) in flight were abandoned: the teacher may bill them, and the "
+                    "re-run sends them again, so they may be paid twice")
         ui.error(msg, EXIT_INTERRUPTED, secrets=secrets)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as exc:  # noqa: BLE001 - classified below, bugs re-raised
@@ -201,14 +205,45 @@ def _load_config(ctx: typer.Context, param: Any, value: Optional[Path]) -> Optio
         parsed = read_config(value)
         names = [p.name for p in ctx.command.params if p.name not in ("config", "token")]
         commands = list(ctx.parent.command.commands) if ctx.parent is not None and hasattr(ctx.parent.command, "commands") else []
-        values = options_for_command(
-            parsed, ctx.info_name or "", names, source=f"config file {str(value)!r}", commands=commands
-        )
+        source = f"config file {str(value)!r}"
+        values = options_for_command(parsed, ctx.info_name or "", names, source=source, commands=commands)
+        _check_config_types(ctx.command.params, values, source)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     ctx.default_map = {**(ctx.default_map or {}), **values}
     return value
+
+
+def _check_config_types(params: Any, values: dict[str, Any], source: str) -> None:
+    """ConfigError for a config value of the wrong kind: a flag takes true/false, an integer option an integer
+    (``warmup = true`` is not 1 epoch), a number option a number, any other option not true/false."""
+    by_name = {p.name: p for p in params}
+    for key, value in values.items():
+        param = by_name.get(key)
+        if param is None:
+            continue
+        kind = _option_type(param)
+        if getattr(param, "is_flag", False):
+            ok, wanted = isinstance(value, bool), "true or false"
+        elif kind is int:
+            ok, wanted = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        elif kind is float:
+            ok, wanted = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+        else:
+            ok, wanted = not isinstance(value, (bool, dict)), "a value, not true/false"
+        if not ok:
+            shown = str(value).lower() if isinstance(value, bool) else repr(value)
+            raise ConfigError(f"{source}: {key.replace('_', '-')} must be {wanted}, got {shown}")
+
+
+def _option_type(param: Any) -> Any:
+    """The Python type an option's value has (``Optional[int]`` -> ``int``; None when it cannot be told)."""
+    import typing
+
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if len(args) == 1 else annotation
 
 
 ConfigOption = typer.Option(
@@ -631,7 +666,12 @@ def noise(
 @app.command(cls=HelpCommand)
 def budget(
     state_dir: Optional[Path] = typer.Option(None, help="State directory holding ledger.sqlite."),
-    privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap to evaluate against."),
+    set_cap: Optional[str] = typer.Option(
+        None, "--set-cap", metavar="EPSILON|none",
+        help="Set the privacy cap this state holds (per-image epsilon; 'none' removes it), recorded in the ledger. "
+        "A cap holds for every later command on the state; --privacy-cap can only lower it.",
+        show_default=False,
+    ),
     html: Optional[Path] = typer.Option(
         None, "--html", dir_okay=False,
         help="Also write a page (one file, opens offline): the spend per image as a histogram, per teacher, and "
@@ -647,12 +687,12 @@ def budget(
     config: Optional[Path] = ConfigOption,
     json_out: bool = typer.Option(False, "--json", help="Print the ledger summary as JSON on stdout."),
 ) -> None:
-    """Show per-record privacy spend and caps from the ledger (no pixels, no record keys)."""
+    """Show per-record privacy spend and the privacy cap the ledger holds (no pixels, no record keys)."""
     from .run.budget import ledger_summary
 
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
-        summary = ledger_summary(state_dir, privacy_cap, html=html, private_dir=private)
+        summary = ledger_summary(state_dir, set_cap, html=html, private_dir=private)
     if json_out:
         ui.print_json(summary)
     else:

@@ -21,7 +21,7 @@ from typing import Sequence
 
 from typer.core import TyperCommand
 
-from .click_compat import Context
+from .click_compat import Context, UsageError
 from .click_compat import HelpFormatter as _ClickHelpFormatter
 
 #: Widest option column (option names and metavar) before the help text moves under it.
@@ -115,6 +115,17 @@ class HelpContext(Context):
 
 
 class HelpCommand(TyperCommand):
-    """A typer command whose ``--help`` goes through :class:`HelpFormatter` (``@app.command(cls=HelpCommand)``)."""
+    """A typer command whose ``--help`` goes through :class:`HelpFormatter` (``@app.command(cls=HelpCommand)``),
+    and which refuses a flag given with its opposite (``--flip --no-flip``: click would let the last one win)."""
 
     context_class = HelpContext
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        given = set(args[: args.index("--")] if "--" in args else args)
+        for param in self.params:
+            if getattr(param, "is_flag", False) and param.secondary_opts:
+                on = [o for o in param.opts if o in given]
+                off = [o for o in param.secondary_opts if o in given]
+                if on and off:
+                    raise UsageError(f"{on[0]} and {off[0]} contradict each other: give one of them", ctx=ctx)
+        return super().parse_args(ctx, args)

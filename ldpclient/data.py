@@ -91,6 +91,8 @@ class Discovery:
     root: Path
     files: tuple[str, ...]
     skipped: tuple[Skipped, ...]
+    #: how messages name the folder (``private folder``, ``--public folder``)
+    what: str = "private folder"
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,7 @@ def discover_images(root: str | os.PathLike[str], *, limit: int | None = None, w
                     break
             else:
                 skipped.append(Skipped(rel, reason))
-    return Discovery(root_path, tuple(sorted(files)), tuple(sorted(skipped, key=lambda s: s.path)))
+    return Discovery(root_path, tuple(sorted(files)), tuple(sorted(skipped, key=lambda s: s.path)), what)
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -398,7 +400,7 @@ def _decode_folder(
     if not found.files:
         extra = f" ({len(found.skipped)} other entries skipped)" if found.skipped else ""
         raise DataError(
-            f"private folder {str(found.root)!r} contains no image files "
+            f"{found.what} {str(found.root)!r} contains no image files "
             f"({', '.join(sorted(IMAGE_EXTENSIONS))}){extra}"
         )
     per_run = spool_chunk(shape)
@@ -422,7 +424,7 @@ def _decode_folder(
         first = skipped[0] if skipped else None
         detail = f"; e.g. {first.path}: {first.reason}" if first else ""
         raise DataError(
-            f"no readable image in private folder {str(found.root)!r} "
+            f"no readable image in {found.what} {str(found.root)!r} "
             f"({len(found.files)} image files, all skipped{detail})"
         )
     return DecodedFolder(found.root, tuple(paths), tuple(sorted(skipped, key=lambda s: s.path)))

@@ -38,6 +38,29 @@ class StateError(ValueError):
     """The state directory cannot be used (a file in its place, unwritable, an unknown ``~user``); one line."""
 
 
+class NewerStateFile(StateError):
+    """A state file (ledger, journal, runs, checkpoint) was written by a newer ldpclient: a schema this version does
+    not know. Refused before anything is sent, paid or charged; the file is left as it is."""
+
+    def __init__(self, what: str, path: str | os.PathLike[str], found: object, known: int) -> None:
+        super().__init__(
+            f"{what} {str(path)!r} was written by a newer ldpclient (schema {found}; this version reads schema "
+            f"{known} and older): upgrade ldpclient, or give this run another --state-dir; nothing was sent, paid "
+            "or charged")
+
+
+def check_schema(what: str, path: str | os.PathLike[str], found: object, known: int) -> int:
+    """The schema version ``found`` in a state file as an int; :class:`NewerStateFile` above ``known``,
+    :class:`StateError` when it is not a version at all."""
+    try:
+        version = int(str(found))
+    except ValueError:
+        raise StateError(f"{what} {str(path)!r} has an unreadable schema version {found!r}") from None
+    if version > known:
+        raise NewerStateFile(what, path, version, known)
+    return version
+
+
 class StateLocked(RuntimeError):
     """Another run holds the state directory (see :func:`state_lock`)."""
 
@@ -99,4 +122,4 @@ def state_lock(directory: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
-__all__ = ["STATE_DIR_ENV", "StateError", "StateLocked", "default_state_dir", "state_dir", "state_lock"]
+__all__ = ["STATE_DIR_ENV", "NewerStateFile", "StateError", "check_schema", "StateLocked", "default_state_dir", "state_dir", "state_lock"]

@@ -82,7 +82,7 @@ def test_budget_html_names_the_images_at_the_cap_of_a_folder(tmp_path: Path) -> 
     ldpclient.label(folder, _teacher("<i>two</i>"), epsilon=20, **common)
     _folder(folder, ["new.png"], seed=2)  # never released: not at the cap
     page_path = tmp_path / "budget.html"
-    res = CliRunner().invoke(app, ["budget", "--state-dir", str(state), "--privacy-cap", "50", "--html",
+    res = CliRunner().invoke(app, ["budget", "--state-dir", str(state), "--set-cap", "50", "--html",
                                    str(page_path), "--private", str(folder), "--json"])
     assert res.exit_code == 0, res.output
     summary = json.loads(res.output)
@@ -105,7 +105,7 @@ def test_budget_html_without_a_folder_counts_and_says_how_to_name(tmp_path: Path
     ldpclient.label(folder, _teacher("one"), epsilon=30, augment="none", state_dir=tmp_path / "s",
                     output=tmp_path / "labels.csv")
     page_path = tmp_path / "b.html"
-    res = CliRunner().invoke(app, ["budget", "--state-dir", str(tmp_path / "s"), "--privacy-cap", "30", "--html",
+    res = CliRunner().invoke(app, ["budget", "--state-dir", str(tmp_path / "s"), "--set-cap", "30", "--html",
                                    str(page_path)])
     assert res.exit_code == 0, res.output
     assert "page" in res.output and str(page_path) in res.output

@@ -197,8 +197,9 @@ def test_a_blank_or_controlled_token_is_refused_without_being_shown(private, tmp
 
 
 def test_ctrl_c_stops_paying_against_a_teacher_that_never_answers(private, tmp_path: Path) -> None:
-    """SIGINT used to be followed by 6 more billed POSTs over 74 s (issue 22.9): now no new attempt is sent,
-    the one in flight is abandoned within 2 s and booked as possibly billed, and the exit is 130."""
+    """SIGINT used to be followed by 6 more billed POSTs over 74 s (issue 22.9). Now no new attempt is sent; the
+    first Ctrl-C waits for the request in flight (issue 45: so it is not paid twice), a second one abandons it
+    at once, books it as possibly billed and says it may be paid twice; the exit is 130."""
     import os
     import signal
     import time
@@ -217,6 +218,9 @@ def test_ctrl_c_stops_paying_against_a_teacher_that_never_answers(private, tmp_p
             time.sleep(0.05)
         time.sleep(0.3)
         posts = sum(p.endswith("/infer") for p in srv.requests)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.5)
+        assert proc.poll() is None  # waiting for the answer in flight, sending nothing new
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
@@ -224,9 +228,11 @@ def test_ctrl_c_stops_paying_against_a_teacher_that_never_answers(private, tmp_p
         time.sleep(0.5)
         after = sum(p.endswith("/infer") for p in srv.requests)
     assert proc.returncode == 130, err
-    assert took < 5.0, f"exit took {took:.1f} s"
+    assert took < 5.0, f"exit took {took:.1f} s after the second Ctrl-C"
     assert after == posts, f"{after - posts} POSTs after Ctrl-C"
-    assert "interrupted" in without_peak_line(err) and "Traceback" not in err
+    last = without_peak_line(err).splitlines()[-1]
+    assert "interrupted" in last and "1 request(s) in flight were abandoned" in last and "paid twice" in last
+    assert "Traceback" not in err
     with Journal(tmp_path / "s" / "journal.sqlite") as journal:
         assert journal.total_spend() >= 0.5  # the abandoned attempt counts as (possibly) billed
 

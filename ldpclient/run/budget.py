@@ -8,11 +8,26 @@ from pathlib import Path
 from typing import Any
 
 
+def parse_set_cap(text: str) -> float | None:
+    """``budget --set-cap``'s value: a per-image epsilon (a finite number > 0), or ``none`` (no cap)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"--set-cap must be a per-image epsilon (a finite number > 0) or 'none', got {text!r}")
+    return value
+
+
 def ledger_summary(
-    state_dir: Path | None, privacy_cap: float | None, *, html: Path | None = None, private_dir: Path | None = None
+    state_dir: Path | None, set_cap: str | None = None, *, html: Path | None = None, private_dir: Path | None = None
 ) -> dict[str, Any]:
     """The ledger's aggregate summary for ``ldpclient budget`` (creates nothing when there is no ledger).
 
+    ``set_cap``: first set the privacy cap the ledger holds (:func:`parse_set_cap`: raise, lower or ``none``),
+    recorded in its history; the summary's ``cap_epsilon`` is the cap the ledger holds.
     ``html``: also write the ledger's page there (:mod:`ldpclient.run.budget_html`; its path is then in
     ``outputs``). ``private_dir``: a folder whose images the page names when they are at the cap (their
     file bytes are hashed here, as ``label`` does, and looked up; nothing is written about the others).
@@ -23,11 +38,12 @@ def ledger_summary(
     path = resolve_state_dir(state_dir, create=False) / "ledger.sqlite"
     if not path.exists():
         raise ValueError(f"no ledger at {str(path)!r} yet (nothing has been noised with this --state-dir)")
-    if privacy_cap is not None and not (math.isfinite(privacy_cap) and privacy_cap > 0):
-        raise ValueError(f"--privacy-cap must be a finite number > 0, got {privacy_cap}")
+    new_cap = parse_set_cap(set_cap) if set_cap is not None else None
     if private_dir is not None and html is None:
         raise ValueError("--private names the images at the cap on the --html page: give --html FILE too")
-    with Ledger(path, cap_epsilon=privacy_cap) as ledger:
+    with Ledger(path) as ledger:
+        if set_cap is not None:
+            ledger.set_caps(new_cap, ledger.cap_delta, origin="budget --set-cap")
         summary = {"schema": 1, "command": "budget", "ok": True, **ledger.summary()}
         if html is not None:
             spend = LedgerSpend(

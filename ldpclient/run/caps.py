@@ -137,9 +137,10 @@ def foresee_privacy(ledger: Any, mechanism: Any, records: RecordSource, *, scope
         needed = max(needed, float(after[charged].max()) if bool(charged.any()) else 0.0)
     if over:
         raise PrivacyCapForeseen(
-            f"--privacy-cap {cap:g}: {over} of the {fresh} images this run would noise have spent too much already "
-            f"for one more release (epsilon {eps:.6g} per image); {_NOTHING_DONE}; the smallest cap that would do is "
-            f"{needed:.6g}", needed=needed, n_exceeding=over, n_fresh=fresh, epsilon_cost=eps, cap_epsilon=cap)
+            f"the privacy cap this state holds ({cap:g} per image): {over} of the {fresh} images this run would noise "
+            f"have spent too much already for one more release (epsilon {eps:.6g} per image); {_NOTHING_DONE}; the "
+            f"smallest cap that would do is {needed:.6g} (ldpclient budget --set-cap {needed:.6g})", needed=needed,
+            n_exceeding=over, n_fresh=fresh, epsilon_cost=eps, cap_epsilon=cap)
 
 
 __all__ = ["CapForeseen", "MoneyCapForeseen", "PrivacyCapForeseen", "check_plan_money", "check_release_fits",

@@ -143,8 +143,7 @@ def label_run(
             setup = replace(setup, plan=setup.plan.with_counts(len(images), len(carriers) if carriers else 0))
             seeds = _plan_seeds(setup, _data_key(setup, records))
             session = _open_session(setup)
-            outcome = _run_transfer(setup, session, seeds, images.records,
-                                    carriers.records if carriers is not None else None)
+            outcome = _run_transfer(setup, session, seeds, images.records, carriers)
             page_images = _page_images(setup, images, outcome)  # before the spool is closed
         finally:
             images.close()  # the spooled clean records: nothing of them stays on disk
@@ -196,12 +195,11 @@ def _load_public(
     meta = setup.meta
     if given is not None:
         carriers: Any = _given_records(setup, given)
-        where = "the public records"
     elif found is not None:
         carriers = _spool(setup, found, "public")
-        where = f"--public {str(setup.opts.public)!r}"
     else:
         return None
+    where = _public_where(setup)
     try:
         both = public_overlap(private, carriers.records, (float(meta.value_range[0]), float(meta.value_range[1])))
         if both:
@@ -212,6 +210,24 @@ def _load_public(
         carriers.close()
         raise
     return carriers
+
+
+def _public_where(setup: RunSetup) -> str:
+    """How messages name the public images: the ``--public`` folder, or the records handed over."""
+    return f"--public {str(setup.opts.public)!r}" if setup.opts.public is not None else "the public records"
+
+
+def refuse_known_private(ledger: Any, carriers: Any, where: str, *, domain: Any) -> None:
+    """ValueError (before anything is sent) when the ledger knows some public images (``carriers``: their
+    ``records`` and ``printable_paths``) as private: charged before, from whatever folder, or near copies of an
+    image it charged (``Ledger.private_copies``)."""
+    known = ledger.private_copies(carriers.records, domain=domain)
+    if known:
+        first = min(known)
+        raise ValueError(
+            f"{where}: {len(known)} image(s) are private images this state's ledger knows (e.g. "
+            f"{carriers.printable_paths[first]!r}: {known[first]}); nothing was sent: a private image, or a copy of "
+            "one, is never sent as public: remove it from the public images")
 
 
 def public_overlap(private: RecordSource, public: RecordSource, value_range: tuple[float, float]) -> list[int]:
@@ -317,10 +333,19 @@ def _prepare(
     with timer.stage("connect"):
         teacher, meta = _connect(opts, token=token, teacher=teacher, state=state)
     n, n_public = counts
-    plan = resolve_plan(opts, meta, identity=redact_url(opts.teacher), scope=str(as_teacher(teacher).journal_scope),
-                        records=n, public=n_public)
-    check_release_fits(plan)
+    plan = resolve_plan(_with_held_cap(opts, state), meta, identity=redact_url(opts.teacher),
+                        scope=str(as_teacher(teacher).journal_scope), records=n, public=n_public)
+    if opts.privacy_cap is not None:  # a held cap is checked against what the ledger would charge (reuse is free)
+        check_release_fits(plan)
     return RunSetup(plan=plan, token=token, ui=ui, timer=timer, state=state, teacher=teacher)
+
+
+def _with_held_cap(opts: LabelOptions, state: Path) -> LabelOptions:
+    """``opts`` with the privacy cap the run works under: the ledger's, tightened by ``--privacy-cap``
+    (:func:`~ldpclient.privacy.ledger.cap_history.cap_for_run`; a cap above the ledger's is refused)."""
+    from ..privacy.ledger.cap_history import cap_for_run
+
+    return replace(opts, privacy_cap=cap_for_run(state / "ledger.sqlite", opts.privacy_cap, "--privacy-cap"))
 
 
 def _dry_run(
@@ -330,14 +355,17 @@ def _dry_run(
     sent or charged, and the state directory is only read (the remembered wire format), never created."""
     if records is None:
         check_private_folder(opts.private_dir)
-    teacher, meta = _connect(opts, token=token, teacher=teacher, state=state_dir(opts.state_dir, create=False))
+    state = state_dir(opts.state_dir, create=False)
+    held = _with_held_cap(opts, state)
+    teacher, meta = _connect(opts, token=token, teacher=teacher, state=state)
     try:
         found = _find_images(opts, records, public)
         n, n_public = _image_counts(found, records, public)
-        plan = resolve_plan(opts, meta, identity=redact_url(opts.teacher),
+        plan = resolve_plan(held, meta, identity=redact_url(opts.teacher),
                             scope=str(as_teacher(teacher).journal_scope), records=n, public=n_public)
         read_check(opts, meta, _names(found, records))
-        check_release_fits(plan)
+        if opts.privacy_cap is not None:
+            check_release_fits(plan)
         warnings = check_plan_money(plan, **_money_so_far(opts, plan.scope))
     finally:
         as_teacher(teacher).close()
@@ -399,8 +427,12 @@ def _open_session(setup: RunSetup) -> _Session:
     from ..teachers import CostMeter, Journal, QueryClient
 
     opts, state = setup.opts, setup.state
-    ledger = Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap)
-    journal = Journal(state / "journal.sqlite")
+    ledger = Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap, cap_origin="--privacy-cap")
+    try:
+        journal = Journal(state / "journal.sqlite")
+    except BaseException:
+        ledger.close()
+        raise
     cost = CostMeter(price_per_query=opts.price, cap=opts.money_cap)
     client = QueryClient(
         setup.teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=setup.scope
@@ -408,17 +440,18 @@ def _open_session(setup: RunSetup) -> _Session:
     return _Session(ledger=ledger, client=client, progress=StageProgress(setup.ui, "", client))
 
 
-def _run_transfer(
-    setup: RunSetup, session: _Session, seeds: _Seeds, records: RecordSource, public: RecordSource | None
-) -> RunOutcome:
-    """Noise, query and train (then the baseline), the public images beside the private queries in both; a stop
-    report at a cap; client and ledger closed whatever happens."""
+def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: RecordSource, carriers: Any) -> RunOutcome:
+    """Noise, query and train (then the baseline), the public images (``carriers``, or None) beside the private
+    queries in both; a stop report at a cap; client and ledger closed whatever happens."""
     from ..privacy.ledger import BudgetExceeded
     from ..teachers import CostCapReached
     from ..transfer.pipeline import KnowledgeTransfer
 
     opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
+    public = carriers.records if carriers is not None else None
     try:
+        if carriers is not None:
+            refuse_known_private(ledger, carriers, _public_where(setup), domain=setup.mechanism.domain)
         transfer = KnowledgeTransfer(
             setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode,
             seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,
@@ -427,7 +460,7 @@ def _run_transfer(
         base = _baseline_transfer(setup, session, seeds) if opts.baseline else None
         # every cap the run can foresee, before anything is noised or sent (no stop report: nothing happened)
         if setup.plan.mode != "data-free":
-            foresee_privacy(ledger, setup.mechanism, records, scope=setup.scope, cap=opts.privacy_cap)
+            foresee_privacy(ledger, setup.mechanism, records, scope=setup.scope, cap=ledger.cap_epsilon)
         foresee_money(client, [p for t in (transfer, base) if t is not None for p in t.query_plans(records, public)],
                       opts.money_cap)
         with setup.timer.stage("pipeline"):
@@ -452,7 +485,8 @@ def _run_transfer(
         ledger.close()
     return RunOutcome(result=result, spent_after=spent_after, stats_private=stats_private,
                     client_report=client_report, ledger_cap=ledger_cap, ledger_path=ledger_path,
-                    query_batch_size=setup.plan.query_batch_size, baseline=baseline)
+                    query_batch_size=setup.plan.query_batch_size, baseline=baseline,
+                    public_skipped=tuple(getattr(carriers, "skipped", ())))
 
 
 def _baseline_transfer(setup: RunSetup, session: _Session, seeds: _Seeds) -> Any:

@@ -104,6 +104,7 @@ def build_report(
         versions=versions(),
         run_plan=setup.plan.describe(),
         verdict=judged,
+        public_skipped=[s.as_dict() for s in outcome.public_skipped],
     )
 
 
@@ -135,6 +136,7 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             releases_reused=int(counts.get("releases_reused", 0)),
             public_images=int(counts.get("public_queries", 0)),
             mirror_check_queries=int(counts.get("mirror_check_queries", 0)),
+            public_skipped=len(outcome.public_skipped),
         ),
         "queries": QueriesSection(
             planned=int(counts.get("queries", 0)),

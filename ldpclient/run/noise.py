@@ -70,7 +70,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
             guarantee=release.guarantee.as_dict(),
             counts=NoiseCountsSection(noised=n, fresh=fresh, reused=reused, skipped=len(images.skipped)),
             ledger=NoiseLedgerSection(fresh=fresh, reused=reused, max_spent_epsilon=noised.max_spent,
-                                      cap_epsilon=opts.privacy_cap),
+                                      cap_epsilon=noised.cap),
             skipped=[s.as_dict() for s in images.skipped],
             outputs={"dir": str(opts.out), "preview": str(preview_path), "files": n},
             versions=versions(),
@@ -79,10 +79,12 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
 
 @dataclass(frozen=True)
 class _Noised:
-    """A noise run's releases (post-processed on demand) and the largest per-record spend after it."""
+    """A noise run's releases (post-processed on demand), the largest per-record spend after it and the cap the
+    ledger held it to (per record; None: no cap)."""
 
     rows: Any
     max_spent: float
+    cap: float | None
 
 
 def _noise_and_write(
@@ -102,7 +104,7 @@ def _noise_and_write(
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     whole = ReleaseBuilder(len(images))
-    with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap) as ledger, \
+    with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap, cap_origin="--privacy-cap") as ledger, \
             ui.stage("noising", len(images)) as bar:
         merge_scope_aliases(ledger, target.scope)
         chunks = release_in_chunks(images.records, lambda records, ids: ledger.release(
@@ -117,7 +119,8 @@ def _noise_and_write(
                 to_uint8_image((row - lo) / (hi - lo)).save(path)
             bar.update(int(idx[-1]) + 1)
         max_spent = float(ledger.spent(images.records).epsilon.max())
-    return _Noised(ReleaseRows(whole.build(), transforms, "bilinear"), max_spent)
+        cap = ledger.cap_epsilon
+    return _Noised(ReleaseRows(whole.build(), transforms, "bilinear"), max_spent, cap)
 
 
 def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseTarget:

@@ -152,14 +152,14 @@ class LabelOptions(SharedOptions):
         for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
-        if self.warmup < 0:
-            raise ValueError(f"--warmup must be >= 0 epochs, got {self.warmup}")
+        if not 0 <= self.warmup <= defaults.MAX_WARMUP_EPOCHS:
+            raise ValueError(f"--warmup must be from 0 to {defaults.MAX_WARMUP_EPOCHS} epochs, got {self.warmup}")
         if not (math.isfinite(self.price) and self.price >= 0):
             raise ValueError(f"--price must be a finite number >= 0, got {self.price}")
         if self.money_cap is not None and not (math.isfinite(self.money_cap) and self.money_cap >= 0):
             raise ValueError(f"--money-cap must be a finite number >= 0, got {self.money_cap}")
-        if self.epochs < 1:
-            raise ValueError(f"--epochs must be >= 1, got {self.epochs}")
+        if not 1 <= self.epochs <= defaults.MAX_EPOCHS:
+            raise ValueError(f"--epochs must be from 1 to {defaults.MAX_EPOCHS}, got {self.epochs}")
         if self.train_batch_size < 1:
             raise ValueError(f"--train-batch-size must be >= 1, got {self.train_batch_size}")
         if self.workers < 1:
@@ -178,8 +178,12 @@ class LabelOptions(SharedOptions):
                     build_student(self.student, num_classes=2)
         except (ValueError, KeyError) as exc:
             raise ValueError(f"--student: {exc}") from None
-        if self.public is not None and self.augment == "none":
-            raise ValueError("--public images train a student: --augment none (SIDP) has none")
+        if self.augment == "none":  # SIDP: each release sent once, its answer is the label; no student to train
+            for given, option in ((self.public is not None, "--public images train"),
+                                  (self.flip is not None, "--flip/--no-flip trains"),
+                                  (self.warmup > 0, "--warmup trains")):
+                if given:
+                    raise ValueError(f"{option} a student: --augment none (SIDP) has none")
         if (self.html or self.html_private) and self.output is None:
             raise ValueError("--html writes its page beside the labels: give an output file (output=...)")
         if self.output is not None:

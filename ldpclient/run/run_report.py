@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import MISSING, dataclass, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
@@ -109,6 +109,8 @@ class CountsSection:
     #: mirrored and shifted copies of public images sent to decide ``flip`` (the mirror check); absent from older
     #: reports
     mirror_check_queries: int = 0
+    #: files of the ``--public`` folder that were not used (reasons in the report's ``public_skipped``)
+    public_skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,8 @@ class RunReport:
     #: What the labels are worth (``ldpclient.run.verdict.Verdict.as_dict``: level, headline, reasons, evidence);
     #: None in reports written before it existed.
     verdict: dict[str, Any] | None = None
+    #: Files of the ``--public`` folder that were not used, ``{"path", "reason"}`` as ``skipped``.
+    public_skipped: list[dict[str, Any]] = field(default_factory=list)
     schema: int = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

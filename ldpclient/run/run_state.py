@@ -10,6 +10,11 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..output import write_json
+from ..state import check_schema
+
+#: ``runs.json``'s schema (its ``"_schema"`` entry): 1 before it was written there, 2 now.
+SCHEMA_VERSION = 2
+_SCHEMA_KEY = "_schema"
 
 
 class RunState:
@@ -37,16 +42,19 @@ class RunState:
             legacy = next((data[d] for d in map(_digest, legacy_keys) if d in data), None)
             # small: the pipeline derives seeds from it
             data[digest] = dict(legacy) if legacy else {"seed": secrets.randbits(31), "created": time.time()}
-            write_json(self.path, data)
+            write_json(self.path, {_SCHEMA_KEY: SCHEMA_VERSION, **data})
         return int(data[digest]["seed"])
 
     def _read(self) -> dict[str, Any]:
+        """The run plans in the file (its schema entry checked and left out); {} without a file."""
         try:
             loaded = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
             raise ValueError(f"state file {str(self.path)!r} is unreadable ({exc}); move it away to start afresh") from None
+        if isinstance(loaded, dict) and _SCHEMA_KEY in loaded:
+            check_schema("state file", self.path, loaded.pop(_SCHEMA_KEY), SCHEMA_VERSION)
         if not isinstance(loaded, dict) or not all(
             isinstance(v, dict) and isinstance(v.get("seed"), int) and not isinstance(v.get("seed"), bool)
             for v in loaded.values()

@@ -86,6 +86,8 @@ class RunOutcome:
     ledger_path: Path
     query_batch_size: int
     baseline: Baseline | None
+    #: files of the ``--public`` folder that were not used, with reasons (as the private folder's ``skipped``)
+    public_skipped: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)

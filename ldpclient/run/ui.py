@@ -176,8 +176,11 @@ class UI:
             b = r.baseline
             rows.append(("baseline", f"data-free (epsilon 0 per record): {b.get('queries_sent', 0)} queries; "
                          f"{_agreement_line(b)}"))
-        if r.counts.skipped:
-            rows.append(("skipped", f"{r.counts.skipped} files (reasons in {r.outputs['report']})"))
+        if r.counts.skipped or r.counts.public_skipped:
+            where = f" (reasons in {r.outputs['report']})" if "report" in r.outputs else ""
+            both = [f"{r.counts.skipped} private"] + ([f"{r.counts.public_skipped} public"]
+                                                      if r.counts.public_skipped else [])
+            rows.append(("skipped", f"{', '.join(both)} files{where}"))
         rows.append(("time", ", ".join(f"{k} {v:.1f}s" for k, v in r.timings.items())))
         rows.append(("report", str(r.outputs["report"])))
         if "html" in r.outputs:
@@ -214,6 +217,8 @@ class UI:
              + (f", mirrored half the time if the teacher keeps its answers under a mirror (asked about "
                 f"{st['mirror_check_images']} public images)" if st.get("mirror_check_images") else "")
              + (f", each public image {st['public_repeats']}x per epoch" if st["public_repeats"] else "")
+             + (f"; first a warm-up of {st['warmup_epochs']} epochs over the clean images ({st['warmup_rows']} "
+                "rows)" if st.get("warmup_epochs") else "")
              + ("; then adapted on the clean images here" if st["adapt"] else "")),
         ]
         if plan.get("baseline"):
@@ -244,8 +249,15 @@ class UI:
             ("epsilon", f"per record: max {s['epsilon']['max']:.4g}, mean {s['epsilon']['mean']:.4g}"),
             ("delta", f"per record: max {s['delta']['max']:.3g}"),
             ("cap", "none" if s.get("cap_epsilon") is None else f"epsilon {s['cap_epsilon']:.4g} per record; "
-             f"{s['records_at_cap']} records at the cap"),
+             f"{s['records_at_cap']} records at the cap" + (
+                 f", {s['records_over_cap']} of them over it (charged before the cap was lowered; frozen)"
+                 if s.get("records_over_cap") else "")),
         ]
+        history = s.get("cap_history") or []
+        if history:
+            last = history[-1]
+            rows.append(("cap set", f"by {last['origin']} on {_when(last['set_at'])}"
+                         + (f" ({len(history)} changes in all)" if len(history) > 1 else "")))
         if s.get("legacy_records"):
             rows.append(("legacy", f"{s['legacy_records']} records from an older ledger are still counted per "
                          "decoded tensor: their source image is not known until a run sees them again"))
@@ -273,6 +285,13 @@ class UI:
         self.console.print(table)
         for line in result.get("notes", []):
             self.console.print(line, markup=False)
+
+
+def _when(seconds: float) -> str:
+    """A time since the epoch as local ``YYYY-MM-DD HH:MM``."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds))
 
 
 def _fmt_eps(x: Any) -> str:

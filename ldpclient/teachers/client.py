@@ -37,7 +37,7 @@ from ..privacy.release import Derived, as_derived
 from .base import Queries, Teacher, TeacherMetadata, as_teacher
 from .billing import takes_billing
 from .cost import CostMeter, Reconciliation
-from .errors import CostCapReached, Interrupted, JournalMismatch
+from .errors import AbandonedInFlight, CostCapReached, Interrupted, JournalMismatch
 from .identity import merge_scope_aliases
 from .journal import Journal
 from .result import InferResult, validate_labels
@@ -66,6 +66,8 @@ class ClientStats:
     bytes_received: int = 0
     wall_s: float = 0.0
     teacher_s: float = 0.0
+    #: requests in flight abandoned at a stop (a second Ctrl-C, or an error): the server may have billed them
+    abandoned: int = 0
 
 
 def _digest(derived: Derived) -> str:
@@ -82,6 +84,9 @@ def _slice(d: Derived, start: int, stop: int) -> Derived:
 
 #: Seconds an interrupted run waits for its abandoned attempts to book what they may have cost.
 ABANDON_WAIT_S = 2.0
+#: Most seconds a Ctrl-C waits for the requests in flight to finish and be recorded (each attempt is also bounded
+#: by its transport's deadline; a second Ctrl-C abandons them at once).
+FINISH_WAIT_S = 120.0
 
 
 def _in_flight(pending: deque[tuple[str, Future[torch.Tensor] | torch.Tensor]]) -> int:
@@ -307,6 +312,9 @@ class QueryClient:
         except CostCapReached as exc:  # a retry that no longer fitted the cap
             self._fill_cap_counts(exc, done)
             raise
+        except KeyboardInterrupt:  # still in flight: the stop finishes (or abandons) it with the others
+            pending.appendleft((bid, item))
+            raise
 
     def label_batches(self, batches: Iterable[tuple[str, Queries]]) -> Iterator[tuple[str, torch.Tensor]]:
         """Yield ``(batch_id, labels int64 (n,))`` for each ``(batch_id, queries)``, in input order.
@@ -327,7 +335,7 @@ class QueryClient:
         done = 0
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="ldpclient-teacher")
         self._stopping.clear()
-        finished = False
+        finished = interrupted = False
         try:
             for batch_id, queries in batches:
                 self._check_batch_id(batch_id, seen)
@@ -359,19 +367,49 @@ class QueryClient:
             if stop is not None:
                 self._fill_cap_counts(stop, done)
                 raise stop
+        except (KeyboardInterrupt, GeneratorExit):  # Ctrl-C here, or in the caller (which closes this generator)
+            interrupted = True
+            raise
         finally:
             for _, item in pending:
                 if isinstance(item, Future):
                     item.cancel()
-            if not finished:  # an error or Ctrl-C: nothing new is sent, what is in flight is abandoned
-                self._abandon_in_flight([item for _, item in pending if isinstance(item, Future)])
-            pool.shutdown(wait=finished, cancel_futures=True)
-            self.stats.wall_s += time.perf_counter() - t_start
+            try:
+                if not finished:  # nothing new is sent; what is in flight is finished (Ctrl-C) or abandoned (error)
+                    futures = [item for _, item in pending if isinstance(item, Future)]
+                    if interrupted:
+                        self._finish_in_flight(futures)
+                    else:
+                        self._abandon_in_flight(futures)
+            finally:
+                pool.shutdown(wait=finished, cancel_futures=True)
+                self.stats.wall_s += time.perf_counter() - t_start
+
+    def _finish_in_flight(self, futures: list[Future[torch.Tensor]]) -> None:
+        """After a Ctrl-C: stop sending (no new attempt, no retry), and let the requests in flight finish and be
+        recorded in the journal (each within its deadline, all within :data:`FINISH_WAIT_S`), so the run that
+        resumes does not pay for them again. A second Ctrl-C abandons them (:class:`AbandonedInFlight`)."""
+        self._stopping.set()
+        running = [f for f in futures if not f.done()]
+        if not running:
+            return
+        log.warning("interrupted: waiting for the %d request(s) in flight to be answered and recorded; Ctrl-C again "
+                    "abandons them (the server may then bill them twice)", len(running))
+        try:
+            wait(running, timeout=FINISH_WAIT_S)
+        except KeyboardInterrupt:
+            left = [f for f in running if not f.done()]
+            self._abandon_in_flight(left)
+            raise AbandonedInFlight(len(left)) from None
+        left = [f for f in running if not f.done()]
+        if left:
+            self._abandon_in_flight(left)
 
     def _abandon_in_flight(self, futures: list[Future[torch.Tensor]]) -> None:
         """Stop sending (every later attempt raises :class:`Interrupted`), shut the sockets of the attempts
         in flight, and give them :data:`ABANDON_WAIT_S` to book what they may have cost (as spent)."""
         self._stopping.set()
+        self.stats.abandoned += sum(1 for f in futures if not f.done())
         with self._abort_lock:
             aborts = list(self._aborts.values())
             self._aborts.clear()

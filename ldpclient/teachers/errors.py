@@ -69,6 +69,15 @@ class Interrupted(TeacherError):
     """The run was interrupted (Ctrl-C, or another error in the run): this attempt was not sent."""
 
 
+class AbandonedInFlight(KeyboardInterrupt):
+    """A second Ctrl-C abandoned ``abandoned`` requests in flight: the server may bill them, and the run that
+    resumes sends their batches again (so they may be paid twice). A KeyboardInterrupt, as the Ctrl-C it is."""
+
+    def __init__(self, abandoned: int) -> None:
+        super().__init__(f"{abandoned} request(s) in flight abandoned")
+        self.abandoned = abandoned
+
+
 class CostCapReached(TeacherError):
     """The next batch would cross the money cap, so it was not sent.
 

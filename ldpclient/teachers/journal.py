@@ -10,6 +10,11 @@ the stable id the query plan gives the batch.
 
 The only unavoidable window is a request the server answered but whose row was
 not yet committed when the process died; that batch is sent again on resume.
+
+The file is versioned (``meta.schema_version``, :data:`SCHEMA_VERSION`): a journal of a newer schema, or
+with columns this version does not know, is refused on open with
+:class:`~ldpclient.state.NewerStateFile` before anything is sent or paid; one from before versioning
+(schema 1: the same tables) is stamped in a transaction.
 """
 
 from __future__ import annotations
@@ -24,10 +29,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..state import default_state_dir
+from ..state import NewerStateFile, check_schema, default_state_dir
 from .errors import JournalError
 
+#: The journal's schema: 1 (no ``meta`` table; the tables below), 2 (the same, stamped with its version).
+SCHEMA_VERSION = 2
+#: The columns this version reads and writes, per table: a journal with others was written by a newer version.
+_COLUMNS = {
+    "batches": {"scope", "batch_id", "n", "labels", "digest", "cost", "billed", "requests", "run_id", "ts"},
+    "pending": {"scope", "batch_id", "cost", "attempts", "run_id", "ts"},
+    "runs": {"run_id", "scope", "started"},
+}
+
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS batches (
     scope TEXT NOT NULL,
     batch_id TEXT NOT NULL,
@@ -90,14 +105,44 @@ class Journal:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
             with self._lock:
-                self._conn.executescript(_SCHEMA)
-                self._conn.execute("SELECT scope, batch_id, n, labels, digest, cost FROM batches LIMIT 1").fetchall()
+                self._open_schema()
+        except NewerStateFile:
+            self._conn.close()
+            raise
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise JournalError(
                 f"query journal {self.path} is unreadable ({exc}); move it away to start a new one (answered "
                 "batches recorded in it would then be sent and paid again)"
             ) from None
+
+    def _open_schema(self) -> None:
+        """Check the file's version (refuse a newer one), create the tables or stamp an unversioned journal, in
+        one transaction."""
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "meta" in tables:
+                row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if row is not None:
+                    check_schema("query journal", self.path, row[0], SCHEMA_VERSION)
+            for table, known in _COLUMNS.items():
+                if table in tables:
+                    columns = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
+                    if columns - known:
+                        raise NewerStateFile("query journal", self.path,
+                                             f"unknown (table {table} has columns {sorted(columns - known)})",
+                                             SCHEMA_VERSION)
+            for statement in filter(str.strip, _SCHEMA.split(";")):  # not executescript: it commits first
+                c.execute(statement)
+            c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            c.execute("SELECT scope, batch_id, n, labels, digest, cost FROM batches LIMIT 1").fetchall()
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
 
     def start_run(self, run_id: str, scope: str) -> None:
         with self._lock:

@@ -331,6 +331,13 @@ def epochs() -> int:
     return 5
 
 
-__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_QUERY_BATCH", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
+#: Most training epochs a run accepts (``--epochs``): 200 times the default; the studies in BENCHMARKS.md used
+#: at most 40. An option is bounded so that a typo cannot turn into work without end after the run has paid.
+MAX_EPOCHS = 1000
+#: Most warm-up epochs a run accepts (``--warmup``): the studies in BENCHMARKS.md used 30 and 60.
+MAX_WARMUP_EPOCHS = 200
+
+
+__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERY_BATCH", "MAX_WARMUP_EPOCHS", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
            "postprocess", "public_repeats", "query_batch_size", "reduction", "shape_settings", "train_batch_size", "basis",
            "DCT_POSTPROCESS", "MIN_AUGMENT_SIDE", "student", "train_crop"]

@@ -486,8 +486,12 @@ def predict(
 
 
 # ---------------------------------------------------------------- checkpoints
+#: The checkpoint file's schema (``"schema"`` in it): 1 before it was written there, 2 now.
+CHECKPOINT_SCHEMA = 2
+
+
 def save_checkpoint(path: str | Path, model: nn.Module, name: str, config: dict[str, Any], extra: dict | None = None) -> None:
-    """Save ``{"student": name, "config": factory kwargs, "state_dict": ..., "extra": ...}``.
+    """Save ``{"schema": CHECKPOINT_SCHEMA, "student": name, "config": factory kwargs, "state_dict": ..., "extra": ...}``.
 
     Only tensors and plain Python values are stored, so :func:`load_checkpoint` can
     use ``torch.load(weights_only=True)``.
@@ -496,7 +500,8 @@ def save_checkpoint(path: str | Path, model: nn.Module, name: str, config: dict[
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     tmp = path.with_name(path.name + ".tmp")
-    torch.save({"student": name, "config": dict(config), "state_dict": state, "extra": dict(extra or {})}, tmp)
+    torch.save({"schema": CHECKPOINT_SCHEMA, "student": name, "config": dict(config), "state_dict": state,
+                "extra": dict(extra or {})}, tmp)
     tmp.replace(path)
 
 
@@ -514,6 +519,9 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu") -> tuple[nn.Module
         raise ValueError(f"cannot load checkpoint {path}: {exc}") from None
     if not isinstance(blob, dict) or "state_dict" not in blob or "student" not in blob:
         raise ValueError(f"{path} is not an ldpclient student checkpoint")
+    from ..state import check_schema
+
+    check_schema("student checkpoint", path, blob.get("schema", 1), CHECKPOINT_SCHEMA)
     with torch.random.fork_rng(devices=[]):  # the init draws are overwritten by the weights: keep them local
         model = build_student(blob["student"], **blob.get("config", {}))
     try:

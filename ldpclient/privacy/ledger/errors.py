@@ -38,3 +38,8 @@ class BudgetExceeded(LedgerError):
         self.remaining_delta = remaining_delta
         self.cap_epsilon = cap_epsilon
         self.cap_delta = cap_delta
+
+
+class CapRaiseRefused(ValueError):
+    """A run asked for a per-record cap above the one the ledger holds; caps are raised only explicitly
+    (:meth:`Ledger.set_caps`, ``ldpclient budget --set-cap``). Nothing was changed."""

@@ -9,8 +9,9 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
 import torch
 
 from ...records import RecordSource, iter_batches, source_ids
@@ -18,8 +19,10 @@ from ...state import default_state_dir
 from ..base import Mechanism
 from ..guarantee import Domain, Guarantee
 from ..release import Release
+from . import fingerprint as _fingerprint
 from . import spend as _spend
 from . import store as _store
+from .cap_history import cap_history, set_caps, settle_caps
 from .errors import LedgerError
 from .identity import database_exists, forget_new_key, load_or_create_key
 from .schema import connect, has_legacy, init_database, transaction
@@ -42,8 +45,12 @@ class Ledger:
     created if needed. The secret lives at ``path + ".key"``.
     ``cap_epsilon`` / ``cap_delta``: per-record caps on the *total* spend of a
     record (epsilon in nats, delta a probability), across all mechanisms and
-    scopes; ``None`` means no cap (releases are still charged and recorded). The
-    caps are a policy of this ``Ledger`` object, not stored in the file.
+    scopes. Caps live in the file (:mod:`.cap_history`): ``None`` works under the
+    caps the ledger holds (none, if none was ever set); a cap given here tightens
+    them and is recorded (it holds for every later user of the file); one above
+    them raises :class:`~.errors.CapRaiseRefused` (raise caps with
+    :meth:`set_caps`). ``cap_origin`` names the caps given, in messages and in the
+    history (``--privacy-cap`` for the command line).
 
     Use as a context manager or call :meth:`close`. One ``Ledger`` object may be
     shared by threads; several processes may open the same file (SQLite locking
@@ -56,8 +63,10 @@ class Ledger:
         *,
         cap_epsilon: float | None = None,
         cap_delta: float | None = None,
+        cap_origin: str = "Ledger(cap_epsilon=...)",
     ) -> None:
-        self._caps = Caps.checked(cap_epsilon, cap_delta)
+        given = Caps.checked(cap_epsilon, cap_delta)
+        self._caps = given
         if path is None:
             state = default_state_dir()
             state.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -82,6 +91,7 @@ class Ledger:
                 self._conn, path=self.path, key_path=self.key_path, key_check=self._key.check(), key_created=key_created
             )
             self._legacy = has_legacy(self._conn)
+            self._caps = settle_caps(self._conn, given, cap_origin)
         except BaseException as exc:
             self.close()
             if key_created:
@@ -99,6 +109,18 @@ class Ledger:
     def cap_delta(self) -> float | None:
         """Per-record cap on a source's total delta (a probability); None: no cap."""
         return self._caps.delta
+
+    def set_caps(self, epsilon: float | None, delta: float | None = None, *, origin: str = "Ledger.set_caps") -> None:
+        """Set the caps the ledger holds (raise, lower, or remove with None), recorded with ``origin``. Images whose
+        spend is above a lowered cap are frozen: no fresh release of theirs is charged."""
+        caps = Caps.checked(epsilon, delta)
+        with self._lock:
+            self._caps = set_caps(self._db, caps, origin)
+
+    def cap_history(self) -> list[dict[str, Any]]:
+        """Every cap set on this ledger, oldest first (:func:`~.cap_history.cap_history`)."""
+        with self._lock:
+            return cap_history(self._db)
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -253,6 +275,7 @@ class Ledger:
                 self._hook("sampled")
                 _store.store_fresh(c, fresh, fresh_values, mech, scope)
                 _spend.charge(c, fresh, g)
+                _fingerprint.store(c, [k[32:] for k in fresh], records[[first[k] for k in fresh]])
         return stored, fresh_values
 
     def _sample_fresh(
@@ -318,6 +341,32 @@ class Ledger:
         keys = self._identities(records, sources, domain)
         with self._lock:
             return _spend.totals(self._db, keys, self._legacy)
+
+    def private_copies(
+        self,
+        records: torch.Tensor | RecordSource,
+        *,
+        sources: Sequence[bytes | str] | None = None,
+        domain: Domain | None = None,
+    ) -> dict[int, str]:
+        """Which of ``records`` (images offered as public) the ledger knows as private: index -> the reason in
+        words. An image whose source has been charged ("charged as a private image"), or whose perceptual
+        fingerprint is near that of an image the ledger charged (:mod:`.fingerprint`: "a near copy of a private
+        image"). ``records``, ``sources``, ``domain``: as for :meth:`spent`. Reads only."""
+        found: dict[int, str] = {}
+        for idx, chunk, ids in _chunks_of(records, sources):
+            charged = self.spent(chunk, sources=ids, domain=domain).epsilon > 0
+            near = torch.zeros(len(chunk), dtype=torch.bool)
+            if _fingerprint.fingerprintable(tuple(chunk.shape[1:])):
+                with self._lock:
+                    similarity = _fingerprint.nearest(self._db, _fingerprint.fingerprint(chunk))
+                near = similarity >= _fingerprint.NEAR
+            for k, (is_charged, is_near) in enumerate(zip(charged.tolist(), near.tolist(), strict=True)):
+                if is_charged:
+                    found[int(idx[k])] = "charged as a private image"
+                elif is_near:
+                    found[int(idx[k])] = f"a near copy of a private image (cosine {float(similarity[k]):.4f})"
+        return found
 
     def remaining(
         self,
@@ -397,8 +446,10 @@ class Ledger:
         whose source no run has seen since: their spend is kept, but should the same image
         have been released at two shapes, it shows here as two records), ``releases`` (stored
         fresh releases), ``epsilon``/``delta`` each ``{"total", "max", "mean"}`` over
-        records (per record), ``cap_epsilon``, ``cap_delta``, ``records_at_cap``
-        (records whose remaining epsilon or delta budget is 0 under the caps), and
+        records (per record), ``cap_epsilon``, ``cap_delta`` (the caps this ledger works
+        under), ``records_at_cap`` (records whose remaining epsilon or delta budget is 0
+        under the caps), ``records_over_cap`` (of those, records whose spend is above a
+        cap: charged before it was lowered), ``cap_history`` (:meth:`cap_history`), and
         ``by_mechanism``: one entry per (mechanism, scope) with ``mechanism`` (name),
         ``config`` (mechanism config), ``record_shape``, ``scope``, ``releases``,
         ``epsilon_per_release``, ``delta_per_release``.
@@ -408,6 +459,7 @@ class Ledger:
             figures = _spend.aggregate(c, self._caps)
             by_mechanism = _store.by_mechanism(c)
             n_rel = c.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
+            history = cap_history(c)
         return {
             "path": str(self.path),
             "records": figures["records"],
@@ -418,6 +470,8 @@ class Ledger:
             "cap_epsilon": self.cap_epsilon,
             "cap_delta": self.cap_delta,
             "records_at_cap": figures["records_at_cap"],
+            "records_over_cap": figures["records_over_cap"],
+            "cap_history": history,
             "by_mechanism": by_mechanism,
         }
 
@@ -434,6 +488,17 @@ class Ledger:
             ic = [r[0] for r in c.execute("PRAGMA integrity_check").fetchall()]
             problems = [] if ic == ["ok"] else ["integrity_check: " + "; ".join(ic)]
             return problems + _spend.verify(c)
+
+
+def _chunks_of(
+    records: torch.Tensor | RecordSource, sources: Sequence[bytes | str] | None
+) -> Iterator[tuple[np.ndarray, torch.Tensor, Sequence[bytes | str] | None]]:
+    """``(indices, records, their source ids)`` in chunks: a RecordSource read with its own ids, a tensor whole."""
+    if isinstance(records, torch.Tensor):
+        yield np.arange(len(records)), records, sources
+        return
+    for idx, chunk in iter_batches(records, _SPENT_CHUNK):
+        yield idx, chunk, source_ids(records, idx)
 
 
 def _check_scope(scope: object) -> None:

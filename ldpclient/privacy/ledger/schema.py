@@ -4,7 +4,11 @@ Tables: ``meta`` (schema version, the key check, creation time), ``mechanisms`` 
 mechanism identity and its per-record charge), ``spend`` (per source key: the summed
 per-record epsilon in nats and delta, and the release count), ``legacy_spend`` (what a
 schema-1 ledger charged per decoded tensor, until a run sees that tensor's source) and
-``releases`` (the stored noised values, keyed by tensor key, source key, mechanism and scope).
+``releases`` (the stored noised values, keyed by tensor key, source key, mechanism and scope); since schema 3
+``caps`` (every per-record cap set on this ledger, in order: the last row holds) and ``fingerprints`` (per
+source key, the perceptual fingerprint of the image a fresh release was made from:
+:mod:`.fingerprint`). A ledger of an older schema is migrated in one transaction; a newer one is refused
+(:class:`~ldpclient.state.NewerStateFile`).
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ...state import check_schema
 from .errors import LedgerError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: SQLite page cache per ledger connection, KiB (measured: noising 300,000 records went from 21 s at the
 #: default 2 MB to the figure in BENCHMARKS.md, "A million images in minutes").
@@ -46,6 +51,11 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS legacy_spend ("
     " record_key BLOB PRIMARY KEY, epsilon REAL NOT NULL, delta REAL NOT NULL, releases INTEGER NOT NULL)",
     _RELEASES_TABLE,
+    # schema 3: the caps set on this ledger (epsilon per record in nats, delta a probability; NULL: no cap) and
+    # the perceptual fingerprints of released sources
+    "CREATE TABLE IF NOT EXISTS caps ("
+    " id INTEGER PRIMARY KEY, epsilon REAL, delta REAL, origin TEXT NOT NULL, created REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS fingerprints (source_key BLOB PRIMARY KEY, print BLOB NOT NULL)",
 )
 
 
@@ -92,11 +102,18 @@ def init_database(
     with transaction(c):
         c.execute(_META_TABLE)
         rows = dict(c.execute("SELECT key, value FROM meta").fetchall())
-        if rows.get("schema_version") == "1" and hmac.compare_digest(rows.get("key_check", ""), key_check):
+        key_matches = hmac.compare_digest(rows.get("key_check", ""), key_check)
+        if "schema_version" in rows:
+            check_schema("ledger", path, rows["schema_version"], SCHEMA_VERSION)
+        if rows.get("schema_version") == "1" and key_matches:
             _migrate_v1(c)
-            rows["schema_version"] = str(SCHEMA_VERSION)
+            rows["schema_version"] = "2"
         for stmt in _SCHEMA:
             c.execute(stmt)
+        if rows.get("schema_version") == "2" and key_matches:  # schema 3 only adds tables (created just above)
+            c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('migrated_from_2', ?)", (repr(time.time()),))
+            rows["schema_version"] = str(SCHEMA_VERSION)
         if "schema_version" not in rows and not key_created:
             raise LedgerError(
                 f"{path} is not an ldpclient ledger (no ledger metadata in it) but a ledger key "
@@ -131,7 +148,7 @@ def _migrate_v1(c: sqlite3.Connection) -> None:
         " clipped, created FROM releases_v1"
     )
     c.execute("DROP TABLE releases_v1")
-    c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+    c.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('migrated_from_1', ?)", (repr(time.time()),))
 
 

@@ -190,30 +190,34 @@ def epsilon_per_record_by_scope(c: sqlite3.Connection) -> dict[str, list[float]]
 
 def aggregate(c: sqlite3.Connection, caps: Caps) -> dict[str, Any]:
     """Over every record: ``records``, ``legacy_records``, ``epsilon``/``delta`` ``{"total", "max", "mean"}``
-    (per record) and ``records_at_cap`` (no epsilon or delta budget left under ``caps``)."""
+    (per record), ``records_at_cap`` (no epsilon or delta budget left under ``caps``) and ``records_over_cap``
+    (of those, spent more than a cap: charged before the cap was lowered below their spend)."""
     n, tot_e, max_e, tot_d, max_d = c.execute(
         "SELECT COUNT(*), COALESCE(SUM(epsilon),0), COALESCE(MAX(epsilon),0),"
         f" COALESCE(SUM(delta),0), COALESCE(MAX(delta),0) FROM {_ALL_SPEND}"
     ).fetchone()
     n_legacy = c.execute("SELECT COUNT(*) FROM legacy_spend").fetchone()[0]
-    at_cap = 0
-    conds, params = [], []
-    if caps.epsilon is not None:
-        conds.append("epsilon >= ?")
-        params.append(caps.epsilon * (1 - _CAP_RTOL))
-    if caps.delta is not None:
-        conds.append("delta >= ?")
-        params.append(caps.delta * (1 - _CAP_RTOL))
-    if conds:
-        at_cap = c.execute(f"SELECT COUNT(*) FROM {_ALL_SPEND} WHERE {' OR '.join(conds)}", params).fetchone()[0]
     n = int(n)
     return {
         "records": n,
         "legacy_records": int(n_legacy),
         "epsilon": {"total": float(tot_e), "max": float(max_e), "mean": float(tot_e) / n if n else 0.0},
         "delta": {"total": float(tot_d), "max": float(max_d), "mean": float(tot_d) / n if n else 0.0},
-        "records_at_cap": int(at_cap),
+        "records_at_cap": _count_past(c, caps, 1 - _CAP_RTOL, ">="),
+        "records_over_cap": _count_past(c, caps, 1 + _CAP_RTOL, ">"),
     }
+
+
+def _count_past(c: sqlite3.Connection, caps: Caps, slack: float, op: str) -> int:
+    """Records whose epsilon or delta compares ``op`` to its cap times ``slack``; 0 without caps."""
+    conds, params = [], []
+    for column, cap in (("epsilon", caps.epsilon), ("delta", caps.delta)):
+        if cap is not None:
+            conds.append(f"{column} {op} ?")
+            params.append(cap * slack)
+    if not conds:
+        return 0
+    return int(c.execute(f"SELECT COUNT(*) FROM {_ALL_SPEND} WHERE {' OR '.join(conds)}", params).fetchone()[0])
 
 
 def verify(c: sqlite3.Connection) -> list[str]:

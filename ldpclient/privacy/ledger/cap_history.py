@@ -1,0 +1,102 @@
+"""The per-record caps a ledger holds: set once, they hold for every later run and command on that ledger.
+
+Every change is a row of the ``caps`` table (the last row holds; NULL: no cap on that quantity), with what set
+it (``origin``: the option or call) and when. A cap given to a run (``--privacy-cap``, ``Ledger(cap_epsilon=)``)
+may only tighten what the ledger holds: a lower one is recorded and holds from then on, a higher one is refused
+(:class:`~.errors.CapRaiseRefused`). Raising or removing a cap is explicit (:func:`set_caps`: ``ldpclient budget
+--set-cap``), and recorded the same way. Lowering a cap below what some images have spent freezes them: no
+fresh release of theirs fits (:func:`~.spend.check_budget`); nothing is ever silently exceeded.
+
+Units: epsilon per record in nats, delta a probability (per record).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from .errors import CapRaiseRefused
+from .schema import transaction
+from .spend import Caps
+
+
+def stored_caps(c: sqlite3.Connection) -> Caps:
+    """The caps the ledger holds now (its last ``caps`` row; no row: no caps)."""
+    row = c.execute("SELECT epsilon, delta FROM caps ORDER BY id DESC LIMIT 1").fetchone()
+    return Caps(None, None) if row is None else Caps(row[0], row[1])
+
+
+def held_caps(path: str | os.PathLike[str]) -> Caps:
+    """The caps the ledger file at ``path`` holds, read only (no ledger, or one from before caps were kept: no
+    caps); :class:`~ldpclient.state.NewerStateFile` for a ledger of a newer schema. For what runs before the
+    ledger is opened (the plan, ``--dry-run``); the ledger itself settles the caps again when opened."""
+    from ...state import check_schema
+    from .schema import SCHEMA_VERSION
+
+    p = Path(path)
+    if not p.exists():
+        return Caps(None, None)
+    with closing(sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)) as c:
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" in tables:
+            row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is not None:
+                check_schema("ledger", p, row[0], SCHEMA_VERSION)
+        return stored_caps(c) if "caps" in tables else Caps(None, None)
+
+
+def cap_for_run(path: str | os.PathLike[str], given: float | None, origin: str) -> float | None:
+    """The per-record epsilon cap a run on the ledger at ``path`` works under: the held one, tightened by
+    ``given``; :class:`CapRaiseRefused` when ``given`` is above it."""
+    return _tightened("epsilon", given, held_caps(path).epsilon, origin)
+
+
+def _tightened(name: str, given: float | None, held: float | None, origin: str) -> float | None:
+    """The cap that holds after a run asks for ``given`` where the ledger holds ``held``."""
+    if given is None:
+        return held
+    if held is None or given <= held:
+        return given
+    raise CapRaiseRefused(
+        f"{origin} {given:g} is above the privacy cap this state holds ({name} {held:g} per image); a cap "
+        f"is raised only explicitly: ldpclient budget --set-cap {given:g} (with the same --state-dir)")
+
+
+def settle_caps(c: sqlite3.Connection, given: Caps, origin: str) -> Caps:
+    """The caps a ledger user works under: the ledger's, tightened by ``given`` (recorded when it changes
+    them); :class:`CapRaiseRefused` when ``given`` is above what the ledger holds. ``origin`` names where
+    ``given`` came from in messages and in the history (``--privacy-cap``, ``Ledger(cap_epsilon=...)``)."""
+    with transaction(c):
+        held = stored_caps(c)
+        caps = Caps(_tightened("epsilon", given.epsilon, held.epsilon, origin),
+                    _tightened("delta", given.delta, held.delta, origin))
+        if caps != held:
+            _record(c, caps, origin)
+    return caps
+
+
+def set_caps(c: sqlite3.Connection, caps: Caps, origin: str) -> Caps:
+    """Set the ledger's caps to ``caps`` (raise, lower or remove: None), recorded with ``origin``."""
+    with transaction(c):
+        if caps != stored_caps(c):
+            _record(c, caps, origin)
+    return caps
+
+
+def cap_history(c: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every cap set on the ledger, oldest first: ``epsilon``, ``delta`` (None: no cap), ``origin``, ``set_at``
+    (seconds since the epoch)."""
+    rows = c.execute("SELECT epsilon, delta, origin, created FROM caps ORDER BY id").fetchall()
+    return [{"epsilon": e, "delta": d, "origin": o, "set_at": t} for e, d, o, t in rows]
+
+
+def _record(c: sqlite3.Connection, caps: Caps, origin: str) -> None:
+    c.execute("INSERT INTO caps(epsilon, delta, origin, created) VALUES (?, ?, ?, ?)",
+              (caps.epsilon, caps.delta, origin, time.time()))
+
+
+__all__ = ["cap_for_run", "cap_history", "held_caps", "set_caps", "settle_caps", "stored_caps"]

@@ -1,0 +1,369 @@
+"""What the user declared holds everywhere (issue 45): the privacy cap lives in the ledger, the ledger knows which
+images are private (near copies included), and every state file is versioned. Through the command line against
+the real mock teacher on 127.0.0.1; tiny folders (12 images), so what is checked is what was charged, sent and
+billed, not accuracy.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from test_caps_and_verdict_cli import _charged, _paid
+from test_cli import _args, _private, _run, _server
+
+from ldpclient.cli import EXIT_PRIVACY_CAP, EXIT_USAGE
+
+# ---------------------------------------------------------------- the cap lives in the ledger
+
+
+def _budget(tmp_path: Path, *extra: str) -> dict:
+    res = _run(["budget", "--state-dir", str(tmp_path / "state"), "--json", *extra])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def _noise(folder: Path, url: str, tmp_path: Path, *extra: str):
+    return _run(["noise", str(folder), "--out", str(tmp_path / "noised"), "--teacher", url, "--reduce", "2",
+                 "--epsilon", "4", "--epsilon-unit", "element", "--state-dir", str(tmp_path / "state"), *extra])
+
+
+def test_a_cap_set_once_holds_for_a_later_noise_without_one(tmp_path: Path) -> None:
+    """The issue's case: runs with a cap, then a preview without one pushed every image past it."""
+    folder = _private(tmp_path)
+    with _server() as srv:
+        first = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100"))  # 4 x 4 elements x 4 = 64 each
+        assert first.exit_code == 0, first.output
+        spent = _budget(tmp_path)["epsilon"]["max"]
+        again = _noise(folder, srv.model_url, tmp_path, "--epsilon", "3")  # a fresh release: 48 more
+        assert again.exit_code == EXIT_PRIVACY_CAP, again.output
+        assert "privacy cap" in again.stderr
+    summary = _budget(tmp_path)
+    assert summary["epsilon"]["max"] == pytest.approx(spent) and summary["cap_epsilon"] == 100
+    assert summary["records_over_cap"] == 0
+    assert [h["origin"] for h in summary["cap_history"]] == ["--privacy-cap"]
+
+
+def test_a_higher_cap_is_refused_until_raised_explicitly_and_the_raise_is_recorded(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    with _server() as srv:
+        assert _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100")).exit_code == 0
+        charged, paid = _charged(tmp_path), _paid(tmp_path)
+        higher = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "200"))
+        assert higher.exit_code == EXIT_USAGE, higher.output
+        line = higher.stderr.strip().splitlines()[-1]
+        assert "--privacy-cap 200 is above the privacy cap this state holds (epsilon 100 per image)" in line
+        assert "ldpclient budget --set-cap 200" in line
+        dry = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "200", "--dry-run"))
+        assert dry.exit_code == EXIT_USAGE and "budget --set-cap 200" in dry.stderr
+        assert (_charged(tmp_path), _paid(tmp_path)) == (charged, paid)
+        raised = _budget(tmp_path, "--set-cap", "200")
+        assert raised["cap_epsilon"] == 200
+        assert [h["origin"] for h in raised["cap_history"]] == ["--privacy-cap", "budget --set-cap"]
+        noise = _noise(folder, srv.model_url, tmp_path, "--epsilon", "3", "--json")  # 48 more: 112 of 200
+        assert noise.exit_code == 0, noise.output
+        assert json.loads(noise.stdout)["ledger"]["cap_epsilon"] == 200
+
+
+def test_lowering_the_cap_below_the_spend_freezes_those_images_and_budget_says_over(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    with _server() as srv:
+        assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0  # 64 per image, no cap
+        lowered = _budget(tmp_path, "--set-cap", "10")
+        assert lowered["records_at_cap"] == 12 and lowered["records_over_cap"] == 12
+        text = _run(["budget", "--state-dir", str(tmp_path / "state")])
+        assert "12 of them over it" in text.output
+        reused = _run(_args(folder, srv.model_url, tmp_path))  # the stored releases: nothing fresh to charge
+        assert reused.exit_code == 0, reused.output
+        fresh = _noise(folder, srv.model_url, tmp_path, "--epsilon", "0.5")
+        assert fresh.exit_code == EXIT_PRIVACY_CAP, fresh.output
+        assert _budget(tmp_path, "--set-cap", "none")["cap_epsilon"] is None
+
+
+def test_set_cap_refuses_a_value_that_is_not_an_epsilon(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    with _server() as srv:
+        assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0
+    for bad in ("-1", "nan", "inf", "lots"):
+        res = _run(["budget", "--state-dir", str(tmp_path / "state"), "--set-cap", bad])
+        assert res.exit_code == EXIT_USAGE and "--set-cap must be a per-image epsilon" in res.stderr, bad
+
+
+def test_the_library_ledger_keeps_the_cap_too(tmp_path: Path) -> None:
+    from ldpclient.privacy import laplace
+    from ldpclient.privacy.ledger import Ledger
+    from ldpclient.privacy.ledger.errors import CapRaiseRefused
+
+    path = tmp_path / "ledger.sqlite"
+    x = torch.rand(4, 1, 8, 8)
+    with Ledger(path, cap_epsilon=5.0) as led:
+        led.release(laplace(4.0 / 64), x, scope="t")  # 4 per image of 64 elements
+    with Ledger(path) as led:  # no cap given: the ledger's holds
+        assert led.cap_epsilon == 5.0
+        with pytest.raises(Exception, match="cap"):
+            led.release(laplace(2.0 / 64), x, scope="t")
+    with pytest.raises(CapRaiseRefused):
+        Ledger(path, cap_epsilon=6.0)
+    with Ledger(path, cap_epsilon=4.5) as led:  # lower: recorded, holds from now on
+        assert [h["epsilon"] for h in led.cap_history()] == [5.0, 4.5]
+    with Ledger(path) as led:
+        assert led.cap_epsilon == 4.5
+
+
+# ---------------------------------------------------------------- the ledger knows which images are private
+
+
+def _smooth(n: int, seed: int, side: int = 28) -> list[np.ndarray]:
+    """Distinct smooth 8-bit grey images (a few random blobs each): what a photo looks like to a fingerprint."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:side, 0:side] / side
+    out = []
+    for _ in range(n):
+        img = np.zeros((side, side))
+        for _ in range(4):
+            cy, cx, s, a = rng.uniform(0.1, 0.9), rng.uniform(0.1, 0.9), rng.uniform(0.05, 0.2), rng.uniform(-1, 1)
+            img += a * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * s * s))
+        img = (img - img.min()) / (img.max() - img.min() + 1e-9)
+        out.append((img * 255).round().astype(np.uint8))
+    return out
+
+
+def _write(folder: Path, images: list[np.ndarray], prefix: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, img in enumerate(images):
+        Image.fromarray(img).save(folder / f"{prefix}{k:02d}.png")
+
+
+def _args28(folder: Path, url: str, tmp_path: Path, *extra: str) -> list[str]:
+    return ["label", str(folder), "--teacher", url, "--state-dir", str(tmp_path / "state"), "--output",
+            str(tmp_path / "out" / "labels.csv"), "--epsilon", "20", "--queries", "24", "--batch-size", "8",
+            "--epochs", "1", "--price", "0.01", "--max-retry-time", "0", *extra]
+
+
+def test_an_image_the_ledger_charged_is_refused_as_public_from_any_folder(tmp_path: Path) -> None:
+    """The issue's case: after `noise priv`, `label pub --public priv` sent all the private images as they are."""
+    folder = _private(tmp_path)
+    other = tmp_path / "other"
+    _write(other, _smooth(12, 5, 8), "o")
+    with _server() as srv:
+        assert _noise(folder, srv.model_url, tmp_path, "--privacy-cap", "100").exit_code == 0
+        res = _run(_args(other, srv.model_url, tmp_path, "--public", str(folder), "--privacy-cap", "100"))
+        assert res.exit_code == EXIT_USAGE, res.output
+        line = res.stderr.strip().splitlines()[-1]
+        assert "12 image(s) are private images this state's ledger knows" in line
+        assert "charged as a private image" in line and "nothing was sent" in line
+        assert srv.usage()["total"]["images"] == 0 and _paid(tmp_path) == 0
+
+
+def test_near_copies_of_private_images_are_refused_as_public_and_distinct_images_are_not(tmp_path: Path) -> None:
+    """A quality-90 JPEG of a private PNG, a 2x upscale, a brighter copy and a copy cropped by 1 pixel a side."""
+    private = _smooth(12, 1)
+    _write(tmp_path / "private", private, "p")
+    near = tmp_path / "near"
+    near.mkdir()
+    jpeg = io.BytesIO()
+    Image.fromarray(private[0]).save(jpeg, "JPEG", quality=90)
+    (near / "copy.jpg").write_bytes(jpeg.getvalue())
+    Image.fromarray(private[1]).resize((56, 56), Image.BICUBIC).save(near / "up.png")
+    Image.fromarray(np.clip(private[2].astype(int) * 1.15, 0, 255).astype(np.uint8)).save(near / "bright.png")
+    Image.fromarray(private[3][1:-1, 1:-1]).save(near / "crop.png")
+    _write(tmp_path / "distinct", _smooth(30, 2), "d")
+    with _server(image_size=28) as srv:
+        first = _run(_args28(tmp_path / "private", srv.model_url, tmp_path))
+        assert first.exit_code == 0, first.output
+        paid = _paid(tmp_path)
+        for name in ("copy.jpg", "up.png", "bright.png", "crop.png"):
+            one = tmp_path / f"pub-{name}"
+            one.mkdir()
+            (one / name).write_bytes((near / name).read_bytes())
+            res = _run(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(one)))
+            assert res.exit_code == EXIT_USAGE, (name, res.output)
+            assert "a near copy of a private image" in res.stderr, name
+        assert _paid(tmp_path) == paid  # nothing sent for any of them
+        ok = _run(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(tmp_path / "distinct"),
+                          "--json"))
+        assert ok.exit_code == 0, ok.output
+
+
+# ---------------------------------------------------------------- every state file is versioned
+
+
+def _set_meta(path: Path, version: str) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+
+
+@pytest.mark.parametrize("what", ["ledger", "journal", "journal-column", "runs"])
+def test_a_state_file_from_a_newer_version_is_refused_before_anything_is_sent_or_paid(tmp_path: Path,
+                                                                                       what: str) -> None:
+    folder = _private(tmp_path)
+    state = tmp_path / "state"
+    with _server() as srv:
+        assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0
+        if what == "ledger":
+            _set_meta(state / "ledger.sqlite", "4")
+        elif what == "journal":
+            _set_meta(state / "journal.sqlite", "3")
+        elif what == "journal-column":  # the issue's case: schema 3 with one new NOT NULL column
+            with sqlite3.connect(state / "journal.sqlite") as db:
+                db.execute("ALTER TABLE batches ADD COLUMN region TEXT NOT NULL DEFAULT 'eu'")
+        else:
+            runs = json.loads((state / "runs.json").read_text())
+            (state / "runs.json").write_text(json.dumps({**runs, "_schema": 3}))
+        billed = srv.usage()["total"]["images"]
+        other = _private(tmp_path / "more")  # another folder: a run that would noise, send and pay
+        res = _run(_args(other, srv.model_url, tmp_path))
+        assert res.exit_code == EXIT_USAGE, res.output
+        line = res.stderr.strip().splitlines()[-1]
+        assert "was written by a newer ldpclient" in line and "nothing was sent, paid or charged" in line
+        assert srv.usage()["total"]["images"] == billed
+
+
+def test_an_older_ledger_and_journal_are_migrated_in_place(tmp_path: Path) -> None:
+    """Schema 2 ledgers (no caps, no fingerprints) and unversioned journals open and are stamped."""
+    folder = _private(tmp_path)
+    state = tmp_path / "state"
+    with _server() as srv:
+        assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0
+        with sqlite3.connect(state / "ledger.sqlite") as db:
+            db.execute("DROP TABLE caps")
+            db.execute("DROP TABLE fingerprints")
+        _set_meta(state / "ledger.sqlite", "2")
+        with sqlite3.connect(state / "journal.sqlite") as db:
+            db.execute("DROP TABLE meta")
+        paid = _paid(tmp_path)
+        again = _run(_args(folder, srv.model_url, tmp_path))
+        assert again.exit_code == 0, again.output
+        assert _paid(tmp_path) == paid  # the journal's answers were kept
+    for name in ("ledger.sqlite", "journal.sqlite"):
+        with sqlite3.connect(state / name) as db:
+            version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+        assert version == {"ledger.sqlite": "3", "journal.sqlite": "2"}[name]
+
+
+def test_a_checkpoint_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    from ldpclient.state import NewerStateFile
+    from ldpclient.transfer.student import build_student, load_checkpoint, save_checkpoint
+
+    path = tmp_path / "student.pt"
+    save_checkpoint(path, build_student("small_cnn", in_channels=1, num_classes=3, image_size=8), "small_cnn",
+                    {"in_channels": 1, "num_classes": 3, "image_size": 8})
+    load_checkpoint(path)
+    blob = torch.load(path, weights_only=True)
+    torch.save({**blob, "schema": 99}, path)
+    with pytest.raises(NewerStateFile, match="newer ldpclient"):
+        load_checkpoint(path)
+
+
+# ---------------------------------------------------------------- public folders get the private folder's care
+
+
+def test_files_skipped_in_the_public_folder_are_counted_and_reported(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    public = tmp_path / "public"
+    _write(public, _smooth(6, 9, 8), "q")
+    good = (public / "q00.png").read_bytes()
+    (public / "truncated.png").write_bytes(good[: len(good) // 2])
+    (public / "notes.txt").write_text("not an image")
+    with _server() as srv:
+        res = _run(_args(folder, srv.model_url, tmp_path, "--public", str(public)))
+        assert res.exit_code == 0, res.output
+        assert "0 private, 2 public files" in " ".join(res.output.split())
+    report = json.loads((tmp_path / "out" / "labels.report.json").read_text())
+    assert report["counts"]["public_skipped"] == 2 and report["counts"]["public_images"] == 6
+    assert sorted(s["path"] for s in report["public_skipped"]) == ["notes.txt", "truncated.png"]
+
+
+def test_an_empty_public_folder_is_named_as_the_public_folder(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "readme.txt").write_text("nothing here")
+    with _server() as srv:
+        res = _run(_args(folder, srv.model_url, tmp_path, "--public", str(tmp_path / "empty")))
+        assert res.exit_code == EXIT_USAGE, res.output
+        line = res.stderr.strip().splitlines()[-1]
+        assert f"--public folder {str(tmp_path / 'empty')!r} contains no image files" in line
+        assert "private folder" not in line and srv.usage()["total"]["images"] == 0
+
+
+# ---------------------------------------------------------------- every option bounded, every conflict refused
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["--warmup", "99999999999999999999999"], "--warmup must be from 0 to 200 epochs"),
+    (["--epochs", "1000000"], "--epochs must be from 1 to 1000"),
+    (["--flip", "--no-flip"], "--flip and --no-flip contradict each other"),
+    (["--no-adapt", "--adapt"], "--adapt and --no-adapt contradict each other"),
+    (["--flip", "--augment", "none"], "--flip/--no-flip trains a student: --augment none (SIDP) has none"),
+    (["--warmup", "3", "--augment", "none"], "--warmup trains a student: --augment none (SIDP) has none"),
+])
+def test_an_unbounded_or_contradictory_option_is_one_line_before_anything_is_sent(
+        tmp_path: Path, extra: list[str], words: str) -> None:
+    folder = _private(tmp_path)
+    with _server() as srv:
+        res = _run(_args(folder, srv.model_url, tmp_path, *extra))
+        assert res.exit_code == EXIT_USAGE, res.output
+        assert words in res.stderr and len(res.stderr.strip().splitlines()) == 1
+        assert srv.usage()["total"]["images"] == 0 and _charged(tmp_path) == 0
+
+
+@pytest.mark.parametrize(("line", "words"), [
+    ("warmup = true", "warmup must be an integer, got true"),
+    ("epochs = 2.5", "epochs must be an integer, got 2.5"),
+    ("adapt = 1", "adapt must be true or false, got 1"),
+    ("price = true", "price must be a number, got true"),
+])
+def test_config_values_of_the_wrong_kind_are_refused(tmp_path: Path, line: str, words: str) -> None:
+    config = tmp_path / "ldp.toml"
+    config.write_text(line + "\n")
+    res = _run(["label", str(_private(tmp_path)), "--teacher", "http://127.0.0.1:9/v2/models/x", "--config",
+                str(config)])
+    assert res.exit_code == EXIT_USAGE and words in res.stderr, res.output
+
+
+def test_the_dry_run_shows_the_warm_up_rows(tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    with _server() as srv:
+        res = _run(_args(folder, srv.model_url, tmp_path, "--warmup", "3", "--dry-run", "--json"))
+        assert res.exit_code == 0, res.output
+        student = json.loads(res.stdout)["plan"]["student"]
+        assert student["warmup_epochs"] == 3 and student["warmup_rows"] == 36
+
+
+# ---------------------------------------------------------------- Ctrl-C never pays twice
+
+
+def test_ctrl_c_lets_the_request_in_flight_finish_and_records_it(tmp_path: Path) -> None:
+    """The issue's case: 74 images billed for 70 planned; the interrupted request was dropped and sent again on
+    resume. Now what the teacher billed at the stop is exactly what the journal recorded."""
+    import os
+    import signal
+    import time
+
+    from test_cli import _cli, _wait_for_images
+
+    folder = _private(tmp_path)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    with _server(latency=1.0) as srv:
+        args = _args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4")
+        proc = __import__("subprocess").Popen(_cli(*args), env=env, stdout=-1, stderr=-1, text=True)
+        _wait_for_images(srv, 8, proc)
+        time.sleep(0.3)  # the next batch is in flight (1 s on the server)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert "paid twice" not in err
+        time.sleep(1.5)
+        billed = srv.usage()["total"]["images"]
+        with sqlite3.connect(tmp_path / "state" / "journal.sqlite") as db:
+            recorded = db.execute("SELECT COALESCE(SUM(n), 0) FROM batches").fetchone()[0]
+        assert billed == recorded and 8 < billed < 40
+        done = _run(_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4", "--json"))
+        assert done.exit_code == 0, done.output
+        assert srv.usage()["total"]["images"] == 40  # nothing paid twice over the two runs
