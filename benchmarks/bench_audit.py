@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     sweep = {}
     for s in args.settings:
         e, r = s.split(":")
-        sweep[(float(e), int(r))] = laplace(float(e), reduction=int(r))
+        sweep[(float(e), int(r))] = laplace(float(e), reduction=int(r), per="element")
     rows = []
     for (eps, red), mech in sweep.items():
         t = time.perf_counter()
@@ -100,15 +100,15 @@ def main(argv: list[str] | None = None) -> None:
           "ignoring delta | event | flag |")
     print("|---|---|---|---|---|---|---|---|")
     mechs = [
-        ("laplace(1)", laplace(1.0), (1, 28, 28), None),
-        ("laplace(1, secure)", laplace(1.0, secure=True), (1, 28, 28), None),
-        ("gaussian(1, 1e-5)", gaussian(1.0), (1, 28, 28), None),
-        ("tldp-laplace(1)", tldp_laplace(1.0), (1, 28, 28), 1.0),
-        ("tldp-laplace(1)", tldp_laplace(1.0), (2,), 1.0),
-        ("tldp-laplace(1)", tldp_laplace(1.0), (1, 2, 2), 1.0),
-        ("tldp-gaussian(1)", tldp_gaussian(1.0), (2,), 1.0),
-        ("discrete-tldp(3)", discrete_tldp(3.0), (1, 28, 28), None),
-        ("discrete-tldp(p=0.3, b=100)", discrete_tldp(p=0.3, b=100.0), (1, 28, 28), None),
+        ("laplace(1)", laplace(1.0, per="element"), (1, 28, 28), None),
+        ("laplace(1, secure)", laplace(1.0, secure=True, per="element"), (1, 28, 28), None),
+        ("gaussian(1, 1e-5)", gaussian(1.0, per="element"), (1, 28, 28), None),
+        ("tldp-laplace(1)", tldp_laplace(1.0, per="element"), (1, 28, 28), 1.0),
+        ("tldp-laplace(1)", tldp_laplace(1.0, per="element"), (2,), 1.0),
+        ("tldp-laplace(1)", tldp_laplace(1.0, per="element"), (1, 2, 2), 1.0),
+        ("tldp-gaussian(1)", tldp_gaussian(1.0, per="element"), (2,), 1.0),
+        ("discrete-tldp(3)", discrete_tldp(3.0, per="element"), (1, 28, 28), None),
+        ("discrete-tldp(p=0.3, b=100)", discrete_tldp(p=0.3, b=100.0, per="element"), (1, 28, 28), None),
     ]
     for name, m, shape, paper in mechs:
         r = audit_mechanism(m, shape, paper_epsilon=paper, samples=400_000)
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.quick:
         print("\n# membership inference (members: private records, non-members: held-out part; true labels)")
         teacher = LocalTeacher(teacher_model, (1, 28, 28), 10, name="digits28")
-        kt = KnowledgeTransfer(teacher, laplace(1.0), mode="ldpkit", augmentation="sup", num_queries=6000,
+        kt = KnowledgeTransfer(teacher, laplace(1.0, per="element"), mode="ldpkit", augmentation="sup", num_queries=6000,
                                postprocess=args.postprocess, epochs=args.student_epochs, batch_size=128, lr=2e-3,
                                seed=0, device="cpu", student_kwargs={"width": 16}, val_fraction=0.0,
                                release_generator=torch.Generator().manual_seed(1000))

@@ -66,13 +66,13 @@ def main() -> None:
     lap32 = torch.distributions.Laplace(torch.tensor(0.0), torch.tensor(1.0))
     lap64 = torch.distributions.Laplace(torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
     mechanisms = {
-        "laplace": lambda secure: laplace(1.0, secure=secure),
-        "gaussian": lambda secure: gaussian(1.0, 1e-5, secure=secure),
-        "tldp-laplace": lambda secure: tldp_laplace(1.0, secure=secure),
-        "tldp-gaussian": lambda secure: tldp_gaussian(1.0, 1e-5, secure=secure),
-        "tldp-weighted": lambda secure: weighted_tldp(1.0, weights, secure=secure),
+        "laplace": lambda secure: laplace(1.0, secure=secure, per="element"),
+        "gaussian": lambda secure: gaussian(1.0, 1e-5, secure=secure, per="element"),
+        "tldp-laplace": lambda secure: tldp_laplace(1.0, secure=secure, per="element"),
+        "tldp-gaussian": lambda secure: tldp_gaussian(1.0, 1e-5, secure=secure, per="element"),
+        "tldp-weighted": lambda secure: weighted_tldp(1.0, weights, secure=secure, per="element"),
     }
-    m_disc = discrete_tldp(5.0, p=0.05, domain=Domain(0, 255, integer=True))
+    m_disc = discrete_tldp(5.0, p=0.05, domain=Domain(0, 255, integer=True), per="element")
 
     cases: dict[str, Callable[[], object]] = {
         "raw torch Laplace f32": lambda: lap32.sample(shape),

@@ -31,7 +31,7 @@ PRICE = 0.001
 
 def run(seeds: int) -> tuple[int, float, int]:
     g = torch.Generator().manual_seed(0)
-    release = laplace(2.0).release(torch.rand(60, 1, 8, 8, generator=g), generator=g)
+    release = laplace(2.0, per="element").release(torch.rand(60, 1, 8, 8, generator=g), generator=g)
     plan = QueryPlan("sup", 60, num_queries=1600, seed=2, batch_size=16)
     over, worst, runs = 0, 0.0, 0
     for seed in range(seeds):

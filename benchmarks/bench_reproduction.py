@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
             eps, red = float(eps_s), int(red_s)
             if size % red:
                 continue
-            mech = laplace(eps, reduction=red)
+            mech = laplace(eps, reduction=red, per="element")
             g = mech.guarantee((1, size, size))
             accs: dict[str, list[float]] = {m: [] for m in args.methods}
             for seed in range(args.seeds):

@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     g = torch.Generator().manual_seed(0)
     records = torch.rand(args.records, 1, 28, 28, generator=g)
-    mech = laplace(1.0)
+    mech = laplace(1.0, per="element")
     source = apply_all(mech.release(records, generator=g), parse_postprocess("blur:2,clip"))
     plan = QueryPlan(args.kind, args.records, num_queries=args.queries, seed=0, batch_size=args.batch_size)
     w = torch.randn(784, 10, generator=g)

@@ -165,7 +165,7 @@ def main() -> None:
         teacher = connect(f"http://127.0.0.1:{server.server_address[1]}", transport=transport)
         vals = torch.linspace(0, 1, 100).view(100, 1, 1, 1).expand(100, 1, 28, 28).contiguous()
         # releases only ever come from a mechanism; these ramp images are made up, hence public=True
-        release = laplace(50.0).release(vals, public=True)
+        release = laplace(50.0, per="element").release(vals, public=True)
         client = QueryClient(teacher, workers=2)
         labels = client.label(release, prefix="acme-demo")
         print("labels:", labels.tolist()[:12], "...", f"({client.stats.requests} requests)")

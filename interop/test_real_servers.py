@@ -106,7 +106,7 @@ def test_python_api(request, tmp_path, server_name, model, facts, wire):
         options.update(input_name="input", output_name="label", input_shape=(1, 28, 28), datatype="FP32")
     teacher = connect(f"{server.url}/v2/models/{model}", state_dir=tmp_path, **options)
     g = torch.Generator().manual_seed(3)
-    release = laplace(2.0).release(torch.rand(12, 1, 28, 28, generator=g), generator=g)
+    release = laplace(2.0, per="element").release(torch.rand(12, 1, 28, 28, generator=g), generator=g)
     plan = QueryPlan("sup", 12, num_queries=30, seed=1, batch_size=8)
     client = QueryClient(teacher)
     answered = [labels.numpy() for _, labels in client.label_batches(plan.batches(release))]

@@ -222,7 +222,7 @@ def test_the_variants_benchmark_scores_copies_and_its_weak_variant_is_the_librar
         explorer = variants.Explorer(0, truth, flip=False)
 
         def run(**adapter):
-            return KnowledgeTransfer(teacher, laplace(20.0), num_queries=480, epochs=2, batch_size=16, seed=0,
+            return KnowledgeTransfer(teacher, laplace(20.0, per="element"), num_queries=480, epochs=2, batch_size=16, seed=0,
                                      device="cpu", release_generator=torch.Generator().manual_seed(5), **adapter).run(x)
 
         res, library = run(adapter=explorer), run()
@@ -259,7 +259,7 @@ def test_every_adaptation_of_the_older_comparison_runs_on_copies_and_records_its
         teacher = LocalTeacher(lambda v: v.mean((2, 3)), (3, 16, 16), 3, name="channel")
 
         def run(adapter):
-            return KnowledgeTransfer(teacher, laplace(20.0), num_queries=240, epochs=1, batch_size=16, seed=0,
+            return KnowledgeTransfer(teacher, laplace(20.0, per="element"), num_queries=240, epochs=1, batch_size=16, seed=0,
                                      device="cpu", release_generator=torch.Generator().manual_seed(5),
                                      adapter=adapter).run(x)
 

@@ -34,7 +34,7 @@ def logged(tmp_path_factory):
     for k in range(N):
         Image.fromarray(rng.integers(0, 256, (SIZE, SIZE), dtype=np.uint8), mode="L").save(folder / f"{k:03d}.png")
     records = load_private_folder(folder, (1, SIZE, SIZE)).records
-    mech = laplace(2.0)
+    mech = laplace(2.0, per="element")
     release = mech.release(records, generator=torch.Generator().manual_seed(1))
     plan = QueryPlan("sup", N, num_queries=90, seed=5, batch_size=32)
     log = root / "queries.jsonl"

@@ -17,7 +17,7 @@ def laplace_sampler(b: float, keep: float = 0.0):
 
 
 def test_calibrated_laplace_is_not_flagged_and_bound_is_tight():
-    res = audit_mechanism(laplace(1.0), (1, 8, 8), samples=100_000)
+    res = audit_mechanism(laplace(1.0, per="element"), (1, 8, 8), samples=100_000)
     assert not res["violated"]
     assert 0.8 < res["epsilon_lb"] <= 1.0
 
@@ -29,19 +29,19 @@ def test_miscalibrated_mechanism_is_caught():
 
 
 def test_published_tldp_pure_claim_refuted_only_when_keep_probability_matters():
-    small = audit_mechanism(tldp_laplace(1.0), (2,), paper_epsilon=1.0, samples=100_000)
+    small = audit_mechanism(tldp_laplace(1.0, per="element"), (2,), paper_epsilon=1.0, samples=100_000)
     p = small["guarantee"]["params"]["p"]
     assert p > 0.1  # two elements: the published keep probability is not negligible
     assert small["paper_claim_violated"] and small["epsilon_lb_pure"] > 3
     assert small["event"].startswith("out ==")  # the point mass gives it away
     assert not small["violated"]  # ...but the reported (eps, delta = p) guarantee holds
-    image = audit_mechanism(tldp_laplace(1.0), (1, 28, 28), paper_epsilon=1.0, samples=100_000)
+    image = audit_mechanism(tldp_laplace(1.0, per="element"), (1, 28, 28), paper_epsilon=1.0, samples=100_000)
     assert image["guarantee"]["params"]["p"] < 1e-100  # p ~ 0 on a real image
     assert not image["paper_claim_violated"] and not image["violated"]
 
 
 def test_gaussian_and_discrete_tldp_hold_their_reported_guarantee():
-    for mech in (gaussian(1.0), discrete_tldp(3.0)):
+    for mech in (gaussian(1.0, per="element"), discrete_tldp(3.0, per="element")):
         res = audit_mechanism(mech, (1, 8, 8), samples=100_000)
         assert not res["violated"], res
 

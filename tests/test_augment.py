@@ -14,7 +14,7 @@ from ldpclient.transfer.augment import FeistelPermutation, QueryPlan, num_pairs,
 def _release(n: int = 12, shape=(1, 6, 6), eps: float = 1.0, reduction: int = 1, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     records = torch.rand((n, *shape), generator=g)
-    return laplace(eps, reduction=reduction).release(records, generator=g)
+    return laplace(eps, reduction=reduction, per="element").release(records, generator=g)
 
 
 def test_pair_index_bijection_small_n():
@@ -125,7 +125,7 @@ def test_plan_deterministic_across_processes(kind):
 
 def test_rand_queries_reproducible_and_independent_of_batching():
     rel = _release(8)
-    mech = laplace(1.0)
+    mech = laplace(1.0, per="element")
     a = QueryPlan("rand", 8, num_queries=40, seed=9, batch_size=40).queries(rel, np.arange(40), mechanism=mech)
     b_plan = QueryPlan("rand", 8, num_queries=40, seed=9, batch_size=7)
     b = torch.cat([d.values for _, d in b_plan.batches(rel, mechanism=mech)])
@@ -136,13 +136,13 @@ def test_rand_noise_scale_matches_base_mechanism():
     eps = 2.0  # Laplace b = 1/2: std = sqrt(2) * b
     rel = _release(10, eps=eps)
     plan = QueryPlan("rand", 10, num_queries=2000, seed=1, batch_size=500)
-    d = plan.queries(rel, np.arange(2000), mechanism=laplace(eps))
+    d = plan.queries(rel, np.arange(2000), mechanism=laplace(eps, per="element"))
     extra = d.values - rel.values[d.sources[:, 0]]
     b = 1.0 / eps
     assert abs(extra.std().item() - np.sqrt(2) * b) < 0.02
     assert abs(extra.abs().mean().item() - b) < 0.02  # E|Laplace(b)| = b
     half = QueryPlan("rand", 10, num_queries=2000, seed=1, batch_size=500, rand_scale=0.5)
-    extra_half = half.queries(rel, np.arange(2000), mechanism=laplace(eps)).values - rel.values[d.sources[:, 0]]
+    extra_half = half.queries(rel, np.arange(2000), mechanism=laplace(eps, per="element")).values - rel.values[d.sources[:, 0]]
     assert abs(extra_half.std().item() - np.sqrt(2) * b / 2) < 0.01
 
 
@@ -156,7 +156,7 @@ def test_rand_noise_drawn_at_reduced_shape_then_resized():
     rel = _release(6, shape=(1, 8, 8), reduction=2)
     up = rel.upsampled("nearest")
     plan = QueryPlan("rand", 6, num_queries=12, seed=0)
-    d = plan.queries(up, np.arange(12), mechanism=laplace(1.0, reduction=2), noise_mode="nearest")
+    d = plan.queries(up, np.arange(12), mechanism=laplace(1.0, reduction=2, per="element"), noise_mode="nearest")
     assert d.values.shape == (12, 1, 8, 8)
     extra = d.values - up.values[d.sources[:, 0]]
     assert torch.equal(extra[:, :, ::2, ::2], extra[:, :, 1::2, 1::2])  # 2x2 blocks share one draw
@@ -173,7 +173,7 @@ def test_raw_tensors_rejected():
 def test_mixing_blank_queries():
     n = 10
     rel = _release(n)
-    blank = laplace(1.0).release(torch.zeros(6, 1, 6, 6), generator=torch.Generator().manual_seed(1), public=True)
+    blank = laplace(1.0, per="element").release(torch.zeros(6, 1, 6, 6), generator=torch.Generator().manual_seed(1), public=True)
     plan = QueryPlan("sup", n, num_queries=40, seed=2, n_blank=6, blank_fraction=0.25)
     d = plan.queries(rel, np.arange(40), blank_releases=blank)
     r = plan.recipes(np.arange(40))

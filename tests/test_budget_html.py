@@ -49,14 +49,14 @@ def test_the_ledger_gives_spend_per_record_per_scope_and_per_source_without_keys
     records = torch.rand(5, 1, 4, 4, generator=torch.Generator().manual_seed(0))
     ids = [f"file{k}".encode() for k in range(5)]
     with Ledger(tmp_path / "ledger.sqlite") as ledger:
-        ledger.release(laplace(2.0), records, scope="a", sources=ids)
-        ledger.release(laplace(3.0), records[:2], scope="b", sources=ids[:2])
+        ledger.release(laplace(2.0, per="element"), records, scope="a", sources=ids)
+        ledger.release(laplace(3.0, per="element"), records[:2], scope="b", sources=ids[:2])
         per_record = sorted(ledger.epsilon_per_record())
         by_scope = {k: sorted(v) for k, v in ledger.epsilon_per_record_by_scope().items()}
         spent = ledger.spent_by_source([*ids, b"never-seen"])
         direct = ledger.spent(records, sources=ids).epsilon.tolist()
-    g2 = laplace(2.0).guarantee((1, 4, 4)).epsilon_record
-    g3 = laplace(3.0).guarantee((1, 4, 4)).epsilon_record
+    g2 = laplace(2.0, per="element").guarantee((1, 4, 4)).epsilon_record
+    g3 = laplace(3.0, per="element").guarantee((1, 4, 4)).epsilon_record
     assert per_record == pytest.approx(sorted([g2] * 3 + [g2 + g3] * 2))
     assert by_scope == {"a": pytest.approx([g2] * 5), "b": pytest.approx([g3] * 2)}
     assert spent[:5] == pytest.approx(direct) and spent[5] == 0.0

@@ -221,7 +221,7 @@ def test_under_the_fault_mix_the_server_never_bills_more_than_the_cap(tmp_path, 
     from ldpclient.transfer.augment import QueryPlan
 
     g = torch.Generator().manual_seed(0)
-    release = laplace(2.0).release(torch.rand(40, 1, 8, 8, generator=g), generator=g)
+    release = laplace(2.0, per="element").release(torch.rand(40, 1, 8, 8, generator=g), generator=g)
     plan = QueryPlan("sup", 40, num_queries=480, seed=2, batch_size=8)
     faults = dict(error_rate_503=0.1, rate_429=0.05, drop_rate=0.02, malformed_rate=0.02, retry_after=0, fault_seed=3)
     with mock_server.serve(model="trivial", image_size=8, price_per_image=0.001, **faults) as srv:

@@ -103,11 +103,11 @@ def test_the_library_ledger_keeps_the_cap_too(tmp_path: Path) -> None:
     path = tmp_path / "ledger.sqlite"
     x = torch.rand(4, 1, 8, 8)
     with Ledger(path, cap_epsilon=5.0) as led:
-        led.release(laplace(4.0 / 64), x, scope="t")  # 4 per image of 64 elements
+        led.release(laplace(4.0 / 64, per="element"), x, scope="t")  # 4 per image of 64 elements
     with Ledger(path) as led:  # no cap given: the ledger's holds
         assert led.cap_epsilon == 5.0
         with pytest.raises(Exception, match="cap"):
-            led.release(laplace(2.0 / 64), x, scope="t")
+            led.release(laplace(2.0 / 64, per="element"), x, scope="t")
     with pytest.raises(CapRaiseRefused):
         Ledger(path, cap_epsilon=6.0)
     with Ledger(path, cap_epsilon=4.5) as led:  # lower: recorded, holds from now on
@@ -367,3 +367,19 @@ def test_ctrl_c_lets_the_request_in_flight_finish_and_records_it(tmp_path: Path)
         done = _run(_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4", "--json"))
         assert done.exit_code == 0, done.output
         assert srv.usage()["total"]["images"] == 40  # nothing paid twice over the two runs
+
+
+# ---------------------------------------------------------------- one meaning of epsilon
+
+
+def test_a_library_call_must_name_what_epsilon_counts() -> None:
+    """The issue's case: `laplace(100, reduction=4)` was 100 per element, 4,900 per image, while `--epsilon 100`
+    is per image."""
+    from ldpclient.privacy import gaussian, laplace, make_mechanism, tldp_laplace
+
+    for call in (lambda: laplace(100, reduction=4), lambda: gaussian(10, 1e-6), lambda: tldp_laplace(1.0),
+                 lambda: make_mechanism("laplace", epsilon=100)):
+        with pytest.raises(ValueError, match="name the unit of epsilon: per='record'"):
+            call()
+    assert laplace(100, per="record", reduction=4).guarantee((1, 28, 28)).epsilon_record == pytest.approx(100)
+    assert laplace(100, per="element", reduction=4).guarantee((1, 28, 28)).epsilon_record == pytest.approx(4900)

@@ -120,7 +120,7 @@ def test_secure_gaussian_meets_its_target_and_reports_the_sampling(per):
 
 
 def test_secure_gaussian_releases_lie_on_the_grid_with_the_stated_sigma():
-    m = gaussian(1.0, 1e-5)
+    m = gaussian(1.0, 1e-5, per="element")
     x = torch.rand(400, 1, 10, 10, generator=gen(1))
     r = m.release(x, generator=gen(2))
     p = r.guarantee.params
@@ -133,7 +133,7 @@ def test_secure_gaussian_releases_lie_on_the_grid_with_the_stated_sigma():
 
 
 def test_secure_tldp_gaussian_keeps_elements_on_the_grid():
-    m = tldp_gaussian(1.0, 1e-5, p=0.25)
+    m = tldp_gaussian(1.0, 1e-5, p=0.25, per="element")
     x = torch.rand(4000, 2, generator=gen(3))
     r = m.release(x, generator=gen(4))
     grid = r.guarantee.params["grid"]
@@ -180,17 +180,17 @@ def test_empirical_delta_does_not_exceed_the_claim_and_the_check_has_power():
 def test_domain_uint8_and_dtype_mismatches_are_refused():
     pixels = torch.randint(0, 256, (2, 1, 4, 4), dtype=torch.uint8, generator=gen(5))
     with pytest.raises(ValueError, match=r"uint8 .* x.float\(\) / 255 .* Domain.uint8\(\)"):
-        gaussian(1.0).release(pixels)
-    assert gaussian(1.0, domain=Domain.uint8()).release(pixels, generator=gen(6)).values.shape == (2, 1, 4, 4)
+        gaussian(1.0, per="element").release(pixels)
+    assert gaussian(1.0, domain=Domain.uint8(), per="element").release(pixels, generator=gen(6)).values.shape == (2, 1, 4, 4)
     assert Domain.uint8() == Domain(0, 255, integer=True)
 
 
 def test_large_delta_is_refused_unless_forced() -> None:
     with pytest.raises(ValueError, match=r"delta=0.5 is above 0.01: .* allow_large_delta=True"):
-        gaussian(1.0, 0.5)
+        gaussian(1.0, 0.5, per="element")
     with pytest.raises(ValueError, match="allow_large_delta"):
-        tldp_gaussian(1.0, 0.02)
-    assert gaussian(1.0, 0.5, allow_large_delta=True).guarantee((1, 2, 2)).delta_element <= 0.5
+        tldp_gaussian(1.0, 0.02, per="element")
+    assert gaussian(1.0, 0.5, allow_large_delta=True, per="element").guarantee((1, 2, 2)).delta_element <= 0.5
 
 
 def test_delta_warning_names_one_over_n() -> None:
@@ -203,14 +203,14 @@ def test_delta_warning_names_one_over_n() -> None:
 def test_tldp_keep_probability_can_be_set_and_the_guarantee_follows() -> None:
     from ldpclient.privacy import tldp_laplace
 
-    published = tldp_laplace(1.0).guarantee((1, 2, 2))
-    forced = tldp_laplace(1.0, p=0.2).guarantee((1, 2, 2))
+    published = tldp_laplace(1.0, per="element").guarantee((1, 2, 2))
+    forced = tldp_laplace(1.0, p=0.2, per="element").guarantee((1, 2, 2))
     assert forced.params["p"] == pytest.approx(0.2) and forced.params["p_source"] == "set explicitly"
     assert forced.delta_element == pytest.approx(0.2)
     assert forced.delta_record == pytest.approx(1 - 0.8**4)
     assert published.delta_element < forced.delta_element
     x = torch.rand(20_000, 1, generator=gen(8))
-    r = tldp_laplace(1.0, p=0.2).release(x, generator=gen(9))
+    r = tldp_laplace(1.0, p=0.2, per="element").release(x, generator=gen(9))
     grid = r.guarantee.params["grid"]
     kept = (r.values.double() - torch.round(x.double() / grid) * grid).abs() < grid / 4
     assert float(kept.double().mean()) == pytest.approx(0.2, abs=0.02)  # (+ the rare noise draw of exactly 0)
@@ -219,9 +219,9 @@ def test_tldp_keep_probability_can_be_set_and_the_guarantee_follows() -> None:
 def test_weights_may_be_given_at_the_released_resolution_and_a_mismatch_names_both_shapes() -> None:
     from ldpclient.privacy import weighted_tldp
 
-    full = weighted_tldp(1.0, torch.zeros(8, 8), reduction=2, p=0.3).guarantee((1, 8, 8))
-    released = weighted_tldp(1.0, torch.zeros(4, 4), reduction=2, p=0.3).guarantee((1, 8, 8))
+    full = weighted_tldp(1.0, torch.zeros(8, 8), reduction=2, p=0.3, per="element").guarantee((1, 8, 8))
+    released = weighted_tldp(1.0, torch.zeros(4, 4), reduction=2, p=0.3, per="element").guarantee((1, 8, 8))
     assert full.params["weights_released_shape"] == released.params["weights_released_shape"] == [4, 4]
     assert full.delta_record == pytest.approx(released.delta_record)
     with pytest.raises(ValueError, match=r"weights shape \(3, 3\) .* \(8, 8\) or the released \(4, 4\)"):
-        weighted_tldp(1.0, torch.zeros(3, 3), reduction=2).guarantee((1, 8, 8))
+        weighted_tldp(1.0, torch.zeros(3, 3), reduction=2, per="element").guarantee((1, 8, 8))

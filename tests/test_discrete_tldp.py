@@ -52,7 +52,7 @@ def test_solver_infeasible_targets_name_the_problem():
 
 
 def test_guarantee_is_exact_formula_plus_reported_rounding_bound():
-    m = discrete_tldp(5.0, p=0.05)
+    m = discrete_tldp(5.0, p=0.05, per="element")
     g = m.guarantee((1, 28, 28))
     assert g.epsilon_element <= 5.0 and g.epsilon_element == pytest.approx(5.0, rel=1e-9)
     assert g.epsilon_record == pytest.approx(784 * g.epsilon_element) and g.delta_record == 0.0
@@ -62,18 +62,18 @@ def test_guarantee_is_exact_formula_plus_reported_rounding_bound():
     assert 0 < g.params["epsilon_quantisation_excess"] < 1e-9
     assert g.params["secure"] is True
     # only epsilon: half goes to the noise, b = 2 D / eps
-    g2 = discrete_tldp(10.0).guarantee((4,))
+    g2 = discrete_tldp(10.0, per="element").guarantee((4,))
     assert g2.params["b"] == pytest.approx(51.0, rel=1e-9)
     # per record: eps / I per element
     g3 = discrete_tldp(784 * 6.0, p=0.1, per="record").guarantee((1, 28, 28))
     assert g3.epsilon_record <= 784 * 6.0 and g3.epsilon_element == pytest.approx(6.0, rel=1e-9)
     # p and b given: epsilon computed
-    g4 = discrete_tldp(p=0.2, b=100.0).guarantee((2,))
+    g4 = discrete_tldp(p=0.2, b=100.0, per="element").guarantee((2,))
     assert g4.params["epsilon_element_formula"] == pytest.approx(discrete_tldp_epsilon(0.2, 100.0, 255))
 
 
 def test_output_law_matches_keep_or_discrete_laplace():
-    m = discrete_tldp(p=0.3, b=4.0, domain=Domain(0, 3, integer=True))
+    m = discrete_tldp(p=0.3, b=4.0, domain=Domain(0, 3, integer=True), per="element")
     n = 120_000
     x = torch.randint(0, 4, (n, 1), generator=gen(1))
     r = m.release(x, generator=gen(2))
@@ -89,7 +89,7 @@ def test_output_law_matches_keep_or_discrete_laplace():
 
 
 def test_integer_domain_clips_rounds_and_pools():
-    m = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 255, integer=True), reduction=2)  # almost no noise
+    m = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 255, integer=True), reduction=2, per="element")  # almost no noise
     x = torch.tensor([[[[0, 1], [2, 4]]]], dtype=torch.uint8).repeat(50, 1, 1, 1)  # mean 1.75 -> 2
     assert m.guarantee((1, 2, 2)).elements_per_record == 1
     r = m.release(x, generator=gen(3))
@@ -97,12 +97,12 @@ def test_integer_domain_clips_rounds_and_pools():
     assert float((r.values == 2).double().mean()) > 0.95
     floats = torch.tensor([[-5.0, 3.4, 20.0]])
     with pytest.raises(ValueError, match=r"1 values are not integers .* round_inputs=True"):
-        discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True)).release(floats)
-    r2 = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True), round_inputs=True).release(
+        discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True), per="element").release(floats)
+    r2 = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True), round_inputs=True, per="element").release(
         floats, generator=gen(4)
     )
     assert r2.clipped_elements.tolist() == [3]  # two clipped, one rounded: every changed element is counted
-    whole = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True)).release(torch.tensor([[3.0, 4.0]]))
+    whole = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True), per="element").release(torch.tensor([[3.0, 4.0]]))
     assert whole.clipped_elements.tolist() == [0]  # integral floats are taken as they are
 
 
@@ -139,7 +139,7 @@ def empirical_epsilon_lower_bound(mechanism, x0: int, x1: int, n: int, seed: int
 
 def test_empirical_privacy_loss_does_not_exceed_the_claim():
     dom = Domain(0, 3, integer=True)
-    m = discrete_tldp(3.0, p=0.3, domain=dom)
+    m = discrete_tldp(3.0, p=0.3, domain=dom, per="element")
     claimed = m.guarantee((1,)).epsilon_element
     lb = empirical_epsilon_lower_bound(m, 0, 3, n=150_000, seed=10)
     assert lb <= claimed
@@ -148,7 +148,7 @@ def test_empirical_privacy_loss_does_not_exceed_the_claim():
 
 def test_empirical_check_catches_a_miscalibrated_claim():
     dom = Domain(0, 3, integer=True)
-    m = discrete_tldp(3.0, p=0.3, domain=dom)
+    m = discrete_tldp(3.0, p=0.3, domain=dom, per="element")
     b = m.guarantee((1,)).params["b"]
     lb = empirical_epsilon_lower_bound(m, 0, 3, n=150_000, seed=20)
     # (1) forgetting the point mass: claiming only the noise term D/b
@@ -156,6 +156,6 @@ def test_empirical_check_catches_a_miscalibrated_claim():
     # (2) a claim 20% too small
     assert lb > 0.8 * m.guarantee((1,)).epsilon_element
     # (3) a mechanism whose keep probability is larger than its calibration assumed
-    leaky = discrete_tldp(p=0.6, b=b, domain=dom)
+    leaky = discrete_tldp(p=0.6, b=b, domain=dom, per="element")
     lb_leaky = empirical_epsilon_lower_bound(leaky, 0, 3, n=150_000, seed=30)
     assert lb_leaky > m.guarantee((1,)).epsilon_element

@@ -95,7 +95,7 @@ def test_credentials_in_the_teacher_url_are_never_printed(private, tmp_path):
 
 @pytest.mark.parametrize("data", ["[1.7, 2, 3]", "[true, 2, 3]", '["3", 2, 3]', f"[{2**70}, 2, 3]", "[1, 2, 30]"])
 def test_labels_must_be_integers_in_range(data):
-    release = laplace(2.0).release(torch.rand(3, 1, 8, 8), generator=torch.Generator().manual_seed(0))
+    release = laplace(2.0, per="element").release(torch.rand(3, 1, 8, 8), generator=torch.Generator().manual_seed(0))
     with HostileServer(f"labels:{data}") as srv:
         teacher = OIPTeacher(srv.url, "m", wire="json", state_dir=None,
                                  retry=RetryPolicy(max_attempts=1, sleep=lambda s: None))

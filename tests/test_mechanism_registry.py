@@ -75,4 +75,4 @@ def test_a_name_claimed_twice_or_badly_spelt_is_refused():
 
 def test_make_mechanism_names_every_choice_on_an_unknown_name():
     with pytest.raises(ValueError, match="choose one of laplace, gaussian, tldp-laplace"):
-        make_mechanism("laplacian", epsilon=1.0)
+        make_mechanism("laplacian", epsilon=1.0, per="element")

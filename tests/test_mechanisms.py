@@ -37,7 +37,7 @@ def keep_tolerance(p: float, n: int) -> float:
 
 
 def test_laplace_noise_scale_ks_and_guarantee():
-    m = laplace(2.0, domain=Domain(-1.0, 1.0), secure=False)  # b = 2 / 2 = 1 (float path: continuous law)
+    m = laplace(2.0, domain=Domain(-1.0, 1.0), secure=False, per="element")  # b = 2 / 2 = 1 (float path: continuous law)
     x = torch.full((100, 1, 10, 10), 0.25)
     r = m.release(x, generator=gen(1))
     assert isinstance(r, Release) and r.values.dtype == torch.float32 and r.values.shape == x.shape
@@ -62,14 +62,14 @@ def test_laplace_per_record_solves_the_element_scale_and_reduction_counts_releas
 
 def test_reduction_is_average_pooling_before_noise():
     x = torch.rand(2, 3, 8, 8, generator=gen(4))
-    r = laplace(1e9, reduction=4, secure=False).release(x, generator=gen(5))  # negligible noise
+    r = laplace(1e9, reduction=4, secure=False, per="element").release(x, generator=gen(5))  # negligible noise
     pooled = torch.nn.functional.avg_pool2d(x, 4)
     assert torch.allclose(r.values, pooled, atol=1e-6)
     assert r.guarantee.elements_per_record == 3 * 2 * 2
 
 
 def test_secure_laplace_is_on_a_grid_with_exact_sensitivity():
-    m = laplace(1.0, secure=True, grid_bits=8)
+    m = laplace(1.0, secure=True, grid_bits=8, per="element")
     x = torch.full((200, 100), 0.3)
     r = m.release(x, generator=gen(6))
     gamma = 1 / 256
@@ -89,7 +89,7 @@ def test_secure_laplace_is_on_a_grid_with_exact_sensitivity():
 
 
 def test_gaussian_is_analytic_and_record_figure_is_exact_l2():
-    m = gaussian(1.0, 1e-5, secure=False)
+    m = gaussian(1.0, 1e-5, secure=False, per="element")
     x = torch.full((200, 1, 10, 10), 0.5)
     r = m.release(x, generator=gen(7))
     sigma = calibrate_sigma(1.0, 1e-5, 1.0)
@@ -114,7 +114,7 @@ def test_gaussian_per_record():
 
 def test_tldp_laplace_keep_fraction_equals_published_p():
     # one element per record: p = e^0 / (2b + 1) with b = 1/eps = 1  ->  p = 1/3
-    m = tldp_laplace(1.0, secure=False)
+    m = tldp_laplace(1.0, secure=False, per="element")
     n = 30_000
     x = torch.rand(n, 1, generator=gen(8))
     r = m.release(x, generator=gen(9))
@@ -130,7 +130,7 @@ def test_tldp_laplace_keep_fraction_equals_published_p():
 
 def test_tldp_laplace_two_elements_guarantee_composes_with_point_mass():
     eps = 2.0
-    g = tldp_laplace(eps).guarantee((2,))
+    g = tldp_laplace(eps, per="element").guarantee((2,))
     b = 1 / eps
     expo = eps - 2 / b
     p = math.exp(expo) / (2 * b + math.exp(expo))
@@ -140,7 +140,7 @@ def test_tldp_laplace_two_elements_guarantee_composes_with_point_mass():
 
 def test_tldp_gaussian_keep_fraction_and_true_guarantee():
     eps, delta = 1.0, 1e-5
-    m = tldp_gaussian(eps, delta, secure=False)
+    m = tldp_gaussian(eps, delta, secure=False, per="element")
     n = 20_000
     x = torch.rand(n, 2, generator=gen(10))
     r = m.release(x, generator=gen(11))
@@ -161,7 +161,7 @@ def test_tldp_gaussian_keep_fraction_and_true_guarantee():
 def test_weighted_tldp_keep_fraction_per_position_and_channel_broadcast():
     w = torch.tensor([[0.0, 0.5], [1.0, 0.25]])
     eps = 0.5
-    m = weighted_tldp(eps, w, secure=False)
+    m = weighted_tldp(eps, w, secure=False, per="element")
     n = 15_000
     x = torch.rand(n, 2, 2, 2, generator=gen(12))  # 2 channels share the weights
     r = m.release(x, generator=gen(13))
@@ -184,13 +184,13 @@ def test_weighted_tldp_keep_fraction_per_position_and_channel_broadcast():
 def test_weighted_tldp_weights_are_pooled_with_the_reduction():
     w = torch.zeros(4, 4)
     w[:2, :2] = 1.0
-    g = weighted_tldp(0.5, w, reduction=2).guarantee((1, 4, 4))
+    g = weighted_tldp(0.5, w, reduction=2, per="element").guarantee((1, 4, 4))
     assert g.params["weights_released_shape"] == [2, 2]
     assert g.params["weights_max"] == 1.0 and g.params["weights_min"] == 0.0
 
 
 def test_published_p_underflows_for_a_28x28_image_and_is_still_reported():
-    g = tldp_laplace(1.0, secure=False).guarantee((1, 28, 28))
+    g = tldp_laplace(1.0, secure=False, per="element").guarantee((1, 28, 28))
     # log p = eps(1 - I) - log(2b + e^(eps(1 - I))) = -783 - ln 2
     assert g.params["log_p"] == pytest.approx(-783 - math.log(2.0), rel=1e-12)
     assert g.params["p"] == 0.0
@@ -205,13 +205,13 @@ def test_published_p_underflows_for_a_28x28_image_and_is_still_reported():
 
 def test_clipping_is_counted_per_record_and_applied_before_noise():
     x = torch.tensor([[[-1.0, 0.5], [2.0, 0.2]], [[0.1, 0.2], [0.3, 0.4]]])
-    r = laplace(1e9, secure=False).release(x, generator=gen(14))
+    r = laplace(1e9, secure=False, per="element").release(x, generator=gen(14))
     assert r.clipped_elements.tolist() == [2, 0]
     assert torch.allclose(r.values[0], torch.tensor([[0.0, 0.5], [1.0, 0.2]]), atol=1e-6)
 
 
 def test_public_input_same_noise_zero_cost():
-    m = laplace(1.0, secure=False)
+    m = laplace(1.0, secure=False, per="element")
     x = torch.zeros(4, 1, 4, 4)
     a = m.release(x, generator=gen(15))
     b = m.release(x, generator=gen(15), public=True)
@@ -221,42 +221,42 @@ def test_public_input_same_noise_zero_cost():
 
 
 def test_default_generator_is_fresh_and_explicit_generator_reproduces():
-    m = tldp_laplace(1.0, secure=False)
+    m = tldp_laplace(1.0, secure=False, per="element")
     x = torch.rand(2, 1, 4, 4, generator=gen(16))
     assert not torch.equal(m.release(x).values, m.release(x).values)
     assert torch.equal(m.release(x, generator=gen(1)).values, m.release(x, generator=gen(1)).values)
 
 
 def test_noise_for_ldpkit_rand_uses_the_noising_branch():
-    m = laplace(2.0, secure=False)
+    m = laplace(2.0, secure=False, per="element")
     z = m.noise((400, 50), generator=gen(17))
     assert z.shape == (400, 50) and z.dtype == torch.float32
     assert ks(z, "laplace", 0.0, 0.5) > 1e-3
     mr = laplace(100.0, per="record")
     assert float(mr.noise((10, 1, 10, 10), generator=gen(1)).abs().mean()) == pytest.approx(1.0, rel=0.2)
-    zt = tldp_laplace(1.0, secure=False).noise((1000, 10), generator=gen(18))
+    zt = tldp_laplace(1.0, secure=False, per="element").noise((1000, 10), generator=gen(18))
     assert bool((zt != 0).all())  # no keep branch in the noise
-    zd = discrete_tldp(5.0).noise((100, 10), generator=gen(19))
+    zd = discrete_tldp(5.0, per="element").noise((100, 10), generator=gen(19))
     assert torch.equal(zd, zd.round())
 
 
 def test_make_mechanism_maps_cli_names():
-    assert make_mechanism("laplace", epsilon=1.0).name == "laplace"
-    assert make_mechanism("gaussian", epsilon=1.0, delta=1e-6).name == "gaussian"
-    assert make_mechanism("tldp-laplace", epsilon=1.0).name == "tldp-laplace"
-    assert make_mechanism("tldp_gaussian", epsilon=1.0).name == "tldp-gaussian"
-    assert make_mechanism("tldp-weighted", epsilon=1.0, weights=torch.zeros(2, 2)).name == "tldp-weighted"
-    assert make_mechanism("discrete-tldp", epsilon=5.0).name == "discrete-tldp"
+    assert make_mechanism("laplace", epsilon=1.0, per="element").name == "laplace"
+    assert make_mechanism("gaussian", epsilon=1.0, delta=1e-6, per="element").name == "gaussian"
+    assert make_mechanism("tldp-laplace", epsilon=1.0, per="element").name == "tldp-laplace"
+    assert make_mechanism("tldp_gaussian", epsilon=1.0, per="element").name == "tldp-gaussian"
+    assert make_mechanism("tldp-weighted", epsilon=1.0, weights=torch.zeros(2, 2), per="element").name == "tldp-weighted"
+    assert make_mechanism("discrete-tldp", epsilon=5.0, per="element").name == "discrete-tldp"
     with pytest.raises(ValueError, match="unknown mechanism"):
-        make_mechanism("laplacian", epsilon=1.0)
+        make_mechanism("laplacian", epsilon=1.0, per="element")
     with pytest.raises(ValueError, match="bad arguments"):
-        make_mechanism("laplace", epsilon=1.0, sigma=2)
+        make_mechanism("laplace", epsilon=1.0, sigma=2, per="element")
 
 
 def test_config_is_json_serialisable():
     import json
 
-    for m in (laplace(1.0, secure=True), gaussian(1.0), weighted_tldp(1.0, torch.rand(3, 3)), discrete_tldp(5.0)):
+    for m in (laplace(1.0, secure=True, per="element"), gaussian(1.0, per="element"), weighted_tldp(1.0, torch.rand(3, 3), per="element"), discrete_tldp(5.0, per="element")):
         json.dumps(m.config())
         json.dumps(m.guarantee((1, 3, 3)).as_dict())
 
@@ -267,28 +267,28 @@ def test_config_is_json_serialisable():
 @pytest.mark.parametrize(
     "factory,match",
     [
-        (lambda: laplace(0.0), "epsilon"),
-        (lambda: laplace(-1.0), "epsilon"),
-        (lambda: laplace(float("nan")), "epsilon"),
-        (lambda: laplace(float("inf")), "epsilon"),
-        (lambda: laplace("x"), "epsilon"),
+        (lambda: laplace(0.0, per="element"), "epsilon"),
+        (lambda: laplace(-1.0, per="element"), "epsilon"),
+        (lambda: laplace(float("nan"), per="element"), "epsilon"),
+        (lambda: laplace(float("inf"), per="element"), "epsilon"),
+        (lambda: laplace("x", per="element"), "epsilon"),
         (lambda: laplace(1.0, per="pixel"), "per"),
-        (lambda: laplace(1.0, reduction=0), "reduction"),
-        (lambda: laplace(1.0, reduction=1.5), "reduction"),
-        (lambda: laplace(1.0, reduction=True), "reduction"),
-        (lambda: laplace(1.0, grid_bits=0), "grid_bits"),
-        (lambda: gaussian(1.0, 0.0), "delta"),
-        (lambda: gaussian(1.0, 1.5), "delta"),
-        (lambda: tldp_gaussian(1.0, -1e-5), "delta"),
-        (lambda: weighted_tldp(1.0, torch.tensor([[0.0, 1.5]])), r"\[0, 1\]"),
-        (lambda: weighted_tldp(1.0, torch.tensor([[float("nan"), 0.5]])), "NaN"),
-        (lambda: weighted_tldp(1.0, torch.zeros(4)), "2-D"),
-        (lambda: discrete_tldp(5.0, domain=Domain(0.0, 1.0)), "integer domain"),
+        (lambda: laplace(1.0, reduction=0, per="element"), "reduction"),
+        (lambda: laplace(1.0, reduction=1.5, per="element"), "reduction"),
+        (lambda: laplace(1.0, reduction=True, per="element"), "reduction"),
+        (lambda: laplace(1.0, grid_bits=0, per="element"), "grid_bits"),
+        (lambda: gaussian(1.0, 0.0, per="element"), "delta"),
+        (lambda: gaussian(1.0, 1.5, per="element"), "delta"),
+        (lambda: tldp_gaussian(1.0, -1e-5, per="element"), "delta"),
+        (lambda: weighted_tldp(1.0, torch.tensor([[0.0, 1.5]]), per="element"), r"\[0, 1\]"),
+        (lambda: weighted_tldp(1.0, torch.tensor([[float("nan"), 0.5]]), per="element"), "NaN"),
+        (lambda: weighted_tldp(1.0, torch.zeros(4), per="element"), "2-D"),
+        (lambda: discrete_tldp(5.0, domain=Domain(0.0, 1.0), per="element"), "integer domain"),
         (lambda: discrete_tldp(), "epsilon"),
-        (lambda: discrete_tldp(1.0, p=0.1, b=3.0), "at most two"),
-        (lambda: discrete_tldp(1.0, b=100.0), "infeasible"),
-        (lambda: discrete_tldp(1.0, p=0.5), "infeasible"),
-        (lambda: discrete_tldp(p=1.0, b=3.0), "p must be"),
+        (lambda: discrete_tldp(1.0, p=0.1, b=3.0, per="element"), "at most two"),
+        (lambda: discrete_tldp(1.0, b=100.0, per="element"), "infeasible"),
+        (lambda: discrete_tldp(1.0, p=0.5, per="element"), "infeasible"),
+        (lambda: discrete_tldp(p=1.0, b=3.0, per="element"), "p must be"),
     ],
 )
 def test_bad_configuration_raises_value_error(factory, match):
@@ -310,31 +310,31 @@ def test_bad_configuration_raises_value_error(factory, match):
 )
 def test_bad_records_raise_value_error(records, match):
     with pytest.raises(ValueError, match=match):
-        laplace(1.0).release(records)
+        laplace(1.0, per="element").release(records)
 
 
 def test_shape_dependent_errors():
     with pytest.raises(ValueError, match="does not divide"):
-        laplace(1.0, reduction=3).release(torch.zeros(1, 1, 28, 28))
+        laplace(1.0, reduction=3, per="element").release(torch.zeros(1, 1, 28, 28))
     with pytest.raises(ValueError, match=">= 2 axes"):
-        laplace(1.0, reduction=2).release(torch.zeros(1, 4))
+        laplace(1.0, reduction=2, per="element").release(torch.zeros(1, 4))
     with pytest.raises(ValueError, match="does not match"):
-        weighted_tldp(1.0, torch.zeros(3, 3)).release(torch.zeros(1, 1, 4, 4))
+        weighted_tldp(1.0, torch.zeros(3, 3), per="element").release(torch.zeros(1, 1, 4, 4))
     with pytest.raises(ValueError, match="does not match"):
-        weighted_tldp(1.0, torch.zeros(3, 3)).guarantee((9,))
+        weighted_tldp(1.0, torch.zeros(3, 3), per="element").guarantee((9,))
 
 
 def test_non_contiguous_and_integer_inputs():
     x = torch.rand(4, 3, 3, 1, generator=gen(20)).permute(0, 3, 2, 1)  # (4, 1, 3, 3), not contiguous
-    for m in (tldp_laplace(1.0), weighted_tldp(0.5, torch.zeros(3, 3)), laplace(1.0, secure=True), gaussian(1.0)):
+    for m in (tldp_laplace(1.0, per="element"), weighted_tldp(0.5, torch.zeros(3, 3), per="element"), laplace(1.0, secure=True, per="element"), gaussian(1.0, per="element")):
         assert m.release(x, generator=gen(21)).values.shape == (4, 1, 3, 3)
     pair = torch.rand(2, 6000, generator=gen(22)).t()  # (6000, 2) non-contiguous view; I = 2
     assert not pair.is_contiguous()
     p = math.exp(-1.0) / (2.0 + math.exp(-1.0))  # eps = 1, b = 1: e^(eps - 2 eps) / (2b + ...)
-    kept = tldp_laplace(1.0, secure=False).release(pair, generator=gen(23)).values == pair
+    kept = tldp_laplace(1.0, secure=False, per="element").release(pair, generator=gen(23)).values == pair
     assert float(kept.double().mean()) == pytest.approx(p, abs=keep_tolerance(p, 12000))
     pixels = torch.randint(0, 256, (3, 1, 4, 4), dtype=torch.uint8, generator=gen(24))
-    r = laplace(1.0, domain=Domain.uint8()).release(pixels, generator=gen(25))
+    r = laplace(1.0, domain=Domain.uint8(), per="element").release(pixels, generator=gen(25))
     assert r.values.dtype == torch.float32 and r.clipped_elements.tolist() == [0, 0, 0]
 
 

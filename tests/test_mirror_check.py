@@ -87,7 +87,7 @@ def test_the_verdict_counts_kept_labels_and_unanswered_queries_as_changes():
 
 def _kt(teacher, **kw):
     kw.setdefault("adapt", False)
-    return KnowledgeTransfer(teacher, laplace(50.0), num_queries=64, epochs=1, batch_size=16, seed=0,
+    return KnowledgeTransfer(teacher, laplace(50.0, per="element"), num_queries=64, epochs=1, batch_size=16, seed=0,
                              device="cpu", release_generator=torch.Generator().manual_seed(5), **kw)
 
 

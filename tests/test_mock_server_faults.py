@@ -148,7 +148,7 @@ def _release(n: int, seed: int):
     from ldpclient.privacy import laplace
 
     clean = torch.rand((n, *SHAPE), generator=torch.Generator().manual_seed(seed))
-    return laplace(2.0).release(clean, generator=torch.Generator().manual_seed(seed + 1))
+    return laplace(2.0, per="element").release(clean, generator=torch.Generator().manual_seed(seed + 1))
 
 
 @pytest.mark.parametrize("binary", [True, False])

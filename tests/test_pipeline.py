@@ -48,7 +48,7 @@ def _kt(mode="ldpkit", aug="sup", **kw):
         release_generator=torch.Generator().manual_seed(7),
     )
     opts.update(kw)
-    return KnowledgeTransfer(_quadrant_teacher(), laplace(0.5), **opts)
+    return KnowledgeTransfer(_quadrant_teacher(), laplace(0.5, per="element"), **opts)
 
 
 def test_sup_beats_sidp_end_to_end():
@@ -75,7 +75,7 @@ def test_data_free_costs_nothing_and_uses_blank_queries():
     teacher = _quadrant_teacher()
     orig = teacher.classify
     teacher.classify = lambda q: (seen.append(q.values.mean().item()), orig(q))[1]
-    kt = KnowledgeTransfer(teacher, laplace(50.0), mode="data-free", num_queries=100, epochs=1,
+    kt = KnowledgeTransfer(teacher, laplace(50.0, per="element"), mode="data-free", num_queries=100, epochs=1,
                            seed=0, device="cpu", student_kwargs={"width": 8})
     res = kt.run(x)
     assert res.guarantee.epsilon_record == 0 and res.guarantee.public_input
@@ -121,7 +121,7 @@ def test_rand_and_reduction_and_checkpoint(tmp_path):
     x, y = _records(40)
     ck = tmp_path / "student.pt"
     res = KnowledgeTransfer(
-        _quadrant_teacher(), laplace(1.0, reduction=2), augmentation="rand", num_queries=400, epochs=2,
+        _quadrant_teacher(), laplace(1.0, reduction=2, per="element"), augmentation="rand", num_queries=400, epochs=2,
         seed=1, device="cpu", student_kwargs={"width": 8}, checkpoint=ck,
         release_generator=torch.Generator().manual_seed(0),
     ).run(x)
@@ -258,7 +258,7 @@ def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shi
     public = torch.rand(8, 3, 16, 16, generator=torch.Generator().manual_seed(2))
 
     def kt(**kw):
-        return KnowledgeTransfer(_colour_teacher(16), laplace(50.0), num_queries=64, epochs=1, batch_size=16,
+        return KnowledgeTransfer(_colour_teacher(16), laplace(50.0, per="element"), num_queries=64, epochs=1, batch_size=16,
                                  seed=0, device="cpu", adapt=False, **kw)
 
     res = kt(flip=False).run(x, public=public)

@@ -167,3 +167,38 @@ def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_
     report = ldpclient.label(x, teacher, public=others, epsilon=20, queries=40, epochs=1,
                              state_dir=tmp_path / "a").report
     assert report["student"]["public_repeats"] == 20
+
+
+def test_a_tenth_of_the_public_images_is_held_out_of_training_and_scores_the_student(tmp_path: Path) -> None:
+    """Issue 44: held-out public images as evidence. 120 public images: 12 are never trained on (nor anchor the
+    adaptation), and the final student's agreement with the teacher on them is in the verdict."""
+    from ldpclient.privacy import laplace
+    from ldpclient.transfer import defaults
+    from ldpclient.transfer.pipeline import KnowledgeTransfer
+
+    assert [defaults.public_held_out(n) for n in (99, 100, 1_000, 5_000, 50_000)] == [0, 10, 100, 500, 500]
+    teacher = LocalTeacher(lambda x: (x.reshape(len(x), -1).mean(1) > 0.5).long(), (1, 4, 4), 2, name="t")
+    x = torch.rand(10, 1, 4, 4, generator=torch.Generator().manual_seed(0))
+    others = torch.rand(120, 1, 4, 4, generator=torch.Generator().manual_seed(1))
+    seen: list[np.ndarray] = []
+
+    class Recording(KnowledgeTransfer):
+        def _epoch_batches(self, queries, epoch):  # type: ignore[no-untyped-def]
+            for ids, values in super()._epoch_batches(queries, epoch):
+                seen.append(ids)
+                yield ids, values
+
+    kt = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=2, val_fraction=0.0)
+    result = kt.run(x, public=others)
+    trained = set(np.concatenate(seen).tolist())  # training and the adaptation's anchors
+    public_trained = {i - 40 for i in trained if i >= 40}
+    assert len(public_trained) == 108 and result.public_held_out is not None
+    assert result.public_held_out["images"] == 12 and 0 <= result.public_held_out["agree"] <= 12
+    again = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, seed=5)
+    seen.clear()
+    again.run(x, public=others)
+    assert {i - 40 for i in np.concatenate(seen).tolist() if i >= 40} == public_trained  # from the images alone
+    verdict = ldpclient.label(x, teacher, public=others, epsilon=20, queries=40, epochs=1,
+                              state_dir=tmp_path / "a").verdict
+    assert verdict.public_held_out is not None and verdict.public_held_out["images"] == 12
+    assert any("public images held out of training" in why for why in verdict.reasons)

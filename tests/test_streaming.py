@@ -76,7 +76,7 @@ def test_spooling_a_folder_gives_what_loading_it_gives(tmp_path: Path) -> None:
 
 
 def test_release_builder_keeps_order_flags_and_refuses_mixed_guarantees() -> None:
-    mech = laplace(1.0)
+    mech = laplace(1.0, per="element")
     a = mech.release(_records(3), generator=torch.Generator().manual_seed(1))
     b = mech.release(_records(2, seed=1), generator=torch.Generator().manual_seed(2))
     builder = ReleaseBuilder(5)
@@ -86,7 +86,7 @@ def test_release_builder_keeps_order_flags_and_refuses_mixed_guarantees() -> Non
     assert len(both) == 5 and both.guarantee == a.guarantee
     assert torch.equal(both.values, torch.cat([a.values, b.values]))
     assert both.reused.tolist() == [False] * 5
-    other = laplace(2.0).release(_records(2), generator=torch.Generator().manual_seed(3))
+    other = laplace(2.0, per="element").release(_records(2), generator=torch.Generator().manual_seed(3))
     mixed = ReleaseBuilder(5)
     mixed.add(a)
     with pytest.raises(ValueError, match="different guarantees"):
@@ -96,7 +96,7 @@ def test_release_builder_keeps_order_flags_and_refuses_mixed_guarantees() -> Non
 
 
 def test_lazy_post_processing_equals_post_processing_the_whole_release() -> None:
-    mech = laplace(2.0, reduction=2)
+    mech = laplace(2.0, reduction=2, per="element")
     release = mech.release(_records(12, size=16), generator=torch.Generator().manual_seed(0))
     transforms = parse_postprocess("blur:1.5,clip")
     eager = apply_all(release.upsampled("bilinear"), transforms)
@@ -124,7 +124,7 @@ def _transfer(**kw) -> KnowledgeTransfer:
     opts = dict(num_queries=150, epochs=1, batch_size=32, seed=0, device="cpu", student_kwargs={"width": 8},
                 release_generator=torch.Generator().manual_seed(7))
     opts.update(kw)
-    return KnowledgeTransfer(_teacher(), laplace(4.0), **opts)
+    return KnowledgeTransfer(_teacher(), laplace(4.0, per="element"), **opts)
 
 
 def test_a_spooled_run_labels_exactly_like_an_in_memory_run(tmp_path: Path) -> None:
@@ -224,7 +224,7 @@ def test_noise_releases_in_chunks_writes_every_copy_and_reuses_on_rerun(tmp_path
 
 
 def test_release_builder_needs_every_record_and_no_more() -> None:
-    part = laplace(1.0).release(_records(3), generator=torch.Generator().manual_seed(1))
+    part = laplace(1.0, per="element").release(_records(3), generator=torch.Generator().manual_seed(1))
     builder = ReleaseBuilder(4)
     builder.add(part)
     with pytest.raises(ValueError, match="3 of 4 records"):

@@ -143,7 +143,7 @@ def test_bad_fact_options_are_one_line_errors(tmp_path, args, needle):
 def test_python_api_against_a_stock_like_server(tmp_path):
     """connect() takes the same facts; a JSON fallback is warned about once and billed once."""
     g = torch.Generator().manual_seed(0)
-    release = laplace(3.0).release(torch.rand(20, 1, SIZE, SIZE, generator=g), generator=g)
+    release = laplace(3.0, per="element").release(torch.rand(20, 1, SIZE, SIZE, generator=g), generator=g)
     with _strict(fresh_response_id=True) as srv:
         teacher = connect(f"{srv.url}/v2/models/digits", num_classes=10, state_dir=tmp_path, retry=fast())
         client = QueryClient(teacher, batch_size=5, workers=2)

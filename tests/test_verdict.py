@@ -186,3 +186,15 @@ def test_a_missing_or_binary_check_file_is_one_line(tmp_path: Path) -> None:
     f.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ValueError, match="cannot read it"):
         read_check_file(f, None, 10)
+
+
+def test_held_out_public_images_judge_the_student_against_the_teacher_without_a_check_set() -> None:
+    from ldpclient.run.verdict import DOUBTFUL, NOT_WORTH, USABLE, judge
+
+    common = dict(num_classes=10, label_counts=[10] * 10, answer_counts=[10] * 10)
+    assert judge(**common, public_held_out=(40, 500)).level == NOT_WORTH  # 8 %: at chance
+    assert judge(**common, public_held_out=(2, 6)).level == DOUBTFUL  # too few to tell
+    assert judge(**common, public_held_out=(200, 500)).level == DOUBTFUL  # most disagree
+    good = judge(**common, public_held_out=(450, 500))
+    assert good.level == USABLE and good.public_held_out["agreement"] == 0.9
+    assert "agreement with the teacher, not accuracy" in " ".join(good.reasons)

@@ -75,8 +75,13 @@ def check_probability(p: float, name: str = "p", *, allow_zero: bool = True) -> 
     return value
 
 
-def check_per(per: str) -> str:
-    """``per`` must be one of :data:`ldpclient.names.EPSILON_UNITS`."""
+def check_per(per: str | None) -> str:
+    """``per`` must be one of :data:`ldpclient.names.EPSILON_UNITS`, named at every call: epsilon means one thing
+    per call, and the library does not guess (the command line's ``--epsilon`` is per image unless
+    ``--epsilon-unit element``; ``laplace(100)`` once meant 100 per element, 4,900 per 7x7 image)."""
+    if per is None:
+        raise ValueError("name the unit of epsilon: per='record' (a whole image, what --epsilon means) or "
+                         "per='element' (one released pixel or coefficient); got neither")
     if per not in EPSILON_UNITS:
         raise ValueError(f"per must be {choice_list(EPSILON_UNITS)}, got {per!r}")
     return per

@@ -38,7 +38,7 @@ class DiscreteTLDPMechanism(Elementwise):
         p: float | None = None,
         b: float | None = None,
         *,
-        per: str = "element",
+        per: str | None = None,
         domain: Domain = Domain(0, 255, integer=True),
         reduction: int = 1,
         round_inputs: bool = False,

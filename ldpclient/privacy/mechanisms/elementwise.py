@@ -47,7 +47,7 @@ class ReleaseOptions(TypedDict, total=False):
     before noise; ``secure``: the integer grid path (``True``, the default) or float64.
     """
 
-    per: str
+    per: str | None
     domain: Domain
     reduction: int
     secure: bool
@@ -89,7 +89,7 @@ class Elementwise(Mechanism):
     def __init__(
         self,
         *,
-        per: str,
+        per: str | None,
         domain: Domain,
         reduction: int,
         basis: str = "pool",

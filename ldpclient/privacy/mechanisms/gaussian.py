@@ -47,7 +47,7 @@ class GaussianMechanism(Elementwise):
         epsilon: float,
         delta: float = DEFAULT_DELTA,
         *,
-        per: str = "element",
+        per: str | None = None,
         domain: Domain = Domain(0.0, 1.0),
         reduction: int = 1,
         secure: bool = True,

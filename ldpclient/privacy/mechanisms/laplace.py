@@ -34,7 +34,7 @@ class LaplaceMechanism(Elementwise):
         self,
         epsilon: float,
         *,
-        per: str = "element",
+        per: str | None = None,
         domain: Domain = Domain(0.0, 1.0),
         reduction: int = 1,
         secure: bool = True,

@@ -72,7 +72,7 @@ class TLDPMechanism(Elementwise):
         delta: float = DEFAULT_DELTA,
         weights: object | None = None,
         p: float | None = None,
-        per: str = "element",
+        per: str | None = None,
         domain: Domain = Domain(0.0, 1.0),
         reduction: int = 1,
         secure: bool = True,
