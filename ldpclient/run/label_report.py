@@ -52,6 +52,8 @@ def judge_run(setup: RunSetup, names: Sequence[str], outcome: RunOutcome) -> Ver
     return judge(num_classes=meta.num_classes, label_counts=label_histogram(result.labels, meta.num_classes),
                  answer_counts=list(result.teacher_label_histogram), check=evidence, same_as_free=same,
                  held_out_agreement=last_val_accuracy(result) if result.student is not None else None,
+                 public_held_out=((result.public_held_out["agree"], result.public_held_out["images"])
+                                  if result.public_held_out else None),
                  class_names=[str(c) for c in meta.class_names] if meta.class_names else None)
 
 

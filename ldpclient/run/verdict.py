@@ -11,6 +11,11 @@ Every run ends with one (the summary, ``--json``, the report's ``verdict`` secti
   class taking most labels; classes the teacher often answered never given).
 * **worth of the private data** (``--baseline``): how often the labels differ from the data-free run's, and
   on the check set whether they are better.
+* **held-out public images** (``--public`` with 100 images or more: a tenth of them, at most 500, are kept out
+  of training and adaptation; ``ldpclient.transfer.defaults.public_held_out``): the final student's agreement
+  with the teacher's labels of these clean, unseen images, with its 95 % Wilson interval. It is agreement with
+  the teacher, not accuracy: it measures how well the student copies the teacher on images like the public
+  ones.
 * **agreement on held-out noised queries** (the student's validation accuracy): how well the student learned
   the teacher's answers to *noised* queries, set beside always answering the teacher's most frequent class.
   It is not an accuracy on the clean images.
@@ -30,10 +35,13 @@ classes, 55 % for 2):
    half the labels or more and at least twice its share of the teacher's answers and of chance; or half the
    classes the teacher gave often never appear) -- unless the check set shows the labels right (its
    interval's bottom above ``floor``: a folder may really hold one class).
-3. Without a check set, a student that does no better on held-out noised queries than always answering the
+3. Without a check set, the held-out public images judge the student as the check set would, against the
+   teacher's labels: agreement below ``floor`` is **not worth having**; an interval reaching below ``floor`` or
+   with its top below 50 % is **doubtful**. With a check set they are only reported.
+4. Without a check set, a student that does no better on held-out noised queries than always answering the
    teacher's most frequent class is **doubtful**; a run whose labels are the data-free run's on 95 % of
    images or more says that the privacy spent bought nothing measurable.
-4. Otherwise **usable**; without a check set the reasons say the accuracy was not measured.
+5. Otherwise **usable**; without a check set the reasons say the accuracy was not measured.
 
 Units: shares and accuracies in ``[0, 1]``; counts are images (labels) or queries (teacher answers).
 """
@@ -270,6 +278,9 @@ class Verdict:
     same_as_free: float | None = None
     held_out_agreement: float | None = None
     majority_answer_share: float | None = None
+    #: the final student against the teacher on the public images held out of training: ``images``, ``agree``,
+    #: ``agreement``, ``low``, ``high`` (95 % Wilson interval); None without them
+    public_held_out: dict[str, Any] | None = None
 
     @property
     def headline(self) -> str:
@@ -308,11 +319,13 @@ def judge(
     check: CheckEvidence | None = None,
     same_as_free: float | None = None,
     held_out_agreement: float | None = None,
+    public_held_out: tuple[int, int] | None = None,
     class_names: Sequence[str] | None = None,
 ) -> Verdict:
     """The verdict from the run's evidence (see the module doc for the rules). ``label_counts``: images per
     class in the labels written; ``answer_counts``: the teacher's answers per class over the run's queries;
-    ``same_as_free``: share of images whose label equals the data-free run's (None without ``--baseline``)."""
+    ``same_as_free``: share of images whose label equals the data-free run's (None without ``--baseline``);
+    ``public_held_out``: ``(agree, images)``, the student against the teacher on held-out public images."""
     floor = informative_floor(num_classes)
     found: list[tuple[str, str]] = []  # (level, reason) in the order of the rules
     checked_right = False
@@ -358,6 +371,10 @@ def judge(
             found.append((USABLE, f"{why}; the check set shows the labels right all the same"))
         else:
             found.append((collapse.level, f"the labels collapsed: {why}"))
+    public_dict = None
+    if public_held_out is not None and public_held_out[1] > 0:
+        public_dict, judged = _public_evidence(*public_held_out, floor=floor, decides=check is None)
+        found.append(judged)
     majority = max(answer_counts) / sum(answer_counts) if sum(answer_counts) else None
     if check is None and held_out_agreement is not None and majority is not None:
         if held_out_agreement <= majority + 0.02:
@@ -372,7 +389,25 @@ def judge(
                               "the privacy spent bought nothing measurable"))
     level = max((lvl for lvl, _ in found), key=LEVELS.index, default=USABLE)
     reasons = [r for lvl, r in found if lvl == level] + [r for lvl, r in found if lvl != level]
-    return Verdict(level, reasons, check_dict, asdict(collapse), same_as_free, held_out_agreement, majority)
+    return Verdict(level, reasons, check_dict, asdict(collapse), same_as_free, held_out_agreement, majority,
+                   public_dict)
+
+
+def _public_evidence(agree: int, images: int, *, floor: float, decides: bool) -> tuple[dict[str, Any], tuple[str, str]]:
+    """The held-out public images' evidence and its (level, reason): rule 3 of the module doc when it
+    ``decides`` (no check set), else a reason at the usable level (reported, deciding nothing)."""
+    share = agree / images
+    low, high = wilson_interval(agree, images)
+    words = (f"the student agrees with the teacher on {_pct(share)} of {images} public images held out of "
+             f"training (95% interval {_pct(low)}-{_pct(high)}; agreement with the teacher, not accuracy)")
+    level = USABLE
+    if decides and share < floor:
+        level, words = NOT_WORTH, f"{words}: at chance (below {_pct(floor)})"
+    elif decides and low < floor:
+        level, words = DOUBTFUL, f"{words}: too few to tell it from chance ({_pct(floor)})"
+    elif decides and high < MOSTLY_RIGHT:
+        level, words = DOUBTFUL, f"{words}: it gives the teacher's label to fewer than half of them"
+    return {"images": images, "agree": agree, "agreement": share, "low": low, "high": high}, (level, words)
 
 
 __all__ = ["LEVELS", "NOT_WORTH", "DOUBTFUL", "USABLE", "CheckEvidence", "accuracy_words", "CheckSet", "Collapse", "Score", "Verdict",

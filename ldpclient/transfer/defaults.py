@@ -326,6 +326,22 @@ def public_repeats(n_queries: int, n_public: int) -> int:
     return max(1, round(3 * int(n_queries) / int(n_public)))
 
 
+#: Most public images held out of training to score the student against the teacher (``label --public``).
+PUBLIC_HELD_OUT_MAX = 500
+#: Fewest public images a run holds some out of: with fewer, every one trains the student.
+PUBLIC_HELD_OUT_MIN_IMAGES = 100
+
+
+def public_held_out(n_public: int) -> int:
+    """Public images held out of training and adaptation (``label --public``): a tenth of them, at most
+    :data:`PUBLIC_HELD_OUT_MAX`, none below :data:`PUBLIC_HELD_OUT_MIN_IMAGES`. The teacher labels them with the
+    others (no extra query); the student's agreement with those labels on these unseen clean images is evidence
+    for the verdict (:mod:`ldpclient.run.verdict`). A tenth keeps what the student learns from public images
+    nearly whole (they carry the labels on photos); 500 measure an agreement to about +-4 points (95 %)."""
+    n = int(n_public)
+    return 0 if n < PUBLIC_HELD_OUT_MIN_IMAGES else min(PUBLIC_HELD_OUT_MAX, n // 10)
+
+
 def epochs() -> int:
     """Student training epochs over the query plan."""
     return 5
@@ -338,6 +354,6 @@ MAX_EPOCHS = 1000
 MAX_WARMUP_EPOCHS = 200
 
 
-__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERY_BATCH", "MAX_WARMUP_EPOCHS", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
+__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERY_BATCH", "PUBLIC_HELD_OUT_MAX", "PUBLIC_HELD_OUT_MIN_IMAGES", "public_held_out", "MAX_WARMUP_EPOCHS", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
            "postprocess", "public_repeats", "query_batch_size", "reduction", "shape_settings", "train_batch_size", "basis",
            "DCT_POSTPROCESS", "MIN_AUGMENT_SIDE", "student", "train_crop"]

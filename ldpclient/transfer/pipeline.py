@@ -169,6 +169,9 @@ class TransferResult:
     #: how the student was trained: ``student`` (zoo name), ``crop_pixels`` (most shift of a row), ``flip``,
     #: ``mirror_check`` (what decided ``flip`` when it was not given: :meth:`MirrorVerdict.as_dict`, else None)
     training: dict[str, Any] = field(default_factory=dict)
+    #: the final student against the teacher on the public images held out of training (``images``, ``agree``:
+    #: how many, and on how many the two gave the same class); None without held-out public images
+    public_held_out: Optional[dict[str, int]] = None
 
     @property
     def epsilon_record(self) -> float:
@@ -262,6 +265,13 @@ class _Public:
     check: Optional[MirrorCheck] = None
     check_plan: Optional[QueryPlan] = None
     check_rows: Optional[ReleaseRows] = None
+    #: public images (their index in ``plan``) neither trained on nor anchoring the adaptation: the student's
+    #: agreement with the teacher's labels of them scores it (``defaults.public_held_out``)
+    held_out: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def trained_mask(self, ids: np.ndarray) -> np.ndarray:
+        """Which of the store ids ``ids`` (public images', offset included) training may read."""
+        return ~np.isin(ids - self.offset, self.held_out)
 
     @property
     def check_offset(self) -> int:
@@ -538,6 +548,7 @@ class KnowledgeTransfer:
         adapted = self._adapt_student(records, trained, queries, store, timings)  # 5. adapt (local)
         self._save_student(trained, queries.plan, released.release)
         predicted = self._predict_records(records, trained, adapted, queries.plan, store, timings)  # 6. label locally
+        held_out = self._score_held_out(trained, queries.public, store)
         return TransferResult(
             labels=predicted.labels,
             confidences=predicted.confidences,
@@ -557,7 +568,19 @@ class KnowledgeTransfer:
                       "warmup_epochs": self.warmup,
                       "mirror_check": trained.mirror_check.as_dict() if trained.mirror_check is not None else None},
             sent_sample=self._sent_sample(queries, store),
+            public_held_out=held_out,
         )
+
+    def _score_held_out(self, trained: _Trained, public: Optional[_Public], store: LabelStore) -> Optional[dict[str, int]]:
+        """The final student's agreement with the teacher's labels of the held-out public images (None: none)."""
+        if public is None or not len(public.held_out):
+            return None
+        ids = torch.from_numpy(public.held_out)
+        probs = predict_proba(trained.trainer.model, public.rows.rows(ids).values, device=self.device)
+        teacher = torch.from_numpy(store.get(public.held_out + public.offset).astype(np.int64))
+        answered = teacher >= 0
+        agree = int((probs.argmax(1)[answered] == teacher[answered]).sum())
+        return {"images": int(answered.sum()), "agree": agree}
 
     @staticmethod
     def _sent_sample(queries: _Queries, store: LabelStore) -> Optional[SentSample]:
@@ -655,6 +678,10 @@ class KnowledgeTransfer:
         public_plan = QueryPlan(kind="identity", n=len(public), seed=seed, batch_size=plan.batch_size)
         repeats = self.public_repeats or defaults.public_repeats(plan.total, len(public))
         out = _Public(public_plan, ReleaseRows(released, (), self.upsample_mode), offset=plan.total, repeats=repeats)
+        held = defaults.public_held_out(len(public))
+        if held:  # drawn from the images' values alone, as their batch ids: the same images, the same hold-out
+            order = torch.randperm(len(public), generator=torch.Generator().manual_seed(seed))
+            out.held_out = np.sort(order[:held].numpy())
         check = mirror_check(released, seed) if self.flip is None else None
         if check is not None:  # the copies' plan seeded like the public images': by their values alone
             copies = public_release(check.images, self.mechanism.domain)
@@ -690,7 +717,9 @@ class KnowledgeTransfer:
             else:
                 assert public is not None
                 ids = public.plan.batch_ids((b - n_private) % public.plan.num_batches)
-                yield ids + public.offset, public.rows.rows(torch.from_numpy(ids)).values
+                ids = ids[public.trained_mask(ids + public.offset)]  # the held-out images stay unseen
+                if len(ids):
+                    yield ids + public.offset, public.rows.rows(torch.from_numpy(ids)).values
 
     def _private_batches(self, queries: _Queries, order: list[int]) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
         """The plan's batches ``order`` as ``(query ids, values)``: kept ones when all were kept, else built."""
