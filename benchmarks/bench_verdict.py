@@ -6,7 +6,9 @@ teachers), given a **check set** of ``--check`` random private images with their
 verdict (level, reasons), the check set's estimate and 95 % interval, and the **true** accuracy of the labels
 written over every private image, so a table can set the estimate beside the truth.
 
-Settings: ``defaults`` (the library's, with ``--baseline``) and deliberately poor ones: ``docs-example`` (the
+Settings: ``defaults`` (the library's, with ``--baseline``), ``public`` (the defaults beside the set's held-out
+images given as public ones, a tenth of which the run holds out to score the student against the teacher) and
+deliberately poor ones: ``docs-example`` (the
 first example of docs/cli.md: Laplace at epsilon 4 per element on 4x4 averages, 400 queries), ``few-queries``
 (100 queries), ``tiny-epsilon`` (epsilon 1 per image). Results are appended to a JSONL file (finished runs are
 skipped); ``--table`` prints them::
@@ -44,12 +46,22 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "docs-example": {"epsilon": 4.0, "epsilon_unit": "element", "reduce": 4, "queries": 400},
     "few-queries": {"queries": 100},
     "tiny-epsilon": {"epsilon": 1.0},
+    # the defaults beside the set's held-out images as public ones (digits 359, MNIST and colour digits 500,
+    # CIFAR-10 5,000): a tenth of them is held out of training and scores the student against the teacher
+    "public": {},
 }
+#: Public images given in the ``public`` setting (all of each set's held-out part).
+PUBLIC_IMAGES = {"digits": 359, "mnist": 500, "mnist-colour": 500, "colour-digits": 500, "cifar10": 5000}
 
 
-def run_one(data: tuple, teacher_arch: str, setting: str, seed: int, check_size: int) -> dict[str, Any]:
-    """One label run on ``data`` (``bench_adapt.load_dataset``'s tuple) with ``setting``; the row it records."""
+def run_one(data: tuple, teacher_arch: str, setting: str, seed: int, check_size: int,
+            dataset: str = "") -> dict[str, Any]:
+    """One label run on ``data`` (``bench_adapt.load_dataset``'s tuple of ``dataset``) with ``setting``; the row it
+    records."""
     label, tx, ty, px, py = data
+    options = dict(SETTINGS[setting])
+    if setting == "public":
+        options["public"] = bench_adapt.public_images(dataset, 28, PUBLIC_IMAGES[dataset])
     model = bench_adapt.cached_teacher(label, tx, ty, teacher_arch)
     teacher = LocalTeacher(model, tuple(px.shape[1:]), 10, name=f"{label}-{teacher_arch}")
     with torch.no_grad():
@@ -58,7 +70,7 @@ def run_one(data: tuple, teacher_arch: str, setting: str, seed: int, check_size:
     check = {str(int(k)): int(py[k]) for k in picked}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as state:
-        result = ldpclient.label(px, teacher, state_dir=state, seed=seed, check=check, **SETTINGS[setting])
+        result = ldpclient.label(px, teacher, state_dir=state, seed=seed, check=check, **options)
     verdict = result.verdict
     assert verdict.check is not None
     return {
@@ -68,7 +80,7 @@ def run_one(data: tuple, teacher_arch: str, setting: str, seed: int, check_size:
         "true_accuracy": float((result.labels == py).float().mean()), "top_share": verdict.collapse["top_share"],
         "baseline_estimate": verdict.check["baseline"]["accuracy"] if verdict.check["baseline"] else None,
         "same_as_free": verdict.same_as_free, "epsilon_record": result.guarantee.epsilon_record,
-        "seconds": time.perf_counter() - t0,
+        "public_held_out": verdict.public_held_out, "seconds": time.perf_counter() - t0,
     }
 
 
@@ -82,8 +94,9 @@ def table(path: Path) -> None:
     for r in rows:
         groups.setdefault((r["dataset"], r["teacher"], r["setting"]), []).append(r)
     print("| set (teacher, its accuracy) | setting | verdicts | check estimate | true accuracy | |estimate - true| "
-          "max | inside the 95% interval | data-free on the check set | labels equal to the data-free run's |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "max | inside the 95% interval | data-free on the check set | labels equal to the data-free run's | "
+          "held-out public: agreement with the teacher (images) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for (ds, arch, setting), rs in sorted(groups.items()):
         counts = {lvl: sum(r["level"] == lvl for r in rs) for lvl in ("usable", "doubtful", "not worth having")}
         level_s = " / ".join(f"{n} {lvl}" for lvl, n in counts.items() if n)
@@ -93,9 +106,11 @@ def table(path: Path) -> None:
         inside = sum(r["low"] <= r["true_accuracy"] <= r["high"] for r in rs)
         free = [100 * r["baseline_estimate"] for r in rs if r.get("baseline_estimate") is not None]
         same = [100 * r["same_as_free"] for r in rs if r.get("same_as_free") is not None]
+        held = [r["public_held_out"] for r in rs if r.get("public_held_out")]
+        public = f"{_ms([100 * h['agreement'] for h in held])} ({held[0]['images']})" if held else "-"
         print(f"| {ds} ({arch}, {100 * rs[0]['teacher_accuracy']:.1f}%) | {setting} | {level_s} | {_ms(est)} | "
               f"{_ms(true)} | {err:.1f} | {inside} of {len(rs)} | {_ms(free) if free else '-'} | "
-              f"{_ms(same) if same else '-'} |")
+              f"{_ms(same) if same else '-'} | {public} |")
 
 
 def _ms(v: list[float]) -> str:
@@ -124,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
             for seed in range(args.seeds):
                 if (data[0], args.teacher, setting, seed, args.check) in done:
                     continue
-                row = run_one(data, args.teacher, setting, seed, args.check)
+                row = run_one(data, args.teacher, setting, seed, args.check, dataset)
                 with args.out.open("a") as fh:
                     fh.write(json.dumps(row) + "\n")
                 print(json.dumps({k: v for k, v in row.items() if k != "reasons"}), flush=True)

@@ -298,6 +298,9 @@ def test_an_empty_public_folder_is_named_as_the_public_folder(tmp_path: Path) ->
 @pytest.mark.parametrize(("extra", "words"), [
     (["--warmup", "99999999999999999999999"], "--warmup must be from 0 to 200 epochs"),
     (["--epochs", "1000000"], "--epochs must be from 1 to 1000"),
+    (["--augment", "rand", "--queries", "99999999999"], "--queries 99999999999 is more than 1000 per image"),
+    (["--workers", "100000"], "--workers must be from 1 to 64"),
+    (["--train-batch-size", "10000000"], "--train-batch-size must be from 1 to 65536"),
     (["--flip", "--no-flip"], "--flip and --no-flip contradict each other"),
     (["--no-adapt", "--adapt"], "--adapt and --no-adapt contradict each other"),
     (["--flip", "--augment", "none"], "--flip/--no-flip trains a student: --augment none (SIDP) has none"),

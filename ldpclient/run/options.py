@@ -77,6 +77,10 @@ class SharedOptions:
 
 #: Seeds run from 0 to 2**63 - 1 (what torch, numpy and the query plan all accept).
 MAX_SEED = 2**63
+#: Most requests in flight at once (``--workers``): each holds a thread and a connection.
+MAX_WORKERS = 64
+#: Largest training batch (``--train-batch-size``): 65,536 rows of a 224x224 colour image are 39 GB.
+MAX_TRAIN_BATCH = 65536
 
 
 @dataclass(frozen=True)
@@ -160,10 +164,10 @@ class LabelOptions(SharedOptions):
             raise ValueError(f"--money-cap must be a finite number >= 0, got {self.money_cap}")
         if not 1 <= self.epochs <= defaults.MAX_EPOCHS:
             raise ValueError(f"--epochs must be from 1 to {defaults.MAX_EPOCHS}, got {self.epochs}")
-        if self.train_batch_size < 1:
-            raise ValueError(f"--train-batch-size must be >= 1, got {self.train_batch_size}")
-        if self.workers < 1:
-            raise ValueError(f"--workers must be >= 1, got {self.workers}")
+        if not 1 <= self.train_batch_size <= MAX_TRAIN_BATCH:
+            raise ValueError(f"--train-batch-size must be from 1 to {MAX_TRAIN_BATCH}, got {self.train_batch_size}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ValueError(f"--workers must be from 1 to {MAX_WORKERS}, got {self.workers}")
         if self.data_free and self.baseline:
             raise ValueError("--baseline sets a private run beside the data-free one; with --epsilon 0 the run is "
                              "already data-free")

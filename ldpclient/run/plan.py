@@ -189,6 +189,10 @@ def _queries(opts: LabelOptions, n: int) -> int | None:
         return defaults.num_queries(n, opts.augment)
     if opts.augment == "sup":
         check_sup_queries(opts.queries, n, option="--queries", instead="--augment rand")
+    most = defaults.MAX_QUERIES_PER_RECORD * max(n, 1)
+    if opts.queries > most:
+        raise ValueError(f"--queries {opts.queries} is more than {defaults.MAX_QUERIES_PER_RECORD} per image "
+                         f"({most} for {n} images); each query is paid and trained on")
     return opts.queries
 
 

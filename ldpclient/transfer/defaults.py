@@ -347,6 +347,9 @@ def epochs() -> int:
     return 5
 
 
+#: Most queries per private image a run accepts (``--queries``): 50 times the default; a query is paid, labelled
+#: and trained on, so a typo's extra zeros would cost money and time without end.
+MAX_QUERIES_PER_RECORD = 1000
 #: Most training epochs a run accepts (``--epochs``): 200 times the default; the studies in BENCHMARKS.md used
 #: at most 40. An option is bounded so that a typo cannot turn into work without end after the run has paid.
 MAX_EPOCHS = 1000
@@ -354,6 +357,6 @@ MAX_EPOCHS = 1000
 MAX_WARMUP_EPOCHS = 200
 
 
-__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERY_BATCH", "PUBLIC_HELD_OUT_MAX", "PUBLIC_HELD_OUT_MIN_IMAGES", "public_held_out", "MAX_WARMUP_EPOCHS", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
+__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERIES_PER_RECORD", "MAX_QUERY_BATCH", "PUBLIC_HELD_OUT_MAX", "PUBLIC_HELD_OUT_MIN_IMAGES", "public_held_out", "MAX_WARMUP_EPOCHS", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
            "postprocess", "public_repeats", "query_batch_size", "reduction", "shape_settings", "train_batch_size", "basis",
            "DCT_POSTPROCESS", "MIN_AUGMENT_SIDE", "student", "train_crop"]
