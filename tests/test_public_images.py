@@ -30,6 +30,20 @@ def _folder(root: Path, n: int, seed: int, prefix: str = "img") -> Path:
     return root
 
 
+def _recording(base: type, seen: list[np.ndarray], epoch: int | None = None) -> type:
+    """``base`` (KnowledgeTransfer) that appends to ``seen`` the query ids of every batch it trains on (or anchors
+    the adaptation with), in epoch ``epoch`` only when given."""
+
+    class Recording(base):  # type: ignore[valid-type,misc]
+        def _epoch_batches(self, queries, at):  # type: ignore[no-untyped-def]
+            for ids, values in super()._epoch_batches(queries, at):
+                if epoch is None or at == epoch:
+                    seen.append(ids)
+                yield ids, values
+
+    return Recording
+
+
 def _grey(path: Path) -> np.ndarray:
     return np.asarray(Image.open(path), dtype=np.float32) / 255.0
 
@@ -146,14 +160,7 @@ def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_
     x = torch.rand(10, 1, 4, 4, generator=torch.Generator().manual_seed(0))
     others = torch.rand(6, 1, 4, 4, generator=torch.Generator().manual_seed(1))
     seen: list[np.ndarray] = []
-
-    class Recording(KnowledgeTransfer):
-        def _epoch_batches(self, queries, epoch):  # type: ignore[no-untyped-def]
-            for ids, values in super()._epoch_batches(queries, epoch):
-                if epoch == 0:
-                    seen.append(ids)
-                yield ids, values
-
+    Recording = _recording(KnowledgeTransfer, seen, epoch=0)
     kt = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False)
     result = kt.run(x, public=others)
     ids = np.concatenate(seen)
@@ -181,13 +188,7 @@ def test_a_tenth_of_the_public_images_is_held_out_of_training_and_scores_the_stu
     x = torch.rand(10, 1, 4, 4, generator=torch.Generator().manual_seed(0))
     others = torch.rand(120, 1, 4, 4, generator=torch.Generator().manual_seed(1))
     seen: list[np.ndarray] = []
-
-    class Recording(KnowledgeTransfer):
-        def _epoch_batches(self, queries, epoch):  # type: ignore[no-untyped-def]
-            for ids, values in super()._epoch_batches(queries, epoch):
-                seen.append(ids)
-                yield ids, values
-
+    Recording = _recording(KnowledgeTransfer, seen)
     kt = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=2, val_fraction=0.0)
     result = kt.run(x, public=others)
     trained = set(np.concatenate(seen).tolist())  # training and the adaptation's anchors
