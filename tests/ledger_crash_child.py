@@ -46,7 +46,7 @@ def prev_prefix(m: int) -> int:
 def mechanisms():
     from ledger_support import make_mechanism
 
-    return {"A": make_mechanism(EPS_A, per="element"), "B": make_mechanism(EPS_B, per="element")}
+    return {"A": make_mechanism(EPS_A), "B": make_mechanism(EPS_B)}
 
 
 def run(

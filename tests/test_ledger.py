@@ -30,7 +30,7 @@ def db(tmp_path: Path) -> Path:
 
 def test_fresh_release_is_charged_and_persists_across_reopen(db: Path) -> None:
     x = images(5, seed=1)
-    mech = make_mechanism(2.0, per="element")
+    mech = make_mechanism(2.0)
     g = mech.guarantee(x.shape[1:])
     with Ledger(db) as led:
         r1 = led.release(mech, x)
@@ -39,7 +39,7 @@ def test_fresh_release_is_charged_and_persists_across_reopen(db: Path) -> None:
         assert torch.equal(led.spent(x).epsilon, torch.full((5,), g.epsilon_record, dtype=torch.float64))
     with Ledger(db) as led:  # reopen: same key file, same records recognised
         assert torch.allclose(led.spent(x).epsilon, torch.full((5,), 2.0, dtype=torch.float64))
-        r2 = led.release(make_mechanism(2.0, per="element"), x)  # a new but identically configured mechanism
+        r2 = led.release(make_mechanism(2.0), x)  # a new but identically configured mechanism
         assert r2.reused.all()
         assert torch.equal(r2.values, r1.values)
         assert torch.allclose(led.spent(x).epsilon, torch.full((5,), 2.0, dtype=torch.float64))
@@ -48,7 +48,7 @@ def test_fresh_release_is_charged_and_persists_across_reopen(db: Path) -> None:
 
 def test_reuse_is_free_and_does_not_sample(db: Path) -> None:
     x = images(6, seed=2)
-    spy = Spy(make_mechanism(1.0, per="element"))
+    spy = Spy(make_mechanism(1.0))
     with Ledger(db, cap_epsilon=1.0) as led:  # cap allows exactly one release per record
         first = led.release(spy, x[:4])
         assert spy.calls == 1 and spy.records == 4
@@ -69,7 +69,7 @@ def test_reuse_is_free_and_does_not_sample(db: Path) -> None:
 def test_duplicates_within_a_batch_are_noised_and_charged_once(db: Path) -> None:
     a = images(2, seed=3)
     x = torch.stack([a[0], a[1], a[0], a[0]])
-    spy = Spy(make_mechanism(1.5, per="element"))
+    spy = Spy(make_mechanism(1.5))
     with Ledger(db) as led:
         r = led.release(spy, x)
         assert spy.records == 2
@@ -82,15 +82,15 @@ def test_duplicates_within_a_batch_are_noised_and_charged_once(db: Path) -> None
 
 def test_cap_refuses_before_sampling_and_charges_nothing(db: Path) -> None:
     x = images(10, seed=4)
-    spy = Spy(make_mechanism(1.0, per="element"))
-    other = Spy(make_mechanism(0.75, per="element"))
+    spy = Spy(make_mechanism(1.0))
+    other = Spy(make_mechanism(0.75))
     with Ledger(db, cap_epsilon=2.0) as led:
         led.release(spy, x[:3])            # records 0-2 spent 1.0
         led.release(other, x[:3])          # records 0-2 spent 1.75
         led.release(other, x[3:5])         # records 3-4 spent 0.75
         before = led.spent(x).epsilon
         calls = (spy.calls, other.calls)
-        mech_b = Spy(make_mechanism(0.5, per="element"))
+        mech_b = Spy(make_mechanism(0.5))
         with pytest.raises(BudgetExceeded) as info:
             led.release(mech_b, x)           # 0-2 would reach 2.25 > 2.0
         assert mech_b.calls == 0 and (spy.calls, other.calls) == calls
@@ -111,10 +111,10 @@ def test_cap_refuses_before_sampling_and_charges_nothing(db: Path) -> None:
 def test_cap_message_reports_min_and_max_remaining(db: Path) -> None:
     x = images(4, seed=5)
     with Ledger(db, cap_epsilon=3.0) as led:
-        led.release(make_mechanism(1.0, per="element"), x[:1])   # remaining 2.0
-        led.release(make_mechanism(2.5, per="element"), x[1:2])  # remaining 0.5
+        led.release(make_mechanism(1.0), x[:1])   # remaining 2.0
+        led.release(make_mechanism(2.5), x[1:2])  # remaining 0.5
         with pytest.raises(BudgetExceeded, match=r"2 of 4 records.*min 0\.5 / max 2") as info:
-            led.release(make_mechanism(2.2, per="element"), x)
+            led.release(make_mechanism(2.2), x)
         assert info.value.remaining_epsilon == pytest.approx((0.5, 2.0))
         assert "epsilon cap 3" in str(info.value) and "delta" not in str(info.value).split("per record")[-1]
         assert "inf" not in str(info.value)
@@ -124,10 +124,10 @@ def test_cap_is_inclusive_despite_float_summation(db: Path) -> None:
     x = images(1, seed=6)
     assert 0.1 + 0.2 > 0.3  # plain float summation would overshoot the cap
     with Ledger(db, cap_epsilon=0.3) as led:
-        led.release(make_mechanism(0.1, per="element"), x, scope="a")
-        led.release(make_mechanism(0.2, per="element"), x, scope="b")  # exactly reaches the cap: allowed
+        led.release(make_mechanism(0.1), x, scope="a")
+        led.release(make_mechanism(0.2), x, scope="b")  # exactly reaches the cap: allowed
         with pytest.raises(BudgetExceeded):
-            led.release(make_mechanism(0.01, per="element"), x, scope="c")
+            led.release(make_mechanism(0.01), x, scope="c")
         assert led.remaining(x).epsilon.item() == pytest.approx(0.0, abs=1e-12)
         assert led.summary()["records_at_cap"] == 1
 
@@ -145,7 +145,7 @@ def test_delta_cap(db: Path) -> None:
 
 def test_scopes_compose_sending_to_two_teachers_costs_both(db: Path) -> None:
     x = images(3, seed=8)
-    a, b = make_mechanism(1.0, per="element"), make_mechanism(0.5, per="element")
+    a, b = make_mechanism(1.0), make_mechanism(0.5)
     with Ledger(db, cap_epsilon=1.6) as led:
         ra = led.release(a, x, scope="teacherA")
         rb = led.release(b, x, scope="teacherB")
@@ -167,17 +167,17 @@ def test_scopes_compose_sending_to_two_teachers_costs_both(db: Path) -> None:
 def test_mechanism_identity_includes_config_and_record_shape(db: Path) -> None:
     x = images(2, seed=9)
     with Ledger(db) as led:
-        led.release(make_mechanism(1.0, per="element"), x)
-        assert not led.release(make_mechanism(2.0, per="element"), x).reused.any()  # different config: fresh
+        led.release(make_mechanism(1.0), x)
+        assert not led.release(make_mechanism(2.0), x).reused.any()  # different config: fresh
         assert led.spent(x).epsilon.tolist() == pytest.approx([3.0, 3.0])
         y = x.reshape(2, 1, 4, 16)  # same bytes, different shape: a different record
         assert led.spent(y).epsilon.tolist() == [0.0, 0.0]
-        assert not led.release(make_mechanism(1.0, per="element"), y).reused.any()
+        assert not led.release(make_mechanism(1.0), y).reused.any()
 
 
 def test_public_release_is_neither_charged_nor_stored(db: Path) -> None:
     blank = torch.zeros(4, 1, 8, 8)
-    spy = Spy(make_mechanism(1.0, per="element"))
+    spy = Spy(make_mechanism(1.0))
     with Ledger(db, cap_epsilon=0.5) as led:  # the cap would refuse a private release
         r = led.release(spy, blank, public=True)
         assert spy.calls == 1 and r.guarantee.epsilon_record == 0.0 and r.guarantee.public_input
@@ -194,7 +194,7 @@ def test_failed_sampling_charges_nothing(db: Path) -> None:
 
     with Ledger(db) as led:
         with pytest.raises(ValueError, match="NaN"):
-            led.release(Boom(make_mechanism(1.0, per="element")), x)
+            led.release(Boom(make_mechanism(1.0)), x)
         assert led.summary()["releases"] == 0 and led.summary()["records"] == 0
         assert led.verify() == []
 
@@ -221,8 +221,8 @@ def test_database_holds_no_raw_bytes_or_plain_hashes(db: Path) -> None:
     x = images(4, seed=12, shape=(1, 16, 16))
     x8 = (x * 255).round().to(torch.uint8)
     with Ledger(db) as led:
-        led.release(make_mechanism(1.0, per="element"), x)
-        led.release(make_mechanism(1.0, per="element"), x8.float() / 255, scope="q")
+        led.release(make_mechanism(1.0), x)
+        led.release(make_mechanism(1.0), x8.float() / 255, scope="q")
         keys = led.record_keys(x)
     files = [p for p in db.parent.iterdir() if p.name.startswith(db.name) and not p.name.endswith(".key")]
     blob = b"".join(p.read_bytes() for p in files)
@@ -238,7 +238,7 @@ def test_database_holds_no_raw_bytes_or_plain_hashes(db: Path) -> None:
 
 def test_key_file_mode_and_errors(db: Path) -> None:
     with Ledger(db) as led:
-        led.release(make_mechanism(1.0, per="element"), images(1, seed=13))
+        led.release(make_mechanism(1.0), images(1, seed=13))
     key = Path(str(db) + ".key")
     assert key.stat().st_size == 32
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
@@ -294,11 +294,11 @@ def test_bad_input(db: Path) -> None:
         Ledger(":memory:")
     with Ledger(db) as led:
         with pytest.raises(TypeError, match="torch.Tensor"):
-            led.release(make_mechanism(1.0, per="element"), [[0.5]])
+            led.release(make_mechanism(1.0), [[0.5]])
         with pytest.raises(ValueError, match="non-empty"):
-            led.release(make_mechanism(1.0, per="element"), torch.zeros(0, 1, 8, 8))
+            led.release(make_mechanism(1.0), torch.zeros(0, 1, 8, 8))
         with pytest.raises(ValueError, match="scope"):
-            led.release(make_mechanism(1.0, per="element"), images(1, seed=0), scope="")
+            led.release(make_mechanism(1.0), images(1, seed=0), scope="")
         with pytest.raises(TypeError, match="Mechanism"):
             led.release(object(), images(1, seed=0))  # type: ignore[arg-type]
     with pytest.raises(LedgerError, match="closed"):
@@ -308,7 +308,7 @@ def test_bad_input(db: Path) -> None:
 def test_summary_has_no_keys_or_pixels(db: Path) -> None:
     x = images(2, seed=14)
     with Ledger(db, cap_epsilon=5.0) as led:
-        led.release(make_mechanism(1.0, per="element"), x)
+        led.release(make_mechanism(1.0), x)
         s = led.summary()
         keys = led.record_keys(x)
     text = repr(s)
@@ -320,7 +320,7 @@ def test_summary_has_no_keys_or_pixels(db: Path) -> None:
 
 def test_two_processes_style_concurrent_handles_do_not_double_charge(db: Path) -> None:
     x = images(3, seed=15)
-    mech = make_mechanism(1.0, per="element")
+    mech = make_mechanism(1.0)
     with Ledger(db) as a, Ledger(db) as b:
         ra = a.release(mech, x)
         rb = b.release(mech, x)  # the second handle sees the first one's committed releases
@@ -331,7 +331,7 @@ def test_two_processes_style_concurrent_handles_do_not_double_charge(db: Path) -
 def test_verify_detects_tampering(db: Path) -> None:
     x = images(2, seed=16)
     with Ledger(db) as led:
-        led.release(make_mechanism(1.0, per="element"), x)
+        led.release(make_mechanism(1.0), x)
         assert led.verify() == []
     con = sqlite3.connect(db)
     con.execute("UPDATE spend SET epsilon = epsilon - 0.5 WHERE rowid = 1")
@@ -346,21 +346,21 @@ def test_mechanism_understating_its_cost_is_refused(db: Path) -> None:
 
     class Liar(Spy):  # guarantee() says 1.0 but the release it makes claims 3.0
         def guarantee(self, record_shape):
-            return make_mechanism(1.0, per="element").guarantee(record_shape)
+            return make_mechanism(1.0).guarantee(record_shape)
 
         def release(self, records, *, generator=None, public=False):
             self.calls += 1
-            return make_mechanism(3.0, per="element").release(records, generator=generator)
+            return make_mechanism(3.0).release(records, generator=generator)
 
     with Ledger(db) as led:
         with pytest.raises(LedgerError, match="larger per-record cost"):
-            led.release(Liar(make_mechanism(1.0, per="element")), x)
+            led.release(Liar(make_mechanism(1.0)), x)
         assert led.summary()["records"] == 0
 
 
 def test_missing_key_detected_before_first_checkpoint(db: Path) -> None:
     led = Ledger(db)  # kept open: the schema may sit in the WAL file only
-    led.release(make_mechanism(1.0, per="element"), images(1, seed=18))
+    led.release(make_mechanism(1.0), images(1, seed=18))
     Path(str(db) + ".key").unlink()
     with pytest.raises(LedgerError, match="missing"):
         Ledger(db)
@@ -370,9 +370,9 @@ def test_missing_key_detected_before_first_checkpoint(db: Path) -> None:
 @pytest.mark.parametrize(
     "name, kwargs, records",
     [
-        ("laplace", {"epsilon": 0.5, "reduction": 4}, lambda: images(3, seed=19, shape=(1, 8, 8))),
-        ("tldp-laplace", {"epsilon": 0.5}, lambda: images(3, seed=20, shape=(1, 4, 4))),
-        ("discrete-tldp", {"epsilon": 8.0, "p": 0.1, "reduction": 2},
+        ("laplace", {"epsilon": 0.5, "per": "element", "reduction": 4}, lambda: images(3, seed=19, shape=(1, 8, 8))),
+        ("tldp-laplace", {"epsilon": 0.5, "per": "element"}, lambda: images(3, seed=20, shape=(1, 4, 4))),
+        ("discrete-tldp", {"epsilon": 8.0, "per": "element", "p": 0.1, "reduction": 2},
          lambda: (images(3, seed=21, shape=(1, 8, 8)) * 255).round().to(torch.uint8)),
     ],
 )
@@ -396,7 +396,7 @@ def test_stored_releases_round_trip_for_real_mechanisms(db: Path, name: str, kwa
 
 def test_changed_accounting_for_the_same_config_is_not_reused(db: Path) -> None:
     x = images(2, seed=22)
-    base = make_mechanism(1.0, per="element")
+    base = make_mechanism(1.0)
 
     class Recalibrated(Spy):  # same config(), but its guarantee now says 1.2 per record
         def guarantee(self, record_shape):
@@ -410,7 +410,7 @@ def test_changed_accounting_for_the_same_config_is_not_reused(db: Path) -> None:
 
     with Ledger(db) as led:
         led.release(base, x)
-        spy = Recalibrated(make_mechanism(1.0, per="element"))
+        spy = Recalibrated(make_mechanism(1.0))
         r = led.release(spy, x)
         assert spy.calls == 1 and not r.reused.any()
         assert led.spent(x).epsilon.tolist() == pytest.approx([2.2, 2.2])

@@ -23,10 +23,10 @@ def eight_bit(n: int, seed: int, shape: tuple[int, ...] = (1, 8, 8)) -> torch.Te
 def test_one_image_in_three_dtypes_is_one_source_and_the_cap_adds_them_up(tmp_path: Path) -> None:
     x = eight_bit(4, seed=1)
     with Ledger(tmp_path / "l.sqlite", cap_epsilon=2.5) as led:
-        led.release(make_mechanism(1.0, per="element"), x.to(torch.float32))
-        led.release(make_mechanism(1.0, per="element"), x.to(torch.float64))
+        led.release(make_mechanism(1.0), x.to(torch.float32))
+        led.release(make_mechanism(1.0), x.to(torch.float64))
         assert led.spent(x.to(torch.float16)).epsilon.tolist() == [2.0] * 4
-        spy = Spy(make_mechanism(1.0, per="element"))
+        spy = Spy(make_mechanism(1.0))
         with pytest.raises(BudgetExceeded):
             led.release(spy, x.to(torch.float16))  # 3 > 2.5: refused before sampling
         assert spy.calls == 0 and led.summary()["records"] == 4 and led.verify() == []
@@ -48,12 +48,12 @@ def test_source_ids_sum_releases_across_shapes_and_mechanisms(tmp_path: Path) ->
     big, small = eight_bit(3, seed=3, shape=(1, 8, 8)), eight_bit(3, seed=3, shape=(1, 4, 4))
     ids = [b"file-a", b"file-b", "file-c"]
     with Ledger(tmp_path / "l.sqlite", cap_epsilon=2.0) as led:
-        led.release(make_mechanism(1.0, per="element"), big, sources=ids, scope="teacher-1")
-        led.release(make_mechanism(1.0, per="element"), small, sources=ids, scope="teacher-2")
+        led.release(make_mechanism(1.0), big, sources=ids, scope="teacher-1")
+        led.release(make_mechanism(1.0), small, sources=ids, scope="teacher-2")
         assert led.spent(small, sources=ids).epsilon.tolist() == [2.0] * 3
         with pytest.raises(BudgetExceeded, match="3 of 3 records"):
             led.release(laplace(0.5, per="record"), eight_bit(3, seed=3, shape=(1, 6, 6)), sources=ids)
-        again = led.release(make_mechanism(1.0, per="element"), big, sources=ids, scope="teacher-1")
+        again = led.release(make_mechanism(1.0), big, sources=ids, scope="teacher-1")
         assert again.reused.all()  # the stored release: free
         s = led.summary()
         assert s["records"] == 3 and s["releases"] == 6 and s["epsilon"]["max"] == pytest.approx(2.0)
@@ -65,8 +65,8 @@ def test_two_tensors_of_one_source_in_one_batch_are_charged_together(tmp_path: P
     x = eight_bit(2, seed=4)
     with Ledger(tmp_path / "l.sqlite", cap_epsilon=1.5) as led:
         with pytest.raises(BudgetExceeded):
-            led.release(make_mechanism(1.0, per="element"), x, sources=[b"same", b"same"])
-        led.release(make_mechanism(1.0, per="element"), x[:1], sources=[b"same"])
+            led.release(make_mechanism(1.0), x, sources=[b"same", b"same"])
+        led.release(make_mechanism(1.0), x[:1], sources=[b"same"])
         assert led.verify() == []
 
 
@@ -75,7 +75,7 @@ def _write_schema_1(path: Path, led_key: Path) -> tuple[torch.Tensor, list[bytes
     x = eight_bit(3, seed=5)
     with Ledger(path) as led:  # makes the key file and the tables; then rewritten into the old layout
         keys = led.record_keys(x)
-        mech_rel = led.release(make_mechanism(1.0, per="element"), x, scope="old")
+        mech_rel = led.release(make_mechanism(1.0), x, scope="old")
     con = sqlite3.connect(path)
     with con:
         con.execute("DROP TABLE spend")
@@ -113,14 +113,14 @@ def test_a_schema_1_ledger_is_migrated_once_and_its_spend_adopted_by_the_source(
         # before any run sees the files again, the old spend still counts for the same tensor
         assert led.spent(x, sources=[b"a", b"b", b"c"]).epsilon.tolist() == [1.0] * 3
         # a run that sees the tensor with its source reuses the old release and adopts its spend
-        again = led.release(make_mechanism(1.0, per="element"), x, scope="old", sources=[b"a", b"b", b"c"])
+        again = led.release(make_mechanism(1.0), x, scope="old", sources=[b"a", b"b", b"c"])
         assert again.reused.all()
         s = led.summary()
         assert s["legacy_records"] == 0 and s["records"] == 3 and led.verify() == []
         small = eight_bit(3, seed=5, shape=(1, 4, 4))
-        led.release(make_mechanism(1.0, per="element"), small, scope="new", sources=[b"a", b"b", b"c"])
+        led.release(make_mechanism(1.0), small, scope="new", sources=[b"a", b"b", b"c"])
         with pytest.raises(BudgetExceeded):  # 1 (schema 1) + 1 + 1 > 2.5
-            led.release(make_mechanism(1.0, per="element"), eight_bit(3, seed=5, shape=(1, 2, 2)), sources=[b"a", b"b", b"c"])
+            led.release(make_mechanism(1.0), eight_bit(3, seed=5, shape=(1, 2, 2)), sources=[b"a", b"b", b"c"])
     con = sqlite3.connect(path)
     assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
     con.close()

@@ -48,7 +48,7 @@ print(json.dumps({
     "epsilon_record": m.guarantee((1, 4, 4)).epsilon_record,
     "in_help": "toy-gaussian" in help_text,
     "gaussian_delta": g.delta_record,
-    "direct": make_mechanism("toy_laplace", epsilon=1.0).name,
+    "direct": make_mechanism("toy_laplace", epsilon=1.0, per="element").name,
 }))
 """
 

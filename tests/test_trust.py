@@ -75,7 +75,7 @@ def test_policy_with_ledger_scopes_costs_both_teachers(tmp_path) -> None:
     x = images(3, seed=0)
     with Ledger(tmp_path / "l.sqlite", cap_epsilon=p.total_epsilon(scores)) as led:
         for name, eps in p.for_teachers(scores).items():
-            led.release(make_mechanism(eps, per="element"), x, scope=name)
+            led.release(make_mechanism(eps), x, scope=name)
         assert led.spent(x).epsilon.tolist() == pytest.approx([2.5] * 3)
         with pytest.raises(BudgetExceeded):
-            led.release(make_mechanism(p.epsilon_for(0.5), per="element"), x, scope="third")
+            led.release(make_mechanism(p.epsilon_for(0.5)), x, scope="third")
