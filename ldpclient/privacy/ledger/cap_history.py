@@ -33,14 +33,17 @@ def stored_caps(c: sqlite3.Connection) -> Caps:
 def held_caps(path: str | os.PathLike[str]) -> Caps:
     """The caps the ledger file at ``path`` holds, read only (no ledger, or one from before caps were kept: no
     caps); :class:`~ldpclient.state.NewerStateFile` for a ledger of a newer schema. For what runs before the
-    ledger is opened (the plan, ``--dry-run``); the ledger itself settles the caps again when opened."""
+    ledger is opened (the plan, ``--dry-run``), read as an immutable file: nothing is written beside it, and a
+    change still in the write-ahead log of a killed run is not seen; the ledger itself settles the caps again,
+    exactly, when a run opens it."""
     from ...state import check_schema
     from .schema import SCHEMA_VERSION
 
     p = Path(path)
     if not p.exists():
         return Caps(None, None)
-    with closing(sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)) as c:
+    # immutable: no lock, no -wal/-shm file left beside it (a closed ledger has everything in its main file)
+    with closing(sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro&immutable=1", uri=True)) as c:
         tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "meta" in tables:
             row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
