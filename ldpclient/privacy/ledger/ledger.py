@@ -354,19 +354,21 @@ class Ledger:
         fingerprint is near that of an image the ledger charged (:mod:`.fingerprint`: "a near copy of a private
         image"). ``records``, ``sources``, ``domain``: as for :meth:`spent`. Reads only."""
         found: dict[int, str] = {}
+        indices: list[np.ndarray] = []
+        prints: list[torch.Tensor] = []
         for idx, chunk, ids in _chunks_of(records, sources):
-            charged = self.spent(chunk, sources=ids, domain=domain).epsilon > 0
-            near = torch.zeros(len(chunk), dtype=torch.bool)
-            if _fingerprint.fingerprintable(tuple(chunk.shape[1:])):
-                with self._lock:
-                    similarity = _fingerprint.nearest(self._db, _fingerprint.fingerprint(chunk))
-                near = similarity >= _fingerprint.NEAR
-            for k, (is_charged, is_near) in enumerate(zip(charged.tolist(), near.tolist(), strict=True)):
-                if is_charged:
-                    found[int(idx[k])] = "charged as a private image"
-                elif is_near:
-                    found[int(idx[k])] = f"a near copy of a private image (cosine {float(similarity[k]):.4f})"
-        return found
+            charged = (self.spent(chunk, sources=ids, domain=domain).epsilon > 0).numpy()
+            found.update((int(k), "charged as a private image") for k in idx[charged])
+            if _fingerprint.fingerprintable(tuple(chunk.shape[1:])) and not charged.all():
+                indices.append(idx[~charged])
+                prints.append(_fingerprint.fingerprint(chunk[torch.from_numpy(~charged)]))
+        if prints:  # one pass over the stored fingerprints for all of them
+            with self._lock:
+                similarity = _fingerprint.nearest(self._db, torch.cat(prints))
+            for k, sim in zip(np.concatenate(indices).tolist(), similarity.tolist(), strict=True):
+                if sim >= _fingerprint.NEAR:
+                    found[int(k)] = f"a near copy of a private image (cosine {sim:.4f})"
+        return dict(sorted(found.items()))
 
     def remaining(
         self,
