@@ -23,7 +23,9 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import closing
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -34,12 +36,6 @@ from .errors import JournalError
 
 #: The journal's schema: 1 (no ``meta`` table; the tables below), 2 (the same, stamped with its version).
 SCHEMA_VERSION = 2
-#: The columns this version reads and writes, per table: a journal with others was written by a newer version.
-_COLUMNS = {
-    "batches": {"scope", "batch_id", "n", "labels", "digest", "cost", "billed", "requests", "run_id", "ts"},
-    "pending": {"scope", "batch_id", "cost", "attempts", "run_id", "ts"},
-    "runs": {"run_id", "scope", "started"},
-}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,6 +67,16 @@ CREATE TABLE IF NOT EXISTS runs (
     started REAL NOT NULL
 );
 """
+
+
+@lru_cache(maxsize=1)
+def _known_columns() -> dict[str, frozenset[str]]:
+    """The columns this version reads and writes, per table (from :data:`_SCHEMA` itself): a journal with others
+    was written by a newer version."""
+    with closing(sqlite3.connect(":memory:")) as mem:
+        mem.executescript(_SCHEMA)
+        tables = [r[0] for r in mem.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: frozenset(r[1] for r in mem.execute(f"PRAGMA table_info({t})")) for t in tables}
 
 
 def default_journal_path() -> Path:
@@ -127,7 +133,7 @@ class Journal:
                 row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 if row is not None:
                     check_schema("query journal", self.path, row[0], SCHEMA_VERSION)
-            for table, known in _COLUMNS.items():
+            for table, known in _known_columns().items():
                 if table in tables:
                     columns = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
                     if columns - known:
