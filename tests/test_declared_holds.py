@@ -162,7 +162,8 @@ def test_an_image_the_ledger_charged_is_refused_as_public_from_any_folder(tmp_pa
 
 
 def test_near_copies_of_private_images_are_refused_as_public_and_distinct_images_are_not(tmp_path: Path) -> None:
-    """A quality-90 JPEG of a private PNG, a 2x upscale, a brighter copy and a copy cropped by 1 pixel a side."""
+    """A quality-90 JPEG of a private PNG, a 2x upscale, a brighter copy, a copy cropped by 1 pixel a side, one
+    cropped off-centre (2 pixels off the top and left) and one moved 2 pixels right (the left edge repeated)."""
     private = _smooth(12, 1)
     _write(tmp_path / "private", private, "p")
     near = tmp_path / "near"
@@ -173,12 +174,14 @@ def test_near_copies_of_private_images_are_refused_as_public_and_distinct_images
     Image.fromarray(private[1]).resize((56, 56), Image.BICUBIC).save(near / "up.png")
     Image.fromarray(np.clip(private[2].astype(int) * 1.15, 0, 255).astype(np.uint8)).save(near / "bright.png")
     Image.fromarray(private[3][1:-1, 1:-1]).save(near / "crop.png")
+    Image.fromarray(private[4][2:, 2:]).save(near / "offcentre.png")
+    Image.fromarray(np.concatenate([private[5][:, :1]] * 2 + [private[5][:, :-2]], 1)).save(near / "shifted.png")
     _write(tmp_path / "distinct", _smooth(30, 2), "d")
     with _server(image_size=28) as srv:
         first = _run(_args28(tmp_path / "private", srv.model_url, tmp_path))
         assert first.exit_code == 0, first.output
         paid = _paid(tmp_path)
-        for name in ("copy.jpg", "up.png", "bright.png", "crop.png"):
+        for name in ("copy.jpg", "up.png", "bright.png", "crop.png", "offcentre.png", "shifted.png"):
             one = tmp_path / f"pub-{name}"
             one.mkdir()
             (one / name).write_bytes((near / name).read_bytes())

@@ -46,10 +46,46 @@ def test_stored_copies_are_found_and_distinct_images_are_not() -> None:
     private, others = _smooth(50, 1), _smooth(50, 2)
     c = _table()
     fp.store(c, [bytes([k]) for k in range(50)], private)
-    assert bool((fp.nearest(c, fp.fingerprint(private)) >= fp.NEAR).all())  # the int8 copies keep them near
+    assert bool((fp.nearest(c, fp.query(private)) >= fp.NEAR).all())  # the int8 copies keep them near
     cropped = F.interpolate(private[:, :, 2:-2, 2:-2], size=(28, 28), mode="bilinear", antialias=True)
-    assert bool((fp.nearest(c, fp.fingerprint(cropped)) >= fp.NEAR).all())  # a centre crop: a stored crop
-    assert bool((fp.nearest(c, fp.fingerprint(others)) < fp.NEAR).all())
+    assert bool((fp.nearest(c, fp.query(cropped)) >= fp.NEAR).all())  # a centre crop: a stored crop
+    assert bool((fp.nearest(c, fp.query(others)) < fp.NEAR).all())
+
+
+def test_the_windows_are_crops_resized_and_the_spectrum_is_blind_to_a_circular_shift() -> None:
+    x = torch.rand(3, 1, 28, 30)
+    d = dct_matrix(fp.SIDE).to(torch.float32)
+    prints = fp._window_prints(fp._grey(x))
+    for a, (top, bottom) in enumerate(fp.WINDOWS[::4]):
+        for b, (left, right) in enumerate(fp.WINDOWS[::5]):
+            t, bo, le, ri = (round(v * s / 32) for v, s in ((top, 28), (bottom, 28), (left, 30), (right, 30)))
+            part = x[:, :, t : 28 - bo, le : 30 - ri]
+            small = F.interpolate(part, size=(fp.SIDE, fp.SIDE), mode="bilinear", antialias=True, align_corners=False)
+            coef = (d @ small[:, 0] @ d.T)[:, : fp.FREQUENCIES, : fp.FREQUENCIES].reshape(3, -1)[:, 1:]
+            k = 4 * a * len(fp.WINDOWS) + 5 * b
+            assert torch.allclose(prints[:, k], F.normalize(coef, dim=1), atol=1e-5)
+    image = torch.rand(1, fp.SIDE, fp.SIDE)
+    hann = fp._spectrum_operator()[1]
+    windowed = image * hann[:, None] * hann[None, :]
+    shifted = torch.roll(windowed, (3, -5), (1, 2))
+    assert torch.allclose(torch.fft.rfft2(shifted).abs(), torch.fft.rfft2(windowed).abs(), atol=1e-4)
+
+
+def test_shifted_and_off_centre_cropped_copies_are_found_and_distinct_images_are_not() -> None:
+    private, others = _smooth(60, 5, (3, 32, 32)), _smooth(60, 6, (3, 32, 32))
+    c = _table()
+    fp.store(c, [bytes([k]) for k in range(60)], private)
+    # moved 2 pixels down and right (the top rows repeated), and cut 2 pixels off the top and left then resized
+    shifted = torch.cat([private[:, :, :1].expand(-1, -1, 2, -1), private[:, :, :-2]], 2)
+    shifted = torch.cat([shifted[:, :, :, :1].expand(-1, -1, -1, 2), shifted[:, :, :, :-2]], 3)
+    off_centre = F.interpolate(private[:, :, 2:, 2:], size=(32, 32), mode="bilinear", antialias=True)
+    assert float(fp.fingerprint(shifted).mul(fp.fingerprint(private)).sum(1).max()) < fp.NEAR  # not as they are
+    assert bool((fp.nearest(c, fp.query(shifted)) >= fp.NEAR).all())
+    assert bool((fp.nearest(c, fp.query(off_centre)) >= fp.NEAR).all())
+    assert bool((fp.nearest(c, fp.query(others)) < fp.NEAR).all())
+    big = F.interpolate(private[:4], size=(96, 96), mode="bilinear")  # kept at 64 a side for its windows
+    assert fp.query(big).grey.shape == (4, 64, 64)
+    assert bool((fp.nearest(c, fp.query(big)) >= fp.NEAR).all())
 
 
 def test_nothing_is_stored_for_records_that_are_not_images_and_nothing_matches_an_empty_table() -> None:
@@ -57,7 +93,7 @@ def test_nothing_is_stored_for_records_that_are_not_images_and_nothing_matches_a
     fp.store(c, [b"a", b"b"], torch.rand(2, 16))  # tabular records: no fingerprint
     fp.store(c, [b"c"], torch.rand(1, 1, 4, 4))  # below MIN_SIDE
     assert c.execute("SELECT COUNT(*) FROM fingerprints").fetchone()[0] == 0
-    assert bool(torch.isinf(fp.nearest(c, fp.fingerprint(_smooth(3, 0)))).all())
+    assert bool(torch.isinf(fp.nearest(c, fp.query(_smooth(3, 0)))).all())
     flat = torch.full((1, 1, 28, 28), 0.5)
     fp.store(c, [b"d"], _smooth(1, 4))
-    assert float(fp.nearest(c, fp.fingerprint(flat))[0]) < fp.NEAR  # a flat image's zero print matches nothing
+    assert float(fp.nearest(c, fp.query(flat))[0]) < fp.NEAR  # a flat image's zero print matches nothing

@@ -355,16 +355,16 @@ class Ledger:
         image"). ``records``, ``sources``, ``domain``: as for :meth:`spent`. Reads only."""
         found: dict[int, str] = {}
         indices: list[np.ndarray] = []
-        prints: list[torch.Tensor] = []
+        queries: list[_fingerprint.Query] = []
         for idx, chunk, ids in _chunks_of(records, sources):
             charged = (self.spent(chunk, sources=ids, domain=domain).epsilon > 0).numpy()
             found.update((int(k), "charged as a private image") for k in idx[charged])
             if _fingerprint.fingerprintable(tuple(chunk.shape[1:])) and not charged.all():
                 indices.append(idx[~charged])
-                prints.append(_fingerprint.fingerprint(chunk[torch.from_numpy(~charged)]))
-        if prints:  # one pass over the stored fingerprints for all of them
+                queries.append(_fingerprint.query(chunk[torch.from_numpy(~charged)]))
+        if queries:  # one pass over the stored fingerprints for all of them
             with self._lock:
-                similarity = _fingerprint.nearest(self._db, torch.cat(prints))
+                similarity = _fingerprint.nearest(self._db, _fingerprint.Query.cat(queries))
             for k, sim in zip(np.concatenate(indices).tolist(), similarity.tolist(), strict=True):
                 if sim >= _fingerprint.NEAR:
                     found[int(k)] = f"a near copy of a private image (cosine {sim:.4f})"
