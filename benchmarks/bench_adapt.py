@@ -299,7 +299,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
 
     acc = accuracy(res.labels, 0.0)  # final: adapted, then fused where fusion applies
     adapted = accuracy(res.unfused_labels, acc)
-    return {
+    return {**prior_variants(res, truth),
         "accuracy": adapted,
         "accuracy_unadapted": accuracy(res.unadapted_labels, adapted),
         "accuracy_fused": acc,
@@ -309,6 +309,30 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         "eps_element": res.guarantee.epsilon_element,
         "released_elements": res.guarantee.elements_per_record,
     }
+
+
+def prior_variants(res: Any, truth: torch.Tensor) -> dict:
+    """The (adapted, unfused) student's labels re-weighted to another label prior (``ldpclient.transfer.prior``):
+    ``accuracy_em`` (the records' prior estimated by EM), ``accuracy_balanced`` (every class alike), with the
+    largest class's share of the labels under each; empty when the run kept no outputs (no adaptation)."""
+    from ldpclient.transfer.prior import em_prior, reweight, training_prior
+
+    probs = res.adaptation.probs if res.adaptation is not None else None
+    if probs is None or not res.teacher_label_histogram:
+        return {}
+    k = probs.shape[1]
+    prior = training_prior(res.teacher_label_histogram, k)
+    em, em_estimate = em_prior(probs, prior)
+    balanced = reweight(probs, prior, torch.full((k,), 1.0 / k, dtype=torch.float64))
+
+    def top(labels: torch.Tensor) -> float:
+        return round(float(torch.bincount(labels, minlength=k).max()) / len(labels), 4)
+
+    return {"accuracy_em": float((em.argmax(1) == truth).float().mean()),
+            "accuracy_balanced": float((balanced.argmax(1) == truth).float().mean()),
+            "top_share": top(probs.argmax(1)), "top_share_em": top(em.argmax(1)),
+            "top_share_balanced": top(balanced.argmax(1)), "training_prior_top": round(float(prior.max()), 4),
+            "em_prior_top": round(float(em_estimate.max()), 4)}
 
 
 def parse_setting(text: str) -> dict:

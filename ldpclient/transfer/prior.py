@@ -1,0 +1,60 @@
+"""The label prior: the student learnt its classes in the teacher's proportions on noised queries, not in the
+private records' own.
+
+A teacher answers noise with some classes far more than others (on digits, "8"; on photos, "dog"), so the
+student is trained under a label prior that is the teacher's answers to noise as much as the private records'
+classes, and it carries that prior into the labels of the clean records. Under label shift (the classes'
+images alike, their shares differing) the posterior under another prior is the student's, re-weighted class
+by class: ``p'(y | x) ∝ p(y | x) * prior'(y) / prior(y)``. :func:`em_prior` estimates the private records'
+prior by expectation-maximisation over the student's own outputs on them (Saerens, Latinne & Decaestecker,
+"Adjusting the outputs of a classifier to new a priori probabilities", Neural Computation 2002), starting from
+the training prior (the teacher's answers): it reads nothing but the student's outputs and the answers'
+counts, so it costs no privacy and sends nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+#: Pseudo-count added to every class of the training prior (a class the teacher never answered keeps a share).
+PRIOR_PSEUDO_COUNT = 1.0
+#: EM stops when no class's share moves by more than this between two iterations ...
+EM_TOLERANCE = 1e-6
+#: ... or after this many iterations.
+EM_ITERATIONS = 1000
+
+
+def training_prior(answer_counts: Sequence[int], classes: int) -> torch.Tensor:
+    """The prior the student was trained under: the teacher's answers per class (``answer_counts``, padded to
+    ``classes``), each with :data:`PRIOR_PSEUDO_COUNT` added, as shares: float64 ``(classes,)`` summing to 1."""
+    counts = torch.zeros(classes, dtype=torch.float64)
+    given = torch.as_tensor(list(answer_counts)[:classes], dtype=torch.float64)
+    counts[: len(given)] = given
+    counts += PRIOR_PSEUDO_COUNT
+    return counts / counts.sum()
+
+
+def reweight(probs: torch.Tensor, prior: torch.Tensor, new_prior: torch.Tensor) -> torch.Tensor:
+    """``probs`` (``(N, K)`` rows summing to 1, learnt under ``prior``) as posteriors under ``new_prior``:
+    float64 ``(N, K)`` rows summing to 1."""
+    q = probs.to(torch.float64) * (new_prior / prior)
+    return q / q.sum(1, keepdim=True).clamp(min=1e-300)
+
+
+def em_prior(probs: torch.Tensor, prior: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The records' own label prior, estimated by EM from the student's outputs on them ``probs`` (``(N, K)``,
+    learnt under ``prior``), and the outputs re-weighted to it: ``(posteriors (N, K), prior (K,))``, float64."""
+    current = prior.to(torch.float64)
+    for _ in range(EM_ITERATIONS):
+        posteriors = reweight(probs, prior, current)
+        updated = posteriors.mean(0)
+        done = float((updated - current).abs().max()) <= EM_TOLERANCE
+        current = updated
+        if done:
+            break
+    return reweight(probs, prior, current), current
+
+
+__all__ = ["EM_ITERATIONS", "EM_TOLERANCE", "PRIOR_PSEUDO_COUNT", "em_prior", "reweight", "training_prior"]
