@@ -332,6 +332,7 @@ def prior_variants(res: Any, truth: torch.Tensor) -> dict:
             "accuracy_balanced": float((balanced.argmax(1) == truth).float().mean()),
             "top_share": top(probs.argmax(1)), "top_share_em": top(em.argmax(1)),
             "top_share_balanced": top(balanced.argmax(1)), "training_prior_top": round(float(prior.max()), 4),
+            "top_share_unadapted": top(res.unadapted_labels) if res.unadapted_labels is not None else None,
             "em_prior_top": round(float(em_estimate.max()), 4)}
 
 
