@@ -94,6 +94,21 @@ class CLIError(Exception):
             self.exit_code = exit_code
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: print the version and stop before any command runs."""
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the ldpclient version and exit."),
+) -> None:
+    """Label private images with a remote teacher that only ever sees LDP releases."""
+
+
 # The choices derive from the one list of each concept (ldpclient.names).
 Mechanism = Enum("Mechanism", {name: name for name in mechanism_names()}, type=str)  # type: ignore[misc]
 EpsilonUnit = Enum("EpsilonUnit", {name: name for name in EPSILON_UNITS}, type=str)  # type: ignore[misc]

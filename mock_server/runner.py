@@ -210,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     thread = threading.Thread(target=server.serve_forever, name="mock-teacher", daemon=True)
     thread.start()
     auth = f"bearer auth with {len(config.tokens)} token(s)" if config.tokens else "no auth"
-    print(f"model {config.model_name!r}, {auth}, price {config.price_per_image:g}/image", file=sys.stderr)
+    print(f"model {config.model_name!r} at {server.url}/v2/models/{config.model_name} (ldpclient label --teacher "
+          f"takes this address), {auth}, price {config.price_per_image:g}/image", file=sys.stderr)
     print(f"{LISTENING_PREFIX}{server.url}", flush=True)
     try:
         while not stop.wait(0.5):

@@ -217,6 +217,29 @@ def test_serve_mock_is_registered() -> None:
     assert "--port" in result.output
 
 
+def test_serve_mock_prints_the_model_address_label_takes() -> None:
+    """The address printed is the one `label --teacher` needs: the model's metadata answers there."""
+    import requests
+
+    proc = subprocess.Popen(_cli("serve-mock", "--port", "0"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        listening = proc.stdout.readline()
+        assert listening.startswith("mock teacher listening on http://127.0.0.1:"), listening
+        lines = []
+        while not any("/v2/models/" in line for line in lines):
+            lines.append(proc.stderr.readline())
+            assert lines[-1], lines  # the server said nothing more
+        address = next(line for line in lines if "/v2/models/" in line).split(" at ", 1)[1].split(" ", 1)[0]
+        assert address.startswith(listening.split(" on ", 1)[1].strip() + "/v2/models/")
+        meta = requests.get(address, timeout=10)
+        assert meta.status_code == 200 and meta.json()["name"] == address.rsplit("/", 1)[1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 # ------------------------------------------------------------------ subprocess: kill, Ctrl-C, resume
 
 

@@ -41,6 +41,8 @@ def _folder(tmp_path: Path, n: int = 3) -> Path:
 def test_version() -> None:
     result = _invoke(["version"])
     assert result.exit_code == 0 and result.stdout.strip() == __version__
+    flag = _invoke(["--version"])  # the flag too, before any command
+    assert flag.exit_code == 0 and flag.stdout.strip() == __version__
 
 
 def test_missing_and_empty_folder(tmp_path: Path) -> None:
