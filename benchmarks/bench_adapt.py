@@ -336,6 +336,17 @@ def prior_variants(res: Any, truth: torch.Tensor) -> dict:
             "em_prior_top": round(float(em_estimate.max()), 4)}
 
 
+def long_tail(x: torch.Tensor, y: torch.Tensor, ratio: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``ratio ** (k / (K - 1))`` of each class ``k``'s records (in their order): an imbalanced private
+    part, to see what a correction that assumes balanced classes costs there."""
+    k = int(y.max()) + 1
+    keep = torch.zeros(len(y), dtype=torch.bool)
+    for c in range(k):
+        idx = torch.nonzero(y == c).flatten()
+        keep[idx[: max(1, round(len(idx) * ratio ** (c / (k - 1))))]] = True
+    return x[keep], y[keep]
+
+
 def parse_setting(text: str) -> dict:
     """``mechanism:eps_record:reduce:queries:epochs:train_batch[:postprocess]``; ``-``: the default."""
     *values, = text.split(":", 6)
@@ -577,6 +588,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--student-width", type=int, default=None, help="the student's width (default: its own)")
     p.add_argument("--student", default=None, help="the student's zoo name (default: the library's)")
     p.add_argument("--teacher", choices=TEACHERS, default="small_cnn", help="the in-process teacher's architecture")
+    p.add_argument("--long-tail", type=float, default=None, metavar="RATIO",
+                   help="keep a long-tailed share of the private records: class k of K keeps RATIO ** (k / (K - 1)) "
+                        "of its images (0.1: the last class a tenth of the first's)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")
@@ -605,6 +619,8 @@ def main(argv: list[str] | None = None) -> None:
         variant["public_repeats"] = args.public_repeats
     if args.warmup:
         variant["warmup"] = args.warmup
+    if args.long_tail is not None:
+        variant["long_tail"] = args.long_tail
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -612,6 +628,8 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.dataset:
         for size in args.size if name == "digits" else [0]:
             label, tx, ty, px, py = load_dataset(name, size)
+            if args.long_tail is not None:
+                px, py = long_tail(px, py, args.long_tail)
             if args.teacher != "small_cnn":
                 torch.set_num_threads(2)  # the teacher's training, once; the runs stay on one thread
             model = cached_teacher(label, tx, ty, args.teacher)
