@@ -433,6 +433,8 @@ def _variant(r: dict) -> str:
         parts.append(_public_label(r))
     if r.get("warmup"):
         parts.append(f"rotation warm-up {r['warmup']} epochs")
+    if r.get("long_tail"):
+        parts.append(f"long tail {r['long_tail']:g}")
     if r.get("basis"):
         parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
     return ", ".join(parts) or "-"
@@ -445,6 +447,28 @@ def strongest_baselines(runs: list[dict]) -> dict[tuple, tuple[float, list[float
         if r["mode"] == "data-free":
             levels.setdefault(_budget(r), {}).setdefault(r["eps_record"], []).append(r["accuracy"])
     return {b: max(lv.items(), key=lambda kv: statistics.mean(kv[1])) for b, lv in levels.items()}
+
+
+def prior_table(paths: list[Path]) -> None:
+    """The label prior (``ldpclient.transfer.prior``): per set, mode and variant, the adapted labels as trained,
+    re-weighted to equal class shares and to the EM estimate, the gain of equal shares seed by seed, and the
+    largest class's share of the labels each way (runs recorded with ``accuracy_balanced`` only)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in _read_runs(paths):
+        if "accuracy_balanced" in r:
+            groups.setdefault((r["dataset"], r.get("teacher_arch") or "small_cnn", r["mode"], r["eps_record"],
+                               _variant(r)), []).append(r)
+    print("| set | teacher | mode | eps/record | variant | seeds | as trained | equal shares | gain, seed by seed | "
+          "EM prior | largest class share (as trained, equal) |")
+    print("|" + "---|" * 11)
+    for (dataset, arch, mode, eps, variant), rs in sorted(groups.items()):
+        def col(key: str, rs: list[dict] = rs) -> list[float]:
+            return [r[key] for r in rs]
+
+        gains = [r["accuracy_balanced"] - r["accuracy"] for r in rs]
+        print(f"| {dataset} | {arch} | {mode} | {eps:g} | {variant} | {len(rs)} | {_ms(col('accuracy'))} | "
+              f"{_ms(col('accuracy_balanced'))} | {_ms(gains)} | {_ms(col('accuracy_em'))} | "
+              f"{_ms(col('top_share'))}, {_ms(col('top_share_balanced'))} |")
 
 
 def table(paths: list[Path]) -> None:
@@ -594,8 +618,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")
+    p.add_argument("--prior", action="store_true", help="with --table: the label prior's table (prior_table)")
     p.add_argument("--plot", type=Path, default=None, help="with --table: also draw the curve to this PNG")
     args = p.parse_args(argv)
+    if args.table and args.prior:
+        prior_table([args.out, *args.merge])
+        return
     if args.table:
         table([args.out, *args.merge])
         if args.plot is not None:

@@ -19,7 +19,8 @@ of a :class:`~ldpclient.teachers.client.QueryClient`:
    labels of the clean private records, anchored to the teacher-labelled queries
    (:mod:`ldpclient.transfer.adapt`; local, nothing is sent, no privacy cost, but the
    adapted student has seen the clean records and stays on the device);
-6. **label** the clean private records with the student, locally.
+6. **label** the clean private records with the student, locally (with ``balance``, default, its outputs
+   re-weighted from the teacher's answer shares to equal class shares: :mod:`ldpclient.transfer.prior`).
 
 Memory: the clean records come from a :class:`~ldpclient.records.RecordSource`
 (a tensor, or a folder spooled to disk by :func:`~ldpclient.data.spool_private_folder`)
@@ -67,6 +68,7 @@ from .augment import QueryPlan, check_sup_queries
 from .evidence import fuse_pair_evidence
 from .mirror_check import MirrorCheck, MirrorVerdict, mirror_check
 from .postprocess import ClipToDomain, ReleaseRows, Transform, parse_postprocess
+from .prior import reweight, training_prior
 from .settings import AdaptationSettings, PlanSettings, TrainingSettings, fold_keywords
 from .student import (
     LabelStore,
@@ -419,7 +421,7 @@ class KnowledgeTransfer:
         self.checkpoint = Path(t.checkpoint) if t.checkpoint is not None else None
         self.public_repeats = t.public_repeats
         self.crop, self.flip, self.warmup = t.crop, t.flip, t.warmup
-        self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
+        self.adapt, self.adapter, self.fuse, self.balance = bool(a.adapt), a.adapter, bool(a.fuse), bool(a.balance)
 
     # ------------------------------------------------------------------ helpers
     def _report(self, stage: str, done: int, total: int, **metrics: Any) -> None:
@@ -571,12 +573,21 @@ class KnowledgeTransfer:
             public_held_out=held_out,
         )
 
+    def _balanced(self, probs: torch.Tensor, store: LabelStore) -> torch.Tensor:
+        """With ``balance``: the student's outputs ``probs`` re-weighted from the teacher's answer shares (which it
+        learnt) to equal ones (:mod:`.prior`), in ``probs``' dtype; else ``probs`` as they are."""
+        if not self.balance:
+            return probs
+        prior = training_prior(store.histogram().tolist(), probs.shape[1])
+        return reweight(probs, prior, torch.full_like(prior, 1.0 / len(prior))).to(probs.dtype)
+
     def _score_held_out(self, trained: _Trained, public: Optional[_Public], store: LabelStore) -> Optional[dict[str, int]]:
         """The final student's agreement with the teacher's labels of the held-out public images (None: none)."""
         if public is None or not len(public.held_out):
             return None
         ids = torch.from_numpy(public.held_out)
-        probs = predict_proba(trained.trainer.model, public.rows.rows(ids).values, device=self.device)
+        probs = self._balanced(predict_proba(trained.trainer.model, public.rows.rows(ids).values, device=self.device),
+                               store)  # as the labels are written
         teacher = torch.from_numpy(store.get(public.held_out + public.offset).astype(np.int64))
         answered = teacher >= 0
         agree = int((probs.argmax(1)[answered] == teacher[answered]).sum())
@@ -925,6 +936,7 @@ class KnowledgeTransfer:
         probs = adapted.adaptation.probs if adapted.adaptation is not None else None
         if probs is None:
             probs = predict_proba(model, records, device=self.device)
+        probs = self._balanced(probs, store)
         conf, labels = probs.max(dim=1)
         unfused, alpha = None, None
         if self.fuse and self.mode == "ldpkit" and plan.kind == "sup":
