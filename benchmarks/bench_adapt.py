@@ -312,9 +312,11 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
 
 
 def prior_variants(res: Any, truth: torch.Tensor) -> dict:
-    """The (adapted, unfused) student's labels re-weighted to another label prior (``ldpclient.transfer.prior``):
-    ``accuracy_em`` (the records' prior estimated by EM), ``accuracy_balanced`` (every class alike), with the
-    largest class's share of the labels under each; empty when the run kept no outputs (no adaptation)."""
+    """The (adapted, unfused) student's labels as trained (``accuracy_as_trained``: its outputs' argmax, which
+    ``accuracy`` was before the pipeline balanced them) and re-weighted to another label prior
+    (``ldpclient.transfer.prior``): ``accuracy_em`` (the records' prior estimated by EM), ``accuracy_balanced``
+    (every class alike: the pipeline's labels since), with the largest class's share of the labels under each;
+    empty when the run kept no outputs (no adaptation)."""
     from ldpclient.transfer.prior import em_prior, reweight, training_prior
 
     probs = res.adaptation.probs if res.adaptation is not None else None
@@ -328,7 +330,8 @@ def prior_variants(res: Any, truth: torch.Tensor) -> dict:
     def top(labels: torch.Tensor) -> float:
         return round(float(torch.bincount(labels, minlength=k).max()) / len(labels), 4)
 
-    return {"accuracy_em": float((em.argmax(1) == truth).float().mean()),
+    return {"accuracy_as_trained": float((probs.argmax(1) == truth).float().mean()),
+            "accuracy_em": float((em.argmax(1) == truth).float().mean()),
             "accuracy_balanced": float((balanced.argmax(1) == truth).float().mean()),
             "top_share": top(probs.argmax(1)), "top_share_em": top(em.argmax(1)),
             "top_share_balanced": top(balanced.argmax(1)), "training_prior_top": round(float(prior.max()), 4),
@@ -465,8 +468,9 @@ def prior_table(paths: list[Path]) -> None:
         def col(key: str, rs: list[dict] = rs) -> list[float]:
             return [r[key] for r in rs]
 
-        gains = [r["accuracy_balanced"] - r["accuracy"] for r in rs]
-        print(f"| {dataset} | {arch} | {mode} | {eps:g} | {variant} | {len(rs)} | {_ms(col('accuracy'))} | "
+        trained = [r.get("accuracy_as_trained", r["accuracy"]) for r in rs]  # rows from before: accuracy
+        gains = [r["accuracy_balanced"] - t for r, t in zip(rs, trained, strict=True)]
+        print(f"| {dataset} | {arch} | {mode} | {eps:g} | {variant} | {len(rs)} | {_ms(trained)} | "
               f"{_ms(col('accuracy_balanced'))} | {_ms(gains)} | {_ms(col('accuracy_em'))} | "
               f"{_ms(col('top_share'))}, {_ms(col('top_share_balanced'))} |")
 
