@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import textwrap
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -20,8 +21,9 @@ from rich.progress import (
     TaskID,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 
 from ..output import scrub, to_json
 from ..text import printable
@@ -112,15 +114,7 @@ class UI:
             yield StageProgress(None, None)
             return
         if self._progress is None:
-            self._progress = Progress(
-                TextColumn("[bold]{task.description:<10}"),
-                BarColumn(bar_width=20),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=False,
-            )
+            self._progress = Progress(*self._columns(), console=self.console, transient=False, expand=True)
             self._progress.start()
         task = self._progress.add_task(printable(description), total=total, info="")
         handle = StageProgress(self._progress, task)
@@ -130,6 +124,20 @@ class UI:
             if self._progress is not None:
                 self._progress.refresh()
 
+    @staticmethod
+    def _columns() -> tuple[Any, ...]:
+        """The bar's columns: the stage, the bar, done/total, time spent and left keep their width at any terminal
+        width (80 columns included); the stage's own words take what is left and end in "..." when it is not
+        enough."""
+        return (
+            TextColumn("[bold]{task.description:<10}", table_column=Column(no_wrap=True, min_width=10)),
+            BarColumn(bar_width=20, table_column=Column(no_wrap=True, min_width=20)),
+            MofNCompleteColumn(table_column=Column(no_wrap=True, min_width=11)),
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TimeRemainingColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TextColumn("{task.fields[info]}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+        )
+
     def stop_progress(self) -> None:
         if self._progress is not None:
             self._progress.stop()
@@ -138,11 +146,17 @@ class UI:
     # ---------------------------------------------------------------- summaries
 
     def _table(self, title: str, rows: list[tuple[str, str]]) -> None:
-        """Plain ``key  value`` lines: never truncated, wrapped by the terminal, easy to grep."""
+        """Plain ``key  value`` lines, never truncated: on a terminal each value wraps between words under itself
+        (at 80 columns too); elsewhere (a file, a pipe) one line per key, easy to grep."""
         self.console.print(title, style="bold", markup=False)
         width = max(len(k) for k, _ in rows)
+        room = self.console.width - width - 4 if self.console.is_terminal else 0
         for k, v in rows:
-            self.console.print(f"  {printable(k):<{width}}  {printable(v)}", markup=False, soft_wrap=True)
+            line = f"  {printable(k):<{width}}  {printable(v)}"
+            if room >= 20 and len(line) > self.console.width:
+                line = textwrap.fill(line, width=self.console.width, subsequent_indent=" " * (width + 4),
+                                     break_long_words=False, break_on_hyphens=False)
+            self.console.print(line, markup=False, soft_wrap=True)
 
     def summary(self, report: RunReport | Mapping[str, Any]) -> None:
         """Final summary of ``ldpclient label`` (a :class:`RunReport`, or its dict as ``run_label`` returns it)."""
