@@ -328,6 +328,9 @@ AdaptOption = typer.Option(
     help="Fine-tune the student on the clean private images before labelling them (on this device only: no "
     "query, no privacy cost; the adapted student has seen them and must stay here). The baseline gets the same.",
 )
+PrivacyCapOption = typer.Option(
+    None, help="Per-image epsilon cap the ledger enforces, kept in the state for every later command (a lower one "
+    "tightens it; only `budget --set-cap` raises it). Default: none, or the cap the state holds.")
 SecureOption = typer.Option(
     True,
     "--secure/--no-secure",
@@ -418,9 +421,11 @@ def version() -> None:
 
 @app.command(cls=HelpCommand)
 def label(
-    private_dir: Path = typer.Argument(..., help="Folder of private images (searched recursively).", show_default=False),
+    private_dir: Path = typer.Argument(..., metavar="PRIVATE_DIR", help="Folder of private images (searched recursively).",
+                                       show_default=False),
     teacher: Optional[str] = typer.Option(
-        None, "--teacher", "-t", help="Teacher URL, e.g. http://127.0.0.1:8080/v2/models/digits.", show_default=False
+        None, "--teacher", "-t", help="Teacher URL, e.g. http://127.0.0.1:8080/v2/models/digits. Required (here or "
+        "as `teacher` in --config).", show_default=False
     ),
     mechanism: Mechanism = MechanismOption,
     epsilon: float = LabelEpsilonOption,
@@ -451,7 +456,7 @@ def label(
     money_cap: Optional[float] = typer.Option(
         None, min=0.0, help="Largest total spend with this teacher over all runs (needs --price): a run that would "
         "cross it is refused before anything is noised or sent. Default: none."),
-    privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
+    privacy_cap: Optional[float] = PrivacyCapOption,
     student: Optional[str] = typer.Option(
         None, help=f"Student model: {choice_list(STUDENT_NAMES)} (default: small_resnet for colour images of 16 px "
         "or more beside --public images, else small_cnn)."),
@@ -590,7 +595,7 @@ def label(
 
 @app.command(cls=HelpCommand)
 def noise(
-    private_dir: Path = typer.Argument(..., help="Folder of private images.", show_default=False),
+    private_dir: Path = typer.Argument(..., metavar="PRIVATE_DIR", help="Folder of private images.", show_default=False),
     out: Path = typer.Option(..., "--out", help="Where noised copies (PNG) and preview.png go.", show_default=False),
     teacher: Optional[str] = typer.Option(None, "--teacher", "-t", help="Take the input shape from this teacher, and release for it (the label run then reuses these releases)."),
     size: int = typer.Option(28, min=1, help="Image side when no --teacher is given."),
@@ -610,7 +615,7 @@ def noise(
     postprocess: Optional[str] = PostprocessOption,
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="Augmentation shown in the preview's third row."),
     preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
-    privacy_cap: Optional[float] = typer.Option(None, help="Per-record epsilon cap enforced by the ledger."),
+    privacy_cap: Optional[float] = PrivacyCapOption,
     state_dir: Optional[Path] = typer.Option(None, help="Ledger directory (as for `label`)."),
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,

@@ -10,7 +10,9 @@ prints click's plain definition lists instead, through :class:`HelpFormatter`, w
 * the option column at spaces, ``|`` and ``,`` when an option, its aliases and its metavar are
   wider than the line.
 
-:class:`HelpCommand` and :class:`HelpContext` carry the formatter to every command.
+Options are listed in groups (:data:`HELP_GROUPS`: one list for every command, so that an option shared by
+several commands sits in the same group in each). :class:`HelpCommand` and :class:`HelpContext` carry the
+formatter to every command.
 """
 
 from __future__ import annotations
@@ -36,6 +38,27 @@ _TERM_PIECES = re.compile(r"[^ |,]+[ |,]*|[ |,]+")
 #: A short bracketed note click adds to an option's help (``[default: secure]``, ``[x>=1]``): kept on one line.
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,60}\]")
 _KEEP_TOGETHER = "\x00"
+
+#: The help's option groups, in the order printed, each with the parameter names (as the commands' functions
+#: name them) it holds; an option of no group would be listed last under "Other options" (a test keeps none).
+HELP_GROUPS: dict[str, tuple[str, ...]] = {
+    "Input and output": ("public", "check", "output", "format", "report", "html", "html_private", "out", "preview",
+                         "private", "workdir", "run", "plan", "sources", "size", "channels", "max_pixels",
+                         "max_memory", "json_out", "as_json", "quiet"),
+    "Privacy": ("mechanism", "epsilon", "epsilon_unit", "delta", "secure", "allow_large_delta",
+                "allow_weak_privacy", "augment", "reduce", "basis", "coefficients", "clip_norm", "postprocess",
+                "privacy_cap", "set_cap", "paper_epsilon", "old_per", "old_reduction"),
+    "Teacher and network": ("teacher", "token", "queries", "batch_size", "workers", "timeout", "max_retry_time",
+                            "ca_bundle", "wire", "num_classes", "class_names", "value_range", "input_shape",
+                            "input_name", "output_name", "datatype", "teacher_epochs"),
+    "Money": ("price", "money_cap"),
+    "Student": ("student", "epochs", "train_batch_size", "warmup", "flip", "adapt", "baseline"),
+    "Attack": ("kind", "empirical", "holdout", "cnn_steps", "max_queries", "rme", "sweep"),
+    "Run control": ("config", "state_dir", "dry_run", "seed", "help"),
+}
+_GROUP_OF = {name: group for group, names in HELP_GROUPS.items() for name in names}
+#: The group of an option no entry of :data:`HELP_GROUPS` names.
+OTHER_GROUP = "Other options"
 
 
 def wrap_words(text: str, width: int, indent: str = "") -> list[str]:
@@ -119,6 +142,26 @@ class HelpCommand(TyperCommand):
     and which refuses a flag given with its opposite (``--flip --no-flip``: click would let the last one win)."""
 
     context_class = HelpContext
+
+    def format_options(self, ctx: Context, formatter: _ClickHelpFormatter) -> None:
+        """The arguments, then the options in their :data:`HELP_GROUPS` groups (in that order)."""
+        arguments: list[tuple[str, str]] = []
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append(record)
+            else:
+                groups.setdefault(_GROUP_OF.get(param.name or "", OTHER_GROUP), []).append(record)
+        if arguments:
+            with formatter.section("Arguments"):
+                formatter.write_dl(arguments)
+        for group in [*HELP_GROUPS, OTHER_GROUP]:
+            if group in groups:
+                with formatter.section(group):
+                    formatter.write_dl(groups[group])
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         given = set(args[: args.index("--")] if "--" in args else args)

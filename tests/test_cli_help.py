@@ -37,7 +37,8 @@ def _documented(command_name: str) -> list[tuple[list[str], str, str]]:
         record = param.get_help_record(ctx)
         if record is None or getattr(param, "hidden", False):
             continue
-        names = [*param.opts, *getattr(param, "secondary_opts", [])]
+        names = ([param.metavar or param.name] if param.param_type_name == "argument"  # as shown: its metavar
+                 else [*param.opts, *getattr(param, "secondary_opts", [])])
         notes = " ".join(re.findall(r"\[[^\[\]]*\]", record[1]))
         out.append((names, record[0], notes))
     return out
@@ -95,3 +96,20 @@ def test_wrap_term_breaks_a_long_choice_list_after_a_bar() -> None:
     assert all(len(line) <= 40 for line in lines) and len(lines) > 1
     assert "".join(line.strip() for line in lines) == term.replace("| ", "|")
     assert wrap_term("-t, --teacher <str>", 40) == ["-t, --teacher <str>"]
+
+
+def test_every_option_of_every_command_is_in_a_help_group_and_label_help_shows_them_in_order() -> None:
+    from ldpclient.cli_help import HELP_GROUPS, OTHER_GROUP
+
+    command = typer.main.get_command(app)
+    grouped = {name for names in HELP_GROUPS.values() for name in names}
+    for name, sub in command.commands.items():  # type: ignore[attr-defined]
+        loose = [p.name for p in sub.params if p.param_type_name == "option" and p.name not in grouped]
+        assert not loose, (name, loose)
+    text = _help(["label", "--help"], 80)
+    headings = [line[:-1] for line in text.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert headings == ["Arguments", "Input and output", "Privacy", "Teacher and network", "Money", "Student",
+                        "Run control"], headings
+    assert OTHER_GROUP not in text
+    section = text.split("\nMoney:\n", 1)[1].split("\n\n", 1)[0]
+    assert "--price" in section and "--money-cap" in section and "--epsilon" not in section
