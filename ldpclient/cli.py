@@ -328,6 +328,11 @@ AdaptOption = typer.Option(
     help="Fine-tune the student on the clean private images before labelling them (on this device only: no "
     "query, no privacy cost; the adapted student has seen them and must stay here). The baseline gets the same.",
 )
+SeedOption = typer.Option(None, help="Seed all randomness, noise included (tests only: never for real data).")
+QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bars or summary.")
+StateDirOption = typer.Option(
+    None, help="State directory: the ledger, the journal and the runs (default: $LDPCLIENT_STATE_DIR or "
+    "~/.local/state/ldpclient).")
 PrivacyCapOption = typer.Option(
     None, help="Per-image epsilon cap the ledger enforces, kept in the state for every later command (a lower one "
     "tightens it; only `budget --set-cap` raises it). Default: none, or the cap the state holds.")
@@ -488,7 +493,7 @@ def label(
         help="Show the clean private images and their file names on that page too (implies --html; the page then "
         "says on top that it holds private images: keep it on this device).",
     ),
-    state_dir: Optional[Path] = typer.Option(None, help="Ledger + journal directory (default: $LDPCLIENT_STATE_DIR or ~/.local/state/ldpclient)."),
+    state_dir: Optional[Path] = StateDirOption,
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
@@ -504,7 +509,7 @@ def label(
     input_name: Optional[str] = InputNameOption,
     output_name: Optional[str] = OutputNameOption,
     datatype: Optional[str] = DatatypeOption,
-    seed: Optional[int] = typer.Option(None, help="Seed ALL randomness, noise included (tests only: never for real data)."),
+    seed: Optional[int] = SeedOption,
     check: Optional[Path] = typer.Option(
         None, "--check", dir_okay=False, metavar="LABELS.csv",
         help="Hand labels of a few private images (CSV rows file,label: the path as the labels file writes it, a "
@@ -517,7 +522,7 @@ def label(
         help="Print the plan (what would be released, sent, spent and trained, every default resolved) and stop: "
         "nothing is decoded, noised, sent or charged; the teacher is asked only for its metadata.",
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or summary."),
+    quiet: bool = QuietOption,
     json_out: bool = typer.Option(False, "--json", help="Print the run report as JSON on stdout (implies --quiet)."),
 ) -> None:
     """Label PRIVATE_DIR with a student trained on the teacher's answers to LDP queries.
@@ -616,7 +621,7 @@ def noise(
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="Augmentation shown in the preview's third row."),
     preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
     privacy_cap: Optional[float] = PrivacyCapOption,
-    state_dir: Optional[Path] = typer.Option(None, help="Ledger directory (as for `label`)."),
+    state_dir: Optional[Path] = StateDirOption,
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
@@ -631,8 +636,8 @@ def noise(
     input_name: Optional[str] = InputNameOption,
     output_name: Optional[str] = OutputNameOption,
     datatype: Optional[str] = DatatypeOption,
-    seed: Optional[int] = typer.Option(None, help="Seed ALL randomness (tests only)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary."),
+    seed: Optional[int] = SeedOption,
+    quiet: bool = QuietOption,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
     """Write noised copies of PRIVATE_DIR (what a teacher would see) and a preview grid.
@@ -685,7 +690,7 @@ def noise(
 
 @app.command(cls=HelpCommand)
 def budget(
-    state_dir: Optional[Path] = typer.Option(None, help="State directory holding ledger.sqlite."),
+    state_dir: Optional[Path] = StateDirOption,
     set_cap: Optional[str] = typer.Option(
         None, "--set-cap", metavar="EPSILON|none",
         help="Set the privacy cap this state holds (per-image epsilon; 'none' removes it), recorded in the ledger. "

@@ -113,3 +113,10 @@ def test_every_option_of_every_command_is_in_a_help_group_and_label_help_shows_t
     assert OTHER_GROUP not in text
     section = text.split("\nMoney:\n", 1)[1].split("\n\n", 1)[0]
     assert "--price" in section and "--money-cap" in section and "--epsilon" not in section
+
+
+@pytest.mark.parametrize("name", ["seed", "quiet", "state_dir", "privacy_cap", "config", "token"])
+def test_an_option_shared_by_label_noise_and_budget_reads_the_same_in_each(name: str) -> None:
+    texts = {sub: param.help for sub in ("label", "noise", "budget")
+             for param in GROUP.commands[sub].params if param.name == name}  # type: ignore[attr-defined]
+    assert len(texts) >= 2 and len(set(texts.values())) == 1, texts
