@@ -51,3 +51,12 @@ def test_the_pipeline_labels_with_balanced_outputs_unless_told_not_to() -> None:
     expected = reweight(balanced.adaptation.probs, prior, torch.full((4,), 0.25, dtype=torch.float64)).float()
     assert torch.equal(balanced.labels, expected.argmax(1))
     assert torch.allclose(balanced.confidences, expected.max(1).values.float())
+
+
+def test_beside_public_images_the_labels_are_the_outputs_as_trained() -> None:
+    """Re-weighting did not win beside public images (their answers teach the classes): it is off there."""
+    x, _ = _records(60)
+    public, _ = _records(40, seed=5)
+    res = _kt().run(x, public=public)
+    assert res.counts["public_queries"] == 40
+    assert torch.equal(res.labels, res.adaptation.probs.argmax(1))

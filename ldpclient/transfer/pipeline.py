@@ -19,8 +19,9 @@ of a :class:`~ldpclient.teachers.client.QueryClient`:
    labels of the clean private records, anchored to the teacher-labelled queries
    (:mod:`ldpclient.transfer.adapt`; local, nothing is sent, no privacy cost, but the
    adapted student has seen the clean records and stays on the device);
-6. **label** the clean private records with the student, locally (with ``balance``, default, its outputs
-   re-weighted from the teacher's answer shares to equal class shares: :mod:`ldpclient.transfer.prior`).
+6. **label** the clean private records with the student, locally (with ``balance``, default, and no public
+   images, its outputs re-weighted from the teacher's answer shares to equal class shares:
+   :mod:`ldpclient.transfer.prior`).
 
 Memory: the clean records come from a :class:`~ldpclient.records.RecordSource`
 (a tensor, or a folder spooled to disk by :func:`~ldpclient.data.spool_private_folder`)
@@ -549,7 +550,7 @@ class KnowledgeTransfer:
         trained = self._train_student(records, meta, queries, store, timings)  # 4. train the student
         adapted = self._adapt_student(records, trained, queries, store, timings)  # 5. adapt (local)
         self._save_student(trained, queries.plan, released.release)
-        predicted = self._predict_records(records, trained, adapted, queries.plan, store, timings)  # 6. label locally
+        predicted = self._predict_records(records, trained, adapted, queries, store, timings)  # 6. label locally
         held_out = self._score_held_out(trained, queries.public, store)
         return TransferResult(
             labels=predicted.labels,
@@ -573,10 +574,12 @@ class KnowledgeTransfer:
             public_held_out=held_out,
         )
 
-    def _balanced(self, probs: torch.Tensor, store: LabelStore) -> torch.Tensor:
-        """With ``balance``: the student's outputs ``probs`` re-weighted from the teacher's answer shares (which it
-        learnt) to equal ones (:mod:`.prior`), in ``probs``' dtype; else ``probs`` as they are."""
-        if not self.balance:
+    def _balanced(self, probs: torch.Tensor, store: LabelStore, public: Optional[_Public]) -> torch.Tensor:
+        """With ``balance`` and no public images: the student's outputs ``probs`` re-weighted from the teacher's
+        answer shares (which it learnt) to equal ones (:mod:`.prior`), in ``probs``' dtype; else ``probs`` as they
+        are (beside public images the student learns the classes from their answers, and re-weighting did not win:
+        BENCHMARKS.md, "The label prior")."""
+        if not self.balance or public is not None:
             return probs
         prior = training_prior(store.histogram().tolist(), probs.shape[1])
         return reweight(probs, prior, torch.full_like(prior, 1.0 / len(prior))).to(probs.dtype)
@@ -587,7 +590,7 @@ class KnowledgeTransfer:
             return None
         ids = torch.from_numpy(public.held_out)
         probs = self._balanced(predict_proba(trained.trainer.model, public.rows.rows(ids).values, device=self.device),
-                               store)  # as the labels are written
+                               store, public)  # as the labels are written
         teacher = torch.from_numpy(store.get(public.held_out + public.offset).astype(np.int64))
         answered = teacher >= 0
         agree = int((probs.argmax(1)[answered] == teacher[answered]).sum())
@@ -923,11 +926,12 @@ class KnowledgeTransfer:
         records: RecordSource,
         trained: _Trained,
         adapted: _Adapted,
-        plan: QueryPlan,
+        queries: _Queries,
         store: LabelStore,
         timings: dict[str, float],
     ) -> _Predicted:
         """Step 6: label the clean records with the student (fused with Sup pair answers if asked); seconds."""
+        plan = queries.plan
         t = time.perf_counter()
         n = len(records)
         model = trained.trainer.model
@@ -936,7 +940,7 @@ class KnowledgeTransfer:
         probs = adapted.adaptation.probs if adapted.adaptation is not None else None
         if probs is None:
             probs = predict_proba(model, records, device=self.device)
-        probs = self._balanced(probs, store)
+        probs = self._balanced(probs, store, queries.public)
         conf, labels = probs.max(dim=1)
         unfused, alpha = None, None
         if self.fuse and self.mode == "ldpkit" and plan.kind == "sup":

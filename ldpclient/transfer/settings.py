@@ -104,9 +104,9 @@ class TrainingSettings:
 @dataclass(frozen=True)
 class AdaptationSettings:
     """What the device does after training: ``adapt`` (fine-tune on the clean records, with ``adapter`` or the
-    default self-training), ``balance`` (label with the student's outputs re-weighted from the teacher's answer
-    shares to equal class shares: :mod:`ldpclient.transfer.prior`), ``fuse`` (combine each record's own Sup
-    answers with the student)."""
+    default self-training), ``balance`` (without public images, label with the student's outputs re-weighted
+    from the teacher's answer shares to equal class shares: :mod:`ldpclient.transfer.prior`), ``fuse`` (combine
+    each record's own Sup answers with the student)."""
 
     adapt: bool = True
     adapter: "SelfTrainingAdapter | None" = None
