@@ -168,7 +168,7 @@ def test_cli_pixel_limit_default_matches_data_module() -> None:
     (["label", "x", "--teacher", "http://h/m", "--epochs", "0"], "--epochs"),
     (["label", "x", "--teacher", "http://h/m", "--queries", "0"], "--queries"),
     (["label", "x", "--bogus"], "--bogus"),
-    (["label"], "private_dir"),
+    (["label"], "PRIVATE_DIR"),
     (["noise", "x", "--out", "o", "--mechanism", "nope"], "--mechanism"),
 ])
 def test_option_errors_are_one_line_not_a_usage_box(args, needle):
