@@ -126,7 +126,7 @@ class RunPlan:
                 "warmup_rows": opts.warmup * self.records,
                 "mirror_check_images": self.mirror_check_images,
                 "public_repeats": self.public_repeats, "adapt": opts.adapt,
-                "balance": self.settings.adaptation.balance and not self.public,
+                "balance": self.settings.adaptation.balances(bool(self.public)),
             },
             "baseline": None if self.free_mechanism is None or data_free else {
                 "blank_query_noise": self.free_mechanism.config(), "postprocess": self.free_postprocess,

@@ -422,7 +422,7 @@ class KnowledgeTransfer:
         self.checkpoint = Path(t.checkpoint) if t.checkpoint is not None else None
         self.public_repeats = t.public_repeats
         self.crop, self.flip, self.warmup = t.crop, t.flip, t.warmup
-        self.adapt, self.adapter, self.fuse, self.balance = bool(a.adapt), a.adapter, bool(a.fuse), bool(a.balance)
+        self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
 
     # ------------------------------------------------------------------ helpers
     def _report(self, stage: str, done: int, total: int, **metrics: Any) -> None:
@@ -575,11 +575,9 @@ class KnowledgeTransfer:
         )
 
     def _balanced(self, probs: torch.Tensor, store: LabelStore, public: Optional[_Public]) -> torch.Tensor:
-        """With ``balance`` and no public images: the student's outputs ``probs`` re-weighted from the teacher's
-        answer shares (which it learnt) to equal ones (:mod:`.prior`), in ``probs``' dtype; else ``probs`` as they
-        are (beside public images the student learns the classes from their answers, and re-weighting did not win:
-        BENCHMARKS.md, "The label prior")."""
-        if not self.balance or public is not None:
+        """Where :meth:`AdaptationSettings.balances`: the student's outputs ``probs`` re-weighted from the teacher's
+        answer shares (which it learnt) to equal ones (:mod:`.prior`), in ``probs``' dtype; else ``probs``."""
+        if not self.adaptation.balances(public is not None):
             return probs
         prior = training_prior(store.histogram().tolist(), probs.shape[1])
         return reweight(probs, prior, torch.full_like(prior, 1.0 / len(prior))).to(probs.dtype)
@@ -589,8 +587,7 @@ class KnowledgeTransfer:
         if public is None or not len(public.held_out):
             return None
         ids = torch.from_numpy(public.held_out)
-        probs = self._balanced(predict_proba(trained.trainer.model, public.rows.rows(ids).values, device=self.device),
-                               store, public)  # as the labels are written
+        probs = predict_proba(trained.trainer.model, public.rows.rows(ids).values, device=self.device)
         teacher = torch.from_numpy(store.get(public.held_out + public.offset).astype(np.int64))
         answered = teacher >= 0
         agree = int((probs.argmax(1)[answered] == teacher[answered]).sum())

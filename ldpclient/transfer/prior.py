@@ -7,18 +7,18 @@ and it carries that prior into its labels of the clean records. Under label shif
 their shares differing) the posterior under another prior is the student's re-weighted class by class:
 ``p'(y | x) ∝ p(y | x) * prior'(y) / prior(y)`` (:func:`reweight`). Without public images the pipeline labels
 with the student's outputs re-weighted from the training prior (:func:`training_prior`: the teacher's answers,
-counted) to equal class shares (``AdaptationSettings.balance``, on by default). It reads nothing but the student's outputs and
-the answers' counts: no privacy cost, nothing sent.
+counted) to equal class shares (``AdaptationSettings.balance``, on by default). It reads nothing but the
+student's outputs and the answers' counts: no privacy cost, nothing sent.
 
 Measured (BENCHMARKS.md, "The label prior"; 3 seeds each): equal shares raised the adapted labels on digits,
 MNIST, colour digits and CIFAR-10, with and without private releases, and on private parts whose last class
 has a tenth of the first's images (a long tail, which equal shares do not assume away: the student's own
 outputs still decide). Beside public images, whose answers teach the student the classes, it changed nothing
-on digits and MNIST and lost 3.5 points on colour digits (one seed), so it is off there. :func:`em_prior`, the records' prior estimated by expectation-maximisation over the
-student's outputs (Saerens, Latinne & Decaestecker, Neural Computation 2002), lost up to 8 points on colour
-digits and CIFAR-10 (it follows the student's over-confident outputs back to the teacher's bias), so it is
-kept for comparison and not used. No re-weighting lifts a collapsed student (one class for every record):
-its outputs carry nothing to re-weight.
+on digits and MNIST and lost 3.5 points on colour digits (one seed), so it is off there. :func:`em_prior`, the
+records' prior estimated by expectation-maximisation over the student's outputs (Saerens, Latinne &
+Decaestecker, Neural Computation 2002), lost up to 8 points on colour digits and CIFAR-10 (it follows the
+student's over-confident outputs back to the teacher's bias), so it is kept for comparison and not used. No
+re-weighting lifts a collapsed student (one class for every record): its outputs carry nothing to re-weight.
 """
 
 from __future__ import annotations

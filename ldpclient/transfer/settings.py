@@ -113,6 +113,12 @@ class AdaptationSettings:
     balance: bool = True
     fuse: bool = False
 
+    def balances(self, with_public: bool) -> bool:
+        """Whether the labels come from re-weighted outputs: with ``balance`` and no public images (beside them the
+        student learns the classes from their answers, and re-weighting did not win: BENCHMARKS.md, "The label
+        prior")."""
+        return self.balance and not with_public
+
 
 SETTINGS: tuple[type, ...] = (PlanSettings, TrainingSettings, AdaptationSettings)
 

@@ -10,9 +10,9 @@ images need): the image's mean over channels, resized to :data:`SIDE` x :data:`S
 orthonormal 2-D DCT, the lowest :data:`FREQUENCIES` x :data:`FREQUENCIES` coefficients but the mean's, scaled to
 unit length. Resizing and the DCT are linear and separable, so both are one matrix per axis and crop
 (:func:`_axis_operator`), applied as two matrix products. Unit length without the mean makes it blind to
-brightness and contrast (``a * x + b``); low frequencies make it blind to re-encoding and resampling. A private image is kept at :data:`CROPS` centre crops
-(none, then about 1, 2 and 3 pixels in 28 off each side), each stored as int8 (its largest coefficient at
-127): 4 x 143 = 572 bytes per image.
+brightness and contrast (``a * x + b``); low frequencies make it blind to re-encoding and resampling. A private
+image is kept at :data:`CROPS` centre crops (none, then about 1, 2 and 3 pixels in 28 off each side), each
+stored as int8 (its largest coefficient at 127): 4 x 143 = 572 bytes per image.
 
 A public image is searched in two stages. First its fingerprint as it is against every stored crop (resized and
 centre-cropped copies). Then shifted and off-centre-cropped copies: the :data:`CANDIDATES` stored images nearest
