@@ -99,37 +99,29 @@ def _store(private: torch.Tensor) -> sqlite3.Connection:
     return c
 
 
-def measure(name: str) -> dict[str, Any]:
-    label, _, _, px, _ = bench_adapt.load_dataset(name, 28)
+def measure(name: str, stored: int | None = None) -> dict[str, Any]:
+    """One set's row: false refusals of its public images and the copies caught. With ``stored``: that many images
+    in the table, the 1,000 private ones and the teacher's part of the set (none of them public), and only
+    :data:`CROWDED_KINDS` of copies (the ones the shift-blind stage must pick from a fuller block)."""
+    label, teacher, _, px, _ = bench_adapt.load_dataset(name, 28)
     private = px[:1000] if name != "digits" else px
+    table = private if stored is None else torch.cat([private, teacher[: stored - len(private)]])
     public = bench_adapt.public_images(name, 28, PUBLIC[name])
-    c = _store(private)
+    c = _store(table)
     near_public = fp.nearest(c, fp.query(public))
     copies: dict[str, float] = {}
-    for kind, make in COPY_KINDS.items():
+    for kind in COPY_KINDS if stored is None else CROWDED_KINDS:
         if kind == "channels swapped" and private.shape[1] == 1:
             continue
-        made = torch.stack([make(private[k]) for k in range(COPIES)])
-        # each copy against every private image: caught when its nearest reaches NEAR (its own image, or another)
+        made = torch.stack([COPY_KINDS[kind](private[k]) for k in range(COPIES)])
+        # each copy against every stored image: caught when its nearest reaches NEAR (its own image, or another)
         copies[kind] = float((fp.nearest(c, fp.query(made)) >= fp.NEAR).float().mean())
     return {
-        "dataset": label, "private": len(private), "public": len(public), "near": fp.NEAR,
+        "dataset": label, "private": len(table), "public": len(public), "near": fp.NEAR,
         "public_refused": int((near_public >= fp.NEAR).sum()), "public_max_cosine": float(near_public.max()),
         "public_p99_cosine": float(near_public.quantile(0.99)), "copies_caught": copies,
+        **({"crowded": True} if stored is not None else {}),
     }
-
-
-def crowded(name: str, stored: int) -> dict[str, Any]:
-    """The same with ``stored`` images in the table: the 1,000 private ones and the teacher's part of the set
-    (none of them public): false refusals, and the copies the shift-blind stage must pick from a fuller block."""
-    label, teacher, _, px, _ = bench_adapt.load_dataset(name, 28)
-    c = _store(torch.cat([px[:1000], teacher[: stored - 1000]]))
-    near_public = fp.nearest(c, fp.query(bench_adapt.public_images(name, 28, PUBLIC[name])))
-    copies = {kind: float((fp.nearest(c, fp.query(torch.stack([COPY_KINDS[kind](px[k]) for k in range(COPIES)])))
-                           >= fp.NEAR).float().mean()) for kind in CROWDED_KINDS}
-    return {"dataset": label, "private": stored, "public": PUBLIC[name], "near": fp.NEAR,
-            "public_refused": int((near_public >= fp.NEAR).sum()), "public_max_cosine": float(near_public.max()),
-            "public_p99_cosine": float(near_public.quantile(0.99)), "copies_caught": copies, "crowded": True}
 
 
 def timing() -> dict[str, Any]:
@@ -192,7 +184,7 @@ def main() -> None:
     if not args.table:
         torch.set_num_threads(2)
         rows = [measure(name) for name in args.dataset]
-        rows += [crowded("cifar10", args.crowded)] if "cifar10" in args.dataset and args.crowded > 1000 else []
+        rows += [measure("cifar10", args.crowded)] if "cifar10" in args.dataset and args.crowded > 1000 else []
         rows += [timing()]
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     table([json.loads(line) for line in args.out.read_text().splitlines() if line.strip()])
