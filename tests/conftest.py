@@ -18,3 +18,32 @@ os.environ.setdefault("LDPCLIENT_STATE_DIR", tempfile.mkdtemp(prefix="ldpclient-
 # A caught handler here is reset to the default in each child at exec, as in a run from a terminal.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+import itertools  # noqa: E402
+
+import pytest  # noqa: E402
+
+_databases = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL server for the whole session (tests/postgres_server.py); skips with the reason
+    where PostgreSQL or psycopg is missing (LDPCLIENT_REQUIRE_POSTGRES=1 fails instead, as in .ci/run)."""
+    import postgres_server as pg
+
+    try:
+        server = pg.start()
+    except pg.Unavailable as exc:
+        if os.environ.get("LDPCLIENT_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL required here: {exc}")
+        pytest.skip(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """A fresh, empty database on the session's PostgreSQL server: its URL."""
+    return postgres_server.database(f"t{os.getpid()}_{next(_databases)}")

@@ -3,7 +3,7 @@
 Batch ``i`` is records ``4*i .. 4*i + 7`` (each batch shares 4 records with the previous
 one; record ``j`` is a deterministic random 1x8x8 image, see :func:`records`), released first to scope "A" with a per-record epsilon of ``EPS_A``, then to
 scope "B" with ``EPS_B``: two transactions per batch. Run as a script
-(``python tests/ledger_crash_child.py DB [--kill-stage STAGE --kill-batch K --kill-scope S]``,
+(``python tests/ledger_crash_child.py DB [--kill-stage STAGE --kill-batch K --kill-scope S --key-file F]``,
 prints ``ready`` once the ledger is open) or call :func:`run` in a forked process.
 With ``--kill-stage`` the process SIGKILLs itself at that ledger stage ("checked",
 "sampled" = noise drawn but not committed, "committed" = committed but not yet
@@ -55,6 +55,7 @@ def run(
     kill_stage: str | None = None,
     kill_batch: int = -1,
     kill_scope: str = "A",
+    key_file: str | None = None,
 ) -> None:
     import torch
 
@@ -64,7 +65,7 @@ def run(
     mechs = mechanisms()
     for m in mechs.values():  # build the secure samplers' tables now, so the random kill lands in the releases
         m.release(batch(0), public=True)
-    with Ledger(path) as led:
+    with Ledger(path, key_file=key_file) as led:
         current = {"batch": -1, "scope": ""}
 
         def hook(stage: str) -> None:
@@ -85,12 +86,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kill-stage", default=None)
     ap.add_argument("--kill-batch", type=int, default=-1)
     ap.add_argument("--kill-scope", default="A")
+    ap.add_argument("--key-file", default=None)
     a = ap.parse_args(argv)
 
     def ready() -> None:
         print("ready", flush=True)
 
-    run(a.db, ready, a.kill_stage, a.kill_batch, a.kill_scope)
+    run(a.db, ready, a.kill_stage, a.kill_batch, a.kill_scope, a.key_file)
     print("done", flush=True)
 
 

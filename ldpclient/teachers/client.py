@@ -39,7 +39,7 @@ from .billing import takes_billing
 from .cost import CostMeter, Reconciliation
 from .errors import AbandonedInFlight, CostCapReached, Interrupted, JournalMismatch
 from .identity import merge_scope_aliases
-from .journal import Journal
+from .journal import Journal, MoneyCapInJournal
 from .result import InferResult, validate_labels
 
 log = logging.getLogger("ldpclient.teachers.client")
@@ -118,7 +118,13 @@ class _AttemptBilling:
             c.cost.reserve(self.batch_id, 0.0, done_batches=0)
         self.attempts += 1
         if c.journal is not None:
-            c.journal.open_attempt(c.scope, self.batch_id, c.cost.cost_of(units, 1), c.run_id)
+            cost = c.cost.cost_of(units, 1)
+            try:  # the journal holds the cap across every process that shares it
+                c.journal.open_attempt(c.scope, self.batch_id, cost, c.run_id, cap=c.cost.cap)
+            except MoneyCapInJournal as exc:
+                raise CostCapReached(cap=float(c.cost.cap or 0.0), spent_run=c.cost.spent_run,
+                                     spent_total=exc.spent_total, next_batch=self.batch_id, next_cost=cost,
+                                     done_batches=0, currency=c.cost.currency) from None
 
     def attempt_started(self, abort: Callable[[], None]) -> None:
         """Keep the way to abandon this attempt; abandon it now if the run was interrupted meanwhile."""

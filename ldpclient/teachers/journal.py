@@ -1,4 +1,4 @@
-"""Resumable query journal (SQLite): which batches the teacher answered, and with what.
+"""Resumable query journal (a SQLite file, or PostgreSQL): which batches the teacher answered, and with what.
 
 Each answered batch is one row, written in one transaction (WAL mode,
 ``synchronous=FULL``), holding its labels, the digest of its queries, what it
@@ -15,6 +15,9 @@ The file is versioned (``meta.schema_version``, :data:`SCHEMA_VERSION`): a journ
 with columns this version does not know, is refused on open with
 :class:`~ldpclient.state.NewerStateFile` before anything is sent or paid; one from before versioning
 (schema 1: the same tables) is stamped in a transaction.
+
+In PostgreSQL (``Journal("postgresql://...")``) processes on several hosts share one journal: every attempt is
+booked under a lock per teacher that makes the money cap hold across all of them (:meth:`Journal.open_attempt`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 import torch
 
 from ..state import NewerStateFile, check_schema, default_state_dir
+from ..state.database import Database, display_location, is_database_error, is_database_url
 from .errors import JournalError
 
 #: The journal's schema: 1 (no ``meta`` table; the tables below), 2 (the same, stamped with its version).
@@ -79,6 +83,14 @@ def _known_columns() -> dict[str, frozenset[str]]:
         return {t: frozenset(r[1] for r in mem.execute(f"PRAGMA table_info({t})")) for t in tables}
 
 
+def _total(c: Database, scope: str | None) -> float:
+    """Money the journal holds (of one scope, or all): answered batches plus booked attempts."""
+    where, args = (" WHERE scope=?", (scope,)) if scope is not None else ("", ())
+    done = c.execute(f"SELECT COALESCE(SUM(cost), 0) FROM batches{where}", args).fetchone()[0]
+    open_ = c.execute(f"SELECT COALESCE(SUM(cost), 0) FROM pending{where}", args).fetchone()[0]
+    return float(done) + float(open_)
+
+
 def default_journal_path() -> Path:
     """``journal.sqlite`` in the state directory (:func:`ldpclient.state.default_state_dir`)."""
     return default_state_dir() / "journal.sqlite"
@@ -97,63 +109,83 @@ class JournalEntry:
     run_id: str
 
 
+class MoneyCapInJournal(Exception):
+    """An attempt was not booked: with what the journal holds for its teacher, it would pass the money cap.
+    ``spent_total``: the money the journal holds for that teacher (answered and booked), every process's."""
+
+    def __init__(self, spent_total: float) -> None:
+        super().__init__(f"the journal holds {spent_total:.6g} for this teacher")
+        self.spent_total = spent_total
+
+
 class Journal:
-    """SQLite journal of answered batches. Safe to share between the client's threads."""
+    """The journal of answered batches: a SQLite file (``path``, default :func:`default_journal_path`) or a
+    ``postgresql://`` URL. Safe to share between the client's threads."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path) if path is not None else default_journal_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        in_database = path is not None and is_database_url(path)
+        #: The journal's file; None for a journal in PostgreSQL (see :attr:`location`).
+        self.path: Path | None = None if in_database else (Path(path) if path is not None else default_journal_path())
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False
-        )
+        self._db: Database | None = None
+        #: Where the journal is, as it may be printed (no password).
+        self.location = display_location(os.fspath(path)) if in_database and path is not None else str(self.path)
         try:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
+            self._db = Database.open(os.fspath(path) if in_database and path is not None else self.location)
+            if not self._db.postgresql:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
             with self._lock:
                 self._open_schema()
         except NewerStateFile:
-            self._conn.close()
+            self._close()
             raise
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
+        except Exception as exc:
+            self._close()
+            if not is_database_error(exc):
+                raise
             raise JournalError(
-                f"query journal {self.path} is unreadable ({exc}); move it away to start a new one (answered "
+                f"query journal {self.location} is unreadable ({exc}); move it away to start a new one (answered "
                 "batches recorded in it would then be sent and paid again)"
             ) from None
 
+    @property
+    def _conn(self) -> Database:
+        if self._db is None:
+            raise JournalError("the query journal is closed")
+        return self._db
+
     def _open_schema(self) -> None:
-        """Check the file's version (refuse a newer one), create the tables or stamp an unversioned journal, in
-        one transaction."""
+        """Check the journal's version (refuse a newer one), create the tables or stamp an unversioned journal, in
+        one transaction (PostgreSQL: under a lock, so that hosts opening a new journal at once do not race)."""
         c = self._conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        with c.transaction():
+            c.lock("ldpclient-journal-schema")
+            tables = c.tables()
             if "meta" in tables:
                 row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 if row is not None:
-                    check_schema("query journal", self.path, row[0], SCHEMA_VERSION)
+                    check_schema("query journal", c.location, row[0], SCHEMA_VERSION)
             for table, known in _known_columns().items():
                 if table in tables:
-                    columns = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
+                    columns = c.columns(table)
                     if columns - known:
-                        raise NewerStateFile("query journal", self.path,
+                        raise NewerStateFile("query journal", c.location,
                                              f"unknown (table {table} has columns {sorted(columns - known)})",
                                              SCHEMA_VERSION)
             for statement in filter(str.strip, _SCHEMA.split(";")):  # not executescript: it commits first
-                c.execute(statement)
-            c.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                c.execute(c.ddl(statement))
+            c.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key) DO NOTHING",
+                      (str(SCHEMA_VERSION),))
             c.execute("SELECT scope, batch_id, n, labels, digest, cost FROM batches LIMIT 1").fetchall()
-            c.execute("COMMIT")
-        except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-            raise
 
     def start_run(self, run_id: str, scope: str) -> None:
         with self._lock:
             self._conn.execute(
-                "INSERT OR IGNORE INTO runs(run_id, scope, started) VALUES (?, ?, ?)", (run_id, scope, time.time())
+                "INSERT INTO runs(run_id, scope, started) VALUES (?, ?, ?) ON CONFLICT(run_id) DO NOTHING",
+                (run_id, scope, time.time()),
             )
 
     def get(self, scope: str, batch_id: str) -> JournalEntry | None:
@@ -165,9 +197,9 @@ class Journal:
         if row is None:
             return None
         n, blob, digest, cost, billed, requests, run_id = row
-        labels = torch.from_numpy(np.frombuffer(blob, dtype="<i8").copy())
+        labels = torch.from_numpy(np.frombuffer(bytes(blob), dtype="<i8").copy())
         if labels.shape[0] != n:
-            raise RuntimeError(f"journal {self.path}: batch {batch_id!r} is corrupt ({labels.shape[0]} of {n} labels)")
+            raise RuntimeError(f"journal {self.location}: batch {batch_id!r} is corrupt ({labels.shape[0]} of {n} labels)")
         return JournalEntry(batch_id, labels, digest, float(cost), billed, int(requests), run_id)
 
     def record(
@@ -186,41 +218,40 @@ class Journal:
         ``cost`` and what its attempts booked (:meth:`open_attempt`), including attempts of earlier runs
         that were in flight when they died; its booking is then closed."""
         blob = np.ascontiguousarray(labels.numpy().astype("<i8")).tobytes()
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                booked = self._conn.execute(
-                    "SELECT cost FROM pending WHERE scope=? AND batch_id=?", (scope, batch_id)
-                ).fetchone()
-                if booked is not None:  # every attempt of this batch that may have been billed, in any run
-                    cost = max(float(cost), float(booked[0]))
-                self._conn.execute(
-                    "INSERT INTO batches(scope, batch_id, n, labels, digest, cost, billed, requests, run_id, ts)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (scope, batch_id, int(labels.shape[0]), blob, digest, float(cost), billed, int(requests), run_id, time.time()),
-                )
-                self._conn.execute("DELETE FROM pending WHERE scope=? AND batch_id=?", (scope, batch_id))
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, self._conn.transaction() as c:
+            booked = c.execute("SELECT cost FROM pending WHERE scope=? AND batch_id=?", (scope, batch_id)).fetchone()
+            if booked is not None:  # every attempt of this batch that may have been billed, in any run
+                cost = max(float(cost), float(booked[0]))
+            c.execute(
+                "INSERT INTO batches(scope, batch_id, n, labels, digest, cost, billed, requests, run_id, ts)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (scope, batch_id, int(labels.shape[0]), blob, digest, float(cost), billed, int(requests), run_id,
+                 time.time()),
+            )
+            c.execute("DELETE FROM pending WHERE scope=? AND batch_id=?", (scope, batch_id))
 
     def total_spend(self, scope: str | None = None) -> float:
         """Money recorded (of one scope, or all): answered batches, plus every attempt that may have been
         billed without an answer (dropped, timed out, malformed, or in flight when the process died)."""
-        where, args = (" WHERE scope=?", (scope,)) if scope is not None else ("", ())
         with self._lock:
-            done = self._conn.execute(f"SELECT COALESCE(SUM(cost), 0) FROM batches{where}", args).fetchone()[0]
-            open_ = self._conn.execute(f"SELECT COALESCE(SUM(cost), 0) FROM pending{where}", args).fetchone()[0]
-        return float(done) + float(open_)
+            return _total(self._conn, scope)
 
-    def open_attempt(self, scope: str, batch_id: str, cost: float, run_id: str) -> None:
+    def open_attempt(self, scope: str, batch_id: str, cost: float, run_id: str, *, cap: float | None = None) -> None:
         """Book ``cost`` for an attempt about to be sent (durably, before it is): until it is answered or
-        refused, it counts as spent, so a kill mid-request never lets billing exceed the cap."""
-        with self._lock:
-            self._conn.execute(
+        refused, it counts as spent, so a kill mid-request never lets billing exceed the cap. With ``cap``, the
+        booking is refused (:class:`MoneyCapInJournal`, nothing booked) when the journal's total for ``scope``
+        (every process's answered and booked attempts) plus ``cost`` would pass it: checked and booked in one
+        transaction under the teacher's lock, so processes sharing the journal never pass the cap together."""
+        with self._lock, self._conn.transaction() as c:
+            c.lock(f"ldpclient-money:{scope}")
+            if cap is not None:
+                total = _total(c, scope)
+                if total + float(cost) > cap + 1e-12:
+                    raise MoneyCapInJournal(total)
+            c.execute(
                 "INSERT INTO pending(scope, batch_id, cost, attempts, run_id, ts) VALUES (?, ?, ?, 1, ?, ?)"
-                " ON CONFLICT(scope, batch_id) DO UPDATE SET cost = cost + excluded.cost, attempts = attempts + 1",
+                " ON CONFLICT(scope, batch_id) DO UPDATE SET cost = pending.cost + excluded.cost,"
+                " attempts = pending.attempts + 1",
                 (scope, batch_id, float(cost), run_id, time.time()),
             )
 
@@ -228,7 +259,8 @@ class Journal:
         """Take back ``cost`` of an attempt the server did not bill (refused, or never sent)."""
         with self._lock:
             self._conn.execute(
-                "UPDATE pending SET cost = MAX(0, cost - ?) WHERE scope=? AND batch_id=?", (float(cost), scope, batch_id)
+                "UPDATE pending SET cost = CASE WHEN cost > ? THEN cost - ? ELSE 0 END WHERE scope=? AND batch_id=?",
+                (float(cost), float(cost), scope, batch_id),
             )
 
     def run_spend(self, run_id: str) -> float:
@@ -257,22 +289,20 @@ class Journal:
         transaction. A batch answered under two spellings keeps both rows (the second under a suffixed id
         no plan uses), so the money both cost still counts against the one cap. Returns the rows moved."""
         moved = 0
-        with self._lock:
-            c = self._conn
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                for alias in aliases:
-                    for table in ("batches", "pending"):
-                        moved += c.execute(f"UPDATE OR IGNORE {table} SET scope=? WHERE scope=?", (identity, alias)).rowcount
-                        moved += c.execute(
-                            f"UPDATE {table} SET scope=?, batch_id = batch_id || '#from-alias-' || rowid WHERE scope=?",
-                            (identity, alias),
-                        ).rowcount
-                    c.execute("UPDATE runs SET scope=? WHERE scope=?", (identity, alias))
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
-            c.execute("COMMIT")
+        suffix = f"#from-alias-{time.time_ns()}-"
+        with self._lock, self._conn.transaction() as c:
+            for alias in aliases:
+                for table in ("batches", "pending"):
+                    moved += c.execute(
+                        f"UPDATE {table} SET scope=? WHERE scope=? AND NOT EXISTS"
+                        f" (SELECT 1 FROM {table} o WHERE o.scope = ? AND o.batch_id = {table}.batch_id)",
+                        (identity, alias, identity),
+                    ).rowcount
+                    moved += c.execute(
+                        f"UPDATE {table} SET scope=?, batch_id = batch_id || ? WHERE scope=?",
+                        (identity, suffix + alias, alias),
+                    ).rowcount
+                c.execute("UPDATE runs SET scope=? WHERE scope=?", (identity, alias))
         return moved
 
     def batch_ids(self, scope: str) -> list[str]:
@@ -281,7 +311,12 @@ class Journal:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._close()
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
     def __enter__(self) -> "Journal":
         return self
@@ -290,4 +325,4 @@ class Journal:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Journal({str(self.path)!r})"
+        return f"Journal({self.location!r})"

@@ -19,12 +19,16 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from ...state.database import Database, is_database_url
 from .errors import CapRaiseRefused
 from .schema import transaction
 from .spend import Caps
 
+#: The lock a change of caps is made under (PostgreSQL: an advisory lock; SQLite: the write lock).
+CAPS_LOCK = "ldpclient-ledger-caps"
 
-def stored_caps(c: sqlite3.Connection) -> Caps:
+
+def stored_caps(c: Database) -> Caps:
     """The caps the ledger holds now (its last ``caps`` row; no row: no caps)."""
     row = c.execute("SELECT epsilon, delta FROM caps ORDER BY id DESC LIMIT 1").fetchone()
     return Caps(None, None) if row is None else Caps(row[0], row[1])
@@ -39,17 +43,36 @@ def held_caps(path: str | os.PathLike[str]) -> Caps:
     from ...state import check_schema
     from .schema import SCHEMA_VERSION
 
+    if is_database_url(path):
+        return _held_caps_in_database(str(path))
     p = Path(path)
     if not p.exists():
         return Caps(None, None)
     # immutable: no lock, no -wal/-shm file left beside it (a closed ledger has everything in its main file)
-    with closing(sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro&immutable=1", uri=True)) as c:
-        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    with closing(sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro&immutable=1", uri=True)) as raw:
+        c = Database(raw, "sqlite", str(p))
+        tables = c.tables()
         if "meta" in tables:
             row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is not None:
                 check_schema("ledger", p, row[0], SCHEMA_VERSION)
         return stored_caps(c) if "caps" in tables else Caps(None, None)
+
+
+def _held_caps_in_database(url: str) -> Caps:
+    """:func:`held_caps` of a PostgreSQL ledger (no ledger there yet: no caps)."""
+    from ...state import check_schema
+    from .schema import SCHEMA_VERSION, stored_schema
+
+    c = Database.open(url)
+    try:
+        version = stored_schema(c)
+        if version is None:
+            return Caps(None, None)
+        check_schema("ledger", c.location, version, SCHEMA_VERSION)
+        return stored_caps(c)
+    finally:
+        c.close()
 
 
 def cap_for_run(path: str | os.PathLike[str], given: float | None, origin: str) -> float | None:
@@ -69,11 +92,12 @@ def _tightened(name: str, given: float | None, held: float | None, origin: str) 
         f"is raised only explicitly: ldpclient budget --set-cap {given:g} (with the same --state-dir)")
 
 
-def settle_caps(c: sqlite3.Connection, given: Caps, origin: str) -> Caps:
+def settle_caps(c: Database, given: Caps, origin: str) -> Caps:
     """The caps a ledger user works under: the ledger's, tightened by ``given`` (recorded when it changes
     them); :class:`CapRaiseRefused` when ``given`` is above what the ledger holds. ``origin`` names where
     ``given`` came from in messages and in the history (``--privacy-cap``, ``Ledger(cap_epsilon=...)``)."""
     with transaction(c):
+        c.lock(CAPS_LOCK)
         held = stored_caps(c)
         caps = Caps(_tightened("epsilon", given.epsilon, held.epsilon, origin),
                     _tightened("delta", given.delta, held.delta, origin))
@@ -82,22 +106,23 @@ def settle_caps(c: sqlite3.Connection, given: Caps, origin: str) -> Caps:
     return caps
 
 
-def set_caps(c: sqlite3.Connection, caps: Caps, origin: str) -> Caps:
+def set_caps(c: Database, caps: Caps, origin: str) -> Caps:
     """Set the ledger's caps to ``caps`` (raise, lower or remove: None), recorded with ``origin``."""
     with transaction(c):
+        c.lock(CAPS_LOCK)
         if caps != stored_caps(c):
             _record(c, caps, origin)
     return caps
 
 
-def cap_history(c: sqlite3.Connection) -> list[dict[str, Any]]:
+def cap_history(c: Database) -> list[dict[str, Any]]:
     """Every cap set on the ledger, oldest first: ``epsilon``, ``delta`` (None: no cap), ``origin``, ``set_at``
     (seconds since the epoch)."""
     rows = c.execute("SELECT epsilon, delta, origin, created FROM caps ORDER BY id").fetchall()
     return [{"epsilon": e, "delta": d, "origin": o, "set_at": t} for e, d, o, t in rows]
 
 
-def _record(c: sqlite3.Connection, caps: Caps, origin: str) -> None:
+def _record(c: Database, caps: Caps, origin: str) -> None:
     c.execute("INSERT INTO caps(epsilon, delta, origin, created) VALUES (?, ?, ?, ?)",
               (caps.epsilon, caps.delta, origin, time.time()))
 

@@ -34,7 +34,6 @@ chance of being a candidate falls slowly as a block fills (CIFAR-10, copies shif
 from __future__ import annotations
 
 import math
-import sqlite3
 from functools import lru_cache
 from typing import Iterator, NamedTuple
 
@@ -42,6 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ...state.database import Database
 from ..basis import dct_matrix
 
 #: Side (pixels) the image is resized to before its DCT.
@@ -200,16 +200,16 @@ def _decode(blobs: list[bytes]) -> torch.Tensor:
     return F.normalize(torch.from_numpy(codes.astype(np.float32)), dim=2)
 
 
-def store(c: sqlite3.Connection, source_keys: list[bytes], records: torch.Tensor) -> None:
+def store(c: Database, source_keys: list[bytes], records: torch.Tensor) -> None:
     """Keep the fingerprints of ``records`` under their source keys (the first one kept), inside the caller's
     transaction; nothing for records that are not images (:func:`fingerprintable`)."""
     if not source_keys or not fingerprintable(tuple(records.shape[1:])):
         return
-    c.executemany("INSERT OR IGNORE INTO fingerprints(source_key, print) VALUES (?, ?)",
+    c.executemany("INSERT INTO fingerprints(source_key, print) VALUES (?, ?) ON CONFLICT(source_key) DO NOTHING",
                   zip(source_keys, stored_prints(records), strict=True))
 
 
-def _stored(c: sqlite3.Connection) -> Iterator[torch.Tensor]:
+def _stored(c: Database) -> Iterator[torch.Tensor]:
     """The stored fingerprints, :data:`_CHUNK` at a time."""
     last = b""
     while True:
@@ -221,7 +221,7 @@ def _stored(c: sqlite3.Connection) -> Iterator[torch.Tensor]:
         yield _decode([bytes(r[1]) for r in rows if len(r[1]) == len(CROPS) * SIZE])
 
 
-def nearest(c: sqlite3.Connection, images: Query) -> torch.Tensor:
+def nearest(c: Database, images: Query) -> torch.Tensor:
     """For each public image (:func:`query`), the highest cosine between its fingerprint as it is and any stored
     crop, or between its fingerprint at any of :data:`WINDOWS` and a crop of one of its :data:`CANDIDATES`
     shift-blind nearest stored images per block: ``(N,)`` float32 in ``[-1, 1]`` (``-inf`` where nothing is

@@ -115,7 +115,7 @@ def database_exists(path: Path) -> bool:
     return any(p.exists() and p.stat().st_size > 0 for p in (path, Path(str(path) + "-wal")))
 
 
-def load_or_create_key(path: Path, key_path: Path, db_existed: bool) -> tuple[LedgerKey, bool]:
+def load_or_create_key(path: str | Path, key_path: Path, db_existed: bool) -> tuple[LedgerKey, bool]:
     """The ledger's key, and whether this call created it (only for a ledger that does not exist yet)."""
     if key_path.exists() and not db_existed:
         raise LedgerError(
@@ -130,7 +130,8 @@ def load_or_create_key(path: Path, key_path: Path, db_existed: bool) -> tuple[Le
             raise LedgerError(
                 f"ledger key file {key_path} is missing but the ledger {path} exists: without its "
                 "key the ledger cannot recognise its records (every release would be charged "
-                "again). Restore the key file, or start a new ledger at another path."
+                "again). Restore the key file (for a shared ledger: copy it from a host that uses it), or "
+                "start a new ledger elsewhere."
             )
         _create_key(key_path)
     try:

@@ -6,7 +6,6 @@ See the package docstring (:mod:`ldpclient.privacy.ledger`) for what the ledger 
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -16,6 +15,7 @@ import torch
 
 from ...records import RecordSource, iter_batches, source_ids
 from ...state import default_state_dir
+from ...state.database import Database, display_location, is_database_error, is_database_url
 from ..base import Mechanism
 from ..guarantee import Domain, Guarantee
 from ..release import Release
@@ -25,7 +25,7 @@ from . import store as _store
 from .cap_history import cap_history, set_caps, settle_caps
 from .errors import LedgerError
 from .identity import database_exists, forget_new_key, load_or_create_key
-from .schema import connect, has_legacy, init_database, transaction
+from .schema import connect, has_legacy, init_database, stored_schema, transaction
 from .spend import Caps, Spend
 
 #: Records hashed per chunk when a spend is asked of a RecordSource (3.2 MB of 28x28 float32: chunk buffers
@@ -41,64 +41,102 @@ def default_ledger_path() -> Path:
 class Ledger:
     """Persistent per-record privacy ledger with stored, reusable releases.
 
-    ``path``: the SQLite file (default :func:`default_ledger_path`); its parent is
-    created if needed. The secret lives at ``path + ".key"``.
+    ``path``: the SQLite file (default :func:`default_ledger_path`; its parent is
+    created if needed), or a ``postgresql://`` URL: a ledger in PostgreSQL that
+    processes on several hosts share (``pip install 'ldpclient[cluster]'``).
+    ``key_file``: the ledger's secret (default: ``path + ".key"`` beside a file; a
+    PostgreSQL ledger needs it given: the secret never goes into the database, and
+    every host that shares the ledger holds a copy of the same file).
     ``cap_epsilon`` / ``cap_delta``: per-record caps on the *total* spend of a
     record (epsilon in nats, delta a probability), across all mechanisms and
-    scopes. Caps live in the file (:mod:`.cap_history`): ``None`` works under the
+    scopes. Caps live in the ledger (:mod:`.cap_history`): ``None`` works under the
     caps the ledger holds (none, if none was ever set); a cap given here tightens
-    them and is recorded (it holds for every later user of the file); one above
+    them and is recorded (it holds for every later user of the ledger); one above
     them raises :class:`~.errors.CapRaiseRefused` (raise caps with
     :meth:`set_caps`). ``cap_origin`` names the caps given, in messages and in the
     history (``--privacy-cap`` for the command line).
 
     Use as a context manager or call :meth:`close`. One ``Ledger`` object may be
-    shared by threads; several processes may open the same file (SQLite locking
-    serialises their releases).
+    shared by threads; several processes may open the same ledger (SQLite's file
+    lock serialises their releases; PostgreSQL locks the spend rows of the sources
+    a release charges, in key order, so releases of other images go on at once).
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
         *,
+        key_file: str | os.PathLike[str] | None = None,
         cap_epsilon: float | None = None,
         cap_delta: float | None = None,
         cap_origin: str = "Ledger(cap_epsilon=...)",
     ) -> None:
         given = Caps.checked(cap_epsilon, cap_delta)
         self._caps = given
+        in_database = path is not None and is_database_url(path)
+        #: The ledger's SQLite file; None for a ledger in PostgreSQL (see :attr:`location`).
+        self.path: Path | None
         if path is None:
             state = default_state_dir()
             state.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.path = state / "ledger.sqlite"
+        elif in_database:
+            if key_file is None:
+                raise ValueError("a postgresql:// ledger needs key_file= (--ledger-key-file): its secret is a file "
+                                 "on each host, never in the database")
+            self.path = None
         else:
             self.path = Path(path).expanduser()
             if str(path) == ":memory:" or str(path) == "":
                 raise ValueError("Ledger needs a file path (an in-memory ledger would not persist any charge)")
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.key_path = Path(str(self.path) + ".key")
+        #: Where the ledger is, as it may be printed: the file's path, or the database's URL without its password.
+        self.location = display_location(path) if in_database and path is not None else str(self.path)
+        if key_file is not None:
+            self.key_path = Path(os.fspath(key_file)).expanduser()
+        else:
+            self.key_path = Path(str(self.path) + ".key")
         #: Test hook: called with "checked" (cap checked, before sampling), "sampled"
         #: (noise drawn, before the write) and "committed" (after COMMIT, before
         #: returning). Used by the crash tests; None in normal use.
         self._fault_hook: Callable[[str], None] | None = None
         self._lock = threading.RLock()
         self._mechs: dict[str, _store.StoredMechanism] = {}
-        self._key, key_created = load_or_create_key(self.path, self.key_path, database_exists(self.path))
-        self._conn: sqlite3.Connection | None = None
+        self._conn: Database | None = None
+        key_created = False
         try:
-            self._conn = connect(self.path)
+            if self.path is None:  # the database first: whether it holds a ledger decides about the key
+                self._conn = connect(os.fspath(path) if path is not None else "")
+                existed = stored_schema(self._conn) is not None
+                self._key, key_created = load_or_create_key(self.location, self.key_path, existed)
+            else:  # the key first: opening a file creates it
+                self._key, key_created = load_or_create_key(self.path, self.key_path, database_exists(self.path))
+                self._conn = connect(self.path)
             init_database(
-                self._conn, path=self.path, key_path=self.key_path, key_check=self._key.check(), key_created=key_created
+                self._conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
+                key_created=key_created,
             )
             self._legacy = has_legacy(self._conn)
             self._caps = settle_caps(self._conn, given, cap_origin)
         except BaseException as exc:
-            self.close()
             if key_created:
-                forget_new_key(self.path, self.key_path)
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise LedgerError(f"cannot open ledger database {self.path}: {exc}") from exc
+                self._forget_new_key()
+            self.close()
+            if is_database_error(exc):
+                raise LedgerError(f"cannot open ledger database {self.location}: {exc}") from exc
             raise
+
+    def _forget_new_key(self) -> None:
+        """After a failed first open: remove the key this open created while no ledger holds its key check."""
+        if self.path is not None:
+            forget_new_key(self.path, self.key_path)
+            return
+        try:
+            if self._conn is not None and stored_schema(self._conn) is not None:
+                return
+        except Exception:
+            return  # cannot tell: keep the key
+        self.key_path.unlink(missing_ok=True)
 
     @property
     def cap_epsilon(self) -> float | None:
@@ -123,7 +161,7 @@ class Ledger:
             return cap_history(self._db)
 
     @property
-    def _db(self) -> sqlite3.Connection:
+    def _db(self) -> Database:
         if self._conn is None:
             raise LedgerError("ledger is closed")
         return self._conn
@@ -262,6 +300,7 @@ class Ledger:
         g = mech.guarantee
         uniq = list(first)
         with transaction(self._db) as c:  # write lock held from the check to the commit
+            _spend.lock_sources(c, [k[32:] for k in uniq])  # PostgreSQL: these sources' rows, to the commit
             if self._legacy:
                 self._legacy = _spend.adopt_legacy(c, uniq)
             stored = _store.stored_releases(c, uniq, mech.id, scope)
@@ -413,7 +452,14 @@ class Ledger:
         moved = 0
         with self._lock, transaction(self._db) as c:
             for alias in aliases:
-                moved += c.execute("UPDATE OR IGNORE releases SET scope = ? WHERE scope = ?", (identity, alias)).rowcount
+                # a row whose (record, source, mechanism) the identity already holds stays (SQLite's UNIQUE: a
+                # schema-1 row without a source never collides)
+                moved += c.execute(
+                    "UPDATE releases SET scope = ? WHERE scope = ? AND NOT EXISTS (SELECT 1 FROM releases o"
+                    " WHERE o.scope = ? AND o.record_key = releases.record_key AND o.source_key = releases.source_key"
+                    " AND o.mechanism_id = releases.mechanism_id)",
+                    (identity, alias, identity),
+                ).rowcount
         return moved
 
     def would_charge(
@@ -463,7 +509,7 @@ class Ledger:
             n_rel = c.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
             history = cap_history(c)
         return {
-            "path": str(self.path),
+            "path": self.location,
             "records": figures["records"],
             "legacy_records": figures["legacy_records"],
             "releases": int(n_rel),
@@ -480,15 +526,17 @@ class Ledger:
     def verify(self) -> list[str]:
         """Consistency check; returns a list of problems (empty when all is well).
 
-        Checks ``PRAGMA integrity_check``, that every stored release carries exactly
+        Checks ``PRAGMA integrity_check`` (SQLite), that every stored release carries exactly
         its mechanism's per-record charge, and that each source's spend (and each
         schema-1 record's not yet adopted) equals the sum of the charges of its
         stored releases (and their count).
         """
         with self._lock:
             c = self._db
-            ic = [r[0] for r in c.execute("PRAGMA integrity_check").fetchall()]
-            problems = [] if ic == ["ok"] else ["integrity_check: " + "; ".join(ic)]
+            problems = []
+            if not c.postgresql:  # PostgreSQL checks its own pages (checksums, amcheck): nothing to ask here
+                ic = [r[0] for r in c.execute("PRAGMA integrity_check").fetchall()]
+                problems = [] if ic == ["ok"] else ["integrity_check: " + "; ".join(ic)]
             return problems + _spend.verify(c)
 
 

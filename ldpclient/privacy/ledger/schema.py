@@ -1,4 +1,4 @@
-"""The ledger's SQLite file: its tables, how it is opened, and the migration from schema 1.
+"""The ledger's database (a SQLite file, or PostgreSQL): its tables, how it is opened, and the migration from schema 1.
 
 Tables: ``meta`` (schema version, the key check, creation time), ``mechanisms`` (one row per
 mechanism identity and its per-record charge), ``spend`` (per source key: the summed
@@ -8,19 +8,20 @@ schema-1 ledger charged per decoded tensor, until a run sees that tensor's sourc
 ``caps`` (every per-record cap set on this ledger, in order: the last row holds) and ``fingerprints`` (per
 source key, the perceptual fingerprint of the image a fresh release was made from:
 :mod:`.fingerprint`). A ledger of an older schema is migrated in one transaction; a newer one is refused
-(:class:`~ldpclient.state.NewerStateFile`).
+(:class:`~ldpclient.state.NewerStateFile`). A PostgreSQL ledger starts at the current schema; its tables are
+created under an advisory lock, so that hosts opening a new one at once do not race.
 """
 
 from __future__ import annotations
 
 import hmac
-import sqlite3
+import os
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 
 from ...state import check_schema
+from ...state.database import Database
 from .errors import LedgerError
 
 SCHEMA_VERSION = 3
@@ -59,35 +60,47 @@ _SCHEMA = (
 )
 
 
-def connect(path: Path) -> sqlite3.Connection:
+#: The advisory lock a PostgreSQL ledger's schema is created and checked under.
+SCHEMA_LOCK = "ldpclient-ledger-schema"
+
+
+def connect(location: str | os.PathLike[str]) -> Database:
     """An autocommit connection (transactions are explicit: :func:`transaction`) shared by threads."""
-    return sqlite3.connect(str(path), timeout=60.0, isolation_level=None, check_same_thread=False)
+    return Database.open(location)
 
 
 @contextmanager
-def transaction(c: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` (the write lock, held to the end) ... ``COMMIT``; ``ROLLBACK`` on any exception."""
-    c.execute("BEGIN IMMEDIATE")
-    try:
+def transaction(c: Database) -> Iterator[Database]:
+    """One write transaction (:meth:`Database.transaction`); ``ROLLBACK`` on any exception."""
+    with c.transaction():
         yield c
-        c.execute("COMMIT")
-    except BaseException:
-        if c.in_transaction:
-            c.execute("ROLLBACK")
-        raise
 
 
-def has_legacy(c: sqlite3.Connection) -> bool:
+def has_legacy(c: Database) -> bool:
     """Whether spend a schema-1 ledger charged per tensor is still waiting for its source."""
-    return bool(c.execute("SELECT EXISTS (SELECT 1 FROM legacy_spend)").fetchone()[0] == 1)
+    return bool(c.execute("SELECT EXISTS (SELECT 1 FROM legacy_spend)").fetchone()[0])
+
+
+def stored_schema(c: Database) -> str | None:
+    """The schema version the ledger database holds, None when it holds no ledger (yet)."""
+    if "meta" not in c.tables():
+        return None
+    row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def init_database(
-    c: sqlite3.Connection, *, path: Path, key_path: Path, key_check: str, key_created: bool
+    c: Database, *, path: str, key_path: os.PathLike[str], key_check: str, key_created: bool
 ) -> None:
-    """Set the journal (WAL, ``synchronous=FULL``), create or check the schema and the key check, in one
-    transaction; migrate a schema-1 ledger whose key matches. ``key_check``: the hex HMAC of this ledger's
-    key over a fixed message; ``key_created``: the key file was made by this open (a new ledger)."""
+    """Create or check the schema and the key check, in one transaction; migrate a schema-1 ledger whose key
+    matches. SQLite: first set the journal (WAL, ``synchronous=FULL``). ``path``: the ledger's location as
+    printed; ``key_check``: the hex HMAC of this ledger's key over a fixed message; ``key_created``: the key
+    file was made by this open (a new ledger)."""
+    if c.postgresql:
+        with transaction(c):
+            c.lock(SCHEMA_LOCK)
+            _init_schema(c, path=path, key_path=key_path, key_check=key_check, key_created=key_created)
+        return
     mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if str(mode).lower() != "wal":  # pragma: no cover - e.g. some network file systems
         raise LedgerError(f"ledger {path} cannot use WAL journaling (got {mode!r})")
@@ -100,43 +113,49 @@ def init_database(
     # is copied into the database once (each commit still syncs the log: durability is unchanged)
     c.execute("PRAGMA wal_autocheckpoint=16384")
     with transaction(c):
-        c.execute(_META_TABLE)
-        rows = dict(c.execute("SELECT key, value FROM meta").fetchall())
-        key_matches = hmac.compare_digest(rows.get("key_check", ""), key_check)
-        if "schema_version" in rows:
-            check_schema("ledger", path, rows["schema_version"], SCHEMA_VERSION)
-        if rows.get("schema_version") == "1" and key_matches:
-            _migrate_v1(c)
-            rows["schema_version"] = "2"
-        for stmt in _SCHEMA:
-            c.execute(stmt)
-        if rows.get("schema_version") == "2" and key_matches:  # schema 3 only adds tables (created just above)
-            c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
-            c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('migrated_from_2', ?)", (repr(time.time()),))
-            rows["schema_version"] = str(SCHEMA_VERSION)
-        if "schema_version" not in rows and not key_created:
+        _init_schema(c, path=path, key_path=key_path, key_check=key_check, key_created=key_created)
+
+
+def _init_schema(c: Database, *, path: str, key_path: os.PathLike[str], key_check: str, key_created: bool) -> None:
+    """:func:`init_database` inside its transaction."""
+    c.execute(c.ddl(_META_TABLE))
+    rows = {str(k): str(v) for k, v in c.execute("SELECT key, value FROM meta").fetchall()}
+    key_matches = hmac.compare_digest(rows.get("key_check", ""), key_check)
+    if "schema_version" in rows:
+        check_schema("ledger", path, rows["schema_version"], SCHEMA_VERSION)
+    if rows.get("schema_version") == "1" and key_matches:
+        _migrate_v1(c)
+        rows["schema_version"] = "2"
+    for stmt in _SCHEMA:
+        c.execute(c.ddl(stmt))
+    if rows.get("schema_version") == "2" and key_matches:  # schema 3 only adds tables (created just above)
+        c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        c.execute("INSERT INTO meta(key, value) VALUES ('migrated_from_2', ?)"
+                  " ON CONFLICT(key) DO UPDATE SET value = excluded.value", (repr(time.time()),))
+        rows["schema_version"] = str(SCHEMA_VERSION)
+    if "schema_version" not in rows and not key_created:
+        raise LedgerError(
+            f"{path} is not an ldpclient ledger (no ledger metadata in it) but a ledger key "
+            f"{os.fspath(key_path)} exists for it; restore the ledger or use another state"
+        )
+    if "schema_version" not in rows:
+        c.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        c.execute("INSERT INTO meta(key, value) VALUES ('key_check', ?)", (key_check,))
+        c.execute("INSERT INTO meta(key, value) VALUES ('created', ?)", (repr(time.time()),))
+    else:
+        if not hmac.compare_digest(rows.get("key_check", ""), key_check):
             raise LedgerError(
-                f"{path} is not an ldpclient ledger (no ledger metadata in it) but a ledger key "
-                f"{key_path} exists beside it; restore the ledger file or use another --state-dir"
+                f"ledger key file {os.fspath(key_path)} does not belong to ledger {path} "
+                "(key check mismatch): records would not be recognised. Restore the right key file."
             )
-        if "schema_version" not in rows:
-            c.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            c.execute("INSERT INTO meta(key, value) VALUES ('key_check', ?)", (key_check,))
-            c.execute("INSERT INTO meta(key, value) VALUES ('created', ?)", (repr(time.time()),))
-        else:
-            if not hmac.compare_digest(rows.get("key_check", ""), key_check):
-                raise LedgerError(
-                    f"ledger key file {key_path} does not belong to ledger {path} "
-                    "(key check mismatch): records would not be recognised. Restore the right key file."
-                )
-            if rows["schema_version"] != str(SCHEMA_VERSION):
-                raise LedgerError(
-                    f"ledger {path} has schema version {rows['schema_version']}, "
-                    f"this ldpclient understands {SCHEMA_VERSION}"
-                )
+        if rows["schema_version"] != str(SCHEMA_VERSION):
+            raise LedgerError(
+                f"ledger {path} has schema version {rows['schema_version']}, "
+                f"this ldpclient understands {SCHEMA_VERSION}"
+            )
 
 
-def _migrate_v1(c: sqlite3.Connection) -> None:
+def _migrate_v1(c: Database) -> None:
     """Schema 1 -> 2 inside the caller's transaction: the per-tensor spend becomes ``legacy_spend``
     (adopted by a source when a run sees the tensor again), releases gain a ``source_key`` (NULL)."""
     c.execute("ALTER TABLE spend RENAME TO legacy_spend")
@@ -149,7 +168,8 @@ def _migrate_v1(c: sqlite3.Connection) -> None:
     )
     c.execute("DROP TABLE releases_v1")
     c.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('migrated_from_1', ?)", (repr(time.time()),))
+    c.execute("INSERT INTO meta(key, value) VALUES ('migrated_from_1', ?)"
+              " ON CONFLICT(key) DO UPDATE SET value = excluded.value", (repr(time.time()),))
 
 
 def chunks(items: list[bytes]) -> Iterator[list[bytes]]:

@@ -10,11 +10,11 @@ ledger's per-tensor spend (``legacy_spend``, per ``k[:32]``) until its source is
 from __future__ import annotations
 
 import math
-import sqlite3
 from typing import Any, NamedTuple, Sequence
 
 import torch
 
+from ...state.database import Database
 from ..guarantee import Guarantee
 from .errors import BudgetExceeded
 from .schema import chunks, has_legacy, placeholders
@@ -25,11 +25,11 @@ _CAP_RTOL = 1e-9
 
 _ADD_SPEND = (
     "INSERT INTO spend(source_key, epsilon, delta, releases) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT(source_key) DO UPDATE SET epsilon = epsilon + excluded.epsilon,"
-    " delta = delta + excluded.delta, releases = releases + excluded.releases"
+    " ON CONFLICT(source_key) DO UPDATE SET epsilon = spend.epsilon + excluded.epsilon,"
+    " delta = spend.delta + excluded.delta, releases = spend.releases + excluded.releases"
 )
 #: Every record's spend: per source, and a schema-1 ledger's per tensor not yet adopted.
-_ALL_SPEND = "(SELECT epsilon, delta FROM spend UNION ALL SELECT epsilon, delta FROM legacy_spend)"
+_ALL_SPEND = "(SELECT epsilon, delta FROM spend UNION ALL SELECT epsilon, delta FROM legacy_spend) AS every_record"
 
 
 class Spend(NamedTuple):
@@ -80,7 +80,7 @@ def cap_reached(total: float, cap: float | None) -> bool:
     return cap is not None and total >= cap * (1 - _CAP_RTOL)
 
 
-def spend_of(c: sqlite3.Connection, keys: Sequence[bytes], table: str = "spend") -> dict[bytes, tuple[float, float]]:
+def spend_of(c: Database, keys: Sequence[bytes], table: str = "spend") -> dict[bytes, tuple[float, float]]:
     """Spend per key of ``table``: ``spend`` (per source key) or ``legacy_spend`` (per tensor key, schema 1)."""
     column = "source_key" if table == "spend" else "record_key"
     out: dict[bytes, tuple[float, float]] = {}
@@ -91,7 +91,7 @@ def spend_of(c: sqlite3.Connection, keys: Sequence[bytes], table: str = "spend")
     return out
 
 
-def totals(c: sqlite3.Connection, keys: Sequence[bytes], legacy: bool) -> Spend:
+def totals(c: Database, keys: Sequence[bytes], legacy: bool) -> Spend:
     """Each identity's total: its source's spend, plus its tensor's schema-1 spend not yet adopted."""
     spend = spend_of(c, [k[32:] for k in keys])
     old = spend_of(c, [k[:32] for k in keys], "legacy_spend") if legacy else {}
@@ -104,7 +104,7 @@ def totals(c: sqlite3.Connection, keys: Sequence[bytes], legacy: bool) -> Spend:
     )
 
 
-def check_budget(c: sqlite3.Connection, fresh: list[bytes], g: Guarantee, caps: Caps) -> None:
+def check_budget(c: Database, fresh: list[bytes], g: Guarantee, caps: Caps) -> None:
     """Refuse (:class:`BudgetExceeded`) when a source would pass a cap: its total so far plus this batch's
     charges to it (``g`` per fresh identity)."""
     if caps.epsilon is None and caps.delta is None:
@@ -150,12 +150,33 @@ def check_budget(c: sqlite3.Connection, fresh: list[bytes], g: Guarantee, caps: 
     )
 
 
-def charge(c: sqlite3.Connection, fresh: list[bytes], g: Guarantee) -> None:
+def lock_sources(c: Database, source_keys: Sequence[bytes]) -> None:
+    """Inside the caller's transaction, on PostgreSQL: hold each source's spend row (made at zero if new) until
+    the commit, so that no other writer checks, releases or charges these sources meanwhile. Rows are taken in
+    key order by every writer, so two writers never wait on each other in a circle. SQLite: nothing to do (the
+    transaction holds the file's write lock)."""
+    if not c.postgresql:
+        return
+    keys = sorted(set(source_keys))
+    for chunk in chunks(keys):
+        c.execute(
+            "INSERT INTO spend(source_key, epsilon, delta, releases) VALUES"
+            f" {','.join(['(?, 0, 0, 0)'] * len(chunk))} ON CONFLICT(source_key) DO NOTHING",
+            chunk,
+        )
+        c.execute(
+            f"SELECT source_key FROM spend WHERE source_key IN ({placeholders(len(chunk))})"
+            " ORDER BY source_key FOR UPDATE",
+            chunk,
+        ).fetchall()
+
+
+def charge(c: Database, fresh: list[bytes], g: Guarantee) -> None:
     """Add ``g``'s per-record charge to the source of each fresh identity (inside the caller's transaction)."""
     c.executemany(_ADD_SPEND, [(k[32:], g.epsilon_record, g.delta_record, 1) for k in fresh])
 
 
-def adopt_legacy(c: sqlite3.Connection, keys: list[bytes]) -> bool:
+def adopt_legacy(c: Database, keys: list[bytes]) -> bool:
     """Inside the caller's transaction: move the spend and releases a schema-1 ledger kept per tensor
     onto the source now seen with that tensor (the first source seen adopts them), so they count
     against that source's cap from now on. Returns whether any schema-1 spend is left."""
@@ -172,12 +193,12 @@ def adopt_legacy(c: sqlite3.Connection, keys: list[bytes]) -> bool:
     return has_legacy(c)
 
 
-def epsilon_per_record(c: sqlite3.Connection) -> list[float]:
+def epsilon_per_record(c: Database) -> list[float]:
     """Every record's total per-record epsilon, in no particular order: the numbers only, no keys."""
     return [float(r[0]) for r in c.execute(f"SELECT epsilon FROM {_ALL_SPEND}")]
 
 
-def epsilon_per_record_by_scope(c: sqlite3.Connection) -> dict[str, list[float]]:
+def epsilon_per_record_by_scope(c: Database) -> dict[str, list[float]]:
     """Per scope, the per-record epsilon its stored releases cost each record that has one (numbers only)."""
     out: dict[str, list[float]] = {}
     rows = c.execute(
@@ -188,7 +209,7 @@ def epsilon_per_record_by_scope(c: sqlite3.Connection) -> dict[str, list[float]]
     return out
 
 
-def aggregate(c: sqlite3.Connection, caps: Caps) -> dict[str, Any]:
+def aggregate(c: Database, caps: Caps) -> dict[str, Any]:
     """Over every record: ``records``, ``legacy_records``, ``epsilon``/``delta`` ``{"total", "max", "mean"}``
     (per record), ``records_at_cap`` (no epsilon or delta budget left under ``caps``) and ``records_over_cap``
     (of those, spent more than a cap: charged before the cap was lowered below their spend)."""
@@ -208,7 +229,7 @@ def aggregate(c: sqlite3.Connection, caps: Caps) -> dict[str, Any]:
     }
 
 
-def _count_past(c: sqlite3.Connection, caps: Caps, slack: float, op: str) -> int:
+def _count_past(c: Database, caps: Caps, slack: float, op: str) -> int:
     """Records whose epsilon or delta compares ``op`` to its cap times ``slack``; 0 without caps."""
     conds, params = [], []
     for column, cap in (("epsilon", caps.epsilon), ("delta", caps.delta)):
@@ -220,7 +241,7 @@ def _count_past(c: sqlite3.Connection, caps: Caps, slack: float, op: str) -> int
     return int(c.execute(f"SELECT COUNT(*) FROM {_ALL_SPEND} WHERE {' OR '.join(conds)}", params).fetchone()[0])
 
 
-def verify(c: sqlite3.Connection) -> list[str]:
+def verify(c: Database) -> list[str]:
     """Problems with the accounting (empty when all is well): a stored release whose charge is not its
     mechanism's, a source (or schema-1 tensor) whose spend is not the sum and count of its stored
     releases' charges, stored releases with no spend."""

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ...state.database import Database
 from ..base import Mechanism
 from ..guarantee import Guarantee
 from ..release import _RELEASE_TOKEN, Release
@@ -76,24 +76,22 @@ def mechanism_identity(mechanism: Mechanism, record_shape: tuple[int, ...]) -> t
     return identity, g
 
 
-def register_mechanism(c: sqlite3.Connection, mechanism: Mechanism, identity: str, g: Guarantee) -> StoredMechanism:
+def register_mechanism(c: Database, mechanism: Mechanism, identity: str, g: Guarantee) -> StoredMechanism:
     """The ``mechanisms`` row of ``identity``, inserted (in its own transaction) the first time it is seen."""
     row = c.execute("SELECT id FROM mechanisms WHERE identity = ?", (identity,)).fetchone()
     if row is None:
         name = getattr(mechanism, "name", type(mechanism).__name__)
-        with transaction(c):
-            row = c.execute("SELECT id FROM mechanisms WHERE identity = ?", (identity,)).fetchone()
-            if row is None:
-                cur = c.execute(
-                    "INSERT INTO mechanisms(identity, name, epsilon_record, delta_record, guarantee)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (identity, str(name), g.epsilon_record, g.delta_record, canonical_json(g.as_dict())),
-                )
-                row = (cur.lastrowid,)
+        with transaction(c):  # another process may insert it first: then its row is the one
+            c.execute(
+                "INSERT INTO mechanisms(identity, name, epsilon_record, delta_record, guarantee)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT(identity) DO NOTHING",
+                (identity, str(name), g.epsilon_record, g.delta_record, canonical_json(g.as_dict())),
+            )
+        row = c.execute("SELECT id FROM mechanisms WHERE identity = ?", (identity,)).fetchone()
     return StoredMechanism(int(row[0]), identity, g)
 
 
-def stored_releases(c: sqlite3.Connection, keys: list[bytes], mech_id: int, scope: str) -> dict[bytes, Stored]:
+def stored_releases(c: Database, keys: list[bytes], mech_id: int, scope: str) -> dict[bytes, Stored]:
     """Stored releases of (tensor + source) ``keys`` for this mechanism and scope; a release a
     schema-1 ledger made (no source yet) matches its tensor whatever the source."""
     wanted: dict[bytes, list[bytes]] = {}
@@ -116,7 +114,7 @@ def stored_releases(c: sqlite3.Connection, keys: list[bytes], mech_id: int, scop
     return out
 
 
-def store_fresh(c: sqlite3.Connection, fresh: list[bytes], values: Fresh, mech: StoredMechanism, scope: str) -> None:
+def store_fresh(c: Database, fresh: list[bytes], values: Fresh, mech: StoredMechanism, scope: str) -> None:
     """Insert the fresh releases (inside the caller's transaction), each with its per-record charge."""
     g = mech.guarantee
     now = time.time()
@@ -182,13 +180,13 @@ def assemble(
     )
 
 
-def by_mechanism(c: sqlite3.Connection) -> list[dict[str, Any]]:
+def by_mechanism(c: Database) -> list[dict[str, Any]]:
     """One entry per (mechanism, scope) with stored releases: name, config, record shape, scope, count and
     the per-record charge of each release."""
     rows = c.execute(
         "SELECT m.name, m.identity, r.scope, COUNT(*), m.epsilon_record, m.delta_record"
         " FROM releases r JOIN mechanisms m ON m.id = r.mechanism_id"
-        " GROUP BY r.mechanism_id, r.scope ORDER BY m.name, r.scope, m.id"
+        " GROUP BY m.id, r.scope ORDER BY m.name, r.scope, m.id"
     ).fetchall()
     out = []
     for name, identity, scope, count, eps, delta in rows:
