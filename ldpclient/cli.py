@@ -165,8 +165,12 @@ def _environment_error(exc: BaseException | None) -> tuple[int, str] | None:
     """A full disk, a read-only or vanished file, a state database that cannot be written: one line, exit 2."""
     import sqlite3
 
+    from .state.database import is_database_error
+
     if isinstance(exc, sqlite3.OperationalError):
         return EXIT_USAGE, f"state database problem: {exc} (is the disk full or the state directory read-only?)"
+    if exc is not None and is_database_error(exc):  # PostgreSQL (--state): lost, full, refused
+        return EXIT_USAGE, f"state database problem: {exc} (nothing committed is lost; fix it and re-run)"
     if isinstance(exc, OSError) and exc.errno is not None:
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
         return EXIT_USAGE, f"{exc.strerror or os.strerror(exc.errno)}{where} (nothing done so far is lost; free the " \
@@ -333,6 +337,15 @@ QuietOption = typer.Option(False, "--quiet", "-q", help="No progress bars or sum
 StateDirOption = typer.Option(
     None, help="State directory: the ledger, the journal and the runs (default: $LDPCLIENT_STATE_DIR or "
     "~/.local/state/ldpclient).")
+StateOption = typer.Option(
+    None, "--state", metavar="URL",
+    help="A PostgreSQL database for the ledger, the journal and the plan seeds, shared by hosts and processes "
+    "(postgresql://user@host/db; needs `pip install 'ldpclient[cluster]'`). Default: none, the files in the state "
+    "directory.")
+LedgerKeyFileOption = typer.Option(
+    None, "--ledger-key-file", metavar="FILE",
+    help="The ledger's secret key file, a copy on every host sharing a --state database (made on first use). "
+    "Default: ledger.key in the state directory for --state, else beside the ledger file.")
 PrivacyCapOption = typer.Option(
     None, help="Per-image epsilon cap the ledger enforces, kept in the state for every later command (a lower one "
     "tightens it; only `budget --set-cap` raises it). Default: none, or the cap the state holds.")
@@ -494,6 +507,8 @@ def label(
         "says on top that it holds private images: keep it on this device).",
     ),
     state_dir: Optional[Path] = StateDirOption,
+    state: Optional[str] = StateOption,
+    ledger_key_file: Optional[Path] = LedgerKeyFileOption,
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
@@ -579,6 +594,8 @@ def label(
             dry_run=dry_run,
             check=check,
             state_dir=state_dir,
+            state=state,
+            ledger_key_file=ledger_key_file,
             max_pixels=max_pixels,
             workers=workers,
             seed=seed,
@@ -622,6 +639,8 @@ def noise(
     preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
     privacy_cap: Optional[float] = PrivacyCapOption,
     state_dir: Optional[Path] = StateDirOption,
+    state: Optional[str] = StateOption,
+    ledger_key_file: Optional[Path] = LedgerKeyFileOption,
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
@@ -674,6 +693,8 @@ def noise(
             preview=preview,
             privacy_cap=privacy_cap,
             state_dir=state_dir,
+            state=state,
+            ledger_key_file=ledger_key_file,
             max_pixels=max_pixels,
             seed=seed,
             network=_network(timeout, max_retry_time, ca_bundle),
@@ -691,6 +712,8 @@ def noise(
 @app.command(cls=HelpCommand)
 def budget(
     state_dir: Optional[Path] = StateDirOption,
+    state: Optional[str] = StateOption,
+    ledger_key_file: Optional[Path] = LedgerKeyFileOption,
     set_cap: Optional[str] = typer.Option(
         None, "--set-cap", metavar="EPSILON|none",
         help="Set the privacy cap this state holds (per-image epsilon; 'none' removes it), recorded in the ledger. "
@@ -717,7 +740,8 @@ def budget(
 
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
-        summary = ledger_summary(state_dir, set_cap, html=html, private_dir=private)
+        summary = ledger_summary(state_dir, set_cap, html=html, private_dir=private, state=state,
+                                 ledger_key_file=ledger_key_file)
     if json_out:
         ui.print_json(summary)
     else:

@@ -2,8 +2,8 @@
 
 Found under ``$LDPCLIENT_PG_BIN`` or Debian's ``/usr/lib/postgresql/<version>/bin`` (or on ``PATH``). PostgreSQL
 refuses to run as root: as root (CI), the cluster is made and run as the unprivileged ``nobody`` user
-(``runuser``), in a folder that user owns. Trust authentication on 127.0.0.1 only; fsync off (a test server:
-durability is PostgreSQL's, not what the tests measure). :func:`start` returns a :class:`Server` (its URL,
+(``runuser``), in a folder that user owns. Trust authentication on 127.0.0.1 only; fsync off unless asked for (a
+test server: durability is PostgreSQL's, not what the tests measure; the benchmark turns it on). :func:`start` returns a :class:`Server` (its URL,
 ``stop()``) or raises :class:`Unavailable` with the reason to skip.
 """
 
@@ -64,7 +64,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start() -> Server:
+def start(*, fsync: bool = False) -> Server:
     try:
         import psycopg  # noqa: F401
     except ImportError:
@@ -88,7 +88,7 @@ def start() -> Server:
         shutil.rmtree(root, ignore_errors=True)
         raise Unavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
     port = _free_port()
-    options = f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=60"
+    options = f"-h 127.0.0.1 -p {port} -k {root} -c fsync={'on' if fsync else 'off'} -c max_connections=60"
     started = subprocess.run([*run_as, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options,
                               "-l", str(root / "log"), "-w", "-t", "60", "start"], capture_output=True, text=True,
                              timeout=90)

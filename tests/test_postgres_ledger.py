@@ -29,6 +29,7 @@ from ledger_support import make_mechanism
 from ldpclient.privacy.ledger import BudgetExceeded, Ledger, LedgerError
 from ldpclient.privacy.ledger.cap_history import cap_for_run, held_caps
 from ldpclient.privacy.ledger.errors import CapRaiseRefused
+from ldpclient.state import StateError
 
 HERE = Path(__file__).resolve().parent
 
@@ -78,8 +79,11 @@ def test_the_key_file_decides_who_may_open_it(postgres_url: str, tmp_path: Path)
         pass  # a key of another ledger
     with pytest.raises(LedgerError, match="does not belong"):
         Ledger(postgres_url, key_file=other / "x.sqlite.key")
-    with pytest.raises(LedgerError, match=r"cannot open ledger database postgresql://ldp@127\.0\.0\.1:1/nothing:"):
+    with pytest.raises(StateError, match=r"cannot reach the state database postgresql://ldp@127\.0\.0\.1:1/nothing:"):
         Ledger("postgresql://ldp:secret@127.0.0.1:1/nothing", key_file=tmp_path / "b.key")
+    with pytest.raises(StateError) as refused:
+        Ledger("postgresql://ldp:secret@127.0.0.1:1/nothing", key_file=tmp_path / "b.key")
+    assert "secret" not in str(refused.value)
     assert not (tmp_path / "b.key").exists()  # a failed first open leaves no key behind
 
 

@@ -345,7 +345,8 @@ def _with_held_cap(opts: LabelOptions, state: Path) -> LabelOptions:
     (:func:`~ldpclient.privacy.ledger.cap_history.cap_for_run`; a cap above the ledger's is refused)."""
     from ..privacy.ledger.cap_history import cap_for_run
 
-    return replace(opts, privacy_cap=cap_for_run(state / "ledger.sqlite", opts.privacy_cap, "--privacy-cap"))
+    return replace(opts, privacy_cap=cap_for_run(opts.state_locations(state).ledger, opts.privacy_cap,
+                                                  "--privacy-cap"))
 
 
 def _dry_run(
@@ -378,13 +379,26 @@ def _money_so_far(opts: LabelOptions, scope: str) -> dict[str, Any]:
     spelling of the teacher's address is merged by the run, which checks the cap again exactly."""
     if opts.money_cap is None:
         return {"spent_money": 0.0, "journal_has_answers": False}
-    path = state_dir(opts.state_dir, create=False) / "journal.sqlite"
-    if not path.exists():
+    path = opts.state_locations(state_dir(opts.state_dir, create=False)).journal
+    if not _journal_exists(path):
         return {"spent_money": 0.0, "journal_has_answers": False}
     from ..teachers import Journal
 
     with Journal(path) as journal:
         return {"spent_money": journal.total_spend(scope), "journal_has_answers": journal.count(scope) > 0}
+
+
+def _journal_exists(path: str | Path) -> bool:
+    """Whether a journal is there (a file, or the tables in a database) without making one."""
+    if not isinstance(path, str):
+        return path.exists()
+    from ..state.database import JOURNAL_NAMESPACE, Database
+
+    db = Database.open(path, namespace=JOURNAL_NAMESPACE)
+    try:
+        return "batches" in db.tables()
+    finally:
+        db.close()
 
 
 def _spool(setup: RunSetup, found: Discovery, stage: str) -> SpooledImages:
@@ -416,7 +430,7 @@ def _plan_seeds(setup: RunSetup, data_key: str) -> _Seeds:
         "records": plan.records,
     }
     # runs.json entries written before teachers had one identity were keyed by the redacted address
-    plan_seed = RunState(setup.state).seed_for(run_key, opts.seed, legacy_keys=[{**run_key, "teacher": setup.identity}])
+    plan_seed = RunState(setup.state, database=opts.state).seed_for(run_key, opts.seed, legacy_keys=[{**run_key, "teacher": setup.identity}])
     generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
     return _Seeds(seed=plan_seed, generator=generator)
 
@@ -426,10 +440,10 @@ def _open_session(setup: RunSetup) -> _Session:
     from ..privacy.ledger import Ledger
     from ..teachers import CostMeter, Journal, QueryClient
 
-    opts, state = setup.opts, setup.state
-    ledger = Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap, cap_origin="--privacy-cap")
+    opts, where = setup.opts, setup.opts.state_locations(setup.state)
+    ledger = Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=opts.privacy_cap, cap_origin="--privacy-cap")
     try:
-        journal = Journal(state / "journal.sqlite")
+        journal = Journal(where.journal)
     except BaseException:
         ledger.close()
         raise
@@ -481,7 +495,7 @@ def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: Re
         progress.close()
         client.close()
         ledger_cap = ledger.cap_epsilon
-        ledger_path = ledger.path
+        ledger_path = ledger.location
         ledger.close()
     return RunOutcome(result=result, spent_after=spent_after, stats_private=stats_private,
                     client_report=client_report, ledger_cap=ledger_cap, ledger_path=ledger_path,

@@ -226,7 +226,7 @@ def write_stop_report(
                                    requests=client.stats.requests),
         cost={"price_per_query": opts.price, "cap": opts.money_cap,
               **{k: costs[k] for k in ("spent_run", "spent_total", "spent_unconfirmed", "billing")}},
-        ledger=StopLedgerSection(path=str(ledger.path), max_spent_epsilon=float(spent.max()) if len(spent) else 0.0,
+        ledger=StopLedgerSection(path=ledger.location, max_spent_epsilon=float(spent.max()) if len(spent) else 0.0,
                                  cap_epsilon=ledger.cap_epsilon),
         outputs={"report": str(path)},
         versions=versions(),

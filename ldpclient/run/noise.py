@@ -104,7 +104,9 @@ def _noise_and_write(
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     whole = ReleaseBuilder(len(images))
-    with Ledger(state / "ledger.sqlite", cap_epsilon=opts.privacy_cap, cap_origin="--privacy-cap") as ledger, \
+    where = opts.state_locations(state)
+    with Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=opts.privacy_cap,
+                cap_origin="--privacy-cap") as ledger, \
             ui.stage("noising", len(images)) as bar:
         merge_scope_aliases(ledger, target.scope)
         chunks = release_in_chunks(images.records, lambda records, ids: ledger.release(

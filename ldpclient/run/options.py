@@ -15,6 +15,7 @@ import torch
 from ..data import DEFAULT_MAX_PIXELS
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
+from ..state.locations import StateLocations, check_state_url
 from ..transfer import defaults
 from .facts import TeacherFacts
 from .network import NetworkOptions
@@ -24,7 +25,8 @@ from .report import label_format_for
 @dataclass(frozen=True, kw_only=True)
 class SharedOptions:
     """The options ``label`` and ``noise`` share (keyword-only): the mechanism and its privacy settings,
-    the augmentation and post-processing, the ledger's per-record cap, the state directory, decoding,
+    the augmentation and post-processing, the ledger's per-record cap, the state (its directory, and a
+    PostgreSQL database with the ledger's key file), decoding,
     the seed, the network and the model facts.
 
     ``epsilon`` is in nats, per ``epsilon_unit`` (``element`` or ``record``); ``privacy_cap`` is a
@@ -47,11 +49,17 @@ class SharedOptions:
     postprocess: Optional[str] = None
     privacy_cap: Optional[float] = None
     state_dir: Optional[Path] = None
+    state: Optional[str] = None  # a postgresql:// URL: the ledger, journal and plan seeds there (shared by hosts)
+    ledger_key_file: Optional[Path] = None  # the ledger's key file (default: ledger.key in the state directory)
     max_pixels: int = DEFAULT_MAX_PIXELS
     seed: Optional[int] = None
     max_memory: Optional[float] = None
     network: NetworkOptions = NetworkOptions()
     facts: TeacherFacts = TeacherFacts()
+
+    def state_locations(self, directory: Path) -> StateLocations:
+        """Where this command's ledger, journal and plan seeds are, beside the state directory ``directory``."""
+        return StateLocations(directory, self.state, self.ledger_key_file)
 
     #: What ``--epsilon 0`` stands for in this command (None: refused).
     zero_epsilon_means: ClassVar[str | None] = None
@@ -59,6 +67,7 @@ class SharedOptions:
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
         self.network.validate()
+        check_state_url(self.state)
         _check_mechanism_options(self.mechanism, self.epsilon, self.epsilon_unit, self.delta, self.reduce,
                                  zero_epsilon=self.zero_epsilon_means)
         _check_basis_options(self.basis, self.coefficients, self.clip_norm)

@@ -1,4 +1,5 @@
-"""``runs.json`` in the state directory: the query-plan seed of each run configuration."""
+"""The query-plan seed of each run configuration: ``runs.json`` in the state directory, or the ``plans`` table of
+a PostgreSQL state (``--state``), where hosts that run one configuration get one seed."""
 
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ class RunState:
     of the releases, which the teacher sees anyway.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, database: str | None = None) -> None:
         self.path = directory / "runs.json"
+        #: A ``postgresql://`` URL: the seeds are kept in its ``plans`` table instead of the file.
+        self.database = database
 
     def seed_for(
         self, key: Mapping[str, Any], explicit: int | None, legacy_keys: Sequence[Mapping[str, Any]] = ()
@@ -37,6 +40,8 @@ class RunState:
         if explicit is not None:
             return int(explicit)
         digest = _digest(key)
+        if self.database is not None:
+            return _seed_in_database(self.database, digest, [_digest(k) for k in legacy_keys])
         data = self._read()
         if digest not in data:
             legacy = next((data[d] for d in map(_digest, legacy_keys) if d in data), None)
@@ -65,6 +70,30 @@ class RunState:
                 f"{type(loaded).__name__}); it was not overwritten: move it away to start afresh"
             )
         return loaded
+
+
+_PLANS_TABLE = "CREATE TABLE IF NOT EXISTS plans (digest TEXT PRIMARY KEY, seed INTEGER NOT NULL, created REAL NOT NULL)"
+
+
+def _seed_in_database(url: str, digest: str, legacy: list[str]) -> int:
+    """The seed of ``digest`` in the database's ``plans`` table, made once (the first host's; later ones read it)."""
+    from ..state.database import JOURNAL_NAMESPACE, Database
+
+    db = Database.open(url, namespace=JOURNAL_NAMESPACE)
+    try:
+        with db.transaction():
+            db.lock("ldpclient-plans")
+            db.execute(db.ddl(_PLANS_TABLE))
+            row = db.execute("SELECT seed FROM plans WHERE digest = ?", (digest,)).fetchone()
+            if row is None:
+                old = next((r for d in legacy if (r := db.execute("SELECT seed FROM plans WHERE digest = ?",
+                                                                   (d,)).fetchone()) is not None), None)
+                seed = int(old[0]) if old is not None else secrets.randbits(31)
+                db.execute("INSERT INTO plans(digest, seed, created) VALUES (?, ?, ?)", (digest, seed, time.time()))
+                return seed
+            return int(row[0])
+    finally:
+        db.close()
 
 
 def _digest(key: Mapping[str, Any]) -> str:

@@ -83,7 +83,7 @@ class RunOutcome:
     stats_private: dict[str, Any]
     client_report: dict[str, Any]
     ledger_cap: float | None
-    ledger_path: Path
+    ledger_path: str  # where the ledger is, as printed (a file's path, or a database URL without its password)
     query_batch_size: int
     baseline: Baseline | None
     #: files of the ``--public`` folder that were not used, with reasons (as the private folder's ``skipped``)

@@ -7,7 +7,8 @@ it has to (:meth:`Database.ddl`). What differs in how the engines keep writers a
 
 * SQLite: a transaction is ``BEGIN IMMEDIATE`` (one writer at a time per file); :meth:`Database.lock`
   and row locks are then already held.
-* PostgreSQL: a transaction is ``BEGIN`` at READ COMMITTED; :meth:`Database.lock` takes a
+* PostgreSQL: the ledger's tables and the journal's live in schemas of their own (:data:`LEDGER_NAMESPACE`,
+  :data:`JOURNAL_NAMESPACE`) of one database; a transaction is ``BEGIN`` at READ COMMITTED; :meth:`Database.lock` takes a
   transaction-scoped advisory lock by name (schema creation, caps), and the ledger locks the rows it
   charges (``SELECT ... FOR UPDATE`` in key order).
 
@@ -26,7 +27,13 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
+from . import StateError
+
 Dialect = Literal["sqlite", "postgresql"]
+
+#: The PostgreSQL schemas (namespaces) the ledger and the journal (with the plan seeds) keep their tables in.
+LEDGER_NAMESPACE = "ldpclient_ledger"
+JOURNAL_NAMESPACE = "ldpclient_journal"
 
 #: URL schemes that name a PostgreSQL database.
 POSTGRESQL_SCHEMES = ("postgresql", "postgres")
@@ -39,8 +46,12 @@ _DDL_TYPES = (
 )
 
 
-class DatabaseMissing(RuntimeError):
+class DatabaseMissing(StateError):
     """A ``postgresql://`` location was given but psycopg is not installed (``pip install ldpclient[cluster]``)."""
+
+
+class DatabaseUnavailable(StateError):
+    """The PostgreSQL state database cannot be reached or refuses the connection; one line, no password."""
 
 
 def is_database_url(location: str | os.PathLike[str]) -> bool:
@@ -76,12 +87,28 @@ class Database:
         self.Error: type[Exception] = sqlite3.DatabaseError if dialect == "sqlite" else _psycopg().Error
 
     @classmethod
-    def open(cls, location: str | os.PathLike[str]) -> "Database":
-        """A connection to the SQLite file or the PostgreSQL URL ``location``."""
+    def open(cls, location: str | os.PathLike[str], *, namespace: str = "ldpclient") -> "Database":
+        """A connection to the SQLite file or the PostgreSQL URL ``location``. In PostgreSQL, the tables are those
+        of the schema ``namespace`` (made if missing): the ledger and the journal each keep their own
+        (:data:`LEDGER_NAMESPACE`, :data:`JOURNAL_NAMESPACE`) in one database."""
         if is_database_url(location):
             psycopg = _psycopg()
-            conn = psycopg.connect(str(location), autocommit=True, connect_timeout=30)
-            return cls(conn, "postgresql", display_location(location))
+            shown = display_location(location)
+            try:
+                conn = psycopg.connect(str(location), autocommit=True, connect_timeout=30)
+            except psycopg.OperationalError as exc:
+                reason = " ".join(str(exc).split()).replace(str(location), shown)
+                raise DatabaseUnavailable(f"cannot reach the state database {shown}: {reason}") from None
+            db = cls(conn, "postgresql", shown)
+            try:
+                with db.transaction():
+                    db.lock(f"ldpclient-schema:{namespace}")
+                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{namespace}"')
+                conn.execute(f'SET search_path TO "{namespace}"')
+            except BaseException:
+                db.close()
+                raise
+            return db
         path = Path(location)
         return cls(sqlite3.connect(str(path), timeout=60.0, isolation_level=None, check_same_thread=False), "sqlite",
                    str(path))
@@ -176,5 +203,5 @@ def _psycopg() -> Any:
     return psycopg
 
 
-__all__ = ["Database", "DatabaseMissing", "Dialect", "POSTGRESQL_SCHEMES", "display_location", "is_database_error",
+__all__ = ["Database", "DatabaseMissing", "DatabaseUnavailable", "JOURNAL_NAMESPACE", "LEDGER_NAMESPACE", "Dialect", "POSTGRESQL_SCHEMES", "display_location", "is_database_error",
            "is_database_url"]

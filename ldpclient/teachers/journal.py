@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ..state import NewerStateFile, check_schema, default_state_dir
-from ..state.database import Database, display_location, is_database_error, is_database_url
+from ..state.database import JOURNAL_NAMESPACE, Database, display_location, is_database_error, is_database_url
 from .errors import JournalError
 
 #: The journal's schema: 1 (no ``meta`` table; the tables below), 2 (the same, stamped with its version).
@@ -133,7 +133,8 @@ class Journal:
         #: Where the journal is, as it may be printed (no password).
         self.location = display_location(os.fspath(path)) if in_database and path is not None else str(self.path)
         try:
-            self._db = Database.open(os.fspath(path) if in_database and path is not None else self.location)
+            self._db = Database.open(os.fspath(path) if in_database and path is not None else self.location,
+                                     namespace=JOURNAL_NAMESPACE)
             if not self._db.postgresql:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")

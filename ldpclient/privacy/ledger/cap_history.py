@@ -19,7 +19,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from ...state.database import Database, is_database_url
+from ...state.database import LEDGER_NAMESPACE, Database, is_database_url
 from .errors import CapRaiseRefused
 from .schema import transaction
 from .spend import Caps
@@ -64,7 +64,7 @@ def _held_caps_in_database(url: str) -> Caps:
     from ...state import check_schema
     from .schema import SCHEMA_VERSION, stored_schema
 
-    c = Database.open(url)
+    c = Database.open(url, namespace=LEDGER_NAMESPACE)
     try:
         version = stored_schema(c)
         if version is None:

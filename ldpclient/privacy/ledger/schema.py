@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from ...state import check_schema
-from ...state.database import Database
+from ...state.database import LEDGER_NAMESPACE, Database
 from .errors import LedgerError
 
 SCHEMA_VERSION = 3
@@ -66,7 +66,7 @@ SCHEMA_LOCK = "ldpclient-ledger-schema"
 
 def connect(location: str | os.PathLike[str]) -> Database:
     """An autocommit connection (transactions are explicit: :func:`transaction`) shared by threads."""
-    return Database.open(location)
+    return Database.open(location, namespace=LEDGER_NAMESPACE)
 
 
 @contextmanager
