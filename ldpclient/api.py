@@ -71,6 +71,8 @@ def label(
     defaults: ``epsilon=100`` (``epsilon=0``: data-free, nothing private is sent), ``epsilon_unit="record"``,
     ``mechanism="laplace"``,
     ``privacy_cap=``, ``money_cap=``, ``price=``, ``queries=``, ``state_dir=``, ``baseline=``,
+    ``state=`` (a ``postgresql://`` URL: ledger, journal and plan seeds shared by hosts) with ``ledger_key_file=``,
+    ``cluster=`` (``"auto"`` or a Ray address: the release and the student's passes on Ray; needs ``state=``),
     ``public=`` (images you state are not private, sent as they are: a folder, or a tensor like ``images``),
     ``allow_weak_privacy=``, ``check=`` (hand labels of some of the images, to measure the labels' accuracy:
     a ``file,label`` CSV path, or a mapping name -> class name or index), ``seed=`` (tests only), ... (see
@@ -114,7 +116,7 @@ def label(
         raise TypeError(f"public must be a folder path, a tensor or a RecordSource, got {type(public).__name__}")
     opened = None if isinstance(teacher, str) else as_teacher(teacher)
     address = teacher if isinstance(teacher, str) else str(opened.journal_scope)  # type: ignore[union-attr]
-    for key in ("state_dir", "report", "class_names"):
+    for key in ("state_dir", "report", "class_names", "ledger_key_file"):
         if options.get(key) is not None:
             options[key] = Path(options[key])
     if isinstance(options.get("check"), (str, os.PathLike)):

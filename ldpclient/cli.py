@@ -509,6 +509,10 @@ def label(
     state_dir: Optional[Path] = StateDirOption,
     state: Optional[str] = StateOption,
     ledger_key_file: Optional[Path] = LedgerKeyFileOption,
+    cluster: Optional[str] = typer.Option(
+        None, "--cluster", metavar="auto|ADDRESS",
+        help="Release and label the images on a Ray cluster: 'auto' (the one this machine belongs to, else a local "
+        "Ray) or a Ray address. Needs --state postgresql://...; refuses --seed. Default: none, all here."),
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
@@ -596,6 +600,7 @@ def label(
             state_dir=state_dir,
             state=state,
             ledger_key_file=ledger_key_file,
+            cluster=cluster,
             max_pixels=max_pixels,
             workers=workers,
             seed=seed,

@@ -8,8 +8,8 @@ try:  # recent typer vendors click
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
     from typer._click.formatting import HelpFormatter
 except ImportError:  # pragma: no cover - older typer on top of click
-    from click.core import Context  # type: ignore[no-redef]
-    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[no-redef]
-    from click.formatting import HelpFormatter  # type: ignore[no-redef]
+    from click.core import Context  # type: ignore[no-redef, assignment, unused-ignore]
+    from click.exceptions import NoArgsIsHelpError, UsageError  # type: ignore[no-redef, assignment, unused-ignore]
+    from click.formatting import HelpFormatter  # type: ignore[no-redef, assignment, unused-ignore]
 
 __all__ = ["Context", "HelpFormatter", "NoArgsIsHelpError", "UsageError"]

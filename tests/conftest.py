@@ -47,3 +47,19 @@ def postgres_server():
 def postgres_url(postgres_server):
     """A fresh, empty database on the session's PostgreSQL server: its URL."""
     return postgres_server.database(f"t{os.getpid()}_{next(_databases)}")
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A local Ray for the session (``ray.init(num_cpus=2)``: stages ask 0.5 CPU per actor); skips with the reason
+    where Ray is missing (LDPCLIENT_REQUIRE_RAY=1 fails instead, as in .ci/run)."""
+    try:
+        import ray
+    except ImportError:
+        if os.environ.get("LDPCLIENT_REQUIRE_RAY") == "1":
+            pytest.fail("Ray required here: pip install 'ldpclient[cluster]'")
+        pytest.skip("Ray is not installed (pip install 'ldpclient[cluster]')")
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

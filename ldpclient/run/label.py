@@ -77,11 +77,13 @@ class _Seeds:
 
 @dataclass(frozen=True)
 class _Session:
-    """The run's open state: the ledger, the journalled query client, its progress bars."""
+    """The run's open state: the ledger, the journalled query client, its progress bars, and the cluster the
+    release and the student's passes run on (None: here)."""
 
     ledger: Any
     client: Any
     progress: StageProgress
+    cluster: Any = None
 
 
 def run_label(
@@ -451,7 +453,19 @@ def _open_session(setup: RunSetup) -> _Session:
     client = QueryClient(
         setup.teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=setup.scope
     )
-    return _Session(ledger=ledger, client=client, progress=StageProgress(setup.ui, "", client))
+    cluster = None
+    if opts.cluster is not None and opts.state is not None:  # validate() refused --cluster without --state
+        from ..cluster.engine import Cluster, open_engine
+
+        try:
+            engine = open_engine(opts.cluster)
+        except BaseException:
+            client.close()
+            ledger.close()
+            raise
+        key = where.ledger_key
+        cluster = Cluster(engine, opts.state, str(key) if key is not None else None, opts.privacy_cap)
+    return _Session(ledger=ledger, client=client, progress=StageProgress(setup.ui, "", client), cluster=cluster)
 
 
 def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: RecordSource, carriers: Any) -> RunOutcome:
@@ -469,7 +483,7 @@ def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: Re
         transfer = KnowledgeTransfer(
             setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode,
             seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,
-            **setup.plan.settings.as_kwargs(),
+            stages=session.cluster, **setup.plan.settings.as_kwargs(),
         )
         base = _baseline_transfer(setup, session, seeds) if opts.baseline else None
         # every cap the run can foresee, before anything is noised or sent (no stop report: nothing happened)
@@ -494,6 +508,8 @@ def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: Re
     finally:
         progress.close()
         client.close()
+        if session.cluster is not None:
+            session.cluster.close()
         ledger_cap = ledger.cap_epsilon
         ledger_path = ledger.location
         ledger.close()

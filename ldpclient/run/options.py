@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Mapping, Optional
 
 import torch
 
+from ..cluster.engine import check_cluster_options
 from ..data import DEFAULT_MAX_PIXELS
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
@@ -124,6 +125,9 @@ class LabelOptions(SharedOptions):
     html: bool = False  # also write <output stem>.html: what was sent, the guarantee, counts, the student
     html_private: bool = False  # show the clean private images on that page too (implies html)
     dry_run: bool = False  # resolve and show the plan only: nothing decoded, noised, sent or charged
+    #: ``auto`` or a Ray address: the release and the student's passes over every image on a Ray cluster
+    #: (:mod:`ldpclient.cluster`; needs ``state``, refuses ``seed``); None: all here
+    cluster: Optional[str] = None
     #: hand labels of some private images, to score the labels written: a ``file,label`` CSV (``--check``), or
     #: (the library) a mapping image name -> class name or index; read on this device only, never sent
     check: Optional[Path | Mapping[str, Any]] = None
@@ -162,6 +166,7 @@ class LabelOptions(SharedOptions):
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
         super().validate()
+        check_cluster_options(self.cluster, state=self.state, seed=self.seed)
         for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")

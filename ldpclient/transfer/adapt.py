@@ -132,6 +132,7 @@ class SelfTrainingAdapter:
         selection_sample: int | None = DEFAULT_SELECTION_SAMPLE,
         augmentation: Callable[[int], Callable[[torch.Tensor], torch.Tensor] | None] | None = None,
         flip: bool = False,
+        predictor: Callable[[nn.Module, RecordSource], torch.Tensor] | None = None,
     ) -> None:
         if not schedule or any(not 0.0 < f <= 1.0 for f in schedule):
             raise ValueError(f"schedule must be fractions in (0, 1], got {list(schedule)}")
@@ -151,6 +152,8 @@ class SelfTrainingAdapter:
         self.lr = lr
         self.seed = int(seed)
         self.device = torch.device(device)
+        #: the softmax of a model on records, where it runs (None: :func:`~.student.predict_proba` here)
+        self.predictor = predictor
 
     def adapt(
         self,
@@ -234,7 +237,10 @@ class SelfTrainingAdapter:
 
     def _predict(self, model: nn.Module, records: RecordSource, hist: AdaptHistory) -> torch.Tensor:
         t = time.perf_counter()
-        probs = predict_proba(model, records, device=str(self.device))
+        if self.predictor is not None:
+            probs = self.predictor(model, records)
+        else:
+            probs = predict_proba(model, records, device=str(self.device))
         hist.predict_seconds += time.perf_counter() - t
         hist.predicted += len(records)
         return probs

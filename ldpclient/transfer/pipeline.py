@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -346,6 +346,21 @@ def _teacher_and_client(teacher: Any, client: Any) -> tuple[Any, Any]:
     return teacher, client
 
 
+class StageRunner(Protocol):
+    """Runs the stages whose work grows with the private records elsewhere (:mod:`ldpclient.cluster`)."""
+
+    def release(
+        self, mechanism: Mechanism, scope: str, records: RecordSource, on_block: Callable[[int], None]
+    ) -> np.ndarray:
+        """Noise and charge every record through the shared ledger under ``scope`` (``on_block(records done)`` per
+        block); a bool ``(N,)`` array: True where a record was noised now, False where a stored release held."""
+        ...
+
+    def predict_proba(self, model: nn.Module, records: RecordSource) -> torch.Tensor:
+        """``model``'s softmax (float32 ``(N, K)``) on every record, in order (:func:`~.student.predict_proba`)."""
+        ...
+
+
 class KnowledgeTransfer:
     """Wires release -> post-process -> plan -> teacher labels -> student -> labels.
 
@@ -363,7 +378,8 @@ class KnowledgeTransfer:
     applied on top. ``seed``: plan and training seed (the release noise still comes from the
     OS CSPRNG unless ``release_generator`` is given, for tests and benchmarks only).
     ``progress(stage, done, total, metrics)``: stages ``release``, ``label``, ``train``,
-    ``epoch``, ``predict``.
+    ``epoch``, ``predict``. ``stages``: a :class:`StageRunner` that releases the private records and
+    predicts on all of them elsewhere (:mod:`ldpclient.cluster`: a Ray cluster; needs ``ledger``).
     """
 
     def __init__(
@@ -381,6 +397,7 @@ class KnowledgeTransfer:
         release_generator: torch.Generator | None = None,
         progress: Optional[Progress] = None,
         client: Any = None,
+        stages: Optional["StageRunner"] = None,
         **settings: Any,
     ) -> None:
         if mode not in MODES:
@@ -396,6 +413,13 @@ class KnowledgeTransfer:
         self.seed = int(seed)
         self.release_generator = release_generator
         self.progress = progress
+        if stages is not None and release_generator is not None:
+            raise ValueError("stages= (a cluster) refuses a release generator: a shared noise seed would give "
+                             "different images identical noise")
+        #: where the release of the private records and the passes over all of them run (None: here)
+        self.stages = stages
+        #: per record, whether the stages noised it now (None: released here, the release's own flags tell)
+        self._fresh: np.ndarray | None = None
         #: the public images as :meth:`_public_for` prepared them last: (the images given, plan fingerprint, queries)
         self._prepared_public: tuple[Any, str, _Public] | None = None
         self._unpack_settings()
@@ -460,9 +484,19 @@ class KnowledgeTransfer:
                                    dtype=torch.float32)
                 whole.add(self._release(blank, public=True))
         else:
+            if self.stages is not None:  # noised and charged by the workers; read back below, stored and free
+                done = 0
+
+                def on_block(count: int) -> None:
+                    nonlocal done
+                    done += count
+                    if report:
+                        self._report("release", done, n)
+
+                self._fresh = self.stages.release(self.mechanism, self._scope(), source, on_block)
             for idx, release in release_in_chunks(source, lambda r, ids: self._release(r, public=False, sources=ids)):
                 whole.add(release)
-                if report:
+                if report and self.stages is None:
                     self._report("release", int(idx[-1]) + 1, n)
         return whole.build()
 
@@ -633,9 +667,11 @@ class KnowledgeTransfer:
         public = self.mode == "data-free"
         if self.ledger is not None and not public:  # releases stored under other spellings of this teacher
             merge_scope_aliases(self.ledger, self._scope())
+        self._fresh = None
         release = self._release_all(None if public else records, n, records.record_shape, report=True)
         timings["release"] = time.perf_counter() - t
-        reused = int(release.reused.sum())
+        # what the workers noised now (the driver read every release back: stored) or, here, what was not reused
+        reused = n - int(self._fresh.sum()) if self._fresh is not None else int(release.reused.sum())
         counts = {"records": n, "releases_fresh": 0 if public else n - reused, "releases_reused": reused}
         return _Released(release, counts)
 
@@ -882,11 +918,13 @@ class KnowledgeTransfer:
             return _Adapted(None, None)
         t = time.perf_counter()
         model = trained.trainer.model
-        adapter = self.adapter or SelfTrainingAdapter(seed=self.seed, device=trained.trainer.device)
+        adapter = self.adapter or SelfTrainingAdapter(
+            seed=self.seed, device=trained.trainer.device,
+            predictor=self.stages.predict_proba if self.stages is not None else None)
         # the unadapted labels of every record cost a full pass: above the adapter's selection sample they are
         # not computed (the rounds predict on the sample), so that only the final pass reads every record
         sampled = isinstance(adapter, SelfTrainingAdapter) and adapter.samples(len(records))
-        before = None if sampled else predict_proba(model, records, device=self.device)
+        before = None if sampled else self._predict_all(model, records)
         first_pass = time.perf_counter() - t
 
         def anchor(rnd: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -918,6 +956,12 @@ class KnowledgeTransfer:
                        "warmed_up_on_clean_private_records": bool(self.warmup)},
             )
 
+    def _predict_all(self, model: nn.Module, records: RecordSource) -> torch.Tensor:
+        """The student's softmax on every clean private record: on the :class:`StageRunner` when there is one."""
+        if self.stages is not None:
+            return self.stages.predict_proba(model, records)
+        return predict_proba(model, records, device=self.device)
+
     def _predict_records(
         self,
         records: RecordSource,
@@ -936,7 +980,7 @@ class KnowledgeTransfer:
         # the adapted model's outputs on the records when adaptation computed them already (one pass fewer)
         probs = adapted.adaptation.probs if adapted.adaptation is not None else None
         if probs is None:
-            probs = predict_proba(model, records, device=self.device)
+            probs = self._predict_all(model, records)
         probs = self._balanced(probs, store, queries.public)
         conf, labels = probs.max(dim=1)
         unfused, alpha = None, None

@@ -1,0 +1,127 @@
+"""The release and the student's passes on a Ray cluster (``ldpclient.cluster``), against a local Ray (conftest
+``ray_local``) and the throwaway PostgreSQL (``postgres_url``).
+
+Checked: the workers' releases are the ledger's (the driver reads back exactly what they stored, each image charged
+once, a second pass charges nothing); an actor SIGKILLed after its block committed is replaced and the block run
+again with nothing charged twice; the workers' predictions are the local ones; ``label --cluster auto`` labels a
+folder whose releases and answers a run without the cluster then finds stored (nothing noised or sent again);
+``--cluster`` without a shared ``--state``, or with ``--seed``, is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_cli import _args, _private, _run, _server
+from torch import nn
+
+from ldpclient.cli import EXIT_USAGE
+from ldpclient.cluster.engine import Cluster
+from ldpclient.cluster.ray_engine import RayEngine
+from ldpclient.cluster.stages import ReleaseStage
+from ldpclient.privacy import laplace
+from ldpclient.privacy.ledger import Ledger
+from ldpclient.records import TensorRecords
+from ldpclient.transfer.student import predict_proba
+
+
+class KilledAfterCommit(ReleaseStage):
+    """The release stage, but the actor that first commits the block at ``start`` SIGKILLs itself before answering."""
+
+    def __init__(self, *, marker: str, start: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.marker, self.start = marker, start
+
+    def committed(self, block) -> None:
+        if int(block["start"]) == self.start and not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _records(n: int = 600) -> TensorRecords:
+    return TensorRecords(torch.rand((n, 1, 28, 28), generator=torch.Generator().manual_seed(5)))
+
+
+def test_workers_release_what_the_ledger_holds_and_charge_each_image_once(
+    ray_local, postgres_url: str, tmp_path: Path
+) -> None:
+    key = str(tmp_path / "ledger.key")
+    mech = laplace(10.0, per="record")
+    records = _records()
+    with Ledger(postgres_url, key_file=key):
+        pass
+    engine = RayEngine()
+    cluster = Cluster(engine, postgres_url, key, 25.0)
+    blocks: list[int] = []
+    fresh = cluster.release(mech, "teacher", records, blocks.append)
+    assert fresh.all() and sum(blocks) == len(records)
+    with Ledger(postgres_url, key_file=key) as led:
+        back = led.release(mech, records.read(np.arange(len(records))), scope="teacher")
+        assert back.reused.all()  # every release the driver reads back is the stored one
+        assert led.spent(records.read(np.arange(len(records)))).epsilon.tolist() == [10.0] * len(records)
+        assert led.verify() == []
+    again = cluster.release(mech, "teacher", records, lambda _n: None)
+    assert not again.any()  # the second pass finds every release stored: nothing noised, nothing charged
+    with Ledger(postgres_url, key_file=key) as led:
+        assert float(led.spent(records.read(np.arange(len(records)))).epsilon.max()) == 10.0
+
+
+def test_an_actor_killed_after_its_commit_is_replaced_and_nothing_is_charged_twice(
+    ray_local, postgres_url: str, tmp_path: Path
+) -> None:
+    ray_local.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    key = str(tmp_path / "ledger.key")
+    mech = laplace(10.0, per="record")
+    records = _records()
+    x = records.read(np.arange(len(records)))
+    with Ledger(postgres_url, key_file=key):
+        pass
+    chunk = 200
+    blocks = [{"start": s, "records": x[s:s + chunk].numpy(), "sources": None} for s in range(0, len(x), chunk)]
+    marker = tmp_path / "killed"
+    kwargs = {"ledger": postgres_url, "key_file": key, "cap_epsilon": 15.0, "mechanism": mech, "scope": "teacher",
+              "marker": str(marker), "start": 200}
+    results = list(RayEngine().map_blocks(KilledAfterCommit, kwargs, blocks))
+    assert marker.exists()  # the kill happened, after the block's commit
+    by_start = {r["start"]: r["fresh"] for r in results}
+    assert sorted(by_start) == [0, 200, 400]
+    assert not by_start[200].any()  # the retried block found its releases stored
+    with Ledger(postgres_url, key_file=key) as led:
+        spent = led.spent(x).epsilon
+        assert spent.tolist() == [10.0] * len(x)  # every image charged once, none over the cap of 15
+        assert led.summary()["releases"] == len(x) and led.verify() == []
+
+
+def test_the_workers_predictions_are_the_local_ones(ray_local) -> None:
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
+    records = _records(5000)
+    there = Cluster(RayEngine(), "unused", None, None).predict_proba(model, records)
+    assert torch.allclose(there, predict_proba(model, records), atol=1e-6)
+
+
+def test_label_on_the_cluster_then_here_finds_everything_stored(ray_local, postgres_url: str, tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    state = ["--state", postgres_url, "--ledger-key-file", str(tmp_path / "k")]
+    with _server() as srv:
+        refused = _run([*_args(folder, srv.model_url, tmp_path), "--cluster", "auto", "--seed", "1", *state])
+        assert refused.exit_code == EXIT_USAGE and "--cluster refuses --seed" in refused.stderr
+        alone = _run([*_args(folder, srv.model_url, tmp_path), "--cluster", "auto"])
+        assert alone.exit_code == EXIT_USAGE and "--cluster needs --state" in alone.stderr
+        on_cluster = _run([*_args(folder, srv.model_url, tmp_path, "--json"), "--cluster", "auto", *state])
+        assert on_cluster.exit_code == 0, on_cluster.output
+        rep = json.loads(on_cluster.stdout)
+        assert rep["ledger"]["fresh"] == 12 and rep["counts"]["labelled"] == 12 and rep["queries"]["sent"] == 24
+        here = _run([*_args(folder, srv.model_url, tmp_path, "--json"), *state])
+        assert here.exit_code == 0, here.output
+        rep2 = json.loads(here.stdout)
+        assert rep2["ledger"]["fresh"] == 0 and rep2["queries"]["sent"] == 0 and rep2["queries"]["from_journal"] == 24
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
