@@ -1,7 +1,8 @@
 """Child process for the PostgreSQL ledger race: releases overlapping batches to several teachers under one cap.
 
 ``python tests/postgres_race_child.py URL KEY_FILE SEED OUT`` opens ``Ledger(URL, key_file=KEY_FILE,
-cap_epsilon=CAP)``, waits for the file ``OUT + ".go"`` (so that all children start together), then releases
+cap_epsilon=CAP)`` once the file ``OUT + ".open"`` exists, waits for ``OUT + ".go"`` (so that all children open the
+ledger, then release, together), then releases
 every (teacher, batch) pair in an order shuffled by SEED: batch ``b`` is records ``STRIDE*b .. STRIDE*b+SIZE-1``
 (see :func:`records`), each a deterministic 1x8x8 image, released with ``sources=`` the SHA-256 of its bytes (as a
 folder run names files by their bytes). A batch refused by the cap is skipped. Writes to ``OUT`` one JSON line per
@@ -46,6 +47,9 @@ def main(url: str, key_file: str, seed: int, out: str) -> None:
     random.Random(seed).shuffle(pairs)
     got: dict[tuple[int, str], str] = {}
     refused = 0
+    print("loaded", flush=True)
+    while not os.path.exists(out + ".open"):  # every child opens the (new) ledger at the same moment
+        time.sleep(0.01)
     with Ledger(url, key_file=key_file, cap_epsilon=CAP) as led:
         print("ready", flush=True)
         while not os.path.exists(out + ".go"):

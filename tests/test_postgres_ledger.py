@@ -5,7 +5,7 @@ A throwaway server runs for the session (conftest ``postgres_server``: ``initdb`
 root); each test gets a fresh database. Checked: releases are reused, not noised again, and the cap refuses before
 sampling; the caps live in the database; a second host with a copy of the key file shares the spend, a host with
 another key is refused; 8 processes releasing overlapping batches to 6 teachers under one cap never pass it and
-never noise one image twice for one teacher; a process SIGKILLed after its commit, or with noise drawn but not
+never noise one image twice for one teacher (and opening the new ledger at once, one of them makes it); a process SIGKILLed after its commit, or with noise drawn but not
 committed, leaves the accounting whole, and a re-run charges nothing new.
 """
 
@@ -100,18 +100,17 @@ def _spawn(args: list[str]) -> subprocess.Popen[str]:
 
 
 def test_eight_processes_racing_one_cap_never_pass_it_nor_noise_twice(postgres_url: str, tmp_path: Path) -> None:
-    key = tmp_path / "ledger.key"
-    with Ledger(postgres_url, key_file=key):
-        pass  # made once; every process holds a copy of the same key
+    key = tmp_path / "ledger.key"  # every process opens the new ledger at once, with the same key file
     procs, outs = [], []
     for i in range(8):
         out = tmp_path / f"child{i}.jsonl"
         outs.append(out)
         procs.append(_spawn([str(HERE / "postgres_race_child.py"), postgres_url, str(key), str(i), str(out)]))
-    for p in procs:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-    for out in outs:
-        Path(str(out) + ".go").touch()
+    for stage, line in (("open", "loaded"), ("go", "ready")):
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == line
+        for out in outs:
+            Path(f"{out}.{stage}").touch()
     for p in procs:
         assert p.wait(timeout=240) == 0
     values: dict[tuple[int, str], set[str]] = defaultdict(set)

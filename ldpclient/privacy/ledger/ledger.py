@@ -25,7 +25,7 @@ from . import store as _store
 from .cap_history import cap_history, set_caps, settle_caps
 from .errors import LedgerError
 from .identity import database_exists, forget_new_key, load_or_create_key
-from .schema import connect, has_legacy, init_database, stored_schema, transaction
+from .schema import SCHEMA_LOCK, connect, has_legacy, init_database, init_schema, stored_schema, transaction
 from .spend import Caps, Spend
 
 #: Records hashed per chunk when a spend is asked of a RecordSource (3.2 MB of 28x28 float32: chunk buffers
@@ -107,15 +107,19 @@ class Ledger:
         try:
             if self.path is None:  # the database first: whether it holds a ledger decides about the key
                 self._conn = connect(os.fspath(path) if path is not None else "")
-                existed = stored_schema(self._conn) is not None
-                self._key, key_created = load_or_create_key(self.location, self.key_path, existed)
+                with transaction(self._conn):  # processes opening a new ledger at once: one makes it, under the lock
+                    self._conn.lock(SCHEMA_LOCK)
+                    existed = stored_schema(self._conn) is not None
+                    self._key, key_created = load_or_create_key(self.location, self.key_path, existed)
+                    init_schema(self._conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
+                                key_created=key_created)
             else:  # the key first: opening a file creates it
                 self._key, key_created = load_or_create_key(self.path, self.key_path, database_exists(self.path))
                 self._conn = connect(self.path)
-            init_database(
-                self._conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
-                key_created=key_created,
-            )
+                init_database(
+                    self._conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
+                    key_created=key_created,
+                )
             self._legacy = has_legacy(self._conn)
             self._caps = settle_caps(self._conn, given, cap_origin)
         except BaseException as exc:

@@ -92,15 +92,10 @@ def stored_schema(c: Database) -> str | None:
 def init_database(
     c: Database, *, path: str, key_path: os.PathLike[str], key_check: str, key_created: bool
 ) -> None:
-    """Create or check the schema and the key check, in one transaction; migrate a schema-1 ledger whose key
-    matches. SQLite: first set the journal (WAL, ``synchronous=FULL``). ``path``: the ledger's location as
-    printed; ``key_check``: the hex HMAC of this ledger's key over a fixed message; ``key_created``: the key
+    """A SQLite ledger: set the journal (WAL, ``synchronous=FULL``), then create or check the schema and the key
+    check in one transaction (:func:`init_schema`; a PostgreSQL ledger calls it itself, under :data:`SCHEMA_LOCK`,
+    with its key). ``path``: the ledger's location as printed; ``key_check``: the hex HMAC of this ledger's key over a fixed message; ``key_created``: the key
     file was made by this open (a new ledger)."""
-    if c.postgresql:
-        with transaction(c):
-            c.lock(SCHEMA_LOCK)
-            _init_schema(c, path=path, key_path=key_path, key_check=key_check, key_created=key_created)
-        return
     mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if str(mode).lower() != "wal":  # pragma: no cover - e.g. some network file systems
         raise LedgerError(f"ledger {path} cannot use WAL journaling (got {mode!r})")
@@ -113,11 +108,11 @@ def init_database(
     # is copied into the database once (each commit still syncs the log: durability is unchanged)
     c.execute("PRAGMA wal_autocheckpoint=16384")
     with transaction(c):
-        _init_schema(c, path=path, key_path=key_path, key_check=key_check, key_created=key_created)
+        init_schema(c, path=path, key_path=key_path, key_check=key_check, key_created=key_created)
 
 
-def _init_schema(c: Database, *, path: str, key_path: os.PathLike[str], key_check: str, key_created: bool) -> None:
-    """:func:`init_database` inside its transaction."""
+def init_schema(c: Database, *, path: str, key_path: os.PathLike[str], key_check: str, key_created: bool) -> None:
+    """:func:`init_database` inside the caller's transaction (PostgreSQL: holding :data:`SCHEMA_LOCK`)."""
     c.execute(c.ddl(_META_TABLE))
     rows = {str(k): str(v) for k, v in c.execute("SELECT key, value FROM meta").fetchall()}
     key_matches = hmac.compare_digest(rows.get("key_check", ""), key_check)
