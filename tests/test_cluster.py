@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from test_cli import _args, _private, _run, _server
+from test_cli import _args, _cli, _private, _run, _server, _stop_after
 from torch import nn
 
 from ldpclient.cli import EXIT_USAGE
@@ -122,6 +123,27 @@ def test_label_on_the_cluster_then_here_finds_everything_stored(ray_local, postg
         assert here.exit_code == 0, here.output
         rep2 = json.loads(here.stdout)
         assert rep2["ledger"]["fresh"] == 0 and rep2["queries"]["sent"] == 0 and rep2["queries"]["from_journal"] == 24
+
+
+def test_the_driver_killed_mid_run_and_the_command_run_again(postgres_url: str, tmp_path: Path) -> None:
+    """The driver (the command) SIGKILLed while it queries; the same command again resumes from the database:
+    nothing noised again, at most the batch in flight sent twice. Its own local Ray each time."""
+    folder = _private(tmp_path)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    with _server(latency=0.2) as srv:
+        args = [*_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4"), "--cluster", "auto",
+                "--state", postgres_url, "--ledger-key-file", str(tmp_path / "k")]
+        code, _ = _stop_after(srv, args, env, 8, signal.SIGKILL)
+        assert code == -signal.SIGKILL
+        before = srv.usage()["total"]["images"]
+        assert 8 <= before < 40
+        done = subprocess.run(_cli(*args, "--json"), env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        rep = json.loads(done.stdout)
+        assert rep["ledger"]["fresh"] == 0  # the workers' releases, committed before the kill, were reused
+        sent, journal = rep["queries"]["sent"], rep["queries"]["from_journal"]
+        assert sent + journal == 40 and journal >= before - 4
+        assert srv.usage()["total"]["images"] - before == sent
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
