@@ -240,6 +240,16 @@ class SubsetRecords:
     def read(self, indices: Sequence[int] | np.ndarray) -> torch.Tensor:
         return self.source.read(self.indices[np.asarray(indices, dtype=np.int64)])
 
+    @property
+    def has_source_ids(self) -> bool:
+        return bool(getattr(self.source, "has_source_ids", hasattr(self.source, "source_ids")))
+
+    def source_ids(self, indices: Sequence[int] | np.ndarray) -> list[bytes | str]:
+        ids = source_ids(self.source, self.indices[np.asarray(indices, dtype=np.int64)])
+        if ids is None:
+            raise AttributeError("these records have no source ids")
+        return ids
+
 
 def as_record_source(records: RecordSource | torch.Tensor) -> RecordSource:
     """Wrap a tensor as :class:`TensorRecords`; pass a source through unchanged."""

@@ -76,7 +76,9 @@ def test_label_happy_path_json_schema_then_resume(tmp_path: Path) -> None:
         assert report["queries"]["sent"] == 24 and report["queries"]["from_journal"] == 0
         assert report["cost"]["spent_run"] == pytest.approx(0.48)  # 24 private + 24 baseline queries
         assert report["baseline"]["queries_sent"] == 24
-        assert report["ledger"]["fresh"] == 12
+        # 24 pairs of 12 images: an image no pair uses is neither released nor charged (about 1 run in 20)
+        unused = report["counts"]["not_released"]
+        assert report["ledger"]["fresh"] == 12 - unused and unused <= 1
         assert report["ledger"]["spent_this_run_max_epsilon"] == pytest.approx(64.0)
         assert report["ledger"]["max_spent_epsilon"] == pytest.approx(64.0)
         assert report["skipped"] == [{"path": "broken.png", "reason": "not a readable image (unknown format)"}]
@@ -93,7 +95,7 @@ def test_label_happy_path_json_schema_then_resume(tmp_path: Path) -> None:
         assert again.exit_code == 0, again.output
         rep2 = json.loads(again.stdout)
         assert rep2["queries"]["sent"] == 0 and rep2["queries"]["from_journal"] == 24
-        assert rep2["ledger"]["fresh"] == 0 and rep2["ledger"]["reused"] == 12
+        assert rep2["ledger"]["fresh"] == 0 and rep2["ledger"]["reused"] == 12 - unused
         assert rep2["ledger"]["spent_this_run_max_epsilon"] == 0.0
         assert rep2["ledger"]["max_spent_epsilon"] == pytest.approx(64.0)
         assert rep2["cost"]["spent_run"] == 0.0
@@ -111,7 +113,7 @@ def test_label_happy_path_json_schema_then_resume(tmp_path: Path) -> None:
         budget = _run(["budget", "--state-dir", str(tmp_path / "state"), "--json"])
         assert budget.exit_code == 0, budget.output
         b = json.loads(budget.stdout)
-        assert b["records"] == 12 and b["epsilon"]["max"] == pytest.approx(64.0)
+        assert b["records"] == 12 - unused and b["epsilon"]["max"] == pytest.approx(64.0)
 
 
 def test_secrets_never_reach_any_output(tmp_path: Path) -> None:
@@ -147,7 +149,7 @@ def test_money_cap_is_refused_before_anything_is_sent_and_a_larger_one_runs(tmp_
         assert resumed.exit_code == 0, resumed.output
         rep = json.loads(resumed.stdout)
         assert rep["queries"]["from_journal"] == 0 and rep["queries"]["sent"] == 24
-        assert rep["ledger"]["fresh"] == 12
+        assert rep["ledger"]["fresh"] == 12 - rep["counts"]["not_released"]
         assert srv.usage()["total"]["images"] == 24
 
 

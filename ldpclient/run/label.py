@@ -38,7 +38,7 @@ from ..data import (
 )
 from ..output import write_json
 from ..privacy.preprocess import delta_warning
-from ..records import MappedRecords, RecordSource, iter_batches, source_ids
+from ..records import MappedRecords, RecordSource, SubsetRecords, iter_batches, source_ids
 from ..state import state_dir, state_lock
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
@@ -488,7 +488,9 @@ def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: Re
         base = _baseline_transfer(setup, session, seeds) if opts.baseline else None
         # every cap the run can foresee, before anything is noised or sent (no stop report: nothing happened)
         if setup.plan.mode != "data-free":
-            foresee_privacy(ledger, setup.mechanism, records, scope=setup.scope, cap=ledger.cap_epsilon)
+            to_release = transfer.records_to_release(records)  # None: every image
+            foresee_privacy(ledger, setup.mechanism, records if to_release is None else SubsetRecords(records, to_release),
+                            scope=setup.scope, cap=ledger.cap_epsilon)
         foresee_money(client, [p for t in (transfer, base) if t is not None for p in t.query_plans(records, public)],
                       opts.money_cap)
         with setup.timer.stage("pipeline"):

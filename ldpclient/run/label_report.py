@@ -139,6 +139,7 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             public_images=int(counts.get("public_queries", 0)),
             mirror_check_queries=int(counts.get("mirror_check_queries", 0)),
             public_skipped=len(outcome.public_skipped),
+            not_released=int(counts.get("not_released", 0)),
         ),
         "queries": QueriesSection(
             planned=int(counts.get("queries", 0)),
@@ -171,6 +172,7 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             ),
             max_spent_epsilon=float(outcome.spent_after.max()),
             cap_epsilon=outcome.ledger_cap,
+            not_released=int(counts.get("not_released", 0)),
         ),
     }
 

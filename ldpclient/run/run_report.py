@@ -111,6 +111,9 @@ class CountsSection:
     mirror_check_queries: int = 0
     #: files of the ``--public`` folder that were not used (reasons in the report's ``public_skipped``)
     public_skipped: int = 0
+    #: private images no query is made from, so neither released nor charged (labelled by the student all the
+    #: same); absent from older reports
+    not_released: int = 0
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,8 @@ class LedgerSection:
     spent_this_run_max_epsilon: float
     max_spent_epsilon: float
     cap_epsilon: float | None
+    #: images no query is made from: neither released nor charged (absent from older reports)
+    not_released: int = 0
 
 
 @dataclass(frozen=True)

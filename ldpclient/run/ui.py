@@ -324,8 +324,9 @@ def _assumed_rows(teacher: TeacherSection) -> list[tuple[str, str]]:
 
 def _label_ledger_line(ledger: LedgerSection) -> str:
     cap_s = "no cap" if ledger.cap_epsilon is None else f"cap {ledger.cap_epsilon:.4g}"
+    skipped = f", {ledger.not_released} not released (no query uses them)" if ledger.not_released else ""
     return (
-        f"{ledger.fresh} records noised now, {ledger.reused} reused; "
+        f"{ledger.fresh} records noised now, {ledger.reused} reused{skipped}; "
         f"max total spend per record epsilon {ledger.max_spent_epsilon:.4g} ({cap_s})"
     )
 

@@ -286,6 +286,18 @@ class QueryPlan:
                 noise_seed[sel] = (raw >> np.uint64(1)).astype(np.int64)
         return {"blank": blank, "i": i, "j": j, "noise_seed": noise_seed}
 
+    def private_records_used(self, chunk: int = 1 << 20) -> np.ndarray:
+        """The private records (sorted int64 indices in ``0..n-1``) that at least one query of the plan is made from:
+        the only ones whose release the plan needs. Reads the recipes ``chunk`` query ids at a time."""
+        used = np.zeros(self.n, dtype=bool)
+        for start in range(0, self.total, chunk):
+            r = self.recipes(np.arange(start, min(start + chunk, self.total), dtype=np.int64))
+            private = ~r["blank"]
+            used[r["i"][private]] = True
+            if self.kind == "sup":
+                used[r["j"][private]] = True
+        return np.nonzero(used)[0].astype(np.int64)
+
     # ---- query generation --------------------------------------------------
     def queries(
         self,

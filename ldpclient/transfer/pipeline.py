@@ -60,7 +60,7 @@ from ..names import PLAN_KINDS
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
 from ..privacy.release import Derived, Release, ReleaseBuilder
-from ..records import RecordSource, as_record_source, iter_batches, source_ids
+from ..records import RecordSource, SubsetRecords, as_record_source, iter_batches, source_ids
 from ..teachers.identity import merge_scope_aliases
 from . import defaults
 from .adapt import AdaptHistory, SelfTrainingAdapter
@@ -68,7 +68,7 @@ from .affine import flip_crop
 from .augment import QueryPlan, check_sup_queries
 from .evidence import fuse_pair_evidence
 from .mirror_check import MirrorCheck, MirrorVerdict, mirror_check
-from .postprocess import ClipToDomain, ReleaseRows, Transform, parse_postprocess
+from .postprocess import ClipToDomain, ReleaseRows, SubsetRows, Transform, parse_postprocess
 from .prior import reweight, training_prior
 from .settings import AdaptationSettings, PlanSettings, TrainingSettings, fold_keywords
 from .student import (
@@ -420,6 +420,8 @@ class KnowledgeTransfer:
         self.stages = stages
         #: per record, whether the stages noised it now (None: released here, the release's own flags tell)
         self._fresh: np.ndarray | None = None
+        #: :meth:`records_to_release` for one plan and record count: ((plan fingerprint, n), the records or None)
+        self._used: tuple[tuple[str, int], np.ndarray | None] | None = None
         #: the public images as :meth:`_public_for` prepared them last: (the images given, plan fingerprint, queries)
         self._prepared_public: tuple[Any, str, _Public] | None = None
         self._unpack_settings()
@@ -560,8 +562,9 @@ class KnowledgeTransfer:
         n = self._check_records(records, meta)
         if public is not None and self.mode == "sidp":
             raise ValueError("public images train a student: SIDP (augment 'none') has none")
-        released = self._release_records(records, n, timings)  # 1. release
-        queries = self._prepare_queries(records, released.release, meta, n, timings)  # 2. post-process and plan
+        used = self.records_to_release(records)  # only the records a query is made from are released
+        released = self._release_records(records, n, timings, used)  # 1. release
+        queries = self._prepare_queries(records, released.release, meta, n, timings, used)  # 2. post-process, plan
         if public is not None:
             queries.public = self._public_for(public, records.record_shape, queries.plan)
         store, public_counts = self._label_queries(queries, meta, timings)  # 3. label the queries
@@ -633,7 +636,7 @@ class KnowledgeTransfer:
         if queries.first_sent is None:
             return None
         ids, values = queries.first_sent
-        first = torch.arange(min(SAMPLE_SIZE, len(queries.source)))
+        first = queries.source.released(SAMPLE_SIZE)
         recipe = queries.plan.recipes(ids)
         sources = tuple(
             () if blank else tuple(int(k) for k in (i, j) if k >= 0)
@@ -660,27 +663,57 @@ class KnowledgeTransfer:
             raise ValueError("no records to label")
         return n
 
-    def _release_records(self, records: RecordSource, n: int, timings: dict[str, float]) -> _Released:
-        """Step 1: release the N records (blank ones for ``data-free``) once, in chunks; timings["release"] in s."""
+    def records_to_release(self, records: torch.Tensor | RecordSource) -> np.ndarray | None:
+        """The private records this run releases (and charges), sorted indices, when its queries use only some of
+        them (a query budget the folder could carry many times over: LDPKiT-Sup pairs or Rand copies of fewer
+        records than there are); None when it releases them all (every record is used, SIDP, data-free). The plan
+        decides it from the record count, the query budget and the seed alone, never from the records' values;
+        every record is labelled by the student either way. Nothing is released or charged."""
+        if self.mode != "ldpkit":
+            return None
+        meta = self.teacher.metadata()
+        source = as_record_source(records)
+        plan = self._plan(self._check_records(source, meta), self._query_batch_size(meta))
+        if plan.kind not in ("sup", "rand"):
+            return None
+        key = (plan.fingerprint, len(source))
+        if self._used is None or self._used[0] != key:
+            used = plan.private_records_used()
+            self._used = (key, None if len(used) == plan.n else used)
+        return self._used[1]
+
+    def _release_records(
+        self, records: RecordSource, n: int, timings: dict[str, float], used: np.ndarray | None = None
+    ) -> _Released:
+        """Step 1: release the N records (blank ones for ``data-free``; only ``used`` when given) once, in chunks;
+        timings["release"] in s."""
         t = time.perf_counter()
-        self._report("release", 0, n)
+        m = n if used is None else len(used)
+        self._report("release", 0, m)
         public = self.mode == "data-free"
         if self.ledger is not None and not public:  # releases stored under other spellings of this teacher
             merge_scope_aliases(self.ledger, self._scope())
         self._fresh = None
-        release = self._release_all(None if public else records, n, records.record_shape, report=True)
+        source = records if used is None else SubsetRecords(records, used)
+        release = self._release_all(None if public else source, m, records.record_shape, report=True)
         timings["release"] = time.perf_counter() - t
         # what the workers noised now (the driver read every release back: stored) or, here, what was not reused
-        reused = n - int(self._fresh.sum()) if self._fresh is not None else int(release.reused.sum())
-        counts = {"records": n, "releases_fresh": 0 if public else n - reused, "releases_reused": reused}
+        reused = m - int(self._fresh.sum()) if self._fresh is not None else int(release.reused.sum())
+        counts = {"records": n, "releases_fresh": 0 if public else m - reused, "releases_reused": reused,
+                  "not_released": n - m}
         return _Released(release, counts)
 
     def _prepare_queries(
-        self, records: RecordSource, release: Release, meta: TeacherMetadata, n: int, timings: dict[str, float]
+        self, records: RecordSource, release: Release, meta: TeacherMetadata, n: int, timings: dict[str, float],
+        used: np.ndarray | None = None,
     ) -> _Queries:
-        """Step 2: set up the (lazy) post-processing, plan the queries, release the blanks; timings in s."""
+        """Step 2: set up the (lazy) post-processing, plan the queries, release the blanks; timings in s.
+        ``used``: the records ``release`` holds, when it holds only some."""
         t = time.perf_counter()
-        source = self._postprocess(release)
+        if used is None:
+            source = self._postprocess(release)
+        else:
+            source = SubsetRows(release, used, n, self.transforms, self.upsample_mode)
         plan = self._plan(n, self._query_batch_size(meta))
         blank_source = None
         if plan.num_blank:

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -208,6 +209,38 @@ class ReleaseRows:
         part = self.release[index]
         d = part.upsampled(self.upsample_mode) if part.released_shape != part.record_shape else part
         return apply_all(d, self.transforms)
+
+    def released(self, k: int) -> torch.Tensor:
+        """The first ``k`` record indices that have a release (int64): here every record has one."""
+        return torch.arange(min(k, len(self)))
+
+
+class SubsetRows(ReleaseRows):
+    """The rows of ``n`` records of which only ``used`` (sorted int64 indices) were released: ``release`` holds
+    their releases in that order. ``rows(index)`` takes record indices in ``0..n-1``; asking for a record that was
+    not released is a ValueError (a plan's queries use only the records it released)."""
+
+    def __init__(self, release: Release, used: np.ndarray, n: int, transforms: Sequence[Transform] = (),
+                 upsample_mode: str = "bilinear") -> None:
+        super().__init__(release, transforms, upsample_mode)
+        if len(used) != len(release):
+            raise ValueError(f"{len(used)} records used, {len(release)} released")
+        self.n = int(n)
+        self.used = torch.as_tensor(np.asarray(used, dtype=np.int64))
+        self._position = torch.full((self.n,), -1, dtype=torch.int64)
+        self._position[self.used] = torch.arange(len(self.used))
+
+    def __len__(self) -> int:
+        return self.n
+
+    def rows(self, index: torch.Tensor) -> Derived:
+        position = self._position[index]
+        if bool((position < 0).any()):
+            raise ValueError("a query asks for a record that was not released")
+        return super().rows(position)
+
+    def released(self, k: int) -> torch.Tensor:
+        return self.used[:k].clone()
 
 
 @dataclass(frozen=True)
