@@ -35,6 +35,15 @@ def sources(batch) -> list[bytes]:
     return [hashlib.sha256(r.numpy().tobytes()).digest() for r in batch]
 
 
+def _wait_for(path: str, timeout: float = 120.0) -> None:
+    """Until ``path`` exists; exit (status 3) after ``timeout`` seconds: a parent that failed never makes it."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise SystemExit(3)
+        time.sleep(0.01)
+
+
 def main(url: str, key_file: str, seed: int, out: str) -> None:
     import torch
 
@@ -48,12 +57,10 @@ def main(url: str, key_file: str, seed: int, out: str) -> None:
     got: dict[tuple[int, str], str] = {}
     refused = 0
     print("loaded", flush=True)
-    while not os.path.exists(out + ".open"):  # every child opens the (new) ledger at the same moment
-        time.sleep(0.01)
+    _wait_for(out + ".open")  # every child opens the (new) ledger at the same moment
     with Ledger(url, key_file=key_file, cap_epsilon=CAP) as led:
         print("ready", flush=True)
-        while not os.path.exists(out + ".go"):
-            time.sleep(0.01)
+        _wait_for(out + ".go")
         for teacher, b in pairs:
             batch = records(STRIDE * b, STRIDE * b + SIZE)
             try:

@@ -25,7 +25,8 @@ _BOOKER = textwrap.dedent("""
     import os
     with Journal(url) as j:
         print("ready", flush=True)
-        while not os.path.exists(go):
+        deadline = time.monotonic() + 120
+        while not os.path.exists(go) and time.monotonic() < deadline:  # a failed parent never makes it
             time.sleep(0.01)
         booked = 0
         for b in range(100):
@@ -43,10 +44,16 @@ def test_processes_sharing_a_journal_never_book_past_the_money_cap(postgres_url:
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", _BOOKER, postgres_url, f"p{i}", str(go)], cwd=ROOT,
                               stdout=subprocess.PIPE, text=True) for i in range(6)]
-    for p in procs:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-    go.touch()
-    booked = [int(p.communicate(timeout=120)[0]) for p in procs]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        go.touch()
+        booked = [int(p.communicate(timeout=120)[0]) for p in procs]
+    finally:  # a failed child must not leave the others polling for a file
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     assert all(p.returncode == 0 for p in procs)
     assert sum(booked) == 300  # 600 attempts of 1.0 against a cap of 300: exactly 300 booked, by every process
     with Journal(postgres_url) as j:

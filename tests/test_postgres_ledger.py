@@ -106,13 +106,19 @@ def test_eight_processes_racing_one_cap_never_pass_it_nor_noise_twice(postgres_u
         out = tmp_path / f"child{i}.jsonl"
         outs.append(out)
         procs.append(_spawn([str(HERE / "postgres_race_child.py"), postgres_url, str(key), str(i), str(out)]))
-    for stage, line in (("open", "loaded"), ("go", "ready")):
+    try:
+        for stage, line in (("open", "loaded"), ("go", "ready")):
+            for p in procs:
+                assert p.stdout is not None and p.stdout.readline().strip() == line
+            for out in outs:
+                Path(f"{out}.{stage}").touch()
         for p in procs:
-            assert p.stdout is not None and p.stdout.readline().strip() == line
-        for out in outs:
-            Path(f"{out}.{stage}").touch()
-    for p in procs:
-        assert p.wait(timeout=240) == 0
+            assert p.wait(timeout=240) == 0
+    finally:  # a child that failed leaves the others waiting for a file that never comes: stop them all
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     values: dict[tuple[int, str], set[str]] = defaultdict(set)
     refused = 0
     for out in outs:
