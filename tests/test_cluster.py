@@ -126,13 +126,15 @@ def test_label_on_the_cluster_then_here_finds_everything_stored(ray_local, postg
         assert rep2["ledger"]["fresh"] == 0 and rep2["queries"]["sent"] == 0 and rep2["queries"]["from_journal"] == 24
 
 
-def test_the_driver_killed_mid_run_and_the_command_run_again(postgres_url: str, tmp_path: Path) -> None:
+def test_the_driver_killed_mid_run_and_the_command_run_again(ray_local, postgres_url: str, tmp_path: Path) -> None:
     """The driver (the command) SIGKILLed while it queries; the same command again resumes from the database:
-    nothing noised again, at most the batch in flight sent twice. Its own local Ray each time."""
+    nothing noised again, at most the batch in flight sent twice. Both join the session's Ray by its address
+    (``--cluster ADDRESS``), as a command joins an existing cluster."""
     folder = _private(tmp_path)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    address = ray_local.get_runtime_context().gcs_address
     with _server(latency=0.2) as srv:
-        args = [*_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4"), "--cluster", "auto",
+        args = [*_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4"), "--cluster", address,
                 "--state", postgres_url, "--ledger-key-file", str(tmp_path / "k")]
         code, _ = _stop_after(srv, args, env, 8, signal.SIGKILL)
         assert code == -signal.SIGKILL
