@@ -2,7 +2,8 @@
 throwaway PostgreSQL (conftest ``postgres_url``), against the real mock teacher.
 
 The same labels as the file state for a fixed seed; a second host (its own ``--state-dir``, a copy of the key
-file) re-running the same command sends, pays and noises nothing again; the money cap counts what every host
+file, the same images under other names in another folder) re-running the command sends, pays and noises nothing
+again; the money cap counts what every host
 spent; a bad ``--state`` and an unreachable database are one line and a usage exit, with no password shown.
 """
 
@@ -36,15 +37,21 @@ def test_label_on_a_database_state_labels_as_the_file_state_and_hosts_share_it(p
         assert [r.label for r in read_labels(tmp_path / "pg" / "labels.csv")] == file_labels
         assert not (tmp_path / "a" / "ledger.sqlite").exists() and not (tmp_path / "a" / "journal.sqlite").exists()
 
-        # no --seed: the plan seed is made once in the database; a second host with a copy of the key file
-        # resumes the first host's run: nothing sent, paid or noised again
+        # no --seed: the plan seed is made once in the database; a second host with a copy of the key file, and
+        # the same images under other names in another folder, resumes the first host's run: nothing sent, paid
+        # or noised again
         first = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--epsilon", "3"),
                       *_pg(postgres_url, tmp_path, "a")])
         assert first.exit_code == 0, first.output
         released = {rep["ledger"]["fresh"], json.loads(first.stdout)["ledger"]["fresh"]}
         sent = srv.usage()["total"]["images"]
         shutil.copy(tmp_path / "a.key", tmp_path / "b.key")
-        second = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--epsilon", "3"),
+        elsewhere = tmp_path / "host-b" / "mounted"
+        for image in sorted(folder.rglob("*.png")):  # renamed, in the same order
+            target = elsewhere / image.parent.name / f"b-{image.name}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(image, target)
+        second = _run([*_args(elsewhere, srv.model_url, tmp_path, "--json", "--epsilon", "3"),
                        *_pg(postgres_url, tmp_path, "b")])
         assert second.exit_code == 0, second.output
         rep2 = json.loads(second.stdout)

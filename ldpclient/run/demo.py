@@ -266,7 +266,7 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
         "student before that). Teacher on clean images: the reference you would get by sending the raw images "
         "(no privacy at all; not done by ldpclient).",
         f"privacy: each private image was noised once; per record epsilon {g['per_record']['epsilon']:.4g} "
-        f"{_released(g)}. SIDP reused the stored releases: {answers.sidp['ledger']['fresh']} images noised again.",
+        f"{_released(g)}. {_sidp_releases(answers)}",
         "per record is what bounds what the teacher can learn about one whole image; it is large here, "
         "so read the accuracy against the data-free baseline, which uses no private information at all.",
         f"money: {sum(r['money'] for r in rows):.4g} spent in total at {DEMO_PRICE} per query (mock prices).",
@@ -279,6 +279,15 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
                      f"(ldpclient serve-mock --port 8080): ldpclient label {root / 'private'} --teacher "
                      f"http://127.0.0.1:8080/v2/models/digits --check {check_file_for(root / 'private')} --baseline --html")
     return notes
+
+
+def _sidp_releases(answers: _Answers) -> str:
+    """How SIDP came by a release of every image: the ones LDPKiT-Sup made, and any its queries did not use."""
+    fresh, reused = answers.sidp["ledger"]["fresh"], answers.sidp["ledger"]["reused"]
+    if not fresh:
+        return f"SIDP reused the stored releases: 0 images noised again ({reused} reused)."
+    return (f"SIDP sends a release of every image: it reused the {reused} stored by LDPKiT-Sup and noised the {fresh} "
+            "its queries did not use (released once each, now).")
 
 
 def _released(g: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+import numpy as np
 import torch
 
 from ..data import (
@@ -143,7 +144,7 @@ def label_run(
         try:
             carriers = _load_public(setup, images.records, public, found.public)
             setup = replace(setup, plan=setup.plan.with_counts(len(images), len(carriers) if carriers else 0))
-            seeds = _plan_seeds(setup, _data_key(setup, records))
+            seeds = _plan_seeds(setup, _data_key(setup, records, images.records), _folder_key(setup, records))
             session = _open_session(setup)
             outcome = _run_transfer(setup, session, seeds, images.records, carriers)
             page_images = _page_images(setup, images, outcome)  # before the spool is closed
@@ -253,10 +254,19 @@ def public_overlap(private: RecordSource, public: RecordSource, value_range: tup
     return sorted({k for k, key in keys(public) if key in private_keys})
 
 
-def _data_key(setup: RunSetup, records: RecordSource | None) -> str:
-    """What the run labels, for the plan key in ``runs.json``: the folder's path, or a digest of the records."""
+def _data_key(setup: RunSetup, records: RecordSource | None, decoded: RecordSource) -> str:
+    """What the run labels, for the plan key of its seed (``runs.json``, or the database): a folder's image files by
+    their bytes, in the order the run takes them (the SHA-256 of each, as the ledger knows them), so that a host
+    that mounts the folder elsewhere resumes the same plan; records handed over, by a digest of their values."""
     if records is None:
-        return str(Path(setup.opts.private_dir).resolve())
+        ids = source_ids(decoded, np.arange(len(decoded)))
+        if ids is None:  # pragma: no cover - a decoded folder always names its files by their bytes
+            return _folder_key(setup, records) or ""
+        digest = hashlib.sha256(b"ldpclient-folder-v1\x00")
+        for sid in ids:
+            raw = sid if isinstance(sid, bytes) else sid.encode("utf-8", "surrogateescape")
+            digest.update(hashlib.sha256(raw).digest())
+        return "files:" + digest.hexdigest()
     digest = hashlib.sha256(repr((len(records), tuple(records.record_shape))).encode())
     for _, chunk in iter_batches(records, 1024):
         digest.update(chunk.to(torch.float32).contiguous().numpy().tobytes())
@@ -415,8 +425,14 @@ def _spool(setup: RunSetup, found: Discovery, stage: str) -> SpooledImages:
         )
 
 
-def _plan_seeds(setup: RunSetup, data_key: str) -> _Seeds:
-    """Warn about a large delta; the query plan's seed (``runs.json``) and the release generator."""
+def _folder_key(setup: RunSetup, records: RecordSource | None) -> str | None:
+    """How a folder's plan was keyed before the key named its files by their bytes: its path (None: records)."""
+    return str(Path(setup.opts.private_dir).resolve()) if records is None else None
+
+
+def _plan_seeds(setup: RunSetup, data_key: str, old_data_key: str | None = None) -> _Seeds:
+    """Warn about a large delta; the query plan's seed (``runs.json``, or the database) and the release generator.
+    ``old_data_key``: how an older ldpclient keyed the same folder (its path), for a plan made before."""
     opts, plan = setup.opts, setup.plan
     warned = delta_warning(plan.mechanism.guarantee(plan.shape).delta_record, plan.records)
     if warned:
@@ -431,8 +447,12 @@ def _plan_seeds(setup: RunSetup, data_key: str) -> _Seeds:
         "batch_size": opts.batch_size,
         "records": plan.records,
     }
-    # runs.json entries written before teachers had one identity were keyed by the redacted address
-    plan_seed = RunState(setup.state, database=opts.state).seed_for(run_key, opts.seed, legacy_keys=[{**run_key, "teacher": setup.identity}])
+    # runs.json entries written before teachers had one identity were keyed by the redacted address, and before
+    # folders were keyed by their files' bytes, by the folder's path
+    legacy = [{**run_key, "teacher": setup.identity}]
+    if old_data_key is not None:
+        legacy += [{**key, "private_dir": old_data_key} for key in (run_key, legacy[0])]
+    plan_seed = RunState(setup.state, database=opts.state).seed_for(run_key, opts.seed, legacy_keys=legacy)
     generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
     return _Seeds(seed=plan_seed, generator=generator)
 
