@@ -401,8 +401,9 @@ def test_privacy_cap_is_per_image_across_teachers_of_other_shapes(tmp_path: Path
     assert runs[0][0] == 0 and runs[1][0] == 0, runs
     assert runs[2] == (EXIT_PRIVACY_CAP, 0)  # 50 + 50 + 50 > 120: refused before anything was sent
     budget = json.loads(_run(["budget", "--state-dir", str(tmp_path / "state"), "--json"]).stdout)
-    assert budget["records"] == 12 and budget["epsilon"]["max"] == pytest.approx(100.0)
-    assert budget["releases"] == 24 and budget["legacy_records"] == 0
+    # each run's 24 pairs may leave one of the 12 images out (never released, never charged)
+    assert budget["records"] >= 11 and budget["epsilon"]["max"] == pytest.approx(100.0)
+    assert 22 <= budget["releases"] <= 24 and budget["legacy_records"] == 0
 
 
 def test_an_epsilon_above_the_ceiling_needs_allow_weak_privacy_and_is_said_in_words(tmp_path: Path) -> None:

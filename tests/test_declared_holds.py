@@ -76,9 +76,10 @@ def test_lowering_the_cap_below_the_spend_freezes_those_images_and_budget_says_o
     with _server() as srv:
         assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0  # 64 per image, no cap
         lowered = _budget(tmp_path, "--set-cap", "10")
-        assert lowered["records_at_cap"] == 12 and lowered["records_over_cap"] == 12
+        charged = lowered["records"]  # 24 pairs of 12 images may leave one out: never released, never charged
+        assert charged >= 11 and lowered["records_at_cap"] == charged and lowered["records_over_cap"] == charged
         text = _run(["budget", "--state-dir", str(tmp_path / "state")])
-        assert "12 of them over it" in text.output
+        assert f"{charged} of them over it" in text.output
         reused = _run(_args(folder, srv.model_url, tmp_path))  # the stored releases: nothing fresh to charge
         assert reused.exit_code == 0, reused.output
         fresh = _noise(folder, srv.model_url, tmp_path, "--epsilon", "0.5")
