@@ -83,11 +83,9 @@ class Database:
         self.dialect: Dialect = dialect
         #: Where the database is, as it may be printed (no password).
         self.location = location
-        #: The exception class every error of this engine derives from.
-        self.Error: type[Exception] = sqlite3.DatabaseError if dialect == "sqlite" else _psycopg().Error
 
     @classmethod
-    def open(cls, location: str | os.PathLike[str], *, namespace: str = "ldpclient") -> "Database":
+    def open(cls, location: str | os.PathLike[str], *, namespace: str) -> "Database":
         """A connection to the SQLite file or the PostgreSQL URL ``location``. In PostgreSQL, the tables are those
         of the schema ``namespace`` (made if missing): the ledger and the journal each keep their own
         (:data:`LEDGER_NAMESPACE`, :data:`JOURNAL_NAMESPACE`) in one database."""

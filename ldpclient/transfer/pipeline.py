@@ -418,8 +418,6 @@ class KnowledgeTransfer:
                              "different images identical noise")
         #: where the release of the private records and the passes over all of them run (None: here)
         self.stages = stages
-        #: per record, whether the stages noised it now (None: released here, the release's own flags tell)
-        self._fresh: np.ndarray | None = None
         #: :meth:`records_to_release` for one plan and record count: ((plan fingerprint, n), the records or None)
         self._used: tuple[tuple[str, int], np.ndarray | None] | None = None
         #: the public images as :meth:`_public_for` prepared them last: (the images given, plan fingerprint, queries)
@@ -486,19 +484,9 @@ class KnowledgeTransfer:
                                    dtype=torch.float32)
                 whole.add(self._release(blank, public=True))
         else:
-            if self.stages is not None:  # noised and charged by the workers; read back below, stored and free
-                done = 0
-
-                def on_block(count: int) -> None:
-                    nonlocal done
-                    done += count
-                    if report:
-                        self._report("release", done, n)
-
-                self._fresh = self.stages.release(self.mechanism, self._scope(), source, on_block)
             for idx, release in release_in_chunks(source, lambda r, ids: self._release(r, public=False, sources=ids)):
                 whole.add(release)
-                if report and self.stages is None:
+                if report:
                     self._report("release", int(idx[-1]) + 1, n)
         return whole.build()
 
@@ -693,15 +681,29 @@ class KnowledgeTransfer:
         public = self.mode == "data-free"
         if self.ledger is not None and not public:  # releases stored under other spellings of this teacher
             merge_scope_aliases(self.ledger, self._scope())
-        self._fresh = None
         source = records if used is None else SubsetRecords(records, used)
-        release = self._release_all(None if public else source, m, records.record_shape, report=True)
+        fresh = None if public else self._release_on_stages(source)
+        release = self._release_all(None if public else source, m, records.record_shape, report=fresh is None)
         timings["release"] = time.perf_counter() - t
         # what the workers noised now (the driver read every release back: stored) or, here, what was not reused
-        reused = m - int(self._fresh.sum()) if self._fresh is not None else int(release.reused.sum())
+        reused = m - int(fresh.sum()) if fresh is not None else int(release.reused.sum())
         counts = {"records": n, "releases_fresh": 0 if public else m - reused, "releases_reused": reused,
                   "not_released": n - m}
         return _Released(release, counts)
+
+    def _release_on_stages(self, records: RecordSource) -> np.ndarray | None:
+        """With :attr:`stages`: the workers noise and charge ``records`` (the driver then reads the releases back,
+        stored and free); per record, whether it was noised now. None without stages."""
+        if self.stages is None:
+            return None
+        done = 0
+
+        def on_block(count: int) -> None:
+            nonlocal done
+            done += count
+            self._report("release", done, len(records))
+
+        return self.stages.release(self.mechanism, self._scope(), records, on_block)
 
     def _prepare_queries(
         self, records: RecordSource, release: Release, meta: TeacherMetadata, n: int, timings: dict[str, float],

@@ -40,9 +40,6 @@ def held_caps(path: str | os.PathLike[str]) -> Caps:
     ledger is opened (the plan, ``--dry-run``), read as an immutable file: nothing is written beside it, and a
     change still in the write-ahead log of a killed run is not seen; the ledger itself settles the caps again,
     exactly, when a run opens it."""
-    from ...state import check_schema
-    from .schema import SCHEMA_VERSION
-
     if is_database_url(path):
         return _held_caps_in_database(str(path))
     p = Path(path)
@@ -50,29 +47,28 @@ def held_caps(path: str | os.PathLike[str]) -> Caps:
         return Caps(None, None)
     # immutable: no lock, no -wal/-shm file left beside it (a closed ledger has everything in its main file)
     with closing(sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro&immutable=1", uri=True)) as raw:
-        c = Database(raw, "sqlite", str(p))
-        tables = c.tables()
-        if "meta" in tables:
-            row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is not None:
-                check_schema("ledger", p, row[0], SCHEMA_VERSION)
-        return stored_caps(c) if "caps" in tables else Caps(None, None)
+        return _held_caps_of(Database(raw, "sqlite", str(p)))
 
 
 def _held_caps_in_database(url: str) -> Caps:
     """:func:`held_caps` of a PostgreSQL ledger (no ledger there yet: no caps)."""
+    c = Database.open(url, namespace=LEDGER_NAMESPACE)
+    try:
+        return _held_caps_of(c)
+    finally:
+        c.close()
+
+
+def _held_caps_of(c: Database) -> Caps:
+    """The caps the ledger in ``c`` holds, its schema checked (:class:`~ldpclient.state.NewerStateFile` for a
+    newer one); no ledger, or one from before caps were kept: no caps."""
     from ...state import check_schema
     from .schema import SCHEMA_VERSION, stored_schema
 
-    c = Database.open(url, namespace=LEDGER_NAMESPACE)
-    try:
-        version = stored_schema(c)
-        if version is None:
-            return Caps(None, None)
+    version = stored_schema(c)
+    if version is not None:
         check_schema("ledger", c.location, version, SCHEMA_VERSION)
-        return stored_caps(c)
-    finally:
-        c.close()
+    return stored_caps(c) if "caps" in c.tables() else Caps(None, None)
 
 
 def cap_for_run(path: str | os.PathLike[str], given: float | None, origin: str) -> float | None:
