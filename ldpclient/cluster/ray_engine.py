@@ -72,6 +72,7 @@ class RayEngine:
 
     def map_blocks(self, stage: type, kwargs: dict[str, Any], blocks: Iterable[Block]) -> Iterator[Block]:
         import ray
+        from ray.data.block import BlockAccessor
 
         _quiet()
         items = [{"payload": pickle.dumps(block, protocol=5)} for block in blocks]
@@ -80,9 +81,12 @@ class RayEngine:
         dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
             _Worker, fn_constructor_kwargs={"stage": stage, "kwargs": [ray.put(kwargs)]}, batch_size=1, batch_format="numpy",
             compute=ray.data.ActorPoolStrategy(size=min(self.actors, len(items))), num_cpus=self.actor_cpus)
-        for batch in dataset.iter_batches(batch_size=1, batch_format="numpy", prefetch_batches=0):
-            for payload in batch["payload"]:
-                yield pickle.loads(payload)
+        # block by block, not iter_batches: its prefetch thread (ray 2.60) outlives the iteration, one per stage run
+        for bundle in dataset.iter_internal_ref_bundles():
+            for entry in bundle.blocks:
+                rows = BlockAccessor.for_block(ray.get(entry.ref)).to_batch_format("numpy")["payload"]
+                for payload in rows:
+                    yield pickle.loads(payload)
 
     def close(self) -> None:
         if self._started:

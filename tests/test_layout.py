@@ -1,0 +1,173 @@
+"""The package's layout: the root of ``ldpclient/`` holds only the front door, no module imports itself back through
+another, every documented import works, and a fixed-seed run's labels are the ones pinned before the move into
+packages (``cli/``, ``io/``, ``report/``, ``names/``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+from typer.testing import CliRunner
+
+import mock_server
+from ldpclient.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "ldpclient"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+# Produced before the move into packages (the commit before it) by the same command (seed 11): the labels written.
+PINNED_LABELS = [2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 4, 4, 5, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The ``ldpclient`` modules ``path`` imports when it is imported (module level, outside ``TYPE_CHECKING``;
+    an import inside a function runs later and is not counted)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = _module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(getattr(node, "orelse", []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("ldpclient"))
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - node.level + 1]
+                    target = ".".join([*base, node.module] if node.module else base)
+                else:
+                    target = node.module or ""
+                if target.startswith("ldpclient"):
+                    found.add(target)
+                    found.update(f"{target}.{a.name}" for a in node.names)
+
+    visit(tree.body)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        edges = {t for t in _imports(path) if t in modules and t != name}
+        # importing a.b.c runs a/__init__ and a/b/__init__ first
+        for target in list(edges):
+            parts = target.split(".")
+            edges.update(".".join(parts[:k]) for k in range(1, len(parts)) if ".".join(parts[:k]) in modules)
+        graph[name] = edges - {name} - {p for p in edges if name.startswith(p + ".")}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_the_root_holds_only_the_front_door() -> None:
+    loose = sorted(p.name for p in PACKAGE.iterdir() if p.is_file())
+    assert loose == ["__init__.py", "api.py", "py.typed"]
+
+
+def test_no_module_imports_itself_back() -> None:
+    graph = _graph()
+    assert len(graph) > 100
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _documented_imports() -> set[tuple[str, str]]:
+    """``(module, name)`` of every ``from ldpclient... import name`` in the pages' code, and of every dotted
+    ``ldpclient.module.name`` the pages quote."""
+    found: set[tuple[str, str]] = set()
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for module, names in re.findall(r"from (ldpclient[\w.]*) import (\([^)]*\)|[\w, ]+)", text):
+            found.update((module, n.strip()) for n in names.strip("()").split(",") if n.strip())
+        for dotted in re.findall(r"`(ldpclient(?:\.\w+)+)", text):
+            module, _, name = dotted.rpartition(".")
+            found.add((module, name))
+    return found
+
+
+def test_every_documented_import_works() -> None:
+    documented = _documented_imports()
+    assert ("ldpclient", "label") in {(m, n) for m, n in documented} or len(documented) > 20
+    broken = []
+    for module, name in sorted(documented):
+        try:
+            if not hasattr(importlib.import_module(module), name):
+                importlib.import_module(f"{module}.{name}")
+        except ImportError as exc:
+            broken.append(f"{module}.{name}: {exc}")
+    assert broken == []
+
+
+def test_labels_for_a_fixed_seed_are_the_ones_before_the_move(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    private = tmp_path / "private"
+    private.mkdir()
+    for k in range(24):
+        level = 20 + 9 * k  # brightness across the range: the trivial teacher answers by it
+        Image.fromarray(rng.integers(level - 20, level + 20, (12, 12)).astype(np.uint8)).save(private / f"p{k:02d}.png")
+    out = tmp_path / "labels.csv"
+    with mock_server.serve(model="trivial", image_size=12, channels=1) as srv:
+        done = CliRunner().invoke(app, ["label", str(private), "--teacher", srv.model_url, "--seed", "11",
+                                        "--queries", "240", "--epochs", "8", "--state-dir", str(tmp_path / "state"),
+                                        "--output", str(out), "--json"])
+    assert done.exit_code == 0, done.output
+    labels = [int(line.split(",")[1]) for line in out.read_text().splitlines()[1:]]
+    assert json.loads(done.stdout)["counts"]["labelled"] == 24
+    assert labels == PINNED_LABELS
