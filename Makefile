@@ -34,7 +34,7 @@ demo: $(STAMP)
 
 # The option tables of docs/ from the --help texts (tests/test_docs.py fails when they drift).
 docs: $(STAMP)
-	$(PY) -m ldpclient.cli_reference docs/*.md
+	$(PY) -m ldpclient.cli.reference docs/*.md
 
 # Interop with real inference servers from PyPI, each in a venv of its own (their pins never touch ours).
 INTEROP_MLSERVER_VENV := .venv-interop-mlserver

@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from ldpclient.datasets import load_digits_images, split_indices
+from ldpclient.io.datasets import load_digits_images, split_indices
 from ldpclient.names import BASES
 from ldpclient.privacy import gaussian, laplace
 from ldpclient.privacy.guarantee import Domain

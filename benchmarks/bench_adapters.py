@@ -39,7 +39,7 @@ import bench_adapt
 import torch
 from torch import nn
 
-from ldpclient.records import RecordSource, as_record_source
+from ldpclient.io.records import RecordSource, as_record_source
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import adapt as adapt_module
 from ldpclient.transfer.adapt import AdaptHistory, SelfTrainingAdapter, weak_augmentation

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_reproduction import train_teacher  # noqa: E402  (same teacher as the reproduction)
 
 from ldpclient.audit import audit_mechanism, membership_inference, rme_linkage_audit, run_audit  # noqa: E402
-from ldpclient.datasets import load_digits_images, split_indices  # noqa: E402
+from ldpclient.io.datasets import load_digits_images, split_indices  # noqa: E402
 from ldpclient.privacy import discrete_tldp, gaussian, laplace, tldp_gaussian, tldp_laplace  # noqa: E402
 from ldpclient.teachers.local import LocalTeacher  # noqa: E402
 from ldpclient.transfer.pipeline import KnowledgeTransfer  # noqa: E402

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ldpclient.datasets import load_digits_images
+from ldpclient.io.datasets import load_digits_images
 from ldpclient.transfer.student import small_cnn
 
 try:

@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from ldpclient.datasets import load_digits_images, split_indices
+from ldpclient.io.datasets import load_digits_images, split_indices
 from ldpclient.privacy import laplace
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer

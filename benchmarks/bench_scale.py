@@ -120,7 +120,7 @@ def raw_loading(folder: Path) -> float:
     """Seconds for a bare loop that decodes the folder's PNGs with Pillow, one process per core."""
     import multiprocessing
 
-    from ldpclient.data import available_cores
+    from ldpclient.io.folders import available_cores
 
     files = sorted(str(p) for p in folder.rglob("*.png"))
     cores = available_cores()
@@ -134,7 +134,7 @@ def raw_loading(folder: Path) -> float:
 def raw_prediction(records: int, passes_records: int) -> float:
     """Seconds a bare ``model(x)`` loop (small_cnn, NCHW, ``torch.inference_mode``, batches of 512 in memory)
     takes for ``passes_records`` records: timed over ``min(records, 50,000)`` records and scaled."""
-    from ldpclient.data import available_cores
+    from ldpclient.io.folders import available_cores
 
     torch.set_num_threads(available_cores())
     model = small_cnn(num_classes=10, in_channels=1, image_size=28).eval()

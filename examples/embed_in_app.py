@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 import mock_server
-from ldpclient.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
+from ldpclient.io.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
 from ldpclient.privacy import Domain, Ledger, make_mechanism
 from ldpclient.teachers import CostMeter, Journal, QueryClient, connect
 from ldpclient.transfer.pipeline import KnowledgeTransfer

@@ -44,7 +44,7 @@ _EXPORTS: dict[str, str] = {
     "PlanSettings": "ldpclient.transfer.settings",
     "TrainingSettings": "ldpclient.transfer.settings",
     "AdaptationSettings": "ldpclient.transfer.settings",
-    "TensorRecords": "ldpclient.records",
+    "TensorRecords": "ldpclient.io.records",
 }
 
 __all__ = ["__version__", *_EXPORTS]

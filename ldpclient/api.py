@@ -3,7 +3,7 @@
 It is the same work as ``ldpclient label``: the same defaults, the same state directory
 (ledger, journal, ``runs.json``), the same resume (a second call noises nothing again and
 pays for nothing again), the same checks and errors. Only the way in and out differ:
-images come as a folder path, a tensor or a :class:`~ldpclient.records.RecordSource`, and
+images come as a folder path, a tensor or a :class:`~ldpclient.io.records.RecordSource`, and
 the labels come back as tensors (files are written only when ``output=`` is given).
 """
 
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # torch is imported when label() runs, not when ldpclient is imported
     import torch
 
+    from .io.records import RecordSource
     from .privacy.guarantee import Guarantee
-    from .records import RecordSource
     from .run.verdict import Verdict
     from .teachers.base import Teacher
 
@@ -79,16 +79,16 @@ def label(
     :class:`ldpclient.run.options.LabelOptions`). An unknown name is a TypeError.
 
     Raises what the CLI reports in one line: ``ValueError`` (bad option, bad data),
-    ``ldpclient.data.DataError``, ``ldpclient.privacy.BudgetExceeded`` (privacy cap),
+    ``ldpclient.io.folders.DataError``, ``ldpclient.privacy.BudgetExceeded`` (privacy cap),
     ``ldpclient.teachers.CostCapReached`` (money cap), ``ldpclient.teachers.TeacherError``,
     ``ldpclient.state.StateLocked`` (another run holds the state directory).
     """
     import torch
 
-    from .records import RecordSource, TensorRecords
+    from .io.records import RecordSource, TensorRecords
+    from .io.text import check_token
     from .run.label import LabelOptions, label_run
     from .teachers.base import as_teacher
-    from .text import check_token
 
     known = {f.name for f in dataclasses.fields(LabelOptions)} - {"private_dir", "teacher", "output", "dry_run"}
     unknown = sorted(set(options) - known)

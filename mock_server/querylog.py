@@ -1,6 +1,6 @@
 """Honest-but-curious query log: every received query tensor, one JSON line per infer request.
 
-The format and its reader are :mod:`ldpclient.querylog` (the library's; the mock server writes it).
+The format and its reader are :mod:`ldpclient.io.querylog` (the library's; the mock server writes it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpclient.querylog import read_query_log
+from ldpclient.io.querylog import read_query_log
 
 from .protocol import INPUT_DTYPES
 

@@ -271,7 +271,7 @@ def _trained_teacher(
 
 def digits_teacher(config: ServerConfig) -> TeacherModel:
     """Small CNN on the bundled digits at ``image_size`` (split ``DIGITS_TEACHER_SPLIT`` with ``seed``)."""
-    from ldpclient.datasets import DIGITS_CLASS_NAMES, DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
+    from ldpclient.io.datasets import DIGITS_CLASS_NAMES, DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
 
     if config.channels != 1:
         raise ValueError("the digits teacher has 1 channel; drop --channels")
@@ -289,7 +289,7 @@ def digits_teacher(config: ServerConfig) -> TeacherModel:
 
 def folder_teacher(config: ServerConfig) -> TeacherModel:
     """``config.arch`` trained on ``train_folder`` (class_name/*.png), 80 % train / 20 % held out (seeded)."""
-    from ldpclient.datasets import split_indices
+    from ldpclient.io.datasets import split_indices
 
     folder = Path(config.train_folder or "").expanduser()
     x, y, names, digest = _load_folder(folder, config.image_size, config.channels)
@@ -361,7 +361,7 @@ def load_checkpoint(path: str | os.PathLike[str], config: ServerConfig, *, sourc
     predict = _torch_predict(module)
     acc, held_out = meta.get("accuracy"), int(meta.get("held_out", 0))
     if acc is None and in_ch == 1 and classes == 10:
-        from ldpclient.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
+        from ldpclient.io.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
 
         if shape[1] == shape[2]:
             x, y = load_digits_images(shape[1])

@@ -1,11 +1,11 @@
-"""Stand-ins for ``ldpclient.decoding.decode_files`` run inside decoding processes (tests only)."""
+"""Stand-ins for ``ldpclient.io.decoding.decode_files`` run inside decoding processes (tests only)."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from ldpclient.decoding import decode_files
+from ldpclient.io.decoding import decode_files
 
 
 def die_on_bad(root, rels, input_shape, max_pixels, on_file=None):

@@ -12,7 +12,7 @@ import sys
 #: ``[sys.executable, "-c", CLI_WITH_PEAK_RSS, <ldpclient arguments>...]``: prints ``PEAK_RSS_KB <n>`` last on stderr.
 CLI_WITH_PEAK_RSS = """
 import re, sys
-from ldpclient.cli import app
+from ldpclient.cli.commands import app
 try:
     app(sys.argv[1:])
 finally:

@@ -13,7 +13,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ldpclient.audit import load_plan, load_query_log, run_audit, sources_from_plan
-from ldpclient.data import load_private_folder
+from ldpclient.io.folders import load_private_folder
 from ldpclient.privacy import laplace
 from ldpclient.run.audit import audit
 from ldpclient.teachers import connect
@@ -122,7 +122,7 @@ def _grey_folder(tmp_path, seed):
 
 def test_audit_of_a_real_label_run_reads_settings_and_plan_from_its_report(tmp_path):
     """`ldpclient label` against the mock teacher with a query log, then `ldpclient audit --run REPORT`."""
-    from ldpclient.cli import app
+    from ldpclient.cli.commands import app
 
     folder = _grey_folder(tmp_path, seed=3)
     log = tmp_path / "queries.jsonl"
@@ -165,7 +165,7 @@ def _serve_mock(*args: str) -> tuple[subprocess.Popen, str]:
 
     from mock_server import LISTENING_PREFIX
 
-    proc = subprocess.Popen([sys.executable, "-c", "from ldpclient.cli import app; app()", "serve-mock",
+    proc = subprocess.Popen([sys.executable, "-c", "from ldpclient.cli.commands import app; app()", "serve-mock",
                              "--port", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     timer = threading.Timer(120, proc.kill)
     timer.start()
@@ -183,8 +183,8 @@ def test_ldpclient_audit_on_what_label_and_serve_mock_query_log_wrote(tmp_path):
     counts against it, so the run stops partway.)"""
     import signal
 
-    from ldpclient.cli import EXIT_MONEY_CAP, app
-    from ldpclient.run.run_report import RunReport
+    from ldpclient.cli.commands import EXIT_MONEY_CAP, app
+    from ldpclient.report.run_report import RunReport
 
     folder = _grey_folder(tmp_path, seed=4)
     log = tmp_path / "queries.jsonl"

@@ -243,8 +243,8 @@ def test_label_with_basis_dct_sends_only_what_the_kept_coefficients_span(tmp_pat
     from typer.testing import CliRunner
 
     import mock_server
-    from ldpclient.cli import app
-    from ldpclient.querylog import read_query_log
+    from ldpclient.cli.commands import app
+    from ldpclient.io.querylog import read_query_log
 
     log = tmp_path / "log.jsonl"
     with mock_server.serve(model="trivial", image_size=8, query_log=str(log), max_batch_size=64) as srv:
@@ -288,7 +288,7 @@ def test_label_with_basis_dct_sends_only_what_the_kept_coefficients_span(tmp_pat
 def test_noise_command_refuses_bad_basis_options_in_one_line(tmp_path, extra: list[str], needle: str) -> None:
     from typer.testing import CliRunner
 
-    from ldpclient.cli import app
+    from ldpclient.cli.commands import app
 
     result = CliRunner().invoke(app, ["noise", str(_private_folder(tmp_path)), "--out", str(tmp_path / "out"),
                                       "--size", "8", "--state-dir", str(tmp_path / "s"), *extra])
@@ -301,7 +301,7 @@ def test_noise_command_refuses_bad_basis_options_in_one_line(tmp_path, extra: li
 def test_noise_command_with_basis_dct_states_the_coefficients(tmp_path) -> None:
     from typer.testing import CliRunner
 
-    from ldpclient.cli import app
+    from ldpclient.cli.commands import app
 
     result = CliRunner().invoke(app, ["noise", str(_private_folder(tmp_path)), "--out", str(tmp_path / "out"),
                                       "--size", "8", "--state-dir", str(tmp_path / "s"), "--basis", "dct",
@@ -316,7 +316,7 @@ def test_audit_simulates_the_dct_release_it_is_told_of(tmp_path) -> None:
 
     from typer.testing import CliRunner
 
-    from ldpclient.cli import app
+    from ldpclient.cli.commands import app
 
     result = CliRunner().invoke(app, [
         "audit", "--private", str(_private_folder(tmp_path)), "--size", "8", "--sweep", "40", "--epsilon-unit",

@@ -15,10 +15,10 @@ from PIL import Image
 from typer.testing import CliRunner
 
 import ldpclient
-from ldpclient.cli import app
+from ldpclient.cli.commands import app
 from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger, cap_reached
-from ldpclient.run.budget_html import BINS, spend_histogram
+from ldpclient.report.budget_page import BINS, spend_histogram
 from ldpclient.teachers.local import LocalTeacher
 
 

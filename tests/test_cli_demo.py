@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ldpclient.cli import app
+from ldpclient.cli.commands import app
 
 
 def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:

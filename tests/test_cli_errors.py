@@ -13,8 +13,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ldpclient import __version__
-from ldpclient.cli import EXIT_USAGE, app
-from ldpclient.config import ConfigError, options_for_command, read_config
+from ldpclient.cli.commands import EXIT_USAGE, app
+from ldpclient.cli.config import ConfigError, options_for_command, read_config
 
 UNREACHABLE = "http://127.0.0.1:9/v2/models/digits"  # discard port: nothing listens, never contacted here
 
@@ -159,9 +159,10 @@ def test_noise_bad_options(tmp_path: Path) -> None:
 
 
 def test_cli_pixel_limit_default_matches_data_module() -> None:
-    from ldpclient import cli, data
+    from ldpclient.cli import commands
+    from ldpclient.io import folders
 
-    assert cli.DEFAULT_MAX_PIXELS == data.DEFAULT_MAX_PIXELS
+    assert commands.DEFAULT_MAX_PIXELS == folders.DEFAULT_MAX_PIXELS
 
 
 @pytest.mark.parametrize("args, needle", [

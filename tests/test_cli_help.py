@@ -9,8 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ldpclient.cli import app
-from ldpclient.cli_help import wrap_term, wrap_words
+from ldpclient.cli.commands import app
+from ldpclient.cli.help import wrap_term, wrap_words
 
 GROUP = typer.main.get_command(app)
 COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]
@@ -99,7 +99,7 @@ def test_wrap_term_breaks_a_long_choice_list_after_a_bar() -> None:
 
 
 def test_every_option_of_every_command_is_in_a_help_group_and_label_help_shows_them_in_order() -> None:
-    from ldpclient.cli_help import HELP_GROUPS, OTHER_GROUP
+    from ldpclient.cli.help import HELP_GROUPS, OTHER_GROUP
 
     command = typer.main.get_command(app)
     grouped = {name for names in HELP_GROUPS.values() for name in names}

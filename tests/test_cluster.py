@@ -23,13 +23,13 @@ import torch
 from test_cli import _args, _cli, _private, _run, _server, _stop_after
 from torch import nn
 
-from ldpclient.cli import EXIT_USAGE
+from ldpclient.cli.commands import EXIT_USAGE
 from ldpclient.cluster.engine import Cluster
 from ldpclient.cluster.ray_engine import RayEngine
 from ldpclient.cluster.stages import ReleaseStage
+from ldpclient.io.records import TensorRecords
 from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger
-from ldpclient.records import TensorRecords
 from ldpclient.transfer.student import predict_proba
 
 

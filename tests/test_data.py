@@ -1,4 +1,4 @@
-"""Private folder discovery and decoding (ldpclient.data), on small synthetic images."""
+"""Private folder discovery and decoding (ldpclient.io.folders), on small synthetic images."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
-from ldpclient.data import (
+from ldpclient.io.folders import (
     DataError,
     ImageDecodeError,
     check_private_folder,
@@ -215,7 +215,7 @@ def test_a_fifo_in_place_of_an_image_never_blocks(tmp_path: Path) -> None:
     import os
     import threading
 
-    from ldpclient.data import ImageDecodeError, read_image_file
+    from ldpclient.io.folders import ImageDecodeError, read_image_file
 
     fifo = tmp_path / "img.png"
     os.mkfifo(fifo)
@@ -234,7 +234,7 @@ def test_a_fifo_in_place_of_an_image_never_blocks(tmp_path: Path) -> None:
 
 
 def test_an_oversized_file_is_skipped_with_a_reason(tmp_path: Path) -> None:
-    from ldpclient.data import ImageDecodeError, read_image_file
+    from ldpclient.io.folders import ImageDecodeError, read_image_file
 
     big = tmp_path / "big.png"
     big.write_bytes(b"\0" * 2048)
@@ -243,7 +243,7 @@ def test_an_oversized_file_is_skipped_with_a_reason(tmp_path: Path) -> None:
 
 
 def test_a_symlink_loop_is_named_as_such(tmp_path: Path) -> None:
-    from ldpclient.data import discover_images
+    from ldpclient.io.folders import discover_images
 
     folder = tmp_path / "f"
     folder.mkdir()
@@ -258,7 +258,7 @@ def test_file_names_with_escape_sequences_never_reach_the_terminal_raw(tmp_path:
     """Local file names with ESC showed raw in the noise summary (issue 22.5)."""
     from typer.testing import CliRunner
 
-    from ldpclient.cli import app
+    from ldpclient.cli.commands import app
 
     folder = tmp_path / "f"
     folder.mkdir()
@@ -285,7 +285,7 @@ def test_eight_bit_images_decode_to_exactly_their_value_over_255(tmp_path: Path)
 
 
 def test_a_file_is_read_whole_even_when_it_grew_after_it_was_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ldpclient.decoding import read_image_file
+    from ldpclient.io.decoding import read_image_file
 
     data = np.random.default_rng(5).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
     path = tmp_path / "grows.png"

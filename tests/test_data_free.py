@@ -15,8 +15,8 @@ from image_folders import random_png_folder
 from typer.testing import CliRunner
 
 import mock_server
-from ldpclient.cli import app
-from ldpclient.querylog import read_query_log
+from ldpclient.cli.commands import app
+from ldpclient.io.querylog import read_query_log
 from ldpclient.transfer import defaults
 
 

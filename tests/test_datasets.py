@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from ldpclient.datasets import DIGITS_CLASS_NAMES, load_digits_images, split_indices
+from ldpclient.io.datasets import DIGITS_CLASS_NAMES, load_digits_images, split_indices
 
 
 def test_native_digits_are_8x8_in_unit_range():

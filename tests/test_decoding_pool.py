@@ -16,8 +16,8 @@ import pytest
 import torch
 from PIL import Image
 
-import ldpclient.data as data
-from ldpclient.data import DataError, load_private_folder, spool_private_folder
+import ldpclient.io.folders as data
+from ldpclient.io.folders import DataError, load_private_folder, spool_private_folder
 
 TESTS = Path(__file__).resolve().parent
 
@@ -73,7 +73,7 @@ CHILD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {tests!r})
     import decoding_helpers
-    import ldpclient.data as data
+    import ldpclient.io.folders as data
     data.SPOOL_CHUNK = 4
     data.decode_files = decoding_helpers.slow
     def progress(done, total):

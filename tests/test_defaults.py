@@ -7,7 +7,7 @@ import re
 import torch
 from typer.testing import CliRunner
 
-from ldpclient.cli import app
+from ldpclient.cli.commands import app
 from ldpclient.privacy import laplace
 from ldpclient.run.options import LabelOptions, NoiseOptions
 from ldpclient.teachers.local import LocalTeacher

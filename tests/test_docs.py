@@ -39,7 +39,7 @@ import pytest
 from PIL import Image
 
 import mock_server
-from ldpclient.cli_reference import stale_pages
+from ldpclient.cli.reference import stale_pages
 from ldpclient.run.demo import write_demo_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +231,7 @@ def test_the_pages_are_short_and_their_option_tables_are_the_help_texts() -> Non
     for page in PAGES:
         lines = page.read_text(encoding="utf-8").count("\n")
         assert lines <= MAX_LINES, f"{page.name} has {lines} lines (at most {MAX_LINES})"
-    assert stale_pages(PAGES) == [], "run: python -m ldpclient.cli_reference docs/*.md"
+    assert stale_pages(PAGES) == [], "run: python -m ldpclient.cli.reference docs/*.md"
     tables = "".join(p.read_text(encoding="utf-8") for p in PAGES)
     for command in ("label", "noise", "budget", "demo", "audit", "serve-mock"):
         assert tables.count(f"<!-- options: {command} -->") == 1, f"ldpclient {command} needs one option table"

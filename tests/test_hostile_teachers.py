@@ -14,7 +14,7 @@ from hostile_server import HostileServer
 from peak_rss import cli_command, peak_rss_kb, without_peak_line
 from PIL import Image
 
-from ldpclient.cli import EXIT_FAILURE, EXIT_TEACHER
+from ldpclient.cli.commands import EXIT_FAILURE, EXIT_TEACHER
 from ldpclient.privacy import laplace
 from ldpclient.teachers import MalformedResponse, RetriesExhausted, TeacherError
 from ldpclient.teachers.http import RetryPolicy, redact_url
@@ -138,7 +138,7 @@ def test_class_names_from_a_peer_are_data_in_every_output(private, tmp_path: Pat
         _no_terminal_control(text, where)
     cells = [line.split(",") for line in csv_text.splitlines()[1:]]
     assert cells and all(not c[2].startswith(("=", "+", "-", "@", "\t", "\r")) for c in cells)
-    from ldpclient.run.report import read_labels
+    from ldpclient.report.label_files import read_labels
 
     back = {r.label_name for r in read_labels(tmp_path / "labels.csv")}
     assert back <= {"=cmd|'/c calc'!A1", "+1", "-2", "@SUM(A1)", "\\x1b[2J\\x1b]0;pwned\\x07", "\ttab", "a\\x0db",

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 import ldpclient
 import mock_server
-from ldpclient.cli import app
-from ldpclient.html_page import CSP, page, png_data_uri, text
+from ldpclient.cli.commands import app
+from ldpclient.report.html import CSP, page, png_data_uri, text
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import SAMPLE_SIZE
 

@@ -16,7 +16,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 import mock_server
-from ldpclient.cli import app
+from ldpclient.cli.commands import app
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ldpclient"
@@ -122,6 +122,36 @@ def test_no_module_imports_itself_back() -> None:
     graph = _graph()
     assert len(graph) > 100
     assert _cycles(graph) == []
+
+
+#: The layers of docs/development.md, top first: a module imports (even inside a function) only its own layer or below.
+LAYERS = {"cli": 0, "api": 0, "run": 1, "report": 2, "cluster": 2, "transfer": 3, "teachers": 3, "audit": 3,
+          "privacy": 4, "io": 5, "state": 5, "names": 5}
+
+
+def _every_import(path: Path) -> set[str]:
+    """Every ``ldpclient`` module ``path`` names in an import, wherever the import is."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = _module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            found.add(".".join([*base, node.module] if node.module else base) if node.level else node.module or "")
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {name for name in found if name.startswith("ldpclient.")}
+
+
+def test_imports_point_down_the_layers() -> None:
+    up = []
+    for path in PACKAGE.rglob("*.py"):
+        layer = (_module_name(path).split(".") + ["api"])[1]  # the package's __init__: the front door
+        for target in _every_import(path):
+            if LAYERS[target.split(".")[1]] < LAYERS[layer]:
+                up.append(f"{_module_name(path)} imports {target}")
+    assert sorted(up) == []
 
 
 def test_the_cycle_check_sees_a_cycle() -> None:

@@ -10,9 +10,9 @@ import pytest
 import torch
 from ledger_support import Spy, images, make_mechanism
 
+from ldpclient.io.records import TensorRecords
 from ldpclient.privacy import Domain, laplace
 from ldpclient.privacy.ledger import BudgetExceeded, Ledger
-from ldpclient.records import TensorRecords
 
 
 def eight_bit(n: int, seed: int, shape: tuple[int, ...] = (1, 8, 8)) -> torch.Tensor:

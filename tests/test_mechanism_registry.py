@@ -31,7 +31,7 @@ def toy_gaussian(epsilon: float, delta: float = 1e-6, **options):
 PROBE = """
 import json
 from typer.testing import CliRunner
-from ldpclient.cli import Mechanism, app
+from ldpclient.cli.commands import Mechanism, app
 from ldpclient.privacy import make_mechanism
 from ldpclient.privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ldpclient.run.mechanism import mechanism_for

@@ -161,7 +161,7 @@ def test_a_label_run_sends_the_copies_as_public_queries_once_and_reports_the_ver
     from typer.testing import CliRunner
 
     import mock_server
-    from ldpclient.cli import app
+    from ldpclient.cli.commands import app
 
     rng = np.random.default_rng(3)
     private, public = tmp_path / "private", tmp_path / "public"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from test_cli import _args, _private, _run, _server
 
-from ldpclient.cli import EXIT_MONEY_CAP, EXIT_USAGE
-from ldpclient.run.report import read_labels
+from ldpclient.cli.commands import EXIT_MONEY_CAP, EXIT_USAGE
+from ldpclient.report.label_files import read_labels
 
 
 def _pg(url: str, tmp_path: Path, host: str) -> list[str]:

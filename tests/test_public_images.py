@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 import ldpclient
 import mock_server
-from ldpclient.cli import app
+from ldpclient.cli.commands import app
+from ldpclient.io.querylog import read_query_log
 from ldpclient.privacy import Domain, Ledger
 from ldpclient.privacy.public import public_release
-from ldpclient.querylog import read_query_log
 from ldpclient.teachers.local import LocalTeacher
 
 

@@ -1,4 +1,4 @@
-"""Label files, JSON reports, timers and preview grids (ldpclient.run.report)."""
+"""Label files, JSON reports, timers and preview grids (ldpclient.report.label_files)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ldpclient.output import preview_grid, to_json, versions, write_json
-from ldpclient.run.report import (
+from ldpclient.io.output import preview_grid, to_json, versions, write_json
+from ldpclient.report.label_files import (
     LabelRow,
     StageTimer,
     label_format_for,

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import ldpclient
 import mock_server
-from ldpclient.cli import app
+from ldpclient.cli.commands import app
 from ldpclient.privacy.ledger import Ledger
 
 # Produced at 5cd6590 (before RunPlan) by the same calls as below (seed 7): the SIDP labels and the query plans.

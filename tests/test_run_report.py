@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from test_cli import _args, _private, _run, _server
 
-from ldpclient.run.run_report import SCHEMA, CountsSection, RunReport
+from ldpclient.report.run_report import SCHEMA, CountsSection, RunReport
 from ldpclient.run.ui import UI
 
 
@@ -150,7 +150,7 @@ def test_the_stop_report_of_a_capped_run_is_refused_with_the_reason(tmp_path: Pa
 
 
 def test_noise_and_stop_reports_are_typed_with_the_documents_key_order() -> None:
-    from ldpclient.run.run_report import (
+    from ldpclient.report.run_report import (
         NoiseCountsSection,
         NoiseLedgerSection,
         NoiseReport,

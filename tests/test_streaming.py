@@ -16,13 +16,13 @@ from PIL import Image
 from typer.testing import CliRunner
 
 import mock_server
-from ldpclient.cli import app
-from ldpclient.data import load_private_folder, spool_private_folder
+from ldpclient.cli.commands import app
+from ldpclient.io.folders import load_private_folder, spool_private_folder
+from ldpclient.io.records import DiskRecords, TensorRecords, iter_batches
 from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger
 from ldpclient.privacy.release import ReleaseBuilder
-from ldpclient.records import DiskRecords, TensorRecords, iter_batches
-from ldpclient.run.report import iter_label_rows, render_labels, write_labels
+from ldpclient.report.label_files import iter_label_rows, render_labels, write_labels
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import pipeline
 from ldpclient.transfer.adapt import SelfTrainingAdapter

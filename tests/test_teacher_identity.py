@@ -11,7 +11,7 @@ import pytest
 import torch
 from test_cli import _private, _run, _server
 
-from ldpclient.data import spool_private_folder
+from ldpclient.io.folders import spool_private_folder
 from ldpclient.privacy import Domain, Ledger, laplace
 from ldpclient.teachers import Journal, QueryClient, connect
 from ldpclient.teachers.identity import canonical_url, identity_of_scope, merge_scope_aliases, teacher_identity

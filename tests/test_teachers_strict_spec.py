@@ -19,10 +19,10 @@ from image_folders import random_png_folder
 from typer.testing import CliRunner
 
 import mock_server
-from ldpclient.cli import EXIT_TEACHER, EXIT_USAGE, app
+from ldpclient.cli.commands import EXIT_TEACHER, EXIT_USAGE, app
 from ldpclient.privacy import laplace
+from ldpclient.report.label_files import read_labels
 from ldpclient.run.facts import WIRE_CHOICES
-from ldpclient.run.report import read_labels
 from ldpclient.teachers import QueryClient, connect
 from ldpclient.teachers.http import RetryPolicy
 from ldpclient.teachers.wire import WIRE_FORMATS, WireMemory

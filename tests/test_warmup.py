@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from ldpclient.io.records import as_record_source
 from ldpclient.privacy import laplace
-from ldpclient.records import as_record_source
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.transfer.settings import TrainingSettings
@@ -95,7 +95,7 @@ def test_label_takes_warmup_epochs_reports_them_and_refuses_a_negative_count(tmp
     from typer.testing import CliRunner
 
     import mock_server
-    from ldpclient.cli import app
+    from ldpclient.cli.commands import app
 
     rng = np.random.default_rng(7)
     private = tmp_path / "private"

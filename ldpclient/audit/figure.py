@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 import torch
 from PIL import Image, ImageDraw
 
-from ..output import preview_grid
+from ..io.output import preview_grid
 
 COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75)]
 

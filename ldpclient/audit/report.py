@@ -58,7 +58,7 @@ def load_query_log(
     Also returns ``(request_id, rows)`` per logged request, in log order.
     ``model``: keep only requests to this model name.
     """
-    from ..querylog import read_query_log
+    from ..io.querylog import read_query_log
 
     lo, hi = value_range
     chunks: list[torch.Tensor] = []
@@ -520,7 +520,7 @@ def run_audit(
 
 def write_report(report: dict, out_dir: str | os.PathLike[str], examples: Mapping[str, torch.Tensor] | None = None) -> dict:
     """Write ``audit.json`` and the PNG figures into ``out_dir``; returns their paths (also stored in the report)."""
-    from ..output import write_json
+    from ..io.output import write_json
     from .figure import line_plot, reconstruction_grid
 
     out = Path(out_dir)

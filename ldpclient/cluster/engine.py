@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..records import RecordSource, iter_batches, source_ids
+from ..io.records import RecordSource, iter_batches, source_ids
 from .stages import Block, PredictStage, ReleaseStage
 
 #: Images per block of the student's passes (one task each).

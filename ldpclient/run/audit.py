@@ -4,7 +4,7 @@ The CLI registers :func:`audit` as a command; ``python -m ldpclient.run.audit``
 runs it standalone. ``--run labels.report.json`` reads the client's settings
 (mechanism, epsilon and its unit, delta, reduce, post-processing, value range)
 and its full query plan from the report of a finished ``ldpclient label`` run
-(a :class:`~ldpclient.run.run_report.RunReport`, read by ``RunReport.read``;
+(a :class:`~ldpclient.report.run_report.RunReport`, read by ``RunReport.read``;
 the partial report of a run stopped at a cap is refused), so that the
 query log a teacher kept (``ldpclient serve-mock --query-log``) is audited with
 exactly the settings that produced it. Options use the names of ``label``
@@ -24,8 +24,8 @@ import typer
 
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from ..privacy.mechanisms import mechanism_names
+from ..report.run_report import RunReport
 from ..transfer import defaults
-from .run_report import RunReport
 
 if TYPE_CHECKING:  # torch/numpy are imported where used, so `ldpclient --help` stays fast
     import torch
@@ -253,7 +253,7 @@ def _load_records(o: _AuditOptions, st: _ClientSettings, shape: tuple[int, int, 
         shape, st.reduce, st.postprocess, st.basis, st.epsilon, st.per
     )
     make = _mechanism_factory(st, reduction, shape)
-    from ..data import load_private_folder
+    from ..io.folders import load_private_folder
 
     records = load_private_folder(o.private, shape).records
     mech = make(st.epsilon) if st.epsilon is not None else None
@@ -279,7 +279,7 @@ def _membership(
         return None
     if judge is None:
         raise ValueError("membership inference labels records with the teacher: give --teacher too")
-    from ..data import load_private_folder
+    from ..io.folders import load_private_folder
     from ..transfer.student import load_checkpoint
 
     model, _ = load_checkpoint(o.student)
@@ -335,7 +335,7 @@ def _run_audit_command(o: _AuditOptions) -> None:
         _fail(str(exc))
         return
     if o.as_json:
-        from ..output import to_json
+        from ..io.output import to_json
 
         typer.echo(to_json(report))
         return

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ def ledger_summary(
 
     ``set_cap``: first set the privacy cap the ledger holds (:func:`parse_set_cap`: raise, lower or ``none``),
     recorded in its history; the summary's ``cap_epsilon`` is the cap the ledger holds.
-    ``html``: also write the ledger's page there (:mod:`ldpclient.run.budget_html`; its path is then in
+    ``html``: also write the ledger's page there (:mod:`ldpclient.report.budget_page`; its path is then in
     ``outputs``). ``state``/``ledger_key_file``: a PostgreSQL ledger (``--state``) and its key file. ``private_dir``: a folder whose images the page names when they are at the cap (their
     file bytes are hashed here, as ``label`` does, and looked up; nothing is written about the others).
     """
@@ -49,29 +48,20 @@ def ledger_summary(
             ledger.set_caps(new_cap, ledger.cap_delta, origin="budget --set-cap")
         summary = {"schema": 1, "command": "budget", "ok": True, **ledger.summary()}
         if html is not None:
+            from ..report.budget_page import LedgerSpend
+
             spend = LedgerSpend(
                 overall=ledger.epsilon_per_record(),
                 by_scope=ledger.epsilon_per_record_by_scope(),
                 at_cap=None if private_dir is None else images_at_cap(ledger, private_dir),
             )
     if html is not None:
-        from ..output import atomic_write_text
-        from .budget_html import budget_page
+        from ..io.output import atomic_write_text
+        from ..report.budget_page import budget_page
 
         atomic_write_text(html, budget_page(summary, spend, private_dir))
         summary["outputs"] = {"html": str(html)}
     return summary
-
-
-@dataclass(frozen=True)
-class LedgerSpend:
-    """What the budget page draws: every record's total per-record epsilon (``overall``), the same per teacher
-    identity (``by_scope``: what that teacher's releases cost each record), and the images of a folder at the
-    cap by printable relative path (``at_cap``; None when no folder was given)."""
-
-    overall: list[float]
-    by_scope: dict[str, list[float]]
-    at_cap: list[str] | None
 
 
 def images_at_cap(ledger: Any, private_dir: Path) -> list[str]:
@@ -79,7 +69,7 @@ def images_at_cap(ledger: Any, private_dir: Path) -> list[str]:
     printable relative path; [] without a cap. Each file's bytes are hashed into its source id, as a label run
     keys it, through the same guarded read (a file that read refuses, as label would skip it, is passed over);
     DataError for a missing or empty folder."""
-    from ..data import ImageDecodeError, discover_images, printable_path, read_image_file, source_id
+    from ..io.folders import ImageDecodeError, discover_images, printable_path, read_image_file, source_id
     from ..privacy.ledger import cap_reached
 
     if ledger.cap_epsilon is None:

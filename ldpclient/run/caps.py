@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..io.records import RecordSource, iter_batches, source_ids
 from ..privacy.ledger import BudgetExceeded
-from ..records import RecordSource, iter_batches, source_ids
 from ..teachers.errors import CostCapReached, TeacherError
 
 if TYPE_CHECKING:

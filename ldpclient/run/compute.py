@@ -12,11 +12,11 @@ import os
 
 import torch
 
-from ..data import available_cores
+from ..io.folders import available_cores
 
 
 def use_available_cores() -> int:
-    """Set torch's intra-op threads to :func:`~ldpclient.data.available_cores` (unless ``OMP_NUM_THREADS``
+    """Set torch's intra-op threads to :func:`~ldpclient.io.folders.available_cores` (unless ``OMP_NUM_THREADS``
     is set); returns the count in use."""
     if not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(available_cores())

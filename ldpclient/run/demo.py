@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from ..data import to_uint8_image
+from ..io.folders import to_uint8_image
 from ..transfer import defaults
 from .label import LabelOptions, run_label
 from .ui import UI
@@ -148,7 +148,7 @@ def write_demo_folder(root: Path, seed: int = 0, ui: UI | None = None, *, count:
     started with ``seed`` never trained on (``count``: only the first ``count`` of them), and ``check.csv``, the
     true digits of the first :data:`CHECK_IMAGES` of them (what a user would label by hand); the other true
     digits are only returned."""
-    from ..datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
+    from ..io.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
 
     images, labels = load_digits_images(28)
     _, _, unseen = split_indices(len(labels), DIGITS_TEACHER_SPLIT, seed)

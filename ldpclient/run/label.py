@@ -1,6 +1,6 @@
 """The flow behind ``ldpclient label``, usable without the CLI: one orchestrator, a function per stage.
 
-:func:`run_label` wires a private folder (:mod:`ldpclient.data`), a teacher
+:func:`run_label` wires a private folder (:mod:`ldpclient.io.folders`), a teacher
 (:func:`ldpclient.teachers.connect` + :class:`~ldpclient.teachers.QueryClient`
 with a journal and a money cap), a mechanism, the privacy ledger and
 :class:`~ldpclient.transfer.pipeline.KnowledgeTransfer`, then writes the labels and a JSON
@@ -27,7 +27,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 import torch
 
-from ..data import (
+from ..io.folders import (
     DecodedFolder,
     Discovery,
     SpooledImages,
@@ -37,14 +37,15 @@ from ..data import (
     spool_private_folder,
     to_value_range,
 )
-from ..output import write_json
+from ..io.output import write_json
+from ..io.records import MappedRecords, RecordSource, SubsetRecords, iter_batches, source_ids
+from ..io.text import printable
 from ..privacy.preprocess import delta_warning
-from ..records import MappedRecords, RecordSource, SubsetRecords, iter_batches, source_ids
+from ..report.label_files import StageTimer, iter_label_rows, label_format_for, write_labels
 from ..state import state_dir, state_lock
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
 from ..teachers.units import ByteUnitsTeacher
-from ..text import printable
 from .caps import CapForeseen, check_plan_money, check_release_fits, foresee_money, foresee_privacy
 from .connect import connect_options, open_teacher
 from .label_report import (
@@ -58,7 +59,6 @@ from .label_report import (
 from .options import LabelOptions
 from .plan import resolve_plan
 from .progress import StageProgress
-from .report import StageTimer, iter_label_rows, label_format_for, write_labels
 from .run_state import RunState
 from .stages import Baseline, LabelRun, RunOutcome, RunSetup, WrittenOutputs
 from .ui import UI
@@ -116,7 +116,7 @@ def label_run(
     """:func:`run_label` returning the run itself (``ldpclient.label`` builds on it).
 
     ``records``: clean records to label instead of ``opts.private_dir``: a
-    :class:`~ldpclient.records.RecordSource` of float values in ``[0, 1]`` at the teacher's
+    :class:`~ldpclient.io.records.RecordSource` of float values in ``[0, 1]`` at the teacher's
     input shape (as decoded images are), named ``0..N-1`` in the labels; their source ids,
     when the source has them, key the ledger (see ``Ledger.source_keys``). ``public``: images
     declared not private, in the same units, instead of ``opts.public``. ``opts.output``
@@ -627,7 +627,7 @@ def _write_outputs(setup: RunSetup, images: Any, outcome: RunOutcome, report_pat
 def _page_images(setup: RunSetup, images: Any, outcome: RunOutcome) -> Any:
     """What ``--html`` shows of the images (None without ``--html``): the run's sample of releases and queries,
     and with ``--html-private`` the clean images of those releases and their file names (read from the spool)."""
-    from .label_html import PageImages
+    from ..report.label_page import PageImages
 
     opts, sample = setup.opts, outcome.result.sent_sample
     if opts.html_path is None:
@@ -645,8 +645,8 @@ def _page_images(setup: RunSetup, images: Any, outcome: RunOutcome) -> Any:
 
 def _write_page(setup: RunSetup, report: dict[str, Any], page_images: Any) -> None:
     """Write the ``--html`` page (its path is in the report's ``outputs``), peer text escaped, secrets scrubbed."""
-    from ..output import atomic_write_text, scrub
-    from .label_html import label_page
+    from ..io.output import atomic_write_text, scrub
+    from ..report.label_page import label_page
 
     path = setup.opts.html_path
     assert path is not None

@@ -1,7 +1,7 @@
 """The run report of ``ldpclient label``: the typed report of a finished run, the partial one of a stopped run.
 
 Reads the stage outputs of :mod:`ldpclient.run.label` (``RunSetup``, ``RunOutcome``, ``WrittenOutputs``)
-and builds the sections of :class:`~ldpclient.run.run_report.RunReport`.
+and builds the sections of :class:`~ldpclient.report.run_report.RunReport`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from ..output import versions, write_json
-from ..records import RecordSource
-from ..teachers.errors import CostCapReached
-from ..teachers.units import ByteUnitsTeacher
-from ..transfer.student import compute_layout
-from .mechanism import DATA_FREE_NOTE, utility_note, weak_privacy_note
-from .run_report import (
+from ..io.output import versions, write_json
+from ..io.records import RecordSource
+from ..report.notes import DATA_FREE_NOTE, utility_note, weak_privacy_note
+from ..report.run_report import (
     CostSection,
     CountsSection,
     LedgerSection,
@@ -32,6 +29,9 @@ from .run_report import (
     StudentSection,
     TeacherSection,
 )
+from ..teachers.errors import CostCapReached
+from ..teachers.units import ByteUnitsTeacher
+from ..transfer.student import compute_layout
 from .verdict import Verdict, accuracy_words, check_evidence, judge
 
 if TYPE_CHECKING:

@@ -104,7 +104,7 @@ def check_memory_for_shape(
 ) -> MemoryEstimate:
     """Estimate a run on ``shape`` with the batch sizes it will use and refuse it when over ``max_memory_gib``
     (None: :func:`default_max_memory_gib`). Returns the estimate."""
-    from ..data import spool_chunk
+    from ..io.folders import spool_chunk
     from ..transfer.pipeline import release_chunk
 
     estimate = estimate_run_memory(

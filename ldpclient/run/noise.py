@@ -9,9 +9,10 @@ from typing import Any
 
 import torch
 
-from ..data import SpooledImages, spool_private_folder, to_uint8_image, to_value_range
+from ..io.folders import SpooledImages, spool_private_folder, to_uint8_image, to_value_range
+from ..io.output import preview_grid, versions
 from ..names import PLAN_KINDS
-from ..output import preview_grid, versions
+from ..report.run_report import NoiseCountsSection, NoiseLedgerSection, NoiseReport
 from ..state import state_dir, state_lock
 from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
@@ -20,7 +21,6 @@ from .connect import connect_options, open_teacher
 from .memory import check_memory_for_shape
 from .options import NoiseOptions
 from .plan import build_mechanism, resolve_shape_defaults
-from .run_report import NoiseCountsSection, NoiseLedgerSection, NoiseReport
 from .ui import UI
 
 

@@ -13,14 +13,14 @@ from typing import Any, ClassVar, Mapping, Optional
 import torch
 
 from ..cluster.engine import check_cluster_options
-from ..data import DEFAULT_MAX_PIXELS
+from ..io.folders import DEFAULT_MAX_PIXELS
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
+from ..report.label_files import label_format_for
 from ..state.locations import StateLocations, check_state_url
 from ..transfer import defaults
 from .facts import TeacherFacts
 from .network import NetworkOptions
-from .report import label_format_for
 
 
 @dataclass(frozen=True, kw_only=True)

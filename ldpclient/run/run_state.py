@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..output import write_json
+from ..io.output import write_json
 from ..state import check_schema
 
 #: ``runs.json``'s schema (its ``"_schema"`` entry): 1 before it was written there, 2 now.

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..privacy.base import Mechanism
+from ..report.label_files import StageTimer
 from ..teachers.base import Teacher, TeacherMetadata
 from ..transfer.pipeline import TransferResult
 from .options import LabelOptions
 from .plan import RunPlan
-from .report import StageTimer
 from .verdict import CheckSet, Verdict
 
 if TYPE_CHECKING:

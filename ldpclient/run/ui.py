@@ -25,11 +25,11 @@ from rich.progress import (
 )
 from rich.table import Column, Table
 
-from ..output import scrub, to_json
-from ..text import printable
+from ..io.output import scrub, to_json
+from ..io.text import printable
+from ..report.notes import DATA_FREE_NOTE, utility_note, weak_privacy_note
+from ..report.run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 from ..transfer.mirror_check import mirror_note
-from .mechanism import DATA_FREE_NOTE, utility_note, weak_privacy_note
-from .run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 from .verdict import accuracy_words
 
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..text import printable
+from ..io.text import printable
 from .errors import MalformedResponse
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import requests
 import torch
 
-from ..text import printable
+from ..io.text import printable
 from .base import TeacherMetadata
 from .encoding import FLOAT_DATATYPES, INTEGER_DATATYPES, NUMPY_DTYPES
 from .errors import MalformedResponse

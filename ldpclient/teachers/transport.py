@@ -25,7 +25,7 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
-from ..text import check_token, printable, redact
+from ..io.text import check_token, printable, redact
 from .billing import BillingGuard, billed_attempt
 from .errors import MalformedResponse, RequestNotSent, TeacherError, TeacherRequestError, TransientTeacherError
 from .retry import RETRY_STATUSES, RetryPolicy, parse_retry_after, with_retries
@@ -231,7 +231,7 @@ class HttpTransport:
         return self.__token is not None
 
     def redact(self, text: str) -> str:
-        """Remove the token (every form of it, see :func:`ldpclient.text.redact`) from ``text``."""
+        """Remove the token (every form of it, see :func:`ldpclient.io.text.redact`) from ``text``."""
         return redact(text, (self.__token,))
 
     def session(self) -> requests.Session:

@@ -22,7 +22,7 @@ What this means for privacy: the adapted student has seen the clean private reco
 It never leaves the device and is not covered by the LDP guarantee (no model is); the
 labels it writes are local outputs, and the queries and teacher answers keep their
 meaning. The clean records are read in batches from a
-:class:`~ldpclient.records.RecordSource`: memory O(n x classes) for the predictions plus
+:class:`~ldpclient.io.records.RecordSource`: memory O(n x classes) for the predictions plus
 O(batch x record). Work per round is bounded: at most ``max_per_round`` pseudo-labelled
 records (a seeded random subset of the confident ones) per round, and the rounds choose them
 from a seeded sample of at most ``selection_sample`` records (50,000: enough that the per-class
@@ -40,7 +40,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-from ..records import RecordSource, SubsetRecords, as_record_source
+from ..io.records import RecordSource, SubsetRecords, as_record_source
 from .affine import RandomRotateShift, flip_crop
 from .defaults import MIN_AUGMENT_SIDE
 from .student import batch_in_layout, predict_proba, to_compute_layout
@@ -164,7 +164,7 @@ class SelfTrainingAdapter:
         on_round: Callable[[int], None] | None = None,
     ) -> AdaptHistory:
         """Adapt ``model`` in place on ``records`` (float ``(N, C, H, W)``, the values it will label;
-        a tensor or a :class:`~ldpclient.records.RecordSource`). On the CPU ``model`` is left in
+        a tensor or a :class:`~ldpclient.io.records.RecordSource`). On the CPU ``model`` is left in
         :func:`~ldpclient.transfer.student.compute_layout` (channels-last; values unchanged by it). ``probs``: the model's softmax outputs
         on ``records`` before adaptation, when the caller has them (saves a pass); without them, above
         ``selection_sample`` records only the sample is predicted before the rounds. ``on_round(k)`` is called

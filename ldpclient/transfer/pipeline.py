@@ -23,8 +23,8 @@ of a :class:`~ldpclient.teachers.client.QueryClient`:
    images, its outputs re-weighted from the teacher's answer shares to equal class shares:
    :mod:`ldpclient.transfer.prior`).
 
-Memory: the clean records come from a :class:`~ldpclient.records.RecordSource`
-(a tensor, or a folder spooled to disk by :func:`~ldpclient.data.spool_private_folder`)
+Memory: the clean records come from a :class:`~ldpclient.io.records.RecordSource`
+(a tensor, or a folder spooled to disk by :func:`~ldpclient.io.folders.spool_private_folder`)
 read in batches; they are released in chunks of about :data:`RELEASE_CHUNK_ELEMENTS`
 input elements, and only the releases are held (n x released elements). Peak memory
 is O(batch + n x released elements), not O(n x record).
@@ -56,11 +56,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..io.records import RecordSource, SubsetRecords, as_record_source, iter_batches, source_ids
 from ..names import PLAN_KINDS
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
 from ..privacy.release import Derived, Release, ReleaseBuilder
-from ..records import RecordSource, SubsetRecords, as_record_source, iter_batches, source_ids
 from ..teachers.identity import merge_scope_aliases
 from . import defaults
 from .adapt import AdaptHistory, SelfTrainingAdapter
@@ -461,7 +461,7 @@ class KnowledgeTransfer:
 
     def _release(self, records: torch.Tensor, *, public: bool, sources: list[Any] | None = None) -> Release:
         """Noise ``records``: through the ledger when there is one (``sources``: their source ids, see
-        :func:`~ldpclient.records.source_ids`); ``public`` blank inputs are neither charged nor stored."""
+        :func:`~ldpclient.io.records.source_ids`); ``public`` blank inputs are neither charged nor stored."""
         g = self.release_generator
         if public:
             return self.blank_mechanism.release(records, generator=g, public=True)
@@ -537,7 +537,7 @@ class KnowledgeTransfer:
         self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None = None
     ) -> TransferResult:
         """Label ``records``: float ``(N, *teacher input shape)`` in the teacher's value range,
-        as a tensor or a :class:`~ldpclient.records.RecordSource` (read in batches).
+        as a tensor or a :class:`~ldpclient.io.records.RecordSource` (read in batches).
 
         ``public``: images the user declared not private, in the same shape and units: each is sent once as
         it is (no noise, no charge, never in the ledger), its answer trains the student beside the private

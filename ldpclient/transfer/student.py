@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..records import RecordSource, TensorRecords, iter_batches
+from ..io.records import RecordSource, TensorRecords, iter_batches
 
 Progress = Callable[[str, int, int, dict], None]
 """``progress(stage, done, total, metrics)``; the CLI draws it as a bar."""
@@ -446,7 +446,7 @@ def predict_proba(
 ) -> torch.Tensor:
     """Softmax probabilities (float32 ``(N, K)``, rows in [0, 1] summing to 1) for clean records, locally.
 
-    ``records``: ``(N, C, H, W)`` as a tensor or a :class:`~ldpclient.records.RecordSource`
+    ``records``: ``(N, C, H, W)`` as a tensor or a :class:`~ldpclient.io.records.RecordSource`
     (read ``batch_size`` records at a time). A copy of ``model`` in :func:`compute_layout` runs the
     pass; ``model`` itself is left as it was.
     """
@@ -476,7 +476,7 @@ def predict(
     """Labels (int64 ``(N,)``) and confidences (softmax max, float32 in [0, 1]) for clean records.
 
     Runs locally on the private records ``(N, C, H, W)`` in the teacher's value range
-    (a tensor or a :class:`~ldpclient.records.RecordSource`).
+    (a tensor or a :class:`~ldpclient.io.records.RecordSource`).
     """
     probs = predict_proba(model, records, batch_size=batch_size, device=device)
     if probs.numel() == 0:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..records import RecordSource
+from ..io.records import RecordSource
 from .affine import flip_crop
 
 #: Rotations the pretext tells apart (multiples of 90 degrees).

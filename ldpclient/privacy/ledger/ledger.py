@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ...records import RecordSource, iter_batches, source_ids
+from ...io.records import RecordSource, iter_batches, source_ids
 from ...state import default_state_dir
 from ...state.database import Database, display_location, is_database_error, is_database_url
 from ..base import Mechanism
@@ -208,7 +208,7 @@ class Ledger:
         """HMAC-SHA256 key (32 bytes) of each record's **source**: what its spend is summed under.
 
         ``sources``: one id per record (bytes or str: a file's SHA-256, a database key),
-        as the caller knows it; the folder commands pass :func:`~ldpclient.data` file
+        as the caller knows it; the folder commands pass :func:`~ldpclient.io.folders` file
         hashes. Without it the source is the record at a canonical dtype and scale:
         each value mapped by ``domain`` (the mechanism's declared value range, default
         [0, 1]) onto ``0..255`` steps and rounded, with the record's shape. The same
@@ -366,8 +366,8 @@ class Ledger:
     ) -> Spend:
         """Total spend so far of each record's source: per-record epsilon and delta, ``(N,)`` float64.
 
-        ``records``: a tensor ``(N, *record_shape)``, or a :class:`~ldpclient.records.RecordSource`
-        read in chunks (its own source ids used, see :func:`~ldpclient.records.source_ids`).
+        ``records``: a tensor ``(N, *record_shape)``, or a :class:`~ldpclient.io.records.RecordSource`
+        read in chunks (its own source ids used, see :func:`~ldpclient.io.records.source_ids`).
         ``sources``/``domain``: as for :meth:`source_keys`. A record a schema-1 ledger charged
         and no run has matched to its source yet counts too.
         """
@@ -425,7 +425,7 @@ class Ledger:
 
     def spent_by_source(self, sources: Sequence[bytes | str]) -> list[float]:
         """Per-record epsilon spent so far by each source id (as :meth:`source_keys` takes them; a folder's
-        files: :func:`~ldpclient.data.source_id` of their bytes), 0 for a source never charged. Only spend
+        files: :func:`~ldpclient.io.folders.source_id` of their bytes), 0 for a source never charged. Only spend
         charged to sources counts: a schema-1 record no run has matched to its source yet is not found here."""
         keys = self._key.source_id_keys(sources)
         with self._lock:

@@ -16,10 +16,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from ..html_page import bar_chart, image_grid, page, paragraph, section, table, text, verdict_band
 from ..transfer.mirror_check import mirror_note
 from ..transfer.pipeline import SentSample
-from .mechanism import DATA_FREE_NOTE, weak_privacy_note
+from .html import bar_chart, image_grid, page, paragraph, section, table, text, verdict_band
+from .notes import DATA_FREE_NOTE, weak_privacy_note
 
 #: Skipped files and escaped names listed by name; the rest are counted.
 MAX_LISTED = 50

@@ -7,7 +7,7 @@ in ``mock_server.config.ServerConfig``). A page marks where a command's table go
     ...generated...
     <!-- end options -->
 
-``python -m ldpclient.cli_reference docs/*.md`` rewrites those blocks in place; ``--check``
+``python -m ldpclient.cli.reference docs/*.md`` rewrites those blocks in place; ``--check``
 rewrites nothing and exits 1 naming each page whose tables are stale (the test suite runs it).
 The command names are those of ``ldpclient`` (``label``, ``noise``, ``budget``, ``demo``,
 ``audit``) and ``serve-mock`` (the mock teacher's argparse flags).
@@ -35,7 +35,7 @@ def _click_rows(name: str) -> list[tuple[str, str]]:
     """(option with its metavar, help with its ``[default: ...]``) of each visible parameter: what ``--help`` prints."""
     import typer.main
 
-    from .cli import app
+    from .commands import app
 
     group = typer.main.get_command(app)
     command = group.commands[name]  # type: ignore[attr-defined]
@@ -87,14 +87,14 @@ def stale_pages(paths: Iterable[Path]) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ldpclient.cli_reference", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ldpclient.cli.reference", description=__doc__.split("\n")[0])
     parser.add_argument("pages", nargs="+", type=Path)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a page is stale")
     args = parser.parse_args(argv)
     if args.check:
         stale = stale_pages(args.pages)
         for p in stale:
-            print(f"{p}: option tables are stale; run python -m ldpclient.cli_reference {p}", file=sys.stderr)
+            print(f"{p}: option tables are stale; run python -m ldpclient.cli.reference {p}", file=sys.stderr)
         return 1 if stale else 0
     for p in args.pages:
         text = p.read_text(encoding="utf-8")

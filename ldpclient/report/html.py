@@ -4,10 +4,10 @@ One page is one file: images are embedded as ``data:`` PNGs, the style is inline
 script, and a Content-Security-Policy forbids fetching anything (no network, no other file), so a
 page opens offline and can be mailed as it is. Every text that did not come from ldpclient itself
 (class names, file names, server messages, teacher addresses) goes through :func:`text`: HTML-escaped,
-with control characters and bidirectional overrides made visible (:func:`ldpclient.text.printable`),
+with control characters and bidirectional overrides made visible (:func:`ldpclient.io.text.printable`),
 so no peer or file name can add markup, run a script or reorder a line.
 
-A leaf module like :mod:`ldpclient.output`: torch and Pillow are imported when an image is drawn.
+A leaf module like :mod:`ldpclient.io.output`: torch and Pillow are imported when an image is drawn.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import html
 import io
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from .text import printable
+from ..io.text import printable
 
 if TYPE_CHECKING:
     import torch
@@ -50,7 +50,7 @@ def text(value: object) -> str:
 
 def png_data_uri(image: "torch.Tensor") -> str:
     """A ``(C, H, W)`` tensor with values in ``[0, 1]`` (clipped; C 1 or 3) as a ``data:image/png`` URI."""
-    from .data import to_uint8_image
+    from ..io.folders import to_uint8_image
 
     buffer = io.BytesIO()
     to_uint8_image(image.detach().float().clamp(0.0, 1.0)).save(buffer, format="PNG", optimize=True)

@@ -2,7 +2,7 @@
 processes start without importing torch.
 
 Units: a decoded record is float32 ``(C, H, W)`` in ``[0, 1]``. Every failure of one file is an
-:class:`ImageDecodeError` with a short reason (the folder-level logic in :mod:`ldpclient.data`
+:class:`ImageDecodeError` with a short reason (the folder-level logic in :mod:`ldpclient.io.folders`
 lists it as skipped). :func:`decode_files` is the unit of work of a decoding process: a run of
 files in, one stacked block and the skips out, in order.
 """

@@ -127,7 +127,7 @@ class PrivateImages(DecodedFolder):
 
 @dataclass(frozen=True)
 class SpooledImages(DecodedFolder):
-    """Decoded private records spooled to disk (:class:`~ldpclient.records.DiskRecords`), row ``i`` from ``paths[i]``.
+    """Decoded private records spooled to disk (:class:`~ldpclient.io.records.DiskRecords`), row ``i`` from ``paths[i]``.
 
     ``records`` holds the values ``convert`` gave (see :func:`spool_private_folder`);
     close it (or the ``SpooledImages``) when done.
@@ -257,7 +257,7 @@ def decode_image(
     max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> torch.Tensor:
     """Decode one image file (a path, or the file's bytes) to float32 ``(C, H, W)`` in ``[0, 1]``
-    (see :func:`ldpclient.decoding.decode_array` for the conversion and every refusal)."""
+    (see :func:`ldpclient.io.decoding.decode_array` for the conversion and every refusal)."""
     return torch.from_numpy(decode_array(path, input_shape, max_pixels=max_pixels))
 
 

@@ -20,19 +20,19 @@ from typing import Any, Iterator, Optional
 import typer
 from typer.core import TyperGroup
 
-from . import __version__
-from .cli_help import HelpCommand, HelpContext
+from .. import __version__
+from ..io.text import check_token
+from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, STUDENT_NAMES, choice_list
+from ..privacy.basis import DEFAULT_COEFFICIENTS
+from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
+from ..run.facts import WIRE_CHOICES
+from ..run.ui import UI
+from ..transfer import defaults
 from .click_compat import NoArgsIsHelpError, UsageError
 from .config import ConfigError, options_for_command, read_config
-from .names import AUGMENTATIONS, BASES, EPSILON_UNITS, STUDENT_NAMES, choice_list
-from .privacy.basis import DEFAULT_COEFFICIENTS
-from .privacy.mechanisms import delta_mechanism_names, mechanism_names
-from .run.facts import WIRE_CHOICES
-from .run.ui import UI
-from .text import check_token
-from .transfer import defaults
+from .help import HelpCommand, HelpContext
 
-#: Same value as ldpclient.data.DEFAULT_MAX_PIXELS (checked by a test); repeated here so
+#: Same value as ldpclient.io.folders.DEFAULT_MAX_PIXELS (checked by a test); repeated here so
 #: that `ldpclient --help` and argument errors do not pay for importing torch.
 DEFAULT_MAX_PIXELS = 40_000_000
 
@@ -49,7 +49,7 @@ TOKEN_ENV = "LDPCLIENT_TOKEN"
 class _OneLineUsageErrors(TyperGroup):
     """Option and argument errors (``--epochs 0``, an unknown option, a missing argument) as one line
     on stderr with exit code 2, instead of click's multi-line usage box; ``--help`` wrapped whole
-    (:mod:`ldpclient.cli_help`)."""
+    (:mod:`ldpclient.cli.help`)."""
 
     context_class = HelpContext
 
@@ -79,7 +79,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # click's plain help, wrapped by cli_help: rich panels cut option names at 80 columns
+    rich_markup_mode=None,  # click's plain help, wrapped by cli.help: rich panels cut option names at 80 columns
 )
 
 
@@ -128,15 +128,15 @@ class LabelFormat(str, Enum):
 
 def classify_error(exc: BaseException) -> tuple[int, str] | None:
     """Map a known user-facing exception to (exit code, one-line message); None = a bug (re-raise)."""
-    from .data import DataError
+    from ..io.folders import DataError
 
     if isinstance(exc, CLIError):
         return exc.exit_code, str(exc)
     if isinstance(exc, (ConfigError, DataError)):
         return EXIT_USAGE, str(exc)
-    from .privacy.ledger import BudgetExceeded, LedgerError
-    from .run.caps import CapForeseen
-    from .teachers.errors import CostCapReached, JournalError, TeacherError
+    from ..privacy.ledger import BudgetExceeded, LedgerError
+    from ..run.caps import CapForeseen
+    from ..teachers.errors import CostCapReached, JournalError, TeacherError
 
     if isinstance(exc, CapForeseen):  # refused before anything was noised or sent: nothing to resume
         return (EXIT_PRIVACY_CAP if isinstance(exc, BudgetExceeded) else EXIT_MONEY_CAP), f"refused: {exc}"
@@ -154,7 +154,7 @@ def classify_error(exc: BaseException) -> tuple[int, str] | None:
         return EXIT_TEACHER, f"teacher error: {exc}"
     if isinstance(exc, (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)):
         return EXIT_USAGE, str(exc)
-    from .state import StateLocked
+    from ..state import StateLocked
 
     if isinstance(exc, StateLocked):
         return EXIT_FAILURE, str(exc)
@@ -165,7 +165,7 @@ def _environment_error(exc: BaseException | None) -> tuple[int, str] | None:
     """A full disk, a read-only or vanished file, a state database that cannot be written: one line, exit 2."""
     import sqlite3
 
-    from .state.database import is_database_error
+    from ..state.database import is_database_error
 
     if isinstance(exc, sqlite3.OperationalError):
         return EXIT_USAGE, f"state database problem: {exc} (is the disk full or the state directory read-only?)"
@@ -389,7 +389,7 @@ CaBundleOption = typer.Option(
 
 
 def _network(timeout: float, max_retry_time: float, ca_bundle: Optional[Path]) -> Any:
-    from .run.network import NetworkOptions
+    from ..run.network import NetworkOptions
 
     return NetworkOptions(timeout=timeout, max_retry_time=max_retry_time, ca_bundle=ca_bundle)
 
@@ -420,7 +420,7 @@ def _facts(wire: Wire, num_classes: Optional[int], class_names: Optional[Path], 
            input_shape: Optional[str], input_name: Optional[str], output_name: Optional[str],
            datatype: Optional[str]) -> Any:
     """The CLI's teacher facts as :class:`ldpclient.run.facts.TeacherFacts` (ValueError names the option)."""
-    from .run.facts import TeacherFacts
+    from ..run.facts import TeacherFacts
 
     return TeacherFacts.from_options(
         wire=wire.value, num_classes=num_classes, class_names=class_names, value_range=value_range,
@@ -550,8 +550,8 @@ def label(
 
     Re-running the same command resumes: no record is re-noised, no batch paid twice.
     """
-    from .run.compute import use_available_cores
-    from .run.label import LabelOptions, resume_hint, run_label
+    from ..run.compute import use_available_cores
+    from ..run.label import LabelOptions, resume_hint, run_label
 
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
     ui.capture_logs(secrets=(token,))
@@ -668,8 +668,8 @@ def noise(
 
     preview.png rows: clean records, their releases (post-processed), augmented queries. Charged in the ledger like any release; the preview shows clean images and is for your eyes only.
     """
-    from .run.compute import use_available_cores
-    from .run.noise import NoiseOptions, run_noise
+    from ..run.compute import use_available_cores
+    from ..run.noise import NoiseOptions, run_noise
 
     ui = UI(quiet=quiet or json_out, json_mode=json_out)
     ui.capture_logs(secrets=(token,))
@@ -741,7 +741,7 @@ def budget(
     json_out: bool = typer.Option(False, "--json", help="Print the ledger summary as JSON on stdout."),
 ) -> None:
     """Show per-record privacy spend and the privacy cap the ledger holds (no pixels, no record keys)."""
-    from .run.budget import ledger_summary
+    from ..run.budget import ledger_summary
 
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
@@ -792,7 +792,7 @@ def demo(
     json_out: bool = typer.Option(False, "--json", help="Print the demo's figures as JSON on stdout."),
 ) -> None:
     """End-to-end demo on real digits: mock teacher, private PNG folder, label, compare with SIDP."""
-    from .run.demo import run_demo
+    from ..run.demo import run_demo
 
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
@@ -808,7 +808,7 @@ def demo(
 
 def _register_audit() -> None:
     """``ldpclient audit`` comes from :mod:`ldpclient.run.audit` (it always ships with ldpclient)."""
-    from .run.audit import audit
+    from ..run.audit import audit
 
     app.command("audit", cls=HelpCommand)(audit)
 

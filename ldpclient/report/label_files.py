@@ -1,6 +1,6 @@
 """What a label run writes: label files (CSV / JSONL, streamed row by row; cells safe for spreadsheets) and
 its stage timings. The JSON writing, version stamp and preview grid every layer shares live in
-:mod:`ldpclient.output`; label files are written atomically through it.
+:mod:`ldpclient.io.output`; label files are written atomically through it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from ..output import atomic_write_lines
-from ..text import csv_cell, from_csv_cell, json_text
+from ..io.output import atomic_write_lines
+from ..io.text import csv_cell, from_csv_cell, json_text
 
 if TYPE_CHECKING:  # torch and Pillow are imported lazily: `ldpclient --help` should not wait for them
     import torch

@@ -8,11 +8,23 @@ page holds numbers and, with ``--private``, file names; no pixel and no record k
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..html_page import bar_chart, page, paragraph, section, table, text
-from .budget import LedgerSpend
+from .html import bar_chart, page, paragraph, section, table, text
+
+
+@dataclass(frozen=True)
+class LedgerSpend:
+    """What the budget page draws: every record's total per-record epsilon (``overall``), the same per teacher
+    identity (``by_scope``: what that teacher's releases cost each record), and the images of a folder at the
+    cap by printable relative path (``at_cap``; None when no folder was given)."""
+
+    overall: list[float]
+    by_scope: dict[str, list[float]]
+    at_cap: list[str] | None
+
 
 #: Bins of each spend histogram.
 BINS = 20

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from . import __version__
+from .. import __version__
 from .text import json_text, redact
 
 if TYPE_CHECKING:  # torch and Pillow are imported lazily: `ldpclient --help` should not wait for them
@@ -49,7 +49,7 @@ def atomic_write_lines(path: Path, pieces: Iterable[str]) -> None:
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """Replace every form of each secret in ``text`` with ``***`` (:func:`ldpclient.text.redact`)."""
+    """Replace every form of each secret in ``text`` with ``***`` (:func:`ldpclient.io.text.redact`)."""
     return redact(text, secrets)
 
 

@@ -1,0 +1,8 @@
+"""The command line: the typer app (:mod:`.commands`, one function per command; the console script is
+``ldpclient.cli:app``), its help at any terminal width (:mod:`.help`), ``--config`` files (:mod:`.config`), the
+option tables of ``docs/`` (:mod:`.reference`) and the click that typer runs on (:mod:`.click_compat`). Nothing
+outside this package imports it."""
+
+from .commands import app
+
+__all__ = ["app"]

@@ -1,0 +1,5 @@
+"""``python -m ldpclient.cli``: the ``ldpclient`` command."""
+
+from .commands import main
+
+main()
