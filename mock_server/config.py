@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import textwrap
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -196,35 +197,73 @@ def _scalar_type(f: Any) -> Any:
     return str
 
 
+#: The help groups, by the first field of each (fields keep their order in :class:`ServerConfig`).
+HELP_GROUPS = {"host": "Network", "model": "Teacher model", "tokens": "Auth and billing", "fault_seed": "Fault injection",
+               "strict_spec": "Spec conformance", "query_log": "Query log and output"}
+#: Fields that name a file or a folder: their placeholder.
+_PATH_FIELDS = {"train_folder": "<dir>", "state_dir": "<dir>", "checkpoint": "<file>", "save_checkpoint": "<file>",
+                "query_log": "<file>"}
+
+
 class _HelpFormatter(argparse.HelpFormatter):
-    """argparse's help, wrapped at spaces only: an option name in a help text (``--train-folder``) stays whole."""
+    """The help of ``ldpclient``'s own commands: ``Usage:``, options in titled groups, ``<kind>`` placeholders,
+    sentences, wrapped at spaces only (an option name in a help text, ``--train-folder``, stays whole)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32)
+
+    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: str | None = None) -> None:
+        super().add_usage(usage, actions, groups, prefix="Usage: ")
 
     def _split_lines(self, text: str, width: int) -> list[str]:
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False, break_long_words=False)
+        # a bracketed note ('[default: 30.0]') stays on one line: its space is a no-break one while wrapping
+        text = re.sub(r"\[[^\[\]]*\]", lambda m: m.group(0).replace(" ", "\u00a0"), " ".join(text.split()))
+        lines = textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+        return [line.replace("\u00a0", " ") for line in lines]
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(" ".join(text.split()), width, initial_indent="  ", subsequent_indent="  ",
+                             break_on_hyphens=False, break_long_words=False)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def _placeholder(f: Any) -> str:
+    choices = f.metadata.get("choices")
+    if choices:
+        return "<" + "|".join(choices) + ">"
+    if f.name in _PATH_FIELDS:
+        return _PATH_FIELDS[f.name]
+    kind = _scalar_type(f)
+    return "<int>" if kind is int else "<float>" if kind is float else "<str>"
 
 
 def build_parser(prog: str = "python -m mock_server") -> argparse.ArgumentParser:
-    """argparse parser with one flag per ``ServerConfig`` field (CLI default port: 8000)."""
+    """argparse parser with one flag per ``ServerConfig`` field (CLI default port: 8000), its help in the style of
+    ``ldpclient``'s commands (``prog``: ``ldpclient serve-mock`` when run through it)."""
     parser = argparse.ArgumentParser(
-        prog=prog,
-        formatter_class=_HelpFormatter,
-        description="Offline mock teacher: an Open Inference Protocol v2 HTTP server with billing, "
-        "fault injection and an optional honest-but-curious query log.",
+        prog=prog, usage="%(prog)s [OPTIONS]", formatter_class=_HelpFormatter, add_help=False,
+        description="Run the bundled mock teacher: an Open Inference Protocol v2 HTTP server with billing, "
+        "fault injection and an optional honest-but-curious query log. It prints the model's address for "
+        "label --teacher.",
     )
+    group = parser.add_argument_group()
     for f in fields(ServerConfig):
+        if f.name in HELP_GROUPS:
+            group = parser.add_argument_group(HELP_GROUPS[f.name])
         flag = "--" + f.name.replace("_", "-")
-        help_text = f.metadata["help"]
+        help_text = _sentence(f.metadata["help"])
         if f.name == "tokens":
-            parser.add_argument(flag[:-1], dest="tokens", action="append", default=[], help=help_text)
+            group.add_argument(flag[:-1], dest="tokens", action="append", default=[], metavar="<str>", help=help_text)
         elif f.default is False:
-            parser.add_argument(flag, action="store_true", help=help_text)
+            group.add_argument(flag, action="store_true", help=help_text)
         else:
             default = 8000 if f.name == "port" else f.default
-            choices = f.metadata.get("choices")
-            # a choice list goes into the help text, not the metavar: '{a,b,c}' in the usage line cannot wrap
-            one_of = f"; one of {', '.join(choices)}" if choices else ""
-            parser.add_argument(
-                flag, type=_scalar_type(f), default=default, choices=choices,
-                metavar=f.name.upper() if choices else None, help=f"{help_text} (default: {default}{one_of})",
-            )
+            # a default the text states itself ('(default: torch's choice)') is not repeated
+            shown = "" if "default:" in help_text else " Default: none." if default is None else f" [default: {default}]"
+            group.add_argument(flag, type=_scalar_type(f), default=default, choices=f.metadata.get("choices"),
+                               metavar=_placeholder(f), help=help_text + shown)
+    group.add_argument("--help", action="help", help="Show this message and exit.")
     return parser

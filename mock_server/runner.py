@@ -167,14 +167,14 @@ def serve(*, subprocess: bool = False, teacher: TeacherModel | None = None,
         handle.stop()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m mock_server") -> int:
     """CLI entry (``python -m mock_server``, ``ldpclient serve-mock``). Runs until SIGINT/SIGTERM.
 
     Prints ``mock teacher listening on http://HOST:PORT`` on stdout (flushed) once ready;
     everything else goes to stderr. Returns the exit status (0 after a graceful stop,
     2 for bad options or an unusable teacher, 1 when the port cannot be bound).
     """
-    parser = build_parser()
+    parser = build_parser(prog)
     args = vars(parser.parse_args(argv))
     env_tokens = [t.strip() for t in os.environ.get(TOKENS_ENV, "").split(",") if t.strip()]
     args["tokens"] = tuple(args["tokens"]) + tuple(env_tokens)

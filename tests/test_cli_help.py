@@ -120,3 +120,32 @@ def test_an_option_shared_by_label_noise_and_budget_reads_the_same_in_each(name:
     texts = {sub: param.help for sub in ("label", "noise", "budget")
              for param in GROUP.commands[sub].params if param.name == name}  # type: ignore[attr-defined]
     assert len(texts) >= 2 and len(set(texts.values())) == 1, texts
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_names_its_value_in_one_placeholder_style(command: str) -> None:
+    """An option that takes a value shows it as ``<kind>`` in lower case (``<path>``, ``<int range>``,
+    ``<epsilon|none>``), never as ``FILE`` beside ``<file>``."""
+    odd = []
+    for names, column, _ in _documented(command):
+        if names[0].startswith("-"):
+            value = " ".join(w for w in column.replace(",", " ").split() if w not in names and "/" not in w)
+            if value and not re.fullmatch(r"<[a-z0-9 |._-]+>", value):
+                odd.append(column)
+    assert odd == []
+
+
+def test_serve_mock_help_reads_like_the_other_commands() -> None:
+    """The mock teacher's flags (argparse, defined in ``mock_server.config``) in the same style: ``Usage:`` with
+    this command's name, titled groups, ``<kind>`` placeholders, sentences, defaults in brackets or 'Default: none'."""
+    text = _help(["serve-mock"], 80)
+    assert text.startswith("Usage: ldpclient serve-mock [OPTIONS]")
+    assert "python -m mock_server" not in text and "(default: None)" not in text and "options:" not in text
+    for title in ("Network:", "Teacher model:", "Auth and billing:", "Fault injection:", "Spec conformance:"):
+        assert f"\n{title}\n" in text
+    options = re.findall(r"^  (--[\w-]+)(?: (\S+))?", text, flags=re.M)
+    assert len(options) > 30
+    assert [o for o, value in options if value and not re.fullmatch(r"<[a-z0-9 |._-]+>", value)] == []
+    helps = re.findall(r"^  --[\w-]+(?: <[^>]+>)? +([^\s<].*)$", text, flags=re.M)
+    assert helps and all(h[0].isupper() for h in helps)
+    assert "Default: none." in text and "[default: 8000]" in text

@@ -338,12 +338,12 @@ StateDirOption = typer.Option(
     None, help="State directory: the ledger, the journal and the runs (default: $LDPCLIENT_STATE_DIR or "
     "~/.local/state/ldpclient).")
 StateOption = typer.Option(
-    None, "--state", metavar="URL",
+    None, "--state", metavar="<url>",
     help="A PostgreSQL database for the ledger, the journal and the plan seeds, shared by hosts and processes "
     "(postgresql://user@host/db; needs `pip install 'ldpclient[cluster]'`). Default: none, the files in the state "
     "directory.")
 LedgerKeyFileOption = typer.Option(
-    None, "--ledger-key-file", metavar="FILE",
+    None, "--ledger-key-file", metavar="<file>",
     help="The ledger's secret key file, a copy on every host sharing a --state database (made on first use). "
     "Default: ledger.key in the state directory for --state, else beside the ledger file.")
 PrivacyCapOption = typer.Option(
@@ -484,7 +484,7 @@ def label(
         "or more, the teacher is asked about mirrored and shifted copies of up to 200 of them (public queries, no "
         "privacy cost) and rows are mirrored when a mirror keeps its answers about as often as a shift; else not."),
     warmup: int = typer.Option(
-        0, min=0, metavar="EPOCHS", help="Before training, teach the student for this many epochs which way each "
+        0, min=0, help="Before training, teach the student for this many epochs which way each "
         "clean private image was rotated (a self-supervised warm-up on this device: nothing sent, no privacy cost). "
         "Measured without --public at 60 epochs: +9 points on colour digits, no change on photos or grey digits, "
         "at about 4x the run's time. 0 (the default): none."),
@@ -510,7 +510,7 @@ def label(
     state: Optional[str] = StateOption,
     ledger_key_file: Optional[Path] = LedgerKeyFileOption,
     cluster: Optional[str] = typer.Option(
-        None, "--cluster", metavar="auto|ADDRESS",
+        None, "--cluster", metavar="<auto|address>",
         help="Release and label the images on a Ray cluster: 'auto' (the one this machine belongs to, else a local "
         "Ray) or a Ray address. Needs --state postgresql://...; refuses --seed. Default: none, all here."),
     token: Optional[str] = TokenOption,
@@ -530,7 +530,7 @@ def label(
     datatype: Optional[str] = DatatypeOption,
     seed: Optional[int] = SeedOption,
     check: Optional[Path] = typer.Option(
-        None, "--check", dir_okay=False, metavar="LABELS.csv",
+        None, "--check", dir_okay=False, metavar="<file>",
         help="Hand labels of a few private images (CSV rows file,label: the path as the labels file writes it, a "
         "class name or index), read on this device only and never sent: the run scores its labels on them (95% "
         "interval) and its verdict says what the labels are worth. Default: none (accuracy not measured).",
@@ -720,7 +720,7 @@ def budget(
     state: Optional[str] = StateOption,
     ledger_key_file: Optional[Path] = LedgerKeyFileOption,
     set_cap: Optional[str] = typer.Option(
-        None, "--set-cap", metavar="EPSILON|none",
+        None, "--set-cap", metavar="<epsilon|none>",
         help="Set the privacy cap this state holds (per-image epsilon; 'none' removes it), recorded in the ledger. "
         "A cap holds for every later command on the state; --privacy-cap can only lower it.",
         show_default=False,
@@ -760,13 +760,13 @@ def budget(
     add_help_option=False,
 )
 def serve_mock(ctx: typer.Context) -> None:
-    """Run the bundled mock teacher (OIP v2 on 127.0.0.1); options as `python -m mock_server --help`."""
+    """Run the bundled mock teacher (OIP v2 on 127.0.0.1) and print the model's address for label --teacher."""
     try:
         from mock_server import main as mock_main
     except ImportError:  # pragma: no cover - depends on the mock server being installed
         typer.echo("error: the bundled mock server (package mock_server) is not available", err=True)
         raise typer.Exit(EXIT_FAILURE) from None
-    code = mock_main(list(ctx.args))
+    code = mock_main(list(ctx.args), prog="ldpclient serve-mock")
     raise typer.Exit(int(code or 0))
 
 
