@@ -131,7 +131,7 @@ def open_page(path: Path, expression: str, *, width: int = 1200, height: int = 9
         os.close(event_w)
         pipe = _Pipe(process, command_w, event_r)
         try:
-            return _visit(pipe, path, expression, screenshot)
+            return _visit(pipe, path, expression, screenshot, (width, height))
         finally:
             try:
                 pipe.send("Browser.close", timeout=5)
@@ -146,9 +146,13 @@ def open_page(path: Path, expression: str, *, width: int = 1200, height: int = 9
                 process.wait()
 
 
-def _visit(pipe: _Pipe, path: Path, expression: str, screenshot: Path | None) -> PageVisit:
+def _visit(pipe: _Pipe, path: Path, expression: str, screenshot: Path | None, size: tuple[int, int]) -> PageVisit:
     target = pipe.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    # the viewport as a device of that size (a window is never narrower than 500 px): a phone below 600 px
+    width, height = size
+    pipe.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                     "mobile": width < 600}, session=session)
     for domain in ("Page", "Network", "Runtime", "Log"):
         pipe.send(f"{domain}.enable", session=session)
     pipe.events.clear()

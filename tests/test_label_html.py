@@ -199,6 +199,7 @@ def test_the_page_renders_in_a_real_browser_with_its_images_and_fetches_nothing(
         headings: Array.from(document.querySelectorAll('h2')).map(h => h.textContent),
         bannerTop: document.body.firstElementChild.className,
         width: document.documentElement.scrollWidth,
+        summary: [document.querySelector('dl.summary').className, document.querySelector('dl.summary').innerText],
     })"""
     visit = open_page(page_path, expression, screenshot=tmp_path / "page.png")
     seen = json.loads(visit.value)
@@ -208,9 +209,29 @@ def test_the_page_renders_in_a_real_browser_with_its_images_and_fetches_nothing(
     assert "<script>alert(1)</script>" in seen["text"]  # shown as text, not run
     assert '<img src=x onerror="alert(2)">.png' in seen["text"]
     assert seen["bannerTop"] == "banner" and "This page holds PRIVATE images" in seen["text"]
+    assert seen["text"].index("epsilon per image") < seen["text"].index("What the labels are worth")
     assert seen["headings"][:4] == ["What the labels are worth", "The guarantee, in plain words",
                                     "What the teacher was sent", "Counts and money"]
     assert [u for u in visit.requests if not u.startswith(("data:", "file:"))] == []
     assert visit.requests[0] == page_path.resolve().as_uri()
     assert _Canary.hits == [] and visit.failed == []
     assert (tmp_path / "page.png").stat().st_size > 10_000
+    assert seen["summary"][0].split() in (["summary", "usable"], ["summary", "doubtful"], ["summary", "not-worth-having"])
+    assert "epsilon per image" in seen["summary"][1] and "money this run" in seen["summary"][1]
+    assert seen["width"] <= 1200  # nothing wider than the window
+
+
+def test_the_page_reads_on_a_phone(tmp_path: Path, canary: str) -> None:
+    """At 390 px (a phone) nothing is wider than the screen: tables scroll inside their box, charts shrink."""
+    page_path, _, _ = _hostile_run(tmp_path, canary)
+    expression = """JSON.stringify({
+        width: document.documentElement.scrollWidth, window: window.innerWidth,
+        wide: Array.from(document.querySelectorAll('body > *, section > *')).filter(
+            e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '.' + e.className),
+        summary: document.querySelector('dl.summary').getBoundingClientRect().width,
+    })"""
+    visit = open_page(page_path, expression, width=390, height=844, screenshot=tmp_path / "phone.png")
+    seen = json.loads(visit.value)
+    assert seen["window"] <= 390 and seen["width"] <= seen["window"], seen
+    assert seen["wide"] == [] and 0 < seen["summary"] <= seen["window"]
+    assert (tmp_path / "phone.png").stat().st_size > 10_000

@@ -53,6 +53,8 @@ def test_every_label_one_class_while_the_teacher_answered_many_is_not_worth_havi
     assert v.level == NOT_WORTH
     assert v.headline.startswith("not worth having: the labels collapsed: 100.0% of the labels are '8'")
     assert v.collapse["top_class"] == 8 and v.collapse["level"] == NOT_WORTH
+    assert not [r for r in v.reasons if "no collapse" in r]  # the reasons never contradict each other
+    assert any(r.startswith("accuracy not measured: give --check") for r in v.reasons)
 
 
 def test_a_class_that_takes_half_the_labels_beyond_its_answers_is_doubtful() -> None:

@@ -39,7 +39,11 @@ th{font-weight:600;color:#444}td.n{text-align:right;font-variant-numeric:tabular
 figure{margin:0;text-align:center;font-size:.75em;color:#333;width:120px}
 figure img{width:96px;height:96px;image-rendering:pixelated;border:1px solid #ccc;display:block;margin:0 auto}
 figcaption{overflow-wrap:anywhere}.bars{display:flex;flex-wrap:wrap;gap:18px}
-figure.chart{width:auto;text-align:left;margin:.4em 0}svg text{font:11px system-ui,sans-serif}
+figure.chart{width:auto;text-align:left;margin:.4em 0;max-width:100%}svg text{font:11px system-ui,sans-serif}
+svg{max-width:100%;height:auto}.wide{overflow-x:auto;max-width:100%}td{overflow-wrap:anywhere}
+.summary{display:flex;flex-wrap:wrap;gap:.4em 1.6em;padding:.6em 1em;margin:.5em 0 1em;border-width:2px;border-style:solid}
+.summary div{min-width:7em}.summary dt{font-size:.8em;color:#444}.summary dd{margin:0;font-weight:600;font-size:1.1em}
+@media (max-width:600px){body{padding:.6em .8em;font-size:14px}td,th{padding:.2em .5em .2em 0}}
 """
 
 
@@ -77,7 +81,7 @@ def table(rows: Iterable[Sequence[object]], header: Sequence[str] | None = None)
         ) + "</tr>"
         for row in rows
     )
-    return f"<table>{head}{body}</table>"
+    return f'<div class="wide"><table>{head}{body}</table></div>'
 
 
 def bar_chart(title: str, counts: Sequence[float], names: Sequence[str], *, colour: str = "#3b6ea8") -> str:
@@ -99,7 +103,8 @@ def bar_chart(title: str, counts: Sequence[float], names: Sequence[str], *, colo
             "</text>"
         )
     svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width + 60}" height="{height + 14 + label_h}" '
-           f'role="img" aria-label="{text(title)}">{"".join(parts)}</svg>')
+           f'viewBox="0 0 {width + 60} {height + 14 + label_h}" role="img" aria-label="{text(title)}">'
+           f'{"".join(parts)}</svg>')
     return f'<figure class="chart"><figcaption><strong>{text(title)}</strong></figcaption>{svg}</figure>'
 
 
@@ -120,6 +125,14 @@ def verdict_band(level: str, headline: str) -> str:
     """A coloured band with the verdict on a run's labels (``level``: usable, doubtful, not worth having)."""
     css = "-".join(level.split()) if level in ("usable", "doubtful", "not worth having") else "doubtful"
     return f'<div class="verdict {css}">{text(headline)}</div>'
+
+
+def summary_band(level: str | None, items: Sequence[tuple[str, str]]) -> str:
+    """The band a page opens with: the run's key figures (``(name, value)``, both escaped), framed in the colour of
+    the verdict's ``level`` (usable, doubtful, not worth having; None: neutral)."""
+    css = "-".join(level.split()) if level in ("usable", "doubtful", "not worth having") else ""
+    cells = "".join(f"<div><dt>{text(name)}</dt><dd>{text(value)}</dd></div>" for name, value in items)
+    return f'<dl class="summary {css}">{cells}</dl>'
 
 
 def section(heading: str, *parts: str) -> str:

@@ -18,7 +18,7 @@ import torch
 
 from ..transfer.mirror_check import mirror_note
 from ..transfer.pipeline import SentSample
-from .html import bar_chart, image_grid, page, paragraph, section, table, text, verdict_band
+from .html import bar_chart, image_grid, page, paragraph, section, summary_band, table, text, verdict_band
 from .notes import DATA_FREE_NOTE, weak_privacy_note
 
 #: Skipped files and escaped names listed by name; the rest are counted.
@@ -49,6 +49,7 @@ def label_page(report: Mapping[str, Any], images: PageImages, class_names: Seque
     private = images.clean is not None
     title = "ldpclient label: what left this device"
     body = "".join((
+        _summary(report),
         _verdict_section(report),
         _guarantee_section(report),
         _sent_section(report, images, class_names),
@@ -62,6 +63,36 @@ def label_page(report: Mapping[str, Any], images: PageImages, class_names: Seque
 
 
 # --------------------------------------------------------------------------- sections
+
+
+def _summary(report: Mapping[str, Any]) -> str:
+    """The band the page opens with: the verdict, the check set's score, epsilon per image, images, queries, money
+    (as the terminal's summary writes it) and time."""
+    verdict = report.get("verdict") or {}
+    g, c, q, cost = report["guarantee"], report["counts"], report["queries"], report["cost"]
+    items = [("labels", str(verdict["level"]))] if verdict else []
+    check = verdict.get("check")
+    if check:
+        items.append(("on the check set", f"{100 * check['accuracy']:.1f}% ({check['images']} images)"))
+    eps = 0.0 if g.get("public_input") else float(g["per_record"]["epsilon"])
+    items += [
+        ("epsilon per image", f"{eps:.4g}" + (" (data-free)" if g.get("public_input") else "")),
+        ("images labelled", f"{c['labelled']:,}"),
+        ("queries", f"{q['sent']:,} sent" + (f", {q['from_journal']:,} from the journal" if q["from_journal"] else "")),
+        ("money this run", f"{cost['spent_run']:.4g}"),
+        ("time", f"{_total_seconds(report.get('timings') or {}):.0f} s"),
+    ]
+    return summary_band(str(verdict["level"]) if verdict else None, items)
+
+
+def _stage_parts(timings: Mapping[str, float]) -> set[str]:
+    """The stages named ``<stage>_<part>``: parts of another stage (``adapt_predict``), not counted twice."""
+    return {name for name in timings if any(name.startswith(other + "_") for other in timings if other != name)}
+
+
+def _total_seconds(timings: Mapping[str, float]) -> float:
+    parts = _stage_parts(timings)
+    return sum(seconds for name, seconds in timings.items() if name not in parts)
 
 
 def _verdict_section(report: Mapping[str, Any]) -> str:
@@ -310,10 +341,10 @@ def _timings_section(report: Mapping[str, Any]) -> str:
     """Seconds per stage; a stage named ``<stage>_<part>`` is a part of ``<stage>`` (``adapt_predict``): shown
     as such and left out of the total."""
     timings = report.get("timings") or {}
-    parts = {name for name in timings if any(name.startswith(other + "_") for other in timings if other != name)}
+    parts = _stage_parts(timings)
     rows = [(f"  of which {name.split('_', 1)[1]}" if name in parts else name, f"{seconds:.1f} s")
             for name, seconds in timings.items()]
-    rows.append(("total", f"{sum(s for name, s in timings.items() if name not in parts):.1f} s"))
+    rows.append(("total", f"{_total_seconds(timings):.1f} s"))
     return section("Time per stage", table(rows))
 
 

@@ -382,8 +382,9 @@ def judge(
                                     f"noised queries, no better than always answering its most frequent class "
                                     f"({_pct(majority)}): it learned little from the answers"))
     if check is None:
-        found.append((USABLE, "no collapse seen, but accuracy not measured: give --check FILE with a few "
-                              "hand-labelled private images (read here only, never sent) to measure it"))
+        seen = "accuracy not measured" if collapse.level != USABLE else "no collapse seen, but accuracy not measured"
+        found.append((USABLE, f"{seen}: give --check FILE with a few hand-labelled private images (read here only, "
+                              "never sent) to measure it"))
     if same_as_free is not None and (check is None or check.baseline is None) and same_as_free >= SAME_AS_FREE:
         found.append((USABLE, f"{_pct(same_as_free)} of the labels are the data-free run's (no privacy spent): "
                               "the privacy spent bought nothing measurable"))
