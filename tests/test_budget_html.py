@@ -98,6 +98,10 @@ def test_budget_html_names_the_images_at_the_cap_of_a_folder(tmp_path: Path) -> 
     assert seen["svgs"] == 3  # all teachers, and each of the two
     assert "<b>bold.png" in seen["text"] and "local:<i>two</i>" in seen["text"]
     assert [u for u in visit.requests if not u.startswith(("data:", "file:"))] == []
+    phone = open_page(page_path, "JSON.stringify([document.documentElement.scrollWidth, window.innerWidth])",
+                      width=390, height=844)
+    width, window = json.loads(phone.value)
+    assert window <= 390 and width <= window  # on a phone nothing is wider than the screen
 
 
 def test_budget_html_without_a_folder_counts_and_says_how_to_name(tmp_path: Path) -> None:
