@@ -5,7 +5,8 @@ Checked: the workers' releases are the ledger's (the driver reads back exactly w
 once, a second pass charges nothing); an actor SIGKILLed after its block committed is replaced and the block run
 again with nothing charged twice; the workers' predictions are the local ones; ``label --cluster auto`` labels a
 folder whose releases and answers a run without the cluster then finds stored (nothing noised or sent again);
-``--cluster`` without a shared ``--state``, or with ``--seed``, is refused in one line.
+``--cluster`` without a shared ``--state``, or with ``--seed``, is refused in one line; a label run hands its release
+and every pass of its student (adaptation's included) to the engine (an in-process one, counting them).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from test_cli import _args, _cli, _private, _run, _server, _stop_after
 from torch import nn
 
 from ldpclient.cli.commands import EXIT_USAGE
-from ldpclient.cluster.engine import Cluster
+from ldpclient.cluster.engine import Cluster, LocalEngine
 from ldpclient.cluster.ray_engine import RayEngine
 from ldpclient.cluster.stages import ReleaseStage
 from ldpclient.io.records import TensorRecords
@@ -44,6 +45,17 @@ class KilledAfterCommit(ReleaseStage):
         if int(block["start"]) == self.start and not os.path.exists(self.marker):
             Path(self.marker).touch()
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class CountingEngine(LocalEngine):
+    """The in-process engine, keeping the name of every stage a run hands it."""
+
+    def __init__(self) -> None:
+        self.stages: list[str] = []
+
+    def map_blocks(self, stage, kwargs, blocks):
+        self.stages.append(stage.__name__)
+        yield from super().map_blocks(stage, kwargs, blocks)
 
 
 def _records(n: int = 600) -> TensorRecords:
@@ -107,6 +119,25 @@ def test_the_workers_predictions_are_the_local_ones(ray_local) -> None:
     assert torch.allclose(there, predict_proba(model, records), atol=1e-6)
 
 
+def test_a_label_run_hands_its_release_and_every_student_pass_to_the_engine(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--cluster`` with the engine in this process: the release and every pass of the student over the images
+    (adaptation's included) go through the engine, and the run's figures are those of a run without it. (The
+    Ray tests below run the same stages on actors, without adaptation: each pass there starts an actor pool.)"""
+    engine = CountingEngine()
+    monkeypatch.setattr("ldpclient.cluster.engine.open_engine", lambda address: engine)
+    folder = _private(tmp_path)
+    with _server() as srv:
+        done = _run([*_args(folder, srv.model_url, tmp_path, "--json"), "--cluster", "auto", "--state", postgres_url,
+                     "--ledger-key-file", str(tmp_path / "k")])
+    assert done.exit_code == 0, done.output
+    rep = json.loads(done.stdout)
+    assert rep["ledger"]["fresh"] == 12 - rep["counts"]["not_released"] and rep["counts"]["labelled"] == 12
+    assert engine.stages.count("ReleaseStage") == 1
+    assert engine.stages.count("PredictStage") >= 2 and set(engine.stages) == {"ReleaseStage", "PredictStage"}
+
+
 def test_label_on_the_cluster_then_here_finds_everything_stored(ray_local, postgres_url: str, tmp_path: Path) -> None:
     folder = _private(tmp_path)
     state = ["--state", postgres_url, "--ledger-key-file", str(tmp_path / "k")]
@@ -115,12 +146,12 @@ def test_label_on_the_cluster_then_here_finds_everything_stored(ray_local, postg
         assert refused.exit_code == EXIT_USAGE and "--cluster refuses --seed" in refused.stderr
         alone = _run([*_args(folder, srv.model_url, tmp_path), "--cluster", "auto"])
         assert alone.exit_code == EXIT_USAGE and "--cluster needs --state" in alone.stderr
-        on_cluster = _run([*_args(folder, srv.model_url, tmp_path, "--json"), "--cluster", "auto", *state])
+        on_cluster = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--no-adapt"), "--cluster", "auto", *state])
         assert on_cluster.exit_code == 0, on_cluster.output
         rep = json.loads(on_cluster.stdout)
         assert rep["ledger"]["fresh"] == 12 - rep["counts"]["not_released"] and rep["counts"]["labelled"] == 12
         assert rep["queries"]["sent"] == 24
-        here = _run([*_args(folder, srv.model_url, tmp_path, "--json"), *state])
+        here = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--no-adapt"), *state])
         assert here.exit_code == 0, here.output
         rep2 = json.loads(here.stdout)
         assert rep2["ledger"]["fresh"] == 0 and rep2["queries"]["sent"] == 0 and rep2["queries"]["from_journal"] == 24
