@@ -121,16 +121,21 @@ def page(title: str, body: str, *, banner: str | None = None) -> str:
     )
 
 
+def _level_class(level: str | None) -> str:
+    """The CSS class of a verdict's level (``not worth having`` -> ``not-worth-having``); '' for anything else."""
+    return "-".join(level.split()) if level in ("usable", "doubtful", "not worth having") else ""
+
+
 def verdict_band(level: str, headline: str) -> str:
     """A coloured band with the verdict on a run's labels (``level``: usable, doubtful, not worth having)."""
-    css = "-".join(level.split()) if level in ("usable", "doubtful", "not worth having") else "doubtful"
+    css = _level_class(level) or "doubtful"
     return f'<div class="verdict {css}">{text(headline)}</div>'
 
 
 def summary_band(level: str | None, items: Sequence[tuple[str, str]]) -> str:
     """The band a page opens with: the run's key figures (``(name, value)``, both escaped), framed in the colour of
     the verdict's ``level`` (usable, doubtful, not worth having; None: neutral)."""
-    css = "-".join(level.split()) if level in ("usable", "doubtful", "not worth having") else ""
+    css = _level_class(level)
     cells = "".join(f"<div><dt>{text(name)}</dt><dd>{text(value)}</dd></div>" for name, value in items)
     return f'<dl class="summary {css}">{cells}</dl>'
 
