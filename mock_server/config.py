@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
-import textwrap
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
@@ -216,14 +214,15 @@ class _HelpFormatter(argparse.HelpFormatter):
         super().add_usage(usage, actions, groups, prefix="Usage: ")
 
     def _split_lines(self, text: str, width: int) -> list[str]:
-        # a bracketed note ('[default: 30.0]') stays on one line: its space is a no-break one while wrapping
-        text = re.sub(r"\[[^\[\]]*\]", lambda m: m.group(0).replace(" ", "\u00a0"), " ".join(text.split()))
-        lines = textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
-        return [line.replace("\u00a0", " ") for line in lines]
+        # ldpclient's own wrapping: a bracketed note ('[default: 30.0]') stays on one line
+        from ldpclient.cli.help import wrap_words
+
+        return wrap_words(text, width)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return textwrap.fill(" ".join(text.split()), width, initial_indent="  ", subsequent_indent="  ",
-                             break_on_hyphens=False, break_long_words=False)
+        from ldpclient.cli.help import wrap_words
+
+        return "\n".join(wrap_words(text, width, indent="  "))
 
 
 def _sentence(text: str) -> str:

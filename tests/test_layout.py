@@ -31,12 +31,28 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _targets(node: ast.Import | ast.ImportFrom, package: str) -> set[str]:
+    """The ``ldpclient`` modules (and, for ``from X import n``, the candidates ``X.n``) one import names, relative
+    ones resolved against ``package``."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names if a.name.startswith("ldpclient")}
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - node.level + 1]
+        target = ".".join([*base, node.module] if node.module else base)
+    else:
+        target = node.module or ""
+    return {target, *(f"{target}.{a.name}" for a in node.names)} if target.startswith("ldpclient") else set()
+
+
+def _package(path: Path) -> str:
+    here = _module_name(path)
+    return here if path.name == "__init__.py" else here.rpartition(".")[0]
+
+
 def _imports(path: Path) -> set[str]:
     """The ``ldpclient`` modules ``path`` imports when it is imported (module level, outside ``TYPE_CHECKING``;
     an import inside a function runs later and is not counted)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    here = _module_name(path)
-    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    package = _package(path)
     found: set[str] = set()
 
     def visit(body: list[ast.stmt]) -> None:
@@ -48,20 +64,10 @@ def _imports(path: Path) -> set[str]:
                 visit(getattr(node, "orelse", []))
                 for handler in getattr(node, "handlers", []):
                     visit(handler.body)
-            elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("ldpclient"))
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")
-                    base = base[: len(base) - node.level + 1]
-                    target = ".".join([*base, node.module] if node.module else base)
-                else:
-                    target = node.module or ""
-                if target.startswith("ldpclient"):
-                    found.add(target)
-                    found.update(f"{target}.{a.name}" for a in node.names)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.update(_targets(node, package))
 
-    visit(tree.body)
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
     return found
 
 
@@ -131,17 +137,14 @@ LAYERS = {"cli": 0, "api": 0, "run": 1, "report": 2, "cluster": 2, "transfer": 3
 
 def _every_import(path: Path) -> set[str]:
     """Every ``ldpclient`` module ``path`` names in an import, wherever the import is."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    here = _module_name(path)
-    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    package = _package(path)
     found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
-            found.add(".".join([*base, node.module] if node.module else base) if node.level else node.module or "")
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-    return {name for name in found if name.startswith("ldpclient.")}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update(_targets(node, package))
+    # a name of the front door itself ('from .. import __version__') is no module
+    return {name for name in found if name.startswith("ldpclient.") and (
+        (PACKAGE / name.split(".")[1]).is_dir() or (PACKAGE / f"{name.split('.')[1]}.py").is_file())}
 
 
 def test_imports_point_down_the_layers() -> None:

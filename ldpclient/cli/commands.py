@@ -816,9 +816,5 @@ def _register_audit() -> None:
 _register_audit()
 
 
-def main() -> None:  # pragma: no cover - console entry point convenience
+def main() -> None:  # pragma: no cover - python -m ldpclient.cli (__main__.py)
     app()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -69,8 +69,9 @@ def _summary(report: Mapping[str, Any]) -> str:
     """The band the page opens with: the verdict, the check set's score, epsilon per image, images, queries, money
     (as the terminal's summary writes it) and time."""
     verdict = report.get("verdict") or {}
+    level = str(verdict["level"]) if verdict else None
     g, c, q, cost = report["guarantee"], report["counts"], report["queries"], report["cost"]
-    items = [("labels", str(verdict["level"]))] if verdict else []
+    items = [("labels", level)] if level else []
     check = verdict.get("check")
     if check:
         items.append(("on the check set", f"{100 * check['accuracy']:.1f}% ({check['images']} images)"))
@@ -82,7 +83,7 @@ def _summary(report: Mapping[str, Any]) -> str:
         ("money this run", f"{cost['spent_run']:.4g}"),
         ("time", f"{_total_seconds(report.get('timings') or {}):.0f} s"),
     ]
-    return summary_band(str(verdict["level"]) if verdict else None, items)
+    return summary_band(level, items)
 
 
 def _stage_parts(timings: Mapping[str, float]) -> set[str]:
