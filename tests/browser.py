@@ -163,7 +163,10 @@ def _visit(pipe: _Pipe, path: Path, expression: str, screenshot: Path | None, si
     result = pipe.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=session)
     visit.value = result.get("result", {}).get("value")
     if screenshot is not None:
-        shot = pipe.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, session=session)
+        content = pipe.send("Page.getLayoutMetrics", {}, session=session)["cssContentSize"]
+        clip = {"x": 0, "y": 0, "width": content["width"], "height": content["height"], "scale": 1}
+        shot = pipe.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip},
+                         session=session)
         screenshot.write_bytes(base64.b64decode(shot["data"]))
     for event in pipe.events:
         params = event.get("params", {})

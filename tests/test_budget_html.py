@@ -93,15 +93,16 @@ def test_budget_html_names_the_images_at_the_cap_of_a_folder(tmp_path: Path) -> 
     assert "3 images of" in doc and "&lt;i&gt;two&lt;/i&gt;" in doc and "local:one" in doc
     assert not {"script", "b", "i"} & set(_tags(doc))
     visit = open_page(page_path, "JSON.stringify({text: document.body.innerText, svgs: document.querySelectorAll("
-                                 "'svg').length})")
+                                 "'svg').length})", width=1280, height=900, screenshot=tmp_path / "budget.png")
     seen = json.loads(visit.value)
     assert seen["svgs"] == 3  # all teachers, and each of the two
     assert "<b>bold.png" in seen["text"] and "local:<i>two</i>" in seen["text"]
     assert [u for u in visit.requests if not u.startswith(("data:", "file:"))] == []
     phone = open_page(page_path, "JSON.stringify([document.documentElement.scrollWidth, window.innerWidth])",
-                      width=390, height=844)
+                      width=390, height=844, screenshot=tmp_path / "budget-phone.png")
     width, window = json.loads(phone.value)
     assert window <= 390 and width <= window  # on a phone nothing is wider than the screen
+    assert (tmp_path / "budget.png").stat().st_size > 10_000 and (tmp_path / "budget-phone.png").stat().st_size > 10_000
 
 
 def test_budget_html_without_a_folder_counts_and_says_how_to_name(tmp_path: Path) -> None:

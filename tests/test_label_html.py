@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 import ldpclient
 import mock_server
 from ldpclient.cli.commands import app
-from ldpclient.report.html import CSP, page, png_data_uri, text
+from ldpclient.report.html import CSP, png_data_uri, render, text
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import SAMPLE_SIZE
 
@@ -67,7 +67,7 @@ def test_text_escapes_markup_controls_and_bidi_overrides() -> None:
 
 
 def test_a_page_fetches_nothing_and_holds_no_script() -> None:
-    doc = page("<b>title</b>", "<p>body</p>", banner="<i>warning</i>")
+    doc = render("layout.html.j2", title="<b>title</b>", banner="<i>warning</i>", summary=None)
     tags = _tags(doc)
     assert ("meta", {"http-equiv": "Content-Security-Policy", "content": CSP}) in tags
     assert "default-src 'none'" in CSP and "img-src data:" in CSP
@@ -200,8 +200,10 @@ def test_the_page_renders_in_a_real_browser_with_its_images_and_fetches_nothing(
         bannerTop: document.body.firstElementChild.className,
         width: document.documentElement.scrollWidth,
         summary: [document.querySelector('dl.summary').className, document.querySelector('dl.summary').innerText],
+        charts: Array.from(document.querySelectorAll('figure.chart svg')).map(
+            s => [s.getBoundingClientRect().width, s.getBoundingClientRect().height, s.querySelectorAll('text').length]),
     })"""
-    visit = open_page(page_path, expression, screenshot=tmp_path / "page.png")
+    visit = open_page(page_path, expression, width=1280, height=900, screenshot=tmp_path / "page.png")
     seen = json.loads(visit.value)
     assert len(seen["images"]) == 3 * SAMPLE_SIZE  # clean, releases, queries
     assert all(done and w == 8 and h == 8 for done, w, h in seen["images"]), seen["images"]
@@ -218,7 +220,10 @@ def test_the_page_renders_in_a_real_browser_with_its_images_and_fetches_nothing(
     assert (tmp_path / "page.png").stat().st_size > 10_000
     assert seen["summary"][0].split() in (["summary", "usable"], ["summary", "doubtful"], ["summary", "not-worth-having"])
     assert "epsilon per image" in seen["summary"][1] and "money this run" in seen["summary"][1]
-    assert seen["width"] <= 1200  # nothing wider than the window
+    assert seen["width"] <= 1280  # nothing wider than the window
+    # four charts drawn by matplotlib (labels written, before adaptation, data-free, the teacher's answers), each
+    # with its names and values as text
+    assert len(seen["charts"]) == 4 and all(w > 150 and h > 100 and n > 10 for w, h, n in seen["charts"]), seen["charts"]
 
 
 def test_the_page_reads_on_a_phone(tmp_path: Path, canary: str) -> None:
@@ -229,9 +234,11 @@ def test_the_page_reads_on_a_phone(tmp_path: Path, canary: str) -> None:
         wide: Array.from(document.querySelectorAll('body > *, section > *')).filter(
             e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '.' + e.className),
         summary: document.querySelector('dl.summary').getBoundingClientRect().width,
+        charts: Array.from(document.querySelectorAll('figure.chart svg')).map(s => s.getBoundingClientRect().right),
     })"""
     visit = open_page(page_path, expression, width=390, height=844, screenshot=tmp_path / "phone.png")
     seen = json.loads(visit.value)
     assert seen["window"] <= 390 and seen["width"] <= seen["window"], seen
     assert seen["wide"] == [] and 0 < seen["summary"] <= seen["window"]
+    assert len(seen["charts"]) == 4 and max(seen["charts"]) <= seen["window"]  # each chart shrunk to the screen
     assert (tmp_path / "phone.png").stat().st_size > 10_000

@@ -520,14 +520,14 @@ def run_audit(
 
 def write_report(report: dict, out_dir: str | os.PathLike[str], examples: Mapping[str, torch.Tensor] | None = None) -> dict:
     """Write ``audit.json`` and the PNG figures into ``out_dir``; returns their paths (also stored in the report)."""
+    from ..io.charts import image_rows_png, line_chart_png
     from ..io.output import write_json
-    from .figure import line_plot, reconstruction_grid
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
     if examples:
-        files["reconstructions_png"] = str(reconstruction_grid(examples, out / "audit_reconstructions.png"))
+        files["reconstructions_png"] = str(image_rows_png(examples, out / "audit_reconstructions.png"))
     rows = [r for r in report.get("summary", []) if r.get("epsilon_element")]
     eps = sorted({r["epsilon_element"] for r in rows})
     if len(eps) >= 2:
@@ -541,8 +541,10 @@ def write_report(report: dict, out_dir: str | os.PathLike[str], examples: Mappin
                     if "recon_teacher_agreement" in by[eps[0]]:
                         series["teacher agr. SIDP"] = [by[e]["recon_teacher_agreement"] for e in eps]
         if series:
-            files["vs_epsilon_png"] = str(line_plot(eps, series, out / "audit_vs_epsilon.png",
-                                                    title="attack success vs per-element epsilon"))
+            files["vs_epsilon_png"] = str(line_chart_png(eps, series, out / "audit_vs_epsilon.png",
+                                                         title="attack success vs per-element epsilon",
+                                                         xlabel="epsilon per element (log scale)",
+                                                         ylabel="attack success"))
     report["files"] = {**files, "report_json": str(out / "audit.json")}
     write_json(out / "audit.json", report)
     return files

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .html import bar_chart, page, paragraph, section, table, text
+from .html import bar_chart, render
 
 
 @dataclass(frozen=True)
@@ -56,67 +56,62 @@ def spend_histogram(values: Sequence[float], cap: float | None) -> tuple[list[in
 
 
 def budget_page(summary: Mapping[str, Any], spend: LedgerSpend, private_dir: Path | None) -> str:
-    """The HTML document of ``ldpclient budget --html`` (see the module doc)."""
+    """The HTML document of ``ldpclient budget --html`` (see the module doc): ``templates/budget.html.j2`` filled
+    with what each of its sections says."""
     cap = summary.get("cap_epsilon")
     eps = summary["epsilon"]
-    overview = table([
-        ("ledger", summary["path"]),
-        ("images with spend", summary["records"]),
-        ("stored releases", summary["releases"]),
-        ("per-record epsilon, largest", f"{eps['max']:.4g}"),
-        ("per-record epsilon, mean", f"{eps['mean']:.4g}"),
-        ("cap (per record)", "none given (--privacy-cap)" if cap is None else f"{cap:.4g}"),
-        ("images at the cap", "-" if cap is None else summary["records_at_cap"]),
-    ])
     counts, names = spend_histogram(spend.overall, cap)
-    parts = [
-        overview,
-        paragraph("Each image's epsilon is per record: the sum over every release of it, for every teacher, "
-                  "shape and mechanism (a second release of the same image adds up; reusing a stored release "
-                  "costs nothing)."),
-        bar_chart("images by total per-record epsilon spent", counts, names),
-    ]
-    if summary.get("legacy_records"):
-        parts.append(paragraph(f"{summary['legacy_records']} records from an older ledger are still counted per "
-                               "decoded tensor until a run sees their image again.", note=True))
-    body = section("Spend per image", *parts) + _teachers_section(summary, spend, cap) + \
-        _at_cap_section(summary, spend, cap, private_dir)
-    return page("ldpclient budget: privacy spent per image", body)
+    return render(
+        "budget.html.j2",
+        title="ldpclient budget: privacy spent per image",
+        banner=None,
+        summary=None,
+        overview=[
+            ("ledger", summary["path"]),
+            ("images with spend", summary["records"]),
+            ("stored releases", summary["releases"]),
+            ("per-record epsilon, largest", f"{eps['max']:.4g}"),
+            ("per-record epsilon, mean", f"{eps['mean']:.4g}"),
+            ("cap (per record)", "none given (--privacy-cap)" if cap is None else f"{cap:.4g}"),
+            ("images at the cap", "-" if cap is None else summary["records_at_cap"]),
+        ],
+        spend_chart=bar_chart("images by total per-record epsilon spent", counts, names),
+        legacy_records=summary.get("legacy_records") or 0,
+        teachers=_teachers(summary, spend, cap),
+        at_cap=_at_cap(summary, spend, cap, private_dir),
+    )
 
 
-def _teachers_section(summary: Mapping[str, Any], spend: LedgerSpend, cap: float | None) -> str:
-    parts = []
+def _teachers(summary: Mapping[str, Any], spend: LedgerSpend, cap: float | None) -> list[dict[str, Any]]:
+    """Per teacher identity (scope): the mechanisms its releases used and the histogram of what it cost each image."""
+    teachers = []
     for scope, values in spend.by_scope.items():
         counts, names = spend_histogram(values, cap)
-        mechanisms = [m for m in summary.get("by_mechanism", []) if m["scope"] == scope]
-        parts.append(f"<h3>{text(scope)}</h3>")
-        parts.append(table(
-            ((m["mechanism"], "x".join(str(s) for s in m["record_shape"]), m["releases"],
-              f"{m['epsilon_per_release']:.4g}") for m in mechanisms),
-            header=("mechanism", "image shape", "releases", "epsilon per release (per record)"),
-        ))
-        parts.append(bar_chart(f"images by per-record epsilon spent on this teacher ({len(values)} images)",
-                               counts, names, colour="#7a9cc6"))
-    if not parts:
-        parts.append(paragraph("No release is stored."))
-    return section("Per teacher", *parts)
+        teachers.append({
+            "scope": scope,
+            "mechanisms": [(m["mechanism"], "x".join(str(s) for s in m["record_shape"]), m["releases"],
+                            f"{m['epsilon_per_release']:.4g}")
+                           for m in summary.get("by_mechanism", []) if m["scope"] == scope],
+            "chart": bar_chart(f"images by per-record epsilon spent on this teacher ({len(values)} images)",
+                               counts, names, colour="#7a9cc6"),
+        })
+    return teachers
 
 
-def _at_cap_section(summary: Mapping[str, Any], spend: LedgerSpend, cap: float | None,
-                    private_dir: Path | None) -> str:
+def _at_cap(summary: Mapping[str, Any], spend: LedgerSpend, cap: float | None,
+            private_dir: Path | None) -> dict[str, Any]:
+    """The images with no budget left: named (at most :data:`MAX_NAMED`) when a folder was given, counted otherwise."""
     if cap is None:
-        return section("Images at the cap", paragraph("No cap was given: pass --privacy-cap to see which images "
-                                                      "have no budget left."))
+        return {"words": "No cap was given: pass --privacy-cap to see which images have no budget left.",
+                "named": [], "more": None}
     if spend.at_cap is None:
-        return section("Images at the cap", paragraph(
-            f"{summary['records_at_cap']} images have no budget left under the cap {cap:.4g}. The ledger keeps "
-            "keyed hashes, not names: pass --private FOLDER to name those of a folder."))
+        return {"words": f"{summary['records_at_cap']} images have no budget left under the cap {cap:.4g}. The ledger "
+                         "keeps keyed hashes, not names: pass --private FOLDER to name those of a folder.",
+                "named": [], "more": None}
     named = spend.at_cap
-    parts = [paragraph(f"{len(named)} images of {private_dir} have no budget left under the cap {cap:.4g} (of "
-                       f"{summary['records_at_cap']} in the ledger); a label run would refuse to release them "
-                       "again.")]
-    if named:
-        parts.append(table(((name,) for name in named[:MAX_NAMED]), header=("image",)))
-    if len(named) > MAX_NAMED:
-        parts.append(paragraph(f"... and {len(named) - MAX_NAMED} more.", note=True))
-    return section("Images at the cap", *parts)
+    return {
+        "words": (f"{len(named)} images of {private_dir} have no budget left under the cap {cap:.4g} (of "
+                  f"{summary['records_at_cap']} in the ledger); a label run would refuse to release them again."),
+        "named": [(name,) for name in named[:MAX_NAMED]],
+        "more": f"... and {len(named) - MAX_NAMED} more." if len(named) > MAX_NAMED else None,
+    }

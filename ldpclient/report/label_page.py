@@ -18,7 +18,7 @@ import torch
 
 from ..transfer.mirror_check import mirror_note
 from ..transfer.pipeline import SentSample
-from .html import bar_chart, image_grid, page, paragraph, section, summary_band, table, text, verdict_band
+from .html import bar_chart, png_data_uri, render
 from .notes import DATA_FREE_NOTE, weak_privacy_note
 
 #: Skipped files and escaped names listed by name; the rest are counted.
@@ -45,27 +45,28 @@ class PageImages:
 
 
 def label_page(report: Mapping[str, Any], images: PageImages, class_names: Sequence[str]) -> str:
-    """The HTML document of one finished label run (see the module doc)."""
-    private = images.clean is not None
-    title = "ldpclient label: what left this device"
-    body = "".join((
-        _summary(report),
-        _verdict_section(report),
-        _guarantee_section(report),
-        _sent_section(report, images, class_names),
-        _counts_section(report),
-        _student_section(report, class_names),
-        _timings_section(report),
-        _files_section(report),
-        _about_section(report),
-    ))
-    return page(title, body, banner=PRIVATE_BANNER if private else None)
+    """The HTML document of one finished label run (see the module doc): ``templates/label.html.j2`` filled with
+    what each of its sections says, in the order the page shows them."""
+    return render(
+        "label.html.j2",
+        title="ldpclient label: what left this device",
+        banner=PRIVATE_BANNER if images.clean is not None else None,
+        summary=_summary(report),
+        verdict=_verdict(report),
+        guarantee=_guarantee(report),
+        sent=_sent(report, images, class_names),
+        counts=_counts(report),
+        student=_student(report, class_names),
+        timings=_timings(report),
+        files=_files(report),
+        about=_about(report),
+    )
 
 
-# --------------------------------------------------------------------------- sections
+# --------------------------------------------------------------------------- what each section says
 
 
-def _summary(report: Mapping[str, Any]) -> str:
+def _summary(report: Mapping[str, Any]) -> dict[str, Any]:
     """The band the page opens with: the verdict, the check set's score, epsilon per image, images, queries, money
     (as the terminal's summary writes it) and time."""
     verdict = report.get("verdict") or {}
@@ -83,7 +84,7 @@ def _summary(report: Mapping[str, Any]) -> str:
         ("money this run", f"{cost['spent_run']:.4g}"),
         ("time", f"{_total_seconds(report.get('timings') or {}):.0f} s"),
     ]
-    return summary_band(level, items)
+    return {"level": level, "items": items}
 
 
 def _stage_parts(timings: Mapping[str, float]) -> set[str]:
@@ -96,32 +97,32 @@ def _total_seconds(timings: Mapping[str, float]) -> float:
     return sum(seconds for name, seconds in timings.items() if name not in parts)
 
 
-def _verdict_section(report: Mapping[str, Any]) -> str:
+def _interval(score: Mapping[str, Any]) -> str:
+    return f"{100 * score['low']:.1f}-{100 * score['high']:.1f}%"
+
+
+def _verdict(report: Mapping[str, Any]) -> dict[str, Any] | None:
     """What the labels are worth, first on the page: the verdict's level and reasons, the check set's score beside
-    the data-free run's (empty for a report written before verdicts existed)."""
+    the data-free run's (None for a report written before verdicts existed)."""
     verdict = report.get("verdict")
     if not verdict:
-        return ""
-    parts = [verdict_band(str(verdict["level"]), f"The labels are {verdict['level']}."),
-             *(paragraph(str(why)) for why in verdict.get("reasons", []))]
+        return None
+    rows = []
     check = verdict.get("check")
     if check:
-        rows = [("these labels", f"{100 * check['accuracy']:.1f}%", f"{100 * check['low']:.1f}-{100 * check['high']:.1f}%",
-                 check["images"])]
+        rows.append(("these labels", f"{100 * check['accuracy']:.1f}%", _interval(check), check["images"]))
         base = check.get("baseline")
         if base:
-            rows.append(("data-free run (no privacy spent)", f"{100 * base['accuracy']:.1f}%",
-                         f"{100 * base['low']:.1f}-{100 * base['high']:.1f}%", base["images"]))
-        parts.append(table(rows, header=["on the check set", "accuracy", "95% interval", "images"]))
-        parts.append(paragraph("The check set: private images labelled by hand (--check), read on this device only "
-                               "and never sent; the images went through the run like every other.", note=True))
-    return section("What the labels are worth", *parts)
+            rows.append(("data-free run (no privacy spent)", f"{100 * base['accuracy']:.1f}%", _interval(base),
+                         base["images"]))
+    return {"level": str(verdict["level"]), "reasons": [str(why) for why in verdict.get("reasons", [])],
+            "check_rows": rows}
 
 
-def _guarantee_section(report: Mapping[str, Any]) -> str:
+def _guarantee(report: Mapping[str, Any]) -> dict[str, Any]:
     g = report["guarantee"]
     if g.get("public_input"):
-        return section("The guarantee, in plain words", paragraph(DATA_FREE_NOTE + "."))
+        return {"data_free": DATA_FREE_NOTE + "."}
     pr, pe = g["per_record"], g["per_element"]
     eps = float(pr["epsilon"])
     params = g.get("params") or {}
@@ -145,28 +146,27 @@ def _guarantee_section(report: Mapping[str, Any]) -> str:
         ("ledger", f"largest total spend of one image so far: epsilon {report['ledger']['max_spent_epsilon']:.4g}"
          + ("" if report["ledger"]["cap_epsilon"] is None else f" (cap {report['ledger']['cap_epsilon']:.4g})")),
     ]
-    words = [
-        paragraph(f"Each private image was noised once, on this device, before anything was sent: {what}. "
+    meaning = (
+        "What epsilon means here: for any two images of this size, the probability that the teacher receives "
+        f"any given set of answers differs by a factor of at most e^epsilon (here {factor:.3g})"
+        + (f", plus a probability {float(pr['delta']):.3g}" if pr.get("delta") else "")
+        + ", whatever the teacher does with every query built from one image's release. Smaller is stronger. "
+        "Another release of the same image (another teacher, another mechanism) adds its own epsilon: the "
+        "ledger row above is the sum so far. A factor "
+        "this large promises little by itself; what protects an image in practice is how much the noise "
+        "hides, which the pictures below show and `ldpclient audit` measures. Augmenting, averaging, "
+        "blurring and clipping releases costs nothing more: only a new release of the same image does, and "
+        "the ledger sums those.")
+    return {
+        "data_free": None,
+        "weak": weak_privacy_note(eps),
+        "words": (f"Each private image was noised once, on this device, before anything was sent: {what}. "
                   f"The guarantee per image is epsilon {eps:.4g}{delta}. {per_element}"),
-        table(rows),
-        paragraph(
-            "What epsilon means here: for any two images of this size, the probability that the teacher receives "
-            f"any given set of answers differs by a factor of at most e^epsilon (here {factor:.3g})"
-            + (f", plus a probability {float(pr['delta']):.3g}" if pr.get("delta") else "")
-            + ", whatever the teacher does with every query built from one image's release. Smaller is stronger. "
-            "Another release of the same image (another teacher, another mechanism) adds its own epsilon: the "
-            "ledger row above is the sum so far. A factor "
-            "this large promises little by itself; what protects an image in practice is how much the noise "
-            "hides, which the pictures below show and `ldpclient audit` measures. Augmenting, averaging, "
-            "blurring and clipping releases costs nothing more: only a new release of the same image does, and "
-            "the ledger sums those.", note=True),
-        paragraph(str(report.get("guarantee_note", "")), note=True),
-    ]
-    weak = weak_privacy_note(eps)
-    if weak:
-        words.insert(0, f'<div class="banner">{text(weak)}</div>')
-    words += [paragraph(str(n), note=True) for n in g.get("notes", [])]
-    return section("The guarantee, in plain words", *words)
+        "rows": rows,
+        "meaning": meaning,
+        "note": str(report.get("guarantee_note", "")),
+        "notes": [str(n) for n in g.get("notes", [])],
+    }
 
 
 def _unit(values: torch.Tensor, value_range: tuple[float, float]) -> torch.Tensor:
@@ -178,54 +178,46 @@ def _class(names: Sequence[str], k: int) -> str:
     return str(names[k]) if 0 <= k < len(names) else ("no answer" if k < 0 else str(k))
 
 
-def _sent_section(report: Mapping[str, Any], images: PageImages, class_names: Sequence[str]) -> str:
+def _sent(report: Mapping[str, Any], images: PageImages, class_names: Sequence[str]) -> dict[str, Any] | None:
+    """The sample of releases and queries exactly as sent, as ``(data URI, caption)`` cells (None: nothing sent)."""
     sample = images.sample
     if sample is None:
-        return section("What the teacher was sent", paragraph("This run sent no query."))
-    parts = []
+        return None
     names = images.clean_names
-    named = names is not None
 
     def caption(k: int) -> str:
         return str(names[k]) if names is not None else f"image #{k + 1}"
+    clean = None
     if images.clean is not None:
-        parts += [paragraph("The clean private images (shown because --html-private was given; they never left "
-                            "this device):"),
-                  image_grid((img, caption(int(k))) for img, k in zip(images.clean, sample.release_indices,
-                                                                         strict=False))]
+        clean = [(png_data_uri(img), caption(int(k)))
+                 for img, k in zip(images.clean, sample.release_indices, strict=False)]
     public = report["guarantee"].get("public_input")
-    parts += [
-        paragraph(("Blank releases (data-free: the teacher got noise on blank images, nothing private)" if public else
-                   "Their releases, after the free post-processing (" + str(report.get("postprocess") or "none")
-                   + "): what every query is built from") + ("; with --augment none exactly what was sent." if
-                                                             report.get("augment") == "none" else ".")),
-        image_grid((_unit(v, images.value_range), caption(int(k)))
-                   for v, k in zip(sample.releases, sample.release_indices, strict=True)),
-    ]
-    total = report["queries"]["planned"]
+    releases_intro = (("Blank releases (data-free: the teacher got noise on blank images, nothing private)" if public
+                       else "Their releases, after the free post-processing (" + str(report.get("postprocess") or "none")
+                       + "): what every query is built from")
+                      + ("; with --augment none exactly what was sent." if report.get("augment") == "none" else "."))
     how = {"sup": "each the average of two images' releases (LDPKiT-Sup)",
            "rand": "each a release with a second layer of noise (LDPKiT-Rand)",
            "none": "the releases themselves (SIDP)"}.get(str(report.get("augment")), "")
-    parts += [
-        paragraph(f"The first {len(sample.query_ids)} of {total} queries exactly as sent, {how}, with the teacher's "
-                  "answer:"),
-        image_grid(
-            (_unit(v, images.value_range),
-             f"{_built_from(src, caption)} → {_class(class_names, int(y))}")
-            for v, src, y in zip(sample.queries, sample.query_sources, sample.query_labels, strict=True)
-        ),
-    ]
-    if not named:
-        parts.append(paragraph("Images are numbered in the order of the folder's sorted file names; names and clean "
-                               "images are left out unless --html-private is given.", note=True))
-    return section("What the teacher was sent", *parts)
+    return {
+        "clean": clean,
+        "releases_intro": releases_intro,
+        "releases": [(png_data_uri(_unit(v, images.value_range)), caption(int(k)))
+                     for v, k in zip(sample.releases, sample.release_indices, strict=True)],
+        "queries_intro": (f"The first {len(sample.query_ids)} of {report['queries']['planned']} queries exactly as "
+                          f"sent, {how}, with the teacher's answer:"),
+        "queries": [(png_data_uri(_unit(v, images.value_range)),
+                     f"{_built_from(src, caption)} → {_class(class_names, int(y))}")
+                    for v, src, y in zip(sample.queries, sample.query_sources, sample.query_labels, strict=True)],
+        "named": names is not None,
+    }
 
 
 def _built_from(sources: Sequence[int], caption: Callable[[int], str]) -> str:
     return "blank" if not sources else " + ".join(caption(k) for k in sources)
 
 
-def _counts_section(report: Mapping[str, Any]) -> str:
+def _counts(report: Mapping[str, Any]) -> dict[str, Any]:
     c, q, cost = report["counts"], report["queries"], report["cost"]
     rows: list[Sequence[object]] = [
         ("image files found", c["files_found"]),
@@ -256,10 +248,9 @@ def _counts_section(report: Mapping[str, Any]) -> str:
         ("money spent in total with this teacher", _money(cost["spent_total"])),
         ("money cap", "none" if cost.get("cap") is None else _money(cost["cap"])),
     ]
-    parts = [table(rows)]
-    if cost.get("cap"):
-        parts.append(paragraph(f"{100 * cost['spent_total'] / cost['cap']:.1f}% of the money cap is spent."))
-    return section("Counts and money", *parts)
+    share = (f"{100 * cost['spent_total'] / cost['cap']:.1f}% of the money cap is spent." if cost.get("cap")
+             else None)
+    return {"rows": rows, "cap_share": share}
 
 
 def _money(amount: float) -> float:
@@ -268,16 +259,15 @@ def _money(amount: float) -> float:
     return float(f"{float(amount):.6g}")
 
 
-def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> str:
+def _student(report: Mapping[str, Any], class_names: Sequence[str]) -> dict[str, Any]:
+    """The student's settings, the label histograms as charts (written labels, before adaptation, the data-free
+    baseline's, the teacher's answers) and as a table by class."""
     student, adaptation, baseline = report["student"], report.get("adaptation"), report.get("baseline")
-    parts = []
-    if student.get("model") is None:
-        parts.append(paragraph("No student: with --augment none the teacher's answers to the releases are the "
-                               "labels."))
-    else:
+    rows = None
+    if student.get("model") is not None:
         val = student.get("val_accuracy")
         repeats = int(student.get("public_repeats") or 0)
-        parts.append(table([
+        rows = [
             ("student", f"{student['model']}, {student['epochs']} epochs"
              + (f"; each public image trained on {repeats} times per epoch" if repeats else "")),
             ("mirrors", mirror_note(bool(student.get("flip")), student.get("mirror_check"))),
@@ -290,7 +280,7 @@ def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> s
              "fine-tuned on the clean private images on this device; "
              + ("" if adaptation.get("labels_changed") is None else
                 f"{100 * adaptation['labels_changed']:.1f}% of labels changed by it")),
-        ]))
+        ]
     histogram = report["label_histogram"]
     names = [str(n) for n in class_names] or [str(k) for k in range(len(histogram))]
     shown = _charted(histogram)
@@ -301,28 +291,34 @@ def _student_section(report: Mapping[str, Any], class_names: Sequence[str]) -> s
         columns.append(("data-free baseline", baseline["label_histogram"], "#9a9a9a"))
     if report["queries"].get("answers_histogram") is not None:
         columns.append(("the teacher's answers to the queries", report["queries"]["answers_histogram"], "#b06c2c"))
-    charts = [_chart(title, counts, names, shown, colour) for title, counts, colour in columns]
-    parts.append(f'<div class="bars">{"".join(charts)}</div>')
-    if len(shown) < len(histogram):
-        parts.append(paragraph(f"The charts show the {len(shown)} classes most often written, of "
-                               f"{len(histogram)}.", note=True))
+    name = [names[k] if k < len(names) else str(k) for k in shown]
+    charts = [bar_chart(title, [counts[k] for k in shown], name,
+                        ylabel="queries" if title.startswith("the teacher") else "images", colour=colour)
+              for title, counts, colour in columns]
+    baseline_words = None
     if baseline:
         agree = baseline.get("agreement_with_private_run")
         val = baseline.get("student_val_accuracy")
-        parts.append(paragraph(
+        baseline_words = (
             "Data-free baseline (--baseline): the same pipeline on blank images, epsilon 0, no private information. "
             + ("" if agree is None else f"Its labels agree with this run's on {100 * agree:.1f}% of the images. ")
             + ("" if val is None else f"Its student agrees with the teacher on {100 * val:.1f}% of held-out "
                "queries. ")
             + "What the private releases add is the difference between the two; it can only be measured against "
-            "true labels."))
+            "true labels.")
     counted = [k for k in range(len(histogram)) if any(counts[k] for _, counts, _ in columns)]
-    parts.append(table(([names[k] if k < len(names) else str(k), *(counts[k] for _, counts, _ in columns)]
-                        for k in counted[:MAX_LISTED]), header=("class", *(title for title, _, _ in columns))))
-    if len(counted) > MAX_LISTED:
-        parts.append(paragraph(f"... and {len(counted) - MAX_LISTED} more classes (all in the JSON report).",
-                               note=True))
-    return section("The student and its labels", *parts)
+    return {
+        "rows": rows,
+        "charts": charts,
+        "charted_note": (f"The charts show the {len(shown)} classes most often written, of {len(histogram)}."
+                         if len(shown) < len(histogram) else None),
+        "baseline_words": baseline_words,
+        "class_header": ("class", *(title for title, _, _ in columns)),
+        "class_rows": [[names[k] if k < len(names) else str(k), *(counts[k] for _, counts, _ in columns)]
+                       for k in counted[:MAX_LISTED]],
+        "more_classes": (f"... and {len(counted) - MAX_LISTED} more classes (all in the JSON report)."
+                         if len(counted) > MAX_LISTED else None),
+    }
 
 
 def _charted(histogram: Sequence[int]) -> list[int]:
@@ -332,13 +328,7 @@ def _charted(histogram: Sequence[int]) -> list[int]:
     return sorted(sorted(range(len(histogram)), key=lambda k: -histogram[k])[:MAX_BARS])
 
 
-def _chart(title: str, counts: Sequence[int], names: Sequence[str], shown: Sequence[int],
-           colour: str = "#3b6ea8") -> str:
-    return bar_chart(title, [counts[k] for k in shown], [names[k] if k < len(names) else str(k) for k in shown],
-                     colour=colour)
-
-
-def _timings_section(report: Mapping[str, Any]) -> str:
+def _timings(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Seconds per stage; a stage named ``<stage>_<part>`` is a part of ``<stage>`` (``adapt_predict``): shown
     as such and left out of the total."""
     timings = report.get("timings") or {}
@@ -346,28 +336,25 @@ def _timings_section(report: Mapping[str, Any]) -> str:
     rows = [(f"  of which {name.split('_', 1)[1]}" if name in parts else name, f"{seconds:.1f} s")
             for name, seconds in timings.items()]
     rows.append(("total", f"{_total_seconds(timings):.1f} s"))
-    return section("Time per stage", table(rows))
+    return rows
 
 
-def _files_section(report: Mapping[str, Any]) -> str:
+def _files(report: Mapping[str, Any]) -> dict[str, Any] | None:
     skipped, escaped = report.get("skipped") or [], report.get("escaped_names") or []
     if not skipped and not escaped:
-        return ""
-    parts = []
-    if skipped:
-        parts.append(table(((s.get("path", ""), s.get("reason", "")) for s in skipped[:MAX_LISTED]),
-                           header=("skipped file", "why")))
-        if len(skipped) > MAX_LISTED:
-            parts.append(paragraph(f"... and {len(skipped) - MAX_LISTED} more (all in the JSON report)."))
-    if escaped:
-        parts.append(paragraph(f"{len(escaped)} file names are not valid UTF-8: labelled, written with \\xNN "
-                               "escapes."))
-    return section("Files", *parts)
+        return None
+    return {
+        "skipped": [(s.get("path", ""), s.get("reason", "")) for s in skipped[:MAX_LISTED]],
+        "more": (f"... and {len(skipped) - MAX_LISTED} more (all in the JSON report)."
+                 if len(skipped) > MAX_LISTED else None),
+        "escaped": (f"{len(escaped)} file names are not valid UTF-8: labelled, written with \\xNN escapes."
+                    if escaped else None),
+    }
 
 
-def _about_section(report: Mapping[str, Any]) -> str:
+def _about(report: Mapping[str, Any]) -> list[tuple[str, object]]:
     t = report["teacher"]
-    rows = [
+    rows: list[tuple[str, object]] = [
         ("teacher", t["address"]),
         ("model", f"{t['model']}: input {'x'.join(str(s) for s in t['input_shape'])}, {t['num_classes']} classes"),
     ]
@@ -375,4 +362,4 @@ def _about_section(report: Mapping[str, Any]) -> str:
         rows.append(("assumed", "; ".join(str(a) for a in t["assumed"])))
     rows += [("labels", report["outputs"].get("labels", "")), ("JSON report", report["outputs"].get("report", ""))]
     rows += [(k, v) for k, v in (report.get("versions") or {}).items()]
-    return section("About this run", table(rows))
+    return rows
