@@ -199,7 +199,7 @@ def grow_n(args: argparse.Namespace) -> None:
             raw = {"loading": raw_loading(work / f"images-{n}"), "noising": raw_noising(n, r["elements"]),
                    "predicting": raw_prediction(n, prediction_records(n))}
             got = {"loading": t.get("loading", 0.0), "noising": t.get("noising", 0.0),
-                   "predicting": t.get("adapt_predict", 0.0) + t.get("labelling", 0.0)}
+                   "predicting": t.get("adapting_predict", t.get("adapt_predict", 0.0)) + t.get("labelling", 0.0)}
             rows = ", ".join(f"{k} {got[k]:.1f}/{raw[k]:.1f} = {got[k] / raw[k]:.2f}x" for k in raw)
             total = sum(got.values()) / sum(raw.values())
             print(f"{'':>9} against raw (run/raw s): {rows}; these stages together {total:.2f}x; "

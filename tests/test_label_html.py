@@ -115,6 +115,9 @@ def test_label_html_writes_the_page_beside_the_labels_without_clean_images(tmp_p
     assert report["queries"]["answers_histogram"] is not None and sum(report["queries"]["answers_histogram"]) == 200
     assert sum(report["baseline"]["label_histogram"]) == 30
     assert sum(report["adaptation"]["unadapted_label_histogram"]) == 30
+    # the stages under the names the progress bars use; a part of one shown as such, no internal name
+    assert {"adapting", "adapting_predict"} <= set(report["timings"]) and "adapt_predict" not in doc
+    assert "<td>  of which predict</td>" in doc
 
 
 def test_html_private_shows_the_clean_images_and_says_so_on_top(tmp_path: Path) -> None:

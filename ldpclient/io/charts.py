@@ -54,10 +54,14 @@ def _figure(width_in: float, height_in: float) -> Iterator["Figure"]:
         yield Figure(figsize=(width_in, height_in), layout="constrained")
 
 
-def bar_chart_svg(counts: Sequence[float], names: Sequence[str], *, ylabel: str, colour: str = "#3b6ea8") -> str:
+def bar_chart_svg(counts: Sequence[float], names: Sequence[str], *, ylabel: str, xlabel: str | None = None,
+                  colour: str = "#3b6ea8") -> str:
     """One bar per count with its name (shortened to :data:`NAME_CHARS`, made printable) under it, as an ``<svg>``
     element to inline in a page: ``width``/``height`` in CSS pixels, a ``viewBox``, so that the page's style can
-    shrink it to its container. The width grows with the number of bars (at most about 700 px)."""
+    shrink it to its container. The width grows with the number of bars (at most about 700 px); whole counts get
+    whole ticks."""
+    from matplotlib.ticker import MaxNLocator
+
     n = max(len(counts), 1)
     width = min(max(2.2 + 0.32 * n, 3.4), 9.7)
     with _figure(width, 2.9) as fig:
@@ -71,6 +75,10 @@ def bar_chart_svg(counts: Sequence[float], names: Sequence[str], *, ylabel: str,
         ax.set_xticks(positions, shown, rotation=45 if slant else 0, ha="right" if slant else "center",
                       rotation_mode="anchor", fontsize=8)
         ax.set_ylabel(printable(ylabel))
+        if xlabel:
+            ax.set_xlabel(printable(xlabel))
+        if all(float(c).is_integer() for c in counts):
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(0, max(max(counts, default=0), 1) * 1.15)
         ax.margins(x=0.01)
         return _svg(fig)

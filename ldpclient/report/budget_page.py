@@ -55,6 +55,11 @@ def spend_histogram(values: Sequence[float], cap: float | None) -> tuple[list[in
     return counts, names
 
 
+def _spend_axis(cap: float | None) -> str:
+    """The spend charts' x axis (see :func:`spend_histogram`)."""
+    return "per-record epsilon spent" + ("" if cap is None else " (the last bar: at the cap)")
+
+
 def budget_page(summary: Mapping[str, Any], spend: LedgerSpend, private_dir: Path | None) -> str:
     """The HTML document of ``ldpclient budget --html`` (see the module doc): ``templates/budget.html.j2`` filled
     with what each of its sections says."""
@@ -75,7 +80,7 @@ def budget_page(summary: Mapping[str, Any], spend: LedgerSpend, private_dir: Pat
             ("cap (per record)", "none given (--privacy-cap)" if cap is None else f"{cap:.4g}"),
             ("images at the cap", "-" if cap is None else summary["records_at_cap"]),
         ],
-        spend_chart=bar_chart("images by total per-record epsilon spent", counts, names),
+        spend_chart=bar_chart("images by total per-record epsilon spent", counts, names, xlabel=_spend_axis(cap)),
         legacy_records=summary.get("legacy_records") or 0,
         teachers=_teachers(summary, spend, cap),
         at_cap=_at_cap(summary, spend, cap, private_dir),
@@ -93,7 +98,7 @@ def _teachers(summary: Mapping[str, Any], spend: LedgerSpend, cap: float | None)
                             f"{m['epsilon_per_release']:.4g}")
                            for m in summary.get("by_mechanism", []) if m["scope"] == scope],
             "chart": bar_chart(f"images by per-record epsilon spent on this teacher ({len(values)} images)",
-                               counts, names, colour="#7a9cc6"),
+                               counts, names, xlabel=_spend_axis(cap), colour="#7a9cc6"),
         })
     return teachers
 

@@ -92,9 +92,9 @@ def png_data_uri(image: "torch.Tensor") -> str:
 
 
 def bar_chart(title: str, counts: "list[int] | list[float]", names: "list[str]", *, ylabel: str = "images",
-              colour: str = "#3b6ea8") -> tuple[str, Markup]:
+              xlabel: str | None = None, colour: str = "#3b6ea8") -> tuple[str, Markup]:
     """A chart for the ``chart`` macro: its ``title`` and the SVG of one bar per count (see
     :func:`ldpclient.io.charts.bar_chart_svg`)."""
     from ..io.charts import bar_chart_svg
 
-    return title, svg(bar_chart_svg(counts, names, ylabel=ylabel, colour=colour))
+    return title, svg(bar_chart_svg(counts, names, ylabel=ylabel, xlabel=xlabel, colour=colour))

@@ -88,7 +88,7 @@ def _summary(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _stage_parts(timings: Mapping[str, float]) -> set[str]:
-    """The stages named ``<stage>_<part>``: parts of another stage (``adapt_predict``), not counted twice."""
+    """The stages named ``<stage>_<part>``: parts of another stage (``adapting_predict``), not counted twice."""
     return {name for name in timings if any(name.startswith(other + "_") for other in timings if other != name)}
 
 
@@ -329,7 +329,7 @@ def _charted(histogram: Sequence[int]) -> list[int]:
 
 
 def _timings(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Seconds per stage; a stage named ``<stage>_<part>`` is a part of ``<stage>`` (``adapt_predict``): shown
+    """Seconds per stage; a stage named ``<stage>_<part>`` is a part of ``<stage>`` (``adapting_predict``): shown
     as such and left out of the total."""
     timings = report.get("timings") or {}
     parts = _stage_parts(timings)

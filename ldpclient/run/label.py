@@ -591,7 +591,7 @@ def _run_baseline(
 def _merge_timings(timer: StageTimer, result: Any) -> None:
     """Replace the timer's ``pipeline`` stage by the pipeline's own stages, under the progress bars' names."""
     for k, v in result.timings.items():
-        timer.seconds[StageProgress.NAMES.get(k, k)] = v
+        timer.seconds[StageProgress.stage_name(k)] = v
     timer.seconds.pop("pipeline", None)
 
 

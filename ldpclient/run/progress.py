@@ -14,6 +14,15 @@ class StageProgress:
     NAMES = {"release": "noising", "label": "querying", "warmup": "warming up", "train": "training", "adapt": "adapting",
              "predict": "labelling"}
 
+    @classmethod
+    def stage_name(cls, stage: str) -> str:
+        """The name a person reads for a pipeline stage (``adapt`` -> ``adapting``); a part of a stage keeps its
+        stage's name before its own (``adapt_predict`` -> ``adapting_predict``)."""
+        head, _, part = stage.partition("_")
+        if stage not in cls.NAMES and part and head in cls.NAMES:
+            return f"{cls.NAMES[head]}_{part}"
+        return cls.NAMES.get(stage, stage)
+
     def __init__(self, ui: UI, prefix: str, client: Any) -> None:
         self.ui = ui
         self.prefix = prefix
