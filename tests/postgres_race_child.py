@@ -1,6 +1,7 @@
 """Child process for the PostgreSQL ledger race: releases overlapping batches to several teachers under one cap.
 
-``python tests/postgres_race_child.py URL KEY_FILE SEED OUT`` opens ``Ledger(URL, key_file=KEY_FILE,
+``python tests/postgres_race_child.py URL KEY_FILE SEED OUT`` (or :func:`main` in a :class:`fast_children.Child`,
+which says its lines through a pipe instead of printing them) opens ``Ledger(URL, key_file=KEY_FILE,
 cap_epsilon=CAP)`` once the file ``OUT + ".open"`` exists, waits for ``OUT + ".go"`` (so that all children open the
 ledger, then release, together), then releases
 every (teacher, batch) pair in an order shuffled by SEED: batch ``b`` is records ``STRIDE*b .. STRIDE*b+SIZE-1``
@@ -17,6 +18,7 @@ import os
 import random
 import sys
 import time
+from typing import Callable
 
 CAP = 10.0
 CHARGE = 3.0
@@ -44,7 +46,11 @@ def _wait_for(path: str, timeout: float = 120.0) -> None:
         time.sleep(0.01)
 
 
-def main(url: str, key_file: str, seed: int, out: str) -> None:
+def _print(line: object) -> None:
+    print(line, flush=True)
+
+
+def main(url: str, key_file: str, seed: int, out: str, *, say: Callable[[object], None] = _print) -> None:
     import torch
 
     from ldpclient.privacy import laplace
@@ -56,10 +62,10 @@ def main(url: str, key_file: str, seed: int, out: str) -> None:
     random.Random(seed).shuffle(pairs)
     got: dict[tuple[int, str], str] = {}
     refused = 0
-    print("loaded", flush=True)
+    say("loaded")
     _wait_for(out + ".open")  # every child opens the (new) ledger at the same moment
     with Ledger(url, key_file=key_file, cap_epsilon=CAP) as led:
-        print("ready", flush=True)
+        say("ready")
         _wait_for(out + ".go")
         for teacher, b in pairs:
             batch = records(STRIDE * b, STRIDE * b + SIZE)

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -24,14 +22,13 @@ import ledger_crash_child as child
 import postgres_race_child as race
 import pytest
 import torch
+from fast_children import Child
 from ledger_support import make_mechanism
 
 from ldpclient.privacy.ledger import BudgetExceeded, Ledger, LedgerError
 from ldpclient.privacy.ledger.cap_history import cap_for_run, held_caps
 from ldpclient.privacy.ledger.errors import CapRaiseRefused
 from ldpclient.state import StateError
-
-HERE = Path(__file__).resolve().parent
 
 
 def test_release_reuse_cap_and_summary_as_in_a_file(postgres_url: str, tmp_path: Path) -> None:
@@ -95,30 +92,20 @@ def test_near_copies_are_found_in_the_database(postgres_url: str, tmp_path: Path
     assert list(copies) == [0] and "near copy" in copies[0]
 
 
-def _spawn(args: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, text=True, cwd=HERE)
-
-
 def test_eight_processes_racing_one_cap_never_pass_it_nor_noise_twice(postgres_url: str, tmp_path: Path) -> None:
     key = tmp_path / "ledger.key"  # every process opens the new ledger at once, with the same key file
-    procs, outs = [], []
-    for i in range(8):
-        out = tmp_path / f"child{i}.jsonl"
-        outs.append(out)
-        procs.append(_spawn([str(HERE / "postgres_race_child.py"), postgres_url, str(key), str(i), str(out)]))
+    outs = [tmp_path / f"child{i}.jsonl" for i in range(8)]
+    children = [Child(race.main, postgres_url, str(key), i, str(out)) for i, out in enumerate(outs)]
     try:
         for stage, line in (("open", "loaded"), ("go", "ready")):
-            for p in procs:
-                assert p.stdout is not None and p.stdout.readline().strip() == line
+            for c in children:
+                c.expect(line)
             for out in outs:
                 Path(f"{out}.{stage}").touch()
-        for p in procs:
-            assert p.wait(timeout=240) == 0
+        assert [c.wait(timeout=240) for c in children] == [0] * 8
     finally:  # a child that failed leaves the others waiting for a file that never comes: stop them all
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        for c in children:
+            c.kill()
     values: dict[tuple[int, str], set[str]] = defaultdict(set)
     refused = 0
     for out in outs:
@@ -159,9 +146,8 @@ def test_sigkill_at_a_stage_loses_and_doubles_nothing(
     postgres_url: str, tmp_path: Path, stage: str, scope: str, expected: tuple[int, int]
 ) -> None:
     key = tmp_path / "ledger.key"
-    proc = _spawn([str(HERE / "ledger_crash_child.py"), postgres_url, "--key-file", str(key), "--kill-stage", stage,
-                   "--kill-batch", "3", "--kill-scope", scope])
-    assert proc.wait(timeout=120) == -signal.SIGKILL
+    killed = Child(child.run_quietly, postgres_url, stage, 3, scope, str(key))
+    assert killed.wait(timeout=120) == -signal.SIGKILL
     eps = {"A": child.EPS_A, "B": child.EPS_B}
     with Ledger(postgres_url, key_file=key) as led:
         assert led.verify() == []
