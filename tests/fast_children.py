@@ -7,7 +7,11 @@ process runs), and that forks a child per :class:`Child`. A child is a fresh pro
 database connections and its own signals: what the race and kill tests need.
 
 A child runs ``target(*args, say=...)``, a module-level function of a module the tests folder holds; ``say(line)``
-sends a line back to the test (:meth:`Child.expect`).
+sends a line back to the test (:meth:`Child.expect`). :func:`run_cli` runs the command line that way, as
+:func:`subprocess.run` would run it: the hostile-teacher and option-error tests start some fifty ``ldpclient``
+processes, each of which paid the 2.5 s of a fresh interpreter. A child's peak RSS (``VmHWM``) counts the modules
+it inherited, as a fresh interpreter counts the same modules it imports. The tests that kill or interrupt a run
+still start a fresh interpreter (``python -m ldpclient.cli``), which also keeps the module entry point tested.
 """
 
 from __future__ import annotations
@@ -15,14 +19,19 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
+import re
 import signal
+import subprocess
+import sys
+import tempfile
 from functools import lru_cache
 from multiprocessing.context import ForkServerContext
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 #: What the forkserver imports once, before it forks any child.
-PRELOAD = ["torch", "psycopg", "ldpclient.privacy", "ldpclient.teachers.journal", "ledger_crash_child",
-           "postgres_race_child", "journal_child"]
+PRELOAD = ["torch", "psycopg", "ldpclient.privacy", "ldpclient.teachers.journal", "ldpclient.cli.commands",
+           "ldpclient.run.label", "ledger_crash_child", "postgres_race_child", "journal_child"]
 
 
 @lru_cache(maxsize=1)
@@ -73,3 +82,46 @@ class Child:
             except ProcessLookupError:
                 pass
             self.process.join(10)
+
+
+def _cli(args: list[str], env: Mapping[str, str], out: str, err: str, peak_rss: bool, *,
+         say: Callable[[object], None]) -> None:
+    """``ldpclient <args>`` in this child: its own environment, its stdout and stderr into the files ``out`` and
+    ``err``; with ``peak_rss``, the process's peak RSS (``VmHWM``) printed last on stderr (:mod:`peak_rss`)."""
+    from ldpclient.cli.commands import app
+
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = ["ldpclient", *args]
+    for fd, path in ((1, out), (2, err)):
+        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    try:
+        app(args)
+    finally:
+        if peak_rss:
+            status = Path("/proc/self/status").read_text()
+            print("PEAK_RSS_KB", re.search(r"VmHWM:\s+(\d+)", status).group(1), file=sys.stderr)  # type: ignore[union-attr]
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def run_cli(*args: str, env: Mapping[str, str] | None = None, timeout: float = 120.0,
+            peak_rss: bool = False) -> subprocess.CompletedProcess[str]:
+    """``ldpclient <args>`` as :func:`subprocess.run` with ``capture_output=True, text=True`` would run it, in a
+    :class:`Child`: its exit code, stdout and stderr (:class:`subprocess.TimeoutExpired` after ``timeout`` s).
+    Environment variables that libraries read when they are imported (``OMP_NUM_THREADS``) keep the forkserver's
+    values: a test that sets them runs a fresh interpreter instead."""
+    with tempfile.TemporaryDirectory(prefix="ldpclient-cli-") as folder:
+        out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
+        for path in (out, err):
+            Path(path).touch()
+        child = Child(_cli, list(args), dict(os.environ if env is None else env), out, err, peak_rss)
+        child.process.join(timeout)
+        if child.process.exitcode is None:
+            child.kill()
+            raise subprocess.TimeoutExpired(["ldpclient", *args], timeout)
+        code = child.process.exitcode
+        return subprocess.CompletedProcess(["ldpclient", *args], code, Path(out).read_text(errors="replace"),
+                                           Path(err).read_text(errors="replace"))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fast_children import run_cli
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -173,7 +172,7 @@ def test_cli_pixel_limit_default_matches_data_module() -> None:
     (["noise", "x", "--out", "o", "--mechanism", "nope"], "--mechanism"),
 ])
 def test_option_errors_are_one_line_not_a_usage_box(args, needle):
-    proc = subprocess.run([sys.executable, "-m", "ldpclient.cli", *args], capture_output=True, text=True, timeout=60)
+    proc = run_cli(*args, timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
@@ -186,8 +185,7 @@ def test_a_config_file_may_not_name_a_local_teacher(tmp_path: Path, config: str)
     folder = _folder(tmp_path)
     cfg = tmp_path / "ldp.toml"
     cfg.write_text(config)
-    proc = subprocess.run([sys.executable, "-m", "ldpclient.cli", "label", str(folder), "--config", str(cfg)],
-                          capture_output=True, text=True, timeout=60)
+    proc = run_cli("label", str(folder), "--config", str(cfg), timeout=60)
     assert proc.returncode == EXIT_USAGE and "only accepted on the command line" in proc.stderr
     assert "Zen of Python" not in proc.stdout + proc.stderr and "Beautiful is better" not in proc.stdout
     assert "Traceback" not in proc.stderr

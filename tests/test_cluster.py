@@ -1,9 +1,9 @@
 """The release and the student's passes on a Ray cluster (``ldpclient.cluster``), against a local Ray (conftest
 ``ray_local``) and the throwaway PostgreSQL (``postgres_url``).
 
-Checked: the workers' releases are the ledger's (the driver reads back exactly what they stored, each image charged
-once, a second pass charges nothing); an actor SIGKILLed after its block committed is replaced and the block run
-again with nothing charged twice; the workers' predictions are the local ones; ``label --cluster auto`` labels a
+Checked: an actor SIGKILLed after its block committed is replaced and the block run again with nothing charged twice;
+the workers' releases are the ledger's (each image charged once, a second pass charges nothing, the driver reads back
+what they stored); the workers' predictions are the local ones; ``label --cluster auto`` labels a
 folder whose releases and answers a run without the cluster then finds stored (nothing noised or sent again);
 ``--cluster`` without a shared ``--state``, or with ``--seed``, is refused in one line; a label run hands its release
 and every pass of its student (adaptation's included) to the engine (an in-process one, counting them).
@@ -62,33 +62,13 @@ def _records(n: int = 600) -> TensorRecords:
     return TensorRecords(torch.rand((n, 1, 28, 28), generator=torch.Generator().manual_seed(5)))
 
 
-def test_workers_release_what_the_ledger_holds_and_charge_each_image_once(
+def test_workers_charge_each_image_once_even_when_an_actor_is_killed_after_its_commit(
     ray_local, postgres_url: str, tmp_path: Path
 ) -> None:
-    key = str(tmp_path / "ledger.key")
-    mech = laplace(10.0, per="record")
-    records = _records()
-    with Ledger(postgres_url, key_file=key):
-        pass
-    engine = RayEngine()
-    cluster = Cluster(engine, postgres_url, key, 25.0)
-    blocks: list[int] = []
-    fresh = cluster.release(mech, "teacher", records, blocks.append)
-    assert fresh.all() and sum(blocks) == len(records)
-    with Ledger(postgres_url, key_file=key) as led:
-        back = led.release(mech, records.read(np.arange(len(records))), scope="teacher")
-        assert back.reused.all()  # every release the driver reads back is the stored one
-        assert led.spent(records.read(np.arange(len(records)))).epsilon.tolist() == [10.0] * len(records)
-        assert led.verify() == []
-    again = cluster.release(mech, "teacher", records, lambda _n: None)
-    assert not again.any()  # the second pass finds every release stored: nothing noised, nothing charged
-    with Ledger(postgres_url, key_file=key) as led:
-        assert float(led.spent(records.read(np.arange(len(records)))).epsilon.max()) == 10.0
-
-
-def test_an_actor_killed_after_its_commit_is_replaced_and_nothing_is_charged_twice(
-    ray_local, postgres_url: str, tmp_path: Path
-) -> None:
+    """The release on the workers with an actor SIGKILLed right after its block committed: Ray replaces it and runs
+    the block again, which finds its releases stored (nothing charged twice, none over the cap). Then the driver's
+    release pass (``Cluster.release``) finds every release stored and charges nothing, and what the driver reads
+    back is what the workers stored."""
     ray_local.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     key = str(tmp_path / "ledger.key")
     mech = laplace(10.0, per="record")
@@ -101,15 +81,23 @@ def test_an_actor_killed_after_its_commit_is_replaced_and_nothing_is_charged_twi
     marker = tmp_path / "killed"
     kwargs = {"ledger": postgres_url, "key_file": key, "cap_epsilon": 15.0, "mechanism": mech, "scope": "teacher",
               "marker": str(marker), "start": 200}
-    results = list(RayEngine().map_blocks(KilledAfterCommit, kwargs, blocks))
+    engine = RayEngine()
+    results = list(engine.map_blocks(KilledAfterCommit, kwargs, blocks))
     assert marker.exists()  # the kill happened, after the block's commit
     by_start = {r["start"]: r["fresh"] for r in results}
     assert sorted(by_start) == [0, 200, 400]
+    assert by_start[0].all() and by_start[400].all()
     assert not by_start[200].any()  # the retried block found its releases stored
     with Ledger(postgres_url, key_file=key) as led:
         spent = led.spent(x).epsilon
         assert spent.tolist() == [10.0] * len(x)  # every image charged once, none over the cap of 15
         assert led.summary()["releases"] == len(x) and led.verify() == []
+    done: list[int] = []
+    again = Cluster(engine, postgres_url, key, 15.0).release(mech, "teacher", records, done.append)
+    assert not again.any() and sum(done) == len(records)  # every release found stored: nothing noised or charged
+    with Ledger(postgres_url, key_file=key) as led:
+        assert led.release(mech, x, scope="teacher").reused.all()  # the driver reads back the stored releases
+        assert led.spent(x).epsilon.tolist() == [10.0] * len(x)
 
 
 def test_the_workers_predictions_are_the_local_ones(ray_local) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fast_children import run_cli
 from hostile_server import HostileServer
 from peak_rss import cli_command, peak_rss_kb, without_peak_line
 from PIL import Image
@@ -45,11 +46,10 @@ def benign_rss(private, tmp_path_factory) -> int:
 
 
 def _label(private: Path, url: str, tmp_path: Path, *extra: str) -> tuple[int, str, int]:
-    """``ldpclient label`` in a fresh process: (exit code, stderr without the RSS line, peak RSS in KB)."""
-    cmd = cli_command("label", str(private), "--teacher", url, "--state-dir", str(tmp_path / "s"),
-                      "--output", str(tmp_path / "labels.csv"), "--queries", "10", "--epochs", "1",
-                      "--max-retry-time", "0", "--quiet", *extra)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    """``ldpclient label`` in a process of its own: (exit code, stderr without the RSS line, peak RSS in KB)."""
+    proc = run_cli("label", str(private), "--teacher", url, "--state-dir", str(tmp_path / "s"),
+                   "--output", str(tmp_path / "labels.csv"), "--queries", "10", "--epochs", "1",
+                   "--max-retry-time", "0", "--quiet", *extra, peak_rss=True)
     return proc.returncode, without_peak_line(proc.stderr.strip()), peak_rss_kb(proc.stderr)
 
 
@@ -128,10 +128,9 @@ def test_class_names_from_a_peer_are_data_in_every_output(private, tmp_path: Pat
     names = ["=cmd|'/c calc'!A1", "+1", "-2", "@SUM(A1)", "\x1b[2J\x1b]0;pwned\x07", "\ttab", "a\rb",
              "'=quoted", "plain", "\u202eevil"]
     with HostileServer("names:" + json.dumps(names)) as srv:
-        cmd = cli_command("label", str(private), "--teacher", f"{srv.url}/v2/models/m",
-                          "--state-dir", str(tmp_path / "s"), "--output", str(tmp_path / "labels.csv"),
-                          "--queries", "10", "--epochs", "1", "--max-retry-time", "0")
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        proc = run_cli("label", str(private), "--teacher", f"{srv.url}/v2/models/m",
+                       "--state-dir", str(tmp_path / "s"), "--output", str(tmp_path / "labels.csv"),
+                       "--queries", "10", "--epochs", "1", "--max-retry-time", "0")
     assert proc.returncode == 0, proc.stderr
     csv_text = (tmp_path / "labels.csv").read_text()
     for text, where in ((proc.stdout, "stdout"), (proc.stderr, "stderr"), (csv_text, "labels.csv")):
@@ -171,11 +170,9 @@ def test_a_token_is_never_printed_even_when_the_server_echoes_it_past_the_cut(pr
     import os
 
     with HostileServer("echo-token") as srv:
-        cmd = cli_command("label", str(private), "--teacher", f"{srv.url}/v2/models/m", "--state-dir",
-                          str(tmp_path / "s"), "--output", str(tmp_path / "labels.csv"), "--queries", "10",
-                          "--max-retry-time", "0", "--json")
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "LDPCLIENT_TOKEN": token})
+        proc = run_cli("label", str(private), "--teacher", f"{srv.url}/v2/models/m", "--state-dir",
+                       str(tmp_path / "s"), "--output", str(tmp_path / "labels.csv"), "--queries", "10",
+                       "--max-retry-time", "0", "--json", env={**os.environ, "LDPCLIENT_TOKEN": token})
     assert proc.returncode == EXIT_TEACHER, proc.stderr
     secret = token.strip()
     for text in (proc.stdout, proc.stderr):
@@ -189,9 +186,9 @@ def test_a_blank_or_controlled_token_is_refused_without_being_shown(private, tmp
                                                                     needle: str) -> None:
     import os
 
-    cmd = cli_command("label", str(private), "--teacher", "http://127.0.0.1:9/v2/models/m", "--state-dir",
-                      str(tmp_path / "s"), "--output", str(tmp_path / "labels.csv"))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, "LDPCLIENT_TOKEN": token})
+    proc = run_cli("label", str(private), "--teacher", "http://127.0.0.1:9/v2/models/m", "--state-dir",
+                   str(tmp_path / "s"), "--output", str(tmp_path / "labels.csv"), timeout=60,
+                   env={**os.environ, "LDPCLIENT_TOKEN": token})
     err = without_peak_line(proc.stderr.strip())
     assert proc.returncode == 2 and needle in err and "***" not in err and "2345" not in err
 
