@@ -139,17 +139,16 @@ def image_rows_png(rows: "Mapping[str, torch.Tensor | Iterable[torch.Tensor]]", 
     entry's name beside its row, written to ``path`` as a PNG at ``scale`` screen pixels per image pixel."""
     from .output import preview_grid
 
-    named = [(name, list(images)) for name, images in rows.items()]
-    named = [(name, images) for name, images in named if images]
+    named = [(name, images) for name, images in ((n, list(i)) for n, i in rows.items()) if images]
     if not named:
         raise ValueError("no images to draw")
     grid = preview_grid([images for _, images in named], scale=scale)
     dpi = 100
     label_in = 1.4
-    with _figure(grid.width / dpi + label_in, grid.height / dpi) as fig:
+    width_in = grid.width / dpi + label_in
+    with _figure(width_in, grid.height / dpi) as fig:
         fig.set_layout_engine("none")
-        ax = fig.add_axes((label_in / (grid.width / dpi + label_in), 0.0, 1 - label_in / (grid.width / dpi + label_in),
-                           1.0))
+        ax = fig.add_axes((label_in / width_in, 0.0, 1 - label_in / width_in, 1.0))
         ax.imshow(grid, interpolation="nearest")
         row_height = grid.height / len(named)
         ax.set_yticks([row_height * (k + 0.5) for k in range(len(named))],

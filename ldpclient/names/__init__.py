@@ -21,10 +21,13 @@ BASES: tuple[str, ...] = ("pool", "dct")
 #: Student models, by the name ``--student`` takes (:data:`ldpclient.transfer.student.STUDENTS` builds each).
 STUDENT_NAMES: tuple[str, ...] = ("small_cnn", "small_resnet", "resnet18", "mobilenet_v2")
 
+#: What a run's labels are worth, best first (``ldpclient.run.verdict`` decides; pages colour their bands by it).
+VERDICT_LEVELS: tuple[str, ...] = ("usable", "doubtful", "not worth having")
+
 
 def choice_list(names: tuple[str, ...]) -> str:
     """``a, b or c``: a list of names for help texts and error messages."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-__all__ = ["AUGMENTATIONS", "BASES", "EPSILON_UNITS", "PLAN_KINDS", "STUDENT_NAMES", "choice_list"]
+__all__ = ["AUGMENTATIONS", "BASES", "EPSILON_UNITS", "PLAN_KINDS", "STUDENT_NAMES", "VERDICT_LEVELS", "choice_list"]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from ..io.text import printable
+from ..names import VERDICT_LEVELS
 
 if TYPE_CHECKING:
     import jinja2
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
 #: Nothing may be fetched: images only from data: URLs, style only inline, no script, no form, no frame.
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-#: The levels of a run's verdict, each with its CSS class (the colour of the verdict and summary bands).
-LEVEL_CLASSES = {"usable": "usable", "doubtful": "doubtful", "not worth having": "not-worth-having"}
 
 
 def text(value: object) -> str:
@@ -49,7 +48,7 @@ def _finalize(value: object) -> object:
 
 def level_class(level: object) -> str:
     """The CSS class of a verdict's level (``not worth having`` -> ``not-worth-having``); '' for anything else."""
-    return LEVEL_CLASSES.get(str(level), "") if level is not None else ""
+    return "-".join(level.split()) if isinstance(level, str) and level in VERDICT_LEVELS else ""
 
 
 @lru_cache(maxsize=1)

@@ -55,9 +55,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-USABLE, DOUBTFUL, NOT_WORTH = "usable", "doubtful", "not worth having"
-#: The levels, best first.
-LEVELS = (USABLE, DOUBTFUL, NOT_WORTH)
+from ..names import VERDICT_LEVELS
+
+#: The levels, best first (their names: :data:`ldpclient.names.VERDICT_LEVELS`).
+LEVELS = VERDICT_LEVELS
+USABLE, DOUBTFUL, NOT_WORTH = LEVELS
 #: z of a two-sided 95 % interval.
 Z95 = 1.959963984540054
 #: One class holding this share of the labels or more is a collapse (3 classes or more) ...
