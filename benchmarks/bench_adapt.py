@@ -46,7 +46,7 @@ import torch
 
 from ldpclient.io.datasets import load_digits_images, split_indices
 from ldpclient.names import BASES
-from ldpclient.privacy import gaussian, laplace
+from ldpclient.privacy import gaussian, laplace, make_mechanism
 from ldpclient.privacy.guarantee import Domain
 from ldpclient.privacy.public import public_release, public_seed
 from ldpclient.teachers.local import LocalTeacher
@@ -212,6 +212,9 @@ def mechanism(name: str, eps_record: float, reduce: int, basis: dict | None = No
     opts = dict(basis or {})
     if name == "gaussian":
         return gaussian(eps_record, DELTA, per="record", reduction=reduce, **opts)
+    if name == "quantised-rr":  # basis dct only, no clip bound
+        opts.pop("clip_norm", None)
+        return make_mechanism(name, epsilon=eps_record, per="record", reduction=reduce, **opts)
     return laplace(eps_record, per="record", reduction=reduce, **opts)
 
 
@@ -240,7 +243,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None,
             basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None,
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
-            student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None) -> dict:
+            student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
+            augment: str = "sup") -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -248,7 +252,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     the library's default); ``public_repeats``: times per epoch each public image is trained on (None: the
     library's default); ``flip``: mirror training rows (None: the library's mirror check decides);
     ``adapt_flip``: mirror pseudo-labelled rows in adaptation (None: the library's adapter); ``warmup``: epochs of
-    the rotation pretext on the clean records before training (``label --warmup``; None: none)."""
+    the rotation pretext on the clean records before training (``label --warmup``; None: none); ``augment``: the
+    query expansion (``label --augment``: sup, rand)."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:
@@ -278,7 +283,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         teacher,
         mech,
         mode=mode,
-        augmentation="sup",
+        augmentation=augment,
         num_queries=setting["queries"],
         postprocess=setting["postprocess"],
         epochs=setting["epochs"],
@@ -438,6 +443,8 @@ def _variant(r: dict) -> str:
         parts.append(f"rotation warm-up {r['warmup']} epochs")
     if r.get("long_tail"):
         parts.append(f"long tail {r['long_tail']:g}")
+    if r.get("augment"):
+        parts.append(f"{r['augment']} queries")
     if r.get("basis"):
         parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
     return ", ".join(parts) or "-"
@@ -619,6 +626,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--long-tail", type=float, default=None, metavar="RATIO",
                    help="keep a long-tailed share of the private records: class k of K keeps RATIO ** (k / (K - 1)) "
                         "of its images (0.1: the last class a tenth of the first's)")
+    p.add_argument("--augment", choices=("sup", "rand"), default="sup", help="the query expansion (label --augment)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")
@@ -653,6 +661,8 @@ def main(argv: list[str] | None = None) -> None:
         variant["warmup"] = args.warmup
     if args.long_tail is not None:
         variant["long_tail"] = args.long_tail
+    if args.augment != "sup":  # keyed apart: rows from before have no such key (Sup)
+        variant["augment"] = args.augment
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -708,7 +718,8 @@ def main(argv: list[str] | None = None) -> None:
                                         args.max_per_round, basis=basis, public=public, student=args.student,
                                         public_repeats=repeats, crop=args.crop, flip=flip,
                                         student_width=args.student_width,
-                                        adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup)
+                                        adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,
+                                        augment=args.augment)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:

@@ -5,7 +5,7 @@ Runs on the real-data sets of ``bench_adapt.py`` (digits at 28x28, MNIST-5k and 
 same cached teachers; colour keeps K luminance and K // 4 coefficients per chroma axis)
 through the library's mechanisms: average pooling by 4 with Laplace noise (the default) against the ``dct``
 basis (Laplace with an L1 clip and Gaussian with an L2 clip, at several coefficient counts, default clip
-bounds). Each figure is the mean over ``--seeds`` release seeds; releases are clipped to [0, 1] (the default
+bounds; randomized response on a quantised code of the same coefficients, ``quantised-rr``). Each figure is the mean over ``--seeds`` release seeds; releases are clipped to [0, 1] (the default
 post-processing's last step) before the teacher sees them::
 
     .venv/bin/python benchmarks/bench_basis.py --dataset digits mnist --eps 10 20 50 100 --seeds 3
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_adapt  # noqa: E402
 
-from ldpclient.privacy import Domain, gaussian, laplace  # noqa: E402
+from ldpclient.privacy import Domain, gaussian, laplace, make_mechanism  # noqa: E402
 from ldpclient.privacy.basis import dct_layout  # noqa: E402
 
 
@@ -33,6 +33,7 @@ def variants(eps: float, coefficients: list[int]) -> dict[str, object]:
     for k in coefficients:
         out[f"dct {k}, laplace L1"] = laplace(eps, per="record", basis="dct", coefficients=k)
         out[f"dct {k}, gaussian L2"] = gaussian(eps, 1e-5, per="record", basis="dct", coefficients=k)
+        out[f"dct {k}, quantised-rr"] = make_mechanism("quantised-rr", epsilon=eps, per="record", coefficients=k)
     return out
 
 
@@ -63,11 +64,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--eps", type=float, nargs="+", default=[10.0, 20.0, 50.0, 100.0])
     p.add_argument("--coefficients", type=int, nargs="+", default=[25, 64, 100])
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--teacher", choices=bench_adapt.TEACHERS, default="small_cnn", help="the cached teacher")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     for name in args.dataset:
         label, tx, ty, px, py = bench_adapt.load_dataset(name, 28)
-        teacher = bench_adapt.cached_teacher(label, tx, ty)
+        teacher = bench_adapt.cached_teacher(label, tx, ty, args.teacher)
         print(f"\n{label}: {len(px)} private records; teacher on noise-free dct reconstructions (unclipped / clipped"
               " to the default L1 bound), and the share of records that bound clips:")
         for k in args.coefficients:

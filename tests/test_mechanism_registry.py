@@ -55,9 +55,9 @@ print(json.dumps({
 
 def test_a_mechanism_in_a_new_file_reaches_the_cli_the_factories_and_the_checks(tmp_path: Path):
     seen = probe_with_added_file(tmp_path, "privacy/mechanisms/toy.py", TOY_MODULE, PROBE)
-    assert seen["names"][:6] == ["laplace", "gaussian", "tldp-laplace", "tldp-gaussian", "tldp-weighted",
-                                 "discrete-tldp"]
-    assert set(seen["names"][6:]) == {"toy-laplace", "toy-gaussian"}
+    assert seen["names"][:7] == ["laplace", "gaussian", "tldp-laplace", "tldp-gaussian", "tldp-weighted",
+                                 "discrete-tldp", "quantised-rr"]
+    assert set(seen["names"][7:]) == {"toy-laplace", "toy-gaussian"}
     assert seen["cli"] == seen["names"] and seen["in_help"]
     assert "toy-gaussian" in seen["delta"] and "toy-laplace" not in seen["delta"]  # read from the signature
     assert seen["built"] == "toy-laplace" and seen["epsilon_record"] == pytest.approx(2.0)

@@ -21,7 +21,7 @@ def test_every_mechanism_name_has_a_factory_and_delta_follows_the_signatures():
     with_delta = tuple(n for n, f in FACTORIES.items() if "delta" in inspect.signature(f).parameters)
     assert with_delta == delta_mechanism_names() == ("gaussian", "tldp-gaussian", "tldp-weighted")
     with_basis = tuple(n for n, f in FACTORIES.items() if "basis" in inspect.signature(f).parameters)
-    assert with_basis == basis_mechanism_names() == ("laplace", "gaussian")
+    assert with_basis == basis_mechanism_names() == ("laplace", "gaussian", "quantised-rr")
 
 
 def test_augmentations_map_to_plan_kinds_and_the_pipeline_takes_exactly_them():

@@ -274,7 +274,12 @@ ConfigOption = typer.Option(
     exists=False,
     dir_okay=False,
 )
-MechanismOption = typer.Option(Mechanism(defaults.mechanism()), help="LDP mechanism applied to each record.")
+MechanismOption = typer.Option(
+    Mechanism(defaults.mechanism()),
+    help="LDP mechanism applied to each record. quantised-rr sends a quantised code of the image's low frequencies "
+    "by randomized response: as informative as its epsilon allows, so at 100 per record the teacher sees the "
+    "quantised image itself about 99 times in 100 (docs/privacy.md).",
+)
 EpsilonOption = typer.Option(defaults.epsilon(), help="Privacy parameter epsilon (nats), in --epsilon-unit.")
 LabelEpsilonOption = typer.Option(
     defaults.epsilon(),
@@ -353,7 +358,8 @@ SecureOption = typer.Option(
     True,
     "--secure/--no-secure",
     help="Draw the noise on the secure integer path (discrete Laplace/Gaussian on a grid); --no-secure uses float64 "
-    "sampling, open to the floating-point attack (benchmarks only). discrete-tldp is always secure.",
+    "sampling, open to the floating-point attack (benchmarks only). discrete-tldp and quantised-rr are always "
+    "secure.",
 )
 AllowLargeDeltaOption = typer.Option(
     False, "--allow-large-delta", help="Accept a --delta above 1e-2 (refused otherwise: it is no meaningful guarantee)."

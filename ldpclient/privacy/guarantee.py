@@ -139,3 +139,12 @@ class Guarantee:
 
 def _fmt(x: float) -> str:
     return f"{x:.4g}"
+
+
+def coefficient_treatment(params: Mapping[str, Any]) -> str:
+    """What a ``dct`` release did to its coefficient vector, from its guarantee's ``params``: "clipped to L1 norm
+    8 and noised" (Laplace, Gaussian) or "quantised into a 138-bit code and released by randomized response"
+    (``quantised-rr``)."""
+    if "code_bits" in params:
+        return f"quantised into a {int(params['code_bits'])}-bit code and released by randomized response"
+    return f"clipped to {params['clip_norm_kind']} norm {float(params['clip_norm']):.4g} and noised"

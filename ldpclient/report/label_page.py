@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
+from ..privacy.guarantee import coefficient_treatment
 from ..transfer.mirror_check import mirror_note
 from ..transfer.pipeline import SentSample
 from .html import bar_chart, png_data_uri, render
@@ -127,9 +128,8 @@ def _guarantee(report: Mapping[str, Any]) -> dict[str, Any]:
     eps = float(pr["epsilon"])
     params = g.get("params") or {}
     if params.get("basis") == "dct":
-        what = (f"one record-level vector of {g['elements_per_record']} low-frequency DCT coefficients of the image, "
-                f"clipped to {params['clip_norm_kind']} norm {params['clip_norm']:.4g}, was noised; the teacher got "
-                "its reconstruction as an image")
+        what = (f"one record-level vector of {g['elements_per_record']} low-frequency DCT coefficients of the image "
+                f"was {coefficient_treatment(params)}; the teacher got its reconstruction as an image")
         per_element = "There is no per-element figure to state: the whole vector is one release."
     else:
         what = f"{g['elements_per_record']} released elements (pixels, after any pooling) were noised one by one"

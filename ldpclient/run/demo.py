@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from ..io.folders import to_uint8_image
+from ..privacy.guarantee import coefficient_treatment
 from ..transfer import defaults
 from .label import LabelOptions, run_label
 from .ui import UI
@@ -295,7 +296,7 @@ def _released(g: dict[str, Any]) -> str:
     params = g.get("params") or {}
     if params.get("basis") == "dct":
         return (f"on {g['elements_per_record']} low-frequency DCT coefficients of the image (one record-level "
-                f"release, clipped to {params['clip_norm_kind']} norm {params['clip_norm']:.4g})")
+                f"release, {coefficient_treatment(params)})")
     return f"over {g['elements_per_record']} released elements (per element {g['per_element']['epsilon']:.4g})"
 
 

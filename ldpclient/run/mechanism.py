@@ -57,6 +57,9 @@ def mechanism_for(
         kwargs.update({"basis": basis, "coefficients": coefficients, "clip_norm": clip_norm})
     elif coefficients is not None or clip_norm is not None:
         raise ValueError("--coefficients and --clip-norm apply to --basis dct only")
+    elif not entry.releases_pixels:
+        raise ValueError(f"--mechanism {entry.name} releases DCT coefficients only (--basis dct): give "
+                         "--epsilon-unit record and no --reduce")
     if entry.takes_delta:
         kwargs["delta"] = delta if delta is not None else defaults.delta()
         if entry.accepts("allow_large_delta"):

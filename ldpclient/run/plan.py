@@ -251,14 +251,16 @@ def build_free_query_mechanism(
     record_shape: tuple[int, ...],
 ) -> Any:
     """The mechanism that noises a data-free run's blank queries (``--epsilon 0``, ``--baseline``): the options'
-    mechanism at :func:`~ldpclient.transfer.defaults.free_query_epsilon` per record, pooled as the run pools;
+    mechanism (:func:`~ldpclient.transfer.defaults.free_query_mechanism`) at
+    :func:`~ldpclient.transfer.defaults.free_query_epsilon` per record, pooled as the run pools;
     a ``dct`` run's baseline pools by the shape's default factor (the free level was measured so).
 
     Its inputs are public blank images, so its epsilon is a noise level, not a cost (the guarantee reads 0).
     """
     reduce, _ = free_query_shape_settings(opts, record_shape)
     return mechanism_for(
-        opts.mechanism, epsilon=defaults.free_query_epsilon(), per="record", delta=opts.delta, reduce=reduce,
+        defaults.free_query_mechanism(opts.mechanism), epsilon=defaults.free_query_epsilon(), per="record",
+        delta=opts.delta, reduce=reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure, allow_large_delta=True,
     )
 

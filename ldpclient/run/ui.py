@@ -27,6 +27,7 @@ from rich.table import Column, Table
 
 from ..io.output import scrub, to_json
 from ..io.text import printable
+from ..privacy.guarantee import coefficient_treatment
 from ..report.notes import DATA_FREE_NOTE, utility_note, weak_privacy_note
 from ..report.run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 from ..transfer.mirror_check import mirror_note
@@ -355,8 +356,7 @@ def _guarantee_line(g: Mapping[str, Any]) -> str:
     weak = weak_privacy_note(float(pr["epsilon"]))
     params = g.get("params") or {}
     if params.get("basis") == "dct":  # a record-level vector: no per-element composition to state
-        what = (f"{g['elements_per_record']} DCT coefficients clipped to {params['clip_norm_kind']} norm "
-                f"{params['clip_norm']:.4g}")
+        what = f"{g['elements_per_record']} DCT coefficients {coefficient_treatment(params)}"
         return f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {what})" + (f". {weak}" if weak else "")
     return (
         f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {g['elements_per_record']} released "

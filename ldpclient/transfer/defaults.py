@@ -54,6 +54,18 @@ def free_query_epsilon() -> float:
     return 20.0
 
 
+def free_query_mechanism(mechanism: str) -> str:
+    """The mechanism that noises a data-free run's blank queries (``--epsilon 0``, ``--baseline``) beside a run
+    of ``mechanism``: that mechanism where it releases pooled pixels (as the free level was measured), else
+    ``laplace`` (a ``quantised-rr`` run's baseline: a blank image's code carries nothing to label)."""
+    from ..privacy.mechanisms import mechanism_entry
+
+    try:
+        return mechanism if mechanism_entry(mechanism).releases_pixels else "laplace"
+    except ValueError:
+        return mechanism
+
+
 def epsilon_ceiling() -> float:
     """Largest per-record epsilon (nats) a run accepts without ``--allow-weak-privacy``: 500.
 

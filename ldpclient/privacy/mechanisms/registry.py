@@ -42,6 +42,12 @@ class MechanismEntry:
         """Whether the factory has a ``basis`` parameter (``--basis dct``, ``--coefficients``, ``--clip-norm`` apply)."""
         return "basis" in inspect.signature(self.factory).parameters
 
+    @property
+    def releases_pixels(self) -> bool:
+        """Whether it can release pooled pixels (``--basis pool``): no ``basis`` parameter, or one defaulting to
+        ``pool``. A mechanism whose basis defaults to ``dct`` (``quantised-rr``) releases coefficients only."""
+        return not self.takes_basis or self.default("basis") == "pool"
+
     def accepts(self, keyword: str) -> bool:
         """Whether the factory takes ``keyword``: a parameter of that name, or ``**options``."""
         params = inspect.signature(self.factory).parameters
