@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from ldpclient.io.datasets import load_digits_images, split_indices
-from ldpclient.names import BASES
+from ldpclient.names import BASES, FREE_IMAGES
 from ldpclient.privacy import gaussian, laplace, make_mechanism
 from ldpclient.privacy.guarantee import Domain
 from ldpclient.privacy.public import public_release, public_seed
@@ -244,7 +244,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None,
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
             student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
-            augment: str = "sup") -> dict:
+            augment: str = "sup", free_images: str = "blank") -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -253,7 +253,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     library's default); ``flip``: mirror training rows (None: the library's mirror check decides);
     ``adapt_flip``: mirror pseudo-labelled rows in adaptation (None: the library's adapter); ``warmup``: epochs of
     the rotation pretext on the clean records before training (``label --warmup``; None: none); ``augment``: the
-    query expansion (``label --augment``: sup, rand)."""
+    query expansion (``label --augment``: sup, rand); ``free_images``: the data-free run's and the mixed-in
+    blank queries' records (``blank``: noised blanks; ``procedural``: procedural images sent as they are)."""
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:
@@ -279,6 +280,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["student_kwargs"] = {"width": student_width}
     if warmup:
         extra["warmup"] = warmup
+    if free_images != "blank":
+        extra["free_images"] = free_images
     kt = KnowledgeTransfer(
         teacher,
         mech,
@@ -445,6 +448,8 @@ def _variant(r: dict) -> str:
         parts.append(f"long tail {r['long_tail']:g}")
     if r.get("augment"):
         parts.append(f"{r['augment']} queries")
+    if r.get("free_images"):
+        parts.append(f"{r['free_images']} free images")
     if r.get("basis"):
         parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
     return ", ".join(parts) or "-"
@@ -626,6 +631,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--long-tail", type=float, default=None, metavar="RATIO",
                    help="keep a long-tailed share of the private records: class k of K keeps RATIO ** (k / (K - 1)) "
                         "of its images (0.1: the last class a tenth of the first's)")
+    p.add_argument("--free-images", choices=FREE_IMAGES, default="blank",
+                   help="the data-free run's and --blank's free records: noised blanks or procedural images")
     p.add_argument("--augment", choices=("sup", "rand"), default="sup", help="the query expansion (label --augment)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
@@ -663,6 +670,8 @@ def main(argv: list[str] | None = None) -> None:
         variant["long_tail"] = args.long_tail
     if args.augment != "sup":  # keyed apart: rows from before have no such key (Sup)
         variant["augment"] = args.augment
+    if args.free_images != "blank":  # keyed apart: rows from before have no such key (noised blanks)
+        variant["free_images"] = args.free_images
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -719,7 +728,7 @@ def main(argv: list[str] | None = None) -> None:
                                         public_repeats=repeats, crop=args.crop, flip=flip,
                                         student_width=args.student_width,
                                         adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,
-                                        augment=args.augment)
+                                        augment=args.augment, free_images=args.free_images)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:

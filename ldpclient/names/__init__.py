@@ -18,6 +18,9 @@ EPSILON_UNITS: tuple[str, ...] = ("element", "record")
 #: Release bases, by the name ``--basis`` takes: pixels average-pooled, or low-frequency DCT coefficients
 #: (:mod:`ldpclient.privacy.basis`).
 BASES: tuple[str, ...] = ("pool", "dct")
+#: What a run's free (public, epsilon 0) records are: blank images noised at the free level, or procedural images
+#: sent as they are (:mod:`ldpclient.transfer.procedural`). The data-free run and mixed-in free queries use them.
+FREE_IMAGES: tuple[str, ...] = ("blank", "procedural")
 #: Student models, by the name ``--student`` takes (:data:`ldpclient.transfer.student.STUDENTS` builds each).
 STUDENT_NAMES: tuple[str, ...] = ("small_cnn", "small_resnet", "resnet18", "mobilenet_v2")
 
@@ -30,4 +33,4 @@ def choice_list(names: tuple[str, ...]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-__all__ = ["AUGMENTATIONS", "BASES", "EPSILON_UNITS", "PLAN_KINDS", "STUDENT_NAMES", "VERDICT_LEVELS", "choice_list"]
+__all__ = ["AUGMENTATIONS", "BASES", "EPSILON_UNITS", "FREE_IMAGES", "PLAN_KINDS", "STUDENT_NAMES", "VERDICT_LEVELS", "choice_list"]

@@ -60,6 +60,7 @@ from ..io.records import RecordSource, SubsetRecords, as_record_source, iter_bat
 from ..names import PLAN_KINDS
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain, Guarantee
+from ..privacy.public import public_release
 from ..privacy.release import Derived, Release, ReleaseBuilder
 from ..teachers.identity import merge_scope_aliases
 from . import defaults
@@ -70,6 +71,7 @@ from .evidence import fuse_pair_evidence
 from .mirror_check import MirrorCheck, MirrorVerdict, mirror_check
 from .postprocess import ClipToDomain, ReleaseRows, SubsetRows, Transform, parse_postprocess
 from .prior import reweight, training_prior
+from .procedural import procedural_images
 from .settings import AdaptationSettings, PlanSettings, TrainingSettings, fold_keywords
 from .student import (
     LabelStore,
@@ -435,6 +437,7 @@ class KnowledgeTransfer:
         self.upsample_mode, self.clip_queries, self.query_batch_size = p.upsample_mode, p.clip_queries, p.query_batch_size
         self.rand_scale, self.blank_fraction, self.n_blank = p.rand_scale, p.blank_fraction, p.n_blank
         self.blank_mechanism: Mechanism = p.blank_mechanism if p.blank_mechanism is not None else self.mechanism
+        self.free_images = p.free_images
         self.student_name = t.student  # None: chosen from the records' shape when training starts
         self.student_kwargs = dict(t.student_kwargs or {})
         if t.student is not None:
@@ -474,8 +477,11 @@ class KnowledgeTransfer:
     ) -> Release:
         """Release ``n`` records of ``shape`` in chunks of ~RELEASE_CHUNK_ELEMENTS input elements, in order.
 
-        ``source`` None: ``n`` public blank records of the domain's low value (data-free, blank queries).
+        ``source`` None: ``n`` public free records (data-free, blank queries): blank records of the domain's low
+        value noised by the blank mechanism, or procedural images sent as they are (``free_images``).
         """
+        if source is None and self.free_images == "procedural":
+            return self._procedural_release(n, shape)
         whole = ReleaseBuilder(n)
         if source is None:  # public blank records: neither charged nor stored
             chunk = release_chunk(shape)
@@ -489,6 +495,13 @@ class KnowledgeTransfer:
                 if report:
                     self._report("release", int(idx[-1]) + 1, n)
         return whole.build()
+
+    def _procedural_release(self, n: int, shape: tuple[int, ...]) -> Release:
+        """``n`` procedural images of ``shape`` (drawn from the run's seed: public, nothing private) on the blank
+        mechanism's domain, released without noise (epsilon 0, no ledger)."""
+        domain = self.blank_mechanism.domain
+        images = procedural_images(n, shape, torch.Generator().manual_seed((self.seed * 7919 + 17) % 2**63))
+        return public_release(domain.low + (domain.high - domain.low) * images, domain)
 
     def _postprocess(self, release: Release) -> ReleaseRows:
         return ReleaseRows(release, self.transforms, self.upsample_mode)
@@ -745,7 +758,7 @@ class KnowledgeTransfer:
         their identity plan, seeded by their values alone: the same images get the same batch ids in every run
         (the baseline's included), so a journal answers them once and they are paid once; other images, other
         batch ids."""
-        from ..privacy.public import public_release, public_seed
+        from ..privacy.public import public_seed
 
         if tuple(public.record_shape) != tuple(shape):
             raise ValueError(f"public images have shape {tuple(public.record_shape)} per image, the private ones "

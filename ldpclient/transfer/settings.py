@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, Union
 
-from ..names import AUGMENTATIONS
+from ..names import AUGMENTATIONS, FREE_IMAGES
 from . import defaults
 
 if TYPE_CHECKING:
@@ -35,7 +35,9 @@ class PlanSettings:
     (None: :func:`~ldpclient.transfer.defaults.query_batch_size`). ``rand_scale``: Rand noise
     multiplier. ``blank_fraction``/``n_blank``: public blank-record queries mixed in.
     ``blank_mechanism``: the mechanism that noises the blank records (public input: its epsilon is a
-    noise level, never charged; None: the run's own mechanism).
+    noise level, never charged; None: the run's own mechanism). ``free_images``: what the free records of the
+    data-free mode and of ``blank_fraction`` are (:data:`~ldpclient.names.FREE_IMAGES`): ``blank`` images noised
+    by ``blank_mechanism``, or ``procedural`` images (:mod:`~ldpclient.transfer.procedural`) sent as they are.
     """
 
     augmentation: str = field(default_factory=defaults.augmentation)
@@ -48,10 +50,13 @@ class PlanSettings:
     blank_fraction: float = 0.0
     n_blank: int | None = None
     blank_mechanism: Any = None
+    free_images: str = "blank"
 
     def __post_init__(self) -> None:
         if self.augmentation not in AUGMENTATIONS:
             raise ValueError(f"augmentation must be one of {AUGMENTATIONS}, got {self.augmentation!r}")
+        if self.free_images not in FREE_IMAGES:
+            raise ValueError(f"free_images must be one of {FREE_IMAGES}, got {self.free_images!r}")
         if self.num_queries is not None and self.num_queries < 1:
             raise ValueError(f"num_queries must be >= 1, got {self.num_queries}")
         if self.query_batch_size is not None and self.query_batch_size < 1:
