@@ -28,13 +28,24 @@ from ldpclient.privacy import Domain, gaussian, laplace, make_mechanism  # noqa:
 from ldpclient.privacy.basis import dct_layout  # noqa: E402
 
 
-def variants(eps: float, coefficients: list[int]) -> dict[str, object]:
+def variants(eps: float, coefficients: list[int], spectra: dict[int, tuple] | None = None) -> dict[str, object]:
+    """The release designs compared; ``spectra``: per K, the public images' coefficient means and scales (adds
+    ``quantised-rr`` with its cells and bits from them)."""
     out: dict[str, object] = {"pool 4, laplace": laplace(eps, per="record", reduction=4)}
     for k in coefficients:
         out[f"dct {k}, laplace L1"] = laplace(eps, per="record", basis="dct", coefficients=k)
         out[f"dct {k}, gaussian L2"] = gaussian(eps, 1e-5, per="record", basis="dct", coefficients=k)
         out[f"dct {k}, quantised-rr"] = make_mechanism("quantised-rr", epsilon=eps, per="record", coefficients=k)
+        if spectra:
+            out[f"dct {k}, quantised-rr, public spectrum"] = make_mechanism(
+                "quantised-rr", epsilon=eps, per="record", coefficients=k, spectrum=spectra[k])
     return out
+
+
+def public_spectrum(images: torch.Tensor, k: int) -> tuple[list[float], list[float]]:
+    """The mean and standard deviation of each of the K kept coefficients over public ``images``."""
+    coef = dct_layout(tuple(images.shape[1:]), Domain(0.0, 1.0), "l2", k, None).forward(images.double())
+    return coef.mean(0).tolist(), coef.std(0).clamp_min(1e-3).tolist()
 
 
 def sidp(teacher: torch.nn.Module, mech, x: torch.Tensor, y: torch.Tensor, seed: int) -> float:
@@ -65,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--coefficients", type=int, nargs="+", default=[25, 64, 100])
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--teacher", choices=bench_adapt.TEACHERS, default="small_cnn", help="the cached teacher")
+    p.add_argument("--public", type=int, default=None,
+                   help="also quantised-rr with its spectrum from this many of the set's public (held-out) images")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     for name in args.dataset:
@@ -75,12 +88,16 @@ def main(argv: list[str] | None = None) -> None:
         for k in args.coefficients:
             full, clipped, share = ceiling(teacher, px, py, k)
             print(f"  {k} coefficients: {100 * full:.1f} / {100 * clipped:.1f} %; {100 * share:.0f} % clipped")
-        names = list(variants(1.0, args.coefficients))
+        spectra = None
+        if args.public:
+            public = bench_adapt.public_images(name, 28, args.public)
+            spectra = {k: public_spectrum(public, k) for k in args.coefficients}
+        names = list(variants(1.0, args.coefficients, spectra))
         print(f"\n| {label}: SIDP accuracy, % | " + " | ".join(f"eps {e:g}" for e in args.eps) + " |")
         print("|---|" + "---|" * len(args.eps))
         table = {n: [] for n in names}
         for eps in args.eps:
-            for n, mech in variants(eps, args.coefficients).items():
+            for n, mech in variants(eps, args.coefficients, spectra).items():
                 accs = [sidp(teacher, mech, px, py, seed) for seed in range(args.seeds)]
                 sd = statistics.stdev(accs) if len(accs) > 1 else 0.0
                 table[n].append(f"{100 * statistics.mean(accs):.1f} ± {100 * sd:.1f}")

@@ -259,3 +259,27 @@ def test_the_noise_command_refuses_what_it_cannot_honour_in_one_line(tmp_path, e
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0], result.output
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_the_dry_run_says_what_the_release_passes_on_before_anything_is_sent(tmp_path) -> None:
+    from image_folders import random_png_folder
+    from typer.testing import CliRunner
+
+    import mock_server
+    from ldpclient.cli.commands import app
+
+    private = random_png_folder(tmp_path / "private", seed=0)
+    with mock_server.serve(model="trivial", image_size=8, max_batch_size=64) as srv:
+        result = CliRunner().invoke(app, [
+            "label", str(private), "--teacher", srv.model_url, "--state-dir", str(tmp_path / "s"),
+            "--mechanism", "quantised-rr", "--epsilon", "100", "--dry-run", "--json",
+        ])
+        text = CliRunner().invoke(app, [
+            "label", str(private), "--teacher", srv.model_url, "--state-dir", str(tmp_path / "s"),
+            "--mechanism", "quantised-rr", "--epsilon", "100", "--dry-run",
+        ], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    note = json.loads(result.stdout)["plan"]["release"]["note"]
+    assert note.startswith("this release is as informative as its epsilon allows") and "% of releases" in note
+    assert "as informative as its epsilon allows" in " ".join(text.output.split())
+    assert not (tmp_path / "s").exists()  # nothing charged

@@ -1,7 +1,7 @@
 """On-device local differential privacy: what an application uses to noise records and keep their spend.
 
 Mechanisms (``laplace``, ``gaussian``, ``tldp_laplace``, ``tldp_gaussian``, ``weighted_tldp``,
-``discrete_tldp``, or ``make_mechanism`` by name; ``register_mechanism`` adds one) turn raw records into a :class:`Release`
+``discrete_tldp``, ``quantised_rr``, or ``make_mechanism`` by name; ``register_mechanism`` adds one) turn raw records into a :class:`Release`
 carrying its :class:`Guarantee`; post-processing makes :class:`Derived` rows; a :class:`Ledger`
 keeps each image's spend and stored releases; :class:`TrustPolicy` sets per-teacher budgets.
 The calibration helpers (``calibrate_sigma``, ``epsilon_for_sigma``, ``discrete_tldp_epsilon``)
@@ -20,11 +20,13 @@ from .mechanisms import (
     DiscreteTLDPMechanism,
     GaussianMechanism,
     LaplaceMechanism,
+    QuantisedRandomizedResponse,
     TLDPMechanism,
     discrete_tldp,
     gaussian,
     laplace,
     make_mechanism,
+    quantised_rr,
     register_mechanism,
     tldp_gaussian,
     tldp_laplace,
@@ -47,6 +49,7 @@ __all__ = [
     "tldp_gaussian",
     "weighted_tldp",
     "discrete_tldp",
+    "quantised_rr",
     "make_mechanism",
     "register_mechanism",
     "MECHANISMS",
@@ -54,6 +57,7 @@ __all__ = [
     "GaussianMechanism",
     "TLDPMechanism",
     "DiscreteTLDPMechanism",
+    "QuantisedRandomizedResponse",
     "calibrate_sigma",
     "epsilon_for_sigma",
     "discrete_tldp_epsilon",

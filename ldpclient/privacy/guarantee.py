@@ -148,3 +148,13 @@ def coefficient_treatment(params: Mapping[str, Any]) -> str:
     if "code_bits" in params:
         return f"quantised into a {int(params['code_bits'])}-bit code and released by randomized response"
     return f"clipped to {params['clip_norm_kind']} norm {float(params['clip_norm']):.4g} and noised"
+
+
+def release_caution(params: Mapping[str, Any]) -> str | None:
+    """What a user must read before choosing a release that passes the record on nearly intact (``quantised-rr``:
+    the true code with ``params["truth_probability"]``); None for a release that noises every value."""
+    if "truth_probability" not in params:
+        return None
+    share = 100.0 * float(params["truth_probability"])
+    return (f"this release is as informative as its epsilon allows: the teacher receives the image's quantised low "
+            f"frequencies themselves in {share:.3g} % of releases (docs/privacy.md)")

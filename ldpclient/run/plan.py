@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..privacy.guarantee import release_caution
 from ..teachers.base import TeacherMetadata
 from ..transfer import defaults
 from ..transfer.augment import check_sup_queries
@@ -102,6 +103,8 @@ class RunPlan:
         }
         if data_free:
             release["note"] = "data-free: the teacher gets blank images noised here; nothing private is sent"
+        elif (caution := release_caution(g.params)) is not None:
+            release["note"] = caution
         return {
             "teacher": {"address": self.identity, "input_shape": list(self.shape),
                         "value_range": [float(v) for v in self.meta.value_range],

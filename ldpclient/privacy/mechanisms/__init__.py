@@ -33,6 +33,7 @@ from .elementwise import DEFAULT_DELTA, FLOAT_SAMPLING, SECURE_GAUSSIAN_SAMPLING
 from .gaussian import GaussianMechanism, gaussian
 from .grid import grid_bits_for
 from .laplace import LaplaceMechanism, laplace
+from .quantised_rr import QuantisedRandomizedResponse, quantised_rr
 from .registry import (
     MechanismEntry,
     basis_mechanism_names,
@@ -67,6 +68,7 @@ __all__ = [
     "GaussianMechanism",
     "LaplaceMechanism",
     "MechanismEntry",
+    "QuantisedRandomizedResponse",
     "TLDPMechanism",
     "basis_mechanism_names",
     "delta_mechanism_names",
@@ -78,6 +80,7 @@ __all__ = [
     "make_mechanism",
     "mechanism_entry",
     "mechanism_names",
+    "quantised_rr",
     "register_mechanism",
     "tldp_gaussian",
     "tldp_laplace",

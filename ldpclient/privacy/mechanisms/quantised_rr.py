@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import torch
 
 from ..basis import DctLayout
-from ..guarantee import Domain
+from ..guarantee import Domain, release_caution
 from ..preprocess import check_epsilon
 from ..quantise import MAX_BITS, CoefficientCode, best_total_bits, check_spectrum, code_for, spectrum_of
 from ..sampling import ONE, gaussian_noise, uniform_int62
@@ -148,8 +148,7 @@ class QuantisedRandomizedResponse(Elementwise):
             f"k-ary randomized response over the 2^{total} codes: the true code is released with probability"
             f" {p_true:.4g}, any other with equal probability; pure LDP, epsilon {fmt(self.epsilon)} per record"
             f" (the sampler realises {realised:.6g}, checked exactly)",
-            "this release is as informative as its epsilon allows: with that probability the teacher sees the"
-            " record's quantised image itself, so what can be read from such an image is read here",
+            str(release_caution(params)),
             f"inputs are clipped to the declared domain [{self.domain.low}, {self.domain.high}] before the transform;"
             " one coefficient may carry the whole difference, so the per-element figures equal the per-record ones",
         ]
