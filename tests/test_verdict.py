@@ -63,6 +63,19 @@ def test_a_class_that_takes_half_the_labels_beyond_its_answers_is_doubtful() -> 
     assert judge(num_classes=10, label_counts=labels, answer_counts=ANSWERS).level == DOUBTFUL
 
 
+def test_labels_of_one_class_after_a_teacher_that_answered_one_class_are_doubtful() -> None:
+    """quantised-rr at 20 per image on colour digits (BENCHMARKS.md): the teacher said one class to 95 % of the
+    queries and 90 % of the labels followed; the collapse rule alone (teacher at most half as often) missed it."""
+    labels = [900, 12, 11, 11, 11, 11, 11, 11, 11, 11]
+    answers = [1900, 12, 11, 11, 11, 11, 11, 11, 11, 11]
+    c = Collapse.of(labels, answers)
+    assert c.level == DOUBTFUL and c.teacher_share > 0.9
+    v = judge(num_classes=10, label_counts=labels, answer_counts=answers, class_names=[str(i) for i in range(10)])
+    assert v.level == DOUBTFUL
+    assert "the teacher answered nearly every query with one class" in v.headline
+    assert Collapse.of([500, 500, 0], [900, 100, 0]).level != NOT_WORTH  # half and half: not this rule
+
+
 def test_classes_the_teacher_often_gave_that_never_appear_make_the_labels_doubtful() -> None:
     labels = [72, 72, 72, 72, 72, 0, 0, 0, 0, 0]
     c = Collapse.of(labels, ANSWERS)

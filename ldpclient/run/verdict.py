@@ -33,8 +33,9 @@ classes, 55 % for 2):
 2. A collapse is **not worth having** (one class holds 80 % of the labels or more, with 3 classes or more,
    while the teacher gave that class at most half as often) and a partial one **doubtful** (one class holds
    half the labels or more and at least twice its share of the teacher's answers and of chance; or half the
-   classes the teacher gave often never appear) -- unless the check set shows the labels right (its
-   interval's bottom above ``floor``: a folder may really hold one class).
+   classes the teacher gave often never appear; or one class holds 80 % of the labels and of the teacher's
+   answers: the teacher collapsed too, and its answers carry little) -- unless the check set shows the labels
+   right (its interval's bottom above ``floor``: a folder may really hold one class).
 3. Without a check set, the held-out public images judge the student as the check set would, against the
    teacher's labels: agreement below ``floor`` is **not worth having**; an interval reaching below ``floor`` or
    with its top below 50 % is **doubtful**. With a check set they are only reported.
@@ -261,7 +262,8 @@ class Collapse:
         if k >= 3 and share >= COLLAPSE_SHARE and teacher <= share / 2:
             level = NOT_WORTH
         elif (k >= 3 and share >= DOMINANT_SHARE and share >= 2 * max(teacher, 1 / k)) or (
-                len(often) >= 2 and len(missing) * 2 >= len(often)):
+                len(often) >= 2 and len(missing) * 2 >= len(often)) or (
+                k >= 3 and share >= COLLAPSE_SHARE and teacher >= COLLAPSE_SHARE):
             level = DOUBTFUL
         return cls(top, share, teacher, missing, len(often), level)
 
@@ -366,6 +368,8 @@ def judge(
     if collapse.level != USABLE:
         why = (f"{_pct(collapse.top_share)} of the labels are {top}, which the teacher gave to "
                f"{_pct(collapse.teacher_share)} of the queries")
+        if collapse.teacher_share >= COLLAPSE_SHARE and collapse.top_share >= COLLAPSE_SHARE:
+            why += ": the teacher answered nearly every query with one class, so its answers carry little"
         if collapse.top_share < DOMINANT_SHARE:
             why = (f"{len(collapse.missing_classes)} of the {collapse.often_answered} classes the teacher often "
                    f"answered never appear in the labels")
