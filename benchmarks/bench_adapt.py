@@ -46,7 +46,7 @@ import torch
 
 from ldpclient.io.datasets import load_digits_images, split_indices
 from ldpclient.names import BASES, FREE_IMAGES
-from ldpclient.privacy import gaussian, laplace, make_mechanism
+from ldpclient.privacy import make_mechanism
 from ldpclient.privacy.guarantee import Domain
 from ldpclient.privacy.public import public_release, public_seed
 from ldpclient.teachers.local import LocalTeacher
@@ -211,11 +211,8 @@ def mechanism(name: str, eps_record: float, reduce: int, basis: dict | None = No
     """The setting's mechanism; ``basis``: ``{"basis": "dct", "coefficients": K, "clip_norm": C}`` (None: pool)."""
     opts = dict(basis or {})
     if name == "gaussian":
-        return gaussian(eps_record, DELTA, per="record", reduction=reduce, **opts)
-    if name == "quantised-rr":  # basis dct only, no clip bound
-        opts.pop("clip_norm", None)
-        return make_mechanism(name, epsilon=eps_record, per="record", reduction=reduce, **opts)
-    return laplace(eps_record, per="record", reduction=reduce, **opts)
+        opts["delta"] = DELTA
+    return make_mechanism(name, epsilon=eps_record, per="record", reduction=reduce, **opts)
 
 
 def resolve(setting: dict, shape: tuple[int, ...], n: int, basis: str = "pool") -> dict:

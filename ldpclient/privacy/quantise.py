@@ -25,6 +25,7 @@ given by the caller (for instance estimated from public images); the bits follow
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import math
 from dataclasses import dataclass
@@ -62,11 +63,9 @@ def model_spectrum(layout: DctLayout, domain: Domain) -> tuple[torch.Tensor, tor
         scale = SPECTRUM_LEVEL * full * level / (1.0 + f)
         mean = torch.zeros_like(f)
         dc = f == 0
-        if channel == 0:
+        scale[dc] = full * level / 4.0
+        if channel == 0:  # luminance: values from 0 up; chroma axes are centred on 0
             mean[dc] = full * level / 2.0
-            scale[dc] = full * level / 4.0
-        else:
-            scale[dc] = full * level / 4.0
         means.append(mean)
         scales.append(scale)
     return torch.cat(means), torch.cat(scales)
@@ -120,11 +119,6 @@ class CoefficientCode:
     bits: torch.Tensor
 
     @property
-    def total_bits(self) -> int:
-        """B: the code's length in bits (``log2`` of the number of codes)."""
-        return int(self.bits.sum())
-
-    @property
     def levels(self) -> torch.Tensor:
         """``2**bits`` per coefficient, int64 ``(K,)``."""
         return torch.ones_like(self.bits) << self.bits
@@ -144,10 +138,10 @@ class CoefficientCode:
         inside = (_normal_pdf(lo) - _normal_pdf(hi)) * count  # E[z | lo <= z < hi], cell probability 1/count
         return self.mean + self.scale * inside
 
-    def uniform(self, n: int, draws: torch.Tensor) -> torch.Tensor:
-        """``n`` codes uniform over all ``2**B``, int64 ``(n, K)``, from ``draws``: uniform 62-bit integers
-        ``(n, K)`` (the low ``bits`` bits of each: exactly uniform, as ``2**bits`` divides ``2**62``)."""
-        return draws[:n] & (self.levels - 1)
+    def uniform(self, draws: torch.Tensor) -> torch.Tensor:
+        """Codes uniform over all ``2**B``, int64 ``(N, K)``, from ``draws``: uniform 62-bit integers ``(N, K)``
+        (the low ``bits`` bits of each: exactly uniform, as ``2**bits`` divides ``2**62``)."""
+        return draws & (self.levels - 1)
 
     def error_scale(self) -> torch.Tensor:
         """The quantisation error's scale per coefficient, float64 ``(K,)``: ``scale * 2**-bits``."""
@@ -176,8 +170,6 @@ def code_for(layout: DctLayout, domain: Domain, total_bits: int,
 
 def spectrum_of(values: Sequence[float]) -> str:
     """A short digest of a caller's spectrum for a mechanism's config (the ledger tells releases apart by it)."""
-    import hashlib
-
     return hashlib.sha256(repr([float(v) for v in values]).encode()).hexdigest()[:16]
 
 

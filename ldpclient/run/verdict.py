@@ -50,6 +50,7 @@ Units: shares and accuracies in ``[0, 1]``; counts are images (labels) or querie
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from dataclasses import asdict, dataclass, field
@@ -249,6 +250,11 @@ class Collapse:
     often_answered: int
     level: str
 
+    @property
+    def teacher_collapsed(self) -> bool:
+        """Whether one class holds :data:`COLLAPSE_SHARE` of the labels and of the teacher's answers alike."""
+        return self.top_share >= COLLAPSE_SHARE and self.teacher_share >= COLLAPSE_SHARE
+
     @classmethod
     def of(cls, label_counts: Sequence[int], answer_counts: Sequence[int]) -> "Collapse":
         k = len(label_counts)
@@ -258,14 +264,13 @@ class Collapse:
         teacher = answer_counts[top] / q if q and top < len(answer_counts) else 0.0
         often = [c for c in range(min(k, len(answer_counts))) if q and answer_counts[c] / q >= 0.5 / k]
         missing = [c for c in often if label_counts[c] == 0]
-        level = USABLE
+        found = cls(top, share, teacher, missing, len(often), USABLE)
         if k >= 3 and share >= COLLAPSE_SHARE and teacher <= share / 2:
-            level = NOT_WORTH
-        elif (k >= 3 and share >= DOMINANT_SHARE and share >= 2 * max(teacher, 1 / k)) or (
-                len(often) >= 2 and len(missing) * 2 >= len(often)) or (
-                k >= 3 and share >= COLLAPSE_SHARE and teacher >= COLLAPSE_SHARE):
-            level = DOUBTFUL
-        return cls(top, share, teacher, missing, len(often), level)
+            return dataclasses.replace(found, level=NOT_WORTH)
+        if (k >= 3 and share >= DOMINANT_SHARE and share >= 2 * max(teacher, 1 / k)) or (
+                len(often) >= 2 and len(missing) * 2 >= len(often)) or (k >= 3 and found.teacher_collapsed):
+            return dataclasses.replace(found, level=DOUBTFUL)
+        return found
 
 
 @dataclass(frozen=True)
@@ -368,7 +373,7 @@ def judge(
     if collapse.level != USABLE:
         why = (f"{_pct(collapse.top_share)} of the labels are {top}, which the teacher gave to "
                f"{_pct(collapse.teacher_share)} of the queries")
-        if collapse.teacher_share >= COLLAPSE_SHARE and collapse.top_share >= COLLAPSE_SHARE:
+        if collapse.teacher_collapsed:
             why += ": the teacher answered nearly every query with one class, so its answers carry little"
         if collapse.top_share < DOMINANT_SHARE:
             why = (f"{len(collapse.missing_classes)} of the {collapse.often_answered} classes the teacher often "

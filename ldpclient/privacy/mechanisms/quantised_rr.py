@@ -163,7 +163,7 @@ class QuantisedRandomizedResponse(Elementwise):
         levels = code.encode(layout.forward(x))
         n = levels.shape[0]
         resample = uniform_int62((n,), gen) < plan.values["units"]
-        fresh = code.uniform(n, uniform_int62((n, levels.shape[1]), gen))
+        fresh = code.uniform(uniform_int62((n, levels.shape[1]), gen))
         return code.decode(torch.where(resample.unsqueeze(1), fresh, levels))
 
     def _noise(self, shape: tuple[int, ...], plan: Plan, gen: torch.Generator) -> torch.Tensor:
