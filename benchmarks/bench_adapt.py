@@ -241,7 +241,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None,
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
             student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
-            augment: str = "sup", free_images: str = "blank") -> dict:
+            augment: str = "sup", free_images: str = "blank", hold: str = "none") -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -251,7 +251,11 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     ``adapt_flip``: mirror pseudo-labelled rows in adaptation (None: the library's adapter); ``warmup``: epochs of
     the rotation pretext on the clean records before training (``label --warmup``; None: none); ``augment``: the
     query expansion (``label --augment``: sup, rand); ``free_images``: the data-free run's and the mixed-in
-    blank queries' records (``blank``: noised blanks; ``procedural``: procedural images sent as they are)."""
+    blank queries' records (``blank``: noised blanks; ``procedural``: procedural images sent as they are);
+    ``hold``: what ``seed`` leaves alone, to tell where the spread over seeds comes from: ``data`` (the plan and
+    the release noise are seed 0's, ``seed`` draws only the student's side: ``TrainingSettings.student_seed``),
+    ``student`` (the student's draws are seed 0's, ``seed`` draws the plan and the noise), ``none``."""
+    run_seed, student_seed = {"none": (seed, None), "data": (0, seed), "student": (seed, 0)}[hold]
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:
@@ -263,7 +267,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["adapter"] = adapter
     elif selection_sample is not None or max_per_round is not None or adapt_flip:
         sample = selection_sample if selection_sample is not None else len(records)
-        extra["adapter"] = SelfTrainingAdapter(seed=seed, selection_sample=sample,
+        extra["adapter"] = SelfTrainingAdapter(seed=seed if student_seed is None else student_seed,
+                                               selection_sample=sample,
                                                max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
     if student is not None:
         extra["student"] = student
@@ -279,6 +284,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["warmup"] = warmup
     if free_images != "blank":
         extra["free_images"] = free_images
+    if student_seed is not None:
+        extra["student_seed"] = student_seed
     kt = KnowledgeTransfer(
         teacher,
         mech,
@@ -288,11 +295,11 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         postprocess=setting["postprocess"],
         epochs=setting["epochs"],
         batch_size=setting["train_batch"],
-        seed=seed,
+        seed=run_seed,
         device="cpu",
         adapt=adapt,
         fuse=True,
-        release_generator=torch.Generator().manual_seed(1000 + seed),
+        release_generator=torch.Generator().manual_seed(1000 + run_seed),
         **extra,
     )
     t0 = time.perf_counter()
@@ -628,9 +635,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--long-tail", type=float, default=None, metavar="RATIO",
                    help="keep a long-tailed share of the private records: class k of K keeps RATIO ** (k / (K - 1)) "
                         "of its images (0.1: the last class a tenth of the first's)")
+    p.add_argument("--classes", type=int, nargs="+", default=None, metavar="CLASS",
+                   help="keep only the private records of these classes (the teacher still knows all ten): a "
+                        "folder that holds a few of the teacher's classes, which equal class shares assume away")
     p.add_argument("--free-images", choices=FREE_IMAGES, default="blank",
                    help="the data-free run's and --blank's free records: noised blanks or procedural images")
     p.add_argument("--augment", choices=("sup", "rand"), default="sup", help="the query expansion (label --augment)")
+    p.add_argument("--hold", choices=("none", "data", "student"), default="none",
+                   help="what the seeds leave alone: data (plan and noise fixed, the student's draws vary), student "
+                        "(the student's draws fixed, plan and noise vary), none (everything varies)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")
@@ -665,10 +678,17 @@ def main(argv: list[str] | None = None) -> None:
         variant["warmup"] = args.warmup
     if args.long_tail is not None:
         variant["long_tail"] = args.long_tail
+    if args.classes is not None:
+        variant["classes"] = sorted(args.classes)
     if args.augment != "sup":  # keyed apart: rows from before have no such key (Sup)
         variant["augment"] = args.augment
     if args.free_images != "blank":  # keyed apart: rows from before have no such key (noised blanks)
         variant["free_images"] = args.free_images
+    # keyed apart: rows from before 2026-11-27 have no such key (rounds from the outputs as they are, labels
+    # from balanced outputs after them)
+    variant["adapt_rounds"] = "aligned-present"
+    if args.hold != "none":  # keyed apart: rows from before have no such key (every draw from the seed)
+        variant["hold"] = args.hold
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -678,6 +698,9 @@ def main(argv: list[str] | None = None) -> None:
             label, tx, ty, px, py = load_dataset(name, size)
             if args.long_tail is not None:
                 px, py = long_tail(px, py, args.long_tail)
+            if args.classes is not None:
+                keep = torch.isin(py, torch.tensor(args.classes))
+                px, py = px[keep], py[keep]
             if args.teacher != "small_cnn":
                 torch.set_num_threads(2)  # the teacher's training, once; the runs stay on one thread
             model = cached_teacher(label, tx, ty, args.teacher)
@@ -725,7 +748,7 @@ def main(argv: list[str] | None = None) -> None:
                                         public_repeats=repeats, crop=args.crop, flip=flip,
                                         student_width=args.student_width,
                                         adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,
-                                        augment=args.augment, free_images=args.free_images)
+                                        augment=args.augment, free_images=args.free_images, hold=args.hold)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:

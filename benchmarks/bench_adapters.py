@@ -145,7 +145,8 @@ class AdaptOnCopies:
         """Called with the trained student before any variant runs (nothing here; subclasses record more)."""
 
     def adapt(self, model: nn.Module, records: Any, anchor: Anchor | None = None,
-              probs: torch.Tensor | None = None, on_round: Callable[[int], None] | None = None) -> AdaptHistory:
+              probs: torch.Tensor | None = None, on_round: Callable[[int], None] | None = None,
+              prior: torch.Tensor | None = None) -> AdaptHistory:
         source = as_record_source(records)
         before = probs if probs is not None else predict_proba(model, source, device="cpu")
         self.unadapted = self.accuracy(before)
@@ -155,7 +156,7 @@ class AdaptOnCopies:
             assert hist.probs is not None
             self.scores[name] = (self.accuracy(hist.probs), round(hist.seconds, 1))
             print(f"    {name:20s} {100 * self.scores[name][0]:.1f} ({hist.seconds:.0f} s)", flush=True)
-        return self.final.adapt(model, source, anchor, probs=before, on_round=on_round)
+        return self.final.adapt(model, source, anchor, probs=before, on_round=on_round, prior=prior)
 
 
 def recorded(copies: AdaptOnCopies) -> dict[str, dict[str, float]]:

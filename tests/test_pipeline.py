@@ -9,6 +9,7 @@ from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer
+from ldpclient.transfer.settings import TrainingSettings
 
 SIZE = 8
 
@@ -173,7 +174,7 @@ def test_settings_objects_and_one_teacher():
     """KnowledgeTransfer takes the teacher or its QueryClient (issue 21.2); settings are small frozen objects,
     flat keywords still fold into them, and a client talking to another teacher is refused."""
     from ldpclient.teachers import QueryClient
-    from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
+    from ldpclient.transfer.settings import AdaptationSettings, PlanSettings
 
     x, _ = _records(20)
     teacher = _quadrant_teacher()
@@ -285,3 +286,17 @@ def test_grey_and_small_images_keep_the_small_cnn_and_small_ones_are_not_shifted
                             "mirror_check": None}
     with pytest.raises(ValueError, match="crop"):
         _kt(crop=-1)
+
+
+def test_student_seed_draws_the_students_side_alone() -> None:
+    """``student_seed`` learns from the same plan, releases and answers with other draws; left out, it is ``seed``."""
+    x, _ = _records(60)
+    base = _kt(adapt=False, epochs=1).run(x)
+    same = _kt(adapt=False, epochs=1, student_seed=0).run(x)
+    other = _kt(adapt=False, epochs=1, student_seed=1).run(x)
+    assert torch.equal(base.labels, same.labels) and torch.equal(base.confidences, same.confidences)
+    assert other.plan.fingerprint == base.plan.fingerprint
+    assert other.teacher_label_histogram == base.teacher_label_histogram
+    assert not torch.equal(other.confidences, base.confidences)
+    with pytest.raises(ValueError, match="student_seed must be an integer from 0"):
+        TrainingSettings(student_seed=-1)

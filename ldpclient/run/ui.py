@@ -235,7 +235,8 @@ class UI:
              + (f"; first a warm-up of {st['warmup_epochs']} epochs over the clean images ({st['warmup_rows']} "
                 "rows)" if st.get("warmup_epochs") else "")
              + ("; then adapted on the clean images here" if st["adapt"] else "")
-             + ("; labels from its outputs re-weighted to equal class shares" if st.get("balance") else "")),
+             + (("; adaptation pseudo-labels from its outputs re-weighted to equal class shares" if st["adapt"]
+                 else "; labels from its outputs re-weighted to equal class shares") if st.get("balance") else "")),
         ]
         if plan.get("baseline"):
             rows.append(("baseline", f"data-free, blank queries noised as {plan['baseline']['blank_query_noise']}"))

@@ -43,6 +43,7 @@ from torch import nn
 from ..io.records import RecordSource, SubsetRecords, as_record_source
 from .affine import RandomRotateShift, flip_crop
 from .defaults import MIN_AUGMENT_SIDE
+from .prior import aligned, target_shares
 from .student import batch_in_layout, predict_proba, to_compute_layout
 
 #: Pseudo-label fraction per class in each round (the curriculum): one default, measured (BENCHMARKS.md).
@@ -162,13 +163,21 @@ class SelfTrainingAdapter:
         anchor: AnchorBatches | None = None,
         probs: torch.Tensor | None = None,
         on_round: Callable[[int], None] | None = None,
+        prior: torch.Tensor | None = None,
     ) -> AdaptHistory:
         """Adapt ``model`` in place on ``records`` (float ``(N, C, H, W)``, the values it will label;
         a tensor or a :class:`~ldpclient.io.records.RecordSource`). On the CPU ``model`` is left in
         :func:`~ldpclient.transfer.student.compute_layout` (channels-last; values unchanged by it). ``probs``: the model's softmax outputs
         on ``records`` before adaptation, when the caller has them (saves a pass); without them, above
         ``selection_sample`` records only the sample is predicted before the rounds. ``on_round(k)`` is called
-        after round ``k`` (1-based) is done (a progress bar)."""
+        after round ``k`` (1-based) is done (a progress bar). ``prior``: the label prior ``model`` learnt its outputs
+        under (float64 ``(K,)`` shares: :func:`~ldpclient.transfer.prior.training_prior`, the teacher's answers).
+        Given, the rounds learn equal class shares instead of that prior's: before the first round the classes
+        present in the records are found once from the outputs re-weighted from ``prior`` to equal shares
+        (:func:`~ldpclient.transfer.prior.target_shares`), and every round aligns its outputs to equal shares over
+        them before choosing and labelling (:func:`~ldpclient.transfer.prior.aligned`, which reads the bias from the current
+        outputs, so a model that learnt aligned labels is not corrected twice); None: the outputs as they are.
+        ``AdaptHistory.probs`` stays the adapted outputs as they are."""
         hist = AdaptHistory()
         t0 = time.perf_counter()
         records = as_record_source(records)
@@ -183,15 +192,17 @@ class SelfTrainingAdapter:
         elif sample is not None:
             probs = probs[sample]
         previous = probs.argmax(1)  # on the pool: what "changed" is measured on
+        shares = target_shares(probs, prior) if prior is not None else None
         with torch.random.fork_rng(devices=[]):  # the augmentation draws from the global RNG: keep it local
             torch.manual_seed(self.seed)
             for rnd, fraction in enumerate(self.schedule):
                 if rnd > 0:  # round 0 labels with the model as it came in
                     probs = self._predict(model, pool, hist)
-                chosen = select_confident(probs, fraction)
+                view = probs if shares is None else aligned(probs, shares)
+                chosen = select_confident(view, fraction)
                 if self.max_per_round is not None and len(chosen) > self.max_per_round:
                     chosen = torch.sort(chosen[torch.randperm(len(chosen))[: self.max_per_round]]).values
-                targets = probs.argmax(1)
+                targets = view.argmax(1)
                 anchors = anchor(rnd) if anchor is not None else None
                 total, seen = 0.0, 0
                 model.train()

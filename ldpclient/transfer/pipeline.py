@@ -20,8 +20,9 @@ of a :class:`~ldpclient.teachers.client.QueryClient`:
    (:mod:`ldpclient.transfer.adapt`; local, nothing is sent, no privacy cost, but the
    adapted student has seen the clean records and stays on the device);
 6. **label** the clean private records with the student, locally (with ``balance``, default, and no public
-   images, its outputs re-weighted from the teacher's answer shares to equal class shares:
-   :mod:`ldpclient.transfer.prior`).
+   images, labels from equal class shares, not the teacher's answer shares (:mod:`ldpclient.transfer.prior`):
+   adaptation's rounds pseudo-label from the outputs re-weighted to them and the adapted student's outputs are
+   the labels; without adaptation, the trained student's outputs re-weighted).
 
 Memory: the clean records come from a :class:`~ldpclient.io.records.RecordSource`
 (a tensor, or a folder spooled to disk by :func:`~ldpclient.io.folders.spool_private_folder`)
@@ -70,7 +71,7 @@ from .augment import QueryPlan, check_sup_queries
 from .evidence import fuse_pair_evidence
 from .mirror_check import MirrorCheck, MirrorVerdict, mirror_check
 from .postprocess import ClipToDomain, ReleaseRows, SubsetRows, Transform, parse_postprocess
-from .prior import reweight, training_prior
+from .prior import balanced, training_prior
 from .procedural import procedural_images
 from .settings import AdaptationSettings, PlanSettings, TrainingSettings, fold_keywords
 from .student import (
@@ -449,6 +450,8 @@ class KnowledgeTransfer:
         self.checkpoint = Path(t.checkpoint) if t.checkpoint is not None else None
         self.public_repeats = t.public_repeats
         self.crop, self.flip, self.warmup = t.crop, t.flip, t.warmup
+        #: the seed of every draw on the student's side (the plan's stay with ``seed``)
+        self.student_seed = t.student_seed if t.student_seed is not None else self.seed
         self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
 
     # ------------------------------------------------------------------ helpers
@@ -617,8 +620,7 @@ class KnowledgeTransfer:
         answer shares (which it learnt) to equal ones (:mod:`.prior`), in ``probs``' dtype; else ``probs``."""
         if not self.adaptation.balances(public is not None):
             return probs
-        prior = training_prior(store.histogram().tolist(), probs.shape[1])
-        return reweight(probs, prior, torch.full_like(prior, 1.0 / len(prior))).to(probs.dtype)
+        return balanced(probs, training_prior(store.histogram().tolist(), probs.shape[1]))
 
     def _score_held_out(self, trained: _Trained, public: Optional[_Public], store: LabelStore) -> Optional[dict[str, int]]:
         """The final student's agreement with the teacher's labels of the held-out public images (None: none)."""
@@ -800,7 +802,7 @@ class KnowledgeTransfer:
         """Query batches ``(query ids, values)`` for one training epoch, in a seeded shuffled batch order: the
         plan's batches and the public images' (their ids after the plan's; each batch ``public.repeats``
         times), mixed."""
-        g = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2**63)
+        g = torch.Generator().manual_seed((self.student_seed * 1_000_003 + epoch) % 2**63)
         n_private = queries.plan.num_batches
         public = queries.public
         n_public = public.plan.num_batches * public.repeats if public else 0
@@ -912,7 +914,7 @@ class KnowledgeTransfer:
         flip = self.flip if self.flip is not None else (verdict is not None and verdict.flip)
         kwargs = {"num_classes": meta.num_classes, "in_channels": c, "image_size": min(h, w), **self.student_kwargs}
         with torch.random.fork_rng(devices=[]):  # seed the student's init without touching the caller's RNG
-            torch.manual_seed(self.seed % 2**63)
+            torch.manual_seed(self.student_seed % 2**63)
             model = build_student(name, **kwargs)
             if self.warmup:
                 self._warm_student(model, records, min(h, w), timings)
@@ -923,7 +925,7 @@ class KnowledgeTransfer:
             lr=self.lr,
             val_fraction=self.val_fraction,
             device=self.device,
-            seed=self.seed,
+            seed=self.student_seed,
             progress=self.progress,
             augment=partial(flip_crop, pad=pad, flip=flip) if pad or flip else None,
         )
@@ -967,7 +969,7 @@ class KnowledgeTransfer:
         t = time.perf_counter()
         model = trained.trainer.model
         adapter = self.adapter or SelfTrainingAdapter(
-            seed=self.seed, device=trained.trainer.device,
+            seed=self.student_seed, device=trained.trainer.device,
             predictor=self.stages.predict_proba if self.stages is not None else None)
         # the unadapted labels of every record cost a full pass: above the adapter's selection sample they are
         # not computed (the rounds predict on the sample), so that only the final pass reads every record
@@ -983,9 +985,12 @@ class KnowledgeTransfer:
                     yield values[keep], y[keep]
 
         rounds = len(adapter.schedule)
+        # where the labels are not to keep the teacher's answer shares, the rounds learn the records' own
+        prior = (training_prior(store.histogram().tolist(), int(trained.student_kwargs["num_classes"]))
+                 if self.adaptation.balances(queries.public is not None) else None)
         self._report("adapt", 0, rounds)
         adaptation = adapter.adapt(model, records, anchor, probs=before,
-                                   on_round=lambda done: self._report("adapt", done, rounds))
+                                   on_round=lambda done: self._report("adapt", done, rounds), prior=prior)
         timings["adapt"] = time.perf_counter() - t
         # of which the prediction passes (the benchmarks set them beside a bare model loop)
         timings["adapt_predict"] = first_pass + adaptation.predict_seconds
@@ -1029,7 +1034,8 @@ class KnowledgeTransfer:
         probs = adapted.adaptation.probs if adapted.adaptation is not None else None
         if probs is None:
             probs = self._predict_all(model, records)
-        probs = self._balanced(probs, store, queries.public)
+        if adapted.adaptation is None:  # an adapted student learnt balanced labels in its rounds already
+            probs = self._balanced(probs, store, queries.public)
         conf, labels = probs.max(dim=1)
         unfused, alpha = None, None
         if self.fuse and self.mode == "ldpkit" and plan.kind == "sup":

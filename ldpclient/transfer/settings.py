@@ -78,7 +78,9 @@ class TrainingSettings:
     (:mod:`~ldpclient.transfer.mirror_check`; public queries, no privacy cost); with fewer than 100 public
     images, or on images under 16 pixels a side, not mirrored. ``warmup``: epochs of the rotation pretext on the
     clean private records before training (:mod:`~ldpclient.transfer.warmup`; local, no privacy cost; 0, the
-    default: none)."""
+    default: none). ``student_seed``: the seed of the student's side alone (its initial weights, the order and
+    shifts of its training rows, the held-out share, adaptation; None, the default: the run's ``seed``, which also
+    draws the plan), so that one release and its answers can be learnt from again with other draws."""
 
     student: str | None = None
     student_kwargs: dict[str, Any] | None = None
@@ -92,8 +94,11 @@ class TrainingSettings:
     crop: int | None = None
     flip: bool | None = None
     warmup: int = 0
+    student_seed: int | None = None
 
     def __post_init__(self) -> None:
+        if self.student_seed is not None and not 0 <= self.student_seed < 2**63:
+            raise ValueError(f"student_seed must be an integer from 0 to 2**63-1, got {self.student_seed}")
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0 epochs, got {self.warmup}")
         if self.public_repeats is not None and self.public_repeats < 1:
@@ -109,9 +114,10 @@ class TrainingSettings:
 @dataclass(frozen=True)
 class AdaptationSettings:
     """What the device does after training: ``adapt`` (fine-tune on the clean records, with ``adapter`` or the
-    default self-training), ``balance`` (without public images, label with the student's outputs re-weighted
-    from the teacher's answer shares to equal class shares: :mod:`ldpclient.transfer.prior`), ``fuse`` (combine
-    each record's own Sup answers with the student)."""
+    default self-training), ``balance`` (without public images, labels in equal class shares rather than the
+    teacher's answer shares: adaptation's rounds pseudo-label from the student's outputs re-weighted to them, and
+    without adaptation the labels come from those re-weighted outputs; :mod:`ldpclient.transfer.prior`), ``fuse``
+    (combine each record's own Sup answers with the student)."""
 
     adapt: bool = True
     adapter: "SelfTrainingAdapter | None" = None
@@ -119,7 +125,7 @@ class AdaptationSettings:
     fuse: bool = False
 
     def balances(self, with_public: bool) -> bool:
-        """Whether the labels come from re-weighted outputs: with ``balance`` and no public images (beside them the
+        """Whether the labels learn equal class shares: with ``balance`` and no public images (beside them the
         student learns the classes from their answers, and re-weighting did not win: BENCHMARKS.md, "The label
         prior")."""
         return self.balance and not with_public
