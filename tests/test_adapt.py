@@ -278,7 +278,6 @@ def test_every_adaptation_of_the_older_comparison_runs_on_copies_and_records_its
         sys.modules.pop("bench_adapt", None)
 
 
-
 class _Line(torch.nn.Module):
     """A linear student on 2-value records ``(N, 1, 1, 2)`` whose class-1 logit trails by log 9 at x = 0: it learnt
     class 1 from a tenth of the answers, so its outputs as they are put the boundary at x = 0.55, not 0."""

@@ -615,12 +615,18 @@ class KnowledgeTransfer:
             public_held_out=held_out,
         )
 
+    def _label_prior(self, store: LabelStore, public: Optional[_Public], classes: int) -> Optional[torch.Tensor]:
+        """Where :meth:`AdaptationSettings.balances`: the prior the student learnt (the teacher's answer shares,
+        :func:`~.prior.training_prior`), which the labels are not to keep; else None."""
+        if not self.adaptation.balances(public is not None):
+            return None
+        return training_prior(store.histogram().tolist(), classes)
+
     def _balanced(self, probs: torch.Tensor, store: LabelStore, public: Optional[_Public]) -> torch.Tensor:
         """Where :meth:`AdaptationSettings.balances`: the student's outputs ``probs`` re-weighted from the teacher's
         answer shares (which it learnt) to equal ones (:mod:`.prior`), in ``probs``' dtype; else ``probs``."""
-        if not self.adaptation.balances(public is not None):
-            return probs
-        return balanced(probs, training_prior(store.histogram().tolist(), probs.shape[1]))
+        prior = self._label_prior(store, public, probs.shape[1])
+        return probs if prior is None else balanced(probs, prior)
 
     def _score_held_out(self, trained: _Trained, public: Optional[_Public], store: LabelStore) -> Optional[dict[str, int]]:
         """The final student's agreement with the teacher's labels of the held-out public images (None: none)."""
@@ -986,8 +992,7 @@ class KnowledgeTransfer:
 
         rounds = len(adapter.schedule)
         # where the labels are not to keep the teacher's answer shares, the rounds learn the records' own
-        prior = (training_prior(store.histogram().tolist(), int(trained.student_kwargs["num_classes"]))
-                 if self.adaptation.balances(queries.public is not None) else None)
+        prior = self._label_prior(store, queries.public, int(trained.student_kwargs["num_classes"]))
         self._report("adapt", 0, rounds)
         adaptation = adapter.adapt(model, records, anchor, probs=before,
                                    on_round=lambda done: self._report("adapt", done, rounds), prior=prior)
