@@ -99,31 +99,62 @@ def load_dataset(name: str, size: int) -> tuple[str, torch.Tensor, torch.Tensor,
     raise SystemExit(f"unknown dataset {name!r} ({', '.join(DATASETS)})")
 
 
-def public_images(name: str, size: int, n: int) -> torch.Tensor:
+PUBLIC_SHIFTS = ("none", "classes", "scale")
+
+
+def public_images(name: str, size: int, n: int, shift: str = "none") -> torch.Tensor:
     """``n`` images of the dataset that are neither the teacher's nor the private ones (its held-out part:
     digits 359, MNIST 500; CIFAR-10: its public part, 5,000), for ``--public``: float ``(n, C, H, W)`` in
-    [0, 1], like the private part."""
+    [0, 1], like the private part.
+
+    ``shift`` (``--public-shift``, issue 46 item 5) draws them from another distribution than the private
+    images: ``classes``, only images of the lower half of the classes (0-4 of 10: the private images' other
+    half is never seen in public); ``scale``, every image shrunk to :data:`SHIFT_SCALE` of its side, centred on
+    its own border colour (the median of its edge pixels, per channel)."""
     if name == "cifar10":
         import cifar10
 
-        images, _ = cifar10.split()["public"]
-        part = torch.from_numpy(images).float() / 255.0
+        images, labels = cifar10.split()["public"]
+        part, classes = torch.from_numpy(images).float() / 255.0, torch.from_numpy(labels)
     elif name == "digits":
-        x, _ = load_digits_images(size)
+        x, y = load_digits_images(size)
         _, _, held = split_indices(len(x), (0.4, 0.4, 0.2), seed=0)
-        part = x[held]
+        part, classes = x[held], y[held]
     else:
         import mnist5k
 
-        images, _ = mnist5k.split()["held_out"]
-        part = torch.from_numpy(images).float() / 255.0
+        images, labels = mnist5k.split()["held_out"]
+        part, classes = torch.from_numpy(images).float() / 255.0, torch.from_numpy(labels)
         if name == "mnist-colour":
             part = colourise(part, seed=3)
         elif name == "colour-digits":
             part = colour_photos(part, seed=3)
+    if shift == "classes":
+        part = part[classes < 5]
+    elif shift == "scale":
+        part = shrunk(part, SHIFT_SCALE)
+    elif shift != "none":
+        raise SystemExit(f"--public-shift {shift!r}: one of {', '.join(PUBLIC_SHIFTS)}")
     if n > len(part):
-        raise SystemExit(f"--public {n}: {name} has {len(part)} held-out images")
+        raise SystemExit(f"--public {n}: {name} has {len(part)} held-out images" + (f" ({shift})" if shift != "none" else ""))
     return part[:n]
+
+
+SHIFT_SCALE = 0.6
+
+
+def shrunk(images: torch.Tensor, scale: float) -> torch.Tensor:
+    """``images`` (float ``(N, C, H, W)`` in [0, 1]) shrunk to ``scale`` of their side (bilinear, antialiased)
+    and centred on a frame of each image's border colour (the median of its edge pixels, per channel)."""
+    n, c, h, w = images.shape
+    sh, sw = max(1, round(h * scale)), max(1, round(w * scale))
+    small = torch.nn.functional.interpolate(images, size=(sh, sw), mode="bilinear", antialias=True,
+                                            align_corners=False)
+    edges = torch.cat([images[..., 0, :], images[..., -1, :], images[..., :, 0], images[..., :, -1]], dim=-1)
+    out = edges.median(dim=-1).values[:, :, None, None].expand(n, c, h, w).clone()
+    top, left = (h - sh) // 2, (w - sw) // 2
+    out[..., top:top + sh, left:left + sw] = small
+    return out.clamp(0.0, 1.0)
 
 
 def colourise(grey: torch.Tensor, *, seed: int) -> torch.Tensor:
@@ -241,7 +272,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None,
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
             student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
-            augment: str = "sup", free_images: str = "blank", hold: str = "none") -> dict:
+            augment: str = "sup", free_images: str = "blank", hold: str = "none", query_rounds: int | None = None,
+            min_round_gain: float | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -254,7 +286,9 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     blank queries' records (``blank``: noised blanks; ``procedural``: procedural images sent as they are);
     ``hold``: what ``seed`` leaves alone, to tell where the spread over seeds comes from: ``data`` (the plan and
     the release noise are seed 0's, ``seed`` draws only the student's side: ``TrainingSettings.student_seed``),
-    ``student`` (the student's draws are seed 0's, ``seed`` draws the plan and the noise), ``none``."""
+    ``student`` (the student's draws are seed 0's, ``seed`` draws the plan and the noise), ``none``;
+    ``query_rounds``, ``min_round_gain``: send the queries in rounds (``label --query-rounds``; None: the
+    library's defaults)."""
     run_seed, student_seed = {"none": (seed, None), "data": (0, seed), "student": (seed, 0)}[hold]
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
@@ -286,6 +320,10 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["free_images"] = free_images
     if student_seed is not None:
         extra["student_seed"] = student_seed
+    if query_rounds is not None:
+        extra["query_rounds"] = query_rounds
+    if min_round_gain is not None:
+        extra["min_round_gain"] = min_round_gain
     kt = KnowledgeTransfer(
         teacher,
         mech,
@@ -316,6 +354,9 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         "accuracy_unadapted": accuracy(res.unadapted_labels, adapted),
         "accuracy_fused": acc,
         "fusion_informativeness": res.fusion_informativeness,
+        "val_agreement": res.history.val_accuracy[-1] if res.history and res.history.val_accuracy else None,
+        "queries_sent": res.counts["queries"],
+        "query_rounds": [r.as_dict() for r in res.query_rounds],
         "wall_s": round(wall, 2),
         "adapt_s": round(res.timings.get("adapt", 0.0), 2),
         "eps_element": res.guarantee.epsilon_element,
@@ -421,14 +462,16 @@ def _budget(r: dict) -> tuple:
     return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample, r.get("public") or 0,
             r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student") or "small_cnn",
             r.get("student_width"), r.get("crop") or 0, bool(r.get("flip")), bool(r.get("adapt_flip")),
-            r.get("train_transform"), r.get("warmup") or 0)
+            r.get("train_transform"), r.get("warmup") or 0, r.get("public_shift"),
+            r.get("query_rounds") or 1, r.get("min_round_gain"))
 
 
 def _public_label(r: dict) -> str:
-    """``N public images`` and, where recorded, ``xR`` (times per epoch each is trained on); '' without any."""
+    """``N public images``, their shift and, where recorded, ``xR`` (times per epoch each is trained on); '' without any."""
     if not r.get("public"):
         return ""
-    return f"{r['public']} public images" + (f" x{r['public_repeats']}" if r.get("public_repeats") else "")
+    shift = f" ({r['public_shift']} shifted)" if r.get("public_shift") else ""
+    return f"{r['public']} public images{shift}" + (f" x{r['public_repeats']}" if r.get("public_repeats") else "")
 
 
 def _variant(r: dict) -> str:
@@ -454,6 +497,8 @@ def _variant(r: dict) -> str:
         parts.append(f"{r['augment']} queries")
     if r.get("free_images"):
         parts.append(f"{r['free_images']} free images")
+    if (r.get("query_rounds") or 1) > 1:
+        parts.append(f"queries in {r['query_rounds']} rounds")
     if r.get("basis"):
         parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
     return ", ".join(parts) or "-"
@@ -616,6 +661,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-adapt", action="store_true", help="measure without the adaptation stage (time only)")
     p.add_argument("--public", type=int, default=None,
                    help="send this many of the dataset's held-out images as public images (label --public)")
+    p.add_argument("--public-shift", choices=PUBLIC_SHIFTS, default="none",
+                   help="with --public: draw the public images from another distribution than the private ones "
+                        "(classes: only classes 0-4; scale: shrunk to 0.6 of their side)")
     p.add_argument("--public-repeats", type=int, default=None,
                    help="with --public: times per epoch each public image is trained on (default: the library's)")
     p.add_argument("--crop", type=int, default=None,
@@ -644,6 +692,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--hold", choices=("none", "data", "student"), default="none",
                    help="what the seeds leave alone: data (plan and noise fixed, the student's draws vary), student "
                         "(the student's draws fixed, plan and noise vary), none (everything varies)")
+    p.add_argument("--query-rounds", type=int, default=None, metavar="R",
+                   help="send the queries in R doubling rounds, stopping where a round gains too little "
+                        "(label --query-rounds; default: the library's)")
+    p.add_argument("--min-round-gain", type=float, default=None, metavar="SHARE",
+                   help="with --query-rounds: the least held-out agreement gain worth the next round")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")
@@ -674,6 +727,10 @@ def main(argv: list[str] | None = None) -> None:
         variant["student_width"] = args.student_width
     if args.public_repeats is not None:
         variant["public_repeats"] = args.public_repeats
+    if args.public_shift != "none":  # keyed apart: rows from before have no such key (the held-out images as they are)
+        if not args.public:
+            raise SystemExit("--public-shift needs --public N")
+        variant["public_shift"] = args.public_shift
     if args.warmup:
         variant["warmup"] = args.warmup
     if args.long_tail is not None:
@@ -689,6 +746,10 @@ def main(argv: list[str] | None = None) -> None:
     variant["adapt_rounds"] = "aligned-present"
     if args.hold != "none":  # keyed apart: rows from before have no such key (every draw from the seed)
         variant["hold"] = args.hold
+    if args.query_rounds is not None:  # keyed apart: rows from before have no such key (every query at once)
+        variant["query_rounds"] = args.query_rounds
+    if args.min_round_gain is not None:
+        variant["min_round_gain"] = args.min_round_gain
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -706,7 +767,7 @@ def main(argv: list[str] | None = None) -> None:
             model = cached_teacher(label, tx, ty, args.teacher)
             torch.set_num_threads(1)
             teacher = LocalTeacher(model, tuple(px.shape[1:]), 10, name=label)
-            public = public_images(name, size, args.public) if args.public else None
+            public = public_images(name, size, args.public, args.public_shift) if args.public else None
             with torch.no_grad():
                 t_acc = float((model(px).argmax(1) == py).float().mean())
             print(f"# {label}: teacher on clean private records {t_acc:.3f}, n={len(px)}", flush=True)
@@ -748,7 +809,8 @@ def main(argv: list[str] | None = None) -> None:
                                         public_repeats=repeats, crop=args.crop, flip=flip,
                                         student_width=args.student_width,
                                         adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,
-                                        augment=args.augment, free_images=args.free_images, hold=args.hold)
+                                        augment=args.augment, free_images=args.free_images, hold=args.hold,
+                                        query_rounds=args.query_rounds, min_round_gain=args.min_round_gain)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:

@@ -475,6 +475,11 @@ def label(
     ),
     adapt: bool = AdaptOption,
     queries: Optional[int] = typer.Option(None, min=1, help="Number of teacher queries (default: 20 per record, at least 500)."),
+    query_rounds: int = typer.Option(
+        defaults.query_rounds(), min=1, help="Send the queries in up to this many rounds of doubling size (3: a "
+        "quarter, a half, all of --queries) and stop sending when the last round raised the student's agreement with "
+        "the teacher on held-out queries by less than 1 point: queries cost money, not privacy. Each round trains "
+        "the student anew. 1 (the default): all at once."),
     batch_size: Optional[int] = typer.Option(None, min=1, help="Queries per request (default: teacher's max, at most 256)."),
     price: float = typer.Option(0.0, min=0.0, help="Price per query (image), for the cost meter."),
     money_cap: Optional[float] = typer.Option(
@@ -587,6 +592,7 @@ def label(
             public=public,
             adapt=adapt,
             queries=queries,
+            query_rounds=query_rounds,
             batch_size=batch_size,
             price=price,
             money_cap=money_cap,

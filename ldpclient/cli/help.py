@@ -48,7 +48,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "Privacy": ("mechanism", "epsilon", "epsilon_unit", "delta", "secure", "allow_large_delta",
                 "allow_weak_privacy", "augment", "reduce", "basis", "coefficients", "clip_norm", "postprocess",
                 "privacy_cap", "set_cap", "paper_epsilon", "old_per", "old_reduction"),
-    "Teacher and network": ("teacher", "token", "queries", "batch_size", "workers", "timeout", "max_retry_time",
+    "Teacher and network": ("teacher", "token", "queries", "query_rounds", "batch_size", "workers", "timeout", "max_retry_time",
                             "ca_bundle", "wire", "num_classes", "class_names", "value_range", "input_shape",
                             "input_name", "output_name", "datatype", "teacher_epochs"),
     "Money": ("price", "money_cap"),

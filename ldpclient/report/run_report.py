@@ -131,6 +131,10 @@ class QueriesSection:
     #: check's copies of some of them)
     public_sent: int = 0
     public_from_journal: int = 0
+    #: the query rounds as they went (``--query-rounds``: :meth:`ldpclient.transfer.rounds.QueryRound.as_dict`
+    #: each: queries sent by its end, held-out queries, agreement, the previous round's student's, gain); None when
+    #: every query went at once; absent from older reports
+    rounds: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

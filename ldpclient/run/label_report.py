@@ -152,6 +152,7 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             answers_histogram=list(outcome.result.teacher_label_histogram),
             public_sent=int(counts.get("public_sent", 0)),
             public_from_journal=int(counts.get("public_from_journal", 0)),
+            rounds=[r.as_dict() for r in outcome.result.query_rounds] or None,
         ),
         "cost": CostSection(
             price_per_query=opts.price,

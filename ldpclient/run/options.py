@@ -108,6 +108,9 @@ class LabelOptions(SharedOptions):
     baseline: bool = False
     adapt: bool = True
     queries: Optional[int] = None
+    #: send the queries in up to this many doubling rounds, stopping where the student stops learning from them
+    #: (:mod:`ldpclient.transfer.rounds`); 1: all at once
+    query_rounds: int = defaults.query_rounds()
     batch_size: Optional[int] = None
     price: float = 0.0
     money_cap: Optional[float] = None
@@ -156,7 +159,7 @@ class LabelOptions(SharedOptions):
 
         return TransferSettings(
             plan=PlanSettings(augmentation=self.augment, num_queries=num_queries, postprocess=self.postprocess,
-                              query_batch_size=query_batch_size),
+                              query_batch_size=query_batch_size, query_rounds=self.query_rounds),
             training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
                                       device=self.device, public_repeats=public_repeats, crop=crop,
                                       flip=self.flip, warmup=self.warmup),
@@ -170,6 +173,8 @@ class LabelOptions(SharedOptions):
         for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if not 1 <= self.query_rounds <= defaults.MAX_QUERY_ROUNDS:
+            raise ValueError(f"--query-rounds must be from 1 to {defaults.MAX_QUERY_ROUNDS}, got {self.query_rounds}")
         if not 0 <= self.warmup <= defaults.MAX_WARMUP_EPOCHS:
             raise ValueError(f"--warmup must be from 0 to {defaults.MAX_WARMUP_EPOCHS} epochs, got {self.warmup}")
         if not (math.isfinite(self.price) and self.price >= 0):
@@ -199,7 +204,8 @@ class LabelOptions(SharedOptions):
         if self.augment == "none":  # SIDP: each release sent once, its answer is the label; no student to train
             for given, option in ((self.public is not None, "--public images train"),
                                   (self.flip is not None, "--flip/--no-flip trains"),
-                                  (self.warmup > 0, "--warmup trains")):
+                                  (self.warmup > 0, "--warmup trains"),
+                                  (self.query_rounds > 1, "--query-rounds are judged by")):
                 if given:
                     raise ValueError(f"{option} a student: --augment none (SIDP) has none")
         if (self.html or self.html_private) and self.output is None:

@@ -23,6 +23,7 @@ from ..privacy.guarantee import release_caution
 from ..teachers.base import TeacherMetadata
 from ..transfer import defaults
 from ..transfer.augment import check_sup_queries
+from ..transfer.rounds import round_ends
 from .mechanism import mechanism_for
 from .memory import check_memory_for_shape
 from .options import LabelOptions, SharedOptions, TransferSettings
@@ -74,6 +75,18 @@ class RunPlan:
         baseline = (self.num_queries or 0) if self.free_mechanism is not None and self.mode != "data-free" else 0
         return {"private": private, "public": self.public + 2 * self.mirror_check_images, "baseline": baseline}
 
+    def queries_sent_at_least(self) -> dict[str, int]:
+        """:meth:`queries_sent_at_most`, less the query rounds a run may leave unsent (``--query-rounds``: the first
+        two rounds are always sent, :mod:`ldpclient.transfer.rounds`); the same without rounds. A journal that
+        answered some may make a run pay less still."""
+        most = self.queries_sent_at_most()
+        if self.num_queries is None or self.opts.query_rounds < 2:
+            return most
+        ends = round_ends(math.ceil(self.num_queries / self.query_batch_size), self.opts.query_rounds)
+        least = min(ends[1] * self.query_batch_size, self.num_queries) if len(ends) > 1 else self.num_queries
+        # the baseline's data-free run sends its own rounds under the same rule
+        return {**most, "private": least, "baseline": least if most["baseline"] else 0}
+
     @property
     def mirror_check_images(self) -> int:
         """Public images the mirror check sends a mirrored and a shifted copy of (``ldpclient.transfer.mirror_check``):
@@ -89,6 +102,7 @@ class RunPlan:
         data_free = self.mode == "data-free"
         sent = self.queries_sent_at_most()
         n_sent = sum(sent.values())
+        at_least = self.queries_sent_at_least()
         release: dict[str, Any] = {
             "mechanism": opts.mechanism,
             "basis": opts.basis,
@@ -113,12 +127,14 @@ class RunPlan:
             "images": {"private": self.records, "public": self.public},
             "release": release,
             "queries": {"augment": opts.augment, **sent, "batch_size": self.query_batch_size,
-                        "requests_at_most": sum(math.ceil(v / self.query_batch_size) for v in sent.values())},
+                        "requests_at_most": sum(math.ceil(v / self.query_batch_size) for v in sent.values()),
+                        "rounds": opts.query_rounds, "private_at_least": at_least["private"]},
             "spend": {
                 "epsilon_per_image": release["epsilon_record"],
                 "images_charged_at_most": 0 if data_free else self.records,
                 "privacy_cap": opts.privacy_cap,
                 "money_at_most": n_sent * opts.price,
+                "money_at_least": sum(at_least.values()) * opts.price,
                 "money_cap": opts.money_cap,
                 "note": "upper bounds: an image with a stored release for this teacher and mechanism is reused at no "
                         "cost, and a batch already in the journal is not paid again",

@@ -182,6 +182,8 @@ class UI:
             ("money", _money_line(r.cost)),
             ("student", _student_line(r.student)),
         ]
+        if q.rounds:
+            rows.insert(rows.index(("money", _money_line(r.cost))), ("rounds", rounds_line(q.rounds, r.run_plan)))
         if r.adaptation:
             changed = r.adaptation.get("labels_changed")
             rows.append(("adaptation", "fine-tuned on the clean private images on this device"
@@ -222,9 +224,10 @@ class UI:
              + ("no cap" if sp["privacy_cap"] is None else f"cap {sp['privacy_cap']:g} per image")),
             ("queries", f"{plan['mode']}: at most {q['private']} private (--augment {q['augment']}), {q['public']} "
              f"public, {q['baseline']} baseline; {q['batch_size']} per request, at most {q['requests_at_most']} "
-             "requests"),
-            ("money", f"at most {sp['money_at_most']:.4g}" + ("" if sp["money_cap"] is None else
-                                                              f" (cap {sp['money_cap']:g})")),
+             "requests" + (f"; in up to {q['rounds']} rounds of doubling size, at least {q['private_at_least']} "
+                           "private (the first two rounds)" if q.get("rounds", 1) > 1 else "")),
+            ("money", (f"at least {sp['money_at_least']:.4g}, " if q.get("rounds", 1) > 1 else "")
+             + f"at most {sp['money_at_most']:.4g}" + ("" if sp["money_cap"] is None else f" (cap {sp['money_cap']:g})")),
             ("student", "none (SIDP: the teacher's answers are the labels)" if st is None else
              f"{st['model']}, {st['epochs']} epochs, batch {st['train_batch_size']}"
              + (f", rows shifted up to {st['crop_pixels']} px" if st.get("crop_pixels") else "")
@@ -331,6 +334,20 @@ def _label_ledger_line(ledger: LedgerSection) -> str:
         f"{ledger.fresh} records noised now, {ledger.reused} reused{skipped}; "
         f"max total spend per record epsilon {ledger.max_spent_epsilon:.4g} ({cap_s})"
     )
+
+
+def rounds_line(rounds: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None) -> str:
+    """The query rounds in words (``--query-rounds``): the queries sent and the held-out agreement by each round's
+    end, what the last one added, and whether the rest of the plan was left unsent."""
+    steps = "; ".join(
+        f"{int(r['queries'])} queries: {100 * r['agreement']:.1f}% agreement on {int(r['held_out'])} held-out"
+        + ("" if r.get("gain") is None else f" ({100 * r['gain']:+.1f} points over the previous round's student)")
+        for r in rounds)
+    planned = ((plan or {}).get("queries") or {}).get("private")
+    sent = int(rounds[-1]["queries"])
+    end = (f"stopped there: {planned - sent} of the {planned} planned queries not sent (not paid)"
+           if planned and sent < planned else "every planned query sent")
+    return f"{steps}; {end}"
 
 
 def _money_line(cost: CostSection) -> str:

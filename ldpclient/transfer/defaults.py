@@ -359,6 +359,23 @@ def epochs() -> int:
     return 5
 
 
+def query_rounds() -> int:
+    """Rounds the plan's queries are sent in (:mod:`ldpclient.transfer.rounds`; ``--query-rounds``): 1, every
+    query at once, until the rounds' stopping rule has been measured on the real sets (BENCHMARKS.md, "Queries
+    in rounds")."""
+    return 1
+
+
+def min_round_gain() -> float:
+    """Least rise of the student's held-out agreement with the teacher (a share in [0, 1]) for which a query
+    round is worth the next one: 1 point; a smaller rise is within the spread of a few hundred held-out queries."""
+    return 0.01
+
+
+#: Most query rounds a run accepts (``--query-rounds``): the first of 8 doubling rounds is 1/128 of the plan.
+MAX_QUERY_ROUNDS = 8
+
+
 #: Most queries per private image a run accepts (``--queries``): 50 times the default; a query is paid, labelled
 #: and trained on, so a typo's extra zeros would cost money and time without end.
 MAX_QUERIES_PER_RECORD = 1000
@@ -369,6 +386,6 @@ MAX_EPOCHS = 1000
 MAX_WARMUP_EPOCHS = 200
 
 
-__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERIES_PER_RECORD", "MAX_QUERY_BATCH", "PUBLIC_HELD_OUT_MAX", "PUBLIC_HELD_OUT_MIN_IMAGES", "public_held_out", "MAX_WARMUP_EPOCHS", "MIN_QUERIES", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
-           "postprocess", "public_repeats", "query_batch_size", "reduction", "shape_settings", "train_batch_size", "basis",
+__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERIES_PER_RECORD", "MAX_QUERY_BATCH", "PUBLIC_HELD_OUT_MAX", "PUBLIC_HELD_OUT_MIN_IMAGES", "public_held_out", "MAX_WARMUP_EPOCHS", "MAX_QUERY_ROUNDS", "MIN_QUERIES", "min_round_gain", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
+           "postprocess", "public_repeats", "query_batch_size", "query_rounds", "reduction", "shape_settings", "train_batch_size", "basis",
            "DCT_POSTPROCESS", "MIN_AUGMENT_SIDE", "student", "train_crop"]

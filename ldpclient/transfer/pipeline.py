@@ -73,6 +73,7 @@ from .mirror_check import MirrorCheck, MirrorVerdict, mirror_check
 from .postprocess import ClipToDomain, ReleaseRows, SubsetRows, Transform, parse_postprocess
 from .prior import balanced, training_prior
 from .procedural import procedural_images
+from .rounds import QueryRound, learnt_too_little, round_ends
 from .settings import AdaptationSettings, PlanSettings, TrainingSettings, fold_keywords
 from .student import (
     LabelStore,
@@ -83,6 +84,7 @@ from .student import (
     predict_proba,
     save_checkpoint,
     select_device,
+    validation_mask,
 )
 from .warmup import rotation_warmup
 
@@ -178,6 +180,8 @@ class TransferResult:
     #: the final student against the teacher on the public images held out of training (``images``, ``agree``:
     #: how many, and on how many the two gave the same class); None without held-out public images
     public_held_out: Optional[dict[str, int]] = None
+    #: the query rounds as they went (:mod:`~ldpclient.transfer.rounds`; empty when every query went at once)
+    query_rounds: list[QueryRound] = field(default_factory=list)
 
     @property
     def epsilon_record(self) -> float:
@@ -198,6 +202,8 @@ class TransferResult:
         }
         if self.plan is not None:
             out["plan"] = {"kind": self.plan.kind, "queries": self.plan.total, "fingerprint": self.plan.fingerprint}
+        if self.query_rounds:
+            out["query_rounds"] = [r.as_dict() for r in self.query_rounds]
         if self.adaptation is not None:
             out["adaptation"] = {
                 "selected": list(self.adaptation.selected),
@@ -242,6 +248,18 @@ class _Queries:
     first_sent: Optional[tuple[np.ndarray, torch.Tensor]] = None
     #: the public images' queries, labelled and trained on beside the plan's (None: no public images)
     public: Optional["_Public"] = None
+    #: the plan's batches the teacher has answered, a prefix of the plan (query rounds); None: every batch
+    sent_batches: Optional[int] = None
+
+    @property
+    def batches_sent(self) -> int:
+        """The plan's batches answered so far (its first ones): all of them unless query rounds stopped early."""
+        return self.plan.num_batches if self.sent_batches is None else self.sent_batches
+
+    @property
+    def queries_sent(self) -> int:
+        """The plan's queries answered so far: those of its first :attr:`batches_sent` batches."""
+        return min(self.batches_sent * self.plan.batch_size, self.plan.total)
 
     @property
     def labelled_total(self) -> int:
@@ -251,8 +269,8 @@ class _Queries:
 
     @property
     def trained_per_epoch(self) -> int:
-        """Rows one training epoch reads: the plan's queries, and each public image ``public.repeats`` times."""
-        return self.plan.total + (self.public.plan.total * self.public.repeats if self.public is not None else 0)
+        """Rows one training epoch reads: the plan's queries sent, and each public image ``public.repeats`` times."""
+        return self.queries_sent + (self.public.plan.total * self.public.repeats if self.public is not None else 0)
 
 
 @dataclass
@@ -439,6 +457,8 @@ class KnowledgeTransfer:
         self.rand_scale, self.blank_fraction, self.n_blank = p.rand_scale, p.blank_fraction, p.n_blank
         self.blank_mechanism: Mechanism = p.blank_mechanism if p.blank_mechanism is not None else self.mechanism
         self.free_images = p.free_images
+        self.query_rounds = p.query_rounds if p.query_rounds is not None else defaults.query_rounds()
+        self.min_round_gain = p.min_round_gain
         self.student_name = t.student  # None: chosen from the records' shape when training starts
         self.student_kwargs = dict(t.student_kwargs or {})
         if t.student is not None:
@@ -453,6 +473,10 @@ class KnowledgeTransfer:
         #: the seed of every draw on the student's side (the plan's stay with ``seed``)
         self.student_seed = t.student_seed if t.student_seed is not None else self.seed
         self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
+        if self.query_rounds > 1 and self.mode == "sidp":
+            raise ValueError("query_rounds: SIDP sends each release once and trains no student to judge rounds by")
+        if self.query_rounds > 1 and self.val_fraction <= 0:
+            raise ValueError("query_rounds: the rounds are judged on held-out queries; val_fraction must be > 0")
 
     # ------------------------------------------------------------------ helpers
     def _report(self, stage: str, done: int, total: int, **metrics: Any) -> None:
@@ -571,10 +595,8 @@ class KnowledgeTransfer:
         queries = self._prepare_queries(records, released.release, meta, n, timings, used)  # 2. post-process, plan
         if public is not None:
             queries.public = self._public_for(public, records.record_shape, queries.plan)
-        store, public_counts = self._label_queries(queries, meta, timings)  # 3. label the queries
-        counts = {**released.counts, "queries": store.num_labelled, "batches": queries.plan.num_batches,
-                  **public_counts}
-        hist_labels = store.histogram().tolist()
+        ends = round_ends(queries.plan.num_batches, self.query_rounds if self.mode != "sidp" else 1)
+        store, public_counts = self._label_queries(queries, meta, timings, ends[0])  # 3. label the queries
         if self.mode == "sidp":
             return TransferResult(
                 labels=torch.from_numpy(store.get(np.arange(n))),
@@ -582,13 +604,14 @@ class KnowledgeTransfer:
                 student=None,
                 guarantee=released.release.guarantee,
                 mode=self.mode,
-                counts=counts,
+                counts=self._counts(released, queries, store, public_counts),
                 timings=timings,
-                teacher_label_histogram=hist_labels,
+                teacher_label_histogram=store.histogram().tolist(),
                 plan=queries.plan,
                 sent_sample=self._sent_sample(queries, store),
             )
         trained = self._train_student(records, meta, queries, store, timings)  # 4. train the student
+        trained, rounds = self._query_rounds(records, meta, queries, store, timings, trained, ends)  # 3-4, in rounds
         adapted = self._adapt_student(records, trained, queries, store, timings)  # 5. adapt (local)
         self._save_student(trained, queries.plan, released.release)
         predicted = self._predict_records(records, trained, adapted, queries, store, timings)  # 6. label locally
@@ -599,10 +622,10 @@ class KnowledgeTransfer:
             student=trained.trainer.model,
             guarantee=released.release.guarantee,
             mode=self.mode,
-            counts=counts,
+            counts=self._counts(released, queries, store, public_counts),
             timings=timings,
             history=trained.history,
-            teacher_label_histogram=hist_labels,
+            teacher_label_histogram=store.histogram().tolist(),
             plan=queries.plan,
             unadapted_labels=adapted.unadapted_labels,
             adaptation=adapted.adaptation,
@@ -613,7 +636,59 @@ class KnowledgeTransfer:
                       "mirror_check": trained.mirror_check.as_dict() if trained.mirror_check is not None else None},
             sent_sample=self._sent_sample(queries, store),
             public_held_out=held_out,
+            query_rounds=rounds,
         )
+
+    @staticmethod
+    def _counts(released: _Released, queries: _Queries, store: LabelStore, public: dict[str, int]) -> dict[str, int]:
+        """The result's counts: releases, queries labelled (the plan's sent and the public images'), the plan's
+        batches sent, the public images' counts."""
+        return {**released.counts, "queries": store.num_labelled, "batches": queries.batches_sent, **public}
+
+    def _query_rounds(
+        self, records: RecordSource, meta: TeacherMetadata, queries: _Queries, store: LabelStore,
+        timings: dict[str, float], trained: _Trained, ends: list[int],
+    ) -> tuple[_Trained, list[QueryRound]]:
+        """Steps 3-4 in rounds (:mod:`.rounds`; only with more than one ``ends``): ``trained`` learnt from the plan's
+        first ``ends[0]`` batches; send each next round, train a student on every answer so far, score it and the
+        previous one on the same held-out queries, and stop sending when it gained less than ``min_round_gain``.
+        Returns the last round's student and the rounds; timings["label"], ["train"], ["warmup"] sum the rounds'."""
+        if len(ends) < 2:
+            return trained, []
+        held, (first,) = self._agreement([trained], queries, store)
+        rounds = [QueryRound(queries.queries_sent, held, first)]
+        for r in range(1, len(ends)):
+            timings["label"] += self._label_private(queries, store, ends[r - 1], ends[r])
+            so_far = dict(timings)
+            latest = self._train_student(records, meta, queries, store, timings)
+            for stage in ("train", "warmup"):  # each round's student is trained (and warmed up) anew
+                if stage in so_far:
+                    timings[stage] += so_far[stage]
+            held, (now, before) = self._agreement([latest, trained], queries, store)
+            rounds.append(QueryRound(queries.queries_sent, held, now, before))
+            trained = latest
+            self._report("round", r + 1, len(ends), queries=queries.queries_sent, agreement=now, gain=now - before)
+            if r + 1 < len(ends) and learnt_too_little(rounds[-1], self.min_round_gain):
+                break
+        return trained, rounds
+
+    def _agreement(self, students: list[_Trained], queries: _Queries, store: LabelStore) -> tuple[int, list[float]]:
+        """How many of the plan's queries sent so far training held out (:func:`~.student.validation_mask`, by id),
+        and each student's agreement with the teacher's answers to them (a share in [0, 1]; 0 when none)."""
+        agree = [0] * len(students)
+        held = 0
+        for ids, values in self._private_batches(queries, list(range(queries.batches_sent))):
+            mask = validation_mask(ids, self.val_fraction, self.student_seed)
+            teacher = torch.from_numpy(store.get(ids[mask]))
+            mask[mask] = (teacher >= 0).numpy()
+            teacher = teacher[teacher >= 0]
+            if not len(teacher):
+                continue
+            held += len(teacher)
+            for k, student in enumerate(students):
+                probs = predict_proba(student.trainer.model, values[torch.from_numpy(mask)], device=self.device)
+                agree[k] += int((probs.argmax(1) == teacher).sum())
+        return held, [a / held if held else 0.0 for a in agree]
 
     def _label_prior(self, store: LabelStore, public: Optional[_Public], classes: int) -> Optional[torch.Tensor]:
         """Where :meth:`AdaptationSettings.balances`: the prior the student learnt (the teacher's answer shares,
@@ -806,10 +881,10 @@ class KnowledgeTransfer:
 
     def _epoch_batches(self, queries: _Queries, epoch: int) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
         """Query batches ``(query ids, values)`` for one training epoch, in a seeded shuffled batch order: the
-        plan's batches and the public images' (their ids after the plan's; each batch ``public.repeats``
+        plan's batches sent and the public images' (their ids after the plan's; each batch ``public.repeats``
         times), mixed."""
         g = torch.Generator().manual_seed((self.student_seed * 1_000_003 + epoch) % 2**63)
-        n_private = queries.plan.num_batches
+        n_private = queries.batches_sent
         public = queries.public
         n_public = public.plan.num_batches * public.repeats if public else 0
         order = torch.randperm(n_private + n_public, generator=g).tolist()
@@ -827,7 +902,7 @@ class KnowledgeTransfer:
     def _private_batches(self, queries: _Queries, order: list[int]) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
         """The plan's batches ``order`` as ``(query ids, values)``: kept ones when all were kept, else built."""
         built = queries.built
-        if built is not None and len(built) == queries.plan.num_batches:
+        if built is not None and len(built) == queries.batches_sent:
             for b in order:
                 yield built[b]
             return
@@ -836,13 +911,16 @@ class KnowledgeTransfer:
             yield d.ids.numpy(), d.values
 
     @staticmethod
-    def _keeping(queries: _Queries, stream: Iterator[tuple[str, Derived]]) -> Iterator[tuple[str, Derived]]:
-        """``stream`` (the plan's batches in plan order), keeping each batch in ``queries.built`` when all of
-        them fit :data:`QUERY_CACHE_BYTES`."""
+    def _keeping(
+        queries: _Queries, stream: Iterator[tuple[str, Derived]], start: int = 0
+    ) -> Iterator[tuple[str, Derived]]:
+        """``stream`` (the plan's batches in plan order from batch ``start``), keeping each batch in
+        ``queries.built`` when all of them fit :data:`QUERY_CACHE_BYTES`."""
         plan = queries.plan
         size = plan.total * math.prod(queries.source.record_shape) * 4  # float32 values
-        queries.built = {} if size <= QUERY_CACHE_BYTES else None
-        for b, (bid, d) in enumerate(stream):
+        if start == 0:
+            queries.built = {} if size <= QUERY_CACHE_BYTES else None
+        for b, (bid, d) in enumerate(stream, start):
             if queries.built is not None and d.ids is not None:
                 queries.built[b] = (d.ids.numpy(), d.values)
             if b == 0 and d.ids is not None:
@@ -850,19 +928,17 @@ class KnowledgeTransfer:
             yield bid, d
 
     def _label_queries(
-        self, queries: _Queries, meta: TeacherMetadata, timings: dict[str, float]
+        self, queries: _Queries, meta: TeacherMetadata, timings: dict[str, float], end: int | None = None
     ) -> tuple[LabelStore, dict[str, int]]:
-        """Step 3: have the teacher label the public images (when given), then every planned query; int8 labels
-        per query; timings["label"] in s. Also the public images' counts: ``public_queries`` (the images, in the
-        store), ``mirror_check_queries`` (their copies the mirror check sent), ``public_repeats`` (times per
-        epoch training sees each) and, through a client, ``public_sent`` and ``public_from_journal`` (the images'
-        and their copies' queries, billed apart by the caller)."""
+        """Step 3: have the teacher label the public images (when given), then the plan's queries (its first ``end``
+        batches, None: all); int8 labels per query; timings["label"] in s. Also the public images' counts:
+        ``public_queries`` (the images, in the store), ``mirror_check_queries`` (their copies the mirror check
+        sent), ``public_repeats`` (times per epoch training sees each) and, through a client, ``public_sent`` and
+        ``public_from_journal`` (the images' and their copies' queries, billed apart by the caller)."""
         t = time.perf_counter()
-        plan, public = queries.plan, queries.public
+        public = queries.public
         store = LabelStore(queries.labelled_total, meta.num_classes)
         public_parts = public.labelled_parts() if public is not None else []
-        total_batches = plan.num_batches + sum(part[0].num_batches for part in public_parts)
-        done = 0
         counts: dict[str, int] = {}
         if public is not None:
             before = self._client_counts()
@@ -870,18 +946,26 @@ class KnowledgeTransfer:
                 stream = part_plan.batches(rows, noise_mode=self.upsample_mode)
                 for ids, labels in self._labelled(part_plan, stream):
                     store.set(ids + offset, labels)
-                    done += 1
-                    self._report("label", done, total_batches, queries=store.num_labelled)
+                    self._report("label", store.num_labelled, queries.labelled_total)
             after = self._client_counts()
             counts = {"public_queries": public.plan.total, "public_sent": after[0] - before[0],
                       "public_from_journal": after[1] - before[1], "public_repeats": public.repeats,
                       "mirror_check_queries": public.check_plan.total if public.check_plan is not None else 0}
-        for ids, labels in self._labelled(plan, self._keeping(queries, self._stream(queries))):
-            store.set(ids, labels)
-            done += 1
-            self._report("label", done, total_batches, queries=store.num_labelled)
+        self._label_private(queries, store, 0, queries.plan.num_batches if end is None else end)
         timings["label"] = time.perf_counter() - t
         return store, counts
+
+    def _label_private(self, queries: _Queries, store: LabelStore, start: int, end: int) -> float:
+        """Have the teacher label the plan's batches ``start`` to ``end`` (in plan order; the batches before
+        ``start`` already answered), recorded in ``store`` and ``queries.sent_batches``; returns the seconds."""
+        t = time.perf_counter()
+        whole = (start, end) == (0, queries.plan.num_batches)
+        stream = self._keeping(queries, self._stream(queries, None if whole else range(start, end)), start)
+        for ids, labels in self._labelled(queries.plan, stream):
+            store.set(ids, labels)
+            self._report("label", store.num_labelled, queries.labelled_total)
+        queries.sent_batches = None if end == queries.plan.num_batches else end
+        return time.perf_counter() - t
 
     def _labelled(self, plan: QueryPlan, batches: Iterator[tuple[str, Derived]]) -> Iterator[tuple[np.ndarray, Any]]:
         """The teacher's answers to ``batches`` of ``plan``: ``(query ids, labels)`` per batch, checked."""
@@ -1044,7 +1128,7 @@ class KnowledgeTransfer:
         conf, labels = probs.max(dim=1)
         unfused, alpha = None, None
         if self.fuse and self.mode == "ldpkit" and plan.kind == "sup":
-            ids = np.arange(plan.total)
+            ids = np.arange(queries.queries_sent)
             recipe = plan.recipes(ids)
             private = ~recipe["blank"]
             fused = fuse_pair_evidence(

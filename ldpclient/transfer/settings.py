@@ -11,6 +11,7 @@ values when it is made, with a message naming the field.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence, Union
@@ -38,6 +39,9 @@ class PlanSettings:
     noise level, never charged; None: the run's own mechanism). ``free_images``: what the free records of the
     data-free mode and of ``blank_fraction`` are (:data:`~ldpclient.names.FREE_IMAGES`): ``blank`` images noised
     by ``blank_mechanism``, or ``procedural`` images (:mod:`~ldpclient.transfer.procedural`) sent as they are.
+    ``query_rounds``: send the plan's queries in up to this many rounds of doubling size and stop when a round
+    raised the student's held-out agreement with the teacher by less than ``min_round_gain`` (a share in [0, 1]):
+    :mod:`~ldpclient.transfer.rounds` (None: :func:`~ldpclient.transfer.defaults.query_rounds`, 1: all at once).
     """
 
     augmentation: str = field(default_factory=defaults.augmentation)
@@ -51,8 +55,14 @@ class PlanSettings:
     n_blank: int | None = None
     blank_mechanism: Any = None
     free_images: str = "blank"
+    query_rounds: int | None = None
+    min_round_gain: float = field(default_factory=defaults.min_round_gain)
 
     def __post_init__(self) -> None:
+        if self.query_rounds is not None and not 1 <= self.query_rounds <= defaults.MAX_QUERY_ROUNDS:
+            raise ValueError(f"query_rounds must be from 1 to {defaults.MAX_QUERY_ROUNDS}, got {self.query_rounds}")
+        if not (math.isfinite(self.min_round_gain) and -1.0 <= self.min_round_gain <= 1.0):
+            raise ValueError(f"min_round_gain must be a share from -1 to 1, got {self.min_round_gain}")
         if self.augmentation not in AUGMENTATIONS:
             raise ValueError(f"augmentation must be one of {AUGMENTATIONS}, got {self.augmentation!r}")
         if self.free_images not in FREE_IMAGES:
