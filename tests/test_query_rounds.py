@@ -119,9 +119,11 @@ def test_label_sends_rounds_reports_them_and_the_dry_run_states_the_least_and_mo
         assert teacher.usage()["total"]["images"] == sent
         assert report["run_plan"]["queries"]["private_at_least"] == 200
 
-        again = runner.invoke(app, [*args, "--output", str(tmp_path / "again.csv")])
+        again = runner.invoke(app, [*args, "--output", str(tmp_path / "again.csv"), "--html"])
         assert again.exit_code == 0, again.output
         assert "rounds" in again.output and "agreement on" in again.output
+        page = (tmp_path / "again.html").read_text()
+        assert "query rounds (--query-rounds)" in page and "100 queries: " in page
 
 
 def test_label_refuses_rounds_it_cannot_judge(tmp_path) -> None:

@@ -19,6 +19,7 @@ import torch
 from ..privacy.guarantee import coefficient_treatment
 from ..transfer.mirror_check import mirror_note
 from ..transfer.pipeline import SentSample
+from ..transfer.rounds import rounds_in_words
 from .html import bar_chart, png_data_uri, render
 from .notes import DATA_FREE_NOTE, weak_privacy_note
 
@@ -231,6 +232,8 @@ def _counts(report: Mapping[str, Any]) -> dict[str, Any]:
         ("requests", q["requests"]),
         ("queries per request", q["batch_size"]),
     ]
+    if q.get("rounds"):
+        rows.insert(7, ("query rounds (--query-rounds)", rounds_in_words(q["rounds"], report.get("run_plan"))))
     if c.get("public_images"):
         rows[6:6] = [("public images (--public: declared not private, sent as they are, each once)",
                       c["public_images"]),

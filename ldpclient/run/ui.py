@@ -31,6 +31,7 @@ from ..privacy.guarantee import coefficient_treatment
 from ..report.notes import DATA_FREE_NOTE, utility_note, weak_privacy_note
 from ..report.run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 from ..transfer.mirror_check import mirror_note
+from ..transfer.rounds import rounds_in_words
 from .verdict import accuracy_words
 
 
@@ -183,7 +184,7 @@ class UI:
             ("student", _student_line(r.student)),
         ]
         if q.rounds:
-            rows.insert(rows.index(("money", _money_line(r.cost))), ("rounds", rounds_line(q.rounds, r.run_plan)))
+            rows.insert(rows.index(("money", _money_line(r.cost))), ("rounds", rounds_in_words(q.rounds, r.run_plan)))
         if r.adaptation:
             changed = r.adaptation.get("labels_changed")
             rows.append(("adaptation", "fine-tuned on the clean private images on this device"
@@ -334,20 +335,6 @@ def _label_ledger_line(ledger: LedgerSection) -> str:
         f"{ledger.fresh} records noised now, {ledger.reused} reused{skipped}; "
         f"max total spend per record epsilon {ledger.max_spent_epsilon:.4g} ({cap_s})"
     )
-
-
-def rounds_line(rounds: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None) -> str:
-    """The query rounds in words (``--query-rounds``): the queries sent and the held-out agreement by each round's
-    end, what the last one added, and whether the rest of the plan was left unsent."""
-    steps = "; ".join(
-        f"{int(r['queries'])} queries: {100 * r['agreement']:.1f}% agreement on {int(r['held_out'])} held-out"
-        + ("" if r.get("gain") is None else f" ({100 * r['gain']:+.1f} points over the previous round's student)")
-        for r in rounds)
-    planned = ((plan or {}).get("queries") or {}).get("private")
-    sent = int(rounds[-1]["queries"])
-    end = (f"stopped there: {planned - sent} of the {planned} planned queries not sent (not paid)"
-           if planned and sent < planned else "every planned query sent")
-    return f"{steps}; {end}"
 
 
 def _money_line(cost: CostSection) -> str:

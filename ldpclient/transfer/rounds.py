@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
 
 
 def round_ends(num_batches: int, rounds: int) -> list[int]:
@@ -61,4 +62,18 @@ def learnt_too_little(last: QueryRound, min_gain: float) -> bool:
     return last.gain is not None and last.gain < min_gain
 
 
-__all__ = ["QueryRound", "learnt_too_little", "round_ends"]
+def rounds_in_words(rounds: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None) -> str:
+    """The query rounds in words (``--query-rounds``): the queries sent and the held-out agreement by each round's
+    end, what the last one added, and whether the rest of the plan was left unsent."""
+    steps = "; ".join(
+        f"{int(r['queries'])} queries: {100 * r['agreement']:.1f}% agreement on {int(r['held_out'])} held-out"
+        + ("" if r.get("gain") is None else f" ({100 * r['gain']:+.1f} points over the previous round's student)")
+        for r in rounds)
+    planned = ((plan or {}).get("queries") or {}).get("private")  # the run plan's (RunPlan.describe)
+    sent = int(rounds[-1]["queries"])
+    end = (f"stopped there: {planned - sent} of the {planned} planned queries not sent (not paid)"
+           if planned and sent < planned else "every planned query sent")
+    return f"{steps}; {end}"
+
+
+__all__ = ["QueryRound", "learnt_too_little", "round_ends", "rounds_in_words"]
