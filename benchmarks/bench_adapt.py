@@ -356,7 +356,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         "fusion_informativeness": res.fusion_informativeness,
         "val_agreement": res.history.val_accuracy[-1] if res.history and res.history.val_accuracy else None,
         "queries_sent": res.counts["queries"],
-        "query_rounds": [r.as_dict() for r in res.query_rounds],
+        "rounds": [r.as_dict() for r in res.query_rounds],
         "wall_s": round(wall, 2),
         "adapt_s": round(res.timings.get("adapt", 0.0), 2),
         "eps_element": res.guarantee.epsilon_element,
