@@ -213,3 +213,34 @@ def test_held_out_public_images_judge_the_student_against_the_teacher_without_a_
     good = judge(**common, public_held_out=(450, 500))
     assert good.level == USABLE and good.public_held_out["agreement"] == 0.9
     assert "agreement with the teacher, not accuracy" in " ".join(good.reasons)
+
+
+def test_public_images_that_miss_the_queries_classes_are_named_without_lowering_the_level() -> None:
+    queries = [100] * 10
+    half = [40] * 5 + [0] * 5  # public images of five of the ten classes the queries' answers often give
+    labels = [10] * 10
+    v = judge(num_classes=10, label_counts=labels, answer_counts=[q + p for q, p in zip(queries, half, strict=True)],
+              answers_apart={"queries": queries, "public": half})
+    assert v.level == "usable"
+    assert any("never gave the public images 5 of the 10 classes it often gave the queries" in r for r in v.reasons)
+    every = [20] * 10
+    v = judge(num_classes=10, label_counts=labels, answer_counts=[q + p for q, p in zip(queries, every, strict=True)],
+              answers_apart={"queries": queries, "public": every})
+    assert not any("public images" in r and "never gave" in r for r in v.reasons)
+    v = judge(num_classes=10, label_counts=labels, answer_counts=queries)  # no public images: nothing said
+    assert not any("never gave the public images" in r for r in v.reasons)
+
+
+def test_the_pipeline_counts_the_answers_to_queries_and_to_public_images_apart() -> None:
+    import torch
+    from test_pipeline import _kt, _records
+
+    x, y = _records()
+    public, public_y = _records(12, seed=5)
+    result = _kt(num_queries=512).run(x, public=public[public_y < 2])  # public images of two of the four classes
+    apart = result.answers_apart
+    assert apart is not None and sum(apart["queries"]) == 512
+    assert sum(apart["public"]) == int((public_y < 2).sum()) and apart["public"][2] == apart["public"][3] == 0
+    assert sum(apart["queries"]) + sum(apart["public"]) == sum(result.teacher_label_histogram)
+    assert _kt(num_queries=512).run(x).answers_apart is None
+    assert torch.is_tensor(result.labels)

@@ -51,6 +51,7 @@ def judge_run(setup: RunSetup, names: Sequence[str], outcome: RunOutcome) -> Ver
     same = float((baseline.labels == result.labels).float().mean()) if baseline is not None else None
     return judge(num_classes=meta.num_classes, label_counts=label_histogram(result.labels, meta.num_classes),
                  answer_counts=list(result.teacher_label_histogram), check=evidence, same_as_free=same,
+                 answers_apart=result.answers_apart,
                  held_out_agreement=last_val_accuracy(result) if result.student is not None else None,
                  public_held_out=((result.public_held_out["agree"], result.public_held_out["images"])
                                   if result.public_held_out else None),

@@ -44,6 +44,11 @@ classes, 55 % for 2):
    images or more says that the privacy spent bought nothing measurable.
 5. Otherwise **usable**; without a check set the reasons say the accuracy was not measured.
 
+Beside public images whose teacher answers miss half or more of the classes the teacher often gave the queries
+(at least half a chance share of them), a reason says so without lowering the level: such images are most of
+the training rows and pull the labels towards their own classes (BENCHMARKS.md, "Queries": MNIST beside public
+images of five of its ten classes lost 3.9 points against running without them).
+
 Units: shares and accuracies in ``[0, 1]``; counts are images (labels) or queries (teacher answers).
 """
 
@@ -330,11 +335,14 @@ def judge(
     held_out_agreement: float | None = None,
     public_held_out: tuple[int, int] | None = None,
     class_names: Sequence[str] | None = None,
+    answers_apart: Mapping[str, Sequence[int]] | None = None,
 ) -> Verdict:
     """The verdict from the run's evidence (see the module doc for the rules). ``label_counts``: images per
     class in the labels written; ``answer_counts``: the teacher's answers per class over the run's queries;
     ``same_as_free``: share of images whose label equals the data-free run's (None without ``--baseline``);
-    ``public_held_out``: ``(agree, images)``, the student against the teacher on held-out public images."""
+    ``public_held_out``: ``(agree, images)``, the student against the teacher on held-out public images;
+    ``answers_apart``: with public images, the teacher's answers per class to the queries (``queries``) and to the
+    public images (``public``) apart."""
     floor = informative_floor(num_classes)
     found: list[tuple[str, str]] = []  # (level, reason) in the order of the rules
     checked_right = False
@@ -386,6 +394,8 @@ def judge(
     if public_held_out is not None and public_held_out[1] > 0:
         public_dict, judged = _public_evidence(*public_held_out, floor=floor, decides=check is None)
         found.append(judged)
+    if answers_apart is not None and (missed := _public_misses(answers_apart)) is not None:
+        found.append((USABLE, missed))
     majority = max(answer_counts) / sum(answer_counts) if sum(answer_counts) else None
     if check is None and held_out_agreement is not None and majority is not None:
         if held_out_agreement <= majority + 0.02:
@@ -403,6 +413,20 @@ def judge(
     reasons = [r for lvl, r in found if lvl == level] + [r for lvl, r in found if lvl != level]
     return Verdict(level, reasons, check_dict, asdict(collapse), same_as_free, held_out_agreement, majority,
                    public_dict)
+
+
+def _public_misses(answers: Mapping[str, Sequence[int]]) -> str | None:
+    """The words for public images whose answers miss half or more of the classes the queries' answers often give
+    (at least half a chance share), else None."""
+    queries, public = list(answers.get("queries", [])), list(answers.get("public", []))
+    q, k = sum(queries), len(queries)
+    often = [c for c in range(k) if q and queries[c] / q >= 0.5 / k]
+    missed = [c for c in often if c >= len(public) or public[c] == 0]
+    if not public or len(often) < 2 or len(missed) * 2 < len(often):
+        return None
+    return (f"the teacher never gave the public images {len(missed)} of the {len(often)} classes it often gave the "
+            "queries: public images from another class mix are most of the training rows and pull the labels "
+            "towards their own classes; compare a run without --public (BENCHMARKS.md, 'Queries')")
 
 
 def _public_evidence(agree: int, images: int, *, floor: float, decides: bool) -> tuple[dict[str, Any], tuple[str, str]]:

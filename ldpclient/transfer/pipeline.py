@@ -182,6 +182,9 @@ class TransferResult:
     public_held_out: Optional[dict[str, int]] = None
     #: the query rounds as they went (:mod:`~ldpclient.transfer.rounds`; empty when every query went at once)
     query_rounds: list[QueryRound] = field(default_factory=list)
+    #: with public images, the teacher's answers per class to the plan's queries and, apart, to the public images
+    #: (each image once; the mirror check's copies in neither): ``{"queries": [...], "public": [...]}``; else None
+    answers_apart: Optional[dict[str, list[int]]] = None
 
     @property
     def epsilon_record(self) -> float:
@@ -637,7 +640,23 @@ class KnowledgeTransfer:
             sent_sample=self._sent_sample(queries, store),
             public_held_out=held_out,
             query_rounds=rounds,
+            answers_apart=self._answers_apart(queries, store),
         )
+
+    @staticmethod
+    def _answers_apart(queries: _Queries, store: LabelStore) -> Optional[dict[str, list[int]]]:
+        """With public images: the teacher's answers per class to the plan's queries sent and to the public images
+        (:attr:`TransferResult.answers_apart`); None without public images."""
+        public = queries.public
+        if public is None:
+            return None
+
+        def histogram(ids: np.ndarray) -> list[int]:
+            labels = store.get(ids)
+            return np.bincount(labels[labels >= 0], minlength=store.num_classes).tolist()
+
+        return {"queries": histogram(np.arange(queries.queries_sent)),
+                "public": histogram(np.arange(public.plan.total) + public.offset)}
 
     @staticmethod
     def _counts(released: _Released, queries: _Queries, store: LabelStore, public: dict[str, int]) -> dict[str, int]:
