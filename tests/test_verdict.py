@@ -217,18 +217,20 @@ def test_held_out_public_images_judge_the_student_against_the_teacher_without_a_
 
 def test_public_images_that_miss_the_queries_classes_are_named_without_lowering_the_level() -> None:
     queries = [100] * 10
-    half = [40] * 5 + [0] * 5  # public images of five of the ten classes the queries' answers often give
+    # public images of five of the ten classes the queries' answers often give, and the teacher's few errors on them
+    # (MNIST's held-out zeros to fours: [47, 56, 45, 54, 43, 0, 1, 3, 1, 0], BENCHMARKS.md "Queries")
+    half = [47, 56, 45, 54, 43, 0, 1, 3, 1, 0]
     labels = [10] * 10
     v = judge(num_classes=10, label_counts=labels, answer_counts=[q + p for q, p in zip(queries, half, strict=True)],
               answers_apart={"queries": queries, "public": half})
     assert v.level == "usable"
-    assert any("never gave the public images 5 of the 10 classes it often gave the queries" in r for r in v.reasons)
+    assert any("seldom or never gave the public images 5 of the 10 classes it often gave the queries" in r for r in v.reasons)
     every = [20] * 10
     v = judge(num_classes=10, label_counts=labels, answer_counts=[q + p for q, p in zip(queries, every, strict=True)],
               answers_apart={"queries": queries, "public": every})
-    assert not any("public images" in r and "never gave" in r for r in v.reasons)
+    assert not any("gave the public images" in r for r in v.reasons)
     v = judge(num_classes=10, label_counts=labels, answer_counts=queries)  # no public images: nothing said
-    assert not any("never gave the public images" in r for r in v.reasons)
+    assert not any("gave the public images" in r for r in v.reasons)
 
 
 def test_the_pipeline_counts_the_answers_to_queries_and_to_public_images_apart() -> None:
