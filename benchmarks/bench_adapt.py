@@ -304,26 +304,15 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         extra["adapter"] = SelfTrainingAdapter(seed=seed if student_seed is None else student_seed,
                                                selection_sample=sample,
                                                max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
-    if student is not None:
-        extra["student"] = student
-    if public_repeats is not None:
-        extra["public_repeats"] = public_repeats
-    if crop is not None:
-        extra["crop"] = crop
-    if flip is not None:
-        extra["flip"] = flip
+    given = {"student": student, "public_repeats": public_repeats, "crop": crop, "flip": flip,
+             "student_seed": student_seed, "query_rounds": query_rounds, "min_round_gain": min_round_gain}
+    extra.update({k: v for k, v in given.items() if v is not None})  # None: the library's default
     if student_width is not None:
         extra["student_kwargs"] = {"width": student_width}
     if warmup:
         extra["warmup"] = warmup
     if free_images != "blank":
         extra["free_images"] = free_images
-    if student_seed is not None:
-        extra["student_seed"] = student_seed
-    if query_rounds is not None:
-        extra["query_rounds"] = query_rounds
-    if min_round_gain is not None:
-        extra["min_round_gain"] = min_round_gain
     kt = KnowledgeTransfer(
         teacher,
         mech,

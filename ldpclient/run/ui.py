@@ -180,11 +180,10 @@ class UI:
                 "sent as they are" + (f" and {r.counts.mirror_check_queries} mirrored and shifted copies of them, "
                                       "for the mirror check" if r.counts.mirror_check_queries else "")
                 if r.counts.public_images else "")),
+            *([("rounds", rounds_in_words(q.rounds, r.run_plan))] if q.rounds else []),
             ("money", _money_line(r.cost)),
             ("student", _student_line(r.student)),
         ]
-        if q.rounds:
-            rows.insert(rows.index(("money", _money_line(r.cost))), ("rounds", rounds_in_words(q.rounds, r.run_plan)))
         if r.adaptation:
             changed = r.adaptation.get("labels_changed")
             rows.append(("adaptation", "fine-tuned on the clean private images on this device"

@@ -402,7 +402,7 @@ class KnowledgeTransfer:
     applied on top. ``seed``: plan and training seed (the release noise still comes from the
     OS CSPRNG unless ``release_generator`` is given, for tests and benchmarks only).
     ``progress(stage, done, total, metrics)``: stages ``release``, ``label``, ``train``,
-    ``epoch``, ``predict``. ``stages``: a :class:`StageRunner` that releases the private records and
+    ``epoch``, ``round`` (query rounds), ``predict``. ``stages``: a :class:`StageRunner` that releases the private records and
     predicts on all of them elsewhere (:mod:`ldpclient.cluster`: a Ray cluster; needs ``ledger``).
     """
 
@@ -650,13 +650,8 @@ class KnowledgeTransfer:
         public = queries.public
         if public is None:
             return None
-
-        def histogram(ids: np.ndarray) -> list[int]:
-            labels = store.get(ids)
-            return np.bincount(labels[labels >= 0], minlength=store.num_classes).tolist()
-
-        return {"queries": histogram(np.arange(queries.queries_sent)),
-                "public": histogram(np.arange(public.plan.total) + public.offset)}
+        return {"queries": store.histogram(np.arange(queries.queries_sent)).tolist(),
+                "public": store.histogram(np.arange(public.plan.total) + public.offset).tolist()}
 
     @staticmethod
     def _counts(released: _Released, queries: _Queries, store: LabelStore, public: dict[str, int]) -> dict[str, int]:
@@ -947,10 +942,10 @@ class KnowledgeTransfer:
             yield bid, d
 
     def _label_queries(
-        self, queries: _Queries, meta: TeacherMetadata, timings: dict[str, float], end: int | None = None
+        self, queries: _Queries, meta: TeacherMetadata, timings: dict[str, float], end: int
     ) -> tuple[LabelStore, dict[str, int]]:
         """Step 3: have the teacher label the public images (when given), then the plan's queries (its first ``end``
-        batches, None: all); int8 labels per query; timings["label"] in s. Also the public images' counts:
+        batches: the first query round's, all of them without rounds); int8 labels per query; timings["label"] in s. Also the public images' counts:
         ``public_queries`` (the images, in the store), ``mirror_check_queries`` (their copies the mirror check
         sent), ``public_repeats`` (times per epoch training sees each) and, through a client, ``public_sent`` and
         ``public_from_journal`` (the images' and their copies' queries, billed apart by the caller)."""
@@ -970,7 +965,7 @@ class KnowledgeTransfer:
             counts = {"public_queries": public.plan.total, "public_sent": after[0] - before[0],
                       "public_from_journal": after[1] - before[1], "public_repeats": public.repeats,
                       "mirror_check_queries": public.check_plan.total if public.check_plan is not None else 0}
-        self._label_private(queries, store, 0, queries.plan.num_batches if end is None else end)
+        self._label_private(queries, store, 0, end)
         timings["label"] = time.perf_counter() - t
         return store, counts
 

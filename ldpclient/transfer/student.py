@@ -224,8 +224,9 @@ class LabelStore:
     def num_labelled(self) -> int:
         return int(np.count_nonzero(np.asarray(self.labels) >= 0))
 
-    def histogram(self) -> np.ndarray:
-        labels = np.asarray(self.labels)
+    def histogram(self, ids: np.ndarray | None = None) -> np.ndarray:
+        """The teacher's answers per class over the labelled queries (of ``ids`` only, when given)."""
+        labels = np.asarray(self.labels) if ids is None else self.get(ids)
         lab = labels[labels >= 0].astype(np.int64)
         return np.bincount(lab, minlength=self.num_classes)
 
