@@ -238,7 +238,7 @@ class UI:
              + (f"; first a warm-up of {st['warmup_epochs']} epochs over the clean images ({st['warmup_rows']} "
                 "rows)" if st.get("warmup_epochs") else "")
              + ("; then adapted on the clean images here" if st["adapt"] else "")
-             + (("; adaptation pseudo-labels from its outputs re-weighted to equal class shares" if st["adapt"]
+             + (("; adaptation pseudo-labels from its outputs aligned to equal shares over the classes present" if st["adapt"]
                  else "; labels from its outputs re-weighted to equal class shares") if st.get("balance") else "")),
         ]
         if plan.get("baseline"):

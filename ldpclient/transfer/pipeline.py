@@ -21,7 +21,7 @@ of a :class:`~ldpclient.teachers.client.QueryClient`:
    adapted student has seen the clean records and stays on the device);
 6. **label** the clean private records with the student, locally (with ``balance``, default, and no public
    images, labels from equal class shares, not the teacher's answer shares (:mod:`ldpclient.transfer.prior`):
-   adaptation's rounds pseudo-label from the outputs re-weighted to them and the adapted student's outputs are
+   adaptation's rounds pseudo-label from the outputs aligned to them and the adapted student's outputs are
    the labels; without adaptation, the trained student's outputs re-weighted).
 
 Memory: the clean records come from a :class:`~ldpclient.io.records.RecordSource`

@@ -125,8 +125,8 @@ class TrainingSettings:
 class AdaptationSettings:
     """What the device does after training: ``adapt`` (fine-tune on the clean records, with ``adapter`` or the
     default self-training), ``balance`` (without public images, labels in equal class shares rather than the
-    teacher's answer shares: adaptation's rounds pseudo-label from the student's outputs re-weighted to them, and
-    without adaptation the labels come from those re-weighted outputs; :mod:`ldpclient.transfer.prior`), ``fuse``
+    teacher's answer shares: adaptation's rounds pseudo-label from the student's outputs aligned to them, and
+    without adaptation from its outputs re-weighted to them; :mod:`ldpclient.transfer.prior`), ``fuse``
     (combine each record's own Sup answers with the student)."""
 
     adapt: bool = True
