@@ -273,7 +273,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
             student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
             augment: str = "sup", free_images: str = "blank", hold: str = "none", query_rounds: int | None = None,
-            min_round_gain: float | None = None) -> dict:
+            min_round_gain: float | None = None, confusion: bool = False) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -288,7 +288,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     the release noise are seed 0's, ``seed`` draws only the student's side: ``TrainingSettings.student_seed``),
     ``student`` (the student's draws are seed 0's, ``seed`` draws the plan and the noise), ``none``;
     ``query_rounds``, ``min_round_gain``: send the queries in rounds (``label --query-rounds``; None: the
-    library's defaults)."""
+    library's defaults); ``confusion``: train through the teacher's confusion measured on the public images
+    (``TrainingSettings.confusion``)."""
     run_seed, student_seed = {"none": (seed, None), "data": (0, seed), "student": (seed, 0)}[hold]
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
@@ -305,7 +306,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
                                                selection_sample=sample,
                                                max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
     given = {"student": student, "public_repeats": public_repeats, "crop": crop, "flip": flip,
-             "student_seed": student_seed, "query_rounds": query_rounds, "min_round_gain": min_round_gain}
+             "student_seed": student_seed, "query_rounds": query_rounds, "min_round_gain": min_round_gain,
+             "confusion": confusion or None}
     extra.update({k: v for k, v in given.items() if v is not None})  # None: the library's default
     if student_width is not None:
         extra["student_kwargs"] = {"width": student_width}
@@ -346,6 +348,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         "val_agreement": res.history.val_accuracy[-1] if res.history and res.history.val_accuracy else None,
         "queries_sent": res.counts["queries"],
         "rounds": [r.as_dict() for r in res.query_rounds],
+        "confusion_informativeness": (res.confusion or {}).get("informativeness"),
         "wall_s": round(wall, 2),
         "adapt_s": round(res.timings.get("adapt", 0.0), 2),
         "eps_element": res.guarantee.epsilon_element,
@@ -452,7 +455,7 @@ def _budget(r: dict) -> tuple:
             r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student") or "small_cnn",
             r.get("student_width"), r.get("crop") or 0, bool(r.get("flip")), bool(r.get("adapt_flip")),
             r.get("train_transform"), r.get("warmup") or 0, r.get("public_shift"),
-            r.get("query_rounds") or 1, r.get("min_round_gain"))
+            r.get("query_rounds") or 1, r.get("min_round_gain"), bool(r.get("confusion")))
 
 
 def _public_label(r: dict) -> str:
@@ -488,6 +491,8 @@ def _variant(r: dict) -> str:
         parts.append(f"{r['free_images']} free images")
     if (r.get("query_rounds") or 1) > 1:
         parts.append(f"queries in {r['query_rounds']} rounds")
+    if r.get("confusion"):
+        parts.append("trained through the measured confusion")
     if r.get("basis"):
         parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
     return ", ".join(parts) or "-"
@@ -686,6 +691,8 @@ def main(argv: list[str] | None = None) -> None:
                         "(label --query-rounds; default: the library's)")
     p.add_argument("--min-round-gain", type=float, default=None, metavar="SHARE",
                    help="with --query-rounds: the least held-out agreement gain worth the next round")
+    p.add_argument("--confusion", action="store_true",
+                   help="with --public: measure the teacher's confusion on noised public images and train through it")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")
@@ -739,6 +746,10 @@ def main(argv: list[str] | None = None) -> None:
         variant["query_rounds"] = args.query_rounds
     if args.min_round_gain is not None:
         variant["min_round_gain"] = args.min_round_gain
+    if args.confusion:  # keyed apart: rows from before have no such key (the plain loss)
+        if not args.public:
+            raise SystemExit("--confusion needs --public N")
+        variant["confusion"] = True
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -799,7 +810,8 @@ def main(argv: list[str] | None = None) -> None:
                                         student_width=args.student_width,
                                         adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,
                                         augment=args.augment, free_images=args.free_images, hold=args.hold,
-                                        query_rounds=args.query_rounds, min_round_gain=args.min_round_gain)
+                                        query_rounds=args.query_rounds, min_round_gain=args.min_round_gain,
+                                        confusion=args.confusion)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:

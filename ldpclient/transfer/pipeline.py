@@ -68,6 +68,7 @@ from . import defaults
 from .adapt import AdaptHistory, SelfTrainingAdapter
 from .affine import flip_crop
 from .augment import QueryPlan, check_sup_queries
+from .confusion import Confusion, estimate_confusion
 from .evidence import fuse_pair_evidence
 from .mirror_check import MirrorCheck, MirrorVerdict, mirror_check
 from .postprocess import ClipToDomain, ReleaseRows, SubsetRows, Transform, parse_postprocess
@@ -185,6 +186,9 @@ class TransferResult:
     #: with public images, the teacher's answers per class to the plan's queries and, apart, to the public images
     #: (each image once; the mirror check's copies in neither): ``{"queries": [...], "public": [...]}``; else None
     answers_apart: Optional[dict[str, list[int]]] = None
+    #: the teacher's confusion on noised queries the student was trained through (``TrainingSettings.confusion``):
+    #: :meth:`~.confusion.Confusion.as_dict`; None without
+    confusion: Optional[dict[str, Any]] = None
 
     @property
     def epsilon_record(self) -> float:
@@ -207,6 +211,8 @@ class TransferResult:
             out["plan"] = {"kind": self.plan.kind, "queries": self.plan.total, "fingerprint": self.plan.fingerprint}
         if self.query_rounds:
             out["query_rounds"] = [r.as_dict() for r in self.query_rounds]
+        if self.confusion is not None:
+            out["confusion"] = dict(self.confusion)
         if self.adaptation is not None:
             out["adaptation"] = {
                 "selected": list(self.adaptation.selected),
@@ -295,6 +301,11 @@ class _Public:
     #: public images (their index in ``plan``) neither trained on nor anchoring the adaptation: the student's
     #: agreement with the teacher's labels of them scores it (``defaults.public_held_out``)
     held_out: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: with ``TrainingSettings.confusion``: queries made from the images released through the run's mechanism (as
+    #: the private ones are: public, no charge), labelled after the check's copies and never trained on; their
+    #: answers measure the teacher's confusion. ``confusion_rows`` is released when the run starts (None before).
+    confusion_plan: Optional[QueryPlan] = None
+    confusion_rows: Optional[ReleaseRows] = None
 
     def trained_mask(self, ids: np.ndarray) -> np.ndarray:
         """Which of the store ids ``ids`` (public images', offset included) training may read."""
@@ -306,15 +317,29 @@ class _Public:
         return self.offset + self.plan.total
 
     @property
+    def confusion_offset(self) -> int:
+        """The first confusion query's id: after the check's copies'."""
+        return self.check_offset + (self.check_plan.total if self.check_plan is not None else 0)
+
+    @property
     def labelled_total(self) -> int:
-        """Queries of the public images and of the mirror check's copies."""
-        return sum(plan.total for plan, _, _ in self.labelled_parts())
+        """Queries of the public images, of the mirror check's copies and of the confusion's noised images."""
+        return sum(plan.total for plan in self.plans())
+
+    def plans(self) -> list[QueryPlan]:
+        """The plans of what the teacher labels, in order: the images, the check's copies, the confusion's."""
+        return [plan for plan in (self.plan, self.check_plan, self.confusion_plan) if plan is not None]
 
     def labelled_parts(self) -> list[tuple[QueryPlan, ReleaseRows, int]]:
-        """What the teacher labels, in order, as ``(plan, rows, first id)``: the images, then the check's copies."""
+        """What the teacher labels, in order, as ``(plan, rows, first id)``: the images, then the check's copies,
+        then the confusion's queries (once released)."""
         parts = [(self.plan, self.rows, self.offset)]
         if self.check_plan is not None and self.check_rows is not None:
             parts.append((self.check_plan, self.check_rows, self.check_offset))
+        if self.confusion_plan is not None:
+            if self.confusion_rows is None:
+                raise RuntimeError("the confusion's public releases are made when the run starts")
+            parts.append((self.confusion_plan, self.confusion_rows, self.confusion_offset))
         return parts
 
 
@@ -331,6 +356,8 @@ class _Trained:
     flip: bool
     #: what the mirror check found (None: no check; ``flip`` was given or there were no public images)
     mirror_check: Optional[MirrorVerdict] = None
+    #: the teacher's confusion the student was trained through on the noised queries (None: plain loss)
+    confusion: Optional[Confusion] = None
 
 
 @dataclass
@@ -472,7 +499,7 @@ class KnowledgeTransfer:
         self.lr, self.val_fraction, self.device = t.lr, t.val_fraction, t.device
         self.checkpoint = Path(t.checkpoint) if t.checkpoint is not None else None
         self.public_repeats = t.public_repeats
-        self.crop, self.flip, self.warmup = t.crop, t.flip, t.warmup
+        self.crop, self.flip, self.warmup, self.confusion = t.crop, t.flip, t.warmup, t.confusion
         #: the seed of every draw on the student's side (the plan's stay with ``seed``)
         self.student_seed = t.student_seed if t.student_seed is not None else self.seed
         self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
@@ -574,7 +601,7 @@ class KnowledgeTransfer:
         if public is None or self.mode == "sidp":
             return [plan]
         prepared = self._public_for(public, source.record_shape, plan)
-        return [part for part, _, _ in prepared.labelled_parts()] + [plan]
+        return prepared.plans() + [plan]
 
     def run(
         self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None = None
@@ -598,6 +625,10 @@ class KnowledgeTransfer:
         queries = self._prepare_queries(records, released.release, meta, n, timings, used)  # 2. post-process, plan
         if public is not None:
             queries.public = self._public_for(public, records.record_shape, queries.plan)
+            if queries.public.confusion_plan is not None:
+                self._release_confusion(queries.public)
+        elif self.confusion:
+            raise ValueError("confusion: the teacher's confusion is measured on public images; give some")
         ends = round_ends(queries.plan.num_batches, self.query_rounds if self.mode != "sidp" else 1)
         store, public_counts = self._label_queries(queries, meta, timings, ends[0])  # 3. label the queries
         if self.mode == "sidp":
@@ -613,7 +644,8 @@ class KnowledgeTransfer:
                 plan=queries.plan,
                 sent_sample=self._sent_sample(queries, store),
             )
-        trained = self._train_student(records, meta, queries, store, timings)  # 4. train the student
+        confusion = self._confusion(queries, store)
+        trained = self._train_student(records, meta, queries, store, timings, confusion)  # 4. train the student
         trained, rounds = self._query_rounds(records, meta, queries, store, timings, trained, ends)  # 3-4, in rounds
         adapted = self._adapt_student(records, trained, queries, store, timings)  # 5. adapt (local)
         self._save_student(trained, queries.plan, released.release)
@@ -641,6 +673,7 @@ class KnowledgeTransfer:
             public_held_out=held_out,
             query_rounds=rounds,
             answers_apart=self._answers_apart(queries, store),
+            confusion=trained.confusion.as_dict() if trained.confusion is not None else None,
         )
 
     @staticmethod
@@ -674,7 +707,7 @@ class KnowledgeTransfer:
         for r in range(1, len(ends)):
             timings["label"] += self._label_private(queries, store, ends[r - 1], ends[r])
             so_far = dict(timings)
-            latest = self._train_student(records, meta, queries, store, timings)
+            latest = self._train_student(records, meta, queries, store, timings, trained.confusion)
             for stage in ("train", "warmup"):  # each round's student is trained (and warmed up) anew
                 if stage in so_far:
                     timings[stage] += so_far[stage]
@@ -701,6 +734,8 @@ class KnowledgeTransfer:
             held += len(teacher)
             for k, student in enumerate(students):
                 probs = predict_proba(student.trainer.model, values[torch.from_numpy(mask)], device=self.device)
+                if student.confusion is not None:  # the teacher's answers, as the student reads them
+                    probs = probs.double() @ torch.from_numpy(student.confusion.matrix)
                 agree[k] += int((probs.argmax(1) == teacher).sum())
         return held, [a / held if held else 0.0 for a in agree]
 
@@ -880,7 +915,41 @@ class KnowledgeTransfer:
             out.check, out.check_rows = check, ReleaseRows(copies, (), self.upsample_mode)
             out.check_plan = QueryPlan(kind="identity", n=len(copies), seed=public_seed(copies.values),
                                        batch_size=plan.batch_size)
+        if self.confusion:  # seeded by the images' values too, apart from their identity plan's batch ids
+            count = defaults.confusion_queries(self.teacher.metadata().num_classes, len(public), plan.kind)
+            out.confusion_plan = QueryPlan(kind=plan.kind, n=len(public), num_queries=None if plan.kind == "identity"
+                                           else count, seed=(seed + 1) % 2**63, batch_size=plan.batch_size,
+                                           rand_scale=plan.rand_scale)
         return out
+
+    def _release_confusion(self, public: _Public) -> None:
+        """The public images released through the mechanism the plan's queries are noised by (the run's; the
+        blank mechanism in data-free mode), ``public=True``: no charge, no ledger. Post-processed as the private
+        releases are, for :attr:`_Public.confusion_plan`'s queries."""
+        mechanism = self.blank_mechanism if self.mode == "data-free" else self.mechanism
+        images = public.rows.release.values
+        whole = ReleaseBuilder(len(images))
+        for start in range(0, len(images), release_chunk(public.rows.record_shape)):
+            chunk = images[start:start + release_chunk(public.rows.record_shape)]
+            whole.add(mechanism.release(chunk, generator=self.release_generator, public=True))
+        public.confusion_rows = self._postprocess(whole.build())
+
+    def _confusion(self, queries: _Queries, store: LabelStore) -> Optional[Confusion]:
+        """The teacher's confusion measured from its answers to the confusion's queries, each made from public
+        images whose class is its answer to them clean (:func:`~.confusion.estimate_confusion`); None without."""
+        public = queries.public
+        if public is None or public.confusion_plan is None:
+            return None
+        plan = public.confusion_plan
+        ids = np.arange(plan.total)
+        answers = store.get(ids + public.confusion_offset)
+        recipe = plan.recipes(ids)
+        first = store.get(recipe["i"] + public.offset)
+        second = store.get(recipe["j"] + public.offset) if plan.kind == "sup" else None
+        classes = store.num_classes
+        matrix = estimate_confusion(classes, answers, first, second)
+        images = np.bincount(store.get(np.arange(public.plan.total) + public.offset), minlength=classes)
+        return Confusion(matrix, int(plan.total), images.tolist())
 
     def _stream(self, queries: _Queries, order: Sequence[int] | None = None) -> Iterator[tuple[str, Derived]]:
         """The plan's query batches ``(batch id, queries)`` in ``order`` (default: plan order), clipped if asked."""
@@ -957,14 +1026,17 @@ class KnowledgeTransfer:
         if public is not None:
             before = self._client_counts()
             for part_plan, rows, offset in public_parts:
-                stream = part_plan.batches(rows, noise_mode=self.upsample_mode)
+                stream = part_plan.batches(rows, mechanism=self.mechanism, noise_mode=self.upsample_mode)
+                if part_plan is public.confusion_plan and queries.clip is not None:  # noised like the plan's
+                    stream = ((bid, queries.clip(d)) for bid, d in stream)
                 for ids, labels in self._labelled(part_plan, stream):
                     store.set(ids + offset, labels)
                     self._report("label", store.num_labelled, queries.labelled_total)
             after = self._client_counts()
             counts = {"public_queries": public.plan.total, "public_sent": after[0] - before[0],
                       "public_from_journal": after[1] - before[1], "public_repeats": public.repeats,
-                      "mirror_check_queries": public.check_plan.total if public.check_plan is not None else 0}
+                      "mirror_check_queries": public.check_plan.total if public.check_plan is not None else 0,
+                      "confusion_queries": public.confusion_plan.total if public.confusion_plan is not None else 0}
         self._label_private(queries, store, 0, end)
         timings["label"] = time.perf_counter() - t
         return store, counts
@@ -1005,6 +1077,7 @@ class KnowledgeTransfer:
         queries: _Queries,
         store: LabelStore,
         timings: dict[str, float],
+        confusion: Optional[Confusion] = None,
     ) -> _Trained:
         """Step 4: build a seeded student (warmed up first with ``warmup`` epochs) and train it on the labelled
         queries, each row shifted (and mirrored with ``flip``, or when the mirror check found the teacher keeps
@@ -1032,11 +1105,13 @@ class KnowledgeTransfer:
             seed=self.student_seed,
             progress=self.progress,
             augment=partial(flip_crop, pad=pad, flip=flip) if pad or flip else None,
+            confusion=confusion.matrix if confusion is not None else None,
+            noised=lambda ids: ids < queries.plan.total,  # the public images' ids follow the plan's
         )
         steps = -(-int(queries.trained_per_epoch * (1 - self.val_fraction)) // self.batch_size)
         history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch), store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t - timings.get("warmup", 0.0)
-        return _Trained(trainer, name, kwargs, history, pad, flip, verdict)
+        return _Trained(trainer, name, kwargs, history, pad, flip, verdict, confusion)
 
     def _warm_student(self, model: torch.nn.Module, records: RecordSource, side: int, timings: dict[str, float]) -> None:
         """Step 4a (``warmup`` epochs > 0): the rotation pretext on the clean records (:mod:`.warmup`; local, no
@@ -1081,10 +1156,12 @@ class KnowledgeTransfer:
         before = None if sampled else self._predict_all(model, records)
         first_pass = time.perf_counter() - t
 
+        clean_only = trained.confusion is not None  # the noised queries' answers are not their images' classes
+
         def anchor(rnd: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
             for ids, values in self._epoch_batches(queries, 10_000 + rnd):
                 y = torch.from_numpy(store.get(ids))
-                keep = y >= 0
+                keep = (y >= 0) & torch.from_numpy(ids >= queries.plan.total) if clean_only else y >= 0
                 if bool(keep.any()):
                     yield values[keep], y[keep]
 

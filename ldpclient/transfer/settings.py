@@ -90,7 +90,11 @@ class TrainingSettings:
     clean private records before training (:mod:`~ldpclient.transfer.warmup`; local, no privacy cost; 0, the
     default: none). ``student_seed``: the seed of the student's side alone (its initial weights, the order and
     shifts of its training rows, the held-out share, adaptation; None, the default: the run's ``seed``, which also
-    draws the plan), so that one release and its answers can be learnt from again with other draws."""
+    draws the plan), so that one release and its answers can be learnt from again with other draws.
+    ``confusion``: measure the teacher's confusion on noised queries made from the public images (released through
+    the run's mechanism, public: no privacy cost; :func:`~ldpclient.transfer.defaults.confusion_queries` more
+    queries, paid) and train on the noised queries through it (forward correction, :mod:`~ldpclient.transfer.confusion`;
+    needs public images; off by default)."""
 
     student: str | None = None
     student_kwargs: dict[str, Any] | None = None
@@ -105,6 +109,7 @@ class TrainingSettings:
     flip: bool | None = None
     warmup: int = 0
     student_seed: int | None = None
+    confusion: bool = False
 
     def __post_init__(self) -> None:
         if self.student_seed is not None and not 0 <= self.student_seed < 2**63:
