@@ -136,6 +136,13 @@ def test_labels_mostly_wrong_are_doubtful_even_above_chance() -> None:
     check, names, labels, _ = _check(100, 30)
     v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=check_evidence(check, names, labels))
     assert v.level == DOUBTFUL and v.headline.endswith("better than chance, but most labels are wrong")
+    # 54 of 100 (interval 44-63 %; a digits run of the old docs example, 47 % true): not shown to be mostly right
+    check, names, labels, _ = _check(100, 54)
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=check_evidence(check, names, labels))
+    assert v.level == DOUBTFUL and v.headline.endswith("most labels may be wrong (the interval reaches below 50.0%)")
+    check, names, labels, _ = _check(100, 62)  # interval 52-71 %: usable
+    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=check_evidence(check, names, labels))
+    assert v.level == USABLE
 
 
 def test_labels_significantly_worse_than_the_data_free_run_are_doubtful() -> None:

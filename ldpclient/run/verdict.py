@@ -25,7 +25,8 @@ classes, 55 % for 2):
 
 1. With a check set, its evidence decides the accuracy: the labels are **not worth having** when their
    accuracy on it is below ``floor`` (at chance); **doubtful** when the interval reaches below ``floor`` (too
-   few check images to tell), when its top is below 50 % (most labels are wrong), or when, on the same
+   few check images to tell), when it reaches below 50 % (most labels are or may be wrong: a run measured at
+   54 % on 100 images, 47 % true, was called usable before 2026-11-27), or when, on the same
    images, they are significantly worse than the data-free
    run's (two-sided sign test at 5 % on the images where exactly one of the two is right: its labels are
    better and spent no privacy). No significant gain over it is said in the reasons (the privacy spent bought
@@ -38,7 +39,7 @@ classes, 55 % for 2):
    right (its interval's bottom above ``floor``: a folder may really hold one class).
 3. Without a check set, the held-out public images judge the student as the check set would, against the
    teacher's labels: agreement below ``floor`` is **not worth having**; an interval reaching below ``floor`` or
-   with its top below 50 % is **doubtful**. With a check set they are only reported.
+   below 50 % is **doubtful**. With a check set they are only reported.
 4. Without a check set, a student that does no better on held-out noised queries than always answering the
    teacher's most frequent class is **doubtful**; a run whose labels are the data-free run's on 95 % of
    images or more says that the privacy spent bought nothing measurable.
@@ -74,7 +75,8 @@ Z95 = 1.959963984540054
 COLLAPSE_SHARE = 0.8
 #: ... and half of them a partial one (with the conditions of rule 2 above).
 DOMINANT_SHARE = 0.5
-#: Accuracy whose 95 % interval stays below this share is doubtful whatever the chance level: most labels wrong.
+#: Accuracy whose 95 % interval reaches below this share is doubtful whatever the chance level: most labels may be
+#: wrong.
 MOSTLY_RIGHT = 0.5
 #: Labels equal to the data-free run's on this share of images or more: the privacy bought nothing measurable.
 SAME_AS_FREE = 0.95
@@ -362,6 +364,9 @@ def judge(
             found.append((DOUBTFUL, f"{acc}: too few check images to tell it from chance ({_pct(floor)})"))
         elif s.high < MOSTLY_RIGHT:
             found.append((DOUBTFUL, f"{acc}: better than chance, but most labels are wrong"))
+        elif s.low < MOSTLY_RIGHT:
+            found.append((DOUBTFUL, f"{acc}: better than chance, but most labels may be wrong (the interval reaches "
+                                    f"below {_pct(MOSTLY_RIGHT)})"))
         else:
             found.append((USABLE, acc))
         if check.baseline is not None:
@@ -444,6 +449,8 @@ def _public_evidence(agree: int, images: int, *, floor: float, decides: bool) ->
         level, words = DOUBTFUL, f"{words}: too few to tell it from chance ({_pct(floor)})"
     elif decides and high < MOSTLY_RIGHT:
         level, words = DOUBTFUL, f"{words}: it gives the teacher's label to fewer than half of them"
+    elif decides and low < MOSTLY_RIGHT:
+        level, words = DOUBTFUL, f"{words}: it may give the teacher's label to fewer than half of them"
     return {"images": images, "agree": agree, "agreement": share, "low": low, "high": high}, (level, words)
 
 
