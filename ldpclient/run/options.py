@@ -80,13 +80,11 @@ class SharedOptions:
             raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
         if self.max_memory is not None and not (math.isfinite(self.max_memory) and self.max_memory > 0):
             raise ValueError(f"--max-memory must be a number of GiB > 0, got {self.max_memory}")
-        if self.seed is not None and not 0 <= self.seed < MAX_SEED:
+        if self.seed is not None and not 0 <= self.seed < defaults.MAX_SEED:
             # torch, numpy and the plan all take it: a negative or huge seed would fail mid-run, after paying
             raise ValueError(f"--seed must be an integer from 0 to 2**63-1, got {self.seed}")
 
 
-#: Seeds run from 0 to 2**63 - 1 (what torch, numpy and the query plan all accept).
-MAX_SEED = 2**63
 #: Most requests in flight at once (``--workers``): each holds a thread and a connection.
 MAX_WORKERS = 64
 #: Largest training batch (``--train-batch-size``): 65,536 rows of a 224x224 colour image are 39 GB.

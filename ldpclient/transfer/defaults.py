@@ -354,6 +354,11 @@ def public_held_out(n_public: int) -> int:
     return 0 if n < PUBLIC_HELD_OUT_MIN_IMAGES else min(PUBLIC_HELD_OUT_MAX, n // 10)
 
 
+#: Seeds run from 0 to ``MAX_SEED - 1`` = 2**63 - 1 (what torch, numpy and the query plan all accept): ``--seed``
+#: and ``TrainingSettings.student_seed`` are checked against it before anything is paid.
+MAX_SEED = 2**63
+
+
 def confusion_queries(classes: int, public_images: int, augmentation: str) -> int:
     """Queries made from noised public images to measure the teacher's confusion (``TrainingSettings.confusion``):
     100 per class (1,000 for 10 classes: about 10 answers per entry of a 10 x 10 matrix), at most the distinct

@@ -112,7 +112,7 @@ class TrainingSettings:
     confusion: bool = False
 
     def __post_init__(self) -> None:
-        if self.student_seed is not None and not 0 <= self.student_seed < 2**63:
+        if self.student_seed is not None and not 0 <= self.student_seed < defaults.MAX_SEED:
             raise ValueError(f"student_seed must be an integer from 0 to 2**63-1, got {self.student_seed}")
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0 epochs, got {self.warmup}")
