@@ -927,11 +927,11 @@ class KnowledgeTransfer:
         blank mechanism in data-free mode), ``public=True``: no charge, no ledger. Post-processed as the private
         releases are, for :attr:`_Public.confusion_plan`'s queries."""
         mechanism = self.blank_mechanism if self.mode == "data-free" else self.mechanism
-        images = public.rows.release.values
+        images = as_record_source(public.rows.release.values)
         whole = ReleaseBuilder(len(images))
-        for start in range(0, len(images), release_chunk(public.rows.record_shape)):
-            chunk = images[start:start + release_chunk(public.rows.record_shape)]
-            whole.add(mechanism.release(chunk, generator=self.release_generator, public=True))
+        for _, release in release_in_chunks(
+                images, lambda chunk, _ids: mechanism.release(chunk, generator=self.release_generator, public=True)):
+            whole.add(release)
         public.confusion_rows = self._postprocess(whole.build())
 
     def _confusion(self, queries: _Queries, store: LabelStore) -> Optional[Confusion]:
@@ -946,9 +946,8 @@ class KnowledgeTransfer:
         recipe = plan.recipes(ids)
         first = store.get(recipe["i"] + public.offset)
         second = store.get(recipe["j"] + public.offset) if plan.kind == "sup" else None
-        classes = store.num_classes
-        matrix = estimate_confusion(classes, answers, first, second)
-        images = np.bincount(store.get(np.arange(public.plan.total) + public.offset), minlength=classes)
+        matrix = estimate_confusion(store.num_classes, answers, first, second)
+        images = store.histogram(np.arange(public.plan.total) + public.offset)
         return Confusion(matrix, int(plan.total), images.tolist())
 
     def _stream(self, queries: _Queries, order: Sequence[int] | None = None) -> Iterator[tuple[str, Derived]]:
