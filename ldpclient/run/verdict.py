@@ -270,7 +270,7 @@ class Collapse:
         top = max(range(k), key=lambda c: label_counts[c]) if k else 0
         share = label_counts[top] / n if n else 0.0
         teacher = answer_counts[top] / q if q and top < len(answer_counts) else 0.0
-        often = [c for c in range(min(k, len(answer_counts))) if q and answer_counts[c] / q >= 0.5 / k]
+        often = _often_given(answer_counts, k)
         missing = [c for c in often if label_counts[c] == 0]
         found = cls(top, share, teacher, missing, len(often), USABLE)
         if k >= 3 and share >= COLLAPSE_SHARE and teacher <= share / 2:
@@ -421,12 +421,19 @@ def judge(
                    public_dict)
 
 
+def _often_given(answer_counts: Sequence[int], classes: int) -> list[int]:
+    """The classes (of the first ``classes``) the teacher gave often: at least half a chance share (``0.5 /
+    classes``) of its answers ``answer_counts`` (answers per class); none when it gave no answer."""
+    total = sum(answer_counts)
+    return [c for c in range(min(classes, len(answer_counts))) if total and answer_counts[c] / total >= 0.5 / classes]
+
+
 def _public_misses(answers: Mapping[str, Sequence[int]]) -> str | None:
     """The words for public images whose answers seldom hold (under a quarter of a chance share) half or more of the
     classes the queries' answers often give (at least half a chance share), else None."""
     queries, public = list(answers.get("queries", [])), list(answers.get("public", []))
-    q, p, k = sum(queries), sum(public), len(queries)
-    often = [c for c in range(k) if q and queries[c] / q >= 0.5 / k]
+    p, k = sum(public), len(queries)
+    often = _often_given(queries, k)
     missed = [c for c in often if c >= len(public) or public[c] / p < 0.25 / k]
     if not p or len(often) < 2 or len(missed) * 2 < len(often):
         return None
