@@ -108,11 +108,10 @@ def estimate_confusion(
     return matrix
 
 
-def forward_corrected_log_probs(logits: torch.Tensor, log_matrix: torch.Tensor) -> torch.Tensor:
-    """``log (softmax(logits) M)``: the log-probabilities of the teacher's answers, float ``(B, K)``, from the
-    student's ``logits`` ``(B, K)`` and ``log M`` ``(K, K)`` (computed in log space: no 0 inside a log)."""
-    log_p = torch.log_softmax(logits, dim=1)
-    return torch.logsumexp(log_p.unsqueeze(2) + log_matrix.to(log_p.dtype).unsqueeze(0), dim=1)
+def forward_corrected_log_probs(log_probs: torch.Tensor, log_matrix: torch.Tensor) -> torch.Tensor:
+    """``log (p M)``: the log-probabilities of the teacher's answers, float ``(B, K)``, from the student's
+    ``log_probs`` ``log p`` ``(B, K)`` (its log-softmax) and ``log M`` ``(K, K)`` (in log space: no 0 inside a log)."""
+    return torch.logsumexp(log_probs.unsqueeze(2) + log_matrix.to(log_probs.dtype).unsqueeze(0), dim=1)
 
 
 __all__ = ["EM_ITERATIONS", "Confusion", "estimate_confusion", "forward_corrected_log_probs"]

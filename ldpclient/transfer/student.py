@@ -362,7 +362,7 @@ class Trainer:
         log_p = torch.log_softmax(logits, dim=1)
         if self.log_confusion is None or not bool(noised.any()):
             return log_p
-        corrected = forward_corrected_log_probs(logits, self.log_confusion.to(logits.device))
+        corrected = forward_corrected_log_probs(log_p, self.log_confusion.to(logits.device))
         return torch.where(noised.to(logits.device).unsqueeze(1), corrected, log_p)
 
     def fit(
