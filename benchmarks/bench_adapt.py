@@ -273,7 +273,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
             student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
             augment: str = "sup", free_images: str = "blank", hold: str = "none", query_rounds: int | None = None,
-            min_round_gain: float | None = None, confusion: bool = False) -> dict:
+            min_round_gain: float | None = None, confusion: bool = False, students: int | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -289,7 +289,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     ``student`` (the student's draws are seed 0's, ``seed`` draws the plan and the noise), ``none``;
     ``query_rounds``, ``min_round_gain``: send the queries in rounds (``label --query-rounds``; None: the
     library's defaults); ``confusion``: train through the teacher's confusion measured on the public images
-    (``TrainingSettings.confusion``)."""
+    (``TrainingSettings.confusion``); ``students``: students trained on the same answers, labels from their mean
+    output (``label --students``; None: the library's default)."""
     run_seed, student_seed = {"none": (seed, None), "data": (0, seed), "student": (seed, 0)}[hold]
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
@@ -307,7 +308,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
                                                max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
     given = {"student": student, "public_repeats": public_repeats, "crop": crop, "flip": flip,
              "student_seed": student_seed, "query_rounds": query_rounds, "min_round_gain": min_round_gain,
-             "confusion": confusion or None}
+             "confusion": confusion or None, "students": students}
     extra.update({k: v for k, v in given.items() if v is not None})  # None: the library's default
     if student_width is not None:
         extra["student_kwargs"] = {"width": student_width}
@@ -455,7 +456,7 @@ def _budget(r: dict) -> tuple:
             r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student") or "small_cnn",
             r.get("student_width"), r.get("crop") or 0, bool(r.get("flip")), bool(r.get("adapt_flip")),
             r.get("train_transform"), r.get("warmup") or 0, r.get("public_shift"),
-            r.get("query_rounds") or 1, r.get("min_round_gain"), bool(r.get("confusion")))
+            r.get("query_rounds") or 1, r.get("min_round_gain"), bool(r.get("confusion")), r.get("students") or 1)
 
 
 def _public_label(r: dict) -> str:
@@ -493,6 +494,8 @@ def _variant(r: dict) -> str:
         parts.append(f"queries in {r['query_rounds']} rounds")
     if r.get("confusion"):
         parts.append("trained through the measured confusion")
+    if (r.get("students") or 1) > 1:
+        parts.append(f"{r['students']} students")
     if r.get("basis"):
         parts.append(" ".join([r["basis"], *(f"{k}={r[k]:g}" for k in ("coefficients", "clip_norm") if r.get(k))]))
     return ", ".join(parts) or "-"
@@ -691,6 +694,8 @@ def main(argv: list[str] | None = None) -> None:
                         "(label --query-rounds; default: the library's)")
     p.add_argument("--min-round-gain", type=float, default=None, metavar="SHARE",
                    help="with --query-rounds: the least held-out agreement gain worth the next round")
+    p.add_argument("--students", type=int, default=None, metavar="N",
+                   help="students trained on the same answers, labels from their mean output (label --students)")
     p.add_argument("--confusion", action="store_true",
                    help="with --public: measure the teacher's confusion on noised public images and train through it")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
@@ -750,6 +755,8 @@ def main(argv: list[str] | None = None) -> None:
         if not args.public:
             raise SystemExit("--confusion needs --public N")
         variant["confusion"] = True
+    if args.students is not None:  # keyed apart: rows from before have no such key (one student)
+        variant["students"] = args.students
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -811,7 +818,7 @@ def main(argv: list[str] | None = None) -> None:
                                         adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,
                                         augment=args.augment, free_images=args.free_images, hold=args.hold,
                                         query_rounds=args.query_rounds, min_round_gain=args.min_round_gain,
-                                        confusion=args.confusion)
+                                        confusion=args.confusion, students=args.students)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:

@@ -309,6 +309,8 @@ def test_an_empty_public_folder_is_named_as_the_public_folder(tmp_path: Path) ->
     (["--no-adapt", "--adapt"], "--adapt and --no-adapt contradict each other"),
     (["--flip", "--augment", "none"], "--flip/--no-flip trains a student: --augment none (SIDP) has none"),
     (["--warmup", "3", "--augment", "none"], "--warmup trains a student: --augment none (SIDP) has none"),
+    (["--students", "17"], "--students must be from 1 to 16"),
+    (["--students", "2", "--augment", "none"], "--students train a student: --augment none (SIDP) has none"),
 ])
 def test_an_unbounded_or_contradictory_option_is_one_line_before_anything_is_sent(
         tmp_path: Path, extra: list[str], words: str) -> None:

@@ -263,18 +263,18 @@ def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shi
                                  seed=0, device="cpu", adapt=False, **kw)
 
     res = kt(flip=False).run(x, public=public)
-    assert res.training == {"student": "small_resnet", "crop_pixels": 2, "flip": False, "warmup_epochs": 0,
+    assert res.training == {"student": "small_resnet", "crop_pixels": 2, "flip": False, "warmup_epochs": 0, "students": 1,
                             "mirror_check": None}
     assert res.summary()["training"]["student"] == "small_resnet"
     assert any(isinstance(m, torch.nn.BatchNorm2d) for m in res.student.modules())
     assert len(seen) >= 4 and set(seen) == {(2, False)}  # every optimiser step's batch
     seen.clear()
     alone = kt().run(x)  # the noised queries alone: the small CNN on the rows as they are
-    assert alone.training == {"student": "small_cnn", "crop_pixels": 0, "flip": False, "warmup_epochs": 0,
+    assert alone.training == {"student": "small_cnn", "crop_pixels": 0, "flip": False, "warmup_epochs": 0, "students": 1,
                               "mirror_check": None}
     assert not seen
     given = kt(student="small_resnet", crop=3, flip=True).run(x)
-    assert given.training == {"student": "small_resnet", "crop_pixels": 3, "flip": True, "warmup_epochs": 0,
+    assert given.training == {"student": "small_resnet", "crop_pixels": 3, "flip": True, "warmup_epochs": 0, "students": 1,
                               "mirror_check": None}
     assert seen and set(seen) == {(3, True)}
 
@@ -282,7 +282,7 @@ def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shi
 def test_grey_and_small_images_keep_the_small_cnn_and_small_ones_are_not_shifted():
     x, _ = _records(n=20)
     res = _kt(num_queries=60, epochs=1, adapt=False).run(x)  # 8x8 grey
-    assert res.training == {"student": "small_cnn", "crop_pixels": 0, "flip": False, "warmup_epochs": 0,
+    assert res.training == {"student": "small_cnn", "crop_pixels": 0, "flip": False, "warmup_epochs": 0, "students": 1,
                             "mirror_check": None}
     with pytest.raises(ValueError, match="crop"):
         _kt(crop=-1)

@@ -35,8 +35,8 @@ def _recording(base: type, seen: list[np.ndarray], epoch: int | None = None) -> 
     the adaptation with), in epoch ``epoch`` only when given."""
 
     class Recording(base):  # type: ignore[valid-type,misc]
-        def _epoch_batches(self, queries, at):  # type: ignore[no-untyped-def]
-            for ids, values in super()._epoch_batches(queries, at):
+        def _epoch_batches(self, queries, at, seed):  # type: ignore[no-untyped-def]
+            for ids, values in super()._epoch_batches(queries, at, seed):
                 if epoch is None or at == epoch:
                     seen.append(ids)
                 yield ids, values

@@ -499,6 +499,10 @@ def label(
         "clean private image was rotated (a self-supervised warm-up on this device: nothing sent, no privacy cost). "
         "Measured without --public at 60 epochs: +9 points on colour digits, no change on photos or grey digits, "
         "at about 4x the run's time. 0 (the default): none."),
+    students: int = typer.Option(
+        defaults.students(), min=1, help="Students trained on the same answers, each with draws of its own; the "
+        "labels come from the mean of their outputs. Measured at 3 on the digit sets: the spread between runs "
+        "shrinks, at 3x the training and adaptation time (BENCHMARKS.md, \"Stable results\")."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs."),
     train_batch_size: int = typer.Option(
         defaults.train_batch_size(), min=1, help="Student training batch size (optimiser step)."
@@ -600,6 +604,7 @@ def label(
             student=student,
             flip=flip,
             warmup=warmup,
+            students=students,
             epochs=epochs,
             train_batch_size=train_batch_size,
             output=output,

@@ -52,7 +52,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
                             "ca_bundle", "wire", "num_classes", "class_names", "value_range", "input_shape",
                             "input_name", "output_name", "datatype", "teacher_epochs"),
     "Money": ("price", "money_cap"),
-    "Student": ("student", "epochs", "train_batch_size", "warmup", "flip", "adapt", "baseline"),
+    "Student": ("student", "epochs", "train_batch_size", "warmup", "flip", "students", "adapt", "baseline"),
     "Attack": ("kind", "empirical", "holdout", "cnn_steps", "max_queries", "rme", "sweep"),
     "Run control": ("config", "state_dir", "state", "ledger_key_file", "cluster", "dry_run", "seed", "help"),
 }

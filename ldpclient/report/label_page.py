@@ -272,6 +272,8 @@ def _student(report: Mapping[str, Any], class_names: Sequence[str]) -> dict[str,
         repeats = int(student.get("public_repeats") or 0)
         rows = [
             ("student", f"{student['model']}, {student['epochs']} epochs"
+             + (f"; {int(student['students'])} of them, each with draws of its own, the labels from their mean "
+                "output" if int(student.get("students") or 1) > 1 else "")
              + (f"; each public image trained on {repeats} times per epoch" if repeats else "")),
             ("mirrors", mirror_note(bool(student.get("flip")), student.get("mirror_check"))),
             ("warm-up", "off" if not student.get("warmup_epochs") else

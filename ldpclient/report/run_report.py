@@ -178,6 +178,9 @@ class StudentSection:
     flip: bool = False
     #: epochs of the rotation warm-up on the clean private images before training (``--warmup``); 0: none
     warmup_epochs: int = 0
+    #: students trained on the same answers, the labels from their mean output (``--students``); absent from older
+    #: reports (one)
+    students: int = 1
     #: what decided ``flip`` when ``--flip``/``--no-flip`` was not given: the shares of the checked public images
     #: whose label the teacher kept under a mirror and under a shift, and how many were checked (None: no check)
     mirror_check: dict[str, Any] | None = None

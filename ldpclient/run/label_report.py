@@ -94,6 +94,7 @@ def build_report(
             crop_pixels=int(result.training.get("crop_pixels", 0)),
             flip=bool(result.training.get("flip", False)),
             warmup_epochs=int(result.training.get("warmup_epochs", 0)),
+            students=int(result.training.get("students", 1)),
             mirror_check=result.training.get("mirror_check"),
         ),
         adaptation=_adaptation_section(result, meta.num_classes),

@@ -115,6 +115,7 @@ class LabelOptions(SharedOptions):
     student: Optional[str] = None  # None: defaults.student(input shape, public images or not), settled by the plan
     flip: Optional[bool] = None  # train the student on mirrored images too; None: the mirror check decides (--public)
     warmup: int = 0  # epochs of the rotation pretext on the clean private images before training (0: none)
+    students: int = defaults.students()  # students trained on the same answers; labels from their mean output
     epochs: int = defaults.epochs()
     output: Optional[Path] = Path("labels.csv")  # None: write no labels or report file (the library's front door)
     format: Optional[str] = None
@@ -160,7 +161,7 @@ class LabelOptions(SharedOptions):
                               query_batch_size=query_batch_size, query_rounds=self.query_rounds),
             training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
                                       device=self.device, public_repeats=public_repeats, crop=crop,
-                                      flip=self.flip, warmup=self.warmup),
+                                      flip=self.flip, warmup=self.warmup, students=self.students),
             adaptation=AdaptationSettings(adapt=self.adapt),
         )
 
@@ -175,6 +176,8 @@ class LabelOptions(SharedOptions):
             raise ValueError(f"--query-rounds must be from 1 to {defaults.MAX_QUERY_ROUNDS}, got {self.query_rounds}")
         if not 0 <= self.warmup <= defaults.MAX_WARMUP_EPOCHS:
             raise ValueError(f"--warmup must be from 0 to {defaults.MAX_WARMUP_EPOCHS} epochs, got {self.warmup}")
+        if not 1 <= self.students <= defaults.MAX_STUDENTS:
+            raise ValueError(f"--students must be from 1 to {defaults.MAX_STUDENTS}, got {self.students}")
         if not (math.isfinite(self.price) and self.price >= 0):
             raise ValueError(f"--price must be a finite number >= 0, got {self.price}")
         if self.money_cap is not None and not (math.isfinite(self.money_cap) and self.money_cap >= 0):
@@ -203,6 +206,7 @@ class LabelOptions(SharedOptions):
             for given, option in ((self.public is not None, "--public images train"),
                                   (self.flip is not None, "--flip/--no-flip trains"),
                                   (self.warmup > 0, "--warmup trains"),
+                                  (self.students > 1, "--students train"),
                                   (self.query_rounds > 1, "--query-rounds are judged by")):
                 if given:
                     raise ValueError(f"{option} a student: --augment none (SIDP) has none")

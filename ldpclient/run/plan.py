@@ -142,7 +142,7 @@ class RunPlan:
             "student": None if self.mode == "sidp" else {
                 "model": opts.student, "epochs": opts.epochs, "train_batch_size": opts.train_batch_size,
                 "crop_pixels": self.settings.training.crop, "flip": opts.flip, "warmup_epochs": opts.warmup,
-                "warmup_rows": opts.warmup * self.records,
+                "warmup_rows": opts.warmup * self.records, "students": opts.students,
                 "mirror_check_images": self.mirror_check_images,
                 "public_repeats": self.public_repeats, "adapt": opts.adapt,
                 "balance": self.settings.adaptation.balances(bool(self.public)),

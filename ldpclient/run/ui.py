@@ -230,6 +230,7 @@ class UI:
              + f"at most {sp['money_at_most']:.4g}" + ("" if sp["money_cap"] is None else f" (cap {sp['money_cap']:g})")),
             ("student", "none (SIDP: the teacher's answers are the labels)" if st is None else
              f"{st['model']}, {st['epochs']} epochs, batch {st['train_batch_size']}"
+             + (f", {st['students']} of them (labels from their mean output)" if st.get("students", 1) > 1 else "")
              + (f", rows shifted up to {st['crop_pixels']} px" if st.get("crop_pixels") else "")
              + (", mirrored half the time" if st.get("flip") else "")
              + (f", mirrored half the time if the teacher keeps its answers under a mirror (asked about "

@@ -382,6 +382,21 @@ def query_rounds() -> int:
     return 1
 
 
+def students() -> int:
+    """Students a run trains on the same answers and labels with the mean of (``--students``;
+    ``TrainingSettings.students``): 1. More cut the spread between runs that differ only in the student's draws and
+    cost that many times the training and adaptation time; measured on the digit sets (BENCHMARKS.md, "Stable
+    results"), not yet on photos, so the default stays one student and the speed targets of "Speed and memory at
+    scale" hold as measured."""
+    return 1
+
+
+def member_seed(student_seed: int, member: int) -> int:
+    """The seed of member ``member`` (0-based) of a run's students: ``student_seed`` for member 0 (so that one
+    student is the run it always was), then steps of 7,919 (a prime), within ``[0, MAX_SEED)``."""
+    return (int(student_seed) + 7919 * int(member)) % MAX_SEED
+
+
 def min_round_gain() -> float:
     """Least rise of the student's held-out agreement with the teacher (a share in [0, 1]) for which a query
     round is worth the next one: 1 point; a smaller rise is within the spread of a few hundred held-out queries."""
@@ -400,8 +415,10 @@ MAX_QUERIES_PER_RECORD = 1000
 MAX_EPOCHS = 1000
 #: Most warm-up epochs a run accepts (``--warmup``): the studies in BENCHMARKS.md used 30 and 60.
 MAX_WARMUP_EPOCHS = 200
+#: Most students a run accepts (``--students``): each is a full training and adaptation.
+MAX_STUDENTS = 16
 
 
-__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERIES_PER_RECORD", "MAX_QUERY_BATCH", "PUBLIC_HELD_OUT_MAX", "PUBLIC_HELD_OUT_MIN_IMAGES", "public_held_out", "MAX_WARMUP_EPOCHS", "MAX_QUERY_ROUNDS", "MIN_QUERIES", "min_round_gain", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
+__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERIES_PER_RECORD", "MAX_QUERY_BATCH", "PUBLIC_HELD_OUT_MAX", "PUBLIC_HELD_OUT_MIN_IMAGES", "public_held_out", "MAX_WARMUP_EPOCHS", "MAX_STUDENTS", "member_seed", "students", "MAX_QUERY_ROUNDS", "MIN_QUERIES", "min_round_gain", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
            "postprocess", "public_repeats", "query_batch_size", "query_rounds", "reduction", "shape_settings", "train_batch_size", "basis",
            "DCT_POSTPROCESS", "MIN_AUGMENT_SIDE", "student", "train_crop"]

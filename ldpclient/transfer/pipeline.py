@@ -354,6 +354,8 @@ class _Trained:
     history: TrainHistory
     crop_pixels: int
     flip: bool
+    #: the seed of this student's draws (its initial weights, rows, held-out share, adaptation)
+    seed: int
     #: what the mirror check found (None: no check; ``flip`` was given or there were no public images)
     mirror_check: Optional[MirrorVerdict] = None
     #: the teacher's confusion the student was trained through on the noised queries (None: plain loss)
@@ -362,9 +364,10 @@ class _Trained:
 
 @dataclass
 class _Adapted:
-    """Step 5's output: the student's labels before adaptation and the adaptation history (``None`` when off)."""
+    """Step 5's output: the student's softmax outputs on the records before adaptation (float32 ``(N, K)``; ``None``
+    when not computed) and the adaptation history (``None`` when off)."""
 
-    unadapted_labels: Optional[torch.Tensor]
+    unadapted: Optional[torch.Tensor]
     adaptation: Optional[AdaptHistory]
 
 
@@ -376,6 +379,19 @@ class _Predicted:
     confidences: torch.Tensor
     unfused_labels: Optional[torch.Tensor]
     informativeness: Optional[float]
+
+
+def _mean(outputs: list[torch.Tensor]) -> torch.Tensor:
+    """The mean of the students' softmax outputs (each float ``(N, K)``); one student's, as it is."""
+    return outputs[0] if len(outputs) == 1 else torch.stack(outputs).mean(0)
+
+
+def _add_earlier(timings: dict[str, float], earlier: dict[str, float], stages: Sequence[str]) -> None:
+    """Add to each of ``stages`` in ``timings``, which a step has just set to its own seconds, the seconds
+    ``earlier`` (a copy of ``timings`` from before that step) had for it: a stage run once per student or round."""
+    for stage in stages:
+        if stage in earlier:
+            timings[stage] += earlier[stage]
 
 
 def _teacher_and_client(teacher: Any, client: Any) -> tuple[Any, Any]:
@@ -502,6 +518,7 @@ class KnowledgeTransfer:
         self.crop, self.flip, self.warmup, self.confusion = t.crop, t.flip, t.warmup, t.confusion
         #: the seed of every draw on the student's side (the plan's stay with ``seed``)
         self.student_seed = t.student_seed if t.student_seed is not None else self.seed
+        self.students = t.students if t.students is not None else defaults.students()
         self.adapt, self.adapter, self.fuse = bool(a.adapt), a.adapter, bool(a.fuse)
         if self.query_rounds > 1 and self.mode == "sidp":
             raise ValueError("query_rounds: SIDP sends each release once and trains no student to judge rounds by")
@@ -647,10 +664,12 @@ class KnowledgeTransfer:
         confusion = self._confusion(queries, store)
         trained = self._train_student(records, meta, queries, store, timings, confusion)  # 4. train the student
         trained, rounds = self._query_rounds(records, meta, queries, store, timings, trained, ends)  # 3-4, in rounds
-        adapted = self._adapt_student(records, trained, queries, store, timings)  # 5. adapt (local)
+        members = self._more_students(records, meta, queries, store, timings, trained)  # 4, students > 1
+        adapted = self._adapt_students(records, members, queries, store, timings)  # 5. adapt (local)
         self._save_student(trained, queries.plan, released.release)
-        predicted = self._predict_records(records, trained, adapted, queries, store, timings)  # 6. label locally
-        held_out = self._score_held_out(trained, queries.public, store)
+        predicted = self._predict_records(records, members, adapted, queries, store, timings)  # 6. label locally
+        held_out = self._score_held_out(members, queries.public, store)
+        before = [a.unadapted for a in adapted if a.unadapted is not None]  # the students' outputs, unadapted
         return TransferResult(
             labels=predicted.labels,
             confidences=predicted.confidences,
@@ -662,12 +681,12 @@ class KnowledgeTransfer:
             history=trained.history,
             teacher_label_histogram=store.histogram().tolist(),
             plan=queries.plan,
-            unadapted_labels=adapted.unadapted_labels,
-            adaptation=adapted.adaptation,
+            unadapted_labels=_mean(before).argmax(1) if before and len(before) == len(adapted) else None,
+            adaptation=adapted[0].adaptation,
             unfused_labels=predicted.unfused_labels,
             fusion_informativeness=predicted.informativeness,
             training={"student": trained.student_name, "crop_pixels": trained.crop_pixels, "flip": trained.flip,
-                      "warmup_epochs": self.warmup,
+                      "warmup_epochs": self.warmup, "students": len(members),
                       "mirror_check": trained.mirror_check.as_dict() if trained.mirror_check is not None else None},
             sent_sample=self._sent_sample(queries, store),
             public_held_out=held_out,
@@ -708,9 +727,7 @@ class KnowledgeTransfer:
             timings["label"] += self._label_private(queries, store, ends[r - 1], ends[r])
             so_far = dict(timings)
             latest = self._train_student(records, meta, queries, store, timings, trained.confusion)
-            for stage in ("train", "warmup"):  # each round's student is trained (and warmed up) anew
-                if stage in so_far:
-                    timings[stage] += so_far[stage]
+            _add_earlier(timings, so_far, ("train", "warmup"))  # each round's student is trained (and warmed up) anew
             held, (now, before) = self._agreement([latest, trained], queries, store)
             rounds.append(QueryRound(queries.queries_sent, held, now, before))
             trained = latest
@@ -752,12 +769,16 @@ class KnowledgeTransfer:
         prior = self._label_prior(store, public, probs.shape[1])
         return probs if prior is None else balanced(probs, prior)
 
-    def _score_held_out(self, trained: _Trained, public: Optional[_Public], store: LabelStore) -> Optional[dict[str, int]]:
-        """The final student's agreement with the teacher's labels of the held-out public images (None: none)."""
+    def _score_held_out(
+        self, members: list[_Trained], public: Optional[_Public], store: LabelStore
+    ) -> Optional[dict[str, int]]:
+        """The final students' agreement (their mean output's) with the teacher's labels of the held-out public
+        images (None: none)."""
         if public is None or not len(public.held_out):
             return None
         ids = torch.from_numpy(public.held_out)
-        probs = predict_proba(trained.trainer.model, public.rows.rows(ids).values, device=self.device)
+        values = public.rows.rows(ids).values
+        probs = _mean([predict_proba(m.trainer.model, values, device=self.device) for m in members])
         teacher = torch.from_numpy(store.get(public.held_out + public.offset).astype(np.int64))
         answered = teacher >= 0
         agree = int((probs.argmax(1)[answered] == teacher[answered]).sum())
@@ -961,11 +982,11 @@ class KnowledgeTransfer:
         ):
             yield bid, (queries.clip(d) if queries.clip is not None else d)
 
-    def _epoch_batches(self, queries: _Queries, epoch: int) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-        """Query batches ``(query ids, values)`` for one training epoch, in a seeded shuffled batch order: the
-        plan's batches sent and the public images' (their ids after the plan's; each batch ``public.repeats``
-        times), mixed."""
-        g = torch.Generator().manual_seed((self.student_seed * 1_000_003 + epoch) % 2**63)
+    def _epoch_batches(self, queries: _Queries, epoch: int, seed: int) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
+        """Query batches ``(query ids, values)`` for one training epoch, in a shuffled batch order seeded by ``seed``
+        (a student's) and ``epoch``: the plan's batches sent and the public images' (their ids after the plan's; each
+        batch ``public.repeats`` times), mixed."""
+        g = torch.Generator().manual_seed((seed * 1_000_003 + epoch) % 2**63)
         n_private = queries.batches_sent
         public = queries.public
         n_public = public.plan.num_batches * public.repeats if public else 0
@@ -1077,11 +1098,14 @@ class KnowledgeTransfer:
         store: LabelStore,
         timings: dict[str, float],
         confusion: Optional[Confusion] = None,
+        member: int = 0,
     ) -> _Trained:
         """Step 4: build a seeded student (warmed up first with ``warmup`` epochs) and train it on the labelled
         queries, each row shifted (and mirrored with ``flip``, or when the mirror check found the teacher keeps
-        labels under a mirror) anew each time it is read; timings["train"] in seconds, the warm-up's apart."""
+        labels under a mirror) anew each time it is read; timings["train"] in seconds, the warm-up's apart.
+        ``member``: which of the run's ``students`` (its draws: :func:`~.defaults.member_seed`)."""
         t = time.perf_counter()
+        seed = defaults.member_seed(self.student_seed, member)
         c, h, w = records.record_shape
         public = queries.public is not None
         name = self.student_name or defaults.student(records.record_shape, public)
@@ -1090,7 +1114,7 @@ class KnowledgeTransfer:
         flip = self.flip if self.flip is not None else (verdict is not None and verdict.flip)
         kwargs = {"num_classes": meta.num_classes, "in_channels": c, "image_size": min(h, w), **self.student_kwargs}
         with torch.random.fork_rng(devices=[]):  # seed the student's init without touching the caller's RNG
-            torch.manual_seed(self.student_seed % 2**63)
+            torch.manual_seed(seed)
             model = build_student(name, **kwargs)
             if self.warmup:
                 self._warm_student(model, records, min(h, w), timings)
@@ -1101,16 +1125,29 @@ class KnowledgeTransfer:
             lr=self.lr,
             val_fraction=self.val_fraction,
             device=self.device,
-            seed=self.student_seed,
+            seed=seed,
             progress=self.progress,
             augment=partial(flip_crop, pad=pad, flip=flip) if pad or flip else None,
             confusion=confusion.matrix if confusion is not None else None,
             noised=lambda ids: ids < queries.plan.total,  # the public images' ids follow the plan's
         )
         steps = -(-int(queries.trained_per_epoch * (1 - self.val_fraction)) // self.batch_size)
-        history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch), store, steps_per_epoch=steps)
+        history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch, seed), store, steps_per_epoch=steps)
         timings["train"] = time.perf_counter() - t - timings.get("warmup", 0.0)
-        return _Trained(trainer, name, kwargs, history, pad, flip, verdict, confusion)
+        return _Trained(trainer, name, kwargs, history, pad, flip, seed, verdict, confusion)
+
+    def _more_students(
+        self, records: RecordSource, meta: TeacherMetadata, queries: _Queries, store: LabelStore,
+        timings: dict[str, float], trained: _Trained,
+    ) -> list[_Trained]:
+        """Step 4 for members 1 to ``students - 1`` (each on every answer, with draws of its own), after ``trained``
+        (member 0); timings["train"] and ["warmup"] sum the members'."""
+        members = [trained]
+        for member in range(1, self.students):
+            so_far = dict(timings)
+            members.append(self._train_student(records, meta, queries, store, timings, trained.confusion, member))
+            _add_earlier(timings, so_far, ("train", "warmup"))
+        return members
 
     def _warm_student(self, model: torch.nn.Module, records: RecordSource, side: int, timings: dict[str, float]) -> None:
         """Step 4a (``warmup`` epochs > 0): the rotation pretext on the clean records (:mod:`.warmup`; local, no
@@ -1147,7 +1184,7 @@ class KnowledgeTransfer:
         t = time.perf_counter()
         model = trained.trainer.model
         adapter = self.adapter or SelfTrainingAdapter(
-            seed=self.student_seed, device=trained.trainer.device,
+            seed=trained.seed, device=trained.trainer.device,
             predictor=self.stages.predict_proba if self.stages is not None else None)
         # the unadapted labels of every record cost a full pass: above the adapter's selection sample they are
         # not computed (the rounds predict on the sample), so that only the final pass reads every record
@@ -1158,7 +1195,7 @@ class KnowledgeTransfer:
         clean_only = trained.confusion is not None  # the noised queries' answers are not their images' classes
 
         def anchor(rnd: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-            for ids, values in self._epoch_batches(queries, 10_000 + rnd):
+            for ids, values in self._epoch_batches(queries, 10_000 + rnd, trained.seed):
                 y = torch.from_numpy(store.get(ids))
                 keep = (y >= 0) & torch.from_numpy(ids >= queries.plan.total) if clean_only else y >= 0
                 if bool(keep.any()):
@@ -1173,7 +1210,19 @@ class KnowledgeTransfer:
         timings["adapt"] = time.perf_counter() - t
         # of which the prediction passes (the benchmarks set them beside a bare model loop)
         timings["adapt_predict"] = first_pass + adaptation.predict_seconds
-        return _Adapted(before.argmax(1) if before is not None else None, adaptation)
+        return _Adapted(before, adaptation)
+
+    def _adapt_students(
+        self, records: RecordSource, members: list[_Trained], queries: _Queries, store: LabelStore,
+        timings: dict[str, float],
+    ) -> list[_Adapted]:
+        """Step 5 for each of ``members`` in turn; timings["adapt"] and ["adapt_predict"] sum theirs."""
+        adapted: list[_Adapted] = []
+        for trained in members:
+            so_far = dict(timings)
+            adapted.append(self._adapt_student(records, trained, queries, store, timings))
+            _add_earlier(timings, so_far, ("adapt", "adapt_predict"))
+        return adapted
 
     def _save_student(self, trained: _Trained, plan: QueryPlan, release: Release) -> None:
         """Save the (adapted) student to ``checkpoint`` when one was given."""
@@ -1184,6 +1233,8 @@ class KnowledgeTransfer:
                 trained.student_name,
                 trained.student_kwargs,
                 extra={"mode": self.mode, "plan": plan.fingerprint, "guarantee": release.guarantee.as_dict(),
+                       "students": self.students, "labels_from": "this student" if self.students == 1
+                       else f"the mean output of {self.students} students; this is the first",
                        "adapted_on_clean_private_records": self.adapt,
                        "warmed_up_on_clean_private_records": bool(self.warmup)},
             )
@@ -1197,23 +1248,25 @@ class KnowledgeTransfer:
     def _predict_records(
         self,
         records: RecordSource,
-        trained: _Trained,
-        adapted: _Adapted,
+        members: list[_Trained],
+        adapted: list[_Adapted],
         queries: _Queries,
         store: LabelStore,
         timings: dict[str, float],
     ) -> _Predicted:
-        """Step 6: label the clean records with the student (fused with Sup pair answers if asked); seconds."""
+        """Step 6: label the clean records with the students' mean output (fused with Sup pair answers if asked);
+        seconds."""
         plan = queries.plan
         t = time.perf_counter()
         n = len(records)
-        model = trained.trainer.model
         self._report("predict", 0, n)
-        # the adapted model's outputs on the records when adaptation computed them already (one pass fewer)
-        probs = adapted.adaptation.probs if adapted.adaptation is not None else None
-        if probs is None:
-            probs = self._predict_all(model, records)
-        if adapted.adaptation is None:  # an adapted student learnt balanced labels in its rounds already
+        # each adapted model's outputs on the records where adaptation computed them already (one pass fewer)
+        probs = _mean([
+            a.adaptation.probs if a.adaptation is not None and a.adaptation.probs is not None
+            else self._predict_all(m.trainer.model, records)
+            for m, a in zip(members, adapted, strict=True)
+        ])
+        if adapted[0].adaptation is None:  # an adapted student learnt balanced labels in its rounds already
             probs = self._balanced(probs, store, queries.public)
         conf, labels = probs.max(dim=1)
         unfused, alpha = None, None

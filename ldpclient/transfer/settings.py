@@ -94,7 +94,11 @@ class TrainingSettings:
     ``confusion``: measure the teacher's confusion on noised queries made from the public images (released through
     the run's mechanism, public: no privacy cost; :func:`~ldpclient.transfer.defaults.confusion_queries` more
     queries, paid) and train on the noised queries through it (forward correction, :mod:`~ldpclient.transfer.confusion`;
-    needs public images; off by default)."""
+    needs public images; off by default). ``students``: how many students learn from the same answers, each with
+    draws of its own (member ``k`` takes :func:`~ldpclient.transfer.defaults.member_seed` of ``student_seed``;
+    member 0 is the one student of ``students=1``), each trained and adapted in turn; the labels come from the mean
+    of their outputs (an ensemble: the spread between runs that differ only in the student's draws shrinks, at
+    ``students`` times the training and adaptation time; None: :func:`~ldpclient.transfer.defaults.students`)."""
 
     student: str | None = None
     student_kwargs: dict[str, Any] | None = None
@@ -110,8 +114,11 @@ class TrainingSettings:
     warmup: int = 0
     student_seed: int | None = None
     confusion: bool = False
+    students: int | None = None
 
     def __post_init__(self) -> None:
+        if self.students is not None and not 1 <= self.students <= defaults.MAX_STUDENTS:
+            raise ValueError(f"students must be from 1 to {defaults.MAX_STUDENTS}, got {self.students}")
         if self.student_seed is not None and not 0 <= self.student_seed < defaults.MAX_SEED:
             raise ValueError(f"student_seed must be an integer from 0 to 2**63-1, got {self.student_seed}")
         if self.warmup < 0:
