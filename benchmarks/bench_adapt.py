@@ -273,7 +273,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
             student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
             augment: str = "sup", free_images: str = "blank", hold: str = "none", query_rounds: int | None = None,
-            min_round_gain: float | None = None, confusion: bool = False, students: int | None = None) -> dict:
+            min_round_gain: float | None = None, confusion: bool = False, students: int | None = None,
+            student_seed: int | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -290,8 +291,10 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     ``query_rounds``, ``min_round_gain``: send the queries in rounds (``label --query-rounds``; None: the
     library's defaults); ``confusion``: train through the teacher's confusion measured on the public images
     (``TrainingSettings.confusion``); ``students``: students trained on the same answers, labels from their mean
-    output (``label --students``; None: the library's default)."""
-    run_seed, student_seed = {"none": (seed, None), "data": (0, seed), "student": (seed, 0)}[hold]
+    output (``label --students``; None: the library's default); ``student_seed``: the seed of the student's draws
+    alone (``TrainingSettings.student_seed``), in place of the one ``hold`` gives."""
+    run_seed, held_seed = {"none": (seed, None), "data": (0, seed), "student": (seed, 0)}[hold]
+    student_seed = student_seed if student_seed is not None else held_seed
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     extra: dict = {}
     if blank is not None:

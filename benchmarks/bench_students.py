@@ -103,18 +103,9 @@ def main(argv: list[str] | None = None) -> None:
                 outputs: list[torch.Tensor] = []
                 for member in range(args.members):
                     t = time.perf_counter()
-                    # hold="data" would take the plan of seed 0: the run's seed draws the plan, the member the student
-                    kept = bench_adapt.KnowledgeTransfer
-
-                    class Member(kept):  # type: ignore[valid-type,misc]
-                        def __init__(self, *a: Any, _seed: int = defaults.member_seed(seed, member), **kw: Any) -> None:
-                            super().__init__(*a, student_seed=_seed, **kw)
-
-                    bench_adapt.KnowledgeTransfer = Member
-                    try:
-                        r = bench_adapt.run_one(teacher, px, py, setting, seed, mode, True, basis=basis)
-                    finally:
-                        bench_adapt.KnowledgeTransfer = kept
+                    # the run's seed draws the plan and the noise, the member's the student
+                    r = bench_adapt.run_one(teacher, px, py, setting, seed, mode, True, basis=basis,
+                                            student_seed=defaults.member_seed(seed, member))
                     assert _Kept.probs is not None
                     outputs.append(_Kept.probs)
                     mean = torch.stack(outputs).mean(0)

@@ -386,12 +386,9 @@ def _mean(outputs: list[torch.Tensor]) -> torch.Tensor:
     return outputs[0] if len(outputs) == 1 else torch.stack(outputs).mean(0)
 
 
-def _add_earlier(timings: dict[str, float], earlier: dict[str, float], stages: Sequence[str]) -> None:
-    """Add to each of ``stages`` in ``timings``, which a step has just set to its own seconds, the seconds
-    ``earlier`` (a copy of ``timings`` from before that step) had for it: a stage run once per student or round."""
-    for stage in stages:
-        if stage in earlier:
-            timings[stage] += earlier[stage]
+def _add_time(timings: dict[str, float], stage: str, seconds: float) -> None:
+    """Add ``seconds`` to ``timings[stage]``: a stage that runs once per student or query round sums its runs."""
+    timings[stage] = timings.get(stage, 0.0) + seconds
 
 
 def _teacher_and_client(teacher: Any, client: Any) -> tuple[Any, Any]:
@@ -664,8 +661,9 @@ class KnowledgeTransfer:
         confusion = self._confusion(queries, store)
         trained = self._train_student(records, meta, queries, store, timings, confusion)  # 4. train the student
         trained, rounds = self._query_rounds(records, meta, queries, store, timings, trained, ends)  # 3-4, in rounds
-        members = self._more_students(records, meta, queries, store, timings, trained)  # 4, students > 1
-        adapted = self._adapt_students(records, members, queries, store, timings)  # 5. adapt (local)
+        members = [trained, *(self._train_student(records, meta, queries, store, timings, trained.confusion, member)
+                              for member in range(1, self.students))]  # 4, students > 1: each on every answer
+        adapted = [self._adapt_student(records, m, queries, store, timings) for m in members]  # 5. adapt (local)
         self._save_student(trained, queries.plan, released.release)
         predicted = self._predict_records(records, members, adapted, queries, store, timings)  # 6. label locally
         held_out = self._score_held_out(members, queries.public, store)
@@ -725,9 +723,7 @@ class KnowledgeTransfer:
         rounds = [QueryRound(queries.queries_sent, held, first)]
         for r in range(1, len(ends)):
             timings["label"] += self._label_private(queries, store, ends[r - 1], ends[r])
-            so_far = dict(timings)
-            latest = self._train_student(records, meta, queries, store, timings, trained.confusion)
-            _add_earlier(timings, so_far, ("train", "warmup"))  # each round's student is trained (and warmed up) anew
+            latest = self._train_student(records, meta, queries, store, timings, trained.confusion)  # trained anew
             held, (now, before) = self._agreement([latest, trained], queries, store)
             rounds.append(QueryRound(queries.queries_sent, held, now, before))
             trained = latest
@@ -1102,7 +1098,7 @@ class KnowledgeTransfer:
     ) -> _Trained:
         """Step 4: build a seeded student (warmed up first with ``warmup`` epochs) and train it on the labelled
         queries, each row shifted (and mirrored with ``flip``, or when the mirror check found the teacher keeps
-        labels under a mirror) anew each time it is read; timings["train"] in seconds, the warm-up's apart.
+        labels under a mirror) anew each time it is read; adds its seconds to timings["train"], the warm-up's apart.
         ``member``: which of the run's ``students`` (its draws: :func:`~.defaults.member_seed`)."""
         t = time.perf_counter()
         seed = defaults.member_seed(self.student_seed, member)
@@ -1116,8 +1112,7 @@ class KnowledgeTransfer:
         with torch.random.fork_rng(devices=[]):  # seed the student's init without touching the caller's RNG
             torch.manual_seed(seed)
             model = build_student(name, **kwargs)
-            if self.warmup:
-                self._warm_student(model, records, min(h, w), timings)
+            warm = self._warm_student(model, records, min(h, w), timings) if self.warmup else 0.0
         trainer = Trainer(
             model,
             epochs=self.epochs,
@@ -1133,32 +1128,22 @@ class KnowledgeTransfer:
         )
         steps = -(-int(queries.trained_per_epoch * (1 - self.val_fraction)) // self.batch_size)
         history = trainer.fit(lambda epoch: self._epoch_batches(queries, epoch, seed), store, steps_per_epoch=steps)
-        timings["train"] = time.perf_counter() - t - timings.get("warmup", 0.0)
+        _add_time(timings, "train", time.perf_counter() - t - warm)
         return _Trained(trainer, name, kwargs, history, pad, flip, seed, verdict, confusion)
 
-    def _more_students(
-        self, records: RecordSource, meta: TeacherMetadata, queries: _Queries, store: LabelStore,
-        timings: dict[str, float], trained: _Trained,
-    ) -> list[_Trained]:
-        """Step 4 for members 1 to ``students - 1`` (each on every answer, with draws of its own), after ``trained``
-        (member 0); timings["train"] and ["warmup"] sum the members'."""
-        members = [trained]
-        for member in range(1, self.students):
-            so_far = dict(timings)
-            members.append(self._train_student(records, meta, queries, store, timings, trained.confusion, member))
-            _add_earlier(timings, so_far, ("train", "warmup"))
-        return members
-
-    def _warm_student(self, model: torch.nn.Module, records: RecordSource, side: int, timings: dict[str, float]) -> None:
+    def _warm_student(self, model: torch.nn.Module, records: RecordSource, side: int, timings: dict[str, float]) -> float:
         """Step 4a (``warmup`` epochs > 0): the rotation pretext on the clean records (:mod:`.warmup`; local, no
-        privacy cost), each shifted by the training's shift beside public images; timings["warmup"] in seconds.
+        privacy cost), each shifted by the training's shift beside public images; its seconds, also added to
+        timings["warmup"].
         Runs inside the student's seeded RNG fork: its order comes from one draw of that RNG, its dropout from it."""
         t = time.perf_counter()
         seed = int(torch.randint(0, 2**31 - 1, (1,)))
         self._report("warmup", 0, self.warmup)
         rotation_warmup(model, records, epochs=self.warmup, pad=defaults.train_crop(side, True), seed=seed,
                         device=select_device(self.device), on_epoch=lambda done: self._report("warmup", done, self.warmup))
-        timings["warmup"] = time.perf_counter() - t
+        seconds = time.perf_counter() - t
+        _add_time(timings, "warmup", seconds)
+        return seconds
 
     @staticmethod
     def _mirror_verdict(queries: _Queries, store: LabelStore) -> Optional[MirrorVerdict]:
@@ -1178,7 +1163,8 @@ class KnowledgeTransfer:
         store: LabelStore,
         timings: dict[str, float],
     ) -> _Adapted:
-        """Step 5 (``adapt=True``): fine-tune on the clean records, anchored to the queries; timings["adapt"] in s."""
+        """Step 5 (``adapt=True``): fine-tune on the clean records, anchored to the queries; adds its seconds to
+        timings["adapt"]."""
         if not self.adapt:
             return _Adapted(None, None)
         t = time.perf_counter()
@@ -1207,22 +1193,10 @@ class KnowledgeTransfer:
         self._report("adapt", 0, rounds)
         adaptation = adapter.adapt(model, records, anchor, probs=before,
                                    on_round=lambda done: self._report("adapt", done, rounds), prior=prior)
-        timings["adapt"] = time.perf_counter() - t
+        _add_time(timings, "adapt", time.perf_counter() - t)
         # of which the prediction passes (the benchmarks set them beside a bare model loop)
-        timings["adapt_predict"] = first_pass + adaptation.predict_seconds
+        _add_time(timings, "adapt_predict", first_pass + adaptation.predict_seconds)
         return _Adapted(before, adaptation)
-
-    def _adapt_students(
-        self, records: RecordSource, members: list[_Trained], queries: _Queries, store: LabelStore,
-        timings: dict[str, float],
-    ) -> list[_Adapted]:
-        """Step 5 for each of ``members`` in turn; timings["adapt"] and ["adapt_predict"] sum theirs."""
-        adapted: list[_Adapted] = []
-        for trained in members:
-            so_far = dict(timings)
-            adapted.append(self._adapt_student(records, trained, queries, store, timings))
-            _add_earlier(timings, so_far, ("adapt", "adapt_predict"))
-        return adapted
 
     def _save_student(self, trained: _Trained, plan: QueryPlan, release: Release) -> None:
         """Save the (adapted) student to ``checkpoint`` when one was given."""
