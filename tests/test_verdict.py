@@ -238,6 +238,9 @@ def test_public_images_that_miss_the_queries_classes_are_named_without_lowering_
     assert not any("gave the public images" in r for r in v.reasons)
     v = judge(num_classes=10, label_counts=labels, answer_counts=queries)  # no public images: nothing said
     assert not any("gave the public images" in r for r in v.reasons)
+    # public images none of whose answers were counted (every one held out or refused): nothing said, no error
+    v = judge(num_classes=10, label_counts=labels, answer_counts=queries, answers_apart={"queries": queries, "public": [0] * 10})
+    assert v.level == "usable" and not any("gave the public images" in r for r in v.reasons)
 
 
 def test_the_pipeline_counts_the_answers_to_queries_and_to_public_images_apart() -> None:

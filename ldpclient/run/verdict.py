@@ -433,9 +433,11 @@ def _public_misses(answers: Mapping[str, Sequence[int]]) -> str | None:
     classes the queries' answers often give (at least half a chance share), else None."""
     queries, public = list(answers.get("queries", [])), list(answers.get("public", []))
     p, k = sum(public), len(queries)
+    if not p:  # no answer to a public image counted: nothing to compare
+        return None
     often = _often_given(queries, k)
     missed = [c for c in often if c >= len(public) or public[c] / p < 0.25 / k]
-    if not p or len(often) < 2 or len(missed) * 2 < len(often):
+    if len(often) < 2 or len(missed) * 2 < len(often):
         return None
     return (f"the teacher seldom or never gave the public images {len(missed)} of the {len(often)} classes it often "
             "gave the queries: public images from another class mix are most of the training rows and pull the "
