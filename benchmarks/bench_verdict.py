@@ -77,6 +77,9 @@ def run_one(data: tuple, teacher_arch: str, setting: str, seed: int, check_size:
         "dataset": label, "teacher": teacher_arch, "teacher_accuracy": teacher_acc, "setting": setting,
         "seed": seed, "check_size": check_size, "level": verdict.level, "reasons": verdict.reasons,
         "estimate": verdict.check["accuracy"], "low": verdict.check["low"], "high": verdict.check["high"],
+        # the check set's share alone (the estimate before 2026-11-27), beside the confidence-adjusted one
+        "share": verdict.check["correct"] / verdict.check["images"], "method": verdict.check.get("method"),
+        "effective_images": verdict.check.get("effective_images"),
         "true_accuracy": float((result.labels == py).float().mean()), "top_share": verdict.collapse["top_share"],
         "baseline_estimate": verdict.check["baseline"]["accuracy"] if verdict.check["baseline"] else None,
         "same_as_free": verdict.same_as_free, "epsilon_record": result.guarantee.epsilon_record,
@@ -94,22 +97,24 @@ def table(path: Path) -> None:
     for r in rows:
         groups.setdefault((r["dataset"], r["teacher"], r["setting"]), []).append(r)
     print("| set (teacher, its accuracy) | setting | verdicts | check estimate | true accuracy | |estimate - true| "
-          "max | inside the 95% interval | data-free on the check set | labels equal to the data-free run's | "
-          "held-out public: agreement with the teacher (images) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "max | the check set's share alone: |share - true| max | inside the 95% interval | data-free on the check "
+          "set | labels equal to the data-free run's | held-out public: agreement with the teacher (images) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (ds, arch, setting), rs in sorted(groups.items()):
         counts = {lvl: sum(r["level"] == lvl for r in rs) for lvl in ("usable", "doubtful", "not worth having")}
         level_s = " / ".join(f"{n} {lvl}" for lvl, n in counts.items() if n)
         est = [100 * r["estimate"] for r in rs]
         true = [100 * r["true_accuracy"] for r in rs]
         err = max(abs(e - t) for e, t in zip(est, true, strict=True))
+        shares = [100 * r["share"] for r in rs if "share" in r]
+        share_err = f"{max(abs(s - t) for s, t in zip(shares, true, strict=True)):.1f}" if len(shares) == len(rs) else "-"
         inside = sum(r["low"] <= r["true_accuracy"] <= r["high"] for r in rs)
         free = [100 * r["baseline_estimate"] for r in rs if r.get("baseline_estimate") is not None]
         same = [100 * r["same_as_free"] for r in rs if r.get("same_as_free") is not None]
         held = [r["public_held_out"] for r in rs if r.get("public_held_out")]
         public = f"{_ms([100 * h['agreement'] for h in held])} ({held[0]['images']})" if held else "-"
         print(f"| {ds} ({arch}, {100 * rs[0]['teacher_accuracy']:.1f}%) | {setting} | {level_s} | {_ms(est)} | "
-              f"{_ms(true)} | {err:.1f} | {inside} of {len(rs)} | {_ms(free) if free else '-'} | "
+              f"{_ms(true)} | {err:.1f} | {share_err} | {inside} of {len(rs)} | {_ms(free) if free else '-'} | "
               f"{_ms(same) if same else '-'} | {public} |")
 
 

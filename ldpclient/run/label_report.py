@@ -47,7 +47,10 @@ def judge_run(setup: RunSetup, names: Sequence[str], outcome: RunOutcome) -> Ver
     result, meta, baseline = outcome.result, setup.meta, outcome.baseline
     labels = result.labels.tolist()
     free = baseline.labels.tolist() if baseline is not None else None
-    evidence = check_evidence(setup.check, names, labels, free) if setup.check is not None else None
+    conf = result.confidences.tolist() if result.confidences is not None else None
+    free_conf = baseline.confidences.tolist() if baseline is not None else None
+    evidence = (check_evidence(setup.check, names, labels, free, conf, free_conf)
+                if setup.check is not None else None)
     same = float((baseline.labels == result.labels).float().mean()) if baseline is not None else None
     return judge(num_classes=meta.num_classes, label_counts=label_histogram(result.labels, meta.num_classes),
                  answer_counts=list(result.teacher_label_histogram), check=evidence, same_as_free=same,

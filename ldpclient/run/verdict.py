@@ -5,8 +5,10 @@ Every run ends with one (the summary, ``--json``, the report's ``verdict`` secti
 
 * **the check set** (``--check LABELS.csv``): a few private images the user labelled by hand. Their labels
   are read on this device only, never sent, and used for nothing but the score; the images themselves went
-  through the run like every other private image, so the accuracy on them (with its 95 % Wilson interval)
-  estimates the accuracy of the labels written. The data-free baseline's labels are scored on them too.
+  through the run like every other private image, so the accuracy on them estimates the accuracy of the labels
+  written. With 30 check images or more the estimate is adjusted by the student's confidences of all labels
+  (:mod:`ldpclient.run.check_estimate`: unbiased, worth 10-30 % more check images at the defaults), with its 95 %
+  interval (Wilson's, at the check images it is worth). The data-free baseline's labels are scored on them too.
 * **collapse**: the labels' class shares against the teacher's answers and the number of classes (one
   class taking most labels; classes the teacher often answered never given).
 * **worth of the private data** (``--baseline``): how often the labels differ from the data-free run's, and
@@ -65,6 +67,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..names import VERDICT_LEVELS
+from . import check_estimate
 
 #: The levels, best first (their names: :data:`ldpclient.names.VERDICT_LEVELS`).
 LEVELS = VERDICT_LEVELS
@@ -86,13 +89,7 @@ MAX_CHECK_BYTES = 16 * 2**20
 
 def wilson_interval(hits: int, total: int, z: float = Z95) -> tuple[float, float]:
     """The Wilson score interval of a binomial share ``hits / total`` (95 % by default); ``(0, 1)`` for none."""
-    if total <= 0:
-        return 0.0, 1.0
-    p = hits / total
-    denom = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denom
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return check_estimate.wilson_interval(hits, total, z)
 
 
 def sign_test_p(wins: int, losses: int) -> float:
@@ -199,20 +196,37 @@ def check_indices(check: CheckSet, names: Sequence[str]) -> tuple[list[int], lis
 
 @dataclass(frozen=True)
 class Score:
-    """Accuracy on the check set: ``correct`` of ``images``, with its 95 % Wilson interval ``[low, high]``."""
+    """The labels scored on the check set: ``correct`` of ``images`` right; ``accuracy``, the estimated share of
+    right labels among all of them, with its 95 % interval ``[low, high]``, ``effective_images`` and ``method``
+    (:mod:`ldpclient.run.check_estimate`: the check set's share alone, or adjusted by the confidences of all
+    labels)."""
 
     images: int
     correct: int
     accuracy: float
     low: float
     high: float
+    effective_images: float = 0.0
+    method: str = check_estimate.SHARE_ALONE
 
     @classmethod
-    def of(cls, predicted: Sequence[int], truth: Sequence[int]) -> "Score":
-        correct = sum(int(p) == int(t) for p, t in zip(predicted, truth, strict=True))
-        n = len(truth)
-        low, high = wilson_interval(correct, n)
-        return cls(n, correct, correct / n if n else float("nan"), low, high)
+    def of(cls, predicted: Sequence[int], truth: Sequence[int], check_confidences: Sequence[float] | None = None,
+           all_confidences: Sequence[float] | None = None) -> "Score":
+        """Score ``predicted`` against ``truth`` (one per check image); with the confidences of the check images'
+        labels and of all labels, the estimate is adjusted by them."""
+        right = [int(p) == int(t) for p, t in zip(predicted, truth, strict=True)]
+        e = check_estimate.estimate_accuracy(right, check_confidences, all_confidences, Z95)
+        return cls(len(right), sum(right), e.accuracy, e.low, e.high, e.effective_images, e.method)
+
+    @property
+    def words(self) -> str:
+        """How the accuracy was found, in words: ``79 of 100 hand-labelled images`` and, when adjusted, by
+        what."""
+        counted = f"{self.correct} of {self.images} hand-labelled images"
+        if self.method != check_estimate.CONFIDENCE_ADJUSTED:
+            return counted
+        return (f"{counted}, adjusted by the confidences of all labels: worth {self.effective_images:.0f} check "
+                "images")
 
 
 @dataclass(frozen=True)
@@ -228,21 +242,27 @@ class CheckEvidence:
 
 
 def check_evidence(
-    check: CheckSet, names: Sequence[str], labels: Sequence[int], baseline: Sequence[int] | None = None
+    check: CheckSet, names: Sequence[str], labels: Sequence[int], baseline: Sequence[int] | None = None,
+    confidences: Sequence[float] | None = None, baseline_confidences: Sequence[float] | None = None,
 ) -> CheckEvidence | None:
-    """Score ``labels`` (and the data-free run's ``baseline`` labels) on the check set; None when none of its
+    """Score ``labels`` (and the data-free run's ``baseline`` labels) on the check set, each adjusted by its
+    ``confidences`` (one per label, in ``[0, 1]``; None: the check set's share alone); None when none of its
     images is among ``names``."""
     idx, truth, missing = check_indices(check, names)
     if not idx:
         return None
-    mine = [int(labels[k]) for k in idx]
-    ev = CheckEvidence(Score.of(mine, truth), missing=len(missing))
+
+    def score(given: Sequence[int], conf: Sequence[float] | None) -> Score:
+        return Score.of([int(given[k]) for k in idx], truth, [float(conf[k]) for k in idx] if conf else None, conf)
+
+    ev = CheckEvidence(score(labels, confidences), missing=len(missing))
     if baseline is None:
         return ev
+    mine = [int(labels[k]) for k in idx]
     free = [int(baseline[k]) for k in idx]
     wins = sum(m == t != f for m, f, t in zip(mine, free, truth, strict=True))
     losses = sum(f == t != m for m, f, t in zip(mine, free, truth, strict=True))
-    return CheckEvidence(ev.score, Score.of(free, truth), wins, losses, len(missing))
+    return CheckEvidence(ev.score, score(baseline, baseline_confidences), wins, losses, len(missing))
 
 
 @dataclass(frozen=True)
@@ -314,8 +334,9 @@ def accuracy_words(verdict: Mapping[str, Any] | None) -> str | None:
     check = (verdict or {}).get("check")
     if not check:
         return None
-    words = (f"{_pct(check['accuracy'])} on the check set of {check['images']} hand-labelled images (95% interval "
-             f"{_pct(check['low'])}-{_pct(check['high'])})")
+    adjusted = ", adjusted by the labels' confidences" if check.get("method") == check_estimate.CONFIDENCE_ADJUSTED else ""
+    words = (f"{_pct(check['accuracy'])} on the check set of {check['images']} hand-labelled images{adjusted} (95% "
+             f"interval {_pct(check['low'])}-{_pct(check['high'])})")
     base = check.get("baseline")
     return words + (f"; the data-free run {_pct(base['accuracy'])} on the same images" if base else "")
 
@@ -355,8 +376,7 @@ def judge(
         check_dict = {**asdict(s), "floor": floor, "missing": check.missing,
                       "baseline": asdict(check.baseline) if check.baseline is not None else None,
                       "wins_over_baseline": check.wins, "losses_to_baseline": check.losses}
-        acc = (f"{_pct(s.accuracy)} right on the check set ({s.correct} of {s.images} hand-labelled images; 95% "
-               f"interval {_pct(s.low)}-{_pct(s.high)})")
+        acc = f"{_pct(s.accuracy)} right on the check set ({s.words}; 95% interval {_pct(s.low)}-{_pct(s.high)})"
         checked_right = s.low >= floor
         if s.accuracy < floor:
             found.append((NOT_WORTH, f"{acc}: at chance (below {_pct(floor)} for {num_classes} classes)"))

@@ -1,0 +1,83 @@
+"""The accuracy estimate of the check set, adjusted by the confidences of all labels (ldpclient.run.check_estimate)."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+from ldpclient.run.check_estimate import (
+    CONFIDENCE_ADJUSTED,
+    MAX_GAIN,
+    MIN_ADJUSTED,
+    SHARE_ALONE,
+    estimate_accuracy,
+)
+from ldpclient.run.verdict import Z95, CheckSet, check_evidence, judge
+
+
+def _population(n: int, seed: int) -> tuple[list[float], list[bool]]:
+    """Labels whose confidence goes with being right: each is right with its confidence's chance (calibrated)."""
+    rng = random.Random(seed)
+    conf = [rng.betavariate(1.5, 0.6) for _ in range(n)]
+    return conf, [rng.random() < c for c in conf]
+
+
+def _draws(conf: list[float], right: list[bool], size: int, times: int, seed: int) -> list:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(times):
+        idx = rng.sample(range(len(conf)), size)
+        out.append(estimate_accuracy([right[k] for k in idx], [conf[k] for k in idx], conf, Z95))
+    return out
+
+
+def test_the_adjusted_estimate_is_unbiased_closer_than_the_share_and_its_interval_holds_the_truth() -> None:
+    conf, right = _population(2000, seed=0)
+    truth = sum(right) / len(right)
+    adjusted = _draws(conf, right, 100, 400, seed=1)
+    alone = [estimate_accuracy([right[k] for k in idx], None, None, Z95)
+             for idx in (random.Random(1 + i).sample(range(2000), 100) for i in range(400))]
+    assert {e.method for e in adjusted} == {CONFIDENCE_ADJUSTED} and {e.method for e in alone} == {SHARE_ALONE}
+    rmse = [math.sqrt(statistics.fmean((e.accuracy - truth) ** 2 for e in es)) for es in (adjusted, alone)]
+    assert abs(statistics.fmean(e.accuracy for e in adjusted) - truth) < 0.005  # unbiased (its sd / sqrt(400): 0.1 pt)
+    assert rmse[0] < 0.88 * rmse[1]  # the confidences are worth more check images (expected: 0.82)
+    assert sum(e.low <= truth <= e.high for e in adjusted) >= 0.92 * len(adjusted)
+    assert all(e.low <= e.accuracy <= e.high and 100 < e.effective_images <= MAX_GAIN * 100 for e in adjusted)
+
+
+def test_confidences_unrelated_to_being_right_leave_the_estimate_unbiased() -> None:
+    rng = random.Random(3)
+    conf = [rng.random() for _ in range(2000)]
+    right = [rng.random() < 0.7 for _ in range(2000)]
+    truth = sum(right) / len(right)
+    adjusted = _draws(conf, right, 100, 300, seed=4)
+    assert abs(statistics.fmean(e.accuracy for e in adjusted) - truth) < 0.01
+    assert sum(e.low <= truth <= e.high for e in adjusted) >= 0.9 * len(adjusted)
+
+
+def test_the_share_alone_below_thirty_images_without_confidences_or_when_they_do_not_vary() -> None:
+    conf, right = _population(500, seed=5)
+    few = estimate_accuracy(right[: MIN_ADJUSTED - 1], conf[: MIN_ADJUSTED - 1], conf, Z95)
+    assert few.method == SHARE_ALONE and few.accuracy == sum(right[: MIN_ADJUSTED - 1]) / (MIN_ADJUSTED - 1)
+    assert few.effective_images == MIN_ADJUSTED - 1
+    assert estimate_accuracy(right[:100], conf[:100], None, Z95).method == SHARE_ALONE
+    assert estimate_accuracy(right[:100], [0.9] * 100, [0.9] * 500, Z95).method == SHARE_ALONE
+    assert estimate_accuracy(right[:100], conf[:100], [float("nan")] * 500, Z95).method == SHARE_ALONE
+    every = estimate_accuracy([True] * 100, conf[:100], conf, Z95)  # all right: nothing to adjust
+    assert every.method == SHARE_ALONE and every.accuracy == 1.0
+
+
+def test_the_verdict_says_when_its_accuracy_was_adjusted_by_the_confidences() -> None:
+    conf, right = _population(600, seed=6)
+    labels = [1 if r else 0 for r in right]  # truth: every image is class 1
+    names = [str(k) for k in range(600)]
+    check = CheckSet({str(k): 1 for k in range(0, 600, 6)})  # 100 check images
+    ev = check_evidence(check, names, labels, confidences=conf)
+    assert ev is not None and ev.score.method == CONFIDENCE_ADJUSTED and ev.score.images == 100
+    v = judge(num_classes=2, label_counts=[labels.count(0), labels.count(1)], answer_counts=[300, 300], check=ev)
+    assert "adjusted by the confidences of all labels: worth" in v.reasons[0]
+    assert v.check is not None and v.check["method"] == CONFIDENCE_ADJUSTED
+    plain = check_evidence(check, names, labels)
+    assert plain is not None and plain.score.method == SHARE_ALONE
+    assert plain.score.accuracy == plain.score.correct / 100 and ev.score.correct == plain.score.correct
