@@ -76,7 +76,7 @@ def test_the_verdict_says_when_its_accuracy_was_adjusted_by_the_confidences() ->
     ev = check_evidence(check, names, labels, confidences=conf)
     assert ev is not None and ev.score.method == CONFIDENCE_ADJUSTED and ev.score.images == 100
     v = judge(num_classes=2, label_counts=[labels.count(0), labels.count(1)], answer_counts=[300, 300], check=ev)
-    assert "adjusted by the confidences of all labels: worth" in v.reasons[0]
+    assert "adjusted by the confidences of all labels: as precise as" in v.reasons[0]
     assert v.check is not None and v.check["method"] == CONFIDENCE_ADJUSTED
     plain = check_evidence(check, names, labels)
     assert plain is not None and plain.score.method == SHARE_ALONE

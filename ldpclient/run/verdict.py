@@ -7,7 +7,7 @@ Every run ends with one (the summary, ``--json``, the report's ``verdict`` secti
   are read on this device only, never sent, and used for nothing but the score; the images themselves went
   through the run like every other private image, so the accuracy on them estimates the accuracy of the labels
   written. With 30 check images or more the estimate is adjusted by the student's confidences of all labels
-  (:mod:`ldpclient.run.check_estimate`: unbiased, worth 10-30 % more check images at the defaults), with its 95 %
+  (:mod:`ldpclient.run.check_estimate`: unbiased, worth 3-29 % more check images at the defaults), with its 95 %
   interval (Wilson's, at the check images it is worth). The data-free baseline's labels are scored on them too.
 * **collapse**: the labels' class shares against the teacher's answers and the number of classes (one
   class taking most labels; classes the teacher often answered never given).
@@ -225,8 +225,8 @@ class Score:
         counted = f"{self.correct} of {self.images} hand-labelled images"
         if self.method != check_estimate.CONFIDENCE_ADJUSTED:
             return counted
-        return (f"{counted}, adjusted by the confidences of all labels: worth {self.effective_images:.0f} check "
-                "images")
+        return (f"{counted}, adjusted by the confidences of all labels: as precise as {self.effective_images:.0f} "
+                "check images alone")
 
 
 @dataclass(frozen=True)
