@@ -86,16 +86,13 @@ def simulate(run: dict[str, np.ndarray], size: int, draws: int, seed: int) -> di
 
 
 def table(path: Path) -> None:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((r["dataset"], r["setting"], r["size"]), []).append(r)
+    groups = bench_verdict.grouped(path, "dataset", "setting", "size")
     print("| set | setting | check images | true accuracy (runs) | correlation | rmse: share / adjusted | "
           "misses > 5 points: share / adjusted | inside the 95% interval: share / adjusted |")
     print("|---|---|---|---|---|---|---|---|")
     for (ds, setting, size), rs in sorted(groups.items()):
-        def both(key: str, scale: float = 100.0, digits: int = 1) -> str:
-            return " / ".join(f"{scale * statistics.fmean(r[m][key] for r in rs):.{digits}f}" for m in ("share", "adjusted"))
+        def both(key: str, digits: int = 1, rs: list[dict[str, Any]] = rs) -> str:
+            return " / ".join(f"{100 * statistics.fmean(r[m][key] for r in rs):.{digits}f}" for m in ("share", "adjusted"))
         truth = statistics.fmean(100 * r["true_accuracy"] for r in rs)
         rho = statistics.fmean(r["confidence_correlation"] for r in rs)
         print(f"| {ds} | {setting} | {size} | {truth:.1f} ({len(rs)}) | {rho:.2f} | {both('rmse', digits=2)} | "

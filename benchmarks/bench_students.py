@@ -60,8 +60,10 @@ def table(path: Path) -> None:
     the ensemble of all members, over seeds."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     groups: dict[tuple[str, str], list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["dataset"], r["mode"]), []).append(r)
+    for r in rows:  # rows before --teacher: the small CNN
+        teacher = r.get("teacher", "small_cnn")
+        groups.setdefault((r["dataset"] + ("" if teacher == "small_cnn" else f" ({teacher} teacher)"), r["mode"]),
+                          []).append(r)
     print("| set | mode | seeds | every single student (seeds x members) | one student (member 0) | "
           "mean of the members' outputs | members |")
     print("|---|---|---|---|---|---|---|")
@@ -81,6 +83,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--members", type=int, default=3)
     p.add_argument("--modes", nargs="+", choices=("ldpkit", "data-free"), default=["ldpkit"])
+    p.add_argument("--teacher", choices=bench_adapt.TEACHERS, default="small_cnn",
+                   help="the in-process teacher's architecture (bench_adapt.py --teacher)")
     p.add_argument("--out", type=Path, default=Path("students.jsonl"))
     p.add_argument("--table", action="store_true")
     args = p.parse_args(argv)
@@ -91,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.dataset:
         side = SIDES[name]
         label, tx, ty, px, py = bench_adapt.load_dataset(name, side)
-        model = bench_adapt.cached_teacher(label, tx, ty, "small_cnn")
+        model = bench_adapt.cached_teacher(label, tx, ty, args.teacher)
         torch.set_num_threads(1)
         teacher = LocalTeacher(model, tuple(px.shape[1:]), 10, name=label)
         base = bench_adapt.resolve(bench_adapt.parse_setting("laplace:100:-:-:-:-"), tuple(px.shape[1:]), len(px),
@@ -109,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
                     assert _Kept.probs is not None
                     outputs.append(_Kept.probs)
                     mean = torch.stack(outputs).mean(0)
-                    row = {"dataset": label, "mode": mode, "seed": seed, "k": member + 1, "single": r["accuracy"],
+                    row = {"dataset": label, "teacher": args.teacher, "mode": mode, "seed": seed, "k": member + 1,
+                           "single": r["accuracy"],
                            "ensemble": float((mean.argmax(1) == py).float().mean()),
                            "wall_s": round(time.perf_counter() - t, 1)}
                     print(row, flush=True)

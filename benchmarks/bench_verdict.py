@@ -91,11 +91,18 @@ def _key(r: dict[str, Any]) -> tuple:
     return (r["dataset"], r["teacher"], r["setting"], r["seed"], r["check_size"])
 
 
-def table(path: Path) -> None:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def grouped(path: Path, *keys: str) -> dict[tuple, list[dict[str, Any]]]:
+    """The rows of the JSONL file ``path`` grouped by the values of ``keys``."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((r["dataset"], r["teacher"], r["setting"]), []).append(r)
+    for line in path.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return groups
+
+
+def table(path: Path) -> None:
+    groups = grouped(path, "dataset", "teacher", "setting")
     print("| set (teacher, its accuracy) | setting | verdicts | check estimate | true accuracy | |estimate - true| "
           "max | the check set's share alone: |share - true| max | inside the 95% interval | data-free on the check "
           "set | labels equal to the data-free run's | held-out public: agreement with the teacher (images) |")
