@@ -81,3 +81,29 @@ def test_the_verdict_says_when_its_accuracy_was_adjusted_by_the_confidences() ->
     plain = check_evidence(check, names, labels)
     assert plain is not None and plain.score.method == SHARE_ALONE
     assert plain.score.accuracy == plain.score.correct / 100 and ev.score.correct == plain.score.correct
+
+
+def test_a_label_run_scores_its_check_set_with_the_confidences_of_all_its_labels(tmp_path) -> None:
+    """The run's verdict is the estimate made from the labels and confidences it returns (the wiring of
+    label_report: the check images' confidences and every label's)."""
+    import torch
+
+    import ldpclient
+    import mock_server
+
+    x = torch.rand(48, 1, 8, 8, generator=torch.Generator().manual_seed(2))
+    options = dict(epsilon=20, queries=96, epochs=1, state_dir=tmp_path / "s", seed=0)
+    with mock_server.serve(model="trivial", image_size=8, channels=1) as srv:
+        first = ldpclient.label(x, srv.model_url, **options)
+        # hand labels that disagree with the run's labels on the 14 check images it is least sure of (the same run
+        # again writes the same labels)
+        unsure = set(sorted(range(40), key=lambda k: float(first.confidences[k]))[:14])
+        truth = {str(k): int(first.labels[k]) + (k in unsure) for k in range(40)}
+        result = ldpclient.label(x, srv.model_url, check=truth, **options)
+    assert torch.equal(result.labels, first.labels)
+    labels, conf = result.labels.tolist(), result.confidences.tolist()
+    want = estimate_accuracy([labels[k] == truth[str(k)] for k in range(40)], conf[:40], conf, Z95)
+    got = result.verdict.check
+    assert got is not None and got["images"] == 40 and got["correct"] == 26 and got["method"] == want.method
+    assert got["accuracy"] == want.accuracy and (got["low"], got["high"]) == (want.low, want.high)
+    assert want.method == CONFIDENCE_ADJUSTED and want.effective_images > 40
