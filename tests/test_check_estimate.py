@@ -107,3 +107,18 @@ def test_a_label_run_scores_its_check_set_with_the_confidences_of_all_its_labels
     assert got is not None and got["images"] == 40 and got["correct"] == 26 and got["method"] == want.method
     assert got["accuracy"] == want.accuracy and (got["low"], got["high"]) == (want.low, want.high)
     assert want.method == CONFIDENCE_ADJUSTED and want.effective_images > 40
+
+
+def test_a_wide_interval_says_how_many_check_images_would_narrow_it_to_five_points() -> None:
+    names = [str(k) for k in range(400)]
+    labels = [0] * 400
+    wide = check_evidence(CheckSet({str(k): 0 if k % 5 else 1 for k in range(100)}), names, labels)  # 80 of 100
+    assert wide is not None
+    middle = (wide.score.low + wide.score.high) / 2  # 78.9 %: Wilson's interval leans to the middle
+    assert wide.score.images_for(0.05) == math.ceil(Z95**2 * middle * (1 - middle) / 0.05**2) == 256
+    v = judge(num_classes=2, label_counts=[300, 100], answer_counts=[200, 200], check=wide)
+    assert "either side: about 256 hand-labelled images would narrow it to 5" in " ".join(v.reasons)
+    assert v.reasons[0].startswith("80.0% right on the check set")  # the deciding reason stays first
+    narrow = check_evidence(CheckSet({str(k): 0 if k % 50 else 1 for k in range(400)}), names, labels)  # 392 of 400
+    v = judge(num_classes=2, label_counts=[300, 100], answer_counts=[200, 200], check=narrow)
+    assert not any("either side" in r for r in v.reasons)

@@ -45,7 +45,8 @@ classes, 55 % for 2):
 4. Without a check set, a student that does no better on held-out noised queries than always answering the
    teacher's most frequent class is **doubtful**; a run whose labels are the data-free run's on 95 % of
    images or more says that the privacy spent bought nothing measurable.
-5. Otherwise **usable**; without a check set the reasons say the accuracy was not measured.
+5. Otherwise **usable**; without a check set the reasons say the accuracy was not measured, and with one whose
+   95 % interval reaches more than 5 points either side, about how many check images would narrow it to 5.
 
 Beside public images whose teacher answers seldom hold (under a quarter of a chance share: a teacher's few errors
 on them do not count as holding a class) half or more of the classes the teacher often gave the queries (at least
@@ -82,6 +83,9 @@ DOMINANT_SHARE = 0.5
 #: wrong.
 MOSTLY_RIGHT = 0.5
 #: Labels equal to the data-free run's on this share of images or more: the privacy bought nothing measurable.
+#: A check set whose 95 % interval is wider than this either side of its estimate gets a reason saying about how many
+#: hand-labelled images would narrow it to this (issue 44 asks for estimates within 5 points).
+PRECISE = 0.05
 SAME_AS_FREE = 0.95
 #: Largest check file read (bytes): a check set is a few hundred hand-labelled images, not a data set.
 MAX_CHECK_BYTES = 16 * 2**20
@@ -217,6 +221,15 @@ class Score:
         right = [int(p) == int(t) for p, t in zip(predicted, truth, strict=True)]
         e = check_estimate.estimate_accuracy(right, check_confidences, all_confidences, Z95)
         return cls(len(right), sum(right), e.accuracy, e.low, e.high, e.effective_images, e.method)
+
+    def images_for(self, half_width: float) -> int:
+        """About how many check images (of the same kind: adjusted or not) would make the 95 % interval
+        ``half_width`` either side of the estimate: ``z**2 p (1 - p) / half_width**2`` at the interval's middle
+        ``p``, less the adjustment's gain (``effective_images / images``)."""
+        middle = (self.low + self.high) / 2
+        plain = Z95 * Z95 * middle * (1 - middle) / (half_width * half_width)
+        gain = self.effective_images / self.images if self.images and self.effective_images else 1.0
+        return max(1, math.ceil(plain / gain))
 
     @property
     def words(self) -> str:
@@ -402,6 +415,10 @@ def judge(
                                       "bought nothing measurable"))
             else:
                 found.append((USABLE, f"better than the data-free run: {versus}"))
+        if (s.high - s.low) / 2 > PRECISE:
+            found.append((USABLE, f"the check set's interval is {100 * (s.high - s.low) / 2:.1f} points either side: "
+                                  f"about {s.images_for(PRECISE)} hand-labelled images would narrow it to "
+                                  f"{100 * PRECISE:.0f}"))
     collapse = Collapse.of(label_counts, answer_counts)
     top = _name(collapse.top_class, class_names)
     if collapse.level != USABLE:
