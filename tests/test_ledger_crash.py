@@ -260,3 +260,32 @@ def test_exception_at_each_stage_in_process(tmp_path: Path, stage: str) -> None:
         assert mech.calls == calls + (0 if committed else 1)
         assert led.spent(x).epsilon.tolist() == [child.EPS_A] * child.SIZE
         assert led.verify() == []
+
+
+def _open_at_once(path: str, barrier, results) -> None:
+    barrier.wait()
+    try:
+        Ledger(path).close()
+        results.put("ok")
+    except Exception as exc:  # noqa: BLE001 - the message is what the test reports
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_opening_a_new_ledger_at_once_all_open_it(tmp_path: Path) -> None:
+    """Without the first steps' lock, one of six processes opening a new ledger at once refused it in 4 trials of
+    10 ("missing or empty but its key file exists"): another had just made the key."""
+    ctx = mp.get_context("fork" if _forking() else "spawn")
+    trials, procs = (6, 8) if _forking() else (2, 4)
+    for trial in range(trials):
+        path = tmp_path / f"t{trial}" / "ledger.sqlite"
+        path.parent.mkdir()
+        barrier, results = ctx.Barrier(procs), ctx.Queue()
+        workers = [ctx.Process(target=_open_at_once, args=(str(path), barrier, results)) for _ in range(procs)]
+        for w in workers:
+            w.start()
+        got = [results.get(timeout=120) for _ in workers]
+        for w in workers:
+            w.join(30)
+        assert got == ["ok"] * procs, got
+        with Ledger(path) as led:
+            assert led.verify() == []

@@ -24,7 +24,7 @@ from . import spend as _spend
 from . import store as _store
 from .cap_history import cap_history, set_caps, settle_caps
 from .errors import LedgerError
-from .identity import database_exists, forget_new_key, load_or_create_key
+from .identity import database_exists, first_steps_lock, forget_new_key, load_or_create_key
 from .schema import SCHEMA_LOCK, connect, has_legacy, init_database, init_schema, stored_schema, transaction
 from .spend import Caps, Spend
 
@@ -113,13 +113,14 @@ class Ledger:
                     self._key, key_created = load_or_create_key(self.location, self.key_path, existed)
                     init_schema(self._conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
                                 key_created=key_created)
-            else:  # the key first: opening a file creates it
-                self._key, key_created = load_or_create_key(self.path, self.key_path, database_exists(self.path))
-                self._conn = connect(self.path)
-                init_database(
-                    self._conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
-                    key_created=key_created,
-                )
+            else:  # the key first: opening a file creates it; other processes opening it wait for both
+                with first_steps_lock(self.path):
+                    self._key, key_created = load_or_create_key(self.path, self.key_path, database_exists(self.path))
+                    self._conn = connect(self.path)
+                    init_database(
+                        self._conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
+                        key_created=key_created,
+                    )
             self._legacy = has_legacy(self._conn)
             self._caps = settle_caps(self._conn, given, cap_origin)
         except BaseException as exc:
