@@ -83,10 +83,10 @@ DOMINANT_SHARE = 0.5
 #: wrong.
 MOSTLY_RIGHT = 0.5
 #: Labels equal to the data-free run's on this share of images or more: the privacy bought nothing measurable.
+SAME_AS_FREE = 0.95
 #: A check set whose 95 % interval is wider than this either side of its estimate gets a reason saying about how many
 #: hand-labelled images would narrow it to this (issue 44 asks for estimates within 5 points).
 PRECISE = 0.05
-SAME_AS_FREE = 0.95
 #: Largest check file read (bytes): a check set is a few hundred hand-labelled images, not a data set.
 MAX_CHECK_BYTES = 16 * 2**20
 
