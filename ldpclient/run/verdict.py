@@ -265,17 +265,17 @@ def check_evidence(
     if not idx:
         return None
 
-    def score(given: Sequence[int], conf: Sequence[float] | None) -> Score:
-        return Score.of([int(given[k]) for k in idx], truth, [float(conf[k]) for k in idx] if conf else None, conf)
+    def score(predicted: list[int], conf: Sequence[float] | None) -> Score:
+        return Score.of(predicted, truth, [float(conf[k]) for k in idx] if conf else None, conf)
 
-    ev = CheckEvidence(score(labels, confidences), missing=len(missing))
+    mine = [int(labels[k]) for k in idx]
+    ev = CheckEvidence(score(mine, confidences), missing=len(missing))
     if baseline is None:
         return ev
-    mine = [int(labels[k]) for k in idx]
     free = [int(baseline[k]) for k in idx]
     wins = sum(m == t != f for m, f, t in zip(mine, free, truth, strict=True))
     losses = sum(f == t != m for m, f, t in zip(mine, free, truth, strict=True))
-    return CheckEvidence(ev.score, score(baseline, baseline_confidences), wins, losses, len(missing))
+    return CheckEvidence(ev.score, score(free, baseline_confidences), wins, losses, len(missing))
 
 
 @dataclass(frozen=True)

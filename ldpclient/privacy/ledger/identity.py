@@ -31,12 +31,12 @@ from typing import Iterator, Sequence
 import torch
 
 from ..guarantee import Domain
+from .errors import LedgerError
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: first opens are not serialised
     fcntl = None  # type: ignore[assignment]
-from .errors import LedgerError
 
 KEY_BYTES = 32
 _KEY_CHECK_MESSAGE = b"ldpclient-ledger-key-check-v1"
