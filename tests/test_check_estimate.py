@@ -68,6 +68,23 @@ def test_the_share_alone_below_thirty_images_without_confidences_or_when_they_do
     assert every.method == SHARE_ALONE and every.accuracy == 1.0
 
 
+def test_an_adjusted_estimate_counts_more_images_than_the_check_set_whenever_it_is_kept() -> None:
+    # 40 check images at 70 % whose confidences sit well below the other labels': the adjustment moves the estimate
+    # to 88 %, with a variance just below the share's own. Counted at 88 % that variance was worth 20 images ("as
+    # precise as 20 check images alone" for 40); as a ratio of the two variances it is worth just over 40.
+    rng = random.Random(7)
+    conf = [rng.random() for _ in range(40)]
+    right = [rng.random() < 0.5 + 0.45 * c for c in conf]
+    everyone = conf + [rng.random() * 0.3 + 0.7 for _ in range(200)]
+    estimate = estimate_accuracy(right, conf, everyone, Z95)
+    share = estimate_accuracy(right, None, None, Z95)
+    assert estimate.method == CONFIDENCE_ADJUSTED and share.accuracy == 0.7 and estimate.accuracy > 0.85
+    assert 40 < estimate.effective_images < 41
+    conf_all, right_all = _population(2000, seed=0)
+    for e in _draws(conf_all, right_all, 60, 200, seed=9):
+        assert e.method == SHARE_ALONE or e.effective_images > 60
+
+
 def test_the_verdict_says_when_its_accuracy_was_adjusted_by_the_confidences() -> None:
     conf, right = _population(600, seed=6)
     labels = [1 if r else 0 for r in right]  # truth: every image is class 1

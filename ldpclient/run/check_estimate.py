@@ -13,8 +13,13 @@ power tuning, Angelopoulos et al., "PPI++", 2023)::
 
 It is unbiased whatever the confidences mean (``w`` only weighs them; a confidence unrelated to being right gets
 ``w`` near 0), apart from the small bias of fitting ``w`` on the same ``n`` images. Its 95 % interval is Wilson's
-at the effective number of check images ``estimate * (1 - estimate) / variance``. The check set's share alone (with
-its Wilson interval) is kept where the adjustment cannot help or cannot be trusted:
+at ``estimate * (1 - estimate) / variance`` images (the count whose binomial variance at the estimate is
+``variance``). What the adjustment is worth, ``effective_images``, is the number of check images whose share alone
+would have the adjusted variance, ``n * (share * (1 - share) / n) / variance`` (the effective sample size of PPI++):
+the ratio of the two variances, both at the check set's share, so it exceeds ``n`` exactly when the adjustment
+narrows the estimate. (At the estimate's own accuracy instead, an estimate moved away from one half would count
+fewer images than ``n`` for a variance below the share's.) The check set's share alone (with its Wilson interval)
+is kept where the adjustment cannot help or cannot be trusted:
 
 * fewer than :data:`MIN_ADJUSTED` check images (fitting ``w`` on 10 or 20 images biased the estimate by +0.5 to
   +2 points in the calibration);
@@ -42,7 +47,8 @@ SHARE_ALONE, CONFIDENCE_ADJUSTED = "check set alone", "confidence-adjusted"
 @dataclass(frozen=True)
 class Estimate:
     """An estimate of the share of right labels among all of them: ``accuracy`` in ``[0, 1]``, its 95 % interval
-    ``[low, high]``, ``effective_images`` (the check images it is worth: ``images`` for the share alone) and
+    ``[low, high]``, ``effective_images`` (the check images it is worth: those whose share alone would be as
+    precise; ``images`` for the share alone) and
     ``method`` (:data:`SHARE_ALONE` or :data:`CONFIDENCE_ADJUSTED`)."""
 
     accuracy: float
@@ -95,8 +101,10 @@ def estimate_accuracy(right: Sequence[bool], check_confidences: Sequence[float] 
     accuracy = share + w * (mean_all - mean_check)
     if not 0 < accuracy < 1 or variance >= share * (1 - share) / n:
         return alone
-    effective = min(accuracy * (1 - accuracy) / variance, MAX_GAIN * n)
-    return Estimate(accuracy, *wilson_interval(accuracy * effective, effective, z), effective, CONFIDENCE_ADJUSTED)
+    interval_images = min(accuracy * (1 - accuracy) / variance, MAX_GAIN * n)
+    worth = min(share * (1 - share) / variance, MAX_GAIN * n)
+    return Estimate(accuracy, *wilson_interval(accuracy * interval_images, interval_images, z), worth,
+                    CONFIDENCE_ADJUSTED)
 
 
 __all__ = ["CONFIDENCE_ADJUSTED", "Estimate", "MAX_GAIN", "MIN_ADJUSTED", "SHARE_ALONE", "estimate_accuracy",
