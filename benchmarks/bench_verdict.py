@@ -23,6 +23,7 @@ skipped); ``--table`` prints them::
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import sys
@@ -70,7 +71,10 @@ def run_one(data: tuple, teacher_arch: str, setting: str, seed: int, check_size:
     check = {str(int(k)): int(py[k]) for k in picked}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as state:
-        result = ldpclient.label(px, teacher, state_dir=state, seed=seed, check=check, **options)
+        output = Path(state) / "labels.csv"
+        result = ldpclient.label(px, teacher, state_dir=state, seed=seed, check=check, output=output, **options)
+        # the data-free run's labels of every private image (written beside the labels with ``baseline``)
+        free_true = _csv_accuracy(output.with_name("labels.baseline.csv"), py) if options.get("baseline") else None
     verdict = result.verdict
     assert verdict.check is not None
     return {
@@ -82,9 +86,18 @@ def run_one(data: tuple, teacher_arch: str, setting: str, seed: int, check_size:
         "effective_images": verdict.check.get("effective_images"),
         "true_accuracy": float((result.labels == py).float().mean()), "top_share": verdict.collapse["top_share"],
         "baseline_estimate": verdict.check["baseline"]["accuracy"] if verdict.check["baseline"] else None,
+        "baseline_true_accuracy": free_true,
         "same_as_free": verdict.same_as_free, "epsilon_record": result.guarantee.epsilon_record,
         "public_held_out": verdict.public_held_out, "seconds": time.perf_counter() - t0,
     }
+
+
+def _csv_accuracy(path: Path, truth: torch.Tensor) -> float:
+    """The share of the rows of a labels CSV (``path``: the image's index, ``label``) equal to ``truth``."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(truth), (path, len(rows))
+    return sum(int(r["label"]) == int(truth[int(r["path"])]) for r in rows) / len(truth)
 
 
 def _key(r: dict[str, Any]) -> tuple:
@@ -105,7 +118,7 @@ def table(path: Path) -> None:
     groups = grouped(path, "dataset", "teacher", "setting")
     print("| set (teacher, its accuracy) | setting | verdicts | check estimate | true accuracy | |estimate - true| "
           "max | the check set's share alone: |share - true| max | inside the 95% interval | data-free on the check "
-          "set | labels equal to the data-free run's | held-out public: agreement with the teacher (images) |")
+          "set (true, all private images) | labels equal to the data-free run's | held-out public: agreement with the teacher (images) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (ds, arch, setting), rs in sorted(groups.items()):
         counts = {lvl: sum(r["level"] == lvl for r in rs) for lvl in ("usable", "doubtful", "not worth having")}
@@ -117,11 +130,13 @@ def table(path: Path) -> None:
         share_err = f"{max(abs(s - t) for s, t in zip(shares, true, strict=True)):.1f}" if len(shares) == len(rs) else "-"
         inside = sum(r["low"] <= r["true_accuracy"] <= r["high"] for r in rs)
         free = [100 * r["baseline_estimate"] for r in rs if r.get("baseline_estimate") is not None]
+        free_true = [100 * r["baseline_true_accuracy"] for r in rs if r.get("baseline_true_accuracy") is not None]
         same = [100 * r["same_as_free"] for r in rs if r.get("same_as_free") is not None]
         held = [r["public_held_out"] for r in rs if r.get("public_held_out")]
         public = f"{_ms([100 * h['agreement'] for h in held])} ({held[0]['images']})" if held else "-"
         print(f"| {ds} ({arch}, {100 * rs[0]['teacher_accuracy']:.1f}%) | {setting} | {level_s} | {_ms(est)} | "
-              f"{_ms(true)} | {err:.1f} | {share_err} | {inside} of {len(rs)} | {_ms(free) if free else '-'} | "
+              f"{_ms(true)} | {err:.1f} | {share_err} | {inside} of {len(rs)} | {_ms(free) if free else '-'}"
+              f"{f' (true {_ms(free_true)})' if free_true else ''} | "
               f"{_ms(same) if same else '-'} | {public} |")
 
 
