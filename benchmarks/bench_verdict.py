@@ -23,7 +23,6 @@ skipped); ``--table`` prints them::
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import sys
@@ -39,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_adapt  # noqa: E402
 
 import ldpclient  # noqa: E402
+from ldpclient.report.label_files import read_labels  # noqa: E402
 from ldpclient.teachers.local import LocalTeacher  # noqa: E402
 
 #: Options of each setting (``ldpclient.label`` keywords on top of the defaults).
@@ -93,11 +93,10 @@ def run_one(data: tuple, teacher_arch: str, setting: str, seed: int, check_size:
 
 
 def _csv_accuracy(path: Path, truth: torch.Tensor) -> float:
-    """The share of the rows of a labels CSV (``path``: the image's index, ``label``) equal to ``truth``."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+    """The share of the rows of a label file (``path``: each image's index) equal to ``truth``."""
+    rows = read_labels(path)
     assert len(rows) == len(truth), (path, len(rows))
-    return sum(int(r["label"]) == int(truth[int(r["path"])]) for r in rows) / len(truth)
+    return sum(r.label == int(truth[int(r.path)]) for r in rows) / len(truth)
 
 
 def _key(r: dict[str, Any]) -> tuple:

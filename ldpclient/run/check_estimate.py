@@ -99,10 +99,11 @@ def estimate_accuracy(right: Sequence[bool], check_confidences: Sequence[float] 
     residual_mean = math.fsum(residual) / n
     variance = (math.fsum((r - residual_mean) ** 2 for r in residual) / (n - 1) / n + w * w * var_all / big_n)
     accuracy = share + w * (mean_all - mean_check)
-    if not 0 < accuracy < 1 or variance >= share * (1 - share) / n:
+    share_variance = share * (1 - share) / n
+    if not 0 < accuracy < 1 or variance >= share_variance:
         return alone
     interval_images = min(accuracy * (1 - accuracy) / variance, MAX_GAIN * n)
-    worth = min(share * (1 - share) / variance, MAX_GAIN * n)
+    worth = min(n * share_variance / variance, MAX_GAIN * n)
     return Estimate(accuracy, *wilson_interval(accuracy * interval_images, interval_images, z), worth,
                     CONFIDENCE_ADJUSTED)
 

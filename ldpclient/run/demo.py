@@ -25,6 +25,7 @@ import torch
 
 from ..io.folders import to_uint8_image
 from ..privacy.guarantee import coefficient_treatment
+from ..report.label_files import read_labels
 from ..transfer import defaults
 from .label import LabelOptions, run_label
 from .ui import UI
@@ -49,9 +50,7 @@ def write_private_folder(images: torch.Tensor, folder: Path) -> list[str]:
 
 
 def _accuracy(labels_csv: Path, truth: dict[str, int]) -> float:
-    with labels_csv.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    hits = sum(int(r["label"]) == truth[r["path"]] for r in rows)
+    hits = sum(r.label == truth[r.path] for r in read_labels(labels_csv))
     return hits / len(truth)
 
 
