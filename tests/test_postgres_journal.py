@@ -46,3 +46,30 @@ def test_an_attempt_booked_before_a_kill_stays_spent_and_is_paid_once(postgres_u
         assert j.total_spend("teacher") == 5.0  # both attempts may have been billed: both count, once each
         assert j.get("teacher", "batch-7").labels.tolist() == [1, 2, 3]
         assert j.count("teacher") == 1
+
+
+def test_plan_seeds_live_in_the_journals_versioned_schema(postgres_url: str, tmp_path: Path) -> None:
+    """The ``plans`` table is the journal's: a run state written by a newer ldpclient is refused before a seed is
+    read or written, and a seed is made once, kept, and carried over once from a legacy key."""
+    import pytest
+
+    from ldpclient.run.run_state import RunState, _digest
+    from ldpclient.state import NewerStateFile
+    from ldpclient.state.database import JOURNAL_NAMESPACE, Database
+
+    state = RunState(tmp_path, database=postgres_url)
+    first = state.seed_for({"run": "a"}, None)
+    assert state.seed_for({"run": "a"}, None) == first  # made once, read back
+    with Journal(postgres_url) as j:  # an older ldpclient's key for run "b" already holds a seed
+        assert j.plan_seed(_digest({"run": "b-old"}), [], 1234) == 1234
+    assert state.seed_for({"run": "b"}, None, legacy_keys=[{"run": "b-old"}]) == 1234
+    assert state.seed_for({"run": "b"}, None) == 1234  # now under its own key
+    db = Database.open(postgres_url, namespace=JOURNAL_NAMESPACE)
+    try:
+        with db.transaction():
+            db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    finally:
+        db.close()
+    with pytest.raises(NewerStateFile, match="newer ldpclient"):
+        state.seed_for({"run": "c"}, None)
+    assert not (tmp_path / "runs.json").exists()  # the database state never falls back to the file

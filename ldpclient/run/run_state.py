@@ -1,5 +1,5 @@
-"""The query-plan seed of each run configuration: ``runs.json`` in the state directory, or the ``plans`` table of
-a PostgreSQL state (``--state``), where hosts that run one configuration get one seed."""
+"""The query-plan seed of each run configuration: ``runs.json`` in the state directory, or the query journal's
+``plans`` table in a PostgreSQL state (``--state``), where hosts that run one configuration get one seed."""
 
 from __future__ import annotations
 
@@ -72,28 +72,14 @@ class RunState:
         return loaded
 
 
-_PLANS_TABLE = "CREATE TABLE IF NOT EXISTS plans (digest TEXT PRIMARY KEY, seed INTEGER NOT NULL, created REAL NOT NULL)"
-
-
 def _seed_in_database(url: str, digest: str, legacy: list[str]) -> int:
-    """The seed of ``digest`` in the database's ``plans`` table, made once (the first host's; later ones read it)."""
-    from ..state.database import JOURNAL_NAMESPACE, Database
+    """The seed of ``digest`` in the database's ``plans`` table, made once (the first host's; later ones read it).
+    The table is the query journal's (:meth:`~ldpclient.teachers.journal.Journal.plan_seed`): opening the journal
+    checks its schema version, so a state written by a newer ldpclient is refused here too."""
+    from ..teachers.journal import Journal
 
-    db = Database.open(url, namespace=JOURNAL_NAMESPACE)
-    try:
-        with db.transaction():
-            db.lock("ldpclient-plans")
-            db.execute(db.ddl(_PLANS_TABLE))
-            row = db.execute("SELECT seed FROM plans WHERE digest = ?", (digest,)).fetchone()
-            if row is None:
-                old = next((r for d in legacy if (r := db.execute("SELECT seed FROM plans WHERE digest = ?",
-                                                                   (d,)).fetchone()) is not None), None)
-                seed = int(old[0]) if old is not None else secrets.randbits(31)
-                db.execute("INSERT INTO plans(digest, seed, created) VALUES (?, ?, ?)", (digest, seed, time.time()))
-                return seed
-            return int(row[0])
-    finally:
-        db.close()
+    with Journal(url) as journal:
+        return journal.plan_seed(digest, legacy, secrets.randbits(31))
 
 
 def _digest(key: Mapping[str, Any]) -> str:

@@ -14,7 +14,9 @@ not yet committed when the process died; that batch is sent again on resume.
 The file is versioned (``meta.schema_version``, :data:`SCHEMA_VERSION`): a journal of a newer schema, or
 with columns this version does not know, is refused on open with
 :class:`~ldpclient.state.NewerStateFile` before anything is sent or paid; one from before versioning
-(schema 1: the same tables) is stamped in a transaction.
+(schema 1: the same tables) is stamped in a transaction. The ``plans`` table holds the query-plan seed of each
+run configuration where the run state is a database (:meth:`Journal.plan_seed`; a file state keeps them in
+``runs.json``): a journal of schema 2 from before it had none, and gets it, empty, on open.
 
 In PostgreSQL (``Journal("postgresql://...")``) processes on several hosts share one journal: every attempt is
 booked under a lock per teacher that makes the money cap hold across all of them (:meth:`Journal.open_attempt`).
@@ -30,6 +32,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -70,6 +73,7 @@ CREATE TABLE IF NOT EXISTS runs (
     scope TEXT NOT NULL,
     started REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS plans (digest TEXT PRIMARY KEY, seed INTEGER NOT NULL, created REAL NOT NULL);
 """
 
 
@@ -305,6 +309,24 @@ class Journal:
                     ).rowcount
                 c.execute("UPDATE runs SET scope=? WHERE scope=?", (identity, alias))
         return moved
+
+    def plan_seed(self, digest: str, legacy: Sequence[str], new_seed: int) -> int:
+        """The query-plan seed stored under ``digest``, else the one under the first of ``legacy`` that has one
+        (how an older ldpclient keyed the same run), else ``new_seed``; stored under ``digest`` the first time, so
+        that every later call, on any host sharing the database, gets the first caller's seed (PostgreSQL: under a
+        lock, so that hosts starting one run at once agree)."""
+        with self._lock:
+            c = self._conn
+            with c.transaction():
+                c.lock("ldpclient-plans")
+                for key in (digest, *legacy):
+                    row = c.execute("SELECT seed FROM plans WHERE digest = ?", (key,)).fetchone()
+                    if row is not None:
+                        break
+                seed = int(row[0]) if row is not None else int(new_seed)
+                if row is None or key != digest:
+                    c.execute("INSERT INTO plans(digest, seed, created) VALUES (?, ?, ?)", (digest, seed, time.time()))
+                return seed
 
     def batch_ids(self, scope: str) -> list[str]:
         with self._lock:
