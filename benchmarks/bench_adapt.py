@@ -274,7 +274,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
             augment: str = "sup", free_images: str = "blank", hold: str = "none", query_rounds: int | None = None,
             min_round_gain: float | None = None, confusion: bool = False, students: int | None = None,
-            student_seed: int | None = None) -> dict:
+            student_seed: int | None = None, device: str = "cpu") -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -292,7 +292,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     library's defaults); ``confusion``: train through the teacher's confusion measured on the public images
     (``TrainingSettings.confusion``); ``students``: students trained on the same answers, labels from their mean
     output (``label --students``; None: the library's default); ``student_seed``: the seed of the student's draws
-    alone (``TrainingSettings.student_seed``), in place of the one ``hold`` gives."""
+    alone (``TrainingSettings.student_seed``), in place of the one ``hold`` gives; ``device``: where the student
+    trains and labels (``TrainingSettings.device``: every table here is ``cpu``, one thread)."""
     run_seed, held_seed = {"none": (seed, None), "data": (0, seed), "student": (seed, 0)}[hold]
     student_seed = student_seed if student_seed is not None else held_seed
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
@@ -329,7 +330,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         epochs=setting["epochs"],
         batch_size=setting["train_batch"],
         seed=run_seed,
-        device="cpu",
+        device=device,
         adapt=adapt,
         fuse=True,
         release_generator=torch.Generator().manual_seed(1000 + run_seed),
@@ -643,6 +644,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--size", type=int, nargs="+", default=[28], help="digits: image sides to scale to")
     p.add_argument("--settings", nargs="+", default=["-:-:-:-:-:-"])
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seed-from", type=int, default=0,
+                   help="the first seed (runs seeds FROM .. FROM+SEEDS-1: one seed per process, in parallel)")
+    p.add_argument("--device", default="cpu",
+                   help="where students train (TrainingSettings.device: cpu, cuda, auto); rows off the cpu keyed apart")
     p.add_argument("--modes", nargs="+", default=["ldpkit", "data-free"])
     p.add_argument("--free-eps", type=float, nargs="*", default=None,
                    help="data-free runs at each of these noise levels (per-record eps of the blank queries) "
@@ -760,6 +765,8 @@ def main(argv: list[str] | None = None) -> None:
         variant["confusion"] = True
     if args.students is not None:  # keyed apart: rows from before have no such key (one student)
         variant["students"] = args.students
+    if args.device != "cpu":  # keyed apart: rows from before have no such key (the cpu, one thread)
+        variant["device"] = args.device
     basis = None
     if args.basis != "pool":
         basis = {"basis": args.basis, "coefficients": args.coefficients, "clip_norm": args.clip_norm}
@@ -805,7 +812,7 @@ def main(argv: list[str] | None = None) -> None:
                     setting_variant["flip"] = True
                     if args.adapt_flip == "on":  # keyed apart: rows of the library's adaptation have no such key
                         setting_variant["adapt_flip"] = True
-                for seed in range(args.seeds):
+                for seed in range(args.seed_from, args.seed_from + args.seeds):
                     for mode in args.modes:
                         levels = args.free_eps if mode == "data-free" and args.free_eps else [base["eps_record"]]
                         for level in levels:
@@ -821,7 +828,7 @@ def main(argv: list[str] | None = None) -> None:
                                         adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,
                                         augment=args.augment, free_images=args.free_images, hold=args.hold,
                                         query_rounds=args.query_rounds, min_round_gain=args.min_round_gain,
-                                        confusion=args.confusion, students=args.students)
+                                        confusion=args.confusion, students=args.students, device=args.device)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:
