@@ -24,10 +24,10 @@ def _images() -> torch.Tensor:
     return (level.view(-1, 1, 1, 1) + 0.1 * torch.randn(30, 1, 8, 8, generator=g)).clamp(0, 1)
 
 
-def _run(**training: int) -> tuple[torch.Tensor, torch.Tensor | None, object]:
+def _run(**training: object) -> tuple[torch.Tensor, torch.Tensor | None, object]:
     """One run of the same plan and release (seed 3): its labels, the adapted outputs and the result."""
     kt = KnowledgeTransfer(_teacher(), laplace(50, per="record"), num_queries=90, epochs=2, seed=3, fuse=False,
-                           release_generator=torch.Generator().manual_seed(5), training=TrainingSettings(**training))
+                           release_generator=torch.Generator().manual_seed(5), training=TrainingSettings(**training))  # type: ignore[arg-type]
     result = kt.run(_images())
     assert result.adaptation is not None
     return result.labels, result.adaptation.probs, result
@@ -43,6 +43,22 @@ def test_the_labels_are_the_argmax_of_the_members_mean_output_each_member_the_ru
     # member 0 is the one student of students=1: its adaptation history and model come back
     assert both.adaptation.probs is not None and torch.equal(both.adaptation.probs, first)  # type: ignore[attr-defined]
     assert torch.equal(_run(student_seed=11, students=1)[0], first_labels)
+
+
+def test_the_result_and_the_checkpoint_hold_every_student_read_as_their_mean(tmp_path) -> None:
+    from ldpclient.transfer.student import StudentMean, load_checkpoint, predict_proba
+
+    _, first, _ = _run(student_seed=11)
+    _, second, _ = _run(student_seed=defaults.member_seed(11, 1))
+    _, _, both = _run(student_seed=11, students=2, checkpoint=tmp_path / "students.pt")
+    assert first is not None and second is not None
+    student = both.student  # type: ignore[attr-defined]
+    assert isinstance(student, StudentMean) and len(student.members) == 2
+    mean = predict_proba(student, _images(), device="cpu")
+    assert torch.allclose(mean, (first + second) / 2, atol=1e-5)
+    loaded, info = load_checkpoint(tmp_path / "students.pt")
+    assert isinstance(loaded, StudentMean) and info["extra"]["labels_from"] == "the mean output of these 2 students"
+    assert torch.allclose(predict_proba(loaded, _images(), device="cpu"), mean, atol=1e-6)
 
 
 def test_the_member_seeds_start_at_the_students_own_and_stay_in_range() -> None:

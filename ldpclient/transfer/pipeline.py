@@ -79,6 +79,7 @@ from .settings import AdaptationSettings, PlanSettings, TrainingSettings, fold_k
 from .student import (
     LabelStore,
     Progress,
+    StudentMean,
     Trainer,
     TrainHistory,
     build_student,
@@ -149,7 +150,8 @@ class TransferResult:
     ``labels``: int64 ``(N,)`` labels of the private records, in input order.
     ``confidences``: float32 ``(N,)`` student softmax max in [0, 1] (``None`` in
     ``sidp`` mode: the teacher returns hard labels only). ``student``: the trained
-    model (``None`` for ``sidp``). ``guarantee``: cost of the one release of each
+    model (several students: their :class:`~ldpclient.transfer.student.StudentMean`; ``None`` for ``sidp``).
+    ``guarantee``: cost of the one release of each
     record (per element and per record; epsilon 0 for ``data-free``).
     ``counts``: records, releases_fresh, releases_reused, queries (labelled by the
     teacher in this run's plan), batches. ``timings``: seconds per stage.
@@ -664,14 +666,15 @@ class KnowledgeTransfer:
         members = [trained, *(self._train_student(records, meta, queries, store, timings, trained.confusion, member)
                               for member in range(1, self.students))]  # 4, students > 1: each on every answer
         adapted = [self._adapt_student(records, m, queries, store, timings) for m in members]  # 5. adapt (local)
-        self._save_student(trained, queries.plan, released.release)
+        student = trained.trainer.model if len(members) == 1 else StudentMean(m.trainer.model for m in members)
+        self._save_student(trained, student, queries.plan, released.release)
         predicted = self._predict_records(records, members, adapted, queries, store, timings)  # 6. label locally
         held_out = self._score_held_out(members, queries.public, store)
         before = [a.unadapted for a in adapted if a.unadapted is not None]  # the students' outputs, unadapted
         return TransferResult(
             labels=predicted.labels,
             confidences=predicted.confidences,
-            student=trained.trainer.model,
+            student=student,
             guarantee=released.release.guarantee,
             mode=self.mode,
             counts=self._counts(released, queries, store, public_counts),
@@ -1198,17 +1201,18 @@ class KnowledgeTransfer:
         _add_time(timings, "adapt_predict", first_pass + adaptation.predict_seconds)
         return _Adapted(before, adaptation)
 
-    def _save_student(self, trained: _Trained, plan: QueryPlan, release: Release) -> None:
-        """Save the (adapted) student to ``checkpoint`` when one was given."""
+    def _save_student(self, trained: _Trained, student: nn.Module, plan: QueryPlan, release: Release) -> None:
+        """Save the (adapted) ``student`` (several: their :class:`StudentMean`) to ``checkpoint`` when one was
+        given."""
         if self.checkpoint is not None:
             save_checkpoint(
                 self.checkpoint,
-                trained.trainer.model,
+                student,
                 trained.student_name,
                 trained.student_kwargs,
                 extra={"mode": self.mode, "plan": plan.fingerprint, "guarantee": release.guarantee.as_dict(),
                        "students": self.students, "labels_from": "this student" if self.students == 1
-                       else f"the mean output of {self.students} students; this is the first",
+                       else f"the mean output of these {self.students} students",
                        "adapted_on_clean_private_records": self.adapt,
                        "warmed_up_on_clean_private_records": bool(self.warmup)},
             )

@@ -98,7 +98,9 @@ class TrainingSettings:
     draws of its own (member ``k`` takes :func:`~ldpclient.transfer.defaults.member_seed` of ``student_seed``;
     member 0 is the one student of ``students=1``), each trained and adapted in turn; the labels come from the mean
     of their outputs (an ensemble: the spread between runs that differ only in the student's draws shrinks, at
-    ``students`` times the training and adaptation time; None: :func:`~ldpclient.transfer.defaults.students`)."""
+    ``students`` times the training and adaptation time; None: :func:`~ldpclient.transfer.defaults.students`); the
+    result's ``student`` and the ``checkpoint`` are then all of them, read as one
+    (:class:`~ldpclient.transfer.student.StudentMean`)."""
 
     student: str | None = None
     student_kwargs: dict[str, Any] | None = None

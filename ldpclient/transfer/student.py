@@ -514,27 +514,51 @@ def predict(
 
 
 # ---------------------------------------------------------------- checkpoints
-#: The checkpoint file's schema (``"schema"`` in it): 1 before it was written there, 2 now.
-CHECKPOINT_SCHEMA = 2
+#: The newest checkpoint schema this version reads and writes (``"schema"`` in the file): 1 before it was written
+#: there, 2 one student (``state_dict``), 3 several students read as one (``members``: their state dicts).
+CHECKPOINT_SCHEMA = 3
+
+
+class StudentMean(nn.Module):
+    """Several students read as one model: its output is the log of their mean softmax, so that its softmax
+    (:func:`predict_proba`) is the mean of theirs, which is how a run with ``students > 1`` labels (before any
+    prior or fusion step). ``members``: the students, each mapping ``(N, C, H, W)`` to ``(N, K)`` logits."""
+
+    def __init__(self, members: Iterable[nn.Module]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        if not len(self.members):
+            raise ValueError("StudentMean needs at least one student")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logs = torch.stack([torch.log_softmax(m(x), dim=1) for m in self.members])
+        return torch.logsumexp(logs, dim=0) - float(np.log(len(self.members)))
 
 
 def save_checkpoint(path: str | Path, model: nn.Module, name: str, config: dict[str, Any], extra: dict | None = None) -> None:
-    """Save ``{"schema": CHECKPOINT_SCHEMA, "student": name, "config": factory kwargs, "state_dict": ..., "extra": ...}``.
+    """Save ``{"schema", "student": name, "config": factory kwargs, "state_dict": ..., "extra": ...}``; a
+    :class:`StudentMean` (``model`` of several students, each a ``name`` built from ``config``) is saved as
+    ``"members"``, one state dict each, under schema 3. One student is written as schema 2, which ldpclient
+    versions before the ``members`` key read too.
 
     Only tensors and plain Python values are stored, so :func:`load_checkpoint` can
     use ``torch.load(weights_only=True)``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    members = list(model.members) if isinstance(model, StudentMean) else [model]
+    states = [{k: v.detach().cpu() for k, v in m.state_dict().items()} for m in members]
+    blob: dict[str, Any] = {"schema": 2 if len(states) == 1 else 3, "student": name, "config": dict(config),
+                            "extra": dict(extra or {})}
+    blob.update({"state_dict": states[0]} if len(states) == 1 else {"members": states})
     tmp = path.with_name(path.name + ".tmp")
-    torch.save({"schema": CHECKPOINT_SCHEMA, "student": name, "config": dict(config), "state_dict": state,
-                "extra": dict(extra or {})}, tmp)
+    torch.save(blob, tmp)
     tmp.replace(path)
 
 
 def load_checkpoint(path: str | Path, *, device: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:
-    """Rebuild the student from a checkpoint (safe load: ``weights_only=True``).
+    """Rebuild the student from a checkpoint (safe load: ``weights_only=True``): one student, or a
+    :class:`StudentMean` of the several a run with ``students > 1`` saved.
 
     Returns ``(model, info)`` with ``info`` holding ``student``, ``config`` and ``extra``.
     """
@@ -545,18 +569,25 @@ def load_checkpoint(path: str | Path, *, device: str = "cpu") -> tuple[nn.Module
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # corrupted or unsafe pickle
         raise ValueError(f"cannot load checkpoint {path}: {exc}") from None
-    if not isinstance(blob, dict) or "state_dict" not in blob or "student" not in blob:
+    if not isinstance(blob, dict) or "student" not in blob or ("state_dict" not in blob and "members" not in blob):
         raise ValueError(f"{path} is not an ldpclient student checkpoint")
     from ..state import check_schema
 
     check_schema("student checkpoint", path, blob.get("schema", 1), CHECKPOINT_SCHEMA)
-    with torch.random.fork_rng(devices=[]):  # the init draws are overwritten by the weights: keep them local
-        model = build_student(blob["student"], **blob.get("config", {}))
-    try:
-        model.load_state_dict(blob["state_dict"])
-    except RuntimeError:
-        raise ValueError(f"{path}: its weights do not fit the {blob['student']} student built from its config "
-                         "(saved by another version of ldpclient?)") from None
+    states = blob["members"] if "members" in blob else [blob["state_dict"]]
+    if not isinstance(states, list) or not states or not all(isinstance(st, dict) for st in states):
+        raise ValueError(f"{path} is not an ldpclient student checkpoint")
+    models = []
+    for state in states:
+        with torch.random.fork_rng(devices=[]):  # the init draws are overwritten by the weights: keep them local
+            model = build_student(blob["student"], **blob.get("config", {}))
+        try:
+            model.load_state_dict(state)
+        except RuntimeError:
+            raise ValueError(f"{path}: its weights do not fit the {blob['student']} student built from its config "
+                             "(saved by another version of ldpclient?)") from None
+        models.append(model)
+    model = models[0] if "state_dict" in blob else StudentMean(models)
     return model.to(select_device(device)), {k: blob.get(k) for k in ("student", "config", "extra")}
 
 
@@ -564,6 +595,7 @@ __all__ = [
     "STUDENTS",
     "LabelStore",
     "SmallCNN",
+    "StudentMean",
     "TrainHistory",
     "Trainer",
     "build_student",
