@@ -116,6 +116,22 @@ def test_label_happy_path_json_schema_then_resume(tmp_path: Path) -> None:
         assert b["records"] == 12 - unused and b["epsilon"]["max"] == pytest.approx(64.0)
 
 
+def test_without_a_price_the_money_is_not_counted_and_the_summary_says_so_with_what_the_teacher_billed(
+        tmp_path: Path) -> None:
+    folder = _private(tmp_path)
+    args = _args(folder, "", tmp_path)
+    del args[args.index("--price"):args.index("--price") + 2]  # the teacher bills 0.01 an image; the user gave no price
+    with _server() as srv:
+        args[args.index("--teacher") + 1] = srv.model_url
+        res = _run(args)
+        assert res.exit_code == 0, res.output
+        assert srv.usage()["total"]["images"] == 24
+    assert "not counted: no --price given; the teacher billed 24 image(s) this run" in " ".join(res.stderr.split())
+    assert "0 this run" not in res.stderr  # "0" would read as free
+    report = json.loads((tmp_path / "out" / "labels.report.json").read_text())
+    assert report["cost"]["price_per_query"] == 0.0 and report["cost"]["billing"]["billed_units"] == 24
+
+
 def test_secrets_never_reach_any_output(tmp_path: Path) -> None:
     folder = _private(tmp_path)
     with _server(tokens=(TOKEN,)) as srv:

@@ -1,5 +1,5 @@
 """The words a run's summary, report and page use about its guarantee and what its labels are worth: the weak
-privacy warning, the data-free run's note, where accuracy was measured."""
+privacy warning, the data-free run's note, where accuracy was measured, money that was not counted."""
 
 from __future__ import annotations
 
@@ -36,4 +36,16 @@ def utility_note(data_free: bool) -> str:
     )
 
 
-__all__ = ["DATA_FREE_NOTE", "utility_note", "weak_privacy_note"]
+def unpriced_note(price_per_query: float | None, billing: object) -> str | None:
+    """The words that stand for the money spent when no price was given (``--price`` 0, its default): the run
+    cannot count money, and "0" would read as "free"; with what the teacher billed when it reported it
+    (``billing``: the report's ``cost.billing`` mapping, ``billed_units`` over the batches it reported for). None
+    when a price was given."""
+    if price_per_query:
+        return None
+    billed = billing.get("billed_units") if isinstance(billing, dict) else None
+    told = f"; the teacher billed {billed:,} image(s) this run" if isinstance(billed, int) and billed > 0 else ""
+    return f"not counted: no --price given{told}"
+
+
+__all__ = ["DATA_FREE_NOTE", "unpriced_note", "utility_note", "weak_privacy_note"]

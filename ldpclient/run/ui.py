@@ -28,7 +28,7 @@ from rich.table import Column, Table
 from ..io.output import scrub, to_json
 from ..io.text import printable
 from ..privacy.guarantee import coefficient_treatment
-from ..report.notes import DATA_FREE_NOTE, utility_note, weak_privacy_note
+from ..report.notes import DATA_FREE_NOTE, unpriced_note, utility_note, weak_privacy_note
 from ..report.run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 from ..transfer.mirror_check import mirror_note
 from ..transfer.rounds import rounds_in_words
@@ -338,6 +338,9 @@ def _label_ledger_line(ledger: LedgerSection) -> str:
 
 
 def _money_line(cost: CostSection) -> str:
+    unpriced = unpriced_note(cost.price_per_query, cost.billing)
+    if unpriced is not None:  # (a money cap needs a price: never both)
+        return unpriced
     cap_s = "" if cost.cap is None else f" of a cap of {cost.cap:.4g}"
     public_s = f" ({cost.spent_public_run:.4g} of it on public images)" if cost.spent_public_run else ""
     return f"{cost.spent_run:.4g} this run{public_s}, {cost.spent_total:.4g} in total{cap_s}"
