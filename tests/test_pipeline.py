@@ -76,9 +76,13 @@ def test_data_free_costs_nothing_and_uses_blank_queries():
     teacher = _quadrant_teacher()
     orig = teacher.classify
     teacher.classify = lambda q: (seen.append(q.values.mean().item()), orig(q))[1]
+    releases = []
     kt = KnowledgeTransfer(teacher, laplace(50.0, per="element"), mode="data-free", num_queries=100, epochs=1,
-                           seed=0, device="cpu", student_kwargs={"width": 8})
+                           seed=0, device="cpu", student_kwargs={"width": 8},
+                           progress=lambda stage, done, total, _: releases.append((done, total)) if stage == "release"
+                           else None)
     res = kt.run(x)
+    assert releases[0] == (0, 30) and releases[-1] == (30, 30)  # its noising bar ends, as a private run's does
     assert res.guarantee.epsilon_record == 0 and res.guarantee.public_input
     assert res.counts["releases_fresh"] == 0
     assert max(seen) < 0.1  # near-noiseless blank records: the private images never reach the teacher

@@ -554,7 +554,10 @@ class KnowledgeTransfer:
         value noised by the blank mechanism, or procedural images sent as they are (``free_images``).
         """
         if source is None and self.free_images == "procedural":
-            return self._procedural_release(n, shape)
+            procedural = self._procedural_release(n, shape)
+            if report:
+                self._report("release", n, n)
+            return procedural
         whole = ReleaseBuilder(n)
         if source is None:  # public blank records: neither charged nor stored
             chunk = release_chunk(shape)
@@ -562,6 +565,8 @@ class KnowledgeTransfer:
                 blank = torch.full((min(chunk, n - start), *shape), self.blank_mechanism.domain.low,
                                    dtype=torch.float32)
                 whole.add(self._release(blank, public=True))
+                if report:  # the data-free run's bar ends as the private run's does
+                    self._report("release", start + len(blank), n)
         else:
             for idx, release in release_in_chunks(source, lambda r, ids: self._release(r, public=False, sources=ids)):
                 whole.add(release)
