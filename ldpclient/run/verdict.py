@@ -45,8 +45,11 @@ classes, 55 % for 2):
 4. Without a check set, a student that does no better on held-out noised queries than always answering the
    teacher's most frequent class is **doubtful**; a run whose labels are the data-free run's on 95 % of
    images or more says that the privacy spent bought nothing measurable.
-5. Otherwise **usable**; without a check set the reasons say the accuracy was not measured, and with one whose
-   95 % interval reaches more than 5 points either side, about how many check images would narrow it to 5.
+5. Without a check set and without held-out public images nothing in the run tells right labels from wrong ones
+   (a run whose labels are at chance reads the same: the residual photo teacher's, BENCHMARKS.md): **doubtful**,
+   "accuracy not measured". With held-out public images the reasons say the accuracy was not measured.
+6. Otherwise **usable**; with a check set whose 95 % interval reaches more than 5 points either side, about how
+   many check images would narrow it to 5.
 
 Beside public images whose teacher answers seldom hold (under a quarter of a chance share: a teacher's few errors
 on them do not count as holding a class) half or more of the classes the teacher often gave the queries (at least
@@ -447,8 +450,12 @@ def judge(
                                     f"({_pct(majority)}): it learned little from the answers"))
     if check is None:
         seen = "accuracy not measured" if collapse.level != USABLE else "no collapse seen, but accuracy not measured"
-        found.append((USABLE, f"{seen}: give --check FILE with a few hand-labelled private images (read here only, "
-                              "never sent) to measure it"))
+        measure = "give --check FILE with a few hand-labelled private images (read here only, never sent) to measure it"
+        if public_dict is not None:  # the held-out public images judged the student, against the teacher
+            found.append((USABLE, f"{seen}: {measure}"))
+        else:
+            found.append((DOUBTFUL, f"{seen}: nothing in this run tells right labels from wrong ones (no check set, "
+                                    f"no held-out public images; labels at chance would read the same): {measure}"))
     if same_as_free is not None and (check is None or check.baseline is None) and same_as_free >= SAME_AS_FREE:
         found.append((USABLE, f"{_pct(same_as_free)} of the labels are the data-free run's (no privacy spent): "
                               "the privacy spent bought nothing measurable"))
