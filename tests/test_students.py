@@ -98,5 +98,7 @@ def test_label_takes_students_and_its_dry_run_summary_report_and_page_say_so(tmp
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["student"]["students"] == 2
         assert "2 of them, each with draws of its own" in (tmp_path / "labels.html").read_text()
+        summary = CliRunner().invoke(app, [*args, "--students", "2"])  # the journal answers: nothing sent again
+        assert summary.exit_code == 0 and "2 of them (labels from their mean output" in " ".join(summary.output.split())
         refused = CliRunner().invoke(app, [*args, "--students", "0"])
     assert refused.exit_code == 2 and "--students" in refused.output

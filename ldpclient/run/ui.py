@@ -350,7 +350,9 @@ def _student_line(student: StudentSection) -> str:
     if student.model is None:
         return "none (SIDP: the teacher's answers to the releases are the labels)"
     acc_s = "n/a" if student.val_accuracy is None else f"{100 * student.val_accuracy:.1f}%"
-    line = f"{student.model}, validation accuracy on held-out teacher labels {acc_s}"
+    many = (f", {student.students} of them (labels from their mean output; the first one's figures)"
+            if student.students > 1 else "")
+    line = f"{student.model}{many}, validation accuracy on held-out teacher labels {acc_s}"
     if student.flip or student.mirror_check:
         line += f"; {mirror_note(student.flip, student.mirror_check)}"
     return line + (f"; predictions {student.inference}" if student.inference else "")
