@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import sqlite3
 import sys
 import time
@@ -76,6 +77,23 @@ def _crop(top: int, left: int, bottom: int, right: int) -> Callable[[torch.Tenso
     return make
 
 
+def _turn_crop(degrees: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Turned about the centre (PIL, bilinear), cut to the centred square the turn leaves no corner empty in."""
+    def make(x: torch.Tensor) -> torch.Tensor:
+        c, h, w = x.shape
+        turned = _pil(x).rotate(degrees, resample=Image.BILINEAR)
+        t = math.radians(degrees)
+        keep = 1 / (abs(math.cos(t)) + abs(math.sin(t)))
+        top, left = math.ceil(h * (1 - keep) / 2), math.ceil(w * (1 - keep) / 2)
+        return _back(turned.crop((left, top, w - left, h - top)), c, h, w)
+    return make
+
+
+def _greyscale(x: torch.Tensor) -> torch.Tensor:
+    """As a photo editor's greyscale (PIL's ITU-R 601 luma), decoded back in colour."""
+    return _back(_pil(x).convert("L").convert("RGB"), *x.shape)
+
+
 COPY_KINDS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "jpeg q90": _jpeg(90),
     "jpeg q60": _jpeg(60),
@@ -89,7 +107,18 @@ COPY_KINDS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "darker x0.8": lambda x: x * 0.8,
     "gamma 0.8": lambda x: x.clamp(0, 1) ** 0.8,
     "channels swapped": lambda x: x.flip(0),
+    "mirrored": lambda x: x.flip(2),
+    "turned 90": lambda x: x.rot90(1, (1, 2)),
+    "turned 180": lambda x: x.rot90(2, (1, 2)),
+    "mirrored, shift 2 px": lambda x: torch.roll(x.flip(2), (2, 2), (1, 2)),
+    "inverted": lambda x: 1 - x,
+    "greyscale": _greyscale,
+    "turned 3, cropped": _turn_crop(3),
+    "turned 5, cropped": _turn_crop(5),
+    "turned 8, cropped": _turn_crop(8),
 }
+#: Copies that only a colour image can be made into.
+COLOUR_KINDS = ("channels swapped", "greyscale")
 
 
 def _store(private: torch.Tensor) -> sqlite3.Connection:
@@ -108,14 +137,14 @@ def measure(name: str, stored: int | None = None) -> dict[str, Any]:
     table = private if stored is None else torch.cat([private, teacher[: stored - len(private)]])
     public = bench_adapt.public_images(name, 28, PUBLIC[name])
     c = _store(table)
-    near_public = fp.nearest(c, fp.query(public))
+    near_public = fp.nearest(fp.stored(c), fp.query(public))
     copies: dict[str, float] = {}
     for kind in COPY_KINDS if stored is None else CROWDED_KINDS:
-        if kind == "channels swapped" and private.shape[1] == 1:
+        if kind in COLOUR_KINDS and private.shape[1] == 1:
             continue
         made = torch.stack([COPY_KINDS[kind](private[k]) for k in range(COPIES)])
         # each copy against every stored image: caught when its nearest reaches NEAR (its own image, or another)
-        copies[kind] = float((fp.nearest(c, fp.query(made)) >= fp.NEAR).float().mean())
+        copies[kind] = float((fp.nearest(fp.stored(c), fp.query(made)) >= fp.NEAR).float().mean())
     return {
         "dataset": label, "private": len(table), "public": len(public), "near": fp.NEAR,
         "public_refused": int((near_public >= fp.NEAR).sum()), "public_max_cosine": float(near_public.max()),
@@ -148,7 +177,7 @@ def timing() -> dict[str, Any]:
         c.executemany("INSERT INTO fingerprints VALUES (?, ?)",
                       ((int(r * 10_000 + k).to_bytes(8, "big"), b) for k, b in enumerate(blobs)))
     t = time.perf_counter()
-    fp.nearest(c, fp.query(torch.rand(5_000, 3, 32, 32)))
+    fp.nearest(fp.stored(c), fp.query(torch.rand(5_000, 3, 32, 32)))
     return {"dataset": "timing", "release_10k_grey_s": t_release, "prints_10k_grey_s": t_grey,
             "stored_prints_per_10k_s": t_store, "search_5k_in_100k_s": time.perf_counter() - t,
             "bytes_per_private_image": len(blobs[0])}

@@ -157,7 +157,7 @@ def test_an_image_the_ledger_charged_is_refused_as_public_from_any_folder(tmp_pa
         res = _run(_args(other, srv.model_url, tmp_path, "--public", str(folder), "--privacy-cap", "100"))
         assert res.exit_code == EXIT_USAGE, res.output
         line = res.stderr.strip().splitlines()[-1]
-        assert "12 image(s) are private images this state's ledger knows" in line
+        assert "12 image(s) are private images" in line
         assert "charged as a private image" in line and "nothing was sent" in line
         assert srv.usage()["total"]["images"] == 0 and _paid(tmp_path) == 0
 
@@ -193,6 +193,52 @@ def test_near_copies_of_private_images_are_refused_as_public_and_distinct_images
         ok = _run(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(tmp_path / "distinct"),
                           "--json"))
         assert ok.exit_code == 0, ok.output
+
+
+def test_mirrored_turned_inverted_and_re_encoded_copies_of_this_runs_own_images_are_refused_on_a_first_run(
+        tmp_path: Path) -> None:
+    """Nothing charged yet: the copies are of the private images the same run labels, not of the ledger's."""
+    private = _smooth(12, 3)
+    _write(tmp_path / "private", private, "p")
+    jpeg = io.BytesIO()
+    Image.fromarray(private[6]).save(jpeg, "JPEG", quality=80)
+    copies = {"mirrored.png": private[0][:, ::-1], "turned90.png": np.rot90(private[1]).copy(),
+              "turned180.png": np.rot90(private[2], 2).copy(), "inverted.png": 255 - private[3],
+              "turned5.png": np.asarray(Image.fromarray(private[4]).rotate(5, resample=Image.BILINEAR)
+                                        .crop((2, 2, 26, 26)).resize((28, 28), Image.BILINEAR)),
+              "bright.png": np.clip(private[5].astype(int) * 1.15, 0, 255).astype(np.uint8)}
+    with _server(image_size=28) as srv:
+        for name, image in [*copies.items(), ("copy.jpg", None)]:
+            one = tmp_path / f"pub-{name}"
+            one.mkdir()
+            if image is None:
+                (one / name).write_bytes(jpeg.getvalue())
+            else:
+                Image.fromarray(np.ascontiguousarray(image)).save(one / name)
+            res = _run(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(one)))
+            assert res.exit_code == EXIT_USAGE, (name, res.output)
+            line = res.stderr.strip().splitlines()[-1]
+            assert "a near copy of a private image" in line and "nothing was sent" in line, name
+        assert srv.usage()["total"]["images"] == 0 and _paid(tmp_path) == 0 and _charged(tmp_path) == 0
+
+
+def test_the_mirror_checks_copies_are_checked_before_anything_is_sent(tmp_path: Path) -> None:
+    """A copy the mirror check would send is refused like a public image (here the check's mirrored copy is, by
+    construction, a private image)."""
+    from types import SimpleNamespace
+
+    from ldpclient.privacy.ledger import Ledger
+    from ldpclient.run.label import refuse_known_private
+
+    private = torch.from_numpy(np.stack(_smooth(6, 4))).float()[:, None] / 255
+    public = torch.from_numpy(np.stack(_smooth(4, 8))).float()[:, None] / 255
+    carriers = SimpleNamespace(records=public, printable_paths=[f"pub{k}.png" for k in range(4)])
+    check = SimpleNamespace(images=torch.cat([public[:2].flip(-1), private[:1], public[1:2]]), sample=np.array([0, 3]),
+                            size=2)
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        refuse_known_private(ledger, carriers, "--public 'p'", domain=None, private=private)  # the images pass
+        with pytest.raises(ValueError, match="the mirror check's copy of 'pub0.png': a near copy of a private image"):
+            refuse_known_private(ledger, carriers, "--public 'p'", domain=None, private=private, check=check)
 
 
 # ---------------------------------------------------------------- every state file is versioned

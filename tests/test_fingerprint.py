@@ -46,10 +46,10 @@ def test_stored_copies_are_found_and_distinct_images_are_not() -> None:
     private, others = _smooth(50, 1), _smooth(50, 2)
     c = _table()
     fp.store(c, [bytes([k]) for k in range(50)], private)
-    assert bool((fp.nearest(c, fp.query(private)) >= fp.NEAR).all())  # the int8 copies keep them near
+    assert bool((fp.nearest(fp.stored(c), fp.query(private)) >= fp.NEAR).all())  # the int8 copies keep them near
     cropped = F.interpolate(private[:, :, 2:-2, 2:-2], size=(28, 28), mode="bilinear", antialias=True)
-    assert bool((fp.nearest(c, fp.query(cropped)) >= fp.NEAR).all())  # a centre crop: a stored crop
-    assert bool((fp.nearest(c, fp.query(others)) < fp.NEAR).all())
+    assert bool((fp.nearest(fp.stored(c), fp.query(cropped)) >= fp.NEAR).all())  # a centre crop: a stored crop
+    assert bool((fp.nearest(fp.stored(c), fp.query(others)) < fp.NEAR).all())
 
 
 def test_the_windows_are_crops_resized_and_the_spectrum_is_blind_to_a_circular_shift() -> None:
@@ -80,12 +80,12 @@ def test_shifted_and_off_centre_cropped_copies_are_found_and_distinct_images_are
     shifted = torch.cat([shifted[:, :, :, :1].expand(-1, -1, -1, 2), shifted[:, :, :, :-2]], 3)
     off_centre = F.interpolate(private[:, :, 2:, 2:], size=(32, 32), mode="bilinear", antialias=True)
     assert float(fp.fingerprint(shifted).mul(fp.fingerprint(private)).sum(1).max()) < fp.NEAR  # not as they are
-    assert bool((fp.nearest(c, fp.query(shifted)) >= fp.NEAR).all())
-    assert bool((fp.nearest(c, fp.query(off_centre)) >= fp.NEAR).all())
-    assert bool((fp.nearest(c, fp.query(others)) < fp.NEAR).all())
+    assert bool((fp.nearest(fp.stored(c), fp.query(shifted)) >= fp.NEAR).all())
+    assert bool((fp.nearest(fp.stored(c), fp.query(off_centre)) >= fp.NEAR).all())
+    assert bool((fp.nearest(fp.stored(c), fp.query(others)) < fp.NEAR).all())
     big = F.interpolate(private[:4], size=(96, 96), mode="bilinear")  # kept at 64 a side for its windows
-    assert fp.query(big).grey.shape == (4, 64, 64)
-    assert bool((fp.nearest(c, fp.query(big)) >= fp.NEAR).all())
+    assert fp.query(big).grey[0].shape == (4, 64, 64)
+    assert bool((fp.nearest(fp.stored(c), fp.query(big)) >= fp.NEAR).all())
 
 
 def test_nothing_is_stored_for_records_that_are_not_images_and_nothing_matches_an_empty_table() -> None:
@@ -93,7 +93,50 @@ def test_nothing_is_stored_for_records_that_are_not_images_and_nothing_matches_a
     fp.store(c, [b"a", b"b"], torch.rand(2, 16))  # tabular records: no fingerprint
     fp.store(c, [b"c"], torch.rand(1, 1, 4, 4))  # below MIN_SIDE
     assert c.execute("SELECT COUNT(*) FROM fingerprints").fetchone()[0] == 0
-    assert bool(torch.isinf(fp.nearest(c, fp.query(_smooth(3, 0)))).all())
+    assert bool(torch.isinf(fp.nearest(fp.stored(c), fp.query(_smooth(3, 0)))).all())
     flat = torch.full((1, 1, 28, 28), 0.5)
     fp.store(c, [b"d"], _smooth(1, 4))
-    assert float(fp.nearest(c, fp.query(flat))[0]) < fp.NEAR  # a flat image's zero print matches nothing
+    assert float(fp.nearest(fp.stored(c), fp.query(flat))[0]) < fp.NEAR  # a flat image's zero print matches nothing
+
+
+def _turned_and_cut(x: torch.Tensor, degrees: float) -> torch.Tensor:
+    """``x`` turned by ``degrees`` about its centre, cut to the centred square that has no empty corner, resized back
+    (as a photo editor's "straighten")."""
+    import math
+
+    n, c, h, w = x.shape
+    t = math.radians(degrees)
+    theta = torch.tensor([[math.cos(t), -math.sin(t), 0.0], [math.sin(t), math.cos(t), 0.0]]).expand(n, 2, 3)
+    turned = F.grid_sample(x, F.affine_grid(theta, [n, c, h, w], align_corners=False), align_corners=False)
+    cut = math.ceil(h * (1 - 1 / (math.cos(t) + abs(math.sin(t)))) / 2)
+    return F.interpolate(turned[:, :, cut : h - cut, cut : w - cut], size=(h, w), mode="bilinear", antialias=True)
+
+
+def test_mirrored_turned_inverted_and_greyscale_copies_are_found_and_distinct_images_are_not() -> None:
+    private, others = _smooth(40, 7, (3, 32, 32)), _smooth(200, 8, (3, 32, 32))
+    c = _table()
+    fp.store(c, [bytes([k]) for k in range(40)], private)
+    luma = (0.299 * private[:, 0] + 0.587 * private[:, 1] + 0.114 * private[:, 2])[:, None].expand(-1, 3, -1, -1)
+    copies = {
+        "mirrored": private.flip(-1), "turned 90": private.rot90(1, (2, 3)), "turned 180": private.rot90(2, (2, 3)),
+        "turned 270, mirrored": private.rot90(3, (2, 3)).flip(-1), "inverted": 1 - private,
+        "inverted, mirrored": (1 - private).flip(-1), "greyscale": luma, "turned 5, cut": _turned_and_cut(private, 5),
+        "turned -5, cut": _turned_and_cut(private, -5),
+    }
+    for kind, made in copies.items():
+        assert float(fp.fingerprint(made).mul(fp.fingerprint(private)).sum(1).max()) < fp.NEAR or kind == "greyscale"
+        found = fp.nearest(fp.stored(c), fp.query(made))
+        assert bool((found >= fp.NEAR).all()), (kind, found.min())
+    assert bool((fp.nearest(fp.stored(c), fp.query(others)) < fp.NEAR).all())
+
+
+def test_images_outside_the_ledger_are_searched_as_the_ledger_keeps_them() -> None:
+    private = _smooth(30, 9, (1, 28, 28))
+    c = _table()
+    fp.store(c, [bytes([k]) for k in range(30)], private)
+    (kept,) = list(fp.stored(c))
+    (made,) = list(fp.prints_of([private]))
+    assert torch.equal(made, kept)  # the same int8 codes, decoded the same way
+    copies = fp.query(private.flip(-1))
+    assert torch.equal(fp.nearest(fp.prints_of([private[:10], private[10:]]), copies), fp.nearest(fp.stored(c), copies))
+    assert list(fp.prints_of([torch.rand(3, 16)])) == []  # not images: nothing to search

@@ -220,15 +220,23 @@ def _public_where(setup: RunSetup) -> str:
     return f"--public {str(setup.opts.public)!r}" if setup.opts.public is not None else "the public records"
 
 
-def refuse_known_private(ledger: Any, carriers: Any, where: str, *, domain: Any) -> None:
-    """ValueError (before anything is sent) when the ledger knows some public images (``carriers``: their
-    ``records`` and ``printable_paths``) as private: charged before, from whatever folder, or near copies of an
-    image it charged (``Ledger.private_copies``)."""
-    known = ledger.private_copies(carriers.records, domain=domain)
+def refuse_known_private(ledger: Any, carriers: Any, where: str, *, domain: Any,
+                         private: RecordSource | torch.Tensor | None = None, check: Any = None) -> None:
+    """ValueError (before anything is sent) when some public images (``carriers``: their ``records`` and
+    ``printable_paths``), or the copies of them the mirror check would send (``check``: a
+    :class:`~ldpclient.transfer.mirror_check.MirrorCheck`, or None), are private images: charged before, from
+    whatever folder, or near copies of an image the ledger charged or of one of ``private`` (this run's private
+    images), as they are or mirrored, turned or inverted (``Ledger.private_copies``)."""
+    known = ledger.private_copies(carriers.records, domain=domain, private=private)
+    copy_of = ""
+    if not known and check is not None:
+        known = ledger.private_copies(check.images, domain=domain, private=private)
+        copy_of = "the mirror check's copy of "
+        known = {int(check.sample[k % check.size]): why for k, why in known.items()}
     if known:
         first = min(known)
         raise ValueError(
-            f"{where}: {len(known)} image(s) are private images this state's ledger knows (e.g. "
+            f"{where}: {len(known)} image(s) are private images (e.g. {copy_of}"
             f"{carriers.printable_paths[first]!r}: {known[first]}); nothing was sent: a private image, or a copy of "
             "one, is never sent as public: remove it from the public images")
 
@@ -498,13 +506,14 @@ def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: Re
     opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
     public = carriers.records if carriers is not None else None
     try:
-        if carriers is not None:
-            refuse_known_private(ledger, carriers, _public_where(setup), domain=setup.mechanism.domain)
         transfer = KnowledgeTransfer(
             setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode,
             seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,
             stages=session.cluster, **setup.plan.settings.as_kwargs(),
         )
+        if carriers is not None:
+            refuse_known_private(ledger, carriers, _public_where(setup), domain=setup.mechanism.domain,
+                                 private=records, check=transfer.mirror_check(records, carriers.records))
         base = _baseline_transfer(setup, session, seeds) if opts.baseline else None
         # every cap the run can foresee, before anything is noised or sent (no stop report: nothing happened)
         if setup.plan.mode != "data-free":

@@ -616,13 +616,28 @@ class KnowledgeTransfer:
         batch ``b`` of a plan is sent as ``plan.batch_id(b)`` (a journal that answered it is not paid again).
         Nothing is released, sent or charged; the public images are read (their batch ids come from their values)
         and what that prepared is kept for :meth:`run` on the same ``public``."""
+        plan, prepared = self._plans_for(records, public)
+        return [plan] if prepared is None else prepared.plans() + [plan]
+
+    def mirror_check(
+        self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource
+    ) -> MirrorCheck | None:
+        """The mirrored and shifted copies of ``public`` images that :meth:`run` would send for the mirror check
+        (None: it sends none), prepared as :meth:`query_plans` prepares them. Nothing is released or sent."""
+        prepared = self._plans_for(records, public)[1]
+        return prepared.check if prepared is not None else None
+
+    def _plans_for(
+        self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None
+    ) -> tuple[QueryPlan, _Public | None]:
+        """The private (or blank) queries' plan for ``records``, and the public images' queries (None without
+        them, or in ``sidp`` mode), prepared once for :meth:`run`."""
         meta = self.teacher.metadata()
         source = as_record_source(records)
         plan = self._plan(self._check_records(source, meta), self._query_batch_size(meta))
         if public is None or self.mode == "sidp":
-            return [plan]
-        prepared = self._public_for(public, source.record_shape, plan)
-        return prepared.plans() + [plan]
+            return plan, None
+        return plan, self._public_for(public, source.record_shape, plan)
 
     def run(
         self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None = None

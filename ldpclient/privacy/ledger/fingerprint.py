@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 import numpy as np
 import torch
@@ -50,6 +50,8 @@ SIDE = 32
 FREQUENCIES = 12
 #: Centre crops a private image is kept at (fraction of each side cut off each edge).
 CROPS = (0.0, 0.036, 0.072, 0.108)
+#: Prints the ledger keeps per image: one per crop of :data:`CROPS`, and one of its luma (:func:`stored_prints`).
+SLOTS = len(CROPS) + 1
 #: Cosine at or above which a public image is a near copy of a private one.
 NEAR = 0.995
 #: Numbers per fingerprint (one crop).
@@ -57,10 +59,14 @@ SIZE = FREQUENCIES * FREQUENCIES - 1
 #: Windows per axis a public image is also fingerprinted at: cut by ``lo`` and ``hi`` steps of :data:`_STEP` of
 #: its side at either end, 4 steps at most (15 per axis, 225 per image).
 WINDOWS = tuple((lo, hi) for lo in range(5) for hi in range(5) if lo + hi <= 4)
+#: The centred windows (as many steps cut at either end): all a turned-back image (:data:`TURNS`) is searched at.
+CENTRED = tuple((lo, hi) for lo, hi in WINDOWS if abs(lo - hi) <= 1 and lo + hi <= 3)
 #: One window step: a fraction of the side (1 pixel in 28 or 32, 2 in 64).
 _STEP = 1 / 32
 #: Stored images per block of :data:`_CHUNK` whose crops each public image is compared with at every window.
 CANDIDATES = 64
+#: As :data:`CANDIDATES`, for each variant of a public image but the image as it is (:func:`_variants`).
+VARIANT_CANDIDATES = 16
 #: Frequencies per axis of the shift-blind summary (:func:`_spectrum`).
 _SPECTRUM_FREQUENCIES = 6
 #: Largest side of the grey copy a search keeps of each public image (its windows are cut from it).
@@ -95,9 +101,9 @@ def _axis_operator(n: int) -> torch.Tensor:
 
 
 @lru_cache(maxsize=16)
-def _window_operator(n: int) -> torch.Tensor:
-    """``(len(WINDOWS), FREQUENCIES, n)``: as :func:`_axis_operator`, for the windows :data:`WINDOWS`."""
-    return torch.stack([_resize_dct(n, round(lo * _STEP * n), round(hi * _STEP * n)) for lo, hi in WINDOWS])
+def _window_operator(n: int, windows: tuple[tuple[int, int], ...]) -> torch.Tensor:
+    """``(len(windows), FREQUENCIES, n)``: as :func:`_axis_operator`, for ``windows`` (as :data:`WINDOWS`)."""
+    return torch.stack([_resize_dct(n, round(lo * _STEP * n), round(hi * _STEP * n)) for lo, hi in windows])
 
 
 def _resize_dct(n: int, lo: int, hi: int) -> torch.Tensor:
@@ -131,11 +137,12 @@ def fingerprint(records: torch.Tensor) -> torch.Tensor:
     return _prints(_grey(records), 1)[:, 0]
 
 
-def _window_prints(grey: torch.Tensor) -> torch.Tensor:
-    """``(N, len(WINDOWS) ** 2, SIZE)`` unit-length fingerprints of ``(N, H, W)`` images at every window."""
+def _window_prints(grey: torch.Tensor, windows: tuple[tuple[int, int], ...] = WINDOWS) -> torch.Tensor:
+    """``(N, len(windows) ** 2, SIZE)`` unit-length fingerprints of ``(N, H, W)`` images at every window of
+    ``windows`` (as :data:`WINDOWS`) per axis."""
     n, h, w = grey.shape
-    a = len(WINDOWS)
-    rows, cols = _window_operator(h).reshape(-1, h), _window_operator(w).reshape(-1, w)
+    a = len(windows)
+    rows, cols = _window_operator(h, windows).reshape(-1, h), _window_operator(w, windows).reshape(-1, w)
     coef = (rows @ grey @ cols.T).view(n, a, FREQUENCIES, a, FREQUENCIES).transpose(2, 3)
     return F.normalize(coef.reshape(n, a * a, -1)[:, :, 1:], dim=2)
 
@@ -159,18 +166,53 @@ def _spectrum(prints: torch.Tensor) -> torch.Tensor:
     return F.normalize(torch.cat([mag[:, : k + 1, : k + 1].flatten(1), mag[:, -k:, 1 : k + 1].flatten(1)], 1), dim=1)
 
 
-class Query(NamedTuple):
-    """Public images as a search takes them (:func:`query`)."""
+#: Small turns (degrees) a public image is also turned back by, each with the crop that cuts the corners the turn
+#: leaves empty: a copy turned by up to about 2 degrees either side of one of them (or of none) is compared
+#: upright. Only the image as it is and its mirror are turned back (:func:`_variants`).
+TURNS = (-10.0, -7.5, -5.0, -2.5, 2.5, 5.0, 7.5, 10.0)
 
-    #: ``(N, SIZE)``: their fingerprints (:func:`fingerprint`).
+
+class Query(NamedTuple):
+    """Public images as a search takes them (:func:`query`): each as a copy of a private image could have been made
+    from it (:func:`_variants`), with one entry of :attr:`grey` per variant."""
+
+    #: ``(N, V, SIZE)``: each image's fingerprint under each of the ``V`` variants (:func:`fingerprint` of it).
     prints: torch.Tensor
-    #: ``(N, h, w)`` float32: their grey images, at most :data:`_QUERY_SIDE` a side (the windows are cut from it).
-    grey: torch.Tensor
+    #: per variant, ``(N, h, w)`` float32: the grey images, at most :data:`_QUERY_SIDE` a side (the windows are
+    #: cut from them).
+    grey: tuple[torch.Tensor, ...]
 
     @staticmethod
     def cat(queries: list["Query"]) -> "Query":
         """One query of the images of ``queries`` (of one image shape), in order."""
-        return Query(torch.cat([q.prints for q in queries]), torch.cat([q.grey for q in queries]))
+        return Query(torch.cat([q.prints for q in queries]),
+                     tuple(torch.cat(parts) for parts in zip(*(q.grey for q in queries), strict=True)))
+
+
+def _turned(grey: torch.Tensor, degrees: float) -> torch.Tensor:
+    """``(N, H, W)`` images turned by ``degrees`` about their centre (bilinear; the corners the turn leaves
+    empty take the nearest edge's values). Not cut: a copy turned and cut to its full corners is a turned-back
+    image whose middle the stored crops and the windows cover."""
+    n, h, w = grey.shape
+    t = math.radians(degrees)
+    cos, sin = math.cos(t), math.sin(t)
+    theta = torch.tensor([[cos, -sin * h / w, 0.0], [sin * w / h, cos, 0.0]], dtype=torch.float32)
+    grid = F.affine_grid(theta.expand(n, 2, 3), [n, 1, h, w], align_corners=False)
+    return F.grid_sample(grey[:, None], grid, mode="bilinear", padding_mode="border", align_corners=False)[:, 0]
+
+
+#: The first variants of :func:`_variants`: the eight symmetries of the square (searched at every window).
+_SYMMETRIES = 8
+
+
+def _variants(grey: torch.Tensor) -> list[torch.Tensor]:
+    """What a search compares of images ``(N, H, W)``: the eight symmetries of the square (the images as they
+    are, turned by 90, 180 and 270 degrees, and each of these mirrored left-right), then the images as they are
+    and mirrored, each turned back by every one of :data:`TURNS`. A colour-inverted copy needs no variant: its
+    fingerprint is the original's negated (:func:`nearest` compares cosines by their size)."""
+    out = [torch.rot90(g, k, (1, 2)) for g in (grey, grey.flip(-1)) for k in range(4)]
+    out += [_turned(g, degrees) for g in (grey, grey.flip(-1)) for degrees in TURNS]
+    return out
 
 
 def query(records: torch.Tensor) -> Query:
@@ -180,23 +222,35 @@ def query(records: torch.Tensor) -> Query:
     if max(h, w) > _QUERY_SIDE:
         scale = _QUERY_SIDE / max(h, w)
         size = (max(MIN_SIDE, round(h * scale)), max(MIN_SIDE, round(w * scale)))
-        small = F.interpolate(grey[:, None], size=size, mode="bilinear", antialias=True, align_corners=False)[:, 0]
-    else:
-        small = grey
-    return Query(fingerprint(records), small.contiguous())
+        grey = F.interpolate(grey[:, None], size=size, mode="bilinear", antialias=True, align_corners=False)[:, 0]
+    variants = [v.contiguous() for v in _variants(grey)]
+    return Query(torch.stack([_prints(v, 1)[:, 0] for v in variants], 1), tuple(variants))
+
+
+def _luma(records: torch.Tensor) -> torch.Tensor:
+    """``(N, H, W)`` float32: what a photo editor's greyscale keeps of RGB images (ITU-R 601 luma); of other
+    images, their mean over channels (:func:`_grey`)."""
+    if records.dim() != 4 or records.shape[1] != 3:
+        return _grey(records)
+    x = records.detach().to(torch.float32)
+    return 0.299 * x[:, 0] + 0.587 * x[:, 1] + 0.114 * x[:, 2]
 
 
 def stored_prints(records: torch.Tensor) -> list[bytes]:
-    """What the ledger keeps of each image: its fingerprint at every :data:`CROPS` crop, int8, concatenated."""
-    prints = _prints(_grey(records), len(CROPS))  # (N, crops, SIZE)
+    """What the ledger keeps of each image: its fingerprint at every :data:`CROPS` crop, then that of its luma
+    (:func:`_luma`, uncropped: what a greyscale copy's fingerprint is near), int8, concatenated (:data:`SLOTS`
+    prints)."""
+    prints = torch.cat([_prints(_grey(records), len(CROPS)), _prints(_luma(records), 1)], 1)  # (N, SLOTS, SIZE)
     top = prints.abs().amax(2, keepdim=True).clamp(min=1e-12)
     codes = (prints / top * 127).round().to(torch.int8).numpy()
     return [row.tobytes() for row in codes]
 
 
 def _decode(blobs: list[bytes]) -> torch.Tensor:
-    """``(M, crops, SIZE)`` unit-length float32 prints from stored blobs."""
-    codes = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(blobs), len(CROPS), SIZE)
+    """``(M, SLOTS, SIZE)`` unit-length float32 prints from stored blobs (:func:`stored_prints`). A blob without
+    the luma print (kept before the ledger stored one) has its uncropped print in that slot."""
+    whole = [b if len(b) == SLOTS * SIZE else b + b[:SIZE] for b in blobs]
+    codes = np.frombuffer(b"".join(whole), dtype=np.int8).reshape(len(blobs), SLOTS, SIZE)
     return F.normalize(torch.from_numpy(codes.astype(np.float32)), dim=2)
 
 
@@ -209,8 +263,9 @@ def store(c: Database, source_keys: list[bytes], records: torch.Tensor) -> None:
                   zip(source_keys, stored_prints(records), strict=True))
 
 
-def _stored(c: Database) -> Iterator[torch.Tensor]:
-    """The stored fingerprints, :data:`_CHUNK` at a time."""
+def stored(c: Database) -> Iterator[torch.Tensor]:
+    """The fingerprints the ledger keeps (:func:`store`), :data:`_CHUNK` images at a time: ``(M, SLOTS, SIZE)``
+    unit-length float32 blocks, as :func:`nearest` takes them."""
     last = b""
     while True:
         rows = c.execute("SELECT source_key, print FROM fingerprints WHERE source_key > ? ORDER BY source_key "
@@ -218,32 +273,46 @@ def _stored(c: Database) -> Iterator[torch.Tensor]:
         if not rows:
             return
         last = bytes(rows[-1][0])
-        yield _decode([bytes(r[1]) for r in rows if len(r[1]) == len(CROPS) * SIZE])
+        yield _decode([bytes(r[1]) for r in rows if len(r[1]) in (len(CROPS) * SIZE, SLOTS * SIZE)])
 
 
-def nearest(c: Database, images: Query) -> torch.Tensor:
-    """For each public image (:func:`query`), the highest cosine between its fingerprint as it is and any stored
-    crop, or between its fingerprint at any of :data:`WINDOWS` and a crop of one of its :data:`CANDIDATES`
-    shift-blind nearest stored images per block: ``(N,)`` float32 in ``[-1, 1]`` (``-inf`` where nothing is
-    stored)."""
-    prints = images.prints
-    best = torch.full((len(prints),), -math.inf)
-    spectra = _spectrum(prints)
-    for stored in _stored(c):
-        flat = stored.reshape(-1, SIZE).T  # (SIZE, M * crops)
-        for i in range(0, len(prints), _QUERY_CHUNK):
-            part = best[i : i + _QUERY_CHUNK]
-            torch.maximum(part, (prints[i : i + _QUERY_CHUNK] @ flat).amax(1), out=part)
-        stored_spectra = _spectrum(stored[:, 0])
-        k = min(CANDIDATES, len(stored))
-        for i in range(0, len(prints), _WINDOW_CHUNK):
-            part = best[i : i + _WINDOW_CHUNK]
-            candidates = (spectra[i : i + _WINDOW_CHUNK] @ stored_spectra.T).topk(k, dim=1).indices  # (n, k)
-            windows = _window_prints(images.grey[i : i + _WINDOW_CHUNK])  # (n, windows, SIZE)
-            cosines = torch.einsum("nws,nkcs->nwkc", windows, stored[candidates])
-            torch.maximum(part, cosines.flatten(1).amax(1), out=part)
-    return best
+def prints_of(records: Iterable[torch.Tensor]) -> Iterator[torch.Tensor]:
+    """Blocks as :func:`stored` yields them, of images not in a ledger (this run's private images, ``(n, C, H, W)``
+    or ``(n, H, W)`` chunks of any value range): each image's fingerprint at every :data:`CROPS` crop, through the
+    same int8 codes the ledger keeps."""
+    for chunk in records:
+        if len(chunk) and fingerprintable(tuple(chunk.shape[1:])):
+            yield _decode(stored_prints(chunk))
 
 
-__all__ = ["CANDIDATES", "CROPS", "FREQUENCIES", "NEAR", "SIDE", "SIZE", "WINDOWS", "Query", "fingerprint",
-           "fingerprintable", "nearest", "query", "store", "stored_prints"]
+def nearest(blocks: Iterable[torch.Tensor], images: Query) -> torch.Tensor:
+    """For each public image (:func:`query`), the largest cosine, by its size (an inverted copy's is negative),
+    with any stored crop: its fingerprint as it is against every crop, then, for each of its variants, its
+    fingerprint at each window (:data:`WINDOWS`; :data:`CENTRED` for the turned ones) against the crops of the
+    variant's shift-blind nearest images per block (:data:`CANDIDATES` for the image as it is,
+    :data:`VARIANT_CANDIDATES` for each other variant). ``blocks``: stored fingerprints (:func:`stored`,
+    :func:`prints_of`). ``(N,)`` float32 in ``[0, 1]`` (``-inf`` where nothing is stored)."""
+    n, variants = images.prints.shape[:2]
+    best = torch.full((n, variants), -math.inf)
+    spectra = _spectrum(images.prints.reshape(n * variants, SIZE)).view(n, variants, -1)
+    upright = images.prints[:, 0].contiguous()
+    for block in blocks:
+        if not len(block):
+            continue
+        flat = block.reshape(-1, SIZE).T  # (SIZE, M * crops)
+        for i in range(0, n, _QUERY_CHUNK):
+            part = best[i : i + _QUERY_CHUNK, 0]
+            best[i : i + _QUERY_CHUNK, 0] = torch.maximum(part, (upright[i : i + _QUERY_CHUNK] @ flat).abs().amax(1))
+        block_spectra = _spectrum(block[:, 0])
+        for v, grey in enumerate(images.grey):
+            k = min(CANDIDATES if v == 0 else VARIANT_CANDIDATES, len(block))
+            for i in range(0, n, _WINDOW_CHUNK):
+                candidates = (spectra[i : i + _WINDOW_CHUNK, v] @ block_spectra.T).topk(k, dim=1).indices  # (n, k)
+                windows = _window_prints(grey[i : i + _WINDOW_CHUNK], WINDOWS if v < _SYMMETRIES else CENTRED)
+                cosines = torch.einsum("nws,nkcs->nwkc", windows, block[candidates]).abs().flatten(1).amax(1)
+                best[i : i + _WINDOW_CHUNK, v] = torch.maximum(best[i : i + _WINDOW_CHUNK, v], cosines)
+    return best.amax(1)
+
+
+__all__ = ["CANDIDATES", "CROPS", "FREQUENCIES", "NEAR", "SIDE", "SIZE", "SLOTS", "TURNS", "VARIANT_CANDIDATES", "WINDOWS", "Query", "fingerprint",
+           "fingerprintable", "nearest", "prints_of", "query", "store", "stored", "stored_prints"]

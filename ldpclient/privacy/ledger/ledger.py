@@ -5,6 +5,7 @@ See the package docstring (:mod:`ldpclient.privacy.ledger`) for what the ledger 
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ...io.records import RecordSource, iter_batches, source_ids
+from ...io.records import RecordSource, as_record_source, iter_batches, source_ids
 from ...state import default_state_dir
 from ...state.database import Database, display_location, is_database_error, is_database_url
 from ..base import Mechanism
@@ -392,11 +393,13 @@ class Ledger:
         *,
         sources: Sequence[bytes | str] | None = None,
         domain: Domain | None = None,
+        private: torch.Tensor | RecordSource | None = None,
     ) -> dict[int, str]:
-        """Which of ``records`` (images offered as public) the ledger knows as private: index -> the reason in
-        words. An image whose source has been charged ("charged as a private image"), or whose perceptual
-        fingerprint is near that of an image the ledger charged (:mod:`.fingerprint`: "a near copy of a private
-        image"). ``records``, ``sources``, ``domain``: as for :meth:`spent`. Reads only."""
+        """Which of ``records`` (images offered as public) are private images: index -> the reason in words. An
+        image whose source the ledger has charged ("charged as a private image"), or whose perceptual fingerprint,
+        as it is or mirrored, turned, inverted (:func:`~.fingerprint.nearest`), is near that of an image the ledger
+        charged or of one of ``private`` (the private images of the run at hand, charged or not: "a near copy of a
+        private image"). ``records``, ``sources``, ``domain``: as for :meth:`spent`. Reads only."""
         found: dict[int, str] = {}
         indices: list[np.ndarray] = []
         queries: list[_fingerprint.Query] = []
@@ -406,9 +409,12 @@ class Ledger:
             if _fingerprint.fingerprintable(tuple(chunk.shape[1:])) and not charged.all():
                 indices.append(idx[~charged])
                 queries.append(_fingerprint.query(chunk[torch.from_numpy(~charged)]))
-        if queries:  # one pass over the stored fingerprints for all of them
+        if queries:  # one pass over the stored fingerprints (and this run's private images) for all of them
+            run_private = () if private is None else (
+                chunk for _, chunk in iter_batches(as_record_source(private), _SPENT_CHUNK))
             with self._lock:
-                similarity = _fingerprint.nearest(self._db, _fingerprint.Query.cat(queries))
+                blocks = itertools.chain(_fingerprint.stored(self._db), _fingerprint.prints_of(run_private))
+                similarity = _fingerprint.nearest(blocks, _fingerprint.Query.cat(queries))
             for k, sim in zip(np.concatenate(indices).tolist(), similarity.tolist(), strict=True):
                 if sim >= _fingerprint.NEAR:
                     found[int(k)] = f"a near copy of a private image (cosine {sim:.4f})"
