@@ -99,7 +99,8 @@ def test_json_mode_error_is_a_json_document(tmp_path: Path) -> None:
 def test_config_file_supplies_defaults_and_command_line_wins(tmp_path: Path) -> None:
     folder = _folder(tmp_path)
     cfg = tmp_path / "ldp.toml"
-    cfg.write_text(f'teacher = "{UNREACHABLE}"\nunrelated-top-level = 1\n[label]\nepsilon = -3.0\n')
+    # `out` is noise's option: a top-level key another command has is left to it
+    cfg.write_text(f'teacher = "{UNREACHABLE}"\nout = "noised"\n[label]\nepsilon = -3.0\n')
     # the config's (bad) epsilon is used: proof that the file was read, including the teacher
     result = _invoke(["label", str(folder), "--config", str(cfg)])
     _assert_user_error(result, EXIT_USAGE, "--epsilon must be", "-3.0")
@@ -116,6 +117,14 @@ def test_config_file_problems_are_one_line_errors(tmp_path: Path) -> None:
         ("[label]\nepsilonn = 1\n", "unknown option 'epsilonn'"),
         ("[frobnicate]\nx = 1\n", "unknown table [frobnicate]"),
         ("epsilon = \n", "not valid TOML"),
+        ("privacy-caps = 50\n", "unknown option 'privacy-caps' (did you mean 'privacy-cap'?)"),
+        ("[label]\nmoneycap = 5\n", "unknown option 'moneycap' in [label] (did you mean 'money-cap'?)"),
+        ("[lable]\nepsilon = 1\n", "unknown table [lable] (tables are named after commands (did you mean 'label'?))"),
+        ('state = "postgresql://me:abc@127.0.0.1/ldp"\n', "holds a URL with a password or token in it"),
+        ('[label]\nteacher = "https://me:abc@teacher.example/v2/models/m"\n', "URL with a password or token"),
+        ('state = "postgresql://127.0.0.1/ldp?user=me&password=abc"\n', "URL with a password or token"),
+        ('[noise]\nteacher = "https://teacher.example/v2/models/m?api_key=abc"\n', "URL with a password or token"),
+        ("set-cap = 500\n", "taken from the command line only (--set-cap)"),
     ]:
         cfg = tmp_path / "c.toml"
         cfg.write_text(text)
@@ -211,3 +220,12 @@ def test_a_delta_below_the_secure_samplers_reach_is_named() -> None:
 
     with pytest.raises(ValueError, match=r"delta 1e-300 is below what the secure Gaussian sampler can guarantee"):
         gaussian(1.0, 1e-300, per="record").guarantee((1, 8, 8))
+
+
+def test_a_config_file_cannot_change_the_cap_a_read_only_budget_shows(tmp_path: Path) -> None:
+    for text in ("set-cap = 500\n", "[budget]\nset-cap = \"none\"\n"):
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(text)
+        result = _invoke(["budget", "--state-dir", str(tmp_path / "state"), "--config", str(cfg)])
+        _assert_user_error(result, EXIT_USAGE, "changes what the state keeps", "command line only (--set-cap)")
+        assert not (tmp_path / "state").exists()

@@ -223,9 +223,11 @@ def _load_config(ctx: typer.Context, param: Any, value: Optional[Path]) -> Optio
     try:
         parsed = read_config(value)
         names = [p.name for p in ctx.command.params if p.name not in ("config", "token")]
-        commands = list(ctx.parent.command.commands) if ctx.parent is not None and hasattr(ctx.parent.command, "commands") else []
+        group = getattr(ctx.parent.command, "commands", {}) if ctx.parent is not None else {}
+        known = [p.name for c in group.values() for p in c.params if p.name not in ("config", "token")]
         source = f"config file {str(value)!r}"
-        values = options_for_command(parsed, ctx.info_name or "", names, source=source, commands=commands)
+        values = options_for_command(parsed, ctx.info_name or "", names, source=source, commands=list(group),
+                                     known=known)
         _check_config_types(ctx.command.params, values, source)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)

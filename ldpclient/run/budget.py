@@ -43,6 +43,11 @@ def ledger_summary(
     new_cap = parse_set_cap(set_cap) if set_cap is not None else None
     if private_dir is not None and html is None:
         raise ValueError("--private names the images at the cap on the --html page: give --html FILE too")
+    if html is not None:
+        from .output_paths import check_output_paths
+
+        check_output_paths({"--html": html}, input_folders={"--private": private_dir} if private_dir else {},
+                           state=where)
     with Ledger(where.ledger, key_file=where.ledger_key) as ledger:
         if set_cap is not None:
             ledger.set_caps(new_cap, ledger.cap_delta, origin="budget --set-cap")

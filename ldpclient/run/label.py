@@ -57,6 +57,7 @@ from .label_report import (
     write_stop_report,
 )
 from .options import LabelOptions
+from .output_paths import check_output_paths
 from .plan import resolve_plan
 from .progress import StageProgress
 from .run_state import RunState
@@ -124,6 +125,7 @@ def label_run(
     """
     ui = ui or UI(quiet=True)
     opts.validate()
+    _check_output_paths(opts, given_records=records is not None)
     if opts.dry_run:
         return _dry_run(opts, token=token, teacher=teacher, records=records, public=public)
     timer = StageTimer()
@@ -163,6 +165,29 @@ def label_run(
         if report_path is not None:
             write_json(report_path, report, secrets=(token,))
         return LabelRun(report=report, result=outcome.result, paths=images.printable_paths, verdict=verdict)
+
+
+def _check_output_paths(opts: LabelOptions, *, given_records: bool) -> None:
+    """ValueError before anything is noised or sent when a file the run writes is an input, another output or
+    state (:func:`~ldpclient.run.output_paths.check_output_paths`)."""
+    outputs: dict[str, Path] = {}
+    if opts.output is not None:
+        outputs["--output"] = opts.output
+        if opts.adapt:
+            outputs["--output's unadapted labels"] = _sibling(opts.output, ".unadapted")
+        if opts.baseline:
+            outputs["--baseline's labels"] = _sibling(opts.output, ".baseline")
+            outputs["--baseline's unadapted labels"] = _sibling(opts.output, ".baseline.unadapted")
+    if opts.html_path is not None:
+        outputs["--html"] = opts.html_path
+    report = report_path_for(opts)
+    if report is not None:
+        outputs["--report"] = report
+    folders = {} if given_records else {"PRIVATE_DIR": opts.private_dir}
+    if opts.public is not None:
+        folders["--public"] = opts.public
+    check_output_paths(outputs, input_files={"--check": opts.check} if isinstance(opts.check, Path) else {},
+                       input_folders=folders, state=opts.state_locations(state_dir(opts.state_dir, create=False)))
 
 
 @dataclass(frozen=True)

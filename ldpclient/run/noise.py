@@ -20,6 +20,7 @@ from ..teachers.limits import TeacherLimits
 from .connect import connect_options, open_teacher
 from .memory import check_memory_for_shape
 from .options import NoiseOptions
+from .output_paths import check_output_paths
 from .plan import build_mechanism, resolve_shape_defaults
 from .ui import UI
 
@@ -44,6 +45,8 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     """
     ui = ui or UI(quiet=True)
     opts.validate()
+    check_output_paths({}, output_folders={"--out": Path(opts.out)}, input_folders={"PRIVATE_DIR": opts.private_dir},
+                       state=opts.state_locations(state_dir(opts.state_dir, create=False)))
     state = state_dir(opts.state_dir)
     with state_lock(state):  # one run at a time per state dir
         target = _noise_target(opts, token, state)
