@@ -1,4 +1,4 @@
-"""Near copies of private images (issue 45): does the ledger's perceptual fingerprint refuse copies of a private
+"""Near copies of private images (issues 45 and 64): does the ledger's perceptual fingerprint refuse copies of a private
 image offered as public, and never a distinct public image?
 
 The code measured is the ledger's own (``ldpclient.privacy.ledger.fingerprint``): every private image's stored
@@ -10,8 +10,11 @@ two-stage search over the stored ones (:func:`nearest`, in an SQLite table like 
   whose nearest cosine reaches ``NEAR`` would be refused.
 * **catches**: copies of 200 private images made the way a user (or an attacker) makes them, at the teacher's
   shape: JPEG at quality 90 and 60, a 2x upscale, centre crops of 1, 2 and 3 pixels a side, an off-centre crop
-  (2 pixels off the top and left), a 2-pixel shift (down and right, with wrap-around), brighter (x1.15), darker (x0.8), a gamma of 0.8, and for
-  colour sets channels swapped (a recolouring); the share of each whose nearest cosine reaches ``NEAR``.
+  (2 pixels off the top and left), a 2-pixel shift (down and right, with wrap-around), brighter (x1.15), darker
+  (x0.8), a gamma of 0.8, mirrored, turned by 90 and 180 degrees, mirrored and shifted 2 pixels, inverted, turned
+  by 3, 5 and 8 degrees and cut to the square without empty corners (a photo editor's "straighten"), and for colour
+  sets channels swapped (a recolouring) and greyscale (PIL's luma); the share of each whose nearest cosine reaches
+  ``NEAR``.
 * **a fuller table** (``--crowded``): CIFAR-10 with 16,000 images stored (the 1,000 private ones and 15,000 of
   the teacher's part): false refusals, and the copies the search's shift-blind stage must pick from a fuller block.
 * **time**: a ledger release of 10,000 28x28 images (fingerprints included) beside fingerprinting them alone,
