@@ -17,6 +17,7 @@ from ldpclient.run.verdict import (
     check_evidence,
     informative_floor,
     judge,
+    parse_check_rows,
     read_check_file,
     sign_test_p,
     wilson_interval,
@@ -191,6 +192,34 @@ def test_the_check_file_takes_class_names_or_indices_with_or_without_a_header(tm
     assert dict(check.labels) == {"sub/a.png": 1, "b.png": 2}
     f.write_text("a.png,0\n\nb.png,dog\n", encoding="utf-8")
     assert dict(read_check_file(f, ["dog", "cat"], 2).labels) == {"a.png": 0, "b.png": 0}
+
+
+def test_digit_class_names_and_indices_are_never_confused(tmp_path: Path) -> None:
+    """Classes named "1".."10" (class k is named str(k + 1)): a label is read as a name or an index only where the
+    whole file says which, and a file whose labels read both ways is refused."""
+    names, f = [str(k + 1) for k in range(10)], tmp_path / "check.csv"
+    f.write_text("a.png,0\nb.png,3\nc.png,9\n")  # "0" is no name: indices
+    assert dict(read_check_file(f, names, 10).labels) == {"a.png": 0, "b.png": 3, "c.png": 9}
+    f.write_text("a.png,10\nb.png,3\n")  # "10" is no index: names
+    assert dict(read_check_file(f, names, 10).labels) == {"a.png": 9, "b.png": 2}
+    f.write_text("a.png,3\nb.png,5\n")
+    with pytest.raises(ValueError, match=r"row 1: label '3' is both the class named '3' and another class's index; "
+                                         r"say which .* 'file,class' .* 'file,index'"):
+        read_check_file(f, names, 10)
+    f.write_text("file,index\na.png,3\nb.png,5\n")
+    assert dict(read_check_file(f, names, 10).labels) == {"a.png": 3, "b.png": 5}
+    f.write_text("path,class\na.png,3\nb.png,5\n")
+    assert dict(read_check_file(f, names, 10).labels) == {"a.png": 2, "b.png": 4}
+    f.write_text("file,index\na.png,10\n")
+    with pytest.raises(ValueError, match=r"label '10' is not a class index 0\.\.9"):
+        read_check_file(f, names, 10)
+    f.write_text("file,class\na.png,0\n")
+    with pytest.raises(ValueError, match=r"label '0' is not a class name \(1, 2, 3, 4, 5, \.\.\.\)"):
+        read_check_file(f, names, 10)
+    # labels that read the same either way need no header; the library's Python ints are always indices
+    f.write_text("a.png,cat\nb.png,1\n")
+    assert dict(read_check_file(f, ["0", "1", "cat"], 3).labels) == {"a.png": 2, "b.png": 1}
+    assert dict(parse_check_rows([("a.png", 3), ("b.png", "10")], names, 10).labels) == {"a.png": 3, "b.png": 9}
 
 
 @pytest.mark.parametrize(("body", "message"), [

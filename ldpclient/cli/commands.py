@@ -550,8 +550,10 @@ def label(
     check: Optional[Path] = typer.Option(
         None, "--check", dir_okay=False, metavar="<file>",
         help="Hand labels of a few private images (CSV rows file,label: the path as the labels file writes it, a "
-        "class name or index), read on this device only and never sent: the run scores its labels on them (95% "
-        "interval) and its verdict says what the labels are worth. Default: none (accuracy not measured).",
+        "class name or index; a header row file,class or file,index says which, and is needed where class names "
+        "are digits that read as other classes' indices), read on this device only and never sent: the run scores "
+        "its labels on them (95% interval) and its verdict says what the labels are worth. Default: none "
+        "(accuracy not measured).",
         show_default=False,
     ),
     dry_run: bool = typer.Option(

@@ -127,10 +127,16 @@ class CheckSet:
         return len(self.labels)
 
 
+#: A check file's header row: its first column, then its second's name for what the labels are (None: detected).
+_CHECK_HEADERS = {"label": None, "class": "class", "class_name": "class", "index": "index", "class_index": "index"}
+
+
 def read_check_file(path: str | Path, class_names: Sequence[str] | None, num_classes: int) -> CheckSet:
-    """Read ``--check FILE``: CSV rows ``file,label`` (a header row ``file,label`` or ``path,label`` may come
-    first); a label is a class name the teacher publishes or a class index ``0..num_classes-1``. ValueError, one
-    line naming the file and row, for anything else (a duplicate file, an unknown class, an empty file)."""
+    """Read ``--check FILE``: CSV rows ``file,label``; a label is a class name the teacher publishes or a class
+    index ``0..num_classes-1``. A header row may come first: ``file,class`` (every label a class name), ``file,index``
+    (every label an index) or ``file,label`` (either, detected as :func:`parse_check_rows` does); ``path`` may stand
+    for ``file``. ValueError, one line naming the file and row, for anything else (a duplicate file, an unknown
+    class, a label that reads as two different classes, an empty file)."""
     p = Path(path)
     where = f"--check {str(p)!r}"
     try:
@@ -143,28 +149,58 @@ def read_check_file(path: str | Path, class_names: Sequence[str] | None, num_cla
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{where}: cannot read it: {' '.join(str(exc).split())}") from None
     rows = [r for r in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in r)]
-    if rows and [c.strip().lower() for c in rows[0][:2]] in (["file", "label"], ["path", "label"]):
-        rows = rows[1:]
-    return parse_check_rows(rows, class_names, num_classes, where)
+    reading = None
+    if rows and len(rows[0]) == 2:
+        first, second = (c.strip().lower().replace(" ", "_") for c in rows[0])
+        if first in ("file", "path") and second in _CHECK_HEADERS:
+            reading, rows = _CHECK_HEADERS[second], rows[1:]
+    return parse_check_rows(rows, class_names, num_classes, where, reading=reading)
 
 
 def parse_check_rows(
-    rows: Sequence[Sequence[Any]], class_names: Sequence[str] | None, num_classes: int, where: str = "check set"
+    rows: Sequence[Sequence[Any]], class_names: Sequence[str] | None, num_classes: int, where: str = "check set",
+    *, reading: str | None = None,
 ) -> CheckSet:
-    """A :class:`CheckSet` from ``(name, label)`` rows (see :func:`read_check_file`)."""
+    """A :class:`CheckSet` from ``(name, label)`` rows (see :func:`read_check_file`). ``reading``: ``"class"``
+    (labels are class names), ``"index"`` (class indices; a Python int always is one) or None: a label that is
+    one of the two is read as it; where class names are digits (``"1".."10"``), the labels are read as whichever
+    of the two every one of them can be, and a file whose labels read as both, with different classes, is
+    refused (its header row must say which)."""
     index = {str(name): k for k, name in enumerate(class_names or ())}
-    labels: dict[str, int] = {}
+    parsed: list[tuple[int, str, Any]] = []
     for line, row in enumerate(rows, 1):
         if len(row) != 2:
             raise ValueError(f"{where}: row {line} has {len(row)} fields; each row is 'file,label'")
-        name, raw = str(row[0]).strip(), row[1]
-        label = _class_index(raw, index, num_classes)
-        if label is None:
-            known = f"a class name ({', '.join(list(index)[:5])}{', ...' if len(index) > 5 else ''}) or " if index else ""
-            raise ValueError(f"{where}: row {line}: label {str(raw)[:40]!r} is not {known}a class index "
-                             f"0..{num_classes - 1}")
+        name = str(row[0]).strip()
         if not name:
             raise ValueError(f"{where}: row {line} names no file")
+        parsed.append((line, name, row[1]))
+    readings = {"class": [_by_name(raw, index) for _, _, raw in parsed],
+                "index": [_by_index(raw, num_classes) for _, _, raw in parsed]}
+    if reading is None:
+        whole = [r for r, found in readings.items() if found and all(k is not None for k in found)]
+        if len(whole) == 2 and readings["class"] != readings["index"]:
+            line, _, raw = parsed[next(k for k, (a, b) in enumerate(zip(*readings.values(), strict=True)) if a != b)]
+            raise ValueError(f"{where}: row {line}: label {str(raw)[:40]!r} is both the class named {str(raw)[:40]!r} "
+                             "and another class's index; say which every label is with a header row 'file,class' "
+                             "(class names) or 'file,index' (class indices)")
+        reading = whole[0] if len(whole) == 1 else None
+    labels: dict[str, int] = {}
+    for k, (line, name, raw) in enumerate(parsed):
+        if reading is not None:
+            label = readings[reading][k]
+        else:  # a mixture: each label read as the one it can be; one it can be two ways is refused
+            both = (readings["class"][k], readings["index"][k])
+            if None not in both and both[0] != both[1]:
+                raise ValueError(f"{where}: row {line}: label {str(raw)[:40]!r} is both a class name and another "
+                                 "class's index; say which every label is with a header row 'file,class' or "
+                                 "'file,index'")
+            label = both[0] if both[0] is not None else both[1]
+        if label is None:
+            known = f"a class name ({', '.join(list(index)[:5])}{', ...' if len(index) > 5 else ''})"
+            wanted = {"class": known, "index": f"a class index 0..{num_classes - 1}"}.get(
+                reading or "", f"{known + ' or ' if index else ''}a class index 0..{num_classes - 1}")
+            raise ValueError(f"{where}: row {line}: label {str(raw)[:40]!r} is not {wanted}")
         if name in labels:
             raise ValueError(f"{where}: row {line}: {name[:80]!r} is labelled twice")
         labels[name] = label
@@ -173,17 +209,21 @@ def parse_check_rows(
     return CheckSet(labels, where)
 
 
-def _class_index(raw: Any, index: Mapping[str, int], num_classes: int) -> int | None:
+def _by_name(raw: Any, index: Mapping[str, int]) -> int | None:
+    """The class a label names (None: not a class name; a Python int never is one)."""
+    if isinstance(raw, (bool, int)):
+        return None
+    return index.get(str(raw).strip())
+
+
+def _by_index(raw: Any, num_classes: int) -> int | None:
+    """The class a label is the index of (None: not an index ``0..num_classes-1``)."""
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int):
         return raw if 0 <= raw < num_classes else None
     text = str(raw).strip()
-    if text in index:
-        return index[text]
-    if text.isdigit() and int(text) < num_classes:
-        return int(text)
-    return None
+    return int(text) if text.isdigit() and int(text) < num_classes else None
 
 
 def check_indices(check: CheckSet, names: Sequence[str]) -> tuple[list[int], list[int], list[str]]:
