@@ -1,6 +1,7 @@
 """Shared test configuration."""
 
 import os
+import shutil
 import signal
 import tempfile
 
@@ -51,7 +52,7 @@ def postgres_url(postgres_server):
 
 @pytest.fixture(scope="module")
 def ray_local():
-    """A local Ray for the test module (``ray.init(num_cpus=2)``: stages ask 0.5 CPU per actor), shut down after it:
+    """A local Ray for the test module (``start_local_ray(num_cpus=2)``: stages ask 0.5 CPU per actor), shut down after it:
     a Ray left running slowed every later test by about 15 % (its threads in this process, its idle workers); skips with the reason
     where Ray is missing (LDPCLIENT_REQUIRE_RAY=1 fails instead, as in .ci/run)."""
     try:
@@ -60,7 +61,10 @@ def ray_local():
         if os.environ.get("LDPCLIENT_REQUIRE_RAY") == "1":
             pytest.fail("Ray required here: pip install 'ldpclient[cluster]'")
         pytest.skip("Ray is not installed (pip install 'ldpclient[cluster]')")
+    from ldpclient.cluster.ray_engine import start_local_ray
+
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    session = start_local_ray(num_cpus=2)  # on loopback only, as a run's own
     yield ray
     ray.shutdown()
+    shutil.rmtree(session, ignore_errors=True)

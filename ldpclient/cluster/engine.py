@@ -21,7 +21,10 @@ PREDICT_BLOCK = 4096
 
 class Engine(Protocol):
     """Runs a stage (a class built once per worker with ``kwargs``, then called on blocks) over blocks; yields
-    each block's result in any order (a result names its block by ``"start"``)."""
+    each block's result in any order (a result names its block by ``"start"``). ``joined``: where the stages run,
+    in words."""
+
+    joined: str
 
     def map_blocks(self, stage: type, kwargs: dict[str, Any], blocks: Iterable[Block]) -> Iterator[Block]: ...
 
@@ -30,6 +33,8 @@ class Engine(Protocol):
 
 class LocalEngine:
     """The stages in this process, one worker, blocks in order (what a run without a cluster amounts to)."""
+
+    joined = "this process"
 
     def map_blocks(self, stage: type, kwargs: dict[str, Any], blocks: Iterable[Block]) -> Iterator[Block]:
         worker = stage(**kwargs)
@@ -54,12 +59,13 @@ def check_cluster_options(cluster: str | None, *, state: str | None, seed: int |
                          "and the difference of two releases would show the difference of two images")
 
 
-def open_engine(cluster: str) -> Engine:
-    """The engine ``--cluster`` names: ``auto`` (the Ray cluster this machine belongs to, else a local one) or a Ray
-    address."""
+def open_engine(cluster: str, *, timeout: float = 10.0) -> Engine:
+    """The engine ``--cluster`` names: ``auto`` (the cluster ``RAY_ADDRESS`` names or this user started here, else a
+    Ray of the run's own on loopback) or a Ray address that must answer within ``timeout`` seconds
+    (:class:`~ldpclient.cluster.ray_engine.RayEngine`)."""
     from .ray_engine import RayEngine
 
-    return RayEngine(cluster)
+    return RayEngine(cluster, timeout=timeout)
 
 
 @dataclass

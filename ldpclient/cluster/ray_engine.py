@@ -12,6 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import shutil
+import socket
+import stat
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -45,30 +51,121 @@ def _quiet() -> None:
             logging.getLogger(name).setLevel(logging.ERROR)
 
 
-class RayEngine:
-    """Stages on Ray Data. ``address``: ``auto`` (the cluster this machine belongs to, or a local Ray started here
-    and stopped on :meth:`close`) or a Ray address; a Ray already initialised in this process is used as it is.
-    ``actors``: actors per stage (default: the cluster's CPUs); ``actor_cpus``: CPUs each asks for."""
+#: Ray's environment variable that, set to 0 before it starts a node, gives the node the loopback address: every
+#: server it starts (GCS, raylet, object manager, workers) then listens on 127.0.0.1 only.
+_RAY_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
-    def __init__(self, address: str = "auto", *, actors: int | None = None, actor_cpus: float = 0.5) -> None:
+
+def announced_cluster(temp_root: Path | None = None) -> str | None:
+    """The address of the Ray this user started on this machine (``ray start``), as Ray announces it in its shared
+    directory (``/tmp/ray/ray_current_cluster``); None when there is none, or when the file or its folder could have
+    been written by another user (another owner, or writable by group or others): a cluster another local user
+    announced is never joined."""
+    folder = (temp_root or Path(tempfile.gettempdir())) / "ray"
+    announced = folder / "ray_current_cluster"
+    try:
+        for path in (folder, announced):
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                return None
+        address = announced.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return address or None
+
+
+def check_reachable(address: str, timeout: float) -> None:
+    """StateError (one line) when nothing answers at the Ray ``address`` (``host:port`` or ``ray://host:port``)
+    within ``timeout`` seconds: Ray itself would retry the connection without end."""
+    target = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise StateError(f"--cluster {address!r} is not a Ray address (ray://host:10001, or host:6379)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
+        raise StateError(f"--cluster {address!r}: nothing answers there ({reason} within {timeout:g} s): is the Ray "
+                         "cluster running, and reachable from this host?") from None
+
+
+#: Longest folder a Ray of our own keeps its session in: Ray puts Unix sockets some 70 characters below it, and a
+#: socket's path may not pass 107 bytes.
+_SESSION_PARENT_CHARS = 30
+
+
+def _session_parent() -> str:
+    """Where a Ray of our own gets its session folder (made private to this user by ``mkdtemp``): the temporary
+    folder, or ``/tmp`` where that one's path is too long for Ray's sockets."""
+    parent = tempfile.gettempdir()
+    return parent if len(parent) <= _SESSION_PARENT_CHARS or not os.path.isdir("/tmp") else "/tmp"
+
+
+def start_local_ray(**init: Any) -> str:
+    """Start a Ray of this process's own (``ray.init`` with ``init``, e.g. ``num_cpus``): its node on the loopback
+    address, so that nothing it starts listens beyond this machine, and its session in a new folder private to
+    this user, whose path is returned (remove it after ``ray.shutdown()``)."""
+    import ray
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False  # as _RAY_CLUSTER_ENV, where Ray was imported before it was set
+    root = tempfile.mkdtemp(prefix="ldp-ray-", dir=_session_parent())
+    ray.init(address="local", include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
+             _temp_dir=root, **init)
+    return root
+
+
+class RayEngine:
+    """Stages on Ray Data. ``address``: ``auto`` or a Ray address; a Ray already initialised in this process is
+    used as it is. ``auto`` joins the cluster ``RAY_ADDRESS`` names, else the one this user started on this machine
+    (:func:`announced_cluster`), else starts a Ray of its own, stopped on :meth:`close`: bound to the loopback
+    address only (nothing it starts listens beyond this machine) and kept in a session directory of its own,
+    removed on close (never the machine's shared one). :attr:`joined` says which, in words. An address is checked
+    to answer within ``timeout`` seconds first (:func:`check_reachable`). ``actors``: actors per stage (default:
+    the cluster's CPUs); ``actor_cpus``: CPUs each asks for."""
+
+    def __init__(self, address: str = "auto", *, actors: int | None = None, actor_cpus: float = 0.5,
+                 timeout: float = 10.0) -> None:
+        self._started = False
+        self._session_root: str | None = None
+        target, self.joined = self._target(address)
+        if target is None and "ray" not in sys.modules:
+            os.environ[_RAY_CLUSTER_ENV] = "0"  # read when Ray is imported: a node of our own on loopback only
         try:
             import ray
         except ImportError:
             raise StateError("--cluster needs Ray, which this install lacks: pip install 'ldpclient[cluster]'") from None
-        self._started = False
         # Ray Data reports progress and plans on the terminal and in the log; the run has its own progress bars
         _quiet()
-        if not ray.is_initialized():
+        if ray.is_initialized():
+            self.joined = "the Ray this process had started"
+        else:
             # the C++ core's log lines (one about Ray Data's own actor arguments) stay out of the terminal
             os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
-            ray.init(address=None if address == "auto" else address, include_dashboard=False,
-                     logging_level=logging.ERROR, log_to_driver=False)
+            if target is not None:
+                check_reachable(target, timeout)
+                ray.init(address=target, logging_level=logging.ERROR, log_to_driver=False)
+            else:
+                self._session_root = start_local_ray()
             self._started = True
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
         context.print_on_execution_start = False
         self.actors = actors or max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.actor_cpus = actor_cpus
+
+    @staticmethod
+    def _target(address: str) -> tuple[str | None, str]:
+        """The address to join (None: start a Ray of our own) and what it is, in words."""
+        if address != "auto":
+            return address, f"the Ray cluster at {address}"
+        named = os.environ.get("RAY_ADDRESS", "").strip()
+        if named and named != "auto":
+            return named, f"the Ray cluster at {named} (RAY_ADDRESS)"
+        announced = announced_cluster()
+        if announced is not None:
+            return announced, f"the Ray cluster this user started at {announced}"
+        return None, "a Ray started for this run, on 127.0.0.1 only"
 
     def map_blocks(self, stage: type, kwargs: dict[str, Any], blocks: Iterable[Block]) -> Iterator[Block]:
         import ray
@@ -94,6 +191,9 @@ class RayEngine:
 
             ray.shutdown()
             self._started = False
+        if self._session_root is not None:
+            shutil.rmtree(self._session_root, ignore_errors=True)
+            self._session_root = None
 
 
-__all__ = ["RayEngine"]
+__all__ = ["RayEngine", "announced_cluster", "check_reachable", "start_local_ray"]

@@ -511,7 +511,8 @@ def _open_session(setup: RunSetup) -> _Session:
         from ..cluster.engine import Cluster, open_engine
 
         try:
-            engine = open_engine(opts.cluster)
+            engine = open_engine(opts.cluster, timeout=min(10.0, opts.network.timeout))
+            setup.ui.info(f"cluster: {engine.joined}")
         except BaseException:
             client.close()
             ledger.close()
