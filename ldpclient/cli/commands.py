@@ -759,6 +759,11 @@ def budget(
         "does; the ledger itself holds no names).",
         show_default=False,
     ),
+    init: bool = typer.Option(
+        False, "--init",
+        help="Start the ledger where there is none yet: with the key file as it is where one exists (a key "
+        "provisioned for it, e.g. by a secrets manager, which a run would refuse as a lost ledger's), else a new key.",
+    ),
     config: Optional[Path] = ConfigOption,
     json_out: bool = typer.Option(False, "--json", help="Print the ledger summary as JSON on stdout."),
 ) -> None:
@@ -768,7 +773,7 @@ def budget(
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
         summary = ledger_summary(state_dir, set_cap, html=html, private_dir=private, state=state,
-                                 ledger_key_file=ledger_key_file)
+                                 ledger_key_file=ledger_key_file, init=init)
     if json_out:
         ui.print_json(summary)
     else:

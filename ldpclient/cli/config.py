@@ -34,8 +34,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 SECRET_KEYS = frozenset({"token", "api_key", "apikey", "password", "secret", "authorization", "bearer"})
 #: Options a config file may not give: each changes what the state keeps (``budget --set-cap`` raises or lowers
-#: the ledger's cap), which a file that only configures runs must not do unseen.
-COMMAND_LINE_ONLY = frozenset({"set_cap"})
+#: the ledger's cap, ``budget --init`` starts a ledger with a key it finds), which a file that only configures runs
+#: must not do unseen.
+COMMAND_LINE_ONLY = frozenset({"set_cap", "init"})
 #: Query parameters of a URL that carry a secret (``postgresql://h/db?password=...``).
 _SECRET_PARAMETERS = frozenset({"password", "passwd", "pass", "token", "access_token", "api_key", "apikey", "key",
                                 "secret", "sslpassword"})

@@ -22,14 +22,16 @@ def parse_set_cap(text: str) -> float | None:
 
 def ledger_summary(
     state_dir: Path | None, set_cap: str | None = None, *, html: Path | None = None, private_dir: Path | None = None,
-    state: str | None = None, ledger_key_file: Path | None = None,
+    state: str | None = None, ledger_key_file: Path | None = None, init: bool = False,
 ) -> dict[str, Any]:
     """The ledger's aggregate summary for ``ldpclient budget`` (creates nothing when there is no ledger).
 
     ``set_cap``: first set the privacy cap the ledger holds (:func:`parse_set_cap`: raise, lower or ``none``),
     recorded in its history; the summary's ``cap_epsilon`` is the cap the ledger holds.
     ``html``: also write the ledger's page there (:mod:`ldpclient.report.budget_page`; its path is then in
-    ``outputs``). ``state``/``ledger_key_file``: a PostgreSQL ledger (``--state``) and its key file. ``private_dir``: a folder whose images the page names when they are at the cap (their
+    ``outputs``). ``state``/``ledger_key_file``: a PostgreSQL ledger (``--state``) and its key file. ``init``: start the ledger where there is none yet, with
+    its key file as it is when one exists (a key provisioned for it: ``Ledger(start_with_key=True)``); a ledger that
+    exists is opened as it is. ``private_dir``: a folder whose images the page names when they are at the cap (their
     file bytes are hashed here, as ``label`` does, and looked up; nothing is written about the others).
     """
     from ..privacy.ledger import Ledger
@@ -38,8 +40,9 @@ def ledger_summary(
 
     check_state_url(state)
     where = StateLocations(resolve_state_dir(state_dir, create=False), state, ledger_key_file)
-    if state is None and not Path(where.ledger).exists():
-        raise ValueError(f"no ledger at {str(where.ledger)!r} yet (nothing has been noised with this --state-dir)")
+    if state is None and not Path(where.ledger).exists() and not init:
+        raise ValueError(f"no ledger at {str(where.ledger)!r} yet (nothing has been noised with this --state-dir; "
+                         "budget --init starts one)")
     new_cap = parse_set_cap(set_cap) if set_cap is not None else None
     if private_dir is not None and html is None:
         raise ValueError("--private names the images at the cap on the --html page: give --html FILE too")
@@ -48,7 +51,9 @@ def ledger_summary(
 
         check_output_paths({"--html": html}, input_folders={"--private": private_dir} if private_dir else {},
                            state=where)
-    with Ledger(where.ledger, key_file=where.ledger_key) as ledger:
+    if init and state is None:
+        where.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with Ledger(where.ledger, key_file=where.ledger_key, start_with_key=init) as ledger:
         if set_cap is not None:
             ledger.set_caps(new_cap, ledger.cap_delta, origin="budget --set-cap")
         summary = {"schema": 1, "command": "budget", "ok": True, **ledger.summary()}

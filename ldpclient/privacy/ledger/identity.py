@@ -123,14 +123,19 @@ def database_exists(path: Path) -> bool:
     return any(p.exists() and p.stat().st_size > 0 for p in (path, Path(str(path) + "-wal")))
 
 
-def load_or_create_key(path: str | Path, key_path: Path, db_existed: bool) -> tuple[LedgerKey, bool]:
-    """The ledger's key, and whether this call created it (only for a ledger that does not exist yet)."""
-    if key_path.exists() and not db_existed:
+def load_or_create_key(
+    path: str | Path, key_path: Path, db_existed: bool, *, start_with_key: bool = False
+) -> tuple[LedgerKey, bool, bool]:
+    """The ledger's key, whether this call created it, and whether a new ledger starts with it: a key made now for
+    a ledger that does not exist yet, or, with ``start_with_key``, a key file that exists before its ledger (one
+    provisioned for it, e.g. by a secrets manager). Without ``start_with_key`` such a key file is refused: it may
+    be the key of a ledger that was lost, whose spend a fresh start would forget."""
+    if key_path.exists() and not db_existed and not start_with_key:
         raise LedgerError(
-            f"ledger {path} is missing or empty but its key file {key_path} exists: the privacy spend "
-            "recorded with this key is gone, and starting afresh would forget it. Restore the ledger "
-            "file; only if no release was ever made with this key (e.g. the very first run was killed "
-            "before noising anything), delete the key file to start a new ledger."
+            f"ledger {path} is missing or empty but its key file {key_path} exists: restore the ledger (a fresh "
+            "start would forget the spend recorded with this key); if the key was made for a new ledger "
+            "(provisioned, never used), start the ledger with it once: ldpclient budget --init (the same --state, "
+            "--state-dir and --ledger-key-file)"
         )
     created = not key_path.exists()
     if created:
@@ -141,6 +146,7 @@ def load_or_create_key(path: str | Path, key_path: Path, db_existed: bool) -> tu
                 "again). Restore the key file (for a shared ledger: copy it from a host that uses it), or "
                 "start a new ledger elsewhere."
             )
+        key_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         _create_key(key_path)
     try:
         data = key_path.read_bytes()
@@ -148,7 +154,7 @@ def load_or_create_key(path: str | Path, key_path: Path, db_existed: bool) -> tu
         raise LedgerError(f"cannot read ledger key file {key_path}: {exc.strerror or exc}") from exc
     if len(data) != KEY_BYTES:
         raise LedgerError(f"ledger key file {key_path} is corrupt: expected {KEY_BYTES} bytes, found {len(data)}")
-    return LedgerKey(data), created
+    return LedgerKey(data), created, not db_existed
 
 
 @contextmanager

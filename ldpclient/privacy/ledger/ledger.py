@@ -71,6 +71,7 @@ class Ledger:
         cap_epsilon: float | None = None,
         cap_delta: float | None = None,
         cap_origin: str = "Ledger(cap_epsilon=...)",
+        start_with_key: bool = False,
     ) -> None:
         given = Caps.checked(cap_epsilon, cap_delta)
         self._caps = given
@@ -111,16 +112,18 @@ class Ledger:
                 with transaction(self._conn):  # processes opening a new ledger at once: one makes it, under the lock
                     self._conn.lock(SCHEMA_LOCK)
                     existed = stored_schema(self._conn) is not None
-                    self._key, key_created = load_or_create_key(self.location, self.key_path, existed)
+                    self._key, key_created, starts = load_or_create_key(self.location, self.key_path, existed,
+                                                                        start_with_key=start_with_key)
                     init_schema(self._conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
-                                key_created=key_created)
+                                key_created=starts)
             else:  # the key first: opening a file creates it; other processes opening it wait for both
                 with first_steps_lock(self.path):
-                    self._key, key_created = load_or_create_key(self.path, self.key_path, database_exists(self.path))
+                    self._key, key_created, starts = load_or_create_key(
+                        self.path, self.key_path, database_exists(self.path), start_with_key=start_with_key)
                     self._conn = connect(self.path)
                     init_database(
                         self._conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
-                        key_created=key_created,
+                        key_created=starts,
                     )
             self._legacy = has_legacy(self._conn)
             self._caps = settle_caps(self._conn, given, cap_origin)
