@@ -14,6 +14,11 @@ it has to (:meth:`Database.ddl`). What differs in how the engines keep writers a
 
 A location is a file path or a ``postgresql://`` URL (:func:`is_database_url`); the password in a URL
 is never shown (:func:`display_location`).
+
+A PostgreSQL connection may be closed by the server or a pooler while the run does long local work (training,
+adaptation) and leaves it idle (``idle_session_timeout``, a pooler's idle limit, a restart): before a statement or
+a transaction that follows :data:`IDLE_CHECK_SECONDS` or more of quiet, the connection is checked with a read
+(``SELECT 1``) and opened anew when that fails, so nothing that was never sent is lost and nothing is sent twice.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import hashlib
 import os
 import re
 import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Sequence
@@ -34,6 +40,9 @@ Dialect = Literal["sqlite", "postgresql"]
 #: The PostgreSQL schemas (namespaces) the ledger and the journal (with the plan seeds) keep their tables in.
 LEDGER_NAMESPACE = "ldpclient_ledger"
 JOURNAL_NAMESPACE = "ldpclient_journal"
+
+#: Seconds of quiet after which a PostgreSQL connection is checked before it is used again (see the module doc).
+IDLE_CHECK_SECONDS = 1.0
 
 #: URL schemes that name a PostgreSQL database.
 POSTGRESQL_SCHEMES = ("postgresql", "postgres")
@@ -78,11 +87,14 @@ class Database:
     (``fetchone``, ``fetchall``, iteration, ``rowcount``). Not for concurrent use by threads without
     the owner's lock (the ledger and the journal hold one)."""
 
-    def __init__(self, conn: Any, dialect: Dialect, location: str) -> None:
+    def __init__(self, conn: Any, dialect: Dialect, location: str, *, reopen: Any = None) -> None:
         self._conn = conn
         self.dialect: Dialect = dialect
         #: Where the database is, as it may be printed (no password).
         self.location = location
+        #: opens the connection anew (PostgreSQL; None: never)
+        self._reopen = reopen
+        self._last_used = time.monotonic()
 
     @classmethod
     def open(cls, location: str | os.PathLike[str], *, namespace: str) -> "Database":
@@ -90,26 +102,30 @@ class Database:
         of the schema ``namespace`` (made if missing): the ledger and the journal each keep their own
         (:data:`LEDGER_NAMESPACE`, :data:`JOURNAL_NAMESPACE`) in one database."""
         if is_database_url(location):
-            psycopg = _psycopg()
-            shown = display_location(location)
-            try:
-                conn = psycopg.connect(str(location), autocommit=True, connect_timeout=30)
-            except psycopg.OperationalError as exc:
-                reason = " ".join(str(exc).split()).replace(str(location), shown)
-                raise DatabaseUnavailable(f"cannot reach the state database {shown}: {reason}") from None
-            db = cls(conn, "postgresql", shown)
-            try:
-                with db.transaction():
-                    db.lock(f"ldpclient-schema:{namespace}")
-                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{namespace}"')
-                conn.execute(f'SET search_path TO "{namespace}"')
-            except BaseException:
-                db.close()
-                raise
-            return db
+            url = str(location)
+            return cls(_pg_connect(url, namespace), "postgresql", display_location(url),
+                       reopen=lambda: _pg_connect(url, namespace))
         path = Path(location)
         return cls(sqlite3.connect(str(path), timeout=60.0, isolation_level=None, check_same_thread=False), "sqlite",
                    str(path))
+
+    def _alive(self) -> None:
+        """Before a statement outside a transaction: after :data:`IDLE_CHECK_SECONDS` of quiet, check the
+        connection with a read and open it anew when the server or a pooler closed it."""
+        now = time.monotonic()
+        quiet, self._last_used = now - self._last_used, now
+        if self._reopen is None or quiet < IDLE_CHECK_SECONDS or self.in_transaction:
+            return
+        try:
+            self._conn.execute("SELECT 1")
+            return
+        except _psycopg().Error:
+            pass  # closed while idle: nothing of ours was in flight
+        try:
+            self._conn.close()
+        except _psycopg().Error:  # pragma: no cover - already closed
+            pass
+        self._conn = self._reopen()
 
     @property
     def postgresql(self) -> bool:
@@ -127,11 +143,13 @@ class Database:
         return statement
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        self._alive()
         if self.postgresql:
             return self._conn.execute(self.sql(statement), tuple(params) or None)
         return self._conn.execute(statement, tuple(params))
 
     def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._alive()
         if self.postgresql:
             with self._conn.cursor() as cur:
                 cur.executemany(self.sql(statement), list(rows))
@@ -148,6 +166,7 @@ class Database:
     def transaction(self) -> Iterator["Database"]:
         """One transaction: SQLite's ``BEGIN IMMEDIATE`` (the file's write lock, held to the end) or
         PostgreSQL's ``BEGIN`` (READ COMMITTED); ``COMMIT`` at the end, ``ROLLBACK`` on any exception."""
+        self._alive()
         self._conn.execute("BEGIN" if self.postgresql else "BEGIN IMMEDIATE")
         try:
             yield self
@@ -161,8 +180,7 @@ class Database:
         """Inside a transaction: wait for, then hold to its end, the lock called ``name`` (PostgreSQL: an
         advisory lock; SQLite: nothing to do, the transaction holds the file's write lock)."""
         if self.postgresql:
-            key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
-            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_advisory_key(name),))
 
     def tables(self) -> set[str]:
         """The names of the tables in this database (PostgreSQL: in the connection's current schema)."""
@@ -182,6 +200,37 @@ class Database:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _advisory_key(name: str) -> int:
+    """The PostgreSQL advisory lock key (a signed 64-bit integer) for the lock called ``name``."""
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+def _pg_connect(url: str, namespace: str) -> Any:
+    """A psycopg connection to ``url`` in autocommit mode, its ``search_path`` the schema ``namespace`` (made if
+    missing, under an advisory lock). :class:`DatabaseUnavailable` (no password) when it cannot be reached."""
+    psycopg = _psycopg()
+    shown = display_location(url)
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=30)
+    except psycopg.OperationalError as exc:
+        reason = " ".join(str(exc).split()).replace(url, shown)
+        raise DatabaseUnavailable(f"cannot reach the state database {shown}: {reason}") from None
+    try:
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_advisory_key(f"ldpclient-schema:{namespace}"),))
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{namespace}"')
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute(f'SET search_path TO "{namespace}"')
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def is_database_error(exc: BaseException) -> bool:

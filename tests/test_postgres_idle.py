@@ -1,0 +1,62 @@
+"""A database or pooler that closes idle sessions (issue 64): the state's connections are checked after quiet and
+opened anew, so a run's long local work (training, adaptation) cannot kill it after labelling. Against the
+throwaway PostgreSQL with ``idle_session_timeout`` set on the test's database."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_cli import _args, _private, _run, _server
+
+from ldpclient.privacy import laplace
+from ldpclient.privacy.ledger import Ledger
+from ldpclient.state import database
+from ldpclient.teachers import Journal
+
+
+def _idle_limit(url: str, limit: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(f"ALTER DATABASE \"{name}\" SET idle_session_timeout = '{limit}'")
+
+
+def test_the_ledger_and_the_journal_outlive_a_server_that_closes_idle_sessions(postgres_url: str, tmp_path: Path):
+    import psycopg
+
+    _idle_limit(postgres_url, "700ms")
+    plain = psycopg.connect(postgres_url, autocommit=True)
+    time.sleep(1.5)
+    with pytest.raises(psycopg.OperationalError):  # what the server does to a connection left idle
+        plain.execute("SELECT 1")
+    x = torch.rand(4, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    with Ledger(postgres_url, key_file=tmp_path / "key") as ledger, Journal(postgres_url) as journal:
+        ledger.release(laplace(5.0, per="record"), x, scope="t")
+        journal.plan_seed("a plan", (), 7)
+        time.sleep(1.5)  # the server closes both sessions meanwhile
+        assert ledger.spent(x).epsilon.tolist() == [5.0] * 4
+        again = ledger.release(laplace(5.0, per="record"), x, scope="t")  # stored: found, not charged again
+        assert again.guarantee.epsilon_record == 5.0 and ledger.spent(x).epsilon.tolist() == [5.0] * 4
+        time.sleep(1.5)
+        assert journal.plan_seed("a plan", (), 8) == 7
+
+
+def test_a_label_run_outlives_a_server_that_closes_idle_sessions(
+        postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _idle_limit(postgres_url, "300ms")
+    monkeypatch.setattr(database, "IDLE_CHECK_SECONDS", 0.1)  # quieter than the server allows
+    folder = _private(tmp_path)
+    state = ["--state", postgres_url, "--state-dir", str(tmp_path / "host"), "--ledger-key-file",
+             str(tmp_path / "key")]
+    with _server() as srv:
+        res = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--epochs", "3"), *state])
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.stdout)["outputs"]["labels"] and (tmp_path / "out" / "labels.csv").exists()
+        again = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--epochs", "3"), *state])
+        assert again.exit_code == 0, again.output
+        assert json.loads(again.stdout)["queries"]["sent"] == 0
