@@ -39,7 +39,7 @@ from .billing import takes_billing
 from .cost import CostMeter, Reconciliation
 from .errors import AbandonedInFlight, CostCapReached, Interrupted, JournalMismatch
 from .identity import merge_scope_aliases
-from .journal import Journal, MoneyCapInJournal
+from .journal import Journal, JournalEntry, MoneyCapInJournal
 from .result import InferResult, validate_labels
 
 log = logging.getLogger("ldpclient.teachers.client")
@@ -68,6 +68,15 @@ class ClientStats:
     teacher_s: float = 0.0
     #: requests in flight abandoned at a stop (a second Ctrl-C, or an error): the server may have billed them
     abandoned: int = 0
+
+
+#: Seconds a batch's lease lasts without renewal (:meth:`Journal.claim`): a run waiting for another's batch takes
+#: it over this long after its holder stopped renewing (died).
+LEASE_S = 30.0
+#: Seconds between renewals of the leases of the batches a run is sending.
+RENEW_S = 5.0
+#: Seconds between looks at the journal while another run sends a batch this one needs.
+WAIT_POLL_S = 0.25
 
 
 def _digest(derived: Derived) -> str:
@@ -200,6 +209,7 @@ class QueryClient:
         self._stopping = threading.Event()  # set when a run is interrupted: no attempt is sent after it
         self._abort_lock = threading.Lock()
         self._aborts: dict[str, Callable[[], None]] = {}  # batch id -> abandon its attempt in flight
+        self._leased: set[str] = set()  # batches this run holds the journal's lease on (guarded by _lock)
 
     # -- metadata ---------------------------------------------------------------------------
     def metadata(self) -> TeacherMetadata:
@@ -241,7 +251,51 @@ class QueryClient:
             return self.teacher.infer(derived, request_id=batch_id, billing=billing)
         return self.teacher.infer(derived, request_id=batch_id)
 
+    def _claim(self, batch_id: str, derived: Derived, digest: str) -> torch.Tensor | None:
+        """Before sending a batch: None when this run may send it (it holds the journal's lease), else the labels
+        another run answered it with, waited for while that run held the lease (reused, as from the journal)."""
+        if self.journal is None:
+            return None
+        while True:
+            found = self.journal.claim(self.scope, batch_id, self.run_id, lease=LEASE_S)
+            if found is None:
+                with self._lock:
+                    self._leased.add(batch_id)
+                return None
+            if isinstance(found, JournalEntry):
+                return self._journaled(found, derived, digest)
+            if self._stopping.is_set():
+                raise Interrupted(f"batch {batch_id} not sent: the run was interrupted")
+            log.debug("batch %s: another run (%s) is sending it; waiting for its answer", batch_id, found.run_id[:8])
+            time.sleep(WAIT_POLL_S)
+
+    def _renew_leases(self, stop: threading.Event) -> None:
+        """Until ``stop``: renew this run's leases on the batches it is sending, every :data:`RENEW_S` seconds."""
+        while not stop.wait(RENEW_S):
+            with self._lock:
+                held = sorted(self._leased)
+            try:
+                if self.journal is not None:
+                    self.journal.renew(self.scope, held, self.run_id)
+            except Exception as exc:  # a lapsed lease costs at most a resend; the batch's own write reports errors
+                log.debug("renewing the journal's leases failed: %s", exc)
+
     def _run_batch(self, batch_id: str, derived: Derived, digest: str, reserved: float) -> torch.Tensor:
+        try:
+            reused = self._claim(batch_id, derived, digest)
+        except BaseException:
+            self.cost.release(reserved)
+            raise
+        if reused is not None:
+            self.cost.release(reserved)
+            return reused
+        try:
+            return self._send_batch(batch_id, derived, digest, reserved)
+        finally:
+            with self._lock:
+                self._leased.discard(batch_id)
+
+    def _send_batch(self, batch_id: str, derived: Derived, digest: str, reserved: float) -> torch.Tensor:
         meta = self.metadata()
         n = len(derived)
         guard = _AttemptBilling(self, batch_id)
@@ -259,8 +313,8 @@ class QueryClient:
             billed_parts = [p.billed for p in parts]
             billed = None if any(b is None for b in billed_parts) else sum(int(b or 0) for b in billed_parts)
             cost = self.cost.cost_of(n, requests)
-            if self.journal is not None:
-                self.journal.record(
+            if self.journal is not None:  # another run's answer, where it recorded the batch first
+                labels = self.journal.record(
                     self.scope, batch_id, labels, digest=digest, cost=cost + guard.lost_cost, billed=billed,
                     requests=requests, run_id=self.run_id,
                 )
@@ -292,8 +346,11 @@ class QueryClient:
     def _from_journal(self, batch_id: str, derived: Derived, digest: str) -> torch.Tensor | None:
         """Journaled labels of this batch (counted in stats), or None; JournalMismatch if they do not fit it."""
         entry = self.journal.get(self.scope, batch_id) if self.journal is not None else None
-        if entry is None:
-            return None
+        return None if entry is None else self._journaled(entry, derived, digest)
+
+    def _journaled(self, entry: JournalEntry, derived: Derived, digest: str) -> torch.Tensor:
+        """The labels of a journaled batch (counted in stats); JournalMismatch if they do not fit its queries."""
+        batch_id = entry.batch_id
         if self.verify_queries and entry.digest != digest:
             raise JournalMismatch(
                 f"journal {self.journal.path} has batch {batch_id!r} answered for different queries; "  # type: ignore[union-attr]
@@ -342,6 +399,9 @@ class QueryClient:
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="ldpclient-teacher")
         self._stopping.clear()
         finished = interrupted = False
+        renewing = threading.Event()
+        renewer = threading.Thread(target=self._renew_leases, args=(renewing,), name="ldpclient-leases", daemon=True)
+        renewer.start()
         try:
             for batch_id, queries in batches:
                 self._check_batch_id(batch_id, seen)
@@ -389,7 +449,21 @@ class QueryClient:
                         self._abandon_in_flight(futures)
             finally:
                 pool.shutdown(wait=finished, cancel_futures=True)
+                renewing.set()
+                renewer.join()
+                self._release_leases()
                 self.stats.wall_s += time.perf_counter() - t_start
+
+    def _release_leases(self) -> None:
+        """After a run's batches: end its leases, so that a run waiting for a batch it did not finish takes it at
+        once (a journal that cannot be written keeps them until they lapse)."""
+        with self._lock:
+            self._leased.clear()
+        if self.journal is not None and self._started:
+            try:
+                self.journal.release_leases(self.scope, self.run_id)
+            except Exception as exc:
+                log.debug("ending the journal's leases failed: %s", exc)
 
     def _finish_in_flight(self, futures: list[Future[torch.Tensor]]) -> None:
         """After a Ctrl-C: stop sending (no new attempt, no retry), and let the requests in flight finish and be

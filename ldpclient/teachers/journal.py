@@ -20,6 +20,10 @@ run configuration where the run state is a database (:meth:`Journal.plan_seed`; 
 
 In PostgreSQL (``Journal("postgresql://...")``) processes on several hosts share one journal: every attempt is
 booked under a lock per teacher that makes the money cap hold across all of them (:meth:`Journal.open_attempt`).
+Two runs with the same batches (two hosts labelling the same images at once) never both send one: a run
+claims a batch before it sends it (:meth:`~Journal.claim`): a lease in its ``pending`` row (the run's id and the time it
+last renewed it, :meth:`~Journal.renew`); a run that finds another's live lease waits for that batch's answer and
+reuses it, and takes the batch over only when the lease lapses (its holder died).
 """
 
 from __future__ import annotations
@@ -111,6 +115,15 @@ class JournalEntry:
     billed: int | None
     requests: int
     run_id: str
+
+
+@dataclass(frozen=True)
+class Leased:
+    """What :meth:`Journal.claim` found when another run holds the batch's lease: that run's id, and the seconds
+    since it last renewed the lease."""
+
+    run_id: str
+    age: float
 
 
 class MoneyCapInJournal(Exception):
@@ -218,22 +231,69 @@ class Journal:
         billed: int | None,
         requests: int,
         run_id: str,
-    ) -> None:
+    ) -> torch.Tensor:
         """Commit one answered batch atomically (all of it or nothing). Its recorded cost is the larger of
         ``cost`` and what its attempts booked (:meth:`open_attempt`), including attempts of earlier runs
-        that were in flight when they died; its booking is then closed."""
+        that were in flight when they died; its booking is then closed. Returns the batch's labels as the journal
+        holds them: ``labels``, or, where another run recorded the batch first (its lease had lapsed), that run's,
+        with this answer's cost added to the batch's (both were paid)."""
         blob = np.ascontiguousarray(labels.numpy().astype("<i8")).tobytes()
         with self._lock, self._conn.transaction() as c:
+            c.lock(f"ldpclient-money:{scope}")
             booked = c.execute("SELECT cost FROM pending WHERE scope=? AND batch_id=?", (scope, batch_id)).fetchone()
             if booked is not None:  # every attempt of this batch that may have been billed, in any run
                 cost = max(float(cost), float(booked[0]))
-            c.execute(
-                "INSERT INTO batches(scope, batch_id, n, labels, digest, cost, billed, requests, run_id, ts)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (scope, batch_id, int(labels.shape[0]), blob, digest, float(cost), billed, int(requests), run_id,
-                 time.time()),
-            )
+            first = c.execute("SELECT labels FROM batches WHERE scope=? AND batch_id=?", (scope, batch_id)).fetchone()
+            if first is None:
+                c.execute(
+                    "INSERT INTO batches(scope, batch_id, n, labels, digest, cost, billed, requests, run_id, ts)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (scope, batch_id, int(labels.shape[0]), blob, digest, float(cost), billed, int(requests), run_id,
+                     time.time()),
+                )
+            else:
+                c.execute("UPDATE batches SET cost = cost + ? WHERE scope=? AND batch_id=?",
+                          (float(cost), scope, batch_id))
+                labels = torch.from_numpy(np.frombuffer(bytes(first[0]), dtype="<i8").copy())
             c.execute("DELETE FROM pending WHERE scope=? AND batch_id=?", (scope, batch_id))
+        return labels
+
+    def claim(self, scope: str, batch_id: str, run_id: str, *, lease: float) -> JournalEntry | Leased | None:
+        """Before run ``run_id`` sends a batch: the batch's entry when it is answered (reuse it), :class:`Leased`
+        when another run renewed its lease on it less than ``lease`` seconds ago (wait for it), else None: this run
+        holds the lease now (send it; :meth:`renew` it while the batch is in flight). Checked and taken in one
+        transaction under the teacher's lock, so two runs never both hold it."""
+        with self._lock, self._conn.transaction() as c:
+            c.lock(f"ldpclient-money:{scope}")
+            answered = c.execute("SELECT 1 FROM batches WHERE scope=? AND batch_id=?", (scope, batch_id)).fetchone()
+            if answered is None:
+                now = time.time()
+                row = c.execute("SELECT run_id, ts FROM pending WHERE scope=? AND batch_id=?",
+                                (scope, batch_id)).fetchone()
+                if row is not None and str(row[0]) != run_id and now - float(row[1]) < lease:
+                    return Leased(str(row[0]), max(0.0, now - float(row[1])))
+                c.execute(
+                    "INSERT INTO pending(scope, batch_id, cost, attempts, run_id, ts) VALUES (?, ?, 0, 0, ?, ?)"
+                    " ON CONFLICT(scope, batch_id) DO UPDATE SET run_id = excluded.run_id, ts = excluded.ts",
+                    (scope, batch_id, run_id, now),
+                )
+                return None
+        return self.get(scope, batch_id)
+
+    def renew(self, scope: str, batch_ids: Sequence[str], run_id: str) -> None:
+        """Renew run ``run_id``'s leases on ``batch_ids`` (batches it is sending: :meth:`claim`)."""
+        if not batch_ids:
+            return
+        now = time.time()
+        with self._lock:
+            self._conn.executemany("UPDATE pending SET ts = ? WHERE scope=? AND batch_id=? AND run_id=?",
+                                   [(now, scope, b, run_id) for b in batch_ids])
+
+    def release_leases(self, scope: str, run_id: str) -> None:
+        """End run ``run_id``'s leases (it sends nothing more): another run may take its batches at once. What its
+        attempts booked stays booked."""
+        with self._lock:
+            self._conn.execute("UPDATE pending SET ts = 0 WHERE scope=? AND run_id=?", (scope, run_id))
 
     def total_spend(self, scope: str | None = None) -> float:
         """Money recorded (of one scope, or all): answered batches, plus every attempt that may have been
@@ -256,7 +316,7 @@ class Journal:
             c.execute(
                 "INSERT INTO pending(scope, batch_id, cost, attempts, run_id, ts) VALUES (?, ?, ?, 1, ?, ?)"
                 " ON CONFLICT(scope, batch_id) DO UPDATE SET cost = pending.cost + excluded.cost,"
-                " attempts = pending.attempts + 1",
+                " attempts = pending.attempts + 1, run_id = excluded.run_id, ts = excluded.ts",
                 (scope, batch_id, float(cost), run_id, time.time()),
             )
 
