@@ -114,7 +114,7 @@ def test_a_label_run_hands_its_release_and_every_student_pass_to_the_engine(
     (adaptation's included) go through the engine, and the run's figures are those of a run without it. (The
     Ray tests below run the same stages on actors, without adaptation: each pass there starts an actor pool.)"""
     engine = CountingEngine()
-    monkeypatch.setattr("ldpclient.cluster.engine.open_engine", lambda address: engine)
+    monkeypatch.setattr("ldpclient.cluster.engine.open_engine", lambda address, **_: engine)
     folder = _private(tmp_path)
     with _server() as srv:
         done = _run([*_args(folder, srv.model_url, tmp_path, "--json"), "--cluster", "auto", "--state", postgres_url,
@@ -171,3 +171,25 @@ def test_the_driver_killed_mid_run_and_the_command_run_again(ray_local, postgres
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_a_cap_lowered_on_another_host_binds_the_workers_and_ends_the_run_in_one_line(
+    ray_local, postgres_url: str, tmp_path: Path
+) -> None:
+    """The issue's race on the cluster: a run settled its cap at 100, another host lowers it to 5 (budget --set-cap);
+    the workers' next charges (10 each) are refused under the lowered cap, and the driver gets the ledger's one-line
+    refusal, not a traceback blaming a cap nobody gave."""
+    from ldpclient.privacy.ledger import BudgetExceeded
+
+    key = str(tmp_path / "ledger.key")
+    mech = laplace(10.0, per="record")
+    with Ledger(postgres_url, key_file=key, cap_epsilon=100.0):
+        pass
+    with Ledger(postgres_url, key_file=key) as other_host:
+        other_host.set_caps(5.0, origin="budget --set-cap")
+    with pytest.raises(BudgetExceeded) as info:
+        Cluster(RayEngine(), postgres_url, key, 100.0).release(mech, "teacher", _records(400), lambda n: None)
+    message = str(info.value)
+    assert "\n" not in message and "epsilon cap 5" in message and "lowered on this state" in message, message
+    with Ledger(postgres_url, key_file=key) as led:
+        assert led.summary()["releases"] == 0  # nothing charged past the lowered cap

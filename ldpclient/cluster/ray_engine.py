@@ -22,12 +22,25 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from ..privacy.ledger.errors import LedgerError
 from ..state import StateError
 from .stages import Block
 
 
+class _Refused:
+    """What a worker returns for a block its stage refused with an error of ldpclient's own (a cap, the state):
+    the error, raised again on the driver as it was raised (one line there, not Ray's traceback)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+#: Errors a stage raises that the driver presents as it presents its own (:class:`_Refused`).
+_STAGE_ERRORS: tuple[type[Exception], ...] = (LedgerError, StateError, ValueError)
+
+
 class _Worker:
-    """A stage on a Ray actor: unpickles a block, runs the stage, pickles its result."""
+    """A stage on a Ray actor: unpickles a block, runs the stage, pickles its result (or its refusal)."""
 
     def __init__(self, stage: type, kwargs: list[Any]) -> None:
         import ray
@@ -38,10 +51,16 @@ class _Worker:
         self.stage = stage(**ray.get(kwargs[0]))
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        results = [pickle.dumps(self.stage(pickle.loads(payload)), protocol=5) for payload in batch["payload"]]
+        results = [pickle.dumps(self._run(payload), protocol=5) for payload in batch["payload"]]
         out = np.empty(len(results), dtype=object)
         out[:] = results
         return {"payload": out}
+
+    def _run(self, payload: bytes) -> Any:
+        try:
+            return self.stage(pickle.loads(payload))
+        except _STAGE_ERRORS as exc:
+            return _Refused(exc)
 
 
 def _quiet() -> None:
@@ -101,14 +120,27 @@ def _session_parent() -> str:
     return parent if len(parent) <= _SESSION_PARENT_CHARS or not os.path.isdir("/tmp") else "/tmp"
 
 
+def _loopback_node() -> None:
+    """Give the node this process starts or drives the loopback address, as :data:`_RAY_CLUSTER_ENV` does where
+    Ray was imported before it was set."""
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def _on_loopback(address: str) -> bool:
+    """Whether the Ray ``address`` (``host:port``, ``ray://host:port``) is on this machine's loopback."""
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
 def start_local_ray(**init: Any) -> str:
     """Start a Ray of this process's own (``ray.init`` with ``init``, e.g. ``num_cpus``): its node on the loopback
     address, so that nothing it starts listens beyond this machine, and its session in a new folder private to
     this user, whose path is returned (remove it after ``ray.shutdown()``)."""
     import ray
-    from ray._private import ray_constants
 
-    ray_constants.ENABLE_RAY_CLUSTER = False  # as _RAY_CLUSTER_ENV, where Ray was imported before it was set
+    _loopback_node()
     root = tempfile.mkdtemp(prefix="ldp-ray-", dir=_session_parent())
     ray.init(address="local", include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
              _temp_dir=root, **init)
@@ -129,8 +161,9 @@ class RayEngine:
         self._started = False
         self._session_root: str | None = None
         target, self.joined = self._target(address)
-        if target is None and "ray" not in sys.modules:
-            os.environ[_RAY_CLUSTER_ENV] = "0"  # read when Ray is imported: a node of our own on loopback only
+        local = target is None or _on_loopback(target)
+        if local and "ray" not in sys.modules:
+            os.environ[_RAY_CLUSTER_ENV] = "0"  # read when Ray is imported: this node on loopback only
         try:
             import ray
         except ImportError:
@@ -144,6 +177,8 @@ class RayEngine:
             os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
             if target is not None:
                 check_reachable(target, timeout)
+                if local:  # a cluster on this machine's loopback: this driver's node address is loopback too
+                    _loopback_node()
                 ray.init(address=target, logging_level=logging.ERROR, log_to_driver=False)
             else:
                 self._session_root = start_local_ray()
@@ -183,7 +218,10 @@ class RayEngine:
             for entry in bundle.blocks:
                 rows = BlockAccessor.for_block(ray.get(entry.ref)).to_batch_format("numpy")["payload"]
                 for payload in rows:
-                    yield pickle.loads(payload)
+                    result = pickle.loads(payload)
+                    if isinstance(result, _Refused):
+                        raise result.error
+                    yield result
 
     def close(self) -> None:
         if self._started:

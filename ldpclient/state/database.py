@@ -176,11 +176,13 @@ class Database:
                 self._conn.execute("ROLLBACK")
             raise
 
-    def lock(self, name: str) -> None:
+    def lock(self, name: str, *, shared: bool = False) -> None:
         """Inside a transaction: wait for, then hold to its end, the lock called ``name`` (PostgreSQL: an
-        advisory lock; SQLite: nothing to do, the transaction holds the file's write lock)."""
+        advisory lock, ``shared`` by any number of holders that take it so and exclusive of one that does not;
+        SQLite: nothing to do, the transaction holds the file's write lock)."""
         if self.postgresql:
-            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_advisory_key(name),))
+            kind = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+            self._conn.execute(f"SELECT {kind}(%s)", (_advisory_key(name),))
 
     def tables(self) -> set[str]:
         """The names of the tables in this database (PostgreSQL: in the connection's current schema)."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 
 class LedgerError(Exception):
     """The ledger cannot be used safely (unreadable or mismatched key file, bad database)."""
@@ -38,6 +41,10 @@ class BudgetExceeded(LedgerError):
         self.remaining_delta = remaining_delta
         self.cap_epsilon = cap_epsilon
         self.cap_delta = cap_delta
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its attributes (a worker's refusal reaches the driver whole)."""
+        return partial(type(self), **self.__dict__), (str(self),)
 
 
 class CapRaiseRefused(ValueError):

@@ -23,7 +23,7 @@ from ..release import Release
 from . import fingerprint as _fingerprint
 from . import spend as _spend
 from . import store as _store
-from .cap_history import cap_history, set_caps, settle_caps
+from .cap_history import CAPS_LOCK, cap_history, set_caps, settle_caps, stored_caps
 from .errors import LedgerError
 from .identity import database_exists, first_steps_lock, forget_new_key, load_or_create_key
 from .schema import SCHEMA_LOCK, connect, has_legacy, init_database, init_schema, stored_schema, transaction
@@ -75,6 +75,8 @@ class Ledger:
     ) -> None:
         given = Caps.checked(cap_epsilon, cap_delta)
         self._caps = given
+        #: whether a cap set on the ledger since this user settled its caps has tightened them
+        self._lowered = False
         in_database = path is not None and is_database_url(path)
         #: The ledger's SQLite file; None for a ledger in PostgreSQL (see :attr:`location`).
         self.path: Path | None
@@ -315,7 +317,8 @@ class Ledger:
             stored = _store.stored_releases(c, uniq, mech.id, scope)
             fresh = [k for k in uniq if k not in stored]
             if fresh:
-                _spend.check_budget(c, fresh, g, self._caps)
+                caps = self._caps_now(c)
+                _spend.check_budget(c, fresh, g, caps, lowered=self._lowered)
             self._hook("checked")
             fresh_values: _store.Fresh | None = None
             if fresh:
@@ -325,6 +328,18 @@ class Ledger:
                 _spend.charge(c, fresh, g)
                 _fingerprint.store(c, [k[32:] for k in fresh], records[[first[k] for k in fresh]])
         return stored, fresh_values
+
+    def _caps_now(self, c: Database) -> Caps:
+        """Inside a charge's transaction: the caps it is checked against, those this ledger user settled on,
+        tightened by a cap set on the ledger since (``budget --set-cap`` by another process or host: read under
+        the caps' lock, shared, so that a change waits for the charges under way and binds every later one). A cap
+        lowered since is kept for this user's later charges and said in the refusal."""
+        c.lock(CAPS_LOCK, shared=True)
+        held = stored_caps(c)
+        caps = Caps(_stricter(self._caps.epsilon, held.epsilon), _stricter(self._caps.delta, held.delta))
+        if caps != self._caps:
+            self._caps, self._lowered = caps, True
+        return caps
 
     def _sample_fresh(
         self,
@@ -552,6 +567,11 @@ class Ledger:
                 ic = [r[0] for r in c.execute("PRAGMA integrity_check").fetchall()]
                 problems = [] if ic == ["ok"] else ["integrity_check: " + "; ".join(ic)]
             return problems + _spend.verify(c)
+
+
+def _stricter(mine: float | None, held: float | None) -> float | None:
+    """The lower of two caps on one quantity (None: no cap)."""
+    return held if mine is None else mine if held is None else min(mine, held)
 
 
 def _chunks_of(

@@ -104,9 +104,10 @@ def totals(c: Database, keys: Sequence[bytes], legacy: bool) -> Spend:
     )
 
 
-def check_budget(c: Database, fresh: list[bytes], g: Guarantee, caps: Caps) -> None:
+def check_budget(c: Database, fresh: list[bytes], g: Guarantee, caps: Caps, *, lowered: bool = False) -> None:
     """Refuse (:class:`BudgetExceeded`) when a source would pass a cap: its total so far plus this batch's
-    charges to it (``g`` per fresh identity)."""
+    charges to it (``g`` per fresh identity). ``lowered``: the caps were lowered on the ledger while the run was
+    under way (the refusal says so)."""
     if caps.epsilon is None and caps.delta is None:
         return
     charges: dict[bytes, int] = {}
@@ -136,6 +137,8 @@ def check_budget(c: Database, fresh: list[bytes], g: Guarantee, caps: Caps) -> N
         f"would exceed the per-record cap ({', '.join(shown_caps)}). This release costs epsilon "
         f"{_fmt(g.epsilon_record)}, delta {_fmt(g.delta_record)} per record ({g.mechanism}); the "
         f"remaining budget of those records is {', '.join(left)}. Nothing was sampled or charged."
+        + (" The cap was lowered on this state while the run was under way (ldpclient budget --set-cap)."
+           if lowered else "")
     )
     raise BudgetExceeded(
         msg,
