@@ -54,7 +54,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "Money": ("price", "money_cap"),
     "Student": ("student", "epochs", "train_batch_size", "warmup", "flip", "students", "adapt", "baseline"),
     "Attack": ("kind", "empirical", "holdout", "cnn_steps", "max_queries", "rme", "sweep"),
-    "Run control": ("config", "state_dir", "state", "ledger_key_file", "cluster", "dry_run", "seed", "help"),
+    "Run control": ("config", "state_dir", "state", "ledger_key_file", "init", "cluster", "dry_run", "seed", "help"),
 }
 _GROUP_OF = {name: group for group, names in HELP_GROUPS.items() for name in names}
 #: The group of an option no entry of :data:`HELP_GROUPS` names.
