@@ -111,3 +111,16 @@ def _digest_of(x) -> str:
     from ldpclient.teachers.client import _digest
 
     return _digest(as_derived(x))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_batch_recorded_twice_keeps_the_first_answer_and_both_costs(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    where = str(tmp_path / "journal.sqlite") if kind == "sqlite" else request.getfixturevalue("postgres_url")
+    with Journal(where) as journal:
+        assert journal.shared == (kind == "postgresql")
+        first = journal.record("t", "b", torch.tensor([1, 2]), digest="d", cost=0.5, billed=2, requests=1, run_id="a")
+        second = journal.record("t", "b", torch.tensor([0, 0]), digest="d", cost=0.5, billed=2, requests=1,
+                                run_id="b")
+        assert first.tolist() == [1, 2] and second.tolist() == [1, 2]
+        assert journal.total_spend("t") == pytest.approx(1.0) and journal.count("t") == 1

@@ -252,9 +252,10 @@ class QueryClient:
         return self.teacher.infer(derived, request_id=batch_id)
 
     def _claim(self, batch_id: str, derived: Derived, digest: str) -> torch.Tensor | None:
-        """Before sending a batch: None when this run may send it (it holds the journal's lease), else the labels
-        another run answered it with, waited for while that run held the lease (reused, as from the journal)."""
-        if self.journal is None:
+        """Before sending a batch: None when this run may send it (it holds the journal's lease, or the journal is
+        not shared), else the labels another run answered it with, waited for while that run held the lease
+        (reused, as from the journal)."""
+        if self.journal is None or not self.journal.shared:
             return None
         while True:
             found = self.journal.claim(self.scope, batch_id, self.run_id, lease=LEASE_S)
@@ -401,7 +402,8 @@ class QueryClient:
         finished = interrupted = False
         renewing = threading.Event()
         renewer = threading.Thread(target=self._renew_leases, args=(renewing,), name="ldpclient-leases", daemon=True)
-        renewer.start()
+        if self.journal is not None and self.journal.shared:
+            renewer.start()
         try:
             for batch_id, queries in batches:
                 self._check_batch_id(batch_id, seen)
@@ -450,7 +452,8 @@ class QueryClient:
             finally:
                 pool.shutdown(wait=finished, cancel_futures=True)
                 renewing.set()
-                renewer.join()
+                if renewer.is_alive():
+                    renewer.join()
                 self._release_leases()
                 self.stats.wall_s += time.perf_counter() - t_start
 
@@ -459,7 +462,7 @@ class QueryClient:
         once (a journal that cannot be written keeps them until they lapse)."""
         with self._lock:
             self._leased.clear()
-        if self.journal is not None and self._started:
+        if self.journal is not None and self._started and self.journal.shared:
             try:
                 self.journal.release_leases(self.scope, self.run_id)
             except Exception as exc:

@@ -170,6 +170,12 @@ class Journal:
             ) from None
 
     @property
+    def shared(self) -> bool:
+        """Whether runs on several hosts may use this journal at once (PostgreSQL): they then claim each batch
+        before sending it (:meth:`claim`). A journal file belongs to the state directory one run holds at a time."""
+        return self._conn.postgresql
+
+    @property
     def _conn(self) -> Database:
         if self._db is None:
             raise JournalError("the query journal is closed")
