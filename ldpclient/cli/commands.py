@@ -207,7 +207,8 @@ def user_errors(ui: UI, *, resume_hint: str | None = None, secrets: tuple[str | 
             raise
         code, msg = mapped
         ui.stop_progress()
-        if code in (EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_TEACHER) and resume_hint and not msg.startswith("refused: "):
+        resumable = not getattr(exc, "nothing_done", False) and not msg.startswith("refused: ")
+        if code in (EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_TEACHER) and resume_hint and resumable:
             msg = f"{msg} [{resume_hint}]"
         ui.error(_one_line(msg), code, secrets=secrets)
         raise typer.Exit(code) from None

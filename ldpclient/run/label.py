@@ -307,10 +307,17 @@ def _data_key(setup: RunSetup, records: RecordSource | None, decoded: RecordSour
 
 
 def _connect(opts: LabelOptions, *, token: str | None, teacher: Any, state: Path) -> tuple[Any, Any]:
-    """The opened teacher and its metadata (``discrete-tldp`` talks to it in byte units 0..255)."""
-    if teacher is None:
-        teacher = open_teacher(opts.teacher, token, connect_options(opts.teacher, opts.facts, opts.network, state))
-    meta = teacher.metadata()
+    """The opened teacher and its metadata (``discrete-tldp`` talks to it in byte units 0..255). A teacher error
+    here comes before anything was noised, sent or paid (``nothing_done``: no resume advice)."""
+    from ..teachers.errors import TeacherError
+
+    try:
+        if teacher is None:
+            teacher = open_teacher(opts.teacher, token, connect_options(opts.teacher, opts.facts, opts.network, state))
+        meta = teacher.metadata()
+    except TeacherError as exc:
+        exc.nothing_done = True
+        raise
     if opts.mechanism == "discrete-tldp" and tuple(meta.value_range) != (0.0, 255.0):
         teacher = ByteUnitsTeacher(teacher)
         meta = teacher.metadata()

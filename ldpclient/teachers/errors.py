@@ -9,7 +9,10 @@ from __future__ import annotations
 
 
 class TeacherError(RuntimeError):
-    """Base class of everything a teacher or the client raises about a teacher."""
+    """Base class of everything a teacher or the client raises about a teacher. ``nothing_done``: raised before
+    the run had noised, sent or paid anything (set where that is known: re-running has nothing to resume)."""
+
+    nothing_done = False
 
 
 class TransientTeacherError(TeacherError):
@@ -28,6 +31,11 @@ class TransientTeacherError(TeacherError):
 
 class RequestNotSent(TransientTeacherError):
     """The request never reached the server (connection refused, connect timeout): nothing was billed."""
+
+
+class TeacherUnreachable(RequestNotSent):
+    """Nothing answers at the teacher's address (connection refused, a host name that does not resolve, no route):
+    nothing was sent or billed. The message says which, and what to check."""
 
 
 class TeacherRequestError(TeacherError):

@@ -151,7 +151,8 @@ class OIPTeacher(Teacher):
         gets, a redirect that is not followed, an unreachable server): never a bare "not ready"."""
         url = f"{self.base_url}/v2/health/{which}"
         try:
-            self.http.call("GET", url, parse=lambda resp: None, what=f"health check of {self.address}")
+            self.http.call("GET", url, parse=lambda resp: None, what=f"health check of {self.address}",
+                           first_contact=True)
         except TeacherRequestError as exc:
             if exc.status == 404:
                 return True
@@ -344,7 +345,7 @@ def parse_oip_url(url: str, model: str | None = None, version: str | None = None
     else:
         prefix = []
     if not model:
-        raise ValueError(f"no model name in teacher URL {url!r}; use {root}/<model> or pass model=")
+        raise ValueError(f"no model name in teacher URL {url!r}: give the model's address, {root}/v2/models/<model>")
     return root + ("/" + "/".join(prefix) if prefix else ""), model, version
 
 

@@ -82,18 +82,20 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 
 def with_retries(
-    attempt: Callable[[], T], policy: RetryPolicy, *, what: str, attempts: Callable[[], int], retry: bool = True
+    attempt: Callable[[], T], policy: RetryPolicy, *, what: str, attempts: Callable[[], int], retry: bool = True,
+    fail_fast: tuple[type[BaseException], ...] = (),
 ) -> T:
     """``attempt()`` until it succeeds or ``policy`` says stop; returns its result.
 
     ``attempts()``: how many attempts were made so far (for the message when giving up);
-    ``retry=False``: one attempt only. Gives up with :class:`RetriesExhausted` saying why.
+    ``retry=False``: one attempt only; ``fail_fast``: errors raised as they are, never retried (a first contact
+    with a teacher that nothing answers for). Gives up with :class:`RetriesExhausted` saying why.
     """
     malformed_seen = [0]
     started = time.monotonic()
 
     def should_retry(exc: BaseException) -> bool:
-        if not retry:
+        if not retry or isinstance(exc, fail_fast):
             return False
         if isinstance(exc, TransientTeacherError):
             return True

@@ -11,6 +11,7 @@ The public toolkit for adapter authors re-exports it: :mod:`ldpclient.teachers.h
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
 import os
@@ -27,7 +28,14 @@ from requests.adapters import HTTPAdapter
 
 from ..io.text import check_token, printable, redact
 from .billing import BillingGuard, billed_attempt
-from .errors import MalformedResponse, RequestNotSent, TeacherError, TeacherRequestError, TransientTeacherError
+from .errors import (
+    MalformedResponse,
+    RequestNotSent,
+    TeacherError,
+    TeacherRequestError,
+    TeacherUnreachable,
+    TransientTeacherError,
+)
 from .retry import RETRY_STATUSES, RetryPolicy, parse_retry_after, with_retries
 
 T = TypeVar("T")
@@ -309,17 +317,22 @@ class HttpTransport:
                 allow_redirects=False,
             )
         except requests.exceptions.SSLError as exc:
+            if _not_tls(exc):
+                raise TeacherUnreachable(self.redact(
+                    f"{_origin(req.url)} does not answer in TLS (https): is its address http://?")) from None
             raise TeacherError(
-                self.redact(f"{what}: TLS verification failed for {where}: {type(exc).__name__}; "
-                            "pass verify='/path/to/ca-bundle.pem' to trust a private CA")
+                self.redact(f"{what}: TLS verification failed for {where} ({_tls_reason(exc)}); to trust a private "
+                            "CA give its bundle: --ca-bundle FILE (API: verify=FILE)")
             ) from None
         except requests.exceptions.ConnectTimeout:
-            raise RequestNotSent(self.redact(f"{what}: timed out connecting ({where}, timeout {self.timeout[0]} s)")) from None
+            raise RequestNotSent(self.redact(
+                f"no answer from {_origin(req.url)} within {self.timeout[0]:g} s (connect timeout): is the address "
+                "reachable from this host (firewall, VPN, proxy)?")) from None
         except requests.exceptions.Timeout:
             raise TransientTeacherError(self.redact(f"{what}: timed out ({where}, timeout {self.timeout} s)")) from None
         except requests.exceptions.ConnectionError as exc:
             if _never_connected(exc):
-                raise RequestNotSent(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
+                raise TeacherUnreachable(self.redact(_unreachable(exc, req.url))) from None
             raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
         except requests.exceptions.ChunkedEncodingError as exc:
             raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
@@ -356,14 +369,15 @@ class HttpTransport:
             wait = parse_retry_after(resp.headers.get("Retry-After"))
             if wait is None and req.retry_hint is not None:
                 wait = req.retry_hint(resp)
-            raise TransientTeacherError(f"{what}: HTTP {status} from {where}: {text}", status=status, retry_after=wait)
+            raise TransientTeacherError(f"{what}: HTTP {status}{_from(what, where)}: {text}", status=status,
+                                        retry_after=wait)
         hint = ""
         if status in (401, 403):
-            hint = " (check the token: option token= or the environment variable)" if self.has_token else (
-                " (no token was sent: pass token= or set the environment variable)"
+            hint = " (check the token: --token or LDPCLIENT_TOKEN; API: token=)" if self.has_token else (
+                " (no token was sent: give --token or LDPCLIENT_TOKEN; API: token=)"
             )
         raise TeacherRequestError(
-            f"{what}: HTTP {status} from {where}: {text}{hint}", status=status, server_message=text
+            f"{what}: HTTP {status}{_from(what, where)}: {text}{hint}", status=status, server_message=text
         )
 
     def _read_body(self, resp: requests.Response, started: float, what: str, where: str) -> int:
@@ -412,13 +426,15 @@ class HttpTransport:
         units: int = 0,
         billing: BillingGuard | None = None,
         retry_hint: RetryHint | None = None,
+        first_contact: bool = False,
     ) -> tuple[T, CallInfo]:
         """Perform one logical request with retries; return ``(parse(response), info)``.
 
         ``units``: queries the request carries when it is billable; ``billing``: the hook that then
         hears about every attempt (the one ``infer`` received). ``retry_hint``: reads the wait a
         retryable error answer asks for when it has no ``Retry-After`` (e.g. Hugging Face's
-        ``estimated_time``).
+        ``estimated_time``). ``first_contact``: an address nothing answers at
+        (:class:`~ldpclient.teachers.errors.TeacherUnreachable`) fails at once, not after the retries.
         """
         info = CallInfo()
         req = _Request(method, url, parse, data, headers, what, retry_hint)
@@ -426,7 +442,8 @@ class HttpTransport:
         def attempt() -> T:
             return self._attempt(req, info, units, billing)
 
-        result = with_retries(attempt, self.retry, what=what, attempts=lambda: info.attempts, retry=retry)
+        result = with_retries(attempt, self.retry, what=what, attempts=lambda: info.attempts, retry=retry,
+                              fail_fast=(TeacherUnreachable,) if first_contact else ())
         return result, info
 
     def get_json(self, url: str, *, what: str, allow_404: bool = False, optional: bool = False) -> Any:
@@ -493,6 +510,50 @@ def transport_from_options(
             "(set them on the HttpTransport)"
         )
     return transport
+
+
+def _from(what: str, where: str) -> str:
+    """`` from <where>`` after an HTTP status, unless ``what`` already names that address."""
+    return "" if where in what else f" from {where}"
+
+
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (no path, no credentials)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+
+
+def _unreachable(exc: requests.exceptions.ConnectionError, url: str) -> str:
+    """What a connection that never opened means for the user, in one line: the address and what to check."""
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    cause = reason.__cause__ if reason is not None and reason.__cause__ is not None else reason
+    where = _origin(url)
+    if isinstance(reason, urllib3.exceptions.NameResolutionError) or isinstance(cause, socket.gaierror):
+        return f"cannot resolve the host of {where}: check the teacher address (--teacher)"
+    if isinstance(cause, ConnectionRefusedError) or getattr(cause, "errno", None) == errno.ECONNREFUSED:
+        return f"nothing answers at {where} (connection refused): is the teacher running, on that port?"
+    why = getattr(cause, "strerror", None) or type(cause).__name__
+    return f"cannot connect to {where} ({why}): is the teacher running, and reachable from this host?"
+
+
+def _not_tls(exc: requests.exceptions.SSLError) -> bool:
+    """Whether a TLS handshake failed because the server answered in plain HTTP."""
+    text = str(exc).lower()
+    return "wrong version number" in text or "record layer failure" in text or "http request" in text
+
+
+def _tls_reason(exc: requests.exceptions.SSLError) -> str:
+    """The certificate problem in a few words (OpenSSL's reason, else the error's type)."""
+    text = " ".join(str(exc).split())
+    for known in ("certificate verify failed: self-signed certificate in certificate chain",
+                  "certificate verify failed: self-signed certificate", "certificate verify failed: unable to get "
+                  "local issuer certificate", "certificate verify failed: certificate has expired",
+                  "certificate verify failed: Hostname mismatch", "certificate verify failed"):
+        if known.lower() in text.lower():
+            return known
+    return type(exc).__name__
 
 
 def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
