@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from PIL import Image
 from test_cli import _private, _run, _server
 
 from ldpclient.cli.commands import EXIT_TEACHER, EXIT_USAGE
@@ -64,3 +65,19 @@ def test_a_teacher_address_that_is_almost_right_says_what_to_fix(tmp_path: Path,
 def test_a_host_that_does_not_resolve_says_to_check_the_address(tmp_path: Path) -> None:
     res = _label(_private(tmp_path), "http://no-such-teacher.invalid:8080/v2/models/digits", tmp_path)
     _one_line(res, EXIT_TEACHER, "cannot resolve the host of http://no-such-teacher.invalid:8080", "--teacher")
+
+
+def test_a_folder_whose_images_are_all_unreadable_says_so_before_anything_else(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's case: one unreadable ``a.jpg`` was refused as too few images for --augment sup."""
+    monkeypatch.chdir(tmp_path)
+    folder = Path("photos")
+    folder.mkdir()
+    (folder / "a.jpg").write_bytes(b"not a jpeg at all")
+    port = _free_port()  # nothing answers there: the folder is judged before the teacher is asked anything
+    line = _one_line(_label(folder, f"http://127.0.0.1:{port}/v2/models/digits", tmp_path), EXIT_USAGE,
+                     "no readable image in private folder", "its 1 image file(s) cannot be decoded", "'a.jpg'")
+    assert "--augment" not in line
+    Image.new("L", (8, 8), 128).save(folder / "b.png")  # one readable image: the folder passes this check
+    res = _label(folder, f"http://127.0.0.1:{port}/v2/models/digits", tmp_path)
+    assert "nothing answers at" in res.stderr, res.output

@@ -453,20 +453,37 @@ def to_value_range(records: torch.Tensor, value_range: tuple[float, float], *, i
     return torch.round(out) if integer else out
 
 
-def check_private_folder(path: Path) -> None:
-    """Raise DataError (one line) when ``path`` is missing, not a folder, or holds no image files
-    (it stops at the first image file: loading lists the folder in full)."""
-    found = discover_images(path, limit=1)
+#: Image files of a folder :func:`check_private_folder` reads at most to find one it can decode.
+PROBE_FILES = 64
+
+
+def check_private_folder(path: Path, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+    """Raise DataError (one line) when ``path`` is missing, not a folder, holds no image files, or when none of its
+    image files can be decoded (how many, and why the first cannot), before anything else is checked. It reads
+    files until one decodes, :data:`PROBE_FILES` at most (a larger folder whose first ones are all unreadable is
+    judged by its loading, which lists and decodes it in full)."""
+    found = discover_images(path, limit=PROBE_FILES + 1)
     if not found.files:
         raise DataError(
             f"private folder {str(path)!r} contains no image files ({', '.join(sorted(IMAGE_EXTENSIONS))})"
         )
+    probed = found.files[:PROBE_FILES]
+    refused: list[tuple[str, str]] = []
+    for rel in probed:
+        decoded, skipped = decode_files(str(found.root), [rel], (1, 8, 8), max_pixels)[2:]
+        if decoded:
+            return
+        refused.extend(skipped)
+    if len(found.files) <= PROBE_FILES and refused:
+        first, why = refused[0]
+        raise DataError(f"no readable image in private folder {str(path)!r}: its {len(probed)} image file(s) cannot "
+                        f"be decoded (e.g. {first!r}: {why})")
 
 
 __all__ = [
     "DEFAULT_MAX_PIXELS", "IMAGE_EXTENSIONS", "MAX_FILE_BYTES", "POOL_MIN_FILES", "SPOOL_CHUNK", "DataError",
     "DecodedFolder", "Discovery", "ImageDecodeError", "PrivateImages", "Skipped", "SpooledImages", "available_cores",
-    "check_private_folder", "decode_image", "decoding_workers", "discover_images", "load_private_folder",
+    "PROBE_FILES", "check_private_folder", "decode_image", "decoding_workers", "discover_images", "load_private_folder",
     "printable_path", "read_image_file", "source_id", "spool_chunk", "spool_private_folder", "to_uint8_image",
     "to_value_range",
 ]

@@ -132,7 +132,8 @@ def label_run(
     state = state_dir(opts.state_dir)
     with state_lock(state):  # one run at a time per state dir: ledger, journal and money cap are shared
         if records is None:
-            check_private_folder(opts.private_dir)  # a missing/empty folder fails before any network traffic
+            # a missing, empty or unreadable folder fails before any network traffic
+            check_private_folder(opts.private_dir, max_pixels=opts.max_pixels)
         found = _find_images(opts, records, public)
         setup = _prepare(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state,
                          counts=_image_counts(found, records, public))
@@ -407,7 +408,7 @@ def _dry_run(
     """``label --dry-run``: the plan, from the teacher's metadata and the files found. Nothing is decoded, noised,
     sent or charged, and the state directory is only read (the remembered wire format), never created."""
     if records is None:
-        check_private_folder(opts.private_dir)
+        check_private_folder(opts.private_dir, max_pixels=opts.max_pixels)
     state = state_dir(opts.state_dir, create=False)
     held = _with_held_cap(opts, state)
     teacher, meta = _connect(opts, token=token, teacher=teacher, state=state)
