@@ -3,6 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: test demo docs bench interop browser clean
 
@@ -12,7 +13,13 @@ $(PY):
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
+
+# What the demo needs only (no development extra: Ray, OpenDP, the test tools); make test installs the rest.
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[demo]'
+	touch $(DEMO_STAMP)
 
 # Headless Chromium for the page tests (tests/browser.py): Debian's package, installed when missing and this is
 # root with apt-get; elsewhere the browser tests skip (LDPCLIENT_REQUIRE_BROWSER=1, as in .ci/run, fails them).
@@ -29,7 +36,7 @@ test: $(STAMP) browser
 	$(PY) -m mypy --strict ldpclient/privacy ldpclient/teachers
 	$(PY) -m pytest -q
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/ldpclient demo --workdir out --html out/demo.html
 
 # The option tables of docs/ from the --help texts (tests/test_docs.py fails when they drift).
