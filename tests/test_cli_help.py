@@ -108,8 +108,14 @@ def test_every_option_of_every_command_is_in_a_help_group_and_label_help_shows_t
         assert not loose, (name, loose)
     text = _help(["label", "--help"], 80)
     headings = [line[:-1] for line in text.splitlines() if line.endswith(":") and not line.startswith(" ")]
-    assert headings == ["Arguments", "Input and output", "Privacy", "Teacher and network", "Money", "Student",
-                        "Run control"], headings
+    assert headings == ["Arguments", "Start here", "Input and output", "Privacy", "Teacher and network", "Money",
+                        "Student", "Run control"], headings
+    start = text.split("\nStart here:\n", 1)[1].split("\n\n", 1)[0]
+    for option in ("--teacher", "--check", "--output", "--dry-run", "--html"):
+        assert f"  {option}" in start or f", {option}" in start, (option, start)
+    assert [start.find(f"--{o}") for o in ("teacher", "check", "output", "dry-run", "html")] == sorted(
+        start.find(f"--{o}") for o in ("teacher", "check", "output", "dry-run", "html"))  # in a first run's order
+    assert text.splitlines()[0].endswith(" label {PRIVATE_DIR} --teacher URL [OPTIONS]"), text.splitlines()[0]
     assert OTHER_GROUP not in text
     section = text.split("\nMoney:\n", 1)[1].split("\n\n", 1)[0]
     assert "--price" in section and "--money-cap" in section and "--epsilon" not in section

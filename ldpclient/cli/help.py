@@ -41,22 +41,28 @@ _KEEP_TOGETHER = "\x00"
 
 #: The help's option groups, in the order printed, each with the parameter names (as the commands' functions
 #: name them) it holds; an option of no group would be listed last under "Other options" (a test keeps none).
+#: The first group: what a first run needs, in that order.
+START_HERE = "Start here"
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
-    "Input and output": ("public", "check", "output", "format", "report", "html", "html_private", "out", "preview",
+    START_HERE: ("teacher", "check", "output", "dry_run", "html"),
+    "Input and output": ("public", "format", "report", "html_private", "out", "preview",
                          "private", "workdir", "run", "plan", "sources", "size", "channels", "max_pixels",
                          "max_memory", "json_out", "as_json", "quiet"),
     "Privacy": ("mechanism", "epsilon", "epsilon_unit", "delta", "secure", "allow_large_delta",
                 "allow_weak_privacy", "augment", "reduce", "basis", "coefficients", "clip_norm", "postprocess",
                 "privacy_cap", "set_cap", "paper_epsilon", "old_per", "old_reduction"),
-    "Teacher and network": ("teacher", "token", "queries", "query_rounds", "batch_size", "workers", "timeout", "max_retry_time",
+    "Teacher and network": ("token", "queries", "query_rounds", "batch_size", "workers", "timeout", "max_retry_time",
                             "ca_bundle", "wire", "num_classes", "class_names", "value_range", "input_shape",
                             "input_name", "output_name", "datatype", "teacher_epochs"),
     "Money": ("price", "money_cap"),
     "Student": ("student", "epochs", "train_batch_size", "warmup", "flip", "students", "adapt", "baseline"),
     "Attack": ("kind", "empirical", "holdout", "cnn_steps", "max_queries", "rme", "sweep"),
-    "Run control": ("config", "state_dir", "state", "ledger_key_file", "init", "cluster", "dry_run", "seed", "help"),
+    "Run control": ("config", "state_dir", "state", "ledger_key_file", "init", "cluster", "seed", "help"),
 }
 _GROUP_OF = {name: group for group, names in HELP_GROUPS.items() for name in names}
+#: Options a command's usage line shows beside its arguments: what it cannot run without (given on the command
+#: line or in its ``--config`` file).
+USAGE_OPTIONS: dict[str, tuple[str, ...]] = {"label": ("--teacher URL",)}
 #: The group of an option no entry of :data:`HELP_GROUPS` names.
 OTHER_GROUP = "Other options"
 
@@ -147,6 +153,7 @@ class HelpCommand(TyperCommand):
         """The arguments, then the options in their :data:`HELP_GROUPS` groups (in that order)."""
         arguments: list[tuple[str, str]] = []
         groups: dict[str, list[tuple[str, str]]] = {}
+        order: list[str] = []
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
             if record is None:
@@ -155,13 +162,27 @@ class HelpCommand(TyperCommand):
                 arguments.append(record)
             else:
                 groups.setdefault(_GROUP_OF.get(param.name or "", OTHER_GROUP), []).append(record)
+                order.append(param.name or "")
         if arguments:
             with formatter.section("Arguments"):
                 formatter.write_dl(arguments)
+        if START_HERE in groups:  # in the order a first run needs them
+            names = [n for n in order if _GROUP_OF.get(n) == START_HERE]
+            ranked = sorted(zip(names, groups[START_HERE], strict=True), key=lambda p: HELP_GROUPS[START_HERE].index(p[0]))
+            groups[START_HERE] = [record for _, record in ranked]
         for group in [*HELP_GROUPS, OTHER_GROUP]:
             if group in groups:
                 with formatter.section(group):
                     formatter.write_dl(groups[group])
+
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
+        """``PRIVATE_DIR --teacher URL [OPTIONS]``: the arguments, what :data:`USAGE_OPTIONS` names, then the rest."""
+        pieces = super().collect_usage_pieces(ctx)
+        needed = USAGE_OPTIONS.get(ctx.info_name or "", ())
+        if not needed:
+            return pieces
+        rest = [p for p in pieces if p != self.options_metavar]
+        return [*rest, *needed, *([self.options_metavar] if self.options_metavar in pieces else [])]
 
     def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         given = set(args[: args.index("--")] if "--" in args else args)
