@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # torch is imported when label() runs, not when ldpclient is 
 
     from .io.records import RecordSource
     from .privacy.guarantee import Guarantee
+    from .run.ui import ProgressCallback
     from .run.verdict import Verdict
     from .teachers.base import Teacher
 
@@ -56,6 +58,8 @@ def label(
     *,
     token: str | None = None,
     output: "str | os.PathLike[str] | None" = None,
+    progress: "ProgressCallback | None" = None,
+    quiet: bool | None = None,
     **options: Any,
 ) -> LabelResult:
     """Label ``images`` with a student trained on ``teacher``'s answers to LDP releases of them.
@@ -66,6 +70,12 @@ def label(
     ``torchserve+...``, ``hf://...``) or an opened :class:`~ldpclient.teachers.Teacher`.
     ``token``: bearer token (else ``$LDPCLIENT_TOKEN``). ``output``: a labels file to write
     (``.csv`` or ``.jsonl``, with the report beside it), or None for none.
+
+    ``progress``: called as ``progress(stage, done, total)`` on every step of every stage (``stage`` as the
+    command's bars name it: ``"loading"``, ``"noising"``, ``"querying"``, ``"training"``, ``"adapting"``,
+    ``"labelling"``, and the baseline's; ``done`` and ``total`` in the stage's units, ``total`` None while unknown).
+    ``quiet``: no progress bars (the callback is still called); by default the command's bars are shown on
+    standard error when it is a terminal, and nothing otherwise.
 
     ``options``: any option of ``ldpclient label``, by its Python name, with the CLI's
     defaults: ``epsilon=100`` (``epsilon=0``: data-free, nothing private is sent), ``epsilon_unit="record"``,
@@ -88,6 +98,7 @@ def label(
     from .io.records import RecordSource, TensorRecords
     from .io.text import check_token
     from .run.label import LabelOptions, label_run
+    from .run.ui import UI
     from .teachers.base import as_teacher
 
     known = {f.name for f in dataclasses.fields(LabelOptions)} - {"private_dir", "teacher", "output", "dry_run"}
@@ -122,8 +133,13 @@ def label(
     if isinstance(options.get("check"), (str, os.PathLike)):
         options["check"] = Path(options["check"])
     opts = LabelOptions(private_dir=private_dir, teacher=address, output=Path(output) if output else None, **options)
-    run = label_run(opts, token=check_token(token if token is not None else os.environ.get("LDPCLIENT_TOKEN")),
-                    teacher=opened, records=records, public=public_records)
+    bars = not quiet if quiet is not None else sys.stderr is not None and sys.stderr.isatty()
+    ui = UI(quiet=not bars, on_progress=progress)
+    try:
+        run = label_run(opts, token=check_token(token if token is not None else os.environ.get("LDPCLIENT_TOKEN")),
+                        ui=ui, teacher=opened, records=records, public=public_records)
+    finally:
+        ui.stop_progress()
     result = run.result
     assert result is not None and run.verdict is not None  # a dry run is the command line's (label --dry-run)
     n = len(run.paths)

@@ -91,3 +91,25 @@ def test_import_ldpclient_is_light() -> None:
     code = "import sys, ldpclient; print('torch' in sys.modules, len(ldpclient.__all__))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "False" and int(out[1]) >= 15
+
+
+def test_the_front_door_reports_progress_to_a_callback_and_on_a_terminal(tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    """``progress=`` hears every stage from the start to its end; the command's bars appear by default only where
+    standard error is a terminal, and ``quiet=True`` silences them."""
+    folder = _folder(tmp_path / "private", n=12)
+    heard: list[tuple[str, float, float | None]] = []
+    with mock_server.serve(model="trivial", image_size=8, channels=1) as srv:
+        ldpclient.label(folder, srv.model_url, epsilon=20, queries=24, epochs=1, state_dir=tmp_path / "s",
+                        progress=lambda stage, done, total: heard.append((stage, done, total)))
+        assert capsys.readouterr().err == ""  # not a terminal here: no bars by default
+        stages = list(dict.fromkeys(stage for stage, _, _ in heard))
+        assert stages[:3] == ["loading", "noising", "querying"] and "training" in stages and "labelling" in stages
+        last = {stage: (done, total) for stage, done, total in heard}
+        assert last["querying"] == (24.0, 24.0) and last["noising"] == (12.0, 12.0)
+        monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+        ldpclient.label(folder, srv.model_url, epsilon=20, queries=24, epochs=1, state_dir=tmp_path / "s")
+        assert "querying" in capsys.readouterr().err  # a terminal: the command's bars
+        ldpclient.label(folder, srv.model_url, epsilon=20, queries=24, epochs=1, state_dir=tmp_path / "s",
+                        quiet=True)
+        assert capsys.readouterr().err == ""

@@ -11,7 +11,7 @@ import json
 import logging
 import textwrap
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rich.console import Console
 from rich.progress import (
@@ -34,15 +34,26 @@ from ..transfer.mirror_check import mirror_note
 from ..transfer.rounds import rounds_in_words
 from .verdict import accuracy_words
 
+#: What a caller hears of a run's progress (``UI(on_progress=...)``, ``ldpclient.label(progress=...)``): the
+#: stage as the bars name it ("loading", "noising", "querying", "training", ...), done so far and the total (None:
+#: not known yet), in the stage's own units (images, queries, epochs).
+ProgressCallback = Callable[[str, float, "float | None"], None]
+
 
 class StageProgress:
-    """Handle of one progress bar: ``update(completed, info="...")``; no-op when quiet."""
+    """Handle of one progress bar: ``update(completed, info="...")``; no-op when quiet, but for the callback."""
 
-    def __init__(self, progress: Progress | None, task: TaskID | None) -> None:
+    def __init__(self, progress: Progress | None, task: TaskID | None, *, stage: str = "",
+                 on_progress: ProgressCallback | None = None, total: float | None = None) -> None:
         self._progress = progress
         self._task = task
+        self._stage, self._on_progress, self._total = stage, on_progress, total
 
     def update(self, completed: float | None = None, *, total: float | None = None, info: str | None = None) -> None:
+        if total is not None:
+            self._total = total
+        if self._on_progress is not None and completed is not None:
+            self._on_progress(self._stage, float(completed), self._total)
         if self._progress is None or self._task is None:
             return
         kwargs: dict[str, Any] = {}
@@ -58,9 +69,12 @@ class StageProgress:
 class UI:
     """What the CLI shows. ``quiet``: no progress and no summary; ``json_mode``: errors also as JSON on stdout."""
 
-    def __init__(self, *, quiet: bool = False, json_mode: bool = False, console: Console | None = None) -> None:
+    def __init__(self, *, quiet: bool = False, json_mode: bool = False, console: Console | None = None,
+                 on_progress: ProgressCallback | None = None) -> None:
         self.quiet = quiet
         self.json_mode = json_mode
+        #: called on every progress update of every stage, quiet or not (:data:`ProgressCallback`)
+        self.on_progress = on_progress
         self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.out = Console(highlight=False, soft_wrap=True)
         self._progress: Progress | None = None
@@ -113,13 +127,13 @@ class UI:
     def stage(self, description: str, total: float | None = None) -> Iterator[StageProgress]:
         """A progress bar for one stage (shared live display across stages)."""
         if self.quiet:
-            yield StageProgress(None, None)
+            yield StageProgress(None, None, stage=description, on_progress=self.on_progress, total=total)
             return
         if self._progress is None:
             self._progress = Progress(*self._columns(), console=self.console, transient=False, expand=True)
             self._progress.start()
         task = self._progress.add_task(printable(description), total=total, info="")
-        handle = StageProgress(self._progress, task)
+        handle = StageProgress(self._progress, task, stage=description, on_progress=self.on_progress, total=total)
         try:
             yield handle
         finally:  # an interrupted stage's bar stays where it stopped
