@@ -229,8 +229,30 @@ def test_the_page_renders_in_a_real_browser_with_its_images_and_fetches_nothing(
     assert len(seen["charts"]) == 4 and all(w > 150 and h > 100 and n > 10 for w, h, n in seen["charts"]), seen["charts"]
 
 
-def test_the_page_reads_on_a_phone(tmp_path: Path, canary: str) -> None:
-    """At 390 px (a phone) nothing is wider than the screen: tables scroll inside their box, charts shrink."""
+#: In the page: the words of table cells and of the summary band that a line break cut in two (a word is cut when
+#: its text spans two line boxes; a line may end after a hyphen, as in print, so the parts of ``low-frequency``
+#: count as words), but for words longer than 24 characters (file names), which may have to be.
+_BROKEN_WORDS = """Array.from(document.querySelectorAll('td, th, dl.summary dd, dl.summary dt')).flatMap(cell => {
+    const broken = [];
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        for (const m of node.data.matchAll(/[^\\s-]+/g)) {
+            if (m[0].length > 24) continue;
+            const range = document.createRange();
+            range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+            const tops = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+            if (tops.size > 1) broken.push(m[0]);
+        }
+    }
+    return broken;
+})"""
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_the_page_reads_on_a_phone_and_on_a_desktop(tmp_path: Path, canary: str, width: int) -> None:
+    """At 390 px (a phone) and 1280 px nothing is wider than the screen (tables scroll inside their box, charts
+    shrink), no word or number of a table or of the summary band is broken inside, and the thumbnails fill the
+    width (less than one column left empty)."""
     page_path, _, _ = _hostile_run(tmp_path, canary)
     expression = """JSON.stringify({
         width: document.documentElement.scrollWidth, window: window.innerWidth,
@@ -238,10 +260,18 @@ def test_the_page_reads_on_a_phone(tmp_path: Path, canary: str) -> None:
             e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.tagName + '.' + e.className),
         summary: document.querySelector('dl.summary').getBoundingClientRect().width,
         charts: Array.from(document.querySelectorAll('figure.chart svg')).map(s => s.getBoundingClientRect().right),
-    })"""
-    visit = open_page(page_path, expression, width=390, height=844, screenshot=tmp_path / "phone.png")
+        broken: BROKEN,
+        grids: Array.from(document.querySelectorAll('.grid')).map(g => {
+            const box = g.getBoundingClientRect();
+            const figures = Array.from(g.children).map(f => f.getBoundingClientRect());
+            return [box.right - Math.max(...figures.map(f => f.right)), figures[0].width, figures.length];
+        }),
+    })""".replace("BROKEN", _BROKEN_WORDS)
+    visit = open_page(page_path, expression, width=width, height=844, screenshot=tmp_path / "page.png")
     seen = json.loads(visit.value)
-    assert seen["window"] <= 390 and seen["width"] <= seen["window"], seen
+    assert seen["window"] <= width and seen["width"] <= seen["window"], seen
     assert seen["wide"] == [] and 0 < seen["summary"] <= seen["window"]
     assert len(seen["charts"]) == 4 and max(seen["charts"]) <= seen["window"]  # each chart shrunk to the screen
-    assert (tmp_path / "phone.png").stat().st_size > 10_000
+    assert seen["broken"] == [], seen["broken"]
+    assert seen["grids"] and all(empty < figure for empty, figure, _ in seen["grids"]), seen["grids"]
+    assert (tmp_path / "page.png").stat().st_size > 10_000

@@ -138,7 +138,7 @@ def _guarantee(report: Mapping[str, Any]) -> dict[str, Any]:
                        + (f", delta {float(pe['delta']):.3g}" if pe.get("delta") else "")
                        + f"; the per-image figure is their composition over the {g['elements_per_record']} elements.")
     delta = f" and delta {float(pr['delta']):.3g}" if pr.get("delta") else ""
-    factor = math.exp(eps) if eps < 700 else math.inf
+    factor = _factor_in_words(eps)
     rows = [
         ("mechanism", f"{g['mechanism']} ({g.get('sampling', 'unknown sampling')})"),
         ("per image (record)", f"epsilon {eps:.4g}{delta}"),
@@ -149,7 +149,7 @@ def _guarantee(report: Mapping[str, Any]) -> dict[str, Any]:
     ]
     meaning = (
         "What epsilon means here: for any two images of this size, the probability that the teacher receives "
-        f"any given set of answers differs by a factor of at most e^epsilon (here {factor:.3g})"
+        f"any given set of answers differs by a factor of at most e^epsilon (here {factor})"
         + (f", plus a probability {float(pr['delta']):.3g}" if pr.get("delta") else "")
         + ", whatever the teacher does with every query built from one image's release. Smaller is stronger. "
         "Another release of the same image (another teacher, another mechanism) adds its own epsilon: the "
@@ -168,6 +168,13 @@ def _guarantee(report: Mapping[str, Any]) -> dict[str, Any]:
         "note": str(report.get("guarantee_note", "")),
         "notes": [str(n) for n in g.get("notes", [])],
     }
+
+
+def _factor_in_words(epsilon: float) -> str:
+    """e^epsilon as a person reads it: ``about 2.7`` for a small one, ``about 10^43`` past a thousand."""
+    if epsilon < math.log(1000):
+        return f"about {math.exp(epsilon):.2g}"
+    return f"about 10^{round(epsilon / math.log(10))}"
 
 
 def _unit(values: torch.Tensor, value_range: tuple[float, float]) -> torch.Tensor:

@@ -103,7 +103,7 @@ class LaplaceMechanism(Elementwise):
             values.update({"grid": grid, "b": b})
             notes.append(
                 f"secure path: input snapped to a grid of {fmt(grid.gamma)}, discrete Laplace noise from integer"
-                f" tables; table rounding adds at most {excess:.3g} nats per element (included in the figures)"
+                f" tables; table rounding adds at most {excess:.2g} to the per-element epsilon (included in the figures)"
             )
         return self._pure_plan(eps_true, n_elem, params, tuple(notes), values)
 
@@ -137,8 +137,8 @@ class LaplaceMechanism(Elementwise):
             values.update({"grid": grid, "b": b})
             notes.append(
                 f"secure path: coefficients snapped toward zero onto a grid of {fmt(grid.gamma)} (their integer L1 norm"
-                f" checked), discrete Laplace noise from integer tables; table rounding adds at most {k * excess:.3g}"
-                " nats per record (included in the figures)"
+                f" checked), discrete Laplace noise from integer tables; table rounding adds at most {k * excess:.2g}"
+                " to the per-record epsilon (included in the figures)"
             )
         notes.append(f"Laplace noise of scale b = {fmt(values['b'])} on each coefficient: pure LDP, epsilon"
                      f" {fmt(self.epsilon)} per record")
