@@ -52,6 +52,16 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     assert verdict["check"]["images"] == 100 and verdict["check"]["baseline"]["images"] == 100
     assert doc["notes"][0] == f"verdict on the LDPKiT-Sup labels (what every label run says): {verdict['headline']}"
     assert any(f"--check {tmp_path / 'check.csv'}" in note for note in doc["notes"])  # the next step
+    # one figure per quantity, named: which accuracy is which, and the one money total with its parts
+    assert doc["notes"][1].startswith("accuracy: the table's is against the true digits of all 359 private images")
+    assert "estimated from the 100 hand-labelled images of the check set" in doc["notes"][1]
+    money = next(note for note in doc["notes"] if note.startswith("money:"))
+    total = float(money.split()[1])
+    parts = [float(part.rsplit(" ", 1)[1]) for part in money.split(": ", 2)[2].rstrip(".").split("; ")]
+    assert total == pytest.approx(sum(r["money"] for r in doc["rows"])) and total == pytest.approx(sum(parts))
+    assert "LDPKiT-Sup, adapted" in money and "data-free baseline, adapted" in money and "unadapted" not in money
+    report = json.loads((tmp_path / "labels_sup.report.json").read_text())
+    assert report["baseline"]["spent"] == pytest.approx(base["money"])  # the page's part of the money
 
 
 def test_demo_writes_its_page_out_of_its_temporary_folder_and_says_where(tmp_path: Path) -> None:
@@ -65,3 +75,23 @@ def test_demo_writes_its_page_out_of_its_temporary_folder_and_says_where(tmp_pat
     doc = page.read_text(encoding="utf-8")
     assert "This page holds PRIVATE images" in doc and "What the teacher was sent" in doc
     assert doc.count("<img ") == 3 * 16  # the clean digits, their releases, the queries
+
+
+def test_a_label_runs_money_is_one_total_with_its_parts(tmp_path: Path) -> None:
+    """The summary's money line and the page's band: this run's total, then what it went on (issue 66)."""
+    import re
+
+    from test_cli import _args, _private, _server
+
+    folder = _private(tmp_path)
+    with _server() as srv:
+        res = CliRunner().invoke(app, _args(folder, srv.model_url, tmp_path, "--baseline", "--html"))
+    assert res.exit_code == 0, res.output
+    line = next(line for line in res.stderr.splitlines() if line.strip().startswith("money"))
+    m = re.search(r"([\d.]+) this run \(private queries ([\d.]+), data-free baseline ([\d.]+)\)", line)
+    assert m, line
+    total, private, baseline = (float(g) for g in m.groups())
+    assert total == pytest.approx(private + baseline) and private == pytest.approx(0.24)  # 24 queries at 0.01
+    page = (tmp_path / "out" / "labels.html").read_text(encoding="utf-8")
+    assert f"{total:.4g} (private queries {private:.4g}, data-free baseline {baseline:.4g})" in page
+    assert "of it, the data-free baseline&#x27;s queries" in page

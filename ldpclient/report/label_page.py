@@ -21,7 +21,7 @@ from ..transfer.mirror_check import mirror_note
 from ..transfer.pipeline import SentSample
 from ..transfer.rounds import rounds_in_words
 from .html import bar_chart, png_data_uri, render
-from .notes import DATA_FREE_NOTE, unpriced_note, weak_privacy_note
+from .notes import DATA_FREE_NOTE, money_parts, unpriced_note, weak_privacy_note
 
 #: Skipped files and escaped names listed by name; the rest are counted.
 MAX_LISTED = 50
@@ -83,7 +83,8 @@ def _summary(report: Mapping[str, Any]) -> dict[str, Any]:
         ("epsilon per image", f"{eps:.4g}" + (" (data-free)" if g.get("public_input") else "")),
         ("images labelled", f"{c['labelled']:,}"),
         ("queries", f"{q['sent']:,} sent" + (f", {q['from_journal']:,} from the journal" if q["from_journal"] else "")),
-        ("money this run", unpriced_note(cost.get("price_per_query"), cost.get("billing")) or f"{cost['spent_run']:.4g}"),
+        ("money this run", unpriced_note(cost.get("price_per_query"), cost.get("billing"))
+         or f"{cost['spent_run']:.4g}{money_parts(cost['spent_run'], cost.get('spent_public_run'), report.get('baseline'))}"),
         ("time", f"{_total_seconds(report.get('timings') or {}):.0f} s"),
     ]
     return {"level": level, "items": items}
@@ -255,6 +256,8 @@ def _counts(report: Mapping[str, Any]) -> dict[str, Any]:
     rows += [
         ("price per query", unpriced if unpriced is not None else _money(price)),
         ("money spent this run", _money(cost["spent_run"])),
+        *([("of it, the data-free baseline's queries", _money(report["baseline"]["spent"]))]
+          if (report.get("baseline") or {}).get("spent") else []),
         *([("of it on public images", _money(cost["spent_public_run"]))] if cost.get("spent_public_run") else []),
         ("money spent in total with this teacher", _money(cost["spent_total"])),
         ("money cap", "none" if cost.get("cap") is None else _money(cost["cap"])),

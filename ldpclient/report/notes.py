@@ -3,6 +3,8 @@ privacy warning, the data-free run's note, where accuracy was measured, money th
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from ..transfer import defaults
 
 
@@ -48,4 +50,17 @@ def unpriced_note(price_per_query: float | None, billing: object) -> str | None:
     return f"not counted: no --price given{told}"
 
 
-__all__ = ["DATA_FREE_NOTE", "unpriced_note", "utility_note", "weak_privacy_note"]
+def money_parts(spent_run: float, spent_public: float | None, baseline: Mapping[str, Any] | None) -> str:
+    """What a run's money went on, in words: `` (private queries X, data-free baseline Y, public images Z)`` with
+    the parts it has (money in the unit of ``--price``); ``""`` where all of it went on the private queries."""
+    public = float(spent_public or 0.0)
+    base = float(baseline.get("spent") or 0.0) if baseline else 0.0
+    if not public and not base:
+        return ""
+    parts = [f"private queries {spent_run - public - base:.4g}"]
+    parts += [f"data-free baseline {base:.4g}"] if base else []
+    parts += [f"public images {public:.4g}"] if public else []
+    return f" ({', '.join(parts)})"
+
+
+__all__ = ["DATA_FREE_NOTE", "money_parts", "unpriced_note", "utility_note", "weak_privacy_note"]

@@ -269,11 +269,17 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
         f"{_released(g)}. {_sidp_releases(answers)}",
         "per record is what bounds what the teacher can learn about one whole image; it is large here, "
         "so read the accuracy against the data-free baseline, which uses no private information at all.",
-        f"money: {sum(r['money'] for r in rows):.4g} spent in total at {DEMO_PRICE} per query (mock prices).",
+        f"money: {sum(r['money'] for r in rows):.4g} in total at {DEMO_PRICE} per query (mock prices): "
+        + "; ".join(f"{r['method']} {r['money']:.4g}" for r in rows if r["money"]) + ".",
     ]
     verdict = answers.sup.get("verdict")
     if verdict:
         notes.insert(0, f"verdict on the LDPKiT-Sup labels (what every label run says): {verdict['headline']}")
+        if verdict.get("check"):
+            notes.insert(1, f"accuracy: the table's is against the true digits of all {answers.sup['counts']['labelled']} "
+                            f"private images (the demo knows them); the verdict's is estimated from the "
+                            f"{verdict['check']['images']} hand-labelled images of the check set, as a run on your "
+                            "own images, without the truth, estimates it.")
     if kept:
         notes.append(f"outputs and state kept in {root}; label that folder yourself with a mock teacher running "
                      f"(ldpclient serve-mock --port 8080): ldpclient label {root / 'private'} --teacher "

@@ -560,7 +560,7 @@ def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: Re
             result = transfer.run(records, public=public)
         progress.close()
         spent_after = ledger.spent(records).epsilon
-        stats_private = dict(asdict(client.stats))
+        stats_private = {**asdict(client.stats), "spent_run": client.cost.spent_run}
         baseline = None
         if base is not None:
             baseline = _run_baseline(setup, session, base, records, result, stats_private, public)
@@ -623,6 +623,7 @@ def _run_baseline(
         "blank_query_noise": setup.plan.free_mechanism.config(),
         "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],
         "queries_from_journal": client.stats.queries_from_journal - stats_private["queries_from_journal"],
+        "spent": client.cost.spent_run - stats_private["spent_run"],
         "agreement_with_private_run": agree,
         "student_val_accuracy": last_val_accuracy(base_result),
         "label_histogram": label_histogram(base_result.labels, setup.meta.num_classes),

@@ -28,7 +28,7 @@ from rich.table import Column, Table
 from ..io.output import scrub, to_json
 from ..io.text import printable
 from ..privacy.guarantee import coefficient_treatment
-from ..report.notes import DATA_FREE_NOTE, unpriced_note, utility_note, weak_privacy_note
+from ..report.notes import DATA_FREE_NOTE, money_parts, unpriced_note, utility_note, weak_privacy_note
 from ..report.run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 from ..transfer.mirror_check import mirror_note
 from ..transfer.rounds import rounds_in_words
@@ -195,7 +195,7 @@ class UI:
                                       "for the mirror check" if r.counts.mirror_check_queries else "")
                 if r.counts.public_images else "")),
             *([("rounds", rounds_in_words(q.rounds, r.run_plan))] if q.rounds else []),
-            ("money", _money_line(r.cost)),
+            ("money", _money_line(r.cost, r.baseline)),
             ("student", _student_line(r.student)),
         ]
         if r.adaptation:
@@ -305,8 +305,8 @@ class UI:
 
     def demo_summary(self, result: Mapping[str, Any]) -> None:
         self.stop_progress()
-        table = Table(title="ldpclient demo: accuracy of the labels against the truth", title_justify="left")
-        for col in ("method", "accuracy", "eps per element", "eps per record", "queries", "money"):
+        table = Table(title="ldpclient demo: accuracy of the labels against the true digits", title_justify="left")
+        for col in ("method", "accuracy (truth)", "eps per element", "eps per record", "queries", "money"):
             table.add_column(col, justify="right" if col != "method" else "left")
         for row in result["rows"]:
             table.add_row(
@@ -351,13 +351,13 @@ def _label_ledger_line(ledger: LedgerSection) -> str:
     )
 
 
-def _money_line(cost: CostSection) -> str:
+def _money_line(cost: CostSection, baseline: Mapping[str, Any] | None) -> str:
     unpriced = unpriced_note(cost.price_per_query, cost.billing)
     if unpriced is not None:  # (a money cap needs a price: never both)
         return unpriced
     cap_s = "" if cost.cap is None else f" of a cap of {cost.cap:.4g}"
-    public_s = f" ({cost.spent_public_run:.4g} of it on public images)" if cost.spent_public_run else ""
-    return f"{cost.spent_run:.4g} this run{public_s}, {cost.spent_total:.4g} in total{cap_s}"
+    parts = money_parts(cost.spent_run, cost.spent_public_run, baseline)
+    return f"{cost.spent_run:.4g} this run{parts}, {cost.spent_total:.4g} in total with this teacher{cap_s}"
 
 
 def _student_line(student: StudentSection) -> str:

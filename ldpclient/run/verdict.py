@@ -85,6 +85,9 @@ DOMINANT_SHARE = 0.5
 #: Accuracy whose 95 % interval reaches below this share is doubtful whatever the chance level: most labels may be
 #: wrong.
 MOSTLY_RIGHT = 0.5
+#: What to do when the privacy spent bought nothing measurable, in the reason that says so.
+BOUGHT_NOTHING_ADVICE = ("use the data-free labels (--epsilon 0: no privacy spent), or add public images (--public) "
+                         "or more queries (--queries) and compare again")
 #: Labels equal to the data-free run's on this share of images or more: the privacy bought nothing measurable.
 SAME_AS_FREE = 0.95
 #: A check set whose 95 % interval is wider than this either side of its estimate gets a reason saying about how many
@@ -455,7 +458,7 @@ def judge(
                                         "(*.baseline.csv) are better and spent no privacy"))
             elif check.wins <= check.losses or p >= 0.05:
                 found.append((USABLE, f"no measurable gain over the data-free run: {versus}; the privacy spent "
-                                      "bought nothing measurable"))
+                                      f"bought nothing measurable: {BOUGHT_NOTHING_ADVICE}"))
             else:
                 found.append((USABLE, f"better than the data-free run: {versus}"))
         if (s.high - s.low) / 2 > PRECISE:
@@ -498,7 +501,7 @@ def judge(
                                     f"no held-out public images; labels at chance would read the same): {measure}"))
     if same_as_free is not None and (check is None or check.baseline is None) and same_as_free >= SAME_AS_FREE:
         found.append((USABLE, f"{_pct(same_as_free)} of the labels are the data-free run's (no privacy spent): "
-                              "the privacy spent bought nothing measurable"))
+                              f"the privacy spent bought nothing measurable: {BOUGHT_NOTHING_ADVICE}"))
     level = max((lvl for lvl, _ in found), key=LEVELS.index, default=USABLE)
     reasons = [r for lvl, r in found if lvl == level] + [r for lvl, r in found if lvl != level]
     return Verdict(level, reasons, check_dict, asdict(collapse), same_as_free, held_out_agreement, majority,
