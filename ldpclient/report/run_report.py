@@ -184,6 +184,9 @@ class StudentSection:
     #: what decided ``flip`` when ``--flip``/``--no-flip`` was not given: the shares of the checked public images
     #: whose label the teacher kept under a mirror and under a shift, and how many were checked (None: no check)
     mirror_check: dict[str, Any] | None = None
+    #: the student and its labels are those a run before trained on the same records, releases, answers and settings
+    #: (kept in the run state): nothing was trained, adapted or predicted again
+    reused: bool = False
 
 
 _SECTIONS: dict[str, type] = {

@@ -71,10 +71,12 @@ __all__ = ["LabelOptions", "ByteUnitsTeacher", "resume_hint", "run_label"]
 
 @dataclass(frozen=True)
 class _Seeds:
-    """The query-plan seed (kept in ``runs.json``, so a re-run plans the same batches) and the release generator."""
+    """The query-plan seed (kept in ``runs.json``, so a re-run plans the same batches), the release generator, and
+    what the run labels (``data_key``: its records by their bytes or values), which keys its kept result."""
 
     seed: int
     generator: torch.Generator | None
+    data_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -495,7 +497,7 @@ def _plan_seeds(setup: RunSetup, data_key: str, old_data_key: str | None = None)
         legacy += [{**key, "private_dir": old_data_key} for key in (run_key, legacy[0])]
     plan_seed = RunState(setup.state, database=opts.state).seed_for(run_key, opts.seed, legacy_keys=legacy)
     generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
-    return _Seeds(seed=plan_seed, generator=generator)
+    return _Seeds(seed=plan_seed, generator=generator, data_key=data_key)
 
 
 def _open_session(setup: RunSetup) -> _Session:
@@ -543,7 +545,7 @@ def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: Re
         transfer = KnowledgeTransfer(
             setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode,
             seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,
-            stages=session.cluster, **setup.plan.settings.as_kwargs(),
+            stages=session.cluster, result_cache=_result_cache(setup, seeds), **setup.plan.settings.as_kwargs(),
         )
         if carriers is not None:
             refuse_known_private(ledger, carriers, _public_where(setup), domain=setup.mechanism.domain,
@@ -600,8 +602,17 @@ def _baseline_transfer(setup: RunSetup, session: _Session, seeds: _Seeds) -> Any
     return KnowledgeTransfer(
         setup.teacher, plan.free_mechanism, mode="data-free", seed=base_seed,
         release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
-        progress=StageProgress(setup.ui, "baseline ", session.client), client=session.client, **settings,
+        progress=StageProgress(setup.ui, "baseline ", session.client), client=session.client,
+        result_cache=_result_cache(setup, seeds), **settings,
     )
+
+
+def _result_cache(setup: RunSetup, seeds: _Seeds) -> Any:
+    """Where the run keeps its trained result (:mod:`ldpclient.transfer.result_cache`): this host's state
+    directory, under what the run labels."""
+    from ..transfer.result_cache import ResultCache
+
+    return ResultCache(setup.state / "students", seeds.data_key) if seeds.data_key else None
 
 
 def _run_baseline(

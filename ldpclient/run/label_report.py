@@ -99,6 +99,7 @@ def build_report(
             warmup_epochs=int(result.training.get("warmup_epochs", 0)),
             students=int(result.training.get("students", 1)),
             mirror_check=result.training.get("mirror_check"),
+            reused=bool(result.training.get("reused", False)),
         ),
         adaptation=_adaptation_section(result, meta.num_classes),
         baseline=outcome.baseline.section if outcome.baseline is not None else None,

@@ -355,7 +355,7 @@ def _money_line(cost: CostSection, baseline: Mapping[str, Any] | None) -> str:
     unpriced = unpriced_note(cost.price_per_query, cost.billing)
     if unpriced is not None:  # (a money cap needs a price: never both)
         return unpriced
-    cap_s = "" if cost.cap is None else f" of a cap of {cost.cap:.4g}"
+    cap_s = "" if cost.cap is None else f" (cap {cost.cap:.4g})"
     parts = money_parts(cost.spent_run, cost.spent_public_run, baseline)
     return f"{cost.spent_run:.4g} this run{parts}, {cost.spent_total:.4g} in total with this teacher{cap_s}"
 
@@ -367,6 +367,8 @@ def _student_line(student: StudentSection) -> str:
     many = (f", {student.students} of them (labels from their mean output; the first one's figures)"
             if student.students > 1 else "")
     line = f"{student.model}{many}, validation accuracy on held-out teacher labels {acc_s}"
+    if student.reused:
+        line += " (trained by a run before on the same answers, kept in the state directory: nothing trained now)"
     if student.flip or student.mirror_check:
         line += f"; {mirror_note(student.flip, student.mirror_check)}"
     return line + (f"; predictions {student.inference}" if student.inference else "")

@@ -74,6 +74,7 @@ from .mirror_check import MirrorCheck, MirrorVerdict, mirror_check
 from .postprocess import ClipToDomain, ReleaseRows, SubsetRows, Transform, parse_postprocess
 from .prior import balanced, training_prior
 from .procedural import procedural_images
+from .result_cache import ResultCache
 from .rounds import QueryRound, learnt_too_little, round_ends
 from .settings import AdaptationSettings, PlanSettings, TrainingSettings, fold_keywords
 from .student import (
@@ -464,6 +465,7 @@ class KnowledgeTransfer:
         progress: Optional[Progress] = None,
         client: Any = None,
         stages: Optional["StageRunner"] = None,
+        result_cache: Optional[ResultCache] = None,
         **settings: Any,
     ) -> None:
         if mode not in MODES:
@@ -484,6 +486,8 @@ class KnowledgeTransfer:
                              "different images identical noise")
         #: where the release of the private records and the passes over all of them run (None: here)
         self.stages = stages
+        #: where a run keeps its trained result, found again by a run that would train on the same (None: nowhere)
+        self.result_cache = result_cache
         #: :meth:`records_to_release` for one plan and record count: ((plan fingerprint, n), the records or None)
         self._used: tuple[tuple[str, int], np.ndarray | None] | None = None
         #: the public images as :meth:`_public_for` prepared them last: (the images given, plan fingerprint, queries)
@@ -680,6 +684,15 @@ class KnowledgeTransfer:
                 plan=queries.plan,
                 sent_sample=self._sent_sample(queries, store),
             )
+        kept_key = self._result_key(meta, released, queries, store) if len(ends) == 1 else None
+        kept = self.result_cache.load(self.mode, kept_key) if self.result_cache and kept_key else None
+        if kept is not None:  # the same records, releases, answers and settings: the result trained before
+            kept["training"] = {**(kept.get("training") or {}), "reused": True}
+            return TransferResult(
+                **kept, guarantee=released.release.guarantee, mode=self.mode,
+                counts=self._counts(released, queries, store, public_counts), timings=timings,
+                teacher_label_histogram=store.histogram().tolist(), plan=queries.plan,
+                sent_sample=self._sent_sample(queries, store), answers_apart=self._answers_apart(queries, store))
         confusion = self._confusion(queries, store)
         trained = self._train_student(records, meta, queries, store, timings, confusion)  # 4. train the student
         trained, rounds = self._query_rounds(records, meta, queries, store, timings, trained, ends)  # 3-4, in rounds
@@ -691,7 +704,7 @@ class KnowledgeTransfer:
         predicted = self._predict_records(records, members, adapted, queries, store, timings)  # 6. label locally
         held_out = self._score_held_out(members, queries.public, store)
         before = [a.unadapted for a in adapted if a.unadapted is not None]  # the students' outputs, unadapted
-        return TransferResult(
+        result = TransferResult(
             labels=predicted.labels,
             confidences=predicted.confidences,
             student=student,
@@ -715,6 +728,28 @@ class KnowledgeTransfer:
             answers_apart=self._answers_apart(queries, store),
             confusion=trained.confusion.as_dict() if trained.confusion is not None else None,
         )
+        if self.result_cache is not None and kept_key is not None:
+            self.result_cache.save(self.mode, kept_key, result, trained.student_name, trained.student_kwargs)
+        return result
+
+    def _result_key(self, meta: TeacherMetadata, released: _Released, queries: _Queries, store: LabelStore) -> str | None:
+        """What the student's training, adaptation and labels depend on, as a :class:`ResultCache` key (None: not
+        kept: no cache, or a checkpoint of the run's own to write)."""
+        if self.result_cache is None or self.checkpoint is not None:
+            return None
+        from ..io.output import versions
+
+        public = queries.public
+        parts: list[bytes | str] = [
+            repr(sorted(versions().items())), str(select_device(self.device)), self.mode, str(self.scope),
+            str(self.seed), str(self.student_seed), repr(self.plan_settings), repr(self.training),
+            repr(self.adaptation), repr(self.mechanism), repr(meta), self.result_cache.data_key, queries.plan.fingerprint,
+            released.release.values.detach().to(torch.float32).contiguous().numpy().tobytes(),
+            np.ascontiguousarray(store.labels).tobytes(),
+        ]
+        if public is not None:
+            parts.append(public.rows.release.values.detach().to(torch.float32).contiguous().numpy().tobytes())
+        return ResultCache.key(parts)
 
     @staticmethod
     def _answers_apart(queries: _Queries, store: LabelStore) -> Optional[dict[str, list[int]]]:

@@ -1,0 +1,108 @@
+"""A run's trained student and labels, kept in the run state: a re-run that sends nothing also trains nothing.
+
+A label run that resumes finds its releases in the ledger and its answers in the journal; without this, it would
+still train, adapt and predict again, minutes of work it has done. After a run has labelled every query, its
+:class:`ResultCache` key is a digest of everything the training, adaptation and labelling depend on: the records
+labelled (the folder's files by their bytes, or the records' values: ``data_key``), the releases the queries were
+made from, every answer, the public images, the settings (their full ``repr``: a setting whose repr does not show
+its state changes the key every run, so it never finds a stale result), the seeds, the teacher's metadata and the
+versions of ldpclient and torch. A run whose key is stored takes the stored result; any change trains anew.
+
+What is kept, per data set and mode (the private run, the data-free baseline), in ``<state dir>/students`` (this
+device only, like the ledger): the student(s) (:func:`~.student.save_checkpoint`, adapted on the clean private
+images: not covered by the LDP guarantee, never sent) and the labels, confidences and training summaries as
+tensors and plain values, both read with ``torch.load(weights_only=True)``. Runs in rounds, runs that save a
+checkpoint of their own and SIDP (no student) are not kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+import torch
+
+from .adapt import AdaptHistory
+from .student import TrainHistory, load_checkpoint, save_checkpoint
+
+if TYPE_CHECKING:
+    from .pipeline import TransferResult
+
+#: The layout of a kept result (:meth:`ResultCache.save`); another one is not read (the run trains anew).
+CACHE_SCHEMA = 1
+#: The fields of a :class:`~.pipeline.TransferResult` a kept result restores (the others are the run's own).
+_KEPT = ("labels", "confidences", "unadapted_labels", "unfused_labels", "fusion_informativeness", "training",
+         "public_held_out", "confusion")
+
+
+@dataclass(frozen=True)
+class ResultCache:
+    """Where a label run keeps its trained result (``directory``) and what it labels (``data_key``: a digest of
+    the records, the same for every run on the same images)."""
+
+    directory: Path
+    data_key: str
+
+    @staticmethod
+    def key(parts: Iterable[bytes | str]) -> str:
+        """The digest of ``parts`` (in order; each delimited, so no two lists of parts give one digest)."""
+        digest = hashlib.sha256(f"ldpclient-result-v{CACHE_SCHEMA}\x00".encode())
+        for part in parts:
+            raw = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else bytes(part)
+            digest.update(len(raw).to_bytes(8, "little") + raw)
+        return digest.hexdigest()
+
+    def _paths(self, mode: str) -> tuple[Path, Path]:
+        """The result's file and its student's: one slot per data set and mode (a new key replaces the old)."""
+        slot = hashlib.sha256(f"{self.data_key}\x00{mode}".encode()).hexdigest()[:32]
+        return self.directory / f"{slot}.result.pt", self.directory / f"{slot}.student.pt"
+
+    def load(self, mode: str, key: str) -> dict[str, Any] | None:
+        """The fields kept under ``key`` (with ``student``, ``history`` and ``adaptation`` rebuilt), or None when
+        none is kept, another key is, or the files cannot be read (the run then trains anew)."""
+        result, student = self._paths(mode)
+        try:
+            blob = torch.load(result, map_location="cpu", weights_only=True)
+            if not isinstance(blob, dict) or blob.get("schema") != CACHE_SCHEMA or blob.get("key") != key:
+                return None
+            model, info = load_checkpoint(student)
+        except Exception:  # noqa: BLE001 - missing, damaged or unsafe: whatever it is, the run trains anew
+            return None
+        if (info.get("extra") or {}).get("result_key") != key:  # a student written for another result
+            return None
+        fields = {name: blob.get(name) for name in _KEPT}
+        history, adaptation = blob.get("history"), blob.get("adaptation")
+        fields["history"] = TrainHistory(**history) if isinstance(history, dict) else None
+        fields["adaptation"] = AdaptHistory(**adaptation) if isinstance(adaptation, dict) else None
+        fields["student"] = model
+        return fields
+
+    def save(self, mode: str, key: str, result: "TransferResult", student_name: str,
+             student_kwargs: dict[str, Any]) -> None:
+        """Keep ``result`` (its student built as ``student_name`` with ``student_kwargs``) under ``key``; files
+        readable by this user only. A failure to write is not the run's: it is skipped."""
+        if result.student is None:
+            return
+        path, student = self._paths(mode)
+        blob: dict[str, Any] = {"schema": CACHE_SCHEMA, "key": key, **{name: getattr(result, name) for name in _KEPT}}
+        blob["history"] = dataclasses.asdict(result.history) if result.history is not None else None
+        blob["adaptation"] = ({**dataclasses.asdict(result.adaptation), "probs": None}
+                              if result.adaptation is not None else None)
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            save_checkpoint(student, result.student, student_name, student_kwargs,
+                            extra={"adapted_on_clean_private_records": True, "result_key": key})
+            tmp = path.with_name(path.name + ".tmp")
+            torch.save(blob, tmp)
+            for written in (tmp, student):
+                os.chmod(written, 0o600)
+            tmp.replace(path)
+        except OSError:
+            return
+
+
+__all__ = ["CACHE_SCHEMA", "ResultCache"]
