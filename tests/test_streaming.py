@@ -199,7 +199,7 @@ def test_label_leaves_no_spooled_records_in_the_state_directory(tmp_path: Path) 
         ])
     assert result.exit_code == 0, result.output
     leftovers = [p.name for p in state.iterdir() if not p.name.startswith(("ledger.sqlite", "journal.sqlite"))]
-    assert sorted(leftovers) == ["lock", "runs.json", "wire.json"], leftovers  # the state files, no spool
+    assert sorted(leftovers) == ["lock", "runs.json", "students", "wire.json"], leftovers  # the state, no spool
 
 
 def test_noise_releases_in_chunks_writes_every_copy_and_reuses_on_rerun(tmp_path: Path, monkeypatch) -> None:
