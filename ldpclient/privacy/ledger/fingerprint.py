@@ -73,8 +73,9 @@ _SPECTRUM_FREQUENCIES = 6
 _QUERY_SIDE = 64
 #: Smallest image side fingerprinted (smaller records, or records that are not images, get none).
 MIN_SIDE = 8
-#: Stored fingerprints compared per step.
-_CHUNK = 16384
+#: Stored fingerprints compared per step (images per block of :func:`stored`; :func:`prints_of` is given blocks of
+#: this many, as the shift-blind stage ranks within a block).
+BLOCK = _CHUNK = 16384
 #: Fingerprints compared against them per step (a 512 x 65,536 float32 block: 128 MiB).
 _QUERY_CHUNK = 512
 #: Public images fingerprinted at every window per step (64 x 225 x 143 float32: 8 MiB).
@@ -277,12 +278,21 @@ def stored(c: Database) -> Iterator[torch.Tensor]:
 
 
 def prints_of(records: Iterable[torch.Tensor]) -> Iterator[torch.Tensor]:
-    """Blocks as :func:`stored` yields them, of images not in a ledger (this run's private images, ``(n, C, H, W)``
-    or ``(n, H, W)`` chunks of any value range): each image's fingerprint at every :data:`CROPS` crop, through the
-    same int8 codes the ledger keeps."""
+    """Blocks as :func:`stored` yields them (:data:`BLOCK` images each, but the last), of images not in a ledger
+    (this run's private images, ``(n, C, H, W)`` or ``(n, H, W)`` chunks of any value range): each image's
+    fingerprints as the ledger keeps them (:func:`stored_prints`, through the same int8 codes)."""
+    held: list[torch.Tensor] = []
+    count = 0
     for chunk in records:
         if len(chunk) and fingerprintable(tuple(chunk.shape[1:])):
-            yield _decode(stored_prints(chunk))
+            held.append(_decode(stored_prints(chunk)))
+            count += len(chunk)
+        if count >= BLOCK:
+            whole = torch.cat(held)
+            yield whole[:BLOCK]
+            held, count = [whole[BLOCK:]], len(whole) - BLOCK
+    if count:
+        yield torch.cat(held)
 
 
 def nearest(blocks: Iterable[torch.Tensor], images: Query) -> torch.Tensor:
@@ -314,5 +324,5 @@ def nearest(blocks: Iterable[torch.Tensor], images: Query) -> torch.Tensor:
     return best.amax(1)
 
 
-__all__ = ["CANDIDATES", "CROPS", "FREQUENCIES", "NEAR", "SIDE", "SIZE", "SLOTS", "TURNS", "VARIANT_CANDIDATES", "WINDOWS", "Query", "fingerprint",
+__all__ = ["BLOCK", "CANDIDATES", "CROPS", "FREQUENCIES", "NEAR", "SIDE", "SIZE", "SLOTS", "TURNS", "VARIANT_CANDIDATES", "WINDOWS", "Query", "fingerprint",
            "fingerprintable", "nearest", "prints_of", "query", "store", "stored", "stored_prints"]
