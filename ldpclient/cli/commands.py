@@ -530,8 +530,9 @@ def label(
     ledger_key_file: Optional[Path] = LedgerKeyFileOption,
     cluster: Optional[str] = typer.Option(
         None, "--cluster", metavar="<auto|address>",
-        help="Release and label the images on a Ray cluster: 'auto' (the one this machine belongs to, else a local "
-        "Ray) or a Ray address. Needs --state postgresql://...; refuses --seed. Default: none, all here."),
+        help="Release and label the images on a Ray cluster: 'auto' (the one RAY_ADDRESS names or this user started "
+        "here, else a Ray of the run's own on 127.0.0.1) or a Ray address. Needs --state postgresql://...; refuses "
+        "--seed. Default: none, all here."),
     token: Optional[str] = TokenOption,
     config: Optional[Path] = ConfigOption,
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, min=1, help="Skip images with more pixels than this."),
