@@ -71,12 +71,14 @@ def open_engine(cluster: str, *, timeout: float = 10.0) -> Engine:
 @dataclass
 class Cluster:
     """The release and the student's passes of a label run on ``engine``, against the shared ledger at ``ledger``
-    (``key_file``: the ledger's key file on the workers' hosts; ``cap_epsilon``: the run's per-image cap)."""
+    (``key_file``: the ledger's key file on the workers' hosts; ``cap_epsilon``, ``cap_delta``: the per-image caps
+    the run works under, as its driver's ledger settled them)."""
 
     engine: Engine
     ledger: str
     key_file: str | None
     cap_epsilon: float | None
+    cap_delta: float | None = None
 
     def release(
         self, mechanism: Any, scope: str, records: RecordSource, on_block: Callable[[int], None]
@@ -89,7 +91,7 @@ class Cluster:
         blocks = ({"start": int(idx[0]), "records": x.numpy(), "sources": source_ids(records, idx)}
                   for idx, x in iter_batches(records, release_chunk(records.record_shape)))
         kwargs = {"ledger": self.ledger, "key_file": self.key_file, "cap_epsilon": self.cap_epsilon,
-                  "mechanism": mechanism, "scope": scope}
+                  "cap_delta": self.cap_delta, "mechanism": mechanism, "scope": scope}
         for out in self.engine.map_blocks(ReleaseStage, kwargs, blocks):
             start, done = int(out["start"]), np.asarray(out["fresh"], dtype=bool)
             fresh[start:start + len(done)] = done

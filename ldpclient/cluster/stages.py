@@ -21,36 +21,24 @@ class ReleaseStage:
     a bool ``(n,)``: True where the image was noised now, False where its stored release held (free).
 
     ``ledger``: the ledger's location (a ``postgresql://`` URL, or a SQLite file every worker can reach);
-    ``key_file``: the ledger's key file on this worker's host; ``cap_epsilon``: the per-image cap the run works
-    under (per record, nats; the driver has settled it in the ledger), or the one the ledger holds now where that
-    is lower (lowered since the run began: every charge reads it again); ``mechanism``: the run's mechanism;
-    ``scope``: the teacher's identity."""
+    ``key_file``: the ledger's key file on this worker's host; ``cap_epsilon``, ``cap_delta``: the per-image caps
+    the run works under (per record; the driver settled them in the ledger: ``Ledger(settled=True)``, so a cap
+    lowered since binds, and a refusal says so); ``mechanism``: the run's mechanism; ``scope``: the teacher's
+    identity."""
 
     def __init__(self, *, ledger: str, key_file: str | None, cap_epsilon: float | None, mechanism: Any,
-                 scope: str) -> None:
+                 scope: str, cap_delta: float | None = None) -> None:
         from ..privacy.ledger import Ledger
-        from ..privacy.ledger.cap_history import held_caps
 
         self.mechanism = mechanism
         self.scope = scope
-        self.run_cap = cap_epsilon
-        held = held_caps(ledger).epsilon
-        cap = held if cap_epsilon is None or (held is not None and held < cap_epsilon) else cap_epsilon
-        self.ledger = Ledger(ledger, key_file=key_file, cap_epsilon=cap, cap_origin="--privacy-cap")
+        self.ledger = Ledger(ledger, key_file=key_file, cap_epsilon=cap_epsilon, cap_delta=cap_delta,
+                             cap_origin="--privacy-cap", settled=True)
 
     def __call__(self, block: Block) -> Block:
-        from ..privacy.ledger import BudgetExceeded
-
         records = torch.from_numpy(np.ascontiguousarray(block["records"]))
         sources: Sequence[Any] | None = block.get("sources")
-        try:
-            release = self.ledger.release(self.mechanism, records, scope=self.scope, sources=sources)
-        except BudgetExceeded as exc:
-            held = self.ledger.cap_epsilon
-            if self.run_cap is None or held is None or held >= self.run_cap or "lowered" in str(exc):
-                raise
-            raise BudgetExceeded(f"{exc} The cap was lowered on this state while the run was under way (ldpclient "
-                                 "budget --set-cap).", **exc.__dict__) from None
+        release = self.ledger.release(self.mechanism, records, scope=self.scope, sources=sources)
         self.committed(block)
         return {"start": int(block["start"]), "fresh": (~release.reused).numpy()}
 

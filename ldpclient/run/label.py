@@ -528,7 +528,8 @@ def _open_session(setup: RunSetup) -> _Session:
             ledger.close()
             raise
         key = where.ledger_key
-        cluster = Cluster(engine, opts.state, str(key) if key is not None else None, opts.privacy_cap)
+        cluster = Cluster(engine, opts.state, str(key) if key is not None else None, ledger.cap_epsilon,
+                          ledger.cap_delta)
     return _Session(ledger=ledger, client=client, progress=StageProgress(setup.ui, "", client), cluster=cluster)
 
 

@@ -55,7 +55,9 @@ class Ledger:
     them and is recorded (it holds for every later user of the ledger); one above
     them raises :class:`~.errors.CapRaiseRefused` (raise caps with
     :meth:`set_caps`). ``cap_origin`` names the caps given, in messages and in the
-    history (``--privacy-cap`` for the command line).
+    history (``--privacy-cap`` for the command line). ``settled``: the caps given are those a run already settled
+    on this ledger (a cluster worker of the run whose driver opened it): worked under, tightened by a cap the
+    ledger holds that is lower (lowered since the run began, which a refusal then says), never recorded or refused.
 
     Use as a context manager or call :meth:`close`. One ``Ledger`` object may be
     shared by threads; several processes may open the same ledger (SQLite's file
@@ -72,6 +74,7 @@ class Ledger:
         cap_delta: float | None = None,
         cap_origin: str = "Ledger(cap_epsilon=...)",
         start_with_key: bool = False,
+        settled: bool = False,
     ) -> None:
         given = Caps.checked(cap_epsilon, cap_delta)
         self._caps = given
@@ -128,7 +131,11 @@ class Ledger:
                         key_created=starts,
                     )
             self._legacy = has_legacy(self._conn)
-            self._caps = settle_caps(self._conn, given, cap_origin)
+            if settled:
+                with transaction(self._conn) as c:
+                    self._caps_now(c)
+            else:
+                self._caps = settle_caps(self._conn, given, cap_origin)
         except BaseException as exc:
             if key_created:
                 self._forget_new_key()
