@@ -255,17 +255,18 @@ def refuse_known_private(ledger: Any, carriers: Any, where: str, *, domain: Any,
     :class:`~ldpclient.transfer.mirror_check.MirrorCheck`, or None), are private images: charged before, from
     whatever folder, or near copies of an image the ledger charged or of one of ``private`` (this run's private
     images), as they are or mirrored, turned or inverted (``Ledger.private_copies``)."""
-    known = ledger.private_copies(carriers.records, domain=domain, private=private)
-    copy_of = ""
-    if not known and check is not None:
-        known = ledger.private_copies(check.images, domain=domain, private=private)
-        copy_of = "the mirror check's copy of "
-        known = {int(check.sample[k % check.size]): why for k, why in known.items()}
-    if known:
-        first = min(known)
+    n = len(carriers.records)
+    known = ledger.private_copies(carriers.records, domain=domain, private=private,
+                                  more=check.images if check is not None else None)
+    own = {k: why for k, why in known.items() if k < n}
+    copy_of = "" if own or not known else "the mirror check's copy of "
+    if not own and known:  # only copies: named by the public image each was made from
+        own = {int(check.sample[(k - n) % check.size]): why for k, why in known.items()}
+    if own:
+        first = min(own)
         raise ValueError(
-            f"{where}: {len(known)} image(s) are private images (e.g. {copy_of}"
-            f"{carriers.printable_paths[first]!r}: {known[first]}); nothing was sent: a private image, or a copy of "
+            f"{where}: {len(own)} image(s) are private images (e.g. {copy_of}"
+            f"{carriers.printable_paths[first]!r}: {own[first]}); nothing was sent: a private image, or a copy of "
             "one, is never sent as public: remove it from the public images")
 
 

@@ -419,16 +419,20 @@ class Ledger:
         sources: Sequence[bytes | str] | None = None,
         domain: Domain | None = None,
         private: torch.Tensor | RecordSource | None = None,
+        more: torch.Tensor | None = None,
     ) -> dict[int, str]:
         """Which of ``records`` (images offered as public) are private images: index -> the reason in words. An
         image whose source the ledger has charged ("charged as a private image"), or whose perceptual fingerprint,
         as it is or mirrored, turned, inverted (:func:`~.fingerprint.nearest`), is near that of an image the ledger
         charged or of one of ``private`` (the private images of the run at hand, charged or not: "a near copy of a
-        private image"). ``records``, ``sources``, ``domain``: as for :meth:`spent`. Reads only."""
+        private image"). ``records``, ``sources``, ``domain``: as for :meth:`spent`. ``more``: images that would
+        be sent after ``records`` (made from them: the mirror check's copies), searched in the same pass, found
+        under index ``len(records) + k``. Reads only."""
         found: dict[int, str] = {}
         indices: list[np.ndarray] = []
         queries: list[_fingerprint.Query] = []
-        for idx, chunk, ids in _chunks_of(records, sources):
+        extra = [] if more is None else [(idx + len(records), chunk, None) for idx, chunk, _ in _chunks_of(more, None)]
+        for idx, chunk, ids in itertools.chain(_chunks_of(records, sources), extra):
             charged = (self.spent(chunk, sources=ids, domain=domain).epsilon > 0).numpy()
             found.update((int(k), "charged as a private image") for k in idx[charged])
             if _fingerprint.fingerprintable(tuple(chunk.shape[1:])) and not charged.all():
