@@ -38,14 +38,6 @@ def _inside(path: Path, folder: Path) -> bool:
     return here == there or there in here.parents
 
 
-def _state_files(state: StateLocations) -> dict[str, Path]:
-    """The state's paths on this host: its directory (every file in it is state) and the ledger's key file."""
-    files = {"the state directory": state.directory}
-    if state.ledger_key is not None:  # a key file named apart (else the ledger's, in the directory)
-        files["the ledger's key file"] = state.ledger_key
-    return files
-
-
 def check_output_paths(
     outputs: Mapping[str, Path],
     *,
@@ -62,8 +54,9 @@ def check_output_paths(
     --out``), refused in an image folder or the state like a file. Nothing is read or written but the paths'
     metadata."""
     seen: list[tuple[str, Path]] = []
-    for name, path in [*outputs.items(), *(output_folders or {}).items()]:
-        if path.is_dir() and name not in (output_folders or {}):
+    folders = output_folders or {}
+    for name, path in [*outputs.items(), *folders.items()]:
+        if name not in folders and path.is_dir():
             raise ValueError(f"{name} {str(path)!r} is a directory: name a file to write")
         for other, earlier in seen:
             if _same_file(path, earlier):
@@ -76,11 +69,16 @@ def check_output_paths(
             if _inside(path, folder):
                 raise ValueError(f"{name} {str(path)!r} is in the {what} folder {str(folder)!r}, which holds the "
                                  "images this run reads: write outputs elsewhere")
-        for what, kept in (_state_files(state) if state is not None else {}).items():
-            if _same_file(path, kept) or (what == "the state directory" and _inside(path, kept)):
-                raise ValueError(f"{name} {str(path)!r} would overwrite {what} ({str(kept)!r}): write outputs "
-                                 "outside the state")
+        if state is not None:  # every file in the state directory; a key file named apart (else it is in there)
+            if _inside(path, state.directory):
+                _refuse_state(name, path, "the state directory", state.directory)
+            if state.ledger_key is not None and _same_file(path, state.ledger_key):
+                _refuse_state(name, path, "the ledger's key file", state.ledger_key)
         seen.append((name, path))
+
+
+def _refuse_state(name: str, path: Path, what: str, kept: Path) -> None:
+    raise ValueError(f"{name} {str(path)!r} would overwrite {what} ({str(kept)!r}): write outputs outside the state")
 
 
 __all__ = ["check_output_paths"]
