@@ -152,8 +152,7 @@ class HelpCommand(TyperCommand):
     def format_options(self, ctx: Context, formatter: _ClickHelpFormatter) -> None:
         """The arguments, then the options in their :data:`HELP_GROUPS` groups (in that order)."""
         arguments: list[tuple[str, str]] = []
-        groups: dict[str, list[tuple[str, str]]] = {}
-        order: list[str] = []
+        groups: dict[str, list[tuple[str, tuple[str, str]]]] = {}  # group -> (parameter name, help record)
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
             if record is None:
@@ -161,19 +160,16 @@ class HelpCommand(TyperCommand):
             if param.param_type_name == "argument":
                 arguments.append(record)
             else:
-                groups.setdefault(_GROUP_OF.get(param.name or "", OTHER_GROUP), []).append(record)
-                order.append(param.name or "")
+                groups.setdefault(_GROUP_OF.get(param.name or "", OTHER_GROUP), []).append((param.name or "", record))
         if arguments:
             with formatter.section("Arguments"):
                 formatter.write_dl(arguments)
         if START_HERE in groups:  # in the order a first run needs them
-            names = [n for n in order if _GROUP_OF.get(n) == START_HERE]
-            ranked = sorted(zip(names, groups[START_HERE], strict=True), key=lambda p: HELP_GROUPS[START_HERE].index(p[0]))
-            groups[START_HERE] = [record for _, record in ranked]
+            groups[START_HERE].sort(key=lambda named: HELP_GROUPS[START_HERE].index(named[0]))
         for group in [*HELP_GROUPS, OTHER_GROUP]:
             if group in groups:
                 with formatter.section(group):
-                    formatter.write_dl(groups[group])
+                    formatter.write_dl([record for _, record in groups[group]])
 
     def collect_usage_pieces(self, ctx: Context) -> list[str]:
         """``PRIVATE_DIR --teacher URL [OPTIONS]``: the arguments, what :data:`USAGE_OPTIONS` names, then the rest."""
