@@ -180,24 +180,19 @@ def parse_check_rows(
         parsed.append((line, name, row[1]))
     readings = {"class": [_by_name(raw, index) for _, _, raw in parsed],
                 "index": [_by_index(raw, num_classes) for _, _, raw in parsed]}
-    if reading is None:
+    if reading is None:  # the one reading every label can be read in, where there is one
         whole = [r for r, found in readings.items() if found and all(k is not None for k in found)]
-        if len(whole) == 2 and readings["class"] != readings["index"]:
-            line, _, raw = parsed[next(k for k, (a, b) in enumerate(zip(*readings.values(), strict=True)) if a != b)]
-            raise ValueError(f"{where}: row {line}: label {str(raw)[:40]!r} is both the class named {str(raw)[:40]!r} "
-                             "and another class's index; say which every label is with a header row 'file,class' "
-                             "(class names) or 'file,index' (class indices)")
         reading = whole[0] if len(whole) == 1 else None
     labels: dict[str, int] = {}
     for k, (line, name, raw) in enumerate(parsed):
         if reading is not None:
             label = readings[reading][k]
-        else:  # a mixture: each label read as the one it can be; one it can be two ways is refused
+        else:  # both readings, or a mixture: each label read as the one it can be; one it can be two ways is refused
             both = (readings["class"][k], readings["index"][k])
             if None not in both and both[0] != both[1]:
-                raise ValueError(f"{where}: row {line}: label {str(raw)[:40]!r} is both a class name and another "
-                                 "class's index; say which every label is with a header row 'file,class' or "
-                                 "'file,index'")
+                raise ValueError(f"{where}: row {line}: label {str(raw)[:40]!r} is both the class named "
+                                 f"{str(raw)[:40]!r} and another class's index; say which every label is with a "
+                                 "header row 'file,class' (class names) or 'file,index' (class indices)")
             label = both[0] if both[0] is not None else both[1]
         if label is None:
             known = f"a class name ({', '.join(list(index)[:5])}{', ...' if len(index) > 5 else ''})"
