@@ -29,10 +29,11 @@ def ledger_summary(
     ``set_cap``: first set the privacy cap the ledger holds (:func:`parse_set_cap`: raise, lower or ``none``),
     recorded in its history; the summary's ``cap_epsilon`` is the cap the ledger holds.
     ``html``: also write the ledger's page there (:mod:`ldpclient.report.budget_page`; its path is then in
-    ``outputs``). ``state``/``ledger_key_file``: a PostgreSQL ledger (``--state``) and its key file. ``init``: start the ledger where there is none yet, with
-    its key file as it is when one exists (a key provisioned for it: ``Ledger(start_with_key=True)``); a ledger that
-    exists is opened as it is. ``private_dir``: a folder whose images the page names when they are at the cap (their
-    file bytes are hashed here, as ``label`` does, and looked up; nothing is written about the others).
+    ``outputs``). ``state``/``ledger_key_file``: a PostgreSQL ledger (``--state``) and its key file. ``init``: start
+    the ledger where there is none yet, with its key file as it is when one exists (a key provisioned for it:
+    ``Ledger(start_with_key=True)``); a ledger that exists is opened as it is. ``private_dir``: a folder whose images
+    the page names when they are at the cap (their file bytes are hashed here, as ``label`` does, and looked up;
+    nothing is written about the others).
     """
     from ..privacy.ledger import Ledger
     from ..state import state_dir as resolve_state_dir

@@ -11,22 +11,28 @@ orthonormal 2-D DCT, the lowest :data:`FREQUENCIES` x :data:`FREQUENCIES` coeffi
 unit length. Resizing and the DCT are linear and separable, so both are one matrix per axis and crop
 (:func:`_axis_operator`), applied as two matrix products. Unit length without the mean makes it blind to
 brightness and contrast (``a * x + b``); low frequencies make it blind to re-encoding and resampling. A private
-image is kept at :data:`CROPS` centre crops (none, then about 1, 2 and 3 pixels in 28 off each side), each
-stored as int8 (its largest coefficient at 127): 4 x 143 = 572 bytes per image.
+image is kept at :data:`CROPS` centre crops (none, then about 1, 2 and 3 pixels in 28 off each side), and once
+more from its luma (:func:`_luma`: what a greyscale copy keeps), each stored as int8 (its largest coefficient at
+127): 5 x 143 = 715 bytes per image (:data:`SLOTS` prints; a blob stored with four has its uncropped print read
+in the fifth slot).
 
-A public image is searched in two stages. First its fingerprint as it is against every stored crop (resized and
-centre-cropped copies). Then shifted and off-centre-cropped copies: the :data:`CANDIDATES` stored images nearest
-in a shift-blind summary (:func:`_spectrum`: the magnitude of the Fourier transform of the image each
-fingerprint describes, which a shift leaves almost unchanged) are compared with the public image's fingerprints
-at :data:`WINDOWS` x :data:`WINDOWS` windows (each side cut by 0-4 steps of 1/32 at either end, 4 in all at most:
-225 windows), so that some window of a moved copy covers what a stored crop covers. Two images are near copies
-when any of these cosines is at least :data:`NEAR`.
+A public image is searched in two stages, as it is and as :func:`_variants` undoes the copies a person makes of a
+picture (mirrored, quarter-turned, turned by a few degrees; an inverted copy's fingerprint is the negated
+original's, so cosines count by their size). First its fingerprint as it is against every stored crop (resized
+and centre-cropped copies). Then shifted and off-centre-cropped copies: for each variant, the stored images
+nearest in a shift-blind summary (:func:`_spectrum`: the magnitude of the Fourier transform of the image each
+fingerprint describes, which a shift leaves almost unchanged; :data:`CANDIDATES` for the image as it is,
+:data:`VARIANT_CANDIDATES` for the others) are compared with the variant's fingerprints at :data:`WINDOWS` x
+:data:`WINDOWS` windows (each side cut by 0-4 steps of 1/32 at either end, 4 in all at most: 225 windows;
+:data:`CENTRED` for a turned-back one), so that some window of a moved copy covers what a stored crop covers. Two
+images are near copies when any of these cosines is at least :data:`NEAR`.
 
 Measured (BENCHMARKS.md, "Near copies of private images"; ``benchmarks/bench_fingerprint.py``): no distinct
 public image of digits, MNIST, colour digits or CIFAR-10 reached :data:`NEAR` against 1,000 private images;
-re-encoded (JPEG quality 60-90), 2x upscaled, brightened, darkened and gamma-changed copies were caught, and
-centre-cropped, off-centre-cropped and shifted ones; JPEG copies of noisy colour images, less often. The
-shift-blind stage ranks among the images of each block of :data:`_CHUNK` stored ones, so a shifted copy's
+re-encoded (JPEG quality 60-90), 2x upscaled, brightened, darkened, gamma-changed, mirrored, quarter-turned,
+inverted and greyscale copies were caught, and centre-cropped, off-centre-cropped and shifted ones; JPEG copies
+of noisy colour images less often, copies turned by a few degrees and cropped on most sets but MNIST. The
+shift-blind stage ranks among the images of each block of :data:`BLOCK` stored ones, so a shifted copy's
 chance of being a candidate falls slowly as a block fills (CIFAR-10, copies shifted 2 pixels with wrap-around:
 98 % caught among 1,000 stored, 93 % among 16,000).
 """
@@ -63,7 +69,7 @@ WINDOWS = tuple((lo, hi) for lo in range(5) for hi in range(5) if lo + hi <= 4)
 CENTRED = tuple((lo, hi) for lo, hi in WINDOWS if abs(lo - hi) <= 1 and lo + hi <= 3)
 #: One window step: a fraction of the side (1 pixel in 28 or 32, 2 in 64).
 _STEP = 1 / 32
-#: Stored images per block of :data:`_CHUNK` whose crops each public image is compared with at every window.
+#: Stored images per block of :data:`BLOCK` whose crops each public image is compared with at every window.
 CANDIDATES = 64
 #: As :data:`CANDIDATES`, for each variant of a public image but the image as it is (:func:`_variants`).
 VARIANT_CANDIDATES = 16
@@ -75,7 +81,7 @@ _QUERY_SIDE = 64
 MIN_SIDE = 8
 #: Stored fingerprints compared per step (images per block of :func:`stored`; :func:`prints_of` is given blocks of
 #: this many, as the shift-blind stage ranks within a block).
-BLOCK = _CHUNK = 16384
+BLOCK = 16384
 #: Fingerprints compared against them per step (a 512 x 65,536 float32 block: 128 MiB).
 _QUERY_CHUNK = 512
 #: Public images fingerprinted at every window per step (64 x 225 x 143 float32: 8 MiB).
@@ -167,9 +173,9 @@ def _spectrum(prints: torch.Tensor) -> torch.Tensor:
     return F.normalize(torch.cat([mag[:, : k + 1, : k + 1].flatten(1), mag[:, -k:, 1 : k + 1].flatten(1)], 1), dim=1)
 
 
-#: Small turns (degrees) a public image is also turned back by, each with the crop that cuts the corners the turn
-#: leaves empty: a copy turned by up to about 2 degrees either side of one of them (or of none) is compared
-#: upright. Only the image as it is and its mirror are turned back (:func:`_variants`).
+#: Small turns (degrees) a public image is also turned back by (:func:`_turned`): a copy turned by up to about 2
+#: degrees either side of one of them (or of none) is compared upright. Only the image as it is and its mirror are
+#: turned back (:func:`_variants`).
 TURNS = (-10.0, -7.5, -5.0, -2.5, 2.5, 5.0, 7.5, 10.0)
 
 
@@ -265,12 +271,12 @@ def store(c: Database, source_keys: list[bytes], records: torch.Tensor) -> None:
 
 
 def stored(c: Database) -> Iterator[torch.Tensor]:
-    """The fingerprints the ledger keeps (:func:`store`), :data:`_CHUNK` images at a time: ``(M, SLOTS, SIZE)``
+    """The fingerprints the ledger keeps (:func:`store`), :data:`BLOCK` images at a time: ``(M, SLOTS, SIZE)``
     unit-length float32 blocks, as :func:`nearest` takes them."""
     last = b""
     while True:
         rows = c.execute("SELECT source_key, print FROM fingerprints WHERE source_key > ? ORDER BY source_key "
-                         "LIMIT ?", (last, _CHUNK)).fetchall()
+                         "LIMIT ?", (last, BLOCK)).fetchall()
         if not rows:
             return
         last = bytes(rows[-1][0])
@@ -324,5 +330,6 @@ def nearest(blocks: Iterable[torch.Tensor], images: Query) -> torch.Tensor:
     return best.amax(1)
 
 
-__all__ = ["BLOCK", "CANDIDATES", "CROPS", "FREQUENCIES", "NEAR", "SIDE", "SIZE", "SLOTS", "TURNS", "VARIANT_CANDIDATES", "WINDOWS", "Query", "fingerprint",
-           "fingerprintable", "nearest", "prints_of", "query", "store", "stored", "stored_prints"]
+__all__ = ["BLOCK", "CANDIDATES", "CROPS", "FREQUENCIES", "NEAR", "SIDE", "SIZE", "SLOTS", "TURNS",
+           "VARIANT_CANDIDATES", "WINDOWS", "Query", "fingerprint", "fingerprintable", "nearest", "prints_of", "query",
+           "store", "stored", "stored_prints"]
