@@ -740,15 +740,14 @@ class KnowledgeTransfer:
         from ..io.output import versions
 
         public = queries.public
-        parts: list[bytes | str] = [
+        parts: list[str | np.ndarray] = [
             repr(sorted(versions().items())), str(select_device(self.device)), self.mode, str(self.scope),
             str(self.seed), str(self.student_seed), repr(self.plan_settings), repr(self.training),
             repr(self.adaptation), repr(self.mechanism), repr(meta), self.result_cache.data_key, queries.plan.fingerprint,
-            released.release.values.detach().to(torch.float32).contiguous().numpy().tobytes(),
-            np.ascontiguousarray(store.labels).tobytes(),
+            released.release.values.detach().to(torch.float32).contiguous().numpy(), store.labels,
         ]
         if public is not None:
-            parts.append(public.rows.release.values.detach().to(torch.float32).contiguous().numpy().tobytes())
+            parts.append(public.rows.release.values.detach().to(torch.float32).contiguous().numpy())
         return ResultCache.key(parts)
 
     @staticmethod

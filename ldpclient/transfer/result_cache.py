@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+import numpy as np
 import torch
 
 from .adapt import AdaptHistory
@@ -48,12 +49,17 @@ class ResultCache:
     data_key: str
 
     @staticmethod
-    def key(parts: Iterable[bytes | str]) -> str:
-        """The digest of ``parts`` (in order; each delimited, so no two lists of parts give one digest)."""
+    def key(parts: Iterable[str | np.ndarray]) -> str:
+        """The digest of ``parts`` (in order; each delimited, so no two lists of parts give one digest): texts, and
+        arrays by their bytes, read where they lie (no copy of a run's releases is made for it)."""
         digest = hashlib.sha256(f"ldpclient-result-v{CACHE_SCHEMA}\x00".encode())
         for part in parts:
-            raw = part.encode("utf-8", "surrogateescape") if isinstance(part, str) else bytes(part)
-            digest.update(len(raw).to_bytes(8, "little") + raw)
+            if isinstance(part, str):
+                raw = memoryview(part.encode("utf-8", "surrogateescape"))
+            else:
+                raw = np.ascontiguousarray(part).data.cast("B")
+            digest.update(raw.nbytes.to_bytes(8, "little"))
+            digest.update(raw)
         return digest.hexdigest()
 
     def _paths(self, mode: str) -> tuple[Path, Path]:
