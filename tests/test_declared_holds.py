@@ -257,7 +257,7 @@ def test_a_state_file_from_a_newer_version_is_refused_before_anything_is_sent_or
     with _server() as srv:
         assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0
         if what == "ledger":
-            _set_meta(state / "ledger.sqlite", "4")
+            _set_meta(state / "ledger.sqlite", "5")
         elif what == "journal":
             _set_meta(state / "journal.sqlite", "3")
         elif what == "journal-column":  # the issue's case: schema 3 with one new NOT NULL column
@@ -294,7 +294,7 @@ def test_an_older_ledger_and_journal_are_migrated_in_place(tmp_path: Path) -> No
     for name in ("ledger.sqlite", "journal.sqlite"):
         with sqlite3.connect(state / name) as db:
             version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-        assert version == {"ledger.sqlite": "3", "journal.sqlite": "2"}[name]
+        assert version == {"ledger.sqlite": "4", "journal.sqlite": "2"}[name]
 
 
 def test_a_checkpoint_from_a_newer_version_is_refused(tmp_path: Path) -> None:
@@ -438,3 +438,24 @@ def test_a_library_call_must_name_what_epsilon_counts() -> None:
             call()
     assert laplace(100, per="record", reduction=4).guarantee((1, 28, 28)).epsilon_record == pytest.approx(100)
     assert laplace(100, per="element", reduction=4).guarantee((1, 28, 28)).epsilon_record == pytest.approx(4900)
+
+
+def test_a_schema_3_ledgers_four_print_fingerprints_still_find_copies_after_its_migration(tmp_path: Path) -> None:
+    """Schema 4 adds a luma print to each fingerprint; the ones a schema-3 ledger stored are read as they are."""
+    from ldpclient.privacy import laplace
+    from ldpclient.privacy.ledger import Ledger
+    from ldpclient.privacy.ledger import fingerprint as fp
+
+    images = torch.from_numpy(np.stack(_smooth(6, 11))).float()[:, None] / 255
+    path = tmp_path / "ledger.sqlite"
+    with Ledger(path) as ledger:
+        ledger.release(laplace(5.0, per="record"), images, scope="t")
+    with sqlite3.connect(path) as db:  # as schema 3 stored them: four prints each
+        db.execute("UPDATE fingerprints SET print = substr(print, 1, ?)", (len(fp.CROPS) * fp.SIZE,))
+        db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    with Ledger(path) as ledger:
+        found = ledger.private_copies(images.flip(-1) * 0.9)
+    assert sorted(found) == list(range(6)) and all("near copy" in why for why in found.values())
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
+        assert db.execute("SELECT value FROM meta WHERE key = 'migrated_from_3'").fetchone() is not None

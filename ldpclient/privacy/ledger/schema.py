@@ -7,7 +7,9 @@ schema-1 ledger charged per decoded tensor, until a run sees that tensor's sourc
 ``releases`` (the stored noised values, keyed by tensor key, source key, mechanism and scope); since schema 3
 ``caps`` (every per-record cap set on this ledger, in order: the last row holds) and ``fingerprints`` (per
 source key, the perceptual fingerprint of the image a fresh release was made from:
-:mod:`.fingerprint`). A ledger of an older schema is migrated in one transaction; a newer one is refused
+:mod:`.fingerprint`); since schema 4 a fingerprint holds a fifth print, of the image's luma (an older ldpclient
+would pass over those fingerprints, so it refuses the ledger). A ledger of an older schema is migrated in one
+transaction; a newer one is refused
 (:class:`~ldpclient.state.NewerStateFile`). A PostgreSQL ledger starts at the current schema; its tables are
 created under an advisory lock, so that hosts opening a new one at once do not race.
 """
@@ -24,7 +26,7 @@ from ...state import check_schema
 from ...state.database import LEDGER_NAMESPACE, Database
 from .errors import LedgerError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: SQLite page cache per ledger connection, KiB (measured: noising 300,000 records went from 21 s at the
 #: default 2 MB to the figure in BENCHMARKS.md, "A million images in minutes").
@@ -123,10 +125,11 @@ def init_schema(c: Database, *, path: str, key_path: os.PathLike[str], key_check
         rows["schema_version"] = "2"
     for stmt in _SCHEMA:
         c.execute(c.ddl(stmt))
-    if rows.get("schema_version") == "2" and key_matches:  # schema 3 only adds tables (created just above)
+    # schema 3 only adds tables (created just above); schema 4 reads the fingerprints schema 3 stored as they are
+    if rows.get("schema_version") in ("2", "3") and key_matches:
         c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
-        c.execute("INSERT INTO meta(key, value) VALUES ('migrated_from_2', ?)"
-                  " ON CONFLICT(key) DO UPDATE SET value = excluded.value", (repr(time.time()),))
+        c.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                  (f"migrated_from_{rows['schema_version']}", repr(time.time())))
         rows["schema_version"] = str(SCHEMA_VERSION)
     if "schema_version" not in rows and not key_created:
         raise LedgerError(
