@@ -156,7 +156,33 @@ def measure(name: str, stored: int | None = None) -> dict[str, Any]:
     }
 
 
-def timing() -> dict[str, Any]:
+def _search_seconds(module: Any, stored: torch.Tensor, public: torch.Tensor) -> tuple[float, int]:
+    """Seconds ``module`` (a fingerprint module: this one, or an earlier one's copy) takes to search ``public`` among
+    ten copies of ``stored`` kept as its ledger keeps them, and the bytes it keeps per image."""
+    blobs = module.stored_prints(stored)
+    c = sqlite3.connect(":memory:")
+    c.execute("CREATE TABLE fingerprints (source_key BLOB PRIMARY KEY, print BLOB NOT NULL)")
+    for r in range(10):  # 100,000 stored fingerprints
+        c.executemany("INSERT INTO fingerprints VALUES (?, ?)",
+                      ((int(r * 10_000 + k).to_bytes(8, "big"), b) for k, b in enumerate(blobs)))
+    t = time.perf_counter()
+    module.nearest(module.stored(c) if hasattr(module, "stored") else c, module.query(public))  # earlier: (c, query)
+    return time.perf_counter() - t, len(blobs[0])
+
+
+def _module_from(path: Path) -> Any:
+    """An earlier fingerprint module from a copy of its file (e.g. ``git show REV:ldpclient/privacy/ledger/
+    fingerprint.py``), loaded inside the ledger's package, where its relative imports resolve."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ldpclient.privacy.ledger._earlier_fingerprint", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def timing(earlier: Path | None = None) -> dict[str, Any]:
     import tempfile
 
     from ldpclient.privacy import laplace
@@ -172,18 +198,16 @@ def timing() -> dict[str, Any]:
     t_grey = time.perf_counter() - t
     images = torch.rand(10_000, 3, 32, 32)
     t = time.perf_counter()
-    blobs = fp.stored_prints(images)
+    fp.stored_prints(images)
     t_store = time.perf_counter() - t
-    c = sqlite3.connect(":memory:")
-    c.execute("CREATE TABLE fingerprints (source_key BLOB PRIMARY KEY, print BLOB NOT NULL)")
-    for r in range(10):  # 100,000 stored fingerprints
-        c.executemany("INSERT INTO fingerprints VALUES (?, ?)",
-                      ((int(r * 10_000 + k).to_bytes(8, "big"), b) for k, b in enumerate(blobs)))
-    t = time.perf_counter()
-    fp.nearest(fp.stored(c), fp.query(torch.rand(5_000, 3, 32, 32)))
-    return {"dataset": "timing", "release_10k_grey_s": t_release, "prints_10k_grey_s": t_grey,
-            "stored_prints_per_10k_s": t_store, "search_5k_in_100k_s": time.perf_counter() - t,
-            "bytes_per_private_image": len(blobs[0])}
+    public = torch.rand(5_000, 3, 32, 32)
+    search, size = _search_seconds(fp, images, public)
+    row = {"dataset": "timing", "release_10k_grey_s": t_release, "prints_10k_grey_s": t_grey,
+           "stored_prints_per_10k_s": t_store, "search_5k_in_100k_s": search, "bytes_per_private_image": size}
+    if earlier is not None:  # the same search by the earlier module, on the same images, in this run
+        row["earlier_search_5k_in_100k_s"], row["earlier_bytes_per_private_image"] = _search_seconds(
+            _module_from(earlier), images, public)
+    return row
 
 
 def table(rows: list[dict[str, Any]]) -> None:
@@ -203,6 +227,10 @@ def table(rows: list[dict[str, Any]]) -> None:
             print(f"fingerprints of 10,000 32x32 images: {r['stored_prints_per_10k_s']:.2f} s; 5,000 public "
                   f"searched among 100,000 stored: {r['search_5k_in_100k_s']:.2f} s; "
                   f"{r['bytes_per_private_image']} bytes per private image")
+            if "earlier_search_5k_in_100k_s" in r:
+                print(f"the earlier module, the same search in the same run: {r['earlier_search_5k_in_100k_s']:.2f} s "
+                      f"(now {r['search_5k_in_100k_s'] / r['earlier_search_5k_in_100k_s']:.1f} times as long); "
+                      f"{r['earlier_bytes_per_private_image']} bytes per private image")
 
 
 def main() -> None:
@@ -211,13 +239,23 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("fingerprint.jsonl"))
     ap.add_argument("--crowded", type=int, default=16_000, metavar="N",
                     help="also measure CIFAR-10 with N images stored (1,000 private, the rest the teacher's)")
+    ap.add_argument("--earlier", type=Path, metavar="FILE",
+                    help="also time the search of an earlier fingerprint module (a copy of its file) in the same run")
+    ap.add_argument("--timing-only", action="store_true", help="measure the timing row alone (append it to --out)")
     ap.add_argument("--table", action="store_true", help="print the table of --out and stop")
     args = ap.parse_args()
+    if args.timing_only:
+        torch.set_num_threads(2)
+        kept = [line for line in args.out.read_text().splitlines() if line.strip() and '"timing"' not in line] \
+            if args.out.exists() else []
+        args.out.write_text("".join(line + "\n" for line in kept) + json.dumps(timing(args.earlier)) + "\n")
+        table([json.loads(line) for line in args.out.read_text().splitlines() if line.strip()])
+        return
     if not args.table:
         torch.set_num_threads(2)
         rows = [measure(name) for name in args.dataset]
         rows += [measure("cifar10", args.crowded)] if "cifar10" in args.dataset and args.crowded > 1000 else []
-        rows += [timing()]
+        rows += [timing(args.earlier)]
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     table([json.loads(line) for line in args.out.read_text().splitlines() if line.strip()])
 
