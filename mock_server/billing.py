@@ -29,14 +29,19 @@ class _Account:
     requests: int = 0
     images: int = 0
     rejected: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 class Billing:
     """Counts per key. ``charge`` is atomic check-and-add, so concurrent requests neither
     lose counts nor overrun the quota. Cost = images x ``price_per_image`` (currency units)."""
 
-    def __init__(self, price_per_image: float, quota_images: int | None = None) -> None:
+    def __init__(self, price_per_image: float, quota_images: int | None = None,
+                 price_input_tokens: float = 0.0, price_output_tokens: float = 0.0) -> None:
         self.price_per_image = float(price_per_image)
+        self.price_input_tokens = float(price_input_tokens)
+        self.price_output_tokens = float(price_output_tokens)
         self.quota_images = quota_images
         self._lock = threading.Lock()
         self._accounts: dict[str, _Account] = {}
@@ -50,6 +55,14 @@ class Billing:
                 raise QuotaExceeded(key, self.quota_images - acct.images, images)
             acct.requests += 1
             acct.images += images
+
+    def charge_tokens(self, key: str, input_tokens: int, output_tokens: int) -> None:
+        """Bill one answered chat request by its tokens (prices per million)."""
+        with self._lock:
+            acct = self._accounts.setdefault(key, _Account())
+            acct.requests += 1
+            acct.input_tokens += input_tokens
+            acct.output_tokens += output_tokens
 
     def refund(self, key: str, images: int) -> None:
         """Undo one ``charge`` (the server failed before answering)."""
@@ -65,17 +78,23 @@ class Billing:
             self._accounts.setdefault(key, _Account()).rejected += 1
 
     def snapshot(self) -> dict:
-        """The ``GET /usage`` document: per key and total requests, images, cost, rejected."""
+        """The ``GET /usage`` document: per key and total requests, images, input and output tokens, cost
+        (images at the image price plus tokens at the token prices), rejected."""
         with self._lock:
-            accounts = {k: (a.requests, a.images, a.rejected) for k, a in self._accounts.items()}
+            accounts = {k: (a.requests, a.images, a.rejected, a.input_tokens, a.output_tokens)
+                        for k, a in self._accounts.items()}
 
-        def entry(requests: int, images: int, rejected: int) -> dict:
-            cost = round(images * self.price_per_image, 12)
-            return {"requests": requests, "images": images, "cost": cost, "rejected": rejected}
+        def entry(requests: int, images: int, rejected: int, input_tokens: int, output_tokens: int) -> dict:
+            tokens = (input_tokens * self.price_input_tokens + output_tokens * self.price_output_tokens) / 1e6
+            cost = round(images * self.price_per_image + tokens, 12)
+            return {"requests": requests, "images": images, "cost": cost, "rejected": rejected,
+                    "input_tokens": input_tokens, "output_tokens": output_tokens}
 
-        totals = [sum(v[i] for v in accounts.values()) for i in range(3)]
+        totals = [sum(v[i] for v in accounts.values()) for i in range(5)]
         return {
             "price_per_image": self.price_per_image,
+            "price_input_tokens": self.price_input_tokens,
+            "price_output_tokens": self.price_output_tokens,
             "quota_images": self.quota_images,
             "keys": {k: entry(*v) for k, v in sorted(accounts.items())},
             "total": entry(*totals),

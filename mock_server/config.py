@@ -80,6 +80,24 @@ class ServerConfig:
     fail_status: int = _opt(503, "status for --fail-first (400..599)")
     rate_limit: float | None = _opt(None, "requests per second per API key (token bucket); beyond -> 429")
     rate_burst: int | None = _opt(None, "token-bucket size for --rate-limit (default: max(1, rate))")
+    # the cloud APIs the mock also speaks (/v1/chat/completions, /v1/images:annotate): their money and behaviours
+    price_input_tokens: float = _opt(0.15, "chat API: price of a million input tokens (prompt and image)")
+    price_output_tokens: float = _opt(0.6, "chat API: price of a million output tokens (the answer)")
+    chat_abstain_below: float = _opt(
+        0.0, "chat API: answer 'cannot tell' when the model's top probability is below this (0: never)")
+    chat_off_list_rate: float = _opt(
+        0.0, "chat API: probability that an answer asked without a schema is a sentence outside the class list")
+    chat_refusal_rate: float = _opt(0.0, "chat API: probability of a refusal ('I can't help with that image.')")
+    chat_policy_rate: float = _opt(0.0, "chat and vision APIs: probability that an image draws a content-policy error")
+    chat_no_schema: bool = _opt(False, "chat API: refuse response_format json_schema with a 400, as older servers do")
+    chat_cut_off: bool = _opt(False, "chat API: cut every answer off at one token (finish_reason length)")
+    rate_limit_header: str = _opt(
+        "retry-after", "chat API: the header an injected 429 states its wait in",
+        choices=("retry-after", "retry-after-ms", "x-ratelimit-reset-requests"),
+    )
+    chat_requests_per_window: int | None = _opt(
+        None, "chat API: requests each key may make per --chat-window seconds (stated in x-ratelimit-* headers)")
+    chat_window: float = _opt(1.0, "chat API: seconds of the request window of --chat-requests-per-window")
     # spec conformance: behave like a stock server instead of this mock's conveniences
     strict_spec: bool = _opt(
         False,
@@ -106,14 +124,15 @@ class ServerConfig:
             raise ValueError(f"channels must be 1 or 3, got {self.channels}")
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {self.num_classes}")
-        for name in ("latency", "latency_jitter", "slow_body_seconds", "price_per_image", "retry_after"):
+        for name in ("latency", "latency_jitter", "slow_body_seconds", "price_per_image", "retry_after",
+                     "price_input_tokens", "price_output_tokens", "chat_abstain_below"):
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
         if self.request_timeout <= 0:
             raise ValueError(f"request_timeout must be > 0, got {self.request_timeout}")
         rates = ("error_rate_500", "error_rate_503", "rate_429", "drop_rate", "malformed_rate", "slow_rate")
-        for name in rates:
+        for name in (*rates, "chat_off_list_rate", "chat_refusal_rate", "chat_policy_rate", "chat_abstain_below"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{name} must be a probability in [0, 1], got {v}")
@@ -128,6 +147,10 @@ class ServerConfig:
             raise ValueError(f"rate_limit must be > 0 requests/s, got {self.rate_limit}")
         if self.rate_burst is not None and self.rate_burst < 1:
             raise ValueError(f"rate_burst must be >= 1, got {self.rate_burst}")
+        if self.chat_requests_per_window is not None and self.chat_requests_per_window < 1:
+            raise ValueError(f"chat_requests_per_window must be >= 1, got {self.chat_requests_per_window}")
+        if not (math.isfinite(self.chat_window) and self.chat_window > 0):
+            raise ValueError(f"chat_window must be > 0 seconds, got {self.chat_window}")
         if self.quota_images is not None and self.quota_images < 0:
             raise ValueError(f"quota_images must be >= 0, got {self.quota_images}")
         if self.torch_threads is not None and self.torch_threads < 1:
@@ -197,7 +220,8 @@ def _scalar_type(f: Any) -> Any:
 
 #: The help groups, by the first field of each (fields keep their order in :class:`ServerConfig`).
 HELP_GROUPS = {"host": "Network", "model": "Teacher model", "tokens": "Auth and billing", "fault_seed": "Fault injection",
-               "strict_spec": "Spec conformance", "query_log": "Query log and output"}
+               "price_input_tokens": "Cloud APIs (chat, vision)", "strict_spec": "Spec conformance",
+               "query_log": "Query log and output"}
 #: Fields that name a file or a folder: their placeholder.
 _PATH_FIELDS = {"train_folder": "<dir>", "state_dir": "<dir>", "checkpoint": "<file>", "save_checkpoint": "<file>",
                 "query_log": "<file>"}

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from .billing import Billing, QuotaExceeded, key_id
+from .cloud import ApiError, RequestWindow, annotate, chat_completion, models_list
 from .config import ServerConfig
 from .faults import Decision, FaultInjector, RateLimiter, retry_after_header
 from .protocol import HEADER_LENGTH, INPUT_NAME, OUTPUT_NAME, ProtocolError, encode_infer_response, parse_infer_request
@@ -40,14 +41,16 @@ _DISCARD_LIMIT = 16 * 1024 * 1024
 
 
 class HTTPFailure(ProtocolError):
-    """An error reply with optional extra headers; ``close`` drops the connection after it."""
+    """An error reply with optional extra headers; ``close`` drops the connection after it. ``doc``: the
+    body's JSON when it is not ``{"error": message}`` (the cloud APIs' error objects)."""
 
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None,
-                 close: bool = False, discard: int = 0) -> None:
+                 close: bool = False, discard: int = 0, doc: Any = None) -> None:
         super().__init__(status, message)
         self.headers = headers or {}
         self.close = close
         self.discard = discard
+        self.doc = doc
 
 
 class MockTeacherServer(ThreadingHTTPServer):
@@ -59,9 +62,11 @@ class MockTeacherServer(ThreadingHTTPServer):
     def __init__(self, config: ServerConfig, teacher: TeacherModel | None = None) -> None:
         self.config = config
         self.teacher = teacher if teacher is not None else build_teacher(config)
-        self.billing = Billing(config.price_per_image, config.quota_images)
+        self.billing = Billing(config.price_per_image, config.quota_images, config.price_input_tokens,
+                               config.price_output_tokens)
         self.faults = FaultInjector(config)
         self.limiter = RateLimiter(config.rate_limit, config.rate_burst) if config.rate_limit else None
+        self.chat_window = RequestWindow(config.chat_requests_per_window, config.chat_window)
         self.stopping = False
         self._tokens = [t.encode() for t in config.tokens]
         self._cond = threading.Condition()
@@ -254,7 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
             except HTTPFailure as exc:
                 if exc.close:
                     self.close_connection = True
-                self._send_json(exc.status, {"error": exc.message}, exc.headers)
+                self._send_json(exc.status, exc.doc if exc.doc is not None else {"error": exc.message}, exc.headers)
                 if exc.discard:
                     self._discard(exc.discard)
             except ProtocolError as exc:
@@ -294,6 +299,8 @@ class _Handler(BaseHTTPRequestHandler):
             allow("GET")
             self.server.authenticate(self.headers.get("Authorization"))
             return self._send_json(200, self.server.billing.snapshot())
+        if parts[:1] == ["v1"]:
+            return self._cloud(parts[1:], body, allow)
         if len(parts) >= 3 and parts[:2] == ["v2", "models"]:
             rest = parts[3:]
             if rest[:1] == ["versions"]:
@@ -312,6 +319,36 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._send_json(200, {"name": cfg.model_name, "ready": True})
                 return self._send_json(200, self.server.model_metadata())
         raise HTTPFailure(404, f"unknown path {path[:80]!r}")
+
+    def _cloud(self, rest: list[str], body: bytes, allow: Any) -> None:
+        """The cloud APIs (:mod:`mock_server.cloud`): chat completions, the models list, Vision's annotate."""
+        srv = self.server
+        header = self.headers.get("Authorization")
+        api_key = self.headers.get("X-Goog-Api-Key") or dict(
+            p.partition("=")[::2] for p in urlsplit(self.path).query.split("&") if p).get("key")
+        if header is None and api_key:
+            header = f"Bearer {api_key}"
+        try:
+            key = srv.authenticate(header)
+        except HTTPFailure as exc:
+            raise HTTPFailure(401, exc.message, exc.headers, doc={"error": {
+                "message": "Incorrect API key provided (mock)", "type": "invalid_request_error", "param": None,
+                "code": "invalid_api_key"}}) from None
+        try:
+            if rest == ["models"]:
+                allow("GET")
+                return self._send_json(200, models_list(srv))
+            if rest == ["chat", "completions"]:
+                allow("POST")
+                answer, headers = chat_completion(srv, body, key, srv.faults.decide())
+                return self._send_json(200, answer, headers)
+            if rest == ["images:annotate"]:
+                allow("POST")
+                return self._send_json(200, annotate(srv, body, key, srv.faults.decide()))
+        except ApiError as exc:
+            srv.billing.reject(key)
+            raise HTTPFailure(exc.status, str(exc), exc.headers, doc=exc.doc) from None
+        raise HTTPFailure(404, f"unknown path /v1/{'/'.join(rest)[:80]!r}")
 
     def _infer(self, body: bytes, key: str) -> None:
         srv, cfg, teacher = self.server, self.server.config, self.server.teacher

@@ -70,6 +70,8 @@ class TeacherModel:
     held_out: int = 0
     module: nn.Module | None = None
     value_range: tuple[float, float] = (0.0, 1.0)
+    #: class probabilities for a model that is not a network (None: certainty in the predicted class)
+    proba_fn: Callable[[np.ndarray], np.ndarray] | None = None
 
     @property
     def num_classes(self) -> int:
@@ -80,6 +82,17 @@ class TeacherModel:
         if x.ndim != 4 or tuple(x.shape[1:]) != self.input_shape:
             raise ValueError(f"expected (N, {', '.join(map(str, self.input_shape))}), got {tuple(x.shape)}")
         return self.predict_fn(x)
+
+    def proba(self, x: np.ndarray) -> np.ndarray:
+        """Class probabilities float64 ``(N, K)`` for ``x`` as :meth:`predict` takes it: the network's softmax,
+        or certainty in the predicted class for a model without one."""
+        if self.module is None:
+            return self.proba_fn(x) if self.proba_fn is not None else np.eye(self.num_classes)[self.predict(x)]
+        if x.ndim != 4 or tuple(x.shape[1:]) != self.input_shape:
+            raise ValueError(f"expected (N, {', '.join(map(str, self.input_shape))}), got {tuple(x.shape)}")
+        with torch.inference_mode():
+            logits = self.module(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)))
+        return torch.softmax(logits.double(), dim=1).numpy()
 
     def summary(self) -> str:
         c, h, w = self.input_shape
@@ -107,8 +120,15 @@ def trivial_teacher(input_shape: tuple[int, int, int], num_classes: int) -> Teac
         means = x.reshape(len(x), -1).mean(axis=1, dtype=np.float64) if len(x) else np.zeros(0)
         return np.clip(np.floor(means * num_classes), 0, num_classes - 1).astype(np.int64)
 
+    def proba(x: np.ndarray) -> np.ndarray:  # surer the nearer the mean is to its bucket's middle
+        means = x.reshape(len(x), -1).mean(axis=1, dtype=np.float64) if len(x) else np.zeros(0)
+        logits = -4.0 * np.abs(means[:, None] * num_classes - (np.arange(num_classes) + 0.5))
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
     names = tuple(str(i) for i in range(num_classes))
-    return TeacherModel("trivial", input_shape, names, predict, "a fixed rule (mean-intensity bucket)")
+    return TeacherModel("trivial", input_shape, names, predict, "a fixed rule (mean-intensity bucket)",
+                        proba_fn=proba)
 
 
 def state_root(config: ServerConfig) -> Path:

@@ -412,8 +412,22 @@ WireOption = typer.Option(
 )
 NumClassesOption = typer.Option(None, "--num-classes", help="Number of classes, when the server does not publish it.")
 ClassNamesOption = typer.Option(
-    None, "--class-names", dir_okay=False, help="File of class names in index order (one per line, or a JSON list)."
+    None, "--class-names", dir_okay=False,
+    help="File of class names in index order (one per line, a JSON list, or a JSON object of name: one-line "
+    "description, which a chat model's prompt carries).",
 )
+ModelOption = typer.Option(None, "--model", help="The model's name, at an API that serves several (openai+https://...).")
+PriceInputTokensOption = typer.Option(
+    None, "--price-input-tokens", min=0.0,
+    help="Money per million input tokens (prompt and image), for a teacher billed in tokens (openai+https://...): "
+    "each query is booked at its most and settled from the tokens the answer reports.")
+LabelMapOption = typer.Option(
+    None, "--label-map", dir_okay=False, metavar="<file>",
+    help="JSON object of class name -> list of Knowledge Graph mids and label descriptions, for a teacher that answers "
+    "free-form labels (vision+https://...): the best-scoring label that maps names the class; none maps: the query "
+    "is declined.", show_default=False)
+PriceOutputTokensOption = typer.Option(
+    None, "--price-output-tokens", min=0.0, help="Money per million output tokens (the answer), as --price-input-tokens.")
 ValueRangeOption = typer.Option(
     None, "--value-range",
     help="LO,HI: the units the model's inputs are in (e.g. 0,255) when the server does not publish them "
@@ -427,13 +441,15 @@ DatatypeOption = typer.Option(None, "--datatype", help="Input datatype the model
 
 def _facts(wire: Wire, num_classes: Optional[int], class_names: Optional[Path], value_range: Optional[str],
            input_shape: Optional[str], input_name: Optional[str], output_name: Optional[str],
-           datatype: Optional[str]) -> Any:
+           datatype: Optional[str], model: Optional[str] = None, price_input_tokens: Optional[float] = None,
+           price_output_tokens: Optional[float] = None, label_map: Optional[Path] = None) -> Any:
     """The CLI's teacher facts as :class:`ldpclient.run.facts.TeacherFacts` (ValueError names the option)."""
     from ..run.facts import TeacherFacts
 
     return TeacherFacts.from_options(
         wire=wire.value, num_classes=num_classes, class_names=class_names, value_range=value_range,
-        input_shape=input_shape, input_name=input_name, output_name=output_name, datatype=datatype,
+        input_shape=input_shape, input_name=input_name, output_name=output_name, datatype=datatype, model=model,
+        price_input_tokens=price_input_tokens, price_output_tokens=price_output_tokens, label_map=label_map,
     )
 
 
@@ -548,6 +564,10 @@ def label(
     input_name: Optional[str] = InputNameOption,
     output_name: Optional[str] = OutputNameOption,
     datatype: Optional[str] = DatatypeOption,
+    model: Optional[str] = ModelOption,
+    price_input_tokens: Optional[float] = PriceInputTokensOption,
+    price_output_tokens: Optional[float] = PriceOutputTokensOption,
+    label_map: Optional[Path] = LabelMapOption,
     seed: Optional[int] = SeedOption,
     check: Optional[Path] = typer.Option(
         None, "--check", dir_okay=False, metavar="<file>",
@@ -629,7 +649,8 @@ def label(
             workers=workers,
             seed=seed,
             network=_network(timeout, max_retry_time, ca_bundle),
-            facts=_facts(wire, num_classes, class_names, value_range, input_shape, input_name, output_name, datatype),
+            facts=_facts(wire, num_classes, class_names, value_range, input_shape, input_name, output_name, datatype,
+                         model, price_input_tokens, price_output_tokens, label_map),
         )
         opts.validate()
     assert opts is not None
@@ -684,6 +705,7 @@ def noise(
     input_name: Optional[str] = InputNameOption,
     output_name: Optional[str] = OutputNameOption,
     datatype: Optional[str] = DatatypeOption,
+    model: Optional[str] = ModelOption,
     seed: Optional[int] = SeedOption,
     quiet: bool = QuietOption,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
@@ -727,7 +749,8 @@ def noise(
             max_pixels=max_pixels,
             seed=seed,
             network=_network(timeout, max_retry_time, ca_bundle),
-            facts=_facts(wire, num_classes, class_names, value_range, input_shape, input_name, output_name, datatype),
+            facts=_facts(wire, num_classes, class_names, value_range, input_shape, input_name, output_name, datatype,
+                         model),
         )
         opts.validate()
         use_available_cores()

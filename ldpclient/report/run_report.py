@@ -135,6 +135,9 @@ class QueriesSection:
     #: each: queries sent by its end, held-out queries, agreement, the previous round's student's, gain); None when
     #: every query went at once; absent from older reports
     rounds: list[dict[str, Any]] | None = None
+    #: of ``sent`` and ``from_journal``, the queries the teacher declined to label ("cannot tell", a refusal, a
+    #: content-policy error, an answer outside the class list): never trained on
+    abstained: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,12 @@ class CostSection:
     billing: Any
     #: of ``spent_run``, what the public images' queries cost (their count times the price per query)
     spent_public_run: float = 0.0
+    #: a teacher billed in tokens: money per million input and output tokens, and the tokens this run's answers
+    #: reported (``price_per_query`` is then the most one query can cost, which each is booked at)
+    price_input_tokens: float | None = None
+    price_output_tokens: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 @dataclass(frozen=True)

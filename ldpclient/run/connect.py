@@ -11,11 +11,13 @@ from .network import NetworkOptions
 
 
 def teacher_options(address: str, facts: TeacherFacts, state: Path) -> dict[str, Any]:
-    """The model facts the user supplied; for Open Inference Protocol teachers also the wire format,
-    whose ``auto`` choice is remembered in the state directory ``state``."""
+    """The model facts the user supplied (the class descriptions for chat teachers only); for Open Inference
+    Protocol teachers also the wire format, whose ``auto`` choice is remembered in the state directory ``state``."""
     from ..teachers.registry import resolve
 
     out: dict[str, Any] = facts.supplied()
+    if resolve(address)[0] != "openai":  # a prompt's words: only a chat model reads them
+        out.pop("class_descriptions", None)
     if resolve(address)[0] == "oip":
         out.update(wire=facts.wire, state_dir=state)
     elif facts.wire != "auto":

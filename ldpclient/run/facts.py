@@ -5,7 +5,10 @@ of classes, value range or class names), some models declare no inputs at all.
 :class:`TeacherFacts` carries the CLI's ``--num-classes``, ``--class-names FILE``,
 ``--value-range LO,HI``, ``--input-shape C,H,W``, ``--input-name``,
 ``--output-name``, ``--datatype`` and ``--wire`` to :func:`ldpclient.teachers.connect`
-(the same keys work in the ``--config`` TOML file). Importing this module is cheap
+(the same keys work in the ``--config`` TOML file); for the teachers that are chat models also ``--model``, the
+class descriptions of a ``--class-names`` JSON object, and the token prices ``--price-input-tokens`` and
+``--price-output-tokens`` (money per million tokens); for a vision API the ``--label-map`` of its labels to the
+classes. Importing this module is cheap
 (no torch).
 """
 
@@ -27,7 +30,9 @@ class TeacherFacts:
     """Model facts supplied by the user (None = ask the server) and the request wire format.
 
     ``value_range``: the units the model's inputs are in, e.g. ``(0, 255)``;
-    ``input_shape``: per record without the batch axis, e.g. ``(1, 28, 28)``.
+    ``input_shape``: per record without the batch axis, e.g. ``(1, 28, 28)``. ``model``: the model's name at an
+    API that serves several (chat APIs); ``class_descriptions``: class name -> one line, for a chat model's prompt;
+    ``price_input_tokens``/``price_output_tokens``: money per million tokens, for teachers billed in tokens.
     """
 
     wire: str = "auto"
@@ -38,6 +43,16 @@ class TeacherFacts:
     input_name: str | None = None
     output_name: str | None = None
     datatype: str | None = None
+    model: str | None = None
+    class_descriptions: tuple[tuple[str, str], ...] | None = None
+    price_input_tokens: float | None = None
+    price_output_tokens: float | None = None
+    label_map: Path | None = None
+
+    @property
+    def token_priced(self) -> bool:
+        """Whether token prices were given (the teacher then prices its own answers)."""
+        return bool(self.price_input_tokens or self.price_output_tokens)
 
     @classmethod
     def from_options(
@@ -51,13 +66,21 @@ class TeacherFacts:
         input_name: str | None = None,
         output_name: str | None = None,
         datatype: str | None = None,
+        model: str | None = None,
+        price_input_tokens: float | None = None,
+        price_output_tokens: float | None = None,
+        label_map: Path | None = None,
     ) -> "TeacherFacts":
         """Parse the CLI's strings; ValueError naming the option for anything unusable."""
         if wire not in WIRE_CHOICES:
             raise ValueError(f"--wire must be one of {', '.join(WIRE_CHOICES)}, got {wire!r}")
         if num_classes is not None and num_classes < 2:
             raise ValueError(f"--num-classes must be >= 2, got {num_classes}")
-        names = read_class_names(class_names) if class_names is not None else None
+        for option, price in (("--price-input-tokens", price_input_tokens), ("--price-output-tokens", price_output_tokens)):
+            if price is not None and not (math.isfinite(price) and price >= 0):
+                raise ValueError(f"{option} must be a finite number >= 0 (money per million tokens), got {price}")
+        described = read_class_descriptions(class_names) if class_names is not None else None
+        names = tuple(n for n, _ in described) if described is not None else None
         if names is not None and num_classes is not None and len(names) != num_classes:
             raise ValueError(f"--class-names {str(class_names)!r} has {len(names)} names but --num-classes is {num_classes}")
         return cls(
@@ -69,34 +92,57 @@ class TeacherFacts:
             input_name=input_name or None,
             output_name=output_name or None,
             datatype=datatype.upper() if datatype else None,
+            model=model or None,
+            class_descriptions=tuple((n, d) for n, d in described if d) or None if described is not None else None,
+            price_input_tokens=price_input_tokens,
+            price_output_tokens=price_output_tokens,
+            label_map=label_map,
         )
 
     def supplied(self) -> dict[str, Any]:
         """The facts that were given, as keyword arguments of the teacher adapters."""
-        keys = ("num_classes", "class_names", "value_range", "input_shape", "input_name", "output_name", "datatype")
-        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        keys = ("num_classes", "class_names", "value_range", "input_shape", "input_name", "output_name", "datatype",
+                "model", "price_input_tokens", "price_output_tokens", "label_map")
+        out = {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        if self.class_descriptions:
+            out["class_descriptions"] = dict(self.class_descriptions)
+        return out
 
 
 def read_class_names(path: Path) -> tuple[str, ...]:
     """Class names from a file: a JSON list, or one name per line (blank lines ignored), index order."""
+    return tuple(name for name, _ in read_class_descriptions(path))
+
+
+def read_class_descriptions(path: Path) -> tuple[tuple[str, str], ...]:
+    """``(name, description)`` per class from a file, in index order: a JSON object of name -> one-line
+    description (for a chat model's prompt), a JSON list of names, or one name per line; description "" where
+    none is given."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"--class-names: cannot read {str(path)!r}: {exc}") from None
     names: list[str]
-    if text.lstrip().startswith("["):
+    about: dict[str, str] = {}
+    if text.lstrip().startswith(("[", "{")):
         try:
             loaded = json.loads(text)
         except ValueError as exc:
-            raise ValueError(f"--class-names {str(path)!r}: not a JSON list of names ({exc})") from None
-        names = [str(v) for v in loaded] if isinstance(loaded, list) else []
+            raise ValueError(f"--class-names {str(path)!r}: not a JSON list or object of names ({exc})") from None
+        if isinstance(loaded, dict):
+            names = [str(k) for k in loaded]
+            about = {str(k): " ".join(str(v or "").split()) for k, v in loaded.items()}
+            if any(len(d) > 200 for d in about.values()):
+                raise ValueError(f"--class-names {str(path)!r}: a description is over 200 characters (one line each)")
+        else:
+            names = [str(v) for v in loaded] if isinstance(loaded, list) else []
     else:
         names = [line.strip() for line in text.splitlines() if line.strip()]
     if len(names) < 2 or len(set(names)) != len(names):
         raise ValueError(f"--class-names {str(path)!r} must hold at least 2 distinct names (one per line)")
     if any(len(n) > MAX_CLASS_NAME_CHARS for n in names):
         raise ValueError(f"--class-names {str(path)!r} holds a name over {MAX_CLASS_NAME_CHARS} characters")
-    return tuple(names)
+    return tuple((n, about.get(n, "")) for n in names)
 
 
 def _numbers(spec: str, option: str) -> list[float]:
@@ -120,4 +166,4 @@ def _shape(spec: str) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-__all__ = ["TeacherFacts", "WIRE_CHOICES", "read_class_names"]
+__all__ = ["TeacherFacts", "WIRE_CHOICES", "read_class_descriptions", "read_class_names"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import torch
 
@@ -58,7 +58,15 @@ def judge_run(setup: RunSetup, names: Sequence[str], outcome: RunOutcome) -> Ver
                  held_out_agreement=last_val_accuracy(result) if result.student is not None else None,
                  public_held_out=((result.public_held_out["agree"], result.public_held_out["images"])
                                   if result.public_held_out else None),
-                 class_names=[str(c) for c in meta.class_names] if meta.class_names else None)
+                 class_names=[str(c) for c in meta.class_names] if meta.class_names else None,
+                 abstained=_abstained(outcome.stats_private))
+
+
+def _abstained(stats: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(declined, answered)`` over the run's private queries, for the verdict (None: none declined)."""
+    answered = int(stats.get("queries_sent", 0)) + int(stats.get("queries_from_journal", 0))
+    declined = int(stats.get("abstained", 0))
+    return (declined, answered) if declined else None
 
 
 def build_report(
@@ -159,6 +167,7 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             public_sent=int(counts.get("public_sent", 0)),
             public_from_journal=int(counts.get("public_from_journal", 0)),
             rounds=[r.as_dict() for r in outcome.result.query_rounds] or None,
+            abstained=int(stats.get("abstained", 0)),
         ),
         "cost": CostSection(
             price_per_query=opts.price,
@@ -167,6 +176,10 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             cap=opts.money_cap,
             billing=client_report["billing"],
             spent_public_run=opts.price * int(counts.get("public_sent", 0)),
+            price_input_tokens=opts.facts.price_input_tokens if opts.facts.token_priced else None,
+            price_output_tokens=opts.facts.price_output_tokens if opts.facts.token_priced else None,
+            input_tokens=int(stats.get("input_tokens", 0)),
+            output_tokens=int(stats.get("output_tokens", 0)),
         ),
         "ledger": LedgerSection(
             path=str(outcome.ledger_path),

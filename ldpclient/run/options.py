@@ -218,7 +218,10 @@ class LabelOptions(SharedOptions):
                 raise ValueError(f"--output {str(self.output)!r} is a directory; give a file name")
         if not self.teacher:
             raise ValueError("--teacher must be a URL or adapter name")
-        if self.money_cap is not None and self.price == 0:
+        if self.price and self.facts.token_priced:
+            raise ValueError("give --price (per image) or --price-input-tokens/--price-output-tokens (per token), "
+                             "not both")
+        if self.money_cap is not None and self.price == 0 and not self.facts.token_priced:
             raise ValueError("--money-cap needs the price of a query: give --price (money per image queried); "
                              "without it every query counts as free and the cap could never stop a run")
         if isinstance(self.check, Path) and not self.check.is_file():

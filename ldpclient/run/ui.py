@@ -193,7 +193,8 @@ class UI:
              + (f"; of them {q.public_sent} and {q.public_from_journal} public: {r.counts.public_images} images "
                 "sent as they are" + (f" and {r.counts.mirror_check_queries} mirrored and shifted copies of them, "
                                       "for the mirror check" if r.counts.mirror_check_queries else "")
-                if r.counts.public_images else "")),
+                if r.counts.public_images else "")
+             + (f"; the teacher declined {q.abstained} of them (never trained on)" if q.abstained else "")),
             *([("rounds", rounds_in_words(q.rounds, r.run_plan))] if q.rounds else []),
             ("money", _money_line(r.cost, r.baseline)),
             ("student", _student_line(r.student)),
@@ -357,7 +358,9 @@ def _money_line(cost: CostSection, baseline: Mapping[str, Any] | None) -> str:
         return unpriced
     cap_s = "" if cost.cap is None else f" (cap {cost.cap:.4g})"
     parts = money_parts(cost.spent_run, cost.spent_public_run, baseline)
-    return f"{cost.spent_run:.4g} this run{parts}, {cost.spent_total:.4g} in total with this teacher{cap_s}"
+    tokens = (f" ({cost.input_tokens} input and {cost.output_tokens} output tokens at {cost.price_input_tokens or 0:g} "
+              f"and {cost.price_output_tokens or 0:g} a million)" if cost.price_input_tokens is not None else "")
+    return f"{cost.spent_run:.4g} this run{tokens}{parts}, {cost.spent_total:.4g} in total with this teacher{cap_s}"
 
 
 def _student_line(student: StudentSection) -> str:

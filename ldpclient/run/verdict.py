@@ -85,6 +85,9 @@ DOMINANT_SHARE = 0.5
 #: Accuracy whose 95 % interval reaches below this share is doubtful whatever the chance level: most labels may be
 #: wrong.
 MOSTLY_RIGHT = 0.5
+#: Share of the queries a teacher declined (abstentions) from which a run's labels are judged doubtful: the student
+#: learnt from fewer than half the answers it paid for.
+MOSTLY_ABSTAINED = 0.5
 #: What to do when the privacy spent bought nothing measurable, in the reason that says so.
 BOUGHT_NOTHING_ADVICE = ("use the data-free labels (--epsilon 0: no privacy spent), or add public images (--public) "
                          "or more queries (--queries) and compare again")
@@ -414,13 +417,15 @@ def judge(
     public_held_out: tuple[int, int] | None = None,
     class_names: Sequence[str] | None = None,
     answers_apart: Mapping[str, Sequence[int]] | None = None,
+    abstained: tuple[int, int] | None = None,
 ) -> Verdict:
     """The verdict from the run's evidence (see the module doc for the rules). ``label_counts``: images per
     class in the labels written; ``answer_counts``: the teacher's answers per class over the run's queries;
     ``same_as_free``: share of images whose label equals the data-free run's (None without ``--baseline``);
     ``public_held_out``: ``(agree, images)``, the student against the teacher on held-out public images;
     ``answers_apart``: with public images, the teacher's answers per class to the queries (``queries``) and to the
-    public images (``public``) apart."""
+    public images (``public``) apart; ``abstained``: ``(declined, answered)``, the queries the teacher declined to
+    label among those it answered (a chat or vision API)."""
     floor = informative_floor(num_classes)
     found: list[tuple[str, str]] = []  # (level, reason) in the order of the rules
     checked_right = False
@@ -480,6 +485,15 @@ def judge(
         found.append(judged)
     if answers_apart is not None and (missed := _public_misses(answers_apart)) is not None:
         found.append((USABLE, missed))
+    if abstained is not None and abstained[0] and abstained[1]:
+        share = abstained[0] / abstained[1]
+        said = (f"the teacher declined {abstained[0]} of the {abstained[1]} queries ({_pct(share)}: \"cannot tell\", "
+                "refusals, answers outside the class list), which were paid for where billed and never trained on")
+        if share >= MOSTLY_ABSTAINED and not checked_right:
+            found.append((DOUBTFUL, f"{said}: the student learnt from fewer than half the answers (a clearer prompt, "
+                                    "--class-names descriptions, or a higher --epsilon may help)"))
+        else:
+            found.append((USABLE, said))
     majority = max(answer_counts) / sum(answer_counts) if sum(answer_counts) else None
     if check is None and held_out_agreement is not None and majority is not None:
         if held_out_agreement <= majority + 0.02:

@@ -36,6 +36,8 @@ class TeacherMetadata:
     ``max_batch_size``: largest batch one request may carry (None = unknown).
     ``assumed``: one short phrase per fact that neither the server published nor
     the user supplied, e.g. ``"value_range [0, 1]"`` (runs print them).
+    ``abstains``: the teacher may answer :data:`~ldpclient.teachers.result.ABSTAINED` (-1) for a query it
+    declines to label (chat and vision APIs); a classifier always names a class.
 
     Class names are data a peer controls: each must be at most
     :data:`~ldpclient.teachers.limits.MAX_CLASS_NAME_CHARS` characters (a longer one is a
@@ -50,6 +52,7 @@ class TeacherMetadata:
     max_batch_size: int | None = None
     value_range: tuple[float, float] = (0.0, 1.0)
     assumed: tuple[str, ...] = ()
+    abstains: bool = False
 
     def __post_init__(self) -> None:
         if self.class_names is not None:
@@ -94,6 +97,12 @@ class Teacher(abc.ABC):
         chunk of at most its batch size). Default: 1.
         """
         return 1
+
+    def most_per_query(self) -> float | None:
+        """Optional hook: the most money one query can cost, for a teacher that prices its own answers (tokens
+        at the prices it was given); the client books every attempt at it and settles from the answer's
+        :attr:`~ldpclient.teachers.result.InferResult.cost`. Default None: priced per query by the caller."""
+        return None
 
     def infer(
         self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
@@ -144,6 +153,10 @@ class _Delegating(Teacher):
     def requests_for(self, n: int) -> int:
         hook = getattr(self.wrapped, "requests_for", None)
         return int(hook(n)) if hook is not None else super().requests_for(n)
+
+    def most_per_query(self) -> float | None:
+        hook = getattr(self.wrapped, "most_per_query", None)
+        return hook() if callable(hook) else None
 
     def infer(
         self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None

@@ -40,7 +40,7 @@ from .cost import CostMeter, Reconciliation
 from .errors import AbandonedInFlight, CostCapReached, Interrupted, JournalMismatch
 from .identity import merge_scope_aliases
 from .journal import Journal, JournalEntry, MoneyCapInJournal
-from .result import InferResult, validate_labels
+from .result import ABSTAINED, InferResult, validate_labels
 
 log = logging.getLogger("ldpclient.teachers.client")
 
@@ -68,6 +68,11 @@ class ClientStats:
     teacher_s: float = 0.0
     #: requests in flight abandoned at a stop (a second Ctrl-C, or an error): the server may have billed them
     abandoned: int = 0
+    #: queries the teacher declined to label (:data:`~ldpclient.teachers.result.ABSTAINED`), sent or from the journal
+    abstained: int = 0
+    #: tokens the server reported for the answered requests (teachers billed in tokens; 0 otherwise)
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 #: Seconds a batch's lease lasts without renewal (:meth:`Journal.claim`): a run waiting for another's batch takes
@@ -154,6 +159,14 @@ class _AttemptBilling:
             self.lost_cost += cost
             c.cost.book_unconfirmed(cost)
 
+    def settle_attempt(self, units: int, cost: float) -> None:
+        """An answered attempt of ``units`` queries cost ``cost`` (the server's usage), not its booking at the
+        most: the journal keeps the difference booked no longer."""
+        c = self.client
+        over = c.cost.cost_of(units, 1) - float(cost)
+        if over > 0 and c.journal is not None:
+            c.journal.close_attempt(c.scope, self.batch_id, over)
+
 
 class QueryClient:
     """Label query batches with a teacher, safely and without paying twice.
@@ -199,6 +212,9 @@ class QueryClient:
             journal = Journal(journal)
         self.journal: Journal | None = journal
         self.cost = cost if cost is not None else CostMeter()
+        most = self.teacher.most_per_query()
+        if most is not None and self.cost.price_per_query == 0 and self.cost.price_per_request == 0:
+            self.cost.price_per_query = float(most)  # booked at the most, settled from what the server counted
         self._scope = scope
         self.verify_queries = verify_queries
         self.stats = ClientStats()
@@ -309,11 +325,13 @@ class QueryClient:
                 parts.append(self._infer(_slice(derived, start, start + bs), rid, guard))
             dt = time.perf_counter() - t0
             labels = torch.cat([torch.as_tensor(p.labels) for p in parts]) if parts else torch.zeros(0, dtype=torch.int64)
-            labels = validate_labels(labels.numpy(), n, meta.num_classes, meta.name)
+            labels = validate_labels(labels.numpy(), n, meta.num_classes, meta.name, abstains=meta.abstains)
             requests = sum(p.requests for p in parts)
             billed_parts = [p.billed for p in parts]
             billed = None if any(b is None for b in billed_parts) else sum(int(b or 0) for b in billed_parts)
-            cost = self.cost.cost_of(n, requests)
+            counted = [p.cost for p in parts]
+            cost = (sum(float(c or 0.0) for c in counted) if parts and all(c is not None for c in counted)
+                    else self.cost.cost_of(n, requests))
             if self.journal is not None:  # another run's answer, where it recorded the batch first
                 labels = self.journal.record(
                     self.scope, batch_id, labels, digest=digest, cost=cost + guard.lost_cost, billed=billed,
@@ -332,6 +350,9 @@ class QueryClient:
             s.bytes_sent += sum(p.bytes_sent for p in parts)
             s.bytes_received += sum(p.bytes_received for p in parts)
             s.teacher_s += dt
+            s.abstained += int((labels == ABSTAINED).sum())
+            s.input_tokens += sum(p.input_tokens for p in parts)
+            s.output_tokens += sum(p.output_tokens for p in parts)
         log.debug("batch %s: %d queries answered in %d request(s)", batch_id, n, requests)
         return labels
 
@@ -362,6 +383,7 @@ class QueryClient:
         with self._lock:
             self.stats.batches_from_journal += 1
             self.stats.queries_from_journal += len(derived)
+            self.stats.abstained += int((entry.labels == ABSTAINED).sum())
         return entry.labels
 
     def _fill_cap_counts(self, exc: CostCapReached, done: int) -> None:

@@ -1,4 +1,9 @@
-"""What one teacher call returns besides labels, and the shared label checks."""
+"""What one teacher call returns besides labels, and the shared label checks.
+
+A teacher that can decline to answer (a chat model saying it cannot tell, a refusal, a content-policy error on
+one image, a vision API without a label that maps to a class) answers :data:`ABSTAINED` for that query: an
+answer like any other (journaled, paid for when billed, never asked again), never trained on as a class.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,9 @@ import numpy as np
 import torch
 
 from .errors import MalformedResponse
+
+#: The label of a query the teacher declined to answer (only from teachers whose metadata says ``abstains``).
+ABSTAINED = -1
 
 
 @dataclass
@@ -19,7 +27,10 @@ class InferResult:
     API taking one image per request, needs several). ``billed``: units (images)
     the server says it billed, summed over requests, or None when it did not say.
     ``bytes_sent``/``bytes_received``: body bytes on the wire (headers excluded).
-    ``attempts``: HTTP attempts including retries.
+    ``attempts``: HTTP attempts including retries. ``cost``: money the answered requests cost as the
+    server counted it (its reported token ``usage`` at the adapter's prices), or None when the adapter
+    does not know (the client then prices the batch per query and per request).
+    ``input_tokens``/``output_tokens``: tokens the server reported (0 for adapters that bill per image).
     """
 
     labels: torch.Tensor
@@ -28,10 +39,14 @@ class InferResult:
     bytes_sent: int = 0
     bytes_received: int = 0
     attempts: int = 1
+    cost: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
-def validate_labels(labels: object, n: int, num_classes: int, teacher: str) -> torch.Tensor:
-    """Check one integer label per query in ``[0, num_classes)``; return int64 ``(n,)``.
+def validate_labels(labels: object, n: int, num_classes: int, teacher: str, *, abstains: bool = False) -> torch.Tensor:
+    """Check one integer label per query in ``[0, num_classes)`` (or :data:`ABSTAINED` when ``abstains``);
+    return int64 ``(n,)``.
 
     Anything else raises :class:`MalformedResponse` (never a silently wrong label).
     """
@@ -50,8 +65,9 @@ def validate_labels(labels: object, n: int, num_classes: int, teacher: str) -> t
     elif arr.dtype.kind not in "iu":
         raise MalformedResponse(f"teacher {teacher!r} returned labels of type {arr.dtype}, not integers")
     arr = arr.astype(np.int64, copy=False)
-    if n and (arr.min() < 0 or arr.max() >= num_classes):
-        bad = arr[(arr < 0) | (arr >= num_classes)][:5].tolist()
+    low = ABSTAINED if abstains else 0
+    if n and (arr.min() < low or arr.max() >= num_classes):
+        bad = arr[(arr < low) | (arr >= num_classes)][:5].tolist()
         raise MalformedResponse(
             f"teacher {teacher!r} returned labels {bad} outside [0, {num_classes})"
         )

@@ -1020,7 +1020,9 @@ class KnowledgeTransfer:
         recipe = plan.recipes(ids)
         first = store.get(recipe["i"] + public.offset)
         second = store.get(recipe["j"] + public.offset) if plan.kind == "sup" else None
-        matrix = estimate_confusion(store.num_classes, answers, first, second)
+        known = (answers >= 0) & (first >= 0) & (second >= 0 if second is not None else True)  # a declined answer
+        matrix = estimate_confusion(store.num_classes, answers[known], first[known],
+                                    second[known] if second is not None else None)
         images = store.histogram(np.arange(public.plan.total) + public.offset)
         return Confusion(matrix, int(plan.total), images.tolist())
 

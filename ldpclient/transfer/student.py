@@ -195,7 +195,8 @@ def select_device(device: str = "auto") -> torch.device:
 
 # ---------------------------------------------------------------- labels
 class LabelStore:
-    """Teacher labels by query id ``[0, Q)``, int16 (2 bytes per query), -1 = unlabelled."""
+    """Teacher labels by query id ``[0, Q)``, int16 (2 bytes per query), -1 = unlabelled (not asked, or declined:
+    :data:`~ldpclient.teachers.result.ABSTAINED`)."""
 
     def __init__(self, num_queries: int, num_classes: int) -> None:
         if num_queries < 0:
@@ -214,8 +215,8 @@ class LabelStore:
         lab = np.asarray(labels, dtype=np.int64)
         if ids.shape != lab.shape:
             raise ValueError(f"{len(ids)} query ids but {len(lab)} labels")
-        if lab.size and (lab.min() < 0 or lab.max() >= self.num_classes):
-            raise ValueError(f"teacher label out of range [0, {self.num_classes})")
+        if lab.size and (lab.min() < -1 or lab.max() >= self.num_classes):
+            raise ValueError(f"teacher label out of range [0, {self.num_classes}) (or -1: declined)")
         self.labels[ids] = lab
 
     def get(self, ids: np.ndarray | torch.Tensor) -> np.ndarray:

@@ -1,0 +1,397 @@
+"""OpenAI-compatible Chat Completions adapter: a chat model that sees images, as a teacher (``openai+https://...``).
+
+The address is the API's base URL (``openai+https://api.openai.com/v1``; any server that speaks the API: Azure
+OpenAI's, Gemini's OpenAI-compatible endpoint, vLLM, Ollama, llama.cpp); ``model=`` names the model. Each query
+is one request to ``{base}/chat/completions``: a PNG data URL of the query at its own size (``detail: low``), and
+a prompt naming the classes (:func:`prompt_text`). The answer is constrained where the server can
+(``answer_format="json_schema"``: Structured Outputs, a strict schema whose ``label`` is one of the class names or
+:data:`CANNOT_TELL`; a server that refuses the schema is asked in plain text from then on); a plain-text answer
+is matched to a class name exactly, case and whitespace aside. Anything else is an abstention
+(:data:`~ldpclient.teachers.result.ABSTAINED`), never a guessed class: "cannot tell", a refusal, an answer cut
+off at ``max_tokens``, a content filter, a content-policy error on the image, an answer outside the list.
+
+Money is counted in the unit the service bills: ``prices`` (money per million input and output tokens) times the
+``usage`` each answer reports. Before it is sent, an attempt is booked at its most (:meth:`ChatTeacher.most_per_query`:
+the prompt's text at one token per UTF-8 byte, the image at ``image_tokens``, and ``max_tokens`` of answer), and
+settled from the answer's usage. A 429 or 503 is waited out for as long as ``Retry-After``, ``retry-after-ms`` or
+``x-ratelimit-reset-*`` asks (within the retry budget), and requests are paced by the
+``x-ratelimit-remaining-requests`` / ``x-ratelimit-reset-requests`` headers of the answers. Token: ``token=``, else
+``LDPCLIENT_TOKEN``, else ``OPENAI_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import requests
+import torch
+
+from .base import Queries, Teacher, TeacherMetadata
+from .billing import BillingGuard
+from .encoding import to_png, to_wire
+from .errors import MalformedResponse, TeacherRequestError
+from .http import HttpTransport, transport_from_options
+from .identity import adapter_scope
+from .registry import register_adapter
+from .result import ABSTAINED, InferResult
+
+#: The schema's value, and the prompt's word, for "this image shows none of the classes I can tell apart".
+CANNOT_TELL = "cannot tell"
+#: Answer formats: Structured Outputs (a strict JSON schema with the class names as an enum), or plain text.
+ANSWER_FORMATS = ("json_schema", "text")
+#: Tokens a low-detail image costs at most on the models whose price lists publish it (gpt-4o-mini's 2,833, the
+#: highest); a model that counts more needs ``image_tokens=``.
+MOST_IMAGE_TOKENS = 2833
+#: Tokens a chat template adds around the prompt's text at most (role markers, separators).
+TEMPLATE_TOKENS = 32
+#: Longest time one pacing wait may take (a larger reset is a server's odd answer, not a wait to make).
+MAX_PACE_S = 60.0
+
+
+@dataclass(frozen=True)
+class TokenPrices:
+    """Money per million tokens: ``input`` (the prompt, its image included) and ``output`` (the answer)."""
+
+    input: float = 0.0
+    output: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"token price {name} must be a finite number >= 0, got {v!r}")
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        """Money for ``input_tokens`` and ``output_tokens``."""
+        return (input_tokens * self.input + output_tokens * self.output) / 1e6
+
+
+def prompt_text(class_names: Sequence[str], descriptions: Mapping[str, str] | None = None) -> str:
+    """The system prompt: the task, the classes (with their one-line descriptions) and the one word for none."""
+    lines = []
+    for name in class_names:
+        about = (descriptions or {}).get(name)
+        lines.append(f"- {name}: {about}" if about else f"- {name}")
+    return (
+        "You label images for an image classifier. Answer with exactly one of these class names and nothing "
+        f"else:\n{chr(10).join(lines)}\nIf the image shows none of them, or you cannot tell which, answer "
+        f"\"{CANNOT_TELL}\"."
+    )
+
+
+def answer_schema(class_names: Sequence[str]) -> dict[str, Any]:
+    """The Structured Outputs ``response_format``: an object whose ``label`` is a class name or :data:`CANNOT_TELL`."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "image_class",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {"label": {"type": "string", "enum": [*class_names, CANNOT_TELL]}},
+                "required": ["label"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def _key(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration(value: str | None) -> float | None:
+    """Seconds in an ``x-ratelimit-reset-*`` value (``"1s"``, ``"6m0s"``, ``"120ms"``, ``"0.5"``), else None."""
+    if value is None:
+        return None
+    text = value.strip().lower()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def rate_limit_wait(resp: requests.Response) -> float | None:
+    """The wait a 429/503 without ``Retry-After`` asks for: ``retry-after-ms``, else the longer of the
+    ``x-ratelimit-reset-requests`` and ``x-ratelimit-reset-tokens`` resets (seconds), else None."""
+    ms = resp.headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    resets = [parse_duration(resp.headers.get(f"x-ratelimit-reset-{k}")) for k in ("requests", "tokens")]
+    known = [r for r in resets if r is not None]
+    return max(known) if known else None
+
+
+class _Pacer:
+    """Holds the next request back while the server said no request is left before its limit resets."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._not_before = 0.0
+
+    def wait(self) -> None:
+        with self._lock:
+            delay = self._not_before - time.monotonic()
+        if delay > 0:
+            time.sleep(min(delay, MAX_PACE_S))
+
+    def update(self, headers: Mapping[str, str]) -> None:
+        remaining = headers.get("x-ratelimit-remaining-requests")
+        if remaining is None or remaining.strip() != "0":
+            return
+        reset = parse_duration(headers.get("x-ratelimit-reset-requests"))
+        if reset:
+            with self._lock:
+                self._not_before = max(self._not_before, time.monotonic() + min(reset, MAX_PACE_S))
+
+
+@dataclass(frozen=True)
+class _Answer:
+    label: int
+    input_tokens: int | None
+    output_tokens: int | None
+    reason: str | None  # why it is an abstention (None: a class)
+
+
+class ChatTeacher(Teacher):
+    """A chat model that sees images, behind an OpenAI-compatible Chat Completions API.
+
+    ``base_url``: the API's base (``https://api.openai.com/v1``); ``model``: the model's name. ``class_names``:
+    the task's classes in label order (required: a chat model publishes none); ``class_descriptions``: an optional
+    one-line description per class name, put in the prompt. ``input_shape``: the queries' ``(C, H, W)``.
+    ``answer_format``: ``"json_schema"`` (Structured Outputs; a server that refuses it is asked in text) or
+    ``"text"``. ``max_tokens``: the longest answer (a longer one is cut off: an abstention). ``prices``:
+    :class:`TokenPrices` (or ``price_input_tokens=``/``price_output_tokens=``, money per million tokens).
+    ``image_tokens``: what one image costs at most, in input tokens (default :data:`MOST_IMAGE_TOKENS`).
+    Connection options as in :class:`~ldpclient.teachers.huggingface.HFTeacher`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        class_names: Sequence[str] | None = None,
+        class_descriptions: Mapping[str, str] | None = None,
+        input_shape: Sequence[int] | None = None,
+        value_range: tuple[float, float] = (0.0, 1.0),
+        answer_format: str = "json_schema",
+        max_tokens: int = 16,
+        prices: TokenPrices | None = None,
+        price_input_tokens: float | None = None,
+        price_output_tokens: float | None = None,
+        image_tokens: int = MOST_IMAGE_TOKENS,
+        transport: HttpTransport | None = None,
+        **transport_options: Any,
+    ) -> None:
+        base = base_url.strip().rstrip("/")
+        token_env = "LDPCLIENT_TOKEN" if os.environ.get("LDPCLIENT_TOKEN") else "OPENAI_API_KEY"
+        self.http = transport_from_options(
+            transport, transport_options, adapter="ChatTeacher", name=f"openai:{model}", token_env=token_env
+        )
+        if not base.startswith(("http://", "https://")):
+            raise ValueError(f"chat teachers are addressed openai+https://host/v1 (the API's base URL), got {base_url!r}")
+        if not model:
+            raise ValueError("a chat teacher needs its model's name: --model NAME (API: model=)")
+        if not class_names or len(class_names) < 2:
+            raise ValueError("a chat teacher needs the task's classes: --class-names FILE (API: class_names=)")
+        if not input_shape:
+            raise ValueError("a chat teacher needs the queries' shape: --input-shape C,H,W (API: input_shape=)")
+        if answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"answer_format must be one of {', '.join(ANSWER_FORMATS)}, got {answer_format!r}")
+        if not 1 <= int(max_tokens) <= 4096:
+            raise ValueError(f"max_tokens must be in 1..4096, got {max_tokens}")
+        if int(image_tokens) < 1:
+            raise ValueError(f"image_tokens must be >= 1, got {image_tokens}")
+        if prices is None:
+            prices = TokenPrices(float(price_input_tokens or 0.0), float(price_output_tokens or 0.0))
+        elif price_input_tokens is not None or price_output_tokens is not None:
+            raise ValueError("give prices= or price_input_tokens=/price_output_tokens=, not both")
+        names = tuple(str(c) for c in class_names)
+        if _key(CANNOT_TELL) in {_key(n) for n in names} or len({_key(n) for n in names}) != len(names):
+            raise ValueError(f"class names must differ from each other and from {CANNOT_TELL!r}, case and spaces aside")
+        self.base_url = base
+        self.url = f"{base}/chat/completions"
+        self.model = str(model)
+        self.prices = prices
+        self.max_tokens = int(max_tokens)
+        self.image_tokens = int(image_tokens)
+        self.answer_format = answer_format
+        self._names = names
+        self._index = {_key(n): i for i, n in enumerate(names)}
+        self._prompt = prompt_text(names, class_descriptions)
+        self._shape = tuple(int(s) for s in input_shape)
+        self._value_range = (float(value_range[0]), float(value_range[1]))
+        self._pacer = _Pacer()
+        self._lock = threading.Lock()
+        self._meta = TeacherMetadata(
+            name=self.model, input_shape=self._shape, datatype="UINT8", num_classes=len(names), class_names=names,
+            max_batch_size=None, value_range=self._value_range, abstains=True,
+        )
+        asked = hashlib.sha256(json.dumps([self._prompt, self.answer_format, self.max_tokens]).encode()).hexdigest()
+        self.journal_scope = f"{adapter_scope('openai', self.url)}?model={self.model}&prompt={asked[:12]}"
+
+    def metadata(self) -> TeacherMetadata:
+        return self._meta
+
+    def requests_for(self, n: int) -> int:
+        return n
+
+    def most_per_query(self) -> float:
+        text = len(self._prompt.encode()) + len(b"Which class is this image?") + TEMPLATE_TOKENS
+        return self.prices.cost(text + self.image_tokens, self.max_tokens)
+
+    def classify(self, queries: Queries) -> torch.Tensor:
+        """Labels int64 ``(Q,)``; :data:`~ldpclient.teachers.result.ABSTAINED` where the model declined."""
+        return self.infer(queries).labels
+
+    # -- one request ---------------------------------------------------------------------------
+    def request_body(self, png: bytes) -> dict[str, Any]:
+        """The Chat Completions request for one query's PNG."""
+        url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": self._prompt},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Which class is this image?"},
+                    {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
+                ]},
+            ],
+            "temperature": 0,
+            "max_tokens": self.max_tokens,
+        }
+        if self.answer_format == "json_schema":
+            body["response_format"] = answer_schema(self._names)
+        return body
+
+    def _label_of(self, content: str, structured: bool) -> tuple[int, str | None]:
+        text = content
+        if structured:  # a server that ignored the schema and answered in text is read as text
+            try:
+                doc = json.loads(content)
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict) and isinstance(doc.get("label"), str):
+                text = doc["label"]
+            elif doc is not None:
+                return ABSTAINED, "not the JSON the schema asks for"
+        key = _key(text)
+        if key == _key(CANNOT_TELL):
+            return ABSTAINED, "cannot tell"
+        if key in self._index:
+            return self._index[key], None
+        return ABSTAINED, "an answer outside the class list"
+
+    def _parse(self, resp: requests.Response) -> _Answer:
+        self._pacer.update(resp.headers)
+        try:
+            doc = resp.json()
+        except ValueError:
+            raise MalformedResponse(f"response is not JSON: {resp.text[:80]!r}") from None
+        choices = doc.get("choices") if isinstance(doc, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise MalformedResponse(f"expected a chat completion with choices, got {str(doc)[:100]}")
+        usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
+        tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        tin = int(tin) if isinstance(tin, int) and not isinstance(tin, bool) and tin >= 0 else None
+        tout = int(tout) if isinstance(tout, int) and not isinstance(tout, bool) and tout >= 0 else None
+        choice = choices[0]
+        message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+        finish = choice.get("finish_reason")
+        if message.get("refusal"):
+            return _Answer(ABSTAINED, tin, tout, "a refusal")
+        if finish == "length":
+            return _Answer(ABSTAINED, tin, tout, "an answer cut off at max_tokens")
+        if finish == "content_filter":
+            return _Answer(ABSTAINED, tin, tout, "a content filter")
+        content = message.get("content")
+        if not isinstance(content, str):
+            return _Answer(ABSTAINED, tin, tout, "no answer text")
+        label, reason = self._label_of(content, self.answer_format == "json_schema")
+        return _Answer(label, tin, tout, reason)
+
+    def _ask(self, png: bytes, request_id: str | None, billing: BillingGuard | None) -> tuple[_Answer, Any]:
+        """One query's answer and its call info; a content-policy error on the image is that query's abstention."""
+        while True:
+            self._pacer.wait()
+            fmt = self.answer_format
+            headers = {"Content-Type": "application/json"}
+            if request_id:
+                headers["X-Client-Request-Id"] = request_id[:512]
+            try:
+                return self.http.call(
+                    "POST", self.url, data=json.dumps(self.request_body(png)).encode(), headers=headers,
+                    parse=self._parse, what=f"ask {self.model}", units=1, billing=billing,
+                    retry_hint=rate_limit_wait,
+                )
+            except TeacherRequestError as exc:
+                said = f"{exc.server_message} {exc}"
+                if exc.status == 400 and "content_policy_violation" in said:
+                    return _Answer(ABSTAINED, 0, 0, "a content-policy error"), None
+                if exc.status == 400 and fmt == "json_schema" and ("response_format" in said or "json_schema" in said):
+                    with self._lock:
+                        self.answer_format = "text"  # this server takes no schema: plain text from now on
+                    continue
+                raise
+
+    def infer(
+        self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
+    ) -> InferResult:
+        m = self._meta
+        wire = to_wire(queries, m)
+        res = InferResult(labels=torch.zeros(0, dtype=torch.int64), requests=0, billed=None, attempts=0, cost=0.0)
+        labels = []
+        for k, row in enumerate(wire):
+            rid = f"{request_id}/{k}" if request_id else None
+            answer, info = self._ask(to_png(row, m.datatype, m.value_range), rid, billing)
+            labels.append(answer.label)
+            if info is None:
+                continue  # refused before it was answered: nothing billed
+            cost = (self.prices.cost(answer.input_tokens or 0, answer.output_tokens or 0)
+                    if answer.input_tokens is not None and answer.output_tokens is not None else self.most_per_query())
+            settle = getattr(billing, "settle_attempt", None)
+            if callable(settle):
+                settle(1, cost)
+            res.requests += 1
+            res.attempts += info.attempts
+            res.bytes_sent += info.bytes_sent
+            res.bytes_received += info.bytes_received
+            res.cost = float(res.cost or 0.0) + cost
+            res.input_tokens += answer.input_tokens or 0
+            res.output_tokens += answer.output_tokens or 0
+        res.labels = torch.from_numpy(np.asarray(labels, dtype=np.int64))
+        return res
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __repr__(self) -> str:
+        return f"ChatTeacher({self.base_url!r}, model={self.model!r}, token={'***' if self.http.has_token else None})"
+
+
+@register_adapter("openai")
+def connect_openai(target: str, **opts: Any) -> ChatTeacher:
+    """``openai+https://host/v1`` with ``model=`` (see :class:`ChatTeacher`)."""
+    return ChatTeacher(target, **opts)
