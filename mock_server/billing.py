@@ -78,8 +78,8 @@ class Billing:
             self._accounts.setdefault(key, _Account()).rejected += 1
 
     def snapshot(self) -> dict:
-        """The ``GET /usage`` document: per key and total requests, images, input and output tokens, cost
-        (images at the image price plus tokens at the token prices), rejected."""
+        """The ``GET /usage`` document: per key and total requests, images, cost (images at the image price plus
+        tokens at the token prices), rejected, and input and output tokens where the chat API was asked."""
         with self._lock:
             accounts = {k: (a.requests, a.images, a.rejected, a.input_tokens, a.output_tokens)
                         for k, a in self._accounts.items()}
@@ -87,8 +87,10 @@ class Billing:
         def entry(requests: int, images: int, rejected: int, input_tokens: int, output_tokens: int) -> dict:
             tokens = (input_tokens * self.price_input_tokens + output_tokens * self.price_output_tokens) / 1e6
             cost = round(images * self.price_per_image + tokens, 12)
-            return {"requests": requests, "images": images, "cost": cost, "rejected": rejected,
-                    "input_tokens": input_tokens, "output_tokens": output_tokens}
+            out = {"requests": requests, "images": images, "cost": cost, "rejected": rejected}
+            if input_tokens or output_tokens:  # a key that asked the chat API
+                out.update(input_tokens=input_tokens, output_tokens=output_tokens)
+            return out
 
         totals = [sum(v[i] for v in accounts.values()) for i in range(5)]
         return {
