@@ -42,8 +42,7 @@ GENERIC_LABEL = {"mid": "/m/0mock_generic", "description": "Pattern"}
 
 
 class ApiError(Exception):
-    """An error answer in a cloud API's own shape: ``status``, the body ``doc``, extra ``headers``;
-    ``billed``: whether the request still counts as billed (never, for these APIs' refusals)."""
+    """An error answer in a cloud API's own shape: ``status``, the body ``doc``, extra ``headers`` (never billed)."""
 
     def __init__(self, status: int, doc: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         super().__init__(json.dumps(doc)[:200])
@@ -70,10 +69,10 @@ class RequestWindow:
         self._lock = threading.Lock()
         self._windows: dict[str, tuple[float, int]] = {}
 
-    def take(self, key: str) -> tuple[bool, dict[str, str]]:
-        """Count one request of ``key``: (allowed, the rate-limit headers to send)."""
+    def take(self, key: str) -> tuple[bool, float, dict[str, str]]:
+        """Count one request of ``key``: (allowed, seconds until the window resets, the rate-limit headers)."""
         if self.limit is None:
-            return True, {}
+            return True, 0.0, {}
         with self._lock:
             now = time.monotonic()
             start, used = self._windows.get(key, (now, 0))
@@ -83,7 +82,7 @@ class RequestWindow:
             used += 1 if allowed else 0
             self._windows[key] = (start, used)
         reset = max(0.0, start + self.seconds - now)
-        return allowed, {"x-ratelimit-limit-requests": str(self.limit),
+        return allowed, reset, {"x-ratelimit-limit-requests": str(self.limit),
                          "x-ratelimit-remaining-requests": str(max(0, self.limit - used)),
                          "x-ratelimit-reset-requests": f"{max(reset, 0.001):.3f}s"}
 
@@ -201,9 +200,9 @@ def chat_completion(server: Any, body: bytes, key: str, decision: Decision) -> t
         raise openai_error(400, "this mock answers n=1 without streaming", "invalid_request_error")
     image, detail, tokens = _chat_image(doc.get("messages"))
     enum = _schema_enum(doc, cfg)
-    allowed, limit_headers = server.chat_window.take(key)
+    allowed, reset, limit_headers = server.chat_window.take(key)
     if not allowed:
-        raise rate_limited(cfg, parse_reset(limit_headers))
+        raise rate_limited(cfg, reset)
     if decision.action == "status" and decision.status in (429, 503):
         raise rate_limited(cfg, float(cfg.retry_after)) if decision.status == 429 else openai_error(
             503, "The server is overloaded (injected)", "server_error", headers={"Retry-After": retry_after_header(cfg.retry_after)})
@@ -245,11 +244,6 @@ def chat_completion(server: Any, body: bytes, key: str, decision: Decision) -> t
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
     return answer, limit_headers
-
-
-def parse_reset(headers: dict[str, str]) -> float:
-    """Seconds in the ``x-ratelimit-reset-requests`` header this module writes (``"0.250s"``)."""
-    return float(headers.get("x-ratelimit-reset-requests", "1s").rstrip("s"))
 
 
 def models_list(server: Any) -> dict[str, Any]:

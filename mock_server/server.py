@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import TCPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
@@ -324,8 +324,7 @@ class _Handler(BaseHTTPRequestHandler):
         """The cloud APIs (:mod:`mock_server.cloud`): chat completions, the models list, Vision's annotate."""
         srv = self.server
         header = self.headers.get("Authorization")
-        api_key = self.headers.get("X-Goog-Api-Key") or dict(
-            p.partition("=")[::2] for p in urlsplit(self.path).query.split("&") if p).get("key")
+        api_key = self.headers.get("X-Goog-Api-Key") or parse_qs(urlsplit(self.path).query).get("key", [None])[0]
         if header is None and api_key:
             header = f"Bearer {api_key}"
         try:

@@ -101,6 +101,15 @@ def test_labels_and_money_equal_what_the_mock_billed_to_the_token() -> None:
         assert s.abstained == 0
 
 
+def test_without_token_prices_a_chat_teacher_is_priced_per_query_by_the_caller() -> None:
+    with _serve() as srv:
+        chat = connect(f"openai+{srv.url}/v1", model="digits", class_names=NAMES, input_shape=(1, 8, 8), token=TOKEN)
+        assert chat.most_per_query() is None
+        client = QueryClient(chat, cost=CostMeter(price_per_query=0.002))
+        client.label(_queries(5))
+        assert client.cost.spent_run == pytest.approx(5 * 0.002)  # not the zero its token prices would give
+
+
 @pytest.mark.parametrize(
     "server, teacher, reason",
     [
@@ -176,6 +185,18 @@ def test_a_money_cap_holds_on_the_booking_at_the_most_and_a_resumed_run_pays_not
             assert journal.total_spend(chat.journal_scope) == pytest.approx(billed["cost"], abs=1e-12)
             assert set(labels.tolist()) <= {ABSTAINED, 0, 1, 2, 3}
             journal.close()
+
+
+def test_the_key_comes_from_ldpclient_token_else_the_services_own_variable(monkeypatch) -> None:
+    monkeypatch.delenv("LDPCLIENT_TOKEN", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", TOKEN)
+    with _serve() as srv:
+        chat = connect(f"openai+{srv.url}/v1", model="digits", class_names=NAMES, input_shape=(1, 8, 8))
+        assert QueryClient(chat).label(_queries(4)).tolist() == [0, 1, 2, 3]
+        monkeypatch.setenv("LDPCLIENT_TOKEN", "sk-other-key-0000")
+        wrong = connect(f"openai+{srv.url}/v1", model="digits", class_names=NAMES, input_shape=(1, 8, 8))
+        with pytest.raises(Exception, match="401"):
+            QueryClient(wrong).label(_queries(1))
 
 
 def test_the_prompt_the_booking_and_the_refusals_of_bad_settings() -> None:

@@ -15,10 +15,11 @@ def teacher_options(address: str, facts: TeacherFacts, state: Path) -> dict[str,
     Protocol teachers also the wire format, whose ``auto`` choice is remembered in the state directory ``state``."""
     from ..teachers.registry import resolve
 
+    adapter = resolve(address)[0]
     out: dict[str, Any] = facts.supplied()
-    if resolve(address)[0] != "openai":  # a prompt's words: only a chat model reads them
+    if adapter != "openai":  # a prompt's words: only a chat model reads them
         out.pop("class_descriptions", None)
-    if resolve(address)[0] == "oip":
+    if adapter == "oip":
         out.update(wire=facts.wire, state_dir=state)
     elif facts.wire != "auto":
         raise ValueError("--wire applies to Open Inference Protocol teachers (http://, oip+http://) only")

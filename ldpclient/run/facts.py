@@ -93,7 +93,7 @@ class TeacherFacts:
             output_name=output_name or None,
             datatype=datatype.upper() if datatype else None,
             model=model or None,
-            class_descriptions=tuple((n, d) for n, d in described if d) or None if described is not None else None,
+            class_descriptions=tuple((n, d) for n, d in described or () if d) or None,
             price_input_tokens=price_input_tokens,
             price_output_tokens=price_output_tokens,
             label_map=label_map,
@@ -107,11 +107,6 @@ class TeacherFacts:
         if self.class_descriptions:
             out["class_descriptions"] = dict(self.class_descriptions)
         return out
-
-
-def read_class_names(path: Path) -> tuple[str, ...]:
-    """Class names from a file: a JSON list, or one name per line (blank lines ignored), index order."""
-    return tuple(name for name, _ in read_class_descriptions(path))
 
 
 def read_class_descriptions(path: Path) -> tuple[tuple[str, str], ...]:
@@ -166,4 +161,4 @@ def _shape(spec: str) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-__all__ = ["TeacherFacts", "WIRE_CHOICES", "read_class_descriptions", "read_class_names"]
+__all__ = ["TeacherFacts", "WIRE_CHOICES", "read_class_descriptions"]

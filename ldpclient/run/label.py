@@ -18,7 +18,6 @@ record.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 from dataclasses import asdict, dataclass, replace
@@ -391,7 +390,7 @@ def _prepare(
         teacher, meta = _connect(opts, token=token, teacher=teacher, state=state)
     most = as_teacher(teacher).most_per_query()
     if most is not None and opts.facts.token_priced:  # the money a query can cost at most: what caps and plans book
-        opts = dataclasses.replace(opts, price=float(most))
+        opts = replace(opts, price=float(most))
     n, n_public = counts
     plan = resolve_plan(_with_held_cap(opts, state), meta, identity=redact_url(opts.teacher),
                         scope=str(as_teacher(teacher).journal_scope), records=n, public=n_public)

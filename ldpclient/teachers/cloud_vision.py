@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import threading
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -33,16 +32,12 @@ from .errors import MalformedResponse
 from .http import HttpTransport, transport_from_options
 from .identity import adapter_scope
 from .registry import register_adapter
-from .result import ABSTAINED, InferResult
+from .result import ABSTAINED, InferResult, name_key
 
 #: Most images one ``images:annotate`` request may carry (the API's limit).
 MAX_IMAGES = 16
 #: Labels asked for per image.
 MAX_RESULTS = 10
-
-
-def _word(text: str) -> str:
-    return " ".join(str(text).split()).casefold()
 
 
 def read_label_map(source: str | os.PathLike[str] | Mapping[str, Sequence[str]], class_names: Sequence[str]
@@ -71,7 +66,7 @@ def read_label_map(source: str | os.PathLike[str] | Mapping[str, Sequence[str]],
             raise ValueError(f"{where}: class {str(name)[:60]!r} needs a non-empty list of mids and descriptions")
         for entry in entries:
             text = str(entry).strip()
-            table, key = (mids, text) if text.startswith(("/m/", "/g/")) else (words, _word(text))
+            table, key = (mids, text) if text.startswith(("/m/", "/g/")) else (words, name_key(text))
             if table.get(key, index[str(name)]) != index[str(name)]:
                 raise ValueError(f"{where}: {text[:60]!r} is listed under two classes")
             table[key] = index[str(name)]
@@ -100,11 +95,9 @@ class VisionTeacher(Teacher):
     ) -> None:
         if auth not in ("api-key", "bearer"):
             raise ValueError(f"auth must be 'api-key' or 'bearer', got {auth!r}")
-        token_env = "LDPCLIENT_TOKEN" if os.environ.get("LDPCLIENT_TOKEN") else "GOOGLE_API_KEY"
         header = {"auth_header": "X-Goog-Api-Key", "auth_scheme": ""} if auth == "api-key" and transport is None else {}
-        self.http = transport_from_options(
-            transport, transport_options, adapter="VisionTeacher", name="vision", token_env=token_env, **header
-        )
+        self.http = transport_from_options(transport, transport_options, adapter="VisionTeacher", name="vision",
+                                           token_env=("LDPCLIENT_TOKEN", "GOOGLE_API_KEY"), **header)
         base = base_url.strip().rstrip("/")
         if not base.startswith(("http://", "https://")):
             raise ValueError(f"Cloud Vision is addressed vision+https://vision.googleapis.com/v1, got {base_url!r}")
@@ -123,7 +116,6 @@ class VisionTeacher(Teacher):
             num_classes=len(names), class_names=names, max_batch_size=MAX_IMAGES,
             value_range=(float(value_range[0]), float(value_range[1])), abstains=True,
         )
-        self._lock = threading.Lock()
         self.journal_scope = adapter_scope("vision", self.url)
 
     def metadata(self) -> TeacherMetadata:
@@ -144,7 +136,7 @@ class VisionTeacher(Teacher):
                 continue
             k = self._mids.get(str(a.get("mid", "")))
             if k is None:
-                k = self._words.get(_word(str(a.get("description", ""))))
+                k = self._words.get(name_key(str(a.get("description", ""))))
             score = a.get("score")
             if k is not None and isinstance(score, (int, float)) and score > best_score:
                 best, best_score = k, float(score)

@@ -22,10 +22,11 @@ settled from the answer's usage. A 429 or 503 is waited out for as long as ``Ret
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
+import logging
 import math
-import os
 import re
 import threading
 import time
@@ -43,7 +44,9 @@ from .errors import MalformedResponse, TeacherRequestError
 from .http import HttpTransport, transport_from_options
 from .identity import adapter_scope
 from .registry import register_adapter
-from .result import ABSTAINED, InferResult
+from .result import ABSTAINED, InferResult, name_key
+
+log = logging.getLogger("ldpclient.teachers.openai_chat")
 
 #: The schema's value, and the prompt's word, for "this image shows none of the classes I can tell apart".
 CANNOT_TELL = "cannot tell"
@@ -54,6 +57,8 @@ ANSWER_FORMATS = ("json_schema", "text")
 MOST_IMAGE_TOKENS = 2833
 #: Tokens a chat template adds around the prompt's text at most (role markers, separators).
 TEMPLATE_TOKENS = 32
+#: The user message's text beside the image.
+QUESTION = "Which class is this image?"
 #: Longest time one pacing wait may take (a larger reset is a server's odd answer, not a wait to make).
 MAX_PACE_S = 60.0
 
@@ -70,6 +75,11 @@ class TokenPrices:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"token price {name} must be a finite number >= 0, got {v!r}")
+
+    @property
+    def given(self) -> bool:
+        """Whether any price is set (else the caller prices the queries, e.g. per image)."""
+        return bool(self.input or self.output)
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         """Money for ``input_tokens`` and ``output_tokens``."""
@@ -104,10 +114,6 @@ def answer_schema(class_names: Sequence[str]) -> dict[str, Any]:
             },
         },
     }
-
-
-def _key(text: str) -> str:
-    return " ".join(text.split()).casefold()
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -206,10 +212,8 @@ class ChatTeacher(Teacher):
         **transport_options: Any,
     ) -> None:
         base = base_url.strip().rstrip("/")
-        token_env = "LDPCLIENT_TOKEN" if os.environ.get("LDPCLIENT_TOKEN") else "OPENAI_API_KEY"
-        self.http = transport_from_options(
-            transport, transport_options, adapter="ChatTeacher", name=f"openai:{model}", token_env=token_env
-        )
+        self.http = transport_from_options(transport, transport_options, adapter="ChatTeacher", name=f"openai:{model}",
+                                           token_env=("LDPCLIENT_TOKEN", "OPENAI_API_KEY"))
         if not base.startswith(("http://", "https://")):
             raise ValueError(f"chat teachers are addressed openai+https://host/v1 (the API's base URL), got {base_url!r}")
         if not model:
@@ -229,7 +233,7 @@ class ChatTeacher(Teacher):
         elif price_input_tokens is not None or price_output_tokens is not None:
             raise ValueError("give prices= or price_input_tokens=/price_output_tokens=, not both")
         names = tuple(str(c) for c in class_names)
-        if _key(CANNOT_TELL) in {_key(n) for n in names} or len({_key(n) for n in names}) != len(names):
+        if name_key(CANNOT_TELL) in {name_key(n) for n in names} or len({name_key(n) for n in names}) != len(names):
             raise ValueError(f"class names must differ from each other and from {CANNOT_TELL!r}, case and spaces aside")
         self.base_url = base
         self.url = f"{base}/chat/completions"
@@ -239,7 +243,7 @@ class ChatTeacher(Teacher):
         self.image_tokens = int(image_tokens)
         self.answer_format = answer_format
         self._names = names
-        self._index = {_key(n): i for i, n in enumerate(names)}
+        self._index = {name_key(n): i for i, n in enumerate(names)}
         self._prompt = prompt_text(names, class_descriptions)
         self._shape = tuple(int(s) for s in input_shape)
         self._value_range = (float(value_range[0]), float(value_range[1]))
@@ -258,8 +262,11 @@ class ChatTeacher(Teacher):
     def requests_for(self, n: int) -> int:
         return n
 
-    def most_per_query(self) -> float:
-        text = len(self._prompt.encode()) + len(b"Which class is this image?") + TEMPLATE_TOKENS
+    def most_per_query(self) -> float | None:
+        """The most one query can cost at the token prices (None without them: the caller prices per query)."""
+        if not self.prices.given:
+            return None
+        text = len(self._prompt.encode()) + len(QUESTION.encode()) + TEMPLATE_TOKENS
         return self.prices.cost(text + self.image_tokens, self.max_tokens)
 
     def classify(self, queries: Queries) -> torch.Tensor:
@@ -267,22 +274,23 @@ class ChatTeacher(Teacher):
         return self.infer(queries).labels
 
     # -- one request ---------------------------------------------------------------------------
-    def request_body(self, png: bytes) -> dict[str, Any]:
-        """The Chat Completions request for one query's PNG."""
+    def request_body(self, png: bytes, fmt: str | None = None) -> dict[str, Any]:
+        """The Chat Completions request for one query's PNG, asking for answers in ``fmt`` (default: the teacher's
+        answer format)."""
         url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [
                 {"role": "system", "content": self._prompt},
                 {"role": "user", "content": [
-                    {"type": "text", "text": "Which class is this image?"},
+                    {"type": "text", "text": QUESTION},
                     {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
                 ]},
             ],
             "temperature": 0,
             "max_tokens": self.max_tokens,
         }
-        if self.answer_format == "json_schema":
+        if (fmt or self.answer_format) == "json_schema":
             body["response_format"] = answer_schema(self._names)
         return body
 
@@ -297,14 +305,15 @@ class ChatTeacher(Teacher):
                 text = doc["label"]
             elif doc is not None:
                 return ABSTAINED, "not the JSON the schema asks for"
-        key = _key(text)
-        if key == _key(CANNOT_TELL):
+        key = name_key(text)
+        if key == name_key(CANNOT_TELL):
             return ABSTAINED, "cannot tell"
         if key in self._index:
             return self._index[key], None
         return ABSTAINED, "an answer outside the class list"
 
-    def _parse(self, resp: requests.Response) -> _Answer:
+    def _parse(self, resp: requests.Response, fmt: str) -> _Answer:
+        """The answer to a request asked in ``fmt`` (an answer format)."""
         self._pacer.update(resp.headers)
         try:
             doc = resp.json()
@@ -329,7 +338,7 @@ class ChatTeacher(Teacher):
         content = message.get("content")
         if not isinstance(content, str):
             return _Answer(ABSTAINED, tin, tout, "no answer text")
-        label, reason = self._label_of(content, self.answer_format == "json_schema")
+        label, reason = self._label_of(content, fmt == "json_schema")
         return _Answer(label, tin, tout, reason)
 
     def _ask(self, png: bytes, request_id: str | None, billing: BillingGuard | None) -> tuple[_Answer, Any]:
@@ -342,8 +351,8 @@ class ChatTeacher(Teacher):
                 headers["X-Client-Request-Id"] = request_id[:512]
             try:
                 return self.http.call(
-                    "POST", self.url, data=json.dumps(self.request_body(png)).encode(), headers=headers,
-                    parse=self._parse, what=f"ask {self.model}", units=1, billing=billing,
+                    "POST", self.url, data=json.dumps(self.request_body(png, fmt)).encode(), headers=headers,
+                    parse=functools.partial(self._parse, fmt=fmt), what=f"ask {self.model}", units=1, billing=billing,
                     retry_hint=rate_limit_wait,
                 )
             except TeacherRequestError as exc:
@@ -361,24 +370,29 @@ class ChatTeacher(Teacher):
     ) -> InferResult:
         m = self._meta
         wire = to_wire(queries, m)
-        res = InferResult(labels=torch.zeros(0, dtype=torch.int64), requests=0, billed=None, attempts=0, cost=0.0)
+        most = self.most_per_query()
+        res = InferResult(labels=torch.zeros(0, dtype=torch.int64), requests=0, billed=None, attempts=0,
+                          cost=None if most is None else 0.0)
         labels = []
         for k, row in enumerate(wire):
             rid = f"{request_id}/{k}" if request_id else None
             answer, info = self._ask(to_png(row, m.datatype, m.value_range), rid, billing)
             labels.append(answer.label)
+            if answer.reason is not None:
+                log.debug("query %s declined: %s", rid or k, answer.reason)
             if info is None:
                 continue  # refused before it was answered: nothing billed
-            cost = (self.prices.cost(answer.input_tokens or 0, answer.output_tokens or 0)
-                    if answer.input_tokens is not None and answer.output_tokens is not None else self.most_per_query())
-            settle = getattr(billing, "settle_attempt", None)
-            if callable(settle):
-                settle(1, cost)
             res.requests += 1
             res.attempts += info.attempts
             res.bytes_sent += info.bytes_sent
             res.bytes_received += info.bytes_received
-            res.cost = float(res.cost or 0.0) + cost
+            if most is not None:  # priced by its tokens; without token prices, the caller's price per query
+                known = answer.input_tokens is not None and answer.output_tokens is not None
+                cost = self.prices.cost(answer.input_tokens or 0, answer.output_tokens or 0) if known else most
+                settle = getattr(billing, "settle_attempt", None)
+                if callable(settle):
+                    settle(1, cost)
+                res.cost = float(res.cost or 0.0) + cost
             res.input_tokens += answer.input_tokens or 0
             res.output_tokens += answer.output_tokens or 0
         res.labels = torch.from_numpy(np.asarray(labels, dtype=np.int64))

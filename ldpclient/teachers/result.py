@@ -74,6 +74,11 @@ def validate_labels(labels: object, n: int, num_classes: int, teacher: str, *, a
     return torch.from_numpy(arr.copy())
 
 
+def name_key(text: str) -> str:
+    """A class name as a teacher's free-form answer is matched to it: case and runs of white space aside."""
+    return " ".join(str(text).split()).casefold()
+
+
 def label_to_index(label: object, names: "dict[str, int] | None", num_classes: int, teacher: str) -> int:
     """Map a teacher's label (name or index) to a class index.
 

@@ -166,7 +166,8 @@ class HttpTransport:
 
     * ``token``: bearer token / API key; when None it is read from the environment
       variable ``token_env`` (default ``LDPCLIENT_TOKEN``; the Hugging Face adapter
-      builds its own transport with ``HF_TOKEN``; ``token_env=None``: no token). It is
+      builds its own transport with ``HF_TOKEN``; a tuple of names: the first one set, e.g.
+      ``("LDPCLIENT_TOKEN", "OPENAI_API_KEY")``; ``token_env=None``: no token). It is
       only ever put in the request header, and redacted from messages and reprs.
     * ``auth_header``/``auth_scheme``: how the token is sent (default
       ``Authorization: Bearer <token>``; ``auth_header="X-API-Key", auth_scheme=""``
@@ -193,7 +194,7 @@ class HttpTransport:
         *,
         name: str = "http",
         token: str | None = None,
-        token_env: str | None = "LDPCLIENT_TOKEN",
+        token_env: str | tuple[str, ...] | None = "LDPCLIENT_TOKEN",
         auth_header: str = "Authorization",
         auth_scheme: str = "Bearer",
         timeout: Timeout = (5.0, 60.0),
@@ -205,7 +206,8 @@ class HttpTransport:
         deadline: float | None = None,
     ) -> None:
         if token is None and token_env:
-            token = os.environ.get(token_env) or None
+            names = (token_env,) if isinstance(token_env, str) else token_env
+            token = next((os.environ[n] for n in names if os.environ.get(n)), None)
         if token is not None and not isinstance(token, str):
             raise ValueError("token must be a non-empty string")
         token = check_token(token, "token")  # surrounding whitespace dropped; blank or control characters refused
