@@ -125,7 +125,7 @@ class ServerConfig:
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {self.num_classes}")
         for name in ("latency", "latency_jitter", "slow_body_seconds", "price_per_image", "retry_after",
-                     "price_input_tokens", "price_output_tokens", "chat_abstain_below"):
+                     "price_input_tokens", "price_output_tokens"):
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
