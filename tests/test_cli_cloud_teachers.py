@@ -54,7 +54,7 @@ def test_chat_and_vision_teachers_label_as_well_as_the_same_model_over_oip(demo:
     with mock_server.serve(model="digits", image_size=28) as srv:
         oip = _label(demo, tmp_path, "oip", srv.model_url, "--datatype", "UINT8")
         chat = _label(demo, tmp_path, "chat", f"openai+{srv.url}/v1", "--model", "digits", *facts,
-                      "--price-input-tokens", "0.15", "--price-output-tokens", "0.6")
+                      "--price-input-tokens", "0.15", "--price-output-tokens", "0.6", "--html")
         billed = _usage(srv)
         vision = _label(demo, tmp_path, "vision", f"vision+{srv.url}/v1", *facts, "--label-map",
                         str(demo / "labels.json"), "--price", "0.0015")
@@ -67,6 +67,8 @@ def test_chat_and_vision_teachers_label_as_well_as_the_same_model_over_oip(demo:
     assert (chat["cost"]["input_tokens"], chat["cost"]["output_tokens"]) == (billed["input_tokens"],
                                                                              billed["output_tokens"])
     assert "output tokens at 0.15 and 0.6 a million" in chat["stdout"]
+    page = (tmp_path / "chat" / "labels.html").read_text()
+    assert f"{billed['input_tokens']:,}, {billed['output_tokens']:,} at 0.15 and 0.6 a million" in page
 
 
 def test_declined_queries_are_counted_in_the_summary_and_the_report(demo: Path, tmp_path: Path) -> None:
@@ -74,10 +76,12 @@ def test_declined_queries_are_counted_in_the_summary_and_the_report(demo: Path, 
     with mock_server.serve(model="digits", image_size=28) as srv:
         plain = _label(demo, tmp_path, "plain", f"openai+{srv.url}/v1", *facts)
     with mock_server.serve(model="digits", image_size=28, chat_abstain_below=0.3, chat_refusal_rate=0.02) as srv:
-        declining = _label(demo, tmp_path, "declining", f"openai+{srv.url}/v1", *facts)
+        declining = _label(demo, tmp_path, "declining", f"openai+{srv.url}/v1", *facts, "--html")
     declined = declining["queries"]["abstained"]
     assert plain["queries"]["abstained"] == 0 and 0 < declined < declining["queries"]["sent"]
     assert f"the teacher declined {declined} of them (never trained on)" in declining["stdout"]
     assert any(f"declined {declined} of the" in r for r in declining["verdict"]["reasons"])
+    page = (tmp_path / "declining" / "labels.html").read_text()
+    assert f"{declined:,} declined by the teacher" in page and "declined by the teacher (&quot;cannot tell&quot;" in page
     # (accuracy beside the run without declines: BENCHMARKS.md measures it on the whole demo folder, 3 seeds; this
     # folder's 150 images and 1,500 queries leave a student too weak for a 2-point comparison)

@@ -82,7 +82,8 @@ def _summary(report: Mapping[str, Any]) -> dict[str, Any]:
     items += [
         ("epsilon per image", f"{eps:.4g}" + (" (data-free)" if g.get("public_input") else "")),
         ("images labelled", f"{c['labelled']:,}"),
-        ("queries", f"{q['sent']:,} sent" + (f", {q['from_journal']:,} from the journal" if q["from_journal"] else "")),
+        ("queries", f"{q['sent']:,} sent" + (f", {q['from_journal']:,} from the journal" if q["from_journal"] else "")
+         + (f", {q['abstained']:,} declined by the teacher" if q.get("abstained") else "")),
         ("money this run", unpriced_note(cost.get("price_per_query"), cost.get("billing"))
          or f"{cost['spent_run']:.4g}{money_parts(cost['spent_run'], cost.get('spent_public_run'), report.get('baseline'))}"),
         ("time", f"{_total_seconds(report.get('timings') or {}):.0f} s"),
@@ -240,6 +241,9 @@ def _counts(report: Mapping[str, Any]) -> dict[str, Any]:
         ("requests", q["requests"]),
         ("queries per request", q["batch_size"]),
     ]
+    if q.get("abstained"):
+        rows.insert(8, ("of them, declined by the teacher (\"cannot tell\", refusals; never trained on)",
+                        q["abstained"]))
     if q.get("rounds"):
         rows.insert(7, ("query rounds (--query-rounds)", rounds_in_words(q["rounds"], report.get("run_plan"))))
     if c.get("public_images"):
@@ -253,8 +257,12 @@ def _counts(report: Mapping[str, Any]) -> dict[str, Any]:
                  ("baseline queries from the journal", b.get("queries_from_journal", 0))]
     price = cost.get("price_per_query")
     unpriced = unpriced_note(price, cost.get("billing"))
+    tokens = cost.get("price_input_tokens") is not None
     rows += [
-        ("price per query", unpriced if unpriced is not None else _money(price)),
+        ("price per query, at most (each booked at it, then settled from its tokens)" if tokens else "price per query",
+         unpriced if unpriced is not None else _money(price)),
+        *([("tokens this run: input, output", f"{cost.get('input_tokens', 0):,}, {cost.get('output_tokens', 0):,} at "
+            f"{cost['price_input_tokens']:g} and {cost.get('price_output_tokens') or 0:g} a million")] if tokens else []),
         ("money spent this run", _money(cost["spent_run"])),
         *([("of it, the data-free baseline's queries", _money(report["baseline"]["spent"]))]
           if (report.get("baseline") or {}).get("spent") else []),
