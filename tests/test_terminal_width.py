@@ -4,6 +4,7 @@ words on a terminal and stay one line per key in a file or a pipe."""
 from __future__ import annotations
 
 import io
+import json
 import re
 
 from rich.console import Console
@@ -44,3 +45,18 @@ def test_summaries_wrap_between_words_on_a_terminal_and_not_in_a_file() -> None:
     piped = UI(console=Console(file=io.StringIO(), width=80, force_terminal=False, color_system=None))
     piped._table("summary", [("baseline", LONG)])
     assert f"  baseline  {LONG}" in piped.console.file.getvalue().splitlines()
+
+
+def test_json_mode_keeps_stdout_for_the_one_document(capsys) -> None:
+    """What a library prints on stdout during a ``--json`` run (Ray's driver prints its cluster's errors there)
+    goes to stderr; the document and a JSON error line go to stdout."""
+    ui = UI(quiet=True, json_mode=True)
+    with ui.stdout_kept_for_json():
+        print("(raylet) Task MapWorker(MapBatches(_Worker)).submit failed.")
+    ui.print_json({"ok": True})
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"ok": True} and "(raylet)" in err
+    plain = UI()
+    with plain.stdout_kept_for_json():
+        print("shown")
+    assert capsys.readouterr().out == "shown\n"

@@ -656,7 +656,8 @@ def label(
     assert opts is not None
     with user_errors(ui, resume_hint=resume_hint(opts), secrets=(token,)):
         use_available_cores()
-        result = run_label(opts, token=token, ui=ui)
+        with ui.stdout_kept_for_json():
+            result = run_label(opts, token=token, ui=ui)
     if json_out:
         ui.print_json(result, secrets=(token,))
     elif opts.dry_run:
@@ -754,7 +755,8 @@ def noise(
         )
         opts.validate()
         use_available_cores()
-        result = run_noise(opts, token=token, ui=ui)
+        with ui.stdout_kept_for_json():
+            result = run_noise(opts, token=token, ui=ui)
     if json_out:
         ui.print_json(result, secrets=(token,))
     else:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import textwrap
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from rich.console import Console
@@ -76,8 +77,18 @@ class UI:
         #: called on every progress update of every stage, quiet or not (:data:`ProgressCallback`)
         self.on_progress = on_progress
         self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
-        self.out = Console(highlight=False, soft_wrap=True)
+        self.out = Console(file=sys.stdout, highlight=False, soft_wrap=True)
         self._progress: Progress | None = None
+
+    @contextmanager
+    def stdout_kept_for_json(self) -> Iterator[None]:
+        """In JSON mode, whatever a library prints on stdout while this lasts (Ray's driver prints its cluster's
+        error messages there) goes to stderr instead, so that stdout holds the one JSON document alone."""
+        if not self.json_mode:
+            yield
+            return
+        with redirect_stdout(sys.stderr):
+            yield
 
     # ---------------------------------------------------------------- messages
 
