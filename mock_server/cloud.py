@@ -184,8 +184,10 @@ def _schema_enum(doc: dict[str, Any], config: Any) -> list[str] | None:
     return enum
 
 
-def chat_completion(server: Any, body: bytes, key: str, decision: Decision) -> tuple[dict[str, Any], dict[str, str]]:
-    """Answer one ``POST /v1/chat/completions``; raises :class:`ApiError` for an error answer."""
+def chat_completion(server: Any, body: bytes, key: str, decision: Decision, *,
+                    batch: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
+    """Answer one ``POST /v1/chat/completions``; raises :class:`ApiError` for an error answer. ``batch``: a line of
+    a batch (:mod:`mock_server.batches`): outside the request window, billed at the batch price."""
     cfg, teacher = server.config, server.teacher
     try:
         doc = json.loads(body)
@@ -200,7 +202,7 @@ def chat_completion(server: Any, body: bytes, key: str, decision: Decision) -> t
         raise openai_error(400, "this mock answers n=1 without streaming", "invalid_request_error")
     image, detail, tokens = _chat_image(doc.get("messages"))
     enum = _schema_enum(doc, cfg)
-    allowed, reset, limit_headers = server.chat_window.take(key)
+    allowed, reset, limit_headers = (True, 0.0, {}) if batch else server.chat_window.take(key)
     if not allowed:
         raise rate_limited(cfg, reset)
     if decision.action == "status" and decision.status in (429, 503):
@@ -235,7 +237,7 @@ def chat_completion(server: Any, body: bytes, key: str, decision: Decision) -> t
         keep = 1 if cfg.chat_cut_off else int(limit or 1)
         content, completion, finish = (content or "")[: 4 * keep], keep, "length"
     prompt = tokens + (LOW_DETAIL_IMAGE_TOKENS if detail == "low" else 2 * LOW_DETAIL_IMAGE_TOKENS + 85)
-    server.billing.charge_tokens(key, prompt, completion)
+    server.billing.charge_tokens(key, prompt, completion, batch=batch)
     answer = {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
         "model": cfg.model_name, "system_fingerprint": "fp_mock",

@@ -98,6 +98,9 @@ class ServerConfig:
     chat_requests_per_window: int | None = _opt(
         None, "chat API: requests each key may make per --chat-window seconds (stated in x-ratelimit-* headers)")
     chat_window: float = _opt(1.0, "chat API: seconds of the request window of --chat-requests-per-window")
+    batch_seconds: float = _opt(0.0, "Batch API: seconds a batch stays in progress before it is answered")
+    batch_expire_first: int = _opt(
+        0, "Batch API: the first N batches expire with the first half of their lines answered, the rest not")
     # spec conformance: behave like a stock server instead of this mock's conveniences
     strict_spec: bool = _opt(
         False,
@@ -125,7 +128,7 @@ class ServerConfig:
         if self.num_classes < 2:
             raise ValueError(f"num_classes must be >= 2, got {self.num_classes}")
         for name in ("latency", "latency_jitter", "slow_body_seconds", "price_per_image", "retry_after",
-                     "price_input_tokens", "price_output_tokens"):
+                     "price_input_tokens", "price_output_tokens", "batch_seconds"):
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
@@ -139,6 +142,8 @@ class ServerConfig:
         total = math.fsum(getattr(self, n) for n in rates)
         if total > 1.0 + 1e-12:
             raise ValueError(f"fault rates are exclusive per request and must sum to <= 1, got {total:g}")
+        if self.batch_expire_first < 0:
+            raise ValueError(f"batch_expire_first must be >= 0, got {self.batch_expire_first}")
         if self.fail_first < 0:
             raise ValueError(f"fail_first must be >= 0, got {self.fail_first}")
         if not 400 <= self.fail_status <= 599:

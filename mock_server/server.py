@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
+from .batches import BATCH_PRICE_FACTOR, BatchStore
 from .billing import Billing, QuotaExceeded, key_id
 from .cloud import ApiError, RequestWindow, annotate, chat_completion, models_list
 from .config import ServerConfig
@@ -63,7 +64,8 @@ class MockTeacherServer(ThreadingHTTPServer):
         self.config = config
         self.teacher = teacher if teacher is not None else build_teacher(config)
         self.billing = Billing(config.price_per_image, config.quota_images, config.price_input_tokens,
-                               config.price_output_tokens)
+                               config.price_output_tokens, BATCH_PRICE_FACTOR)
+        self.batches = BatchStore()
         self.faults = FaultInjector(config)
         self.limiter = RateLimiter(config.rate_limit, config.rate_burst) if config.rate_limit else None
         self.chat_window = RequestWindow(config.chat_requests_per_window, config.chat_window)
@@ -344,9 +346,41 @@ class _Handler(BaseHTTPRequestHandler):
             if rest == ["images:annotate"]:
                 allow("POST")
                 return self._send_json(200, annotate(srv, body, key, srv.faults.decide()))
+            if rest[:1] in (["files"], ["batches"]):
+                return self._batch_api(rest, body, key, allow)
         except ApiError as exc:
             srv.billing.reject(key)
             raise HTTPFailure(exc.status, str(exc), exc.headers, doc=exc.doc) from None
+        raise HTTPFailure(404, f"unknown path /v1/{'/'.join(rest)[:80]!r}")
+
+    def _batch_api(self, rest: list[str], body: bytes, key: str, allow: Any) -> None:
+        """OpenAI's Batch API (:mod:`mock_server.batches`): files and batches."""
+        srv, store = self.server, self.server.batches
+        if rest == ["files"]:
+            allow("POST")
+            return self._send_json(200, store.upload(key, self.headers.get("Content-Type"), body))
+        if len(rest) == 2 and rest[0] == "files":
+            allow("GET")
+            return self._send_json(200, store.file_doc(key, rest[1]))
+        if len(rest) == 3 and rest[0] == "files" and rest[2] == "content":
+            allow("GET")
+            return self._send(200, store.file_content(key, rest[1]), {"Content-Type": "application/octet-stream"})
+        if rest == ["batches"]:
+            allow("GET", "POST")
+            if self.command == "POST":
+                return self._send_json(200, store.create(srv, key, body))
+            query = parse_qs(urlsplit(self.path).query)
+            try:
+                limit = min(100, max(1, int(query.get("limit", ["20"])[0])))
+            except ValueError:
+                raise HTTPFailure(400, "limit must be an integer") from None
+            return self._send_json(200, store.listing(srv, key, limit, query.get("after", [None])[0]))
+        if len(rest) == 2 and rest[0] == "batches":
+            allow("GET")
+            return self._send_json(200, store.retrieve(srv, key, rest[1]))
+        if len(rest) == 3 and rest[0] == "batches" and rest[2] == "cancel":
+            allow("POST")
+            return self._send_json(200, store.cancel(srv, key, rest[1]))
         raise HTTPFailure(404, f"unknown path /v1/{'/'.join(rest)[:80]!r}")
 
     def _infer(self, body: bytes, key: str) -> None:

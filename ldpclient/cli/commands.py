@@ -426,6 +426,10 @@ LabelMapOption = typer.Option(
     help="JSON object of class name -> list of Knowledge Graph mids and label descriptions, for a teacher that answers "
     "free-form labels (vision+https://...): the best-scoring label that maps names the class; none maps: the query "
     "is declined.", show_default=False)
+BatchApiOption = typer.Option(
+    False, "--batch", help="Ask a chat teacher (openai+https://...) through its Batch API: the queries go as files "
+    "of jobs answered within 24 hours, at half the token prices; a run stopped while they run collects them when "
+    "run again.")
 PriceOutputTokensOption = typer.Option(
     None, "--price-output-tokens", min=0.0, help="Money per million output tokens (the answer), as --price-input-tokens.")
 ValueRangeOption = typer.Option(
@@ -442,7 +446,8 @@ DatatypeOption = typer.Option(None, "--datatype", help="Input datatype the model
 def _facts(wire: Wire, num_classes: Optional[int], class_names: Optional[Path], value_range: Optional[str],
            input_shape: Optional[str], input_name: Optional[str], output_name: Optional[str],
            datatype: Optional[str], model: Optional[str] = None, price_input_tokens: Optional[float] = None,
-           price_output_tokens: Optional[float] = None, label_map: Optional[Path] = None) -> Any:
+           price_output_tokens: Optional[float] = None, label_map: Optional[Path] = None,
+           batch_api: bool = False) -> Any:
     """The CLI's teacher facts as :class:`ldpclient.run.facts.TeacherFacts` (ValueError names the option)."""
     from ..run.facts import TeacherFacts
 
@@ -450,6 +455,7 @@ def _facts(wire: Wire, num_classes: Optional[int], class_names: Optional[Path], 
         wire=wire.value, num_classes=num_classes, class_names=class_names, value_range=value_range,
         input_shape=input_shape, input_name=input_name, output_name=output_name, datatype=datatype, model=model,
         price_input_tokens=price_input_tokens, price_output_tokens=price_output_tokens, label_map=label_map,
+        batch_api=batch_api,
     )
 
 
@@ -568,6 +574,7 @@ def label(
     price_input_tokens: Optional[float] = PriceInputTokensOption,
     price_output_tokens: Optional[float] = PriceOutputTokensOption,
     label_map: Optional[Path] = LabelMapOption,
+    batch_api: bool = BatchApiOption,
     seed: Optional[int] = SeedOption,
     check: Optional[Path] = typer.Option(
         None, "--check", dir_okay=False, metavar="<file>",
@@ -650,7 +657,7 @@ def label(
             seed=seed,
             network=_network(timeout, max_retry_time, ca_bundle),
             facts=_facts(wire, num_classes, class_names, value_range, input_shape, input_name, output_name, datatype,
-                         model, price_input_tokens, price_output_tokens, label_map),
+                         model, price_input_tokens, price_output_tokens, label_map, batch_api),
         )
         opts.validate()
     assert opts is not None

@@ -21,7 +21,7 @@ from ..transfer.mirror_check import mirror_note
 from ..transfer.pipeline import SentSample
 from ..transfer.rounds import rounds_in_words
 from .html import bar_chart, png_data_uri, render
-from .notes import DATA_FREE_NOTE, money_parts, unpriced_note, weak_privacy_note
+from .notes import DATA_FREE_NOTE, money_parts, token_prices_words, unpriced_note, weak_privacy_note
 
 #: Skipped files and escaped names listed by name; the rest are counted.
 MAX_LISTED = 50
@@ -261,8 +261,9 @@ def _counts(report: Mapping[str, Any]) -> dict[str, Any]:
     rows += [
         ("price per query, at most (each booked at it, then settled from its tokens)" if tokens else "price per query",
          unpriced if unpriced is not None else _money(price)),
-        *([("tokens this run: input, output", f"{cost.get('input_tokens', 0):,}, {cost.get('output_tokens', 0):,} at "
-            f"{cost['price_input_tokens']:g} and {cost.get('price_output_tokens') or 0:g} a million")] if tokens else []),
+        *([("tokens this run: input, output", f"{cost.get('input_tokens', 0):,}, {cost.get('output_tokens', 0):,} "
+            + token_prices_words(cost["price_input_tokens"], cost.get("price_output_tokens"),
+                                 cost.get("batch_price_factor")))] if tokens else []),
         ("money spent this run", _money(cost["spent_run"])),
         *([("of it, the data-free baseline's queries", _money(report["baseline"]["spent"]))]
           if (report.get("baseline") or {}).get("spent") else []),

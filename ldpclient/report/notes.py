@@ -64,3 +64,13 @@ def money_parts(spent_run: float, spent_public: float | None, baseline: Mapping[
 
 
 __all__ = ["DATA_FREE_NOTE", "money_parts", "unpriced_note", "utility_note", "weak_privacy_note"]
+
+
+def token_prices_words(price_input: float | None, price_output: float | None, batch_factor: float | None) -> str:
+    """The token prices a run's money was counted at: "at 0.15 and 0.6 a million" (input, output), and the share of
+    them a batch API bills where the run asked through one."""
+    words = f"at {price_input or 0:g} and {price_output or 0:g} a million"
+    if batch_factor is None:
+        return words
+    share = "half" if batch_factor == 0.5 else f"{batch_factor:g} of"
+    return f"{words}, {share} that through the Batch API"

@@ -155,6 +155,8 @@ class CostSection:
     price_output_tokens: float | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    #: the share of the token prices a batch API billed, where the run asked through one (``--batch``), else None
+    batch_price_factor: float | None = None
 
 
 @dataclass(frozen=True)

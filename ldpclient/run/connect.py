@@ -19,6 +19,8 @@ def teacher_options(address: str, facts: TeacherFacts, state: Path) -> dict[str,
     out: dict[str, Any] = facts.supplied()
     if adapter != "openai":  # a prompt's words: only a chat model reads them
         out.pop("class_descriptions", None)
+        if facts.batch_api:
+            raise ValueError("--batch applies to chat teachers (openai+https://host/v1) only")
     if adapter == "oip":
         out.update(wire=facts.wire, state_dir=state)
     elif facts.wire != "auto":

@@ -7,7 +7,7 @@ of classes, value range or class names), some models declare no inputs at all.
 ``--output-name``, ``--datatype`` and ``--wire`` to :func:`ldpclient.teachers.connect`
 (the same keys work in the ``--config`` TOML file); for the teachers that are chat models also ``--model``, the
 class descriptions of a ``--class-names`` JSON object, and the token prices ``--price-input-tokens`` and
-``--price-output-tokens`` (money per million tokens); for a vision API the ``--label-map`` of its labels to the
+``--price-output-tokens`` (money per million tokens) and ``--batch`` (its Batch API); for a vision API the ``--label-map`` of its labels to the
 classes. Importing this module is cheap
 (no torch).
 """
@@ -32,7 +32,8 @@ class TeacherFacts:
     ``value_range``: the units the model's inputs are in, e.g. ``(0, 255)``;
     ``input_shape``: per record without the batch axis, e.g. ``(1, 28, 28)``. ``model``: the model's name at an
     API that serves several (chat APIs); ``class_descriptions``: class name -> one line, for a chat model's prompt;
-    ``price_input_tokens``/``price_output_tokens``: money per million tokens, for teachers billed in tokens.
+    ``price_input_tokens``/``price_output_tokens``: money per million tokens, for teachers billed in tokens;
+    ``batch_api``: ask a chat teacher through its Batch API.
     """
 
     wire: str = "auto"
@@ -48,6 +49,7 @@ class TeacherFacts:
     price_input_tokens: float | None = None
     price_output_tokens: float | None = None
     label_map: Path | None = None
+    batch_api: bool = False
 
     @property
     def token_priced(self) -> bool:
@@ -70,6 +72,7 @@ class TeacherFacts:
         price_input_tokens: float | None = None,
         price_output_tokens: float | None = None,
         label_map: Path | None = None,
+        batch_api: bool = False,
     ) -> "TeacherFacts":
         """Parse the CLI's strings; ValueError naming the option for anything unusable."""
         if wire not in WIRE_CHOICES:
@@ -97,6 +100,7 @@ class TeacherFacts:
             price_input_tokens=price_input_tokens,
             price_output_tokens=price_output_tokens,
             label_map=label_map,
+            batch_api=bool(batch_api),
         )
 
     def supplied(self) -> dict[str, Any]:
@@ -106,6 +110,8 @@ class TeacherFacts:
         out = {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
         if self.class_descriptions:
             out["class_descriptions"] = dict(self.class_descriptions)
+        if self.batch_api:
+            out["batch"] = True
         return out
 
 

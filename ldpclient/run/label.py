@@ -388,9 +388,7 @@ def _prepare(
     (every check before any data is read)."""
     with timer.stage("connect"):
         teacher, meta = _connect(opts, token=token, teacher=teacher, state=state)
-    most = as_teacher(teacher).most_per_query()
-    if most is not None and opts.facts.token_priced:  # the money a query can cost at most: what caps and plans book
-        opts = replace(opts, price=float(most))
+    opts = _priced_by_teacher(opts, teacher)
     n, n_public = counts
     plan = resolve_plan(_with_held_cap(opts, state), meta, identity=redact_url(opts.teacher),
                         scope=str(as_teacher(teacher).journal_scope), records=n, public=n_public)
@@ -408,6 +406,13 @@ def _with_held_cap(opts: LabelOptions, state: Path) -> LabelOptions:
                                                   "--privacy-cap"))
 
 
+def _priced_by_teacher(opts: LabelOptions, teacher: Any) -> LabelOptions:
+    """``opts`` with the price per query a teacher billed in tokens books each query at (the most it can cost:
+    what caps and plans book), where token prices were given."""
+    most = as_teacher(teacher).most_per_query()
+    return replace(opts, price=float(most)) if most is not None and opts.facts.token_priced else opts
+
+
 def _dry_run(
     opts: LabelOptions, *, token: str | None, teacher: Any, records: RecordSource | None, public: RecordSource | None
 ) -> LabelRun:
@@ -418,6 +423,7 @@ def _dry_run(
     state = state_dir(opts.state_dir, create=False)
     held = _with_held_cap(opts, state)
     teacher, meta = _connect(opts, token=token, teacher=teacher, state=state)
+    held = _priced_by_teacher(held, teacher)
     try:
         found = _find_images(opts, records, public)
         n, n_public = _image_counts(found, records, public)

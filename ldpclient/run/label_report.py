@@ -30,6 +30,7 @@ from ..report.run_report import (
     TeacherSection,
 )
 from ..teachers.errors import CostCapReached
+from ..teachers.openai_batch import BatchSettings
 from ..teachers.units import ByteUnitsTeacher
 from ..transfer.student import compute_layout
 from .verdict import Verdict, accuracy_words, check_evidence, judge
@@ -180,6 +181,8 @@ def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled:
             price_output_tokens=opts.facts.price_output_tokens if opts.facts.token_priced else None,
             input_tokens=int(stats.get("input_tokens", 0)),
             output_tokens=int(stats.get("output_tokens", 0)),
+            batch_price_factor=BatchSettings().price_factor if opts.facts.batch_api and opts.facts.token_priced
+            else None,
         ),
         "ledger": LedgerSection(
             path=str(outcome.ledger_path),

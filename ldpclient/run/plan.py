@@ -128,11 +128,13 @@ class RunPlan:
             "release": release,
             "queries": {"augment": opts.augment, **sent, "batch_size": self.query_batch_size,
                         "requests_at_most": sum(math.ceil(v / self.query_batch_size) for v in sent.values()),
-                        "rounds": opts.query_rounds, "private_at_least": at_least["private"]},
+                        "rounds": opts.query_rounds, "private_at_least": at_least["private"],
+                        "batch_api": self.meta.batch_api},
             "spend": {
                 "epsilon_per_image": release["epsilon_record"],
                 "images_charged_at_most": 0 if data_free else self.records,
                 "privacy_cap": opts.privacy_cap,
+                "money_per_query": opts.price,
                 "money_at_most": n_sent * opts.price,
                 "money_at_least": sum(at_least.values()) * opts.price,
                 "money_cap": opts.money_cap,
@@ -166,7 +168,7 @@ def resolve_plan(
     TeacherLimits().check_value_range(meta.value_range, identity)  # before the noise is scaled by it
     if len(shape) != 3:
         raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
-    query_batch_size = opts.batch_size or defaults.query_batch_size(meta.max_batch_size)
+    query_batch_size = opts.batch_size or defaults.query_batch_size(meta.max_batch_size, meta.batch_api)
     check_memory_for_shape(shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
                            query_batch=query_batch_size)
     opts = resolve_shape_defaults(opts, shape)  # basis, then reduce and postprocess from the shape

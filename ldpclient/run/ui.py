@@ -29,7 +29,14 @@ from rich.table import Column, Table
 from ..io.output import scrub, to_json
 from ..io.text import printable
 from ..privacy.guarantee import coefficient_treatment
-from ..report.notes import DATA_FREE_NOTE, money_parts, unpriced_note, utility_note, weak_privacy_note
+from ..report.notes import (
+    DATA_FREE_NOTE,
+    money_parts,
+    token_prices_words,
+    unpriced_note,
+    utility_note,
+    weak_privacy_note,
+)
 from ..report.run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
 from ..transfer.mirror_check import mirror_note
 from ..transfer.rounds import rounds_in_words
@@ -240,6 +247,7 @@ class UI:
         t, rel, q, sp, st, im = plan["teacher"], plan["release"], plan["queries"], plan["spend"], plan["student"], \
             plan["images"]
         mech = f"{rel['mechanism']} on {rel['basis']}" + (f" (reduce {rel['reduce']})" if rel["basis"] == "pool" else "")
+        per = "job" if q.get("batch_api") else "request"
         rows = [
             ("teacher", f"{t['address']}: input {'x'.join(map(str, t['input_shape']))}, {t['num_classes']} classes"),
             ("images", f"{im['private']} private" + (f", {im['public']} public (sent as they are)" if im["public"] else "")),
@@ -249,11 +257,14 @@ class UI:
              f"element over {rel['elements_per_record']}), delta {rel['delta_record']:.3g}; "
              + ("no cap" if sp["privacy_cap"] is None else f"cap {sp['privacy_cap']:g} per image")),
             ("queries", f"{plan['mode']}: at most {q['private']} private (--augment {q['augment']}), {q['public']} "
-             f"public, {q['baseline']} baseline; {q['batch_size']} per request, at most {q['requests_at_most']} "
-             "requests" + (f"; in up to {q['rounds']} rounds of doubling size, at least {q['private_at_least']} "
-                           "private (the first two rounds)" if q.get("rounds", 1) > 1 else "")),
+             f"public, {q['baseline']} baseline; {q['batch_size']} per {per}, at most {q['requests_at_most']} "
+             f"{per}s" + (f"; in up to {q['rounds']} rounds of doubling size, at least {q['private_at_least']} "
+                           "private (the first two rounds)" if q.get("rounds", 1) > 1 else "")
+             + ("; through the Batch API, each job answered within 24 hours" if q.get("batch_api") else "")),
             ("money", (f"at least {sp['money_at_least']:.4g}, " if q.get("rounds", 1) > 1 else "")
-             + f"at most {sp['money_at_most']:.4g}" + ("" if sp["money_cap"] is None else f" (cap {sp['money_cap']:g})")),
+             + f"at most {sp['money_at_most']:.4g}" + ("" if sp["money_cap"] is None else f" (cap {sp['money_cap']:g})")
+             + (f"; at the Batch API's price, at most {sp['money_per_query']:.4g} a query" if q.get("batch_api")
+                else "")),
             ("student", "none (SIDP: the teacher's answers are the labels)" if st is None else
              f"{st['model']}, {st['epochs']} epochs, batch {st['train_batch_size']}"
              + (f", {st['students']} of them (labels from their mean output)" if st.get("students", 1) > 1 else "")
@@ -369,8 +380,9 @@ def _money_line(cost: CostSection, baseline: Mapping[str, Any] | None) -> str:
         return unpriced
     cap_s = "" if cost.cap is None else f" (cap {cost.cap:.4g})"
     parts = money_parts(cost.spent_run, cost.spent_public_run, baseline)
-    tokens = (f" ({cost.input_tokens} input and {cost.output_tokens} output tokens at {cost.price_input_tokens or 0:g} "
-              f"and {cost.price_output_tokens or 0:g} a million)" if cost.price_input_tokens is not None else "")
+    prices = token_prices_words(cost.price_input_tokens, cost.price_output_tokens, cost.batch_price_factor)
+    tokens = (f" ({cost.input_tokens} input and {cost.output_tokens} output tokens {prices})"
+              if cost.price_input_tokens is not None else "")
     return f"{cost.spent_run:.4g} this run{tokens}{parts}, {cost.spent_total:.4g} in total with this teacher{cap_s}"
 
 

@@ -37,7 +37,9 @@ class TeacherMetadata:
     ``assumed``: one short phrase per fact that neither the server published nor
     the user supplied, e.g. ``"value_range [0, 1]"`` (runs print them).
     ``abstains``: the teacher may answer :data:`~ldpclient.teachers.result.ABSTAINED` (-1) for a query it
-    declines to label (chat and vision APIs); a classifier always names a class.
+    declines to label (chat and vision APIs); a classifier always names a class. ``batch_api``: the teacher
+    answers a batch of queries later, as one job (a batch API): a plan's batches are then as large as
+    ``max_batch_size`` allows, not the few hundred queries a request carries.
 
     Class names are data a peer controls: each must be at most
     :data:`~ldpclient.teachers.limits.MAX_CLASS_NAME_CHARS` characters (a longer one is a
@@ -53,6 +55,7 @@ class TeacherMetadata:
     value_range: tuple[float, float] = (0.0, 1.0)
     assumed: tuple[str, ...] = ()
     abstains: bool = False
+    batch_api: bool = False
 
     def __post_init__(self) -> None:
         if self.class_names is not None:

@@ -123,6 +123,7 @@ class _AttemptBilling:
         self.batch_id = batch_id
         self.attempts = 0
         self.lost_cost = 0.0
+        self._jobs: list[str] = []
 
     def before_attempt(self, units: int) -> None:
         c = self.client
@@ -159,13 +160,36 @@ class _AttemptBilling:
             self.lost_cost += cost
             c.cost.book_unconfirmed(cost)
 
-    def settle_attempt(self, units: int, cost: float) -> None:
-        """An answered attempt of ``units`` queries cost ``cost`` (the server's usage), not its booking at the
-        most: the journal keeps the difference booked no longer."""
+    @property
+    def stopping(self) -> bool:
+        """Whether the run was interrupted (a teacher waiting for a batch job stops waiting)."""
+        return self.client._stopping.is_set()
+
+    def jobs(self) -> list[str]:
+        """The ids of the batch-API jobs kept for this batch (this run's and earlier runs'), oldest first."""
         c = self.client
-        over = c.cost.cost_of(units, 1) - float(cost)
+        kept = c.journal.jobs(c.scope, self.batch_id) if c.journal is not None else []
+        return kept + [j for j in self._jobs if j not in kept]
+
+    def add_job(self, job_id: str) -> None:
+        """Keep the id of a batch-API job this batch's queries were sent in (in the journal, where there is one)."""
+        c = self.client
+        self._jobs.append(job_id)
+        if c.journal is not None:
+            c.journal.add_job(c.scope, self.batch_id, job_id)
+
+    def settle_attempt(self, units: int, cost: float, *, earlier: bool = False) -> None:
+        """An answered attempt of ``units`` queries cost ``cost`` (the server's usage), not its booking at the
+        most: the journal keeps the difference booked no longer. ``earlier``: an earlier run booked the attempt
+        (a batch-API job it started, collected now): its booking leaves what earlier runs spent, as this run
+        counts what the attempt cost."""
+        c = self.client
+        booked = c.cost.cost_of(units, 1)
+        over = booked - float(cost)
         if over > 0 and c.journal is not None:
             c.journal.close_attempt(c.scope, self.batch_id, over)
+        if earlier and c.journal is not None:
+            c.cost.unbook_prior(booked)
 
 
 class QueryClient:

@@ -113,6 +113,11 @@ class CostMeter:
                 )
             self._reserved += cost
 
+    def unbook_prior(self, cost: float) -> None:
+        """Take ``cost`` off what earlier runs booked (an earlier run's attempt, settled now for what it cost)."""
+        with self._lock:
+            self.prior_total = max(0.0, self.prior_total - float(cost))
+
     def book_unconfirmed(self, cost: float) -> None:
         """Count ``cost`` of an attempt that may have been billed without an answer as spent (conservative)."""
         with self._lock:

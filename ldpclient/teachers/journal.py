@@ -16,7 +16,9 @@ with columns this version does not know, is refused on open with
 :class:`~ldpclient.state.NewerStateFile` before anything is sent or paid; one from before versioning
 (schema 1: the same tables) is stamped in a transaction. The ``plans`` table holds the query-plan seed of each
 run configuration where the run state is a database (:meth:`Journal.plan_seed`; a file state keeps them in
-``runs.json``): a journal of schema 2 from before it had none, and gets it, empty, on open.
+``runs.json``): a journal of schema 2 from before it had none, and gets it, empty, on open. The ``jobs`` table
+holds the ids of the jobs a batch API (:mod:`ldpclient.teachers.openai_batch`) runs a batch's queries in, so that a
+run started again collects them instead of sending the queries twice; a journal without it gets it on open.
 
 In PostgreSQL (``Journal("postgresql://...")``) processes on several hosts share one journal: every attempt is
 booked under a lock per teacher that makes the money cap hold across all of them (:meth:`Journal.open_attempt`).
@@ -78,6 +80,13 @@ CREATE TABLE IF NOT EXISTS runs (
     started REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS plans (digest TEXT PRIMARY KEY, seed INTEGER NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    scope TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (scope, batch_id, job_id)
+);
 """
 
 
@@ -393,6 +402,19 @@ class Journal:
                 if row is None or key != digest:
                     c.execute("INSERT INTO plans(digest, seed, created) VALUES (?, ?, ?)", (digest, seed, time.time()))
                 return seed
+
+    def add_job(self, scope: str, batch_id: str, job_id: str) -> None:
+        """Keep the id of a job a batch API runs (some of) batch ``batch_id``'s queries in (durably, at once)."""
+        with self._lock:
+            self._conn.execute("INSERT INTO jobs(scope, batch_id, job_id, ts) VALUES (?, ?, ?, ?)"
+                               " ON CONFLICT(scope, batch_id, job_id) DO NOTHING", (scope, batch_id, job_id, time.time()))
+
+    def jobs(self, scope: str, batch_id: str) -> list[str]:
+        """The ids of the jobs kept for batch ``batch_id`` (:meth:`add_job`), oldest first."""
+        with self._lock:
+            rows = self._conn.execute("SELECT job_id FROM jobs WHERE scope=? AND batch_id=? ORDER BY ts, job_id",
+                                      (scope, batch_id)).fetchall()
+        return [str(r[0]) for r in rows]
 
     def batch_ids(self, scope: str) -> list[str]:
         with self._lock:

@@ -30,6 +30,7 @@ import math
 import re
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -43,6 +44,7 @@ from .encoding import to_png, to_wire
 from .errors import MalformedResponse, TeacherRequestError
 from .http import HttpTransport, transport_from_options
 from .identity import adapter_scope
+from .openai_batch import BatchRunner, BatchSettings
 from .registry import register_adapter
 from .result import ABSTAINED, InferResult, name_key
 
@@ -190,6 +192,8 @@ class ChatTeacher(Teacher):
     ``"text"``. ``max_tokens``: the longest answer (a longer one is cut off: an abstention). ``prices``:
     :class:`TokenPrices` (or ``price_input_tokens=``/``price_output_tokens=``, money per million tokens).
     ``image_tokens``: what one image costs at most, in input tokens (default :data:`MOST_IMAGE_TOKENS`).
+    ``batch``: ask through the Batch API (``True``, or :class:`~ldpclient.teachers.openai_batch.BatchSettings`):
+    a batch of queries is one job, answered within 24 h, at the settings' share of the token prices.
     Connection options as in :class:`~ldpclient.teachers.huggingface.HFTeacher`.
     """
 
@@ -208,6 +212,7 @@ class ChatTeacher(Teacher):
         price_input_tokens: float | None = None,
         price_output_tokens: float | None = None,
         image_tokens: int = MOST_IMAGE_TOKENS,
+        batch: bool | BatchSettings = False,
         transport: HttpTransport | None = None,
         **transport_options: Any,
     ) -> None:
@@ -249,9 +254,11 @@ class ChatTeacher(Teacher):
         self._value_range = (float(value_range[0]), float(value_range[1]))
         self._pacer = _Pacer()
         self._lock = threading.Lock()
+        self.batch = BatchSettings() if batch is True else (batch or None)
         self._meta = TeacherMetadata(
             name=self.model, input_shape=self._shape, datatype="UINT8", num_classes=len(names), class_names=names,
-            max_batch_size=None, value_range=self._value_range, abstains=True,
+            max_batch_size=self._lines_per_job(), value_range=self._value_range, abstains=True,
+            batch_api=self.batch is not None,
         )
         asked = hashlib.sha256(json.dumps([self._prompt, self.answer_format, self.max_tokens]).encode()).hexdigest()
         self.journal_scope = f"{adapter_scope('openai', self.url)}?model={self.model}&prompt={asked[:12]}"
@@ -259,15 +266,26 @@ class ChatTeacher(Teacher):
     def metadata(self) -> TeacherMetadata:
         return self._meta
 
+    def _lines_per_job(self) -> int | None:
+        """In batch mode, the most queries one job's file holds: the line limit, or as many of the largest request
+        (a PNG that does not compress, in base64, and the prompt) as its byte limit takes; else None."""
+        if self.batch is None:
+            return None
+        raw = math.prod(self._shape) + self._shape[-2] + 128
+        line = 4 * (raw + 5 * (raw // 16_000 + 1)) // 3 + 4 + len(self._prompt.encode()) + 1024
+        return max(1, min(self.batch.max_lines, self.batch.max_bytes // line))
+
     def requests_for(self, n: int) -> int:
         return n
 
     def most_per_query(self) -> float | None:
-        """The most one query can cost at the token prices (None without them: the caller prices per query)."""
+        """The most one query can cost at the token prices (in batch mode, at the Batch API's share of them);
+        None without them: the caller prices per query."""
         if not self.prices.given:
             return None
         text = len(self._prompt.encode()) + len(QUESTION.encode()) + TEMPLATE_TOKENS
-        return self.prices.cost(text + self.image_tokens, self.max_tokens)
+        most = self.prices.cost(text + self.image_tokens, self.max_tokens)
+        return most * self.batch.price_factor if self.batch is not None else most
 
     def classify(self, queries: Queries) -> torch.Tensor:
         """Labels int64 ``(Q,)``; :data:`~ldpclient.teachers.result.ABSTAINED` where the model declined."""
@@ -319,6 +337,10 @@ class ChatTeacher(Teacher):
             doc = resp.json()
         except ValueError:
             raise MalformedResponse(f"response is not JSON: {resp.text[:80]!r}") from None
+        return self.answer_of(doc, fmt)
+
+    def answer_of(self, doc: Any, fmt: str) -> _Answer:
+        """The answer a chat completion ``doc`` gives to a request asked in ``fmt`` (an answer format)."""
         choices = doc.get("choices") if isinstance(doc, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise MalformedResponse(f"expected a chat completion with choices, got {str(doc)[:100]}")
@@ -365,9 +387,23 @@ class ChatTeacher(Teacher):
                     continue
                 raise
 
+    def _infer_batch(self, queries: Queries, request_id: str | None, billing: BillingGuard | None) -> InferResult:
+        """The queries' answers through the Batch API (:mod:`~ldpclient.teachers.openai_batch`)."""
+        assert self.batch is not None
+        m = self._meta
+        pngs = [to_png(row, m.datatype, m.value_range) for row in to_wire(queries, m)]
+        got = BatchRunner(self, self.batch).run(pngs, request_id or f"q-{uuid.uuid4().hex}", billing)
+        labels = np.asarray([got.answers[k].label for k in range(len(pngs))], dtype=np.int64)
+        return InferResult(labels=torch.from_numpy(labels), requests=got.lines, billed=None, attempts=got.lines,
+                           bytes_sent=got.bytes_sent, bytes_received=got.bytes_received,
+                           cost=got.cost if self.prices.given else None, input_tokens=got.input_tokens,
+                           output_tokens=got.output_tokens)
+
     def infer(
         self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
     ) -> InferResult:
+        if self.batch is not None:
+            return self._infer_batch(queries, request_id, billing)
         m = self._meta
         wire = to_wire(queries, m)
         most = self.most_per_query()

@@ -302,8 +302,11 @@ def num_queries(n_records: int, augmentation: str) -> int | None:
     return q
 
 
-def query_batch_size(teacher_max: int | None) -> int:
-    """Queries per teacher request: the teacher's declared maximum, at most ``MAX_QUERY_BATCH``."""
+def query_batch_size(teacher_max: int | None, batch_api: bool = False) -> int:
+    """Queries per teacher request: the teacher's declared maximum, at most ``MAX_QUERY_BATCH``; for a teacher
+    answering through a batch API (one job per batch, answered within hours), its maximum."""
+    if batch_api and teacher_max:
+        return int(teacher_max)
     return min(teacher_max or MAX_QUERY_BATCH, MAX_QUERY_BATCH)
 
 

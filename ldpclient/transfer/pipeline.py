@@ -947,7 +947,7 @@ class KnowledgeTransfer:
 
     def _query_batch_size(self, meta: TeacherMetadata) -> int:
         """Queries per plan batch: the setting, else the default for the teacher's largest batch."""
-        return self.query_batch_size or defaults.query_batch_size(meta.max_batch_size)
+        return self.query_batch_size or defaults.query_batch_size(meta.max_batch_size, meta.batch_api)
 
     def _public_for(self, public: torch.Tensor | RecordSource, shape: tuple[int, ...], plan: QueryPlan) -> _Public:
         """:meth:`_prepare_public` of ``public`` for ``plan``, prepared once: :meth:`query_plans` and :meth:`run`

@@ -1,0 +1,182 @@
+"""A chat teacher through the Batch API (``ChatTeacher(batch=True)``, ``ldpclient label --batch``) against the
+mock's /v1/files and /v1/batches, the mock held to what the official ``openai`` client reads: jobs kept in the
+journal and collected by a run started again, expired lines sent again, nothing paid twice, money equal to the
+mock's bill."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+openai = pytest.importorskip("openai")
+mock_server = pytest.importorskip("mock_server")
+
+from test_teachers_openai_chat import TOKEN, _queries, _serve, _teacher, _usage  # noqa: E402
+
+from ldpclient.run.demo import write_demo_folder  # noqa: E402
+from ldpclient.teachers import CostCapReached, CostMeter, Journal, QueryClient  # noqa: E402
+from ldpclient.teachers.encoding import to_png, to_wire  # noqa: E402
+from ldpclient.teachers.openai_batch import BatchRunner, BatchSettings  # noqa: E402
+from ldpclient.teachers.result import ABSTAINED  # noqa: E402
+
+
+def _batched(srv, **settings):
+    return _teacher(srv, batch=BatchSettings(**{"poll_s": 0.02, "max_poll_s": 0.1, **settings}))
+
+
+def _jobs(srv) -> list[dict]:
+    client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=TOKEN, max_retries=0)
+    return [b.model_dump() for b in client.batches.list(limit=100)]
+
+
+def test_the_official_openai_client_uploads_starts_reads_and_lists_batches_on_the_mock() -> None:
+    with mock_server.serve(model="trivial", image_size=8, num_classes=4, tokens=[TOKEN, "sk-other"],
+                           batch_expire_first=1) as srv:
+        client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=TOKEN, max_retries=0)
+        teacher = _teacher(srv)
+        bodies = [teacher.request_body(to_png(row, "UINT8", (0.0, 1.0))) for row in to_wire(_queries(4),
+                                                                                          teacher.metadata())]
+        lines = "\n".join(json.dumps({"custom_id": f"q{k}", "method": "POST", "url": "/v1/chat/completions",
+                                      "body": b}) for k, b in enumerate(bodies))
+        uploaded = client.files.create(file=("in.jsonl", io.BytesIO(lines.encode())), purpose="batch")
+        assert uploaded.purpose == "batch" and uploaded.bytes == len(lines)
+        assert client.files.content(uploaded.id).text == lines
+        first = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                      completion_window="24h", metadata={"run": "a"})
+        expired = client.batches.retrieve(first.id)  # the mock's first batch expires half done
+        assert expired.status == "expired" and expired.request_counts.completed == 2
+        out = [json.loads(x) for x in client.files.content(expired.output_file_id).text.splitlines()]
+        assert [x["custom_id"] for x in out] == ["q0", "q1"] and out[0]["response"]["status_code"] == 200
+        err = [json.loads(x) for x in client.files.content(expired.error_file_id).text.splitlines()]
+        assert [x["error"]["code"] for x in err] == ["batch_expired"] * 2
+        second = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                       completion_window="24h")
+        done = client.batches.retrieve(second.id)
+        assert done.status == "completed" and done.request_counts.total == 4 and done.error_file_id is None
+        assert [b.id for b in client.batches.list()] == [second.id, first.id]
+        assert client.batches.retrieve(first.id).metadata == {"run": "a"}
+        bad = client.files.create(file=("bad.jsonl", io.BytesIO(b'{"custom_id": "x"}\n')), purpose="batch")
+        failed = client.batches.retrieve(client.batches.create(input_file_id=bad.id, endpoint="/v1/chat/completions",
+                                                               completion_window="24h").id)
+        assert failed.status == "failed" and failed.errors.data[0].line == 1
+        with pytest.raises(openai.NotFoundError):
+            openai.OpenAI(base_url=f"{srv.url}/v1", api_key="sk-other", max_retries=0).batches.retrieve(first.id)
+        billed = _usage(srv)
+        assert billed["batch_input_tokens"] > 0 and "input_tokens" not in billed  # 6 lines ran, at the batch price
+
+
+def test_a_batch_answers_as_the_chat_api_does_at_half_the_price_and_expired_lines_are_sent_once_more(
+        tmp_path: Path) -> None:
+    faults = {"chat_policy_rate": 0.15, "chat_refusal_rate": 0.1, "fault_seed": 5}
+    with _serve(**faults) as srv, _teacher(srv) as chat:
+        direct = QueryClient(chat).label(_queries(40))
+    with _serve(batch_expire_first=1, **faults) as srv, _batched(srv) as teacher:
+        assert teacher.most_per_query() == pytest.approx(chat.most_per_query() / 2)
+        client = QueryClient(teacher, journal=Journal(tmp_path / "journal.sqlite"))
+        labels = client.label(_queries(40))
+        billed = _usage(srv)
+        jobs = _jobs(srv)
+    assert labels.tolist() == direct.tolist() and 0 < int((labels == ABSTAINED).sum()) < 40
+    assert [j["status"] for j in jobs] == ["completed", "expired"]  # newest first: the expired half sent again
+    assert jobs[0]["request_counts"]["total"] == 20 and jobs[1]["request_counts"]["total"] == 40
+    ran = billed["requests"]  # each query's line ran once (refusals billed, policy errors not)
+    assert client.stats.requests == ran + sum(j["request_counts"]["failed"] for j in jobs) - 20
+    assert client.cost.spent_run == pytest.approx(billed["cost"], abs=1e-12)
+    assert client.journal.total_spend() == pytest.approx(billed["cost"], abs=1e-12)  # nothing booked is left over
+    assert (client.stats.input_tokens, client.stats.output_tokens) == (billed["batch_input_tokens"],
+                                                                       billed["batch_output_tokens"])
+
+
+def test_a_run_started_again_collects_the_jobs_the_journal_keeps_and_adopts_one_it_lost(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.sqlite"
+    with _serve(batch_seconds=0.6) as srv:
+        with _batched(srv) as teacher:
+            first = QueryClient(teacher, journal=Journal(journal))
+            pending = first.label_batches([("b-0", _queries(10))])
+            _interrupt_the_next_wait()  # a Ctrl-C right after the job started
+            with pytest.raises(KeyboardInterrupt):
+                next(pending)
+            pending.close()
+            first.journal.close()
+        (job,) = _jobs(srv)
+        assert job["status"] == "in_progress" and Journal(journal).jobs(first.scope, "b-0") == [job["id"]]
+        with _batched(srv) as teacher:
+            again = QueryClient(teacher, journal=Journal(journal))
+            labels = dict(again.label_batches([("b-0", _queries(10))]))["b-0"]
+        billed = _usage(srv)
+        assert len(_jobs(srv)) == 1 and billed["requests"] == 10  # collected, nothing sent twice
+        assert labels.tolist() == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3]
+        assert again.journal.total_spend() == pytest.approx(billed["cost"], abs=1e-12)
+        # a job started whose id never reached the journal is found by its file and adopted, not sent again
+        with _batched(srv) as teacher:
+            book = QueryClient(teacher)  # no journal: the id is kept in memory only, and lost with this client
+            dict(book.label_batches([("b-1", _queries(6))]))
+        with _batched(srv) as teacher:
+            adopted = QueryClient(teacher)
+            labels = dict(adopted.label_batches([("b-1", _queries(6))]))["b-1"]
+        assert len(_jobs(srv)) == 2 and _usage(srv)["requests"] == 16 and labels.tolist() == [0, 0, 1, 2, 3, 3]
+
+
+def _interrupt_the_next_wait() -> None:
+    """The next wait for a job raises KeyboardInterrupt (as a Ctrl-C would), the ones after it wait."""
+    original = BatchRunner._wait
+
+    def interrupted(self, job_id, billing, out):
+        BatchRunner._wait = original
+        raise KeyboardInterrupt
+
+    BatchRunner._wait = interrupted
+
+
+def test_the_money_cap_holds_on_the_batch_booking_before_any_job_is_sent(tmp_path: Path) -> None:
+    with _serve() as srv, _batched(srv) as teacher:
+        most = teacher.most_per_query()
+        client = QueryClient(teacher, journal=Journal(tmp_path / "j.sqlite"), cost=CostMeter(cap=most * 10.2))
+        with pytest.raises(CostCapReached):
+            dict(client.label_batches([("b-0", _queries(10)), ("b-1", _queries(10))]))
+        assert [j["request_counts"]["total"] for j in _jobs(srv)] == [10]  # the second batch was never sent
+        assert client.journal.total_spend() == pytest.approx(_usage(srv)["cost"], abs=1e-12)
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ldpclient.cli", "label", *args]
+
+
+def test_a_batch_run_killed_after_submitting_and_run_again_collects_without_sending_a_query_twice(
+        tmp_path: Path) -> None:
+    write_demo_folder(tmp_path, count=60)
+    (tmp_path / "classes.json").write_text(json.dumps([str(d) for d in range(10)]))
+    env = {**os.environ, "LDPCLIENT_TOKEN": TOKEN}
+    with mock_server.serve(model="digits", image_size=28, tokens=[TOKEN], batch_seconds=5.0) as srv:
+        args = _cli(str(tmp_path / "private"), "--teacher", f"openai+{srv.url}/v1", "--model", "digits",
+                    "--class-names", str(tmp_path / "classes.json"), "--input-shape", "1,28,28", "--batch",
+                    "--price-input-tokens", "0.15", "--price-output-tokens", "0.6", "--queries", "600",
+                    "--epochs", "2", "--seed", "1", "--state-dir", str(tmp_path / "state"),
+                    "--output", str(tmp_path / "labels.csv"), "--json")
+        dry = subprocess.run([*args[:-1], "--dry-run"], capture_output=True, text=True, env=env, timeout=120)
+        assert dry.returncode == 0, dry.stderr
+        assert "at the Batch API's price, at most" in dry.stderr and "through the Batch API" in dry.stderr
+        first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        deadline = time.monotonic() + 120
+        while not _jobs(srv) and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+        assert len(_jobs(srv)) == 1 and _usage(srv).get("requests", 0) == 0  # submitted, not yet answered
+        again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
+        assert again.returncode == 0, again.stderr
+        report = json.loads(again.stdout)
+        billed = requests.get(f"{srv.url}/usage", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5).json()
+        jobs = _jobs(srv)
+    assert len(jobs) == 1 and jobs[0]["status"] == "completed" and billed["total"]["requests"] == 600  # once each
+    assert report["cost"]["spent_total"] == pytest.approx(billed["total"]["cost"], abs=1e-9)
+    assert report["cost"]["batch_price_factor"] == 0.5 and report["queries"]["sent"] == 600
