@@ -1,5 +1,8 @@
 """What a query costs through the chat and Vision adapters against the mock, beside the same model over the Open
 Inference Protocol: requests, tokens and wall time per query (one run, one machine, the ratios are what to read).
+The chat model is asked twice: a request per query, and through the Batch API (one file and one job for all the
+queries, answered by the mock on its first look at the job: the wall time is the client's and the mock's work, not
+the hours a real service may take).
 
 The mock serves its digits CNN (28x28) on 127.0.0.1; ``--queries`` noised digits go through a
 :class:`~ldpclient.teachers.QueryClient` with ``--workers`` requests in flight, once per adapter. Tokens are the
@@ -57,6 +60,8 @@ def main() -> None:
     with mock_server.serve(model="digits", image_size=28) as srv:
         rows.append(_run("oip (binary tensors)", srv.model_url, {}, queries, args.workers))
         rows.append(_run("openai chat", f"openai+{srv.url}/v1", {"model": "digits", **facts}, queries, args.workers))
+        rows.append(_run("openai batch api (--batch)", f"openai+{srv.url}/v1", {"model": "digits", "batch": True,
+                                                                               **facts}, queries, args.workers))
         rows.append(_run("cloud vision", f"vision+{srv.url}/v1",
                          {"label_map": {c: [f"/m/mock_{c}"] for c in names}, **facts}, queries, args.workers))
     base = rows[0]["wall_s"]
