@@ -6,7 +6,9 @@ was created answers its lines through the chat endpoint's own code (:func:`mock_
 without its request window or injected faults) and writes an output file (lines answered 200) and an error file
 (lines answered with an error status, and lines never run, with the error ``batch_expired`` or
 ``batch_cancelled``). The first ``batch_expire_first`` batches expire with the first half of their lines
-answered. Lines answered in a batch are billed at :data:`BATCH_PRICE_FACTOR` of the token prices, as OpenAI bills
+answered; the first ``batch_fail_first`` fail at once with ``token_limit_exceeded`` (the API's answer when a key's
+enqueued tokens are spent). Uploads and new batches meet the injected 429s and 503s of ``rate_429`` and
+``error_rate_503``, as chat requests do. Lines answered in a batch are billed at :data:`BATCH_PRICE_FACTOR` of the token prices, as OpenAI bills
 its Batch API. Files and batches belong to the API key that made them: another key gets a 404.
 """
 
@@ -194,6 +196,10 @@ class BatchStore:
             lines, errors = _input_lines(source.data, server.config.model_name)
             batch = _Batch(_id("batch_"), key, len(self._batches), source.id, metadata, time.time(), lines)
             batch.counts["total"] = len(lines)
+            if not errors and batch.ordinal < server.config.batch_fail_first:
+                errors = [{"code": "token_limit_exceeded", "message": "Enqueued token limit reached for this "
+                           "organization. Please try again once some in_progress batches have been completed.",
+                           "line": None}]
             if errors:
                 batch.status, batch.errors, batch.ended_at = "failed", errors[:100], int(time.time())
             self._batches[batch.id] = batch

@@ -184,6 +184,16 @@ def _schema_enum(doc: dict[str, Any], config: Any) -> list[str] | None:
     return enum
 
 
+def refuse_injected(cfg: Any, decision: Decision) -> None:
+    """Raise the error answer ``decision`` injects, if any: a 429 stating its wait in ``rate_limit_header``, a 503
+    with ``Retry-After``, or another status."""
+    if decision.action == "status" and decision.status in (429, 503):
+        raise rate_limited(cfg, float(cfg.retry_after)) if decision.status == 429 else openai_error(
+            503, "The server is overloaded (injected)", "server_error", headers={"Retry-After": retry_after_header(cfg.retry_after)})
+    if decision.action == "status":
+        raise openai_error(decision.status or 500, "injected failure", "server_error")
+
+
 def chat_completion(server: Any, body: bytes, key: str, decision: Decision, *,
                     batch: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
     """Answer one ``POST /v1/chat/completions``; raises :class:`ApiError` for an error answer. ``batch``: a line of
@@ -205,11 +215,7 @@ def chat_completion(server: Any, body: bytes, key: str, decision: Decision, *,
     allowed, reset, limit_headers = (True, 0.0, {}) if batch else server.chat_window.take(key)
     if not allowed:
         raise rate_limited(cfg, reset)
-    if decision.action == "status" and decision.status in (429, 503):
-        raise rate_limited(cfg, float(cfg.retry_after)) if decision.status == 429 else openai_error(
-            503, "The server is overloaded (injected)", "server_error", headers={"Retry-After": retry_after_header(cfg.retry_after)})
-    if decision.action == "status":
-        raise openai_error(decision.status or 500, "injected failure", "server_error")
+    refuse_injected(cfg, decision)
     rng = _rng(cfg, image, "chat")
     if rng.random() < cfg.chat_policy_rate:
         raise openai_error(400, "Your request was rejected as a result of our safety system.",

@@ -101,6 +101,8 @@ class ServerConfig:
     batch_seconds: float = _opt(0.0, "Batch API: seconds a batch stays in progress before it is answered")
     batch_expire_first: int = _opt(
         0, "Batch API: the first N batches expire with the first half of their lines answered, the rest not")
+    batch_fail_first: int = _opt(
+        0, "Batch API: the first N batches fail with token_limit_exceeded, as when a key's enqueued tokens are spent")
     # spec conformance: behave like a stock server instead of this mock's conveniences
     strict_spec: bool = _opt(
         False,
@@ -142,8 +144,9 @@ class ServerConfig:
         total = math.fsum(getattr(self, n) for n in rates)
         if total > 1.0 + 1e-12:
             raise ValueError(f"fault rates are exclusive per request and must sum to <= 1, got {total:g}")
-        if self.batch_expire_first < 0:
-            raise ValueError(f"batch_expire_first must be >= 0, got {self.batch_expire_first}")
+        for name in ("batch_expire_first", "batch_fail_first"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.fail_first < 0:
             raise ValueError(f"fail_first must be >= 0, got {self.fail_first}")
         if not 400 <= self.fail_status <= 599:

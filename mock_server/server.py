@@ -27,7 +27,7 @@ import numpy as np
 
 from .batches import BATCH_PRICE_FACTOR, BatchStore
 from .billing import Billing, QuotaExceeded, key_id
-from .cloud import ApiError, RequestWindow, annotate, chat_completion, models_list
+from .cloud import ApiError, RequestWindow, annotate, chat_completion, models_list, refuse_injected
 from .config import ServerConfig
 from .faults import Decision, FaultInjector, RateLimiter, retry_after_header
 from .protocol import HEADER_LENGTH, INPUT_NAME, OUTPUT_NAME, ProtocolError, encode_infer_response, parse_infer_request
@@ -356,6 +356,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _batch_api(self, rest: list[str], body: bytes, key: str, allow: Any) -> None:
         """OpenAI's Batch API (:mod:`mock_server.batches`): files and batches."""
         srv, store = self.server, self.server.batches
+        if self.command == "POST" and rest in (["files"], ["batches"]):
+            refuse_injected(srv.config, srv.faults.decide())
         if rest == ["files"]:
             allow("POST")
             return self._send_json(200, store.upload(key, self.headers.get("Content-Type"), body))

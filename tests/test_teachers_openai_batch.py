@@ -23,8 +23,9 @@ mock_server = pytest.importorskip("mock_server")
 from test_teachers_openai_chat import TOKEN, _queries, _serve, _teacher, _usage  # noqa: E402
 
 from ldpclient.run.demo import write_demo_folder  # noqa: E402
-from ldpclient.teachers import CostCapReached, CostMeter, Journal, QueryClient  # noqa: E402
+from ldpclient.teachers import CostCapReached, CostMeter, Journal, QueryClient, connect  # noqa: E402
 from ldpclient.teachers.encoding import to_png, to_wire  # noqa: E402
+from ldpclient.teachers.errors import TeacherRequestError  # noqa: E402
 from ldpclient.teachers.openai_batch import BatchRunner, BatchSettings  # noqa: E402
 from ldpclient.teachers.result import ABSTAINED  # noqa: E402
 
@@ -94,6 +95,35 @@ def test_a_batch_answers_as_the_chat_api_does_at_half_the_price_and_expired_line
     assert client.journal.total_spend() == pytest.approx(billed["cost"], abs=1e-12)  # nothing booked is left over
     assert (client.stats.input_tokens, client.stats.output_tokens) == (billed["batch_input_tokens"],
                                                                        billed["batch_output_tokens"])
+
+
+@pytest.mark.parametrize("faults", [
+    {"batch_fail_first": 2},  # the key's queue is full: waited out, the lines sent again
+    {"rate_429": 0.5, "rate_limit_header": "retry-after-ms", "fault_seed": 2},  # uploads and new jobs meet 429s
+    {"error_rate_503": 0.5, "fault_seed": 4},
+    {"batch_expire_first": 3, "chat_refusal_rate": 0.2},
+])
+def test_each_batch_fault_is_waited_out_or_sent_again_and_nothing_is_paid_twice(faults, tmp_path: Path) -> None:
+    with _serve(**faults) as srv, _batched(srv) as teacher:
+        client = QueryClient(teacher, journal=Journal(tmp_path / "j.sqlite"), cost=CostMeter(cap=1.0))
+        labels = client.label(_queries(12))
+        billed = _usage(srv)
+    if not faults.get("chat_refusal_rate"):
+        assert labels.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert billed["requests"] == 12  # every query's line ran once
+    assert client.journal.total_spend() == pytest.approx(billed["cost"], abs=1e-12) == client.cost.spent_total
+
+
+def test_a_job_the_api_fails_ends_the_run_in_one_line_and_costs_nothing(tmp_path: Path) -> None:
+    with _serve() as srv, connect(f"openai+{srv.url}/v1", model="another-model", class_names=["0", "1", "2", "3"],
+                                  input_shape=(1, 8, 8), token=TOKEN, price_input_tokens=0.15,
+                                  batch=BatchSettings(poll_s=0.02)) as teacher:
+        client = QueryClient(teacher, journal=Journal(tmp_path / "j.sqlite"))
+        with pytest.raises(TeacherRequestError) as failed:
+            client.label(_queries(4))
+        billed = _usage(srv)
+    assert "failed: this mock serves one model" in str(failed.value) and "\n" not in str(failed.value)
+    assert billed.get("requests", 0) == 0 and client.journal.total_spend() == 0
 
 
 def test_a_run_started_again_collects_the_jobs_the_journal_keeps_and_adopts_one_it_lost(tmp_path: Path) -> None:

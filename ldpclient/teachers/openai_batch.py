@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
 
 import urllib3
 
-from .errors import Interrupted, MalformedResponse, TeacherRequestError
+from .errors import Interrupted, MalformedResponse, RequestNotSent, TeacherRequestError, TransientTeacherError
 from .result import ABSTAINED
 
 if TYPE_CHECKING:
@@ -45,6 +45,10 @@ COMPLETION_WINDOW = "24h"
 MAX_WAIT_S = 25 * 3600.0
 #: Jobs a run looks among (the newest) for one it created but could not keep the id of.
 ADOPT_LOOKBACK = 100
+#: Times starting a job is tried (an error answer, or no answer and no job found started).
+START_TRIES = 5
+#: The error of a job refused because the key's queue is full: its lines are sent again once others have ended.
+QUEUE_FULL = "token_limit_exceeded"
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class Collected:
     bytes_sent: int = 0
     bytes_received: int = 0
     calls: int = 0
+    queue_full: int = 0
 
 
 def _hook(billing: Any, name: str) -> Callable[..., Any] | None:
@@ -157,15 +162,32 @@ class BatchRunner:
         file_id = uploaded.get("id") if isinstance(uploaded, dict) else None
         if not isinstance(file_id, str) or not file_id:
             raise MalformedResponse(f"upload a batch file: expected a file object, got {str(uploaded)[:100]}")
+        digest = _digest(data)
         request = {"input_file_id": file_id, "endpoint": LINE_URL, "completion_window": COMPLETION_WINDOW,
-                   "metadata": {"ldpclient_batch": request_id[:512], "ldpclient_file": _digest(data),
-                                "ldpclient_format": fmt}}
-        job = self._call("POST", "/batches", out, data=json.dumps(request).encode(),
-                         headers={"Content-Type": "application/json"}, what="start a batch job", retry=False)
-        job_id = job.get("id") if isinstance(job, dict) else None
-        if not isinstance(job_id, str) or not job_id:
-            raise MalformedResponse(f"start a batch job: expected a batch object, got {str(job)[:100]}")
-        return job_id
+                   "metadata": {"ldpclient_batch": request_id[:512], "ldpclient_file": digest, "ldpclient_format": fmt}}
+        return self._start(json.dumps(request).encode(), request_id, digest, out)
+
+    def _start(self, request: bytes, request_id: str, digest: str, out: Collected) -> str:
+        """Start a job (``POST /batches``) once: an error answer (429, 5xx) is retried after the wait it asks for;
+        a request with no answer is retried only when no job of this file was started meanwhile (else that job)."""
+        for attempt in range(START_TRIES):
+            try:
+                job = self._call("POST", "/batches", out, data=request, headers={"Content-Type": "application/json"},
+                                 what="start a batch job", retry=False)
+            except TransientTeacherError as exc:
+                if attempt + 1 == START_TRIES:
+                    raise
+                if exc.status is None and not isinstance(exc, RequestNotSent):  # sent, and no answer came back
+                    found = self._adoptable(request_id, digest, (), out)
+                    if found is not None:
+                        return found
+                time.sleep(min(exc.retry_after if exc.retry_after is not None else 2.0 ** attempt, 60.0))
+                continue
+            job_id = job.get("id") if isinstance(job, dict) else None
+            if not isinstance(job_id, str) or not job_id:
+                raise MalformedResponse(f"start a batch job: expected a batch object, got {str(job)[:100]}")
+            return job_id
+        raise AssertionError("unreachable")
 
     def _adoptable(self, request_id: str, digest: str, known: Sequence[str], out: Collected) -> str | None:
         """A job among the newest that runs exactly this file and that the book does not know (its id was lost
@@ -190,13 +212,18 @@ class BatchRunner:
             if time.monotonic() - started > MAX_WAIT_S:
                 raise TeacherRequestError(f"batch job {job_id[:40]} did not end within {MAX_WAIT_S / 3600:.0f} h "
                                           "(the journal keeps it: run the command again to collect it)", status=0)
-            until = time.monotonic() + pause
-            while time.monotonic() < until:
-                if getattr(billing, "stopping", False):
-                    raise Interrupted(f"batch job {job_id[:40]} is still running; the journal keeps it: run the "
-                                      "command again to collect its answers")
-                time.sleep(min(0.2, max(0.0, until - time.monotonic())))
+            self._pause(billing, pause, f"batch job {job_id[:40]} is still running; the journal keeps it: run the "
+                        "command again to collect its answers")
             pause = min(2 * pause, self.settings.max_poll_s)
+
+    @staticmethod
+    def _pause(billing: Any, seconds: float, stopped: str) -> None:
+        """Sleep ``seconds``; Interrupted (saying ``stopped``) as soon as the run is stopped."""
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            if getattr(billing, "stopping", False):
+                raise Interrupted(stopped)
+            time.sleep(min(0.2, max(0.0, until - time.monotonic())))
 
     def _lines(self, file_id: object, out: Collected) -> Iterator[dict[str, Any]]:
         if not isinstance(file_id, str) or not file_id:
@@ -212,16 +239,21 @@ class BatchRunner:
                     yield doc
 
     def _collect(self, job_id: str, places: dict[str, int], billing: Any, got: Collected, *,
-                 earlier: bool = False) -> None:
+                 earlier: bool = False, sent: int = 0) -> None:
         """Wait for job ``job_id`` and take its answers to the queries ``places`` names (custom id -> place);
-        settle its booking (``earlier``: an earlier run's) from the lines it answered."""
+        settle its booking (``earlier``: an earlier run's; ``sent``: the lines this run sent in it) from the lines
+        it answered."""
         job = self._wait(job_id, billing, got)
         if job["status"] == "failed" and not job.get("output_file_id"):
             errors = (job.get("errors") or {}).get("data") or [{}]
             said = str(errors[0].get("message") or "no reason given")[:200]
             settle = _hook(billing, "settle_attempt")
-            if settle is not None:
-                settle(int((job.get("request_counts") or {}).get("total") or 0), 0.0, earlier=earlier)
+            if settle is not None:  # nothing ran
+                settle(max(sent, int((job.get("request_counts") or {}).get("total") or 0)), 0.0, earlier=earlier)
+            if any(isinstance(e, dict) and e.get("code") == QUEUE_FULL for e in errors):
+                log.info("batch job %s was refused (%s); its lines go again once others have ended", job_id, said)
+                got.queue_full += 1
+                return
             raise TeacherRequestError(f"batch job {job_id[:40]} failed: {said}", status=400, server_message=said)
         fmt = str((job.get("metadata") or {}).get("ldpclient_format") or self.teacher.answer_format)
         cost, ran = 0.0, 0
@@ -291,14 +323,23 @@ class BatchRunner:
         got = Collected(answers={})
         for job_id in book.jobs():
             self._collect(job_id, places, billing, got, earlier=True)
-        for round_ in range(self.settings.resends + 2):
+        started_at, round_ = time.monotonic(), 0
+        while True:
             missing = [k for k in range(len(pngs)) if k not in got.answers]
             if not missing:
                 return got
-            if round_ > self.settings.resends:
+            if got.queue_full:  # refused for a full queue, not failed: waited out, within the job's own window
+                if time.monotonic() - started_at > MAX_WAIT_S:
+                    raise TeacherRequestError(f"batch {request_id}: the Batch API's queue stayed full for "
+                                              f"{MAX_WAIT_S / 3600:.0f} h; run the command again later", status=0)
+                self._pause(billing, self.settings.max_poll_s, "waiting for room in the Batch API's queue")
+                got.queue_full = 0
+            elif round_ > self.settings.resends:
                 break
+            else:
+                round_ += 1
             fmt = self.teacher.answer_format
-            started: list[str] = []
+            started: list[tuple[str, int]] = []
             adopted_jobs: list[str] = []
             for chunk in self._files(pngs, missing, ids, fmt):
                 lines = [line for _, line in chunk]
@@ -320,11 +361,11 @@ class BatchRunner:
                         after("refused" if isinstance(exc, TeacherRequestError) else "lost", len(lines))
                     raise
                 book.add_job(job_id)
-                started.append(job_id)
+                started.append((job_id, len(lines)))
             for job_id in adopted_jobs:
                 self._collect(job_id, places, billing, got, earlier=True)
-            for job_id in started:
-                self._collect(job_id, places, billing, got)
+            for job_id, sent in started:
+                self._collect(job_id, places, billing, got, sent=sent)
         left = len(pngs) - len(got.answers)
         raise TeacherRequestError(
             f"batch {request_id}: {left} queries still unanswered after {self.settings.resends + 1} batch jobs "
