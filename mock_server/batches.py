@@ -21,9 +21,9 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from .cloud import ApiError, chat_completion, openai_error
+from .cloud import ApiError, chat_completion, json_object, openai_error
 from .faults import Decision
 
 #: Most lines one batch's input file may hold (the API's published limit).
@@ -82,6 +82,17 @@ class _Batch:
 
 def _id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:24]}"
+
+
+_Owned = TypeVar("_Owned", _File, _Batch)
+
+
+def _owned(table: dict[str, _Owned], key: str, object_id: str, kind: str) -> _Owned:
+    """The ``kind`` object ``object_id`` of API key ``key``; the API's 404 for one that is missing or another's."""
+    found = table.get(object_id)
+    if found is None or found.key != key:
+        raise openai_error(404, f"No such {kind} object: {object_id[:60]}", "invalid_request_error", param="id")
+    return found
 
 
 def _form_parts(content_type: str | None, body: bytes) -> dict[str, tuple[str | None, bytes]]:
@@ -160,10 +171,7 @@ class BatchStore:
         return stored.doc()
 
     def _file(self, key: str, file_id: str) -> _File:
-        found = self._files.get(file_id)
-        if found is None or found.key != key:
-            raise openai_error(404, f"No such File object: {file_id[:60]}", "invalid_request_error", param="id")
-        return found
+        return _owned(self._files, key, file_id, "File")
 
     def file_doc(self, key: str, file_id: str) -> dict[str, Any]:
         with self._lock:
@@ -175,12 +183,7 @@ class BatchStore:
 
     # -- batches ---------------------------------------------------------------------------------
     def create(self, server: Any, key: str, body: bytes) -> dict[str, Any]:
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            raise openai_error(400, "the body is not JSON", "invalid_request_error") from None
-        if not isinstance(doc, dict):
-            raise openai_error(400, "the body must be a JSON object", "invalid_request_error")
+        doc = json_object(body)
         if doc.get("endpoint") != ENDPOINT:
             raise openai_error(400, f"this mock batches {ENDPOINT} only", "invalid_request_error", param="endpoint")
         if doc.get("completion_window") != COMPLETION_WINDOW:
@@ -206,10 +209,7 @@ class BatchStore:
             return batch.doc()
 
     def _batch(self, key: str, batch_id: str) -> _Batch:
-        found = self._batches.get(batch_id)
-        if found is None or found.key != key:
-            raise openai_error(404, f"No such Batch object: {batch_id[:60]}", "invalid_request_error", param="id")
-        return found
+        return _owned(self._batches, key, batch_id, "Batch")
 
     def retrieve(self, server: Any, key: str, batch_id: str) -> dict[str, Any]:
         with self._lock:

@@ -184,6 +184,17 @@ def _schema_enum(doc: dict[str, Any], config: Any) -> list[str] | None:
     return enum
 
 
+def json_object(body: bytes) -> dict[str, Any]:
+    """A request body that must be a JSON object, else the OpenAI-shaped 400."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise openai_error(400, "the body is not JSON", "invalid_request_error") from None
+    if not isinstance(doc, dict):
+        raise openai_error(400, "the body must be a JSON object", "invalid_request_error")
+    return doc
+
+
 def refuse_injected(cfg: Any, decision: Decision) -> None:
     """Raise the error answer ``decision`` injects, if any: a 429 stating its wait in ``rate_limit_header``, a 503
     with ``Retry-After``, or another status."""
@@ -199,12 +210,7 @@ def chat_completion(server: Any, body: bytes, key: str, decision: Decision, *,
     """Answer one ``POST /v1/chat/completions``; raises :class:`ApiError` for an error answer. ``batch``: a line of
     a batch (:mod:`mock_server.batches`): outside the request window, billed at the batch price."""
     cfg, teacher = server.config, server.teacher
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        raise openai_error(400, "the body is not JSON", "invalid_request_error") from None
-    if not isinstance(doc, dict):
-        raise openai_error(400, "the body must be a JSON object", "invalid_request_error")
+    doc = json_object(body)
     if doc.get("model") != cfg.model_name:
         raise openai_error(404, f"The model `{str(doc.get('model'))[:60]}` does not exist", "invalid_request_error",
                            "model_not_found")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import responses
 
 openai = pytest.importorskip("openai")
 mock_server = pytest.importorskip("mock_server")
@@ -210,3 +211,49 @@ def test_a_batch_run_killed_after_submitting_and_run_again_collects_without_send
     assert len(jobs) == 1 and jobs[0]["status"] == "completed" and billed["total"]["requests"] == 600  # once each
     assert report["cost"]["spent_total"] == pytest.approx(billed["total"]["cost"], abs=1e-9)
     assert report["cost"]["batch_price_factor"] == 0.5 and report["queries"]["sent"] == 600
+
+
+#: A finished job and its files, in the shapes of OpenAI's API reference (the batch object) and Batch guide (the
+#: output and error lines), with this run's custom ids.
+RECORDED_JOB = {
+    "id": "batch_abc123", "object": "batch", "endpoint": "/v1/chat/completions", "errors": None,
+    "input_file_id": "file-abc123", "completion_window": "24h", "status": "completed",
+    "output_file_id": "file-cvaTdG", "error_file_id": "file-HOWS94", "created_at": 1711471533,
+    "in_progress_at": 1711471538, "expires_at": 1711557933, "finalizing_at": 1711493133, "completed_at": 1711493163,
+    "failed_at": None, "expired_at": None, "cancelling_at": None, "cancelled_at": None,
+    "request_counts": {"total": 2, "completed": 1, "failed": 1}, "metadata": {"ldpclient_batch": "b"},
+}
+RECORDED_OUTPUT = {"id": "batch_req_123", "custom_id": "b/0", "response": {
+    "status_code": 200, "request_id": "req_123", "body": {
+        "id": "chatcmpl-123", "object": "chat.completion", "created": 1711652795, "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": '{"label": "1"}'}, "logprobs": None,
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 22, "completion_tokens": 2, "total_tokens": 24}, "system_fingerprint": "fp_123"}},
+    "error": None}
+RECORDED_ERROR = {"id": "batch_req_456", "custom_id": "b/1", "response": {
+    "status_code": 400, "request_id": "req_456", "body": {"error": {
+        "message": "Your request was rejected as a result of our safety system.", "type": "invalid_request_error",
+        "param": None, "code": "content_policy_violation"}}}, "error": None}
+
+
+@responses.activate
+def test_a_recorded_job_and_its_files_in_the_apis_shapes_are_read_by_custom_id() -> None:
+    base = "https://api.openai.com/v1"
+    responses.add(responses.GET, f"{base}/batches/batch_abc123", json=RECORDED_JOB)
+    responses.add(responses.GET, f"{base}/files/file-cvaTdG/content", body=json.dumps(RECORDED_OUTPUT) + "\n")
+    responses.add(responses.GET, f"{base}/files/file-HOWS94/content", body=json.dumps(RECORDED_ERROR) + "\n")
+    teacher = connect(f"openai+{base}", model="gpt-4o-mini", class_names=["0", "1", "2", "3"], input_shape=(1, 8, 8),
+                      token="sk-test", price_input_tokens=0.15, price_output_tokens=0.6, batch=True)
+
+    class Kept:  # the job an earlier run started, as the journal keeps it
+        def jobs(self) -> list[str]:
+            return ["batch_abc123"]
+
+        def add_job(self, job_id: str) -> None:
+            raise AssertionError("nothing is sent: the kept job answers every query")
+
+    got = BatchRunner(teacher, BatchSettings()).run([b"png-0", b"png-1"], "b", Kept())
+    assert {k: a.label for k, a in got.answers.items()} == {0: 1, 1: ABSTAINED}
+    assert (got.input_tokens, got.output_tokens, got.lines) == (22, 2, 2)
+    assert got.cost == pytest.approx((22 * 0.15 + 2 * 0.6) / 1e6 * 0.5)
+    assert [c.request.method for c in responses.calls] == ["GET", "GET", "GET"]
