@@ -70,7 +70,7 @@ def test_epsilon_0_summary_and_budget(tmp_path: Path) -> None:
         result = _label(folder, srv.model_url, tmp_path, "--epsilon", "0")
         assert result.exit_code == 0, result.output
         assert "epsilon 0 per record and per element: no private information left the device" in result.stderr
-        assert "BENCHMARKS.md, 'Utility against epsilon'" in result.stderr
+        assert "--check FILE with a hundred hand-labelled images measures it" in result.stderr
         budget = CliRunner().invoke(app, ["budget", "--state-dir", str(tmp_path / "state"), "--json"])
         assert budget.exit_code == 0, budget.output
         assert json.loads(budget.stdout)["records"] == 0  # nothing was charged: nothing private was released

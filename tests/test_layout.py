@@ -206,3 +206,12 @@ def test_labels_for_a_fixed_seed_are_the_ones_before_the_move(tmp_path: Path) ->
     assert json.loads(done.stdout)["counts"]["labelled"] == 24
     assert labels == sorted(labels)  # the trivial teacher answers by brightness: the labels follow it
     assert labels == PINNED_LABELS
+
+
+def test_the_package_cites_no_issue_and_no_benchmark_section() -> None:
+    """Comments and help say why the code is as it is now: issue numbers and BENCHMARKS.md sections are history
+    and cross-references that go stale; they belong in git, docs/ and BENCHMARKS.md."""
+    cited = [f"{path.relative_to(ROOT)}:{n}" for path in sorted(PACKAGE.rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+             if re.search(r"issue [0-9]|BENCHMARKS", line)]
+    assert cited == []

@@ -528,7 +528,7 @@ def label(
         defaults.students(), min=1, help="Students trained on the same answers, each with draws of its own; the "
         "labels come from the mean of their outputs. Measured at 3 on digits, MNIST, colour digits and CIFAR-10: "
         "labels 0.8-1.5 points better, at most 1.8 points apart between seeds, at 3x the training and adaptation "
-        "time (BENCHMARKS.md, \"Stable results\")."),
+        "time."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs."),
     train_batch_size: int = typer.Option(
         defaults.train_batch_size(), min=1, help="Student training batch size (optimiser step)."

@@ -82,7 +82,7 @@ def default_coefficients(record_shape: Sequence[int]) -> int:
     has fewer (8x8 -> 64, the whole spectrum: the release is then an orthonormal rotation of the pixels with a
     record-level clip; 28x28 and larger -> 64).
 
-    Measured (BENCHMARKS.md, "Release basis"): at 28x28, 25 coefficients rebuild MNIST too coarsely for the
+    Measured: at 28x28, 25 coefficients rebuild MNIST too coarsely for the
     teacher (46 % on clean reconstructions) and 100 cost digits 5 points; at 8x8, 5 coefficients (one per 12
     pixels) labelled 16 %, 32 got 91 % and all 64 got 94 %. A count tied to the area failed at small sizes."""
     _, h, w = _spatial(record_shape)

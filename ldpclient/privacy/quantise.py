@@ -11,8 +11,8 @@ given by the caller (for instance estimated from public images); the bits follow
   a channel filled with ``w``) and ``f = sqrt(u**2 + v**2)``: the ``1/f`` amplitude of natural images. The DC
   coefficient has mean ``A / 2`` and scale ``A / 4`` (luminance of a colour record: ``sqrt(3)`` times those);
   the two chroma axes get :data:`CHROMA_FACTOR` of the luminance scale and a DC mean of 0. Measured on 1,000
-  private images of each benchmark set (scikit-learn digits at 28x28, MNIST, colour digits, CIFAR-10; see
-  BENCHMARKS.md "Releases that spend epsilon on information"), the real scales lie within about a factor 2 of
+  private images of each benchmark set (scikit-learn digits at 28x28, MNIST, colour digits, CIFAR-10), the real
+  scales lie within about a factor 2 of
   the model but for MNIST's lowest AC pair (15 times smaller) and digits' band edge; the constants were not
   fitted to any one set.
 * **Bits** (:func:`allocate_bits`): reverse water-filling on integers: each bit in turn goes to the coefficient

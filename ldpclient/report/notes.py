@@ -27,14 +27,14 @@ DATA_FREE_NOTE = (
 
 
 def utility_note(data_free: bool) -> str:
-    """The words that say what the epsilon bought: accuracy needs ground truth, so point to where it was measured."""
+    """The words that say what the epsilon bought: accuracy needs ground truth, so say how to measure it."""
     compare = (
         "the labels a private run adds over these" if data_free
         else "--baseline writes the data-free labels (epsilon 0) beside these, to compare"
     )
     return (
-        f"not measured here (no ground truth): {compare}; BENCHMARKS.md, 'Utility against epsilon', has the "
-        "accuracy bought by each per-record epsilon on two real datasets"
+        f"not measured here (no ground truth): {compare}; --check FILE with a hundred hand-labelled images "
+        "measures it"
     )
 
 

@@ -2,8 +2,8 @@
 
 A check set of ``n`` hand-labelled private images estimates the share of right labels among all ``N`` by its own
 share of right ones, whose standard deviation at 100 images is 3-5 points. The student's confidence is known for
-every image, and it goes with being right (correlation 0.4-0.5 at the defaults on digits, MNIST and colour digits;
-BENCHMARKS.md, "Does the verdict tell the truth?"), so the estimate here also uses it, as a control variate (the
+every image, and it goes with being right (correlation 0.4-0.5 at the defaults on digits, MNIST and colour digits), so
+the estimate here also uses it, as a control variate (the
 regression or difference estimator of survey sampling; in machine learning, prediction-powered inference with
 power tuning, Angelopoulos et al., "PPI++", 2023)::
 

@@ -95,7 +95,8 @@ def check_epsilon_ceiling(epsilon_record: float, allow_weak_privacy: bool) -> No
     if epsilon_record > ceiling and not allow_weak_privacy:
         raise ValueError(
             f"per-record epsilon {epsilon_record:.6g} is above the ceiling {ceiling:g}, where the releases come close "
-            "to sending the images (BENCHMARKS.md, Privacy audit); lower --epsilon, raise --reduce, or pass "
+            "to sending the images (a curious teacher can link and rebuild them); lower --epsilon, raise "
+            "--reduce, or pass "
             "--allow-weak-privacy"
         )
 

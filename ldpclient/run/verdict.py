@@ -46,7 +46,7 @@ classes, 55 % for 2):
    teacher's most frequent class is **doubtful**; a run whose labels are the data-free run's on 95 % of
    images or more says that the privacy spent bought nothing measurable.
 5. Without a check set and without held-out public images nothing in the run tells right labels from wrong ones
-   (a run whose labels are at chance reads the same: the residual photo teacher's, BENCHMARKS.md): **doubtful**,
+   (a run whose labels are at chance reads the same): **doubtful**,
    "accuracy not measured". With held-out public images the reasons say the accuracy was not measured.
 6. Otherwise **usable**; with a check set whose 95 % interval reaches more than 5 points either side, about how
    many check images would narrow it to 5.
@@ -54,7 +54,7 @@ classes, 55 % for 2):
 Beside public images whose teacher answers seldom hold (under a quarter of a chance share: a teacher's few errors
 on them do not count as holding a class) half or more of the classes the teacher often gave the queries (at least
 half a chance share of them), a reason says so without lowering the level: such images are most of
-the training rows and pull the labels towards their own classes (BENCHMARKS.md, "Queries": MNIST beside public
+the training rows and pull the labels towards their own classes (MNIST beside public
 images of five of its ten classes lost 3.9 points against running without them).
 
 Units: shares and accuracies in ``[0, 1]``; counts are images (labels) or queries (teacher answers).
@@ -94,7 +94,7 @@ BOUGHT_NOTHING_ADVICE = ("use the data-free labels (--epsilon 0: no privacy spen
 #: Labels equal to the data-free run's on this share of images or more: the privacy bought nothing measurable.
 SAME_AS_FREE = 0.95
 #: A check set whose 95 % interval is wider than this either side of its estimate gets a reason saying about how many
-#: hand-labelled images would narrow it to this (issue 44 asks for estimates within 5 points).
+#: hand-labelled images would narrow it to this.
 PRECISE = 0.05
 #: Largest check file read (bytes): a check set is a few hundred hand-labelled images, not a data set.
 MAX_CHECK_BYTES = 16 * 2**20
@@ -537,7 +537,7 @@ def _public_misses(answers: Mapping[str, Sequence[int]]) -> str | None:
         return None
     return (f"the teacher seldom or never gave the public images {len(missed)} of the {len(often)} classes it often "
             "gave the queries: public images from another class mix are most of the training rows and pull the "
-            "labels towards their own classes; compare a run without --public (BENCHMARKS.md, 'Queries')")
+            "labels towards their own classes; compare a run without --public")
 
 
 def _public_evidence(agree: int, images: int, *, floor: float, decides: bool) -> tuple[dict[str, Any], tuple[str, str]]:

@@ -16,7 +16,7 @@ selection as in FlexMatch, Zhang et al. 2021), anchored to the teacher:
   teacher (without them, measured, it did). With ``flip`` half the pseudo-labelled records are
   also mirrored left to right before that transform: an option, off in the pipeline's adapter even
   when training mirrors, because on CIFAR-10 it moved the labels by -0.6 ± 0.8 points with one
-  teacher and +0.4 ± 1.0 with another (BENCHMARKS.md, "Adaptation variants").
+  teacher and +0.4 ± 1.0 with another.
 
 What this means for privacy: the adapted student has seen the clean private records.
 It never leaves the device and is not covered by the LDP guarantee (no model is); the
@@ -46,7 +46,7 @@ from .defaults import MIN_AUGMENT_SIDE
 from .prior import aligned, target_shares
 from .student import batch_in_layout, predict_proba, to_compute_layout
 
-#: Pseudo-label fraction per class in each round (the curriculum): one default, measured (BENCHMARKS.md).
+#: Pseudo-label fraction per class in each round (the curriculum): one default, measured.
 DEFAULT_SCHEDULE: tuple[float, ...] = (0.5, 0.8, 1.0)
 #: Most pseudo-labelled records per round: a compute bound (9 x this many fine-tuning samples per run
 #: at the default schedule and epochs); folders up to this size are unaffected.

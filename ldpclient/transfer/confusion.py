@@ -1,7 +1,7 @@
 """The teacher's confusion on noised queries, measured on public images, and the forward-corrected loss.
 
 What the teacher answers to a noised query is not the class of the image behind it: at 100 per image it names a
-member of a Sup pair in about a quarter of its answers (BENCHMARKS.md, history). Trained with the plain loss, the
+member of a Sup pair in about a quarter of its answers. Trained with the plain loss, the
 student learns the teacher's answers to noise ("noise means 8"), not the images' classes. Public images tell us the
 teacher's confusion for free (no privacy: they are public; only money, for the queries): each is labelled clean
 (its class ``c``, as the teacher names it) and, released through the run's own mechanism and expanded by the run's

@@ -1,7 +1,7 @@
 """One function per default: the CLI, the config file, the demo and the library all call these.
 
-The values were chosen by measurement (``benchmarks/bench_adapt.py``; table and commands in
-BENCHMARKS.md) and hold no dataset-specific constant.
+The values were chosen by measurement (``benchmarks/bench_adapt.py`` and the other benchmarks) and hold no
+dataset-specific constant.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ def mechanism() -> str:
     """The LDP mechanism a run uses unless told otherwise (a name of ``ldpclient.privacy.MECHANISMS``).
 
     Laplace: pure epsilon-DP, no delta. At the default per-record epsilon the analytic Gaussian
-    (delta 1e-5) labelled as well, within a seed's spread, on both image sizes measured
-    (BENCHMARKS.md, "Adaptation and defaults").
+    (delta 1e-5) labelled as well, within a seed's spread, on both image sizes measured.
     """
     return "laplace"
 
@@ -48,8 +47,8 @@ def free_query_epsilon() -> float:
 
     Blank images hold nothing private, so their noise level costs nothing and is a free choice; it is not the
     private run's epsilon. Of the grid 5, 10, 20, 30, 100, 300 per record, 20 has the best worse-of-two mean
-    (adapted, 3 seeds): 89.0 % on scikit-learn digits at 28x28 and 91.9 % on MNIST-5k (BENCHMARKS.md,
-    "Utility against epsilon"); the private run's old level, 100, gave 64.5 and 77.0 %.
+    (adapted, 3 seeds): 89.0 % on scikit-learn digits at 28x28 and 91.9 % on MNIST-5k; the private run's old level,
+    100, gave 64.5 and 77.0 %.
     """
     return 20.0
 
@@ -69,7 +68,7 @@ def free_query_mechanism(mechanism: str) -> str:
 def epsilon_ceiling() -> float:
     """Largest per-record epsilon (nats) a run accepts without ``--allow-weak-privacy``: 500.
 
-    From the privacy audit (BENCHMARKS.md, "Privacy audit": 28x28 digits, 719 private
+    From the privacy audit (28x28 digits, 719 private
     records): at 392 per record the teacher re-identifies 6.5 % of the SIDP queries
     (chance 0.14 %) and labels 22 % of its reconstructions like the originals (chance
     10 %); at 784 it re-identifies 40 % and agrees on 52 %; at 1,568 (the LDPKiT paper's
@@ -101,7 +100,7 @@ def student(record_shape: Sequence[int], public: bool) -> str:
     ``small_resnet`` for colour images (3 channels or more) of at least :data:`MIN_AUGMENT_SIDE` pixels a side
     when public images are given, else ``small_cnn``.
 
-    Measured (3 seeds; BENCHMARKS.md, "A student for photos"): with public images the residual student learned
+    Measured (3 seeds): with public images the residual student learned
     more of the teacher (CIFAR-10 with 5,000 public photos 60.3 ± 0.6 % against 55.8 ± 1.7 %, colour digits
     with 500 public 92.2 ± 0.9 against 86.5 ± 2.2), at 1.9x (one thread) to 2.5x (two, end to end) the small
     CNN's training time. Trained on the noised queries alone it lost on colour digits (61.7 ± 8.8 against 67.9 ±
@@ -118,8 +117,8 @@ def train_crop(image_size: int, public: bool) -> int:
     without them, or below :data:`MIN_AUGMENT_SIDE`, 0.
 
     With public images every row the student trains on (noised queries and public images alike) is shifted
-    anew each time it is read; the labels stay the teacher's answers to the unshifted rows. Measured (3 seeds;
-    BENCHMARKS.md, "A student for photos"): with public images no set lost (MNIST 96.7 ± 0.5 against 96.5 ±
+    anew each time it is read; the labels stay the teacher's answers to the unshifted rows. Measured (3 seeds): with
+    public images no set lost (MNIST 96.7 ± 0.5 against 96.5 ±
     0.3, digits at 28x28 96.4 ± 0.4 against 95.7 ± 0.6) and the photos gained beside the residual student; on
     the noised queries alone it cost MNIST 11 points (80.8 ± 1.3 against 91.4 ± 0.8) and digits 2.
     """
@@ -155,7 +154,7 @@ def flip(mirror_agreement: float, shift_agreement: float) -> bool:
     as often as under the training shift (both shares in [0, 1], over the same images).
 
     The shift is the reference because the student is trained with it anyway, and because it calibrates the rule
-    to how steady the teacher is. Measured with the benchmark teachers (BENCHMARKS.md, "Mirrored or not"): the
+    to how steady the teacher is. Measured with the benchmark teachers: the
     mirror kept the label as often as the shift on CIFAR-10 photos (ratio 0.94-1.13 over six samples of 200, with
     either teacher), and 0.33-0.59 times as often on colour digits, MNIST and scikit-learn digits, where a mirror
     changes the class.
@@ -189,7 +188,7 @@ def blur_postprocess(input_shape: tuple[int, ...]) -> str:
     The blur is half a cell of the coarsest grid the default reduction releases
     (``MIN_RELEASED_SIDE`` pixels per side): 28x28 -> 2 px (= half the 4x4 pooling cell), 8x8 ->
     0.571 px, 224x224 -> 16 px. Relative to the image, not a fixed number of pixels: a fixed blur
-    measured well on 28x28 and badly on 8x8, this one well on both (BENCHMARKS.md, "Adaptation and defaults").
+    measured well on 28x28 and badly on 8x8, this one well on both.
     """
     sigma = max(int(input_shape[-2]), int(input_shape[-1])) / (2 * MIN_RELEASED_SIDE)
     return f"blur:{sigma:.3g},clip"
@@ -211,7 +210,7 @@ def postprocess(input_shape: tuple[int, ...], reduce: int, epsilon_element: floa
     channel, then clipped (``lowpass:64,clip``): the band a ``dct`` release keeps. At the paper's setting (2 per
     pixel, 28x28) it labelled MNIST 92.8 ± 0.8 % against 79.6 ± 1.5 % with the blur, and digits 93.5 ± 1.2 %
     against 92.9 ± 0.6 %; at 1 per pixel MNIST gained and digits lost about 6 points, and at 0.128 per pixel
-    the blur was as good or better on both (3 seeds each; BENCHMARKS.md, "Release basis"). Otherwise (more
+    the blur was as good or better on both (3 seeds each). Otherwise (more
     noise, an unknown epsilon, a pooled release, or a channel of at most that many pixels, such as 8x8, where
     the projection would keep everything): :func:`blur_postprocess`.
     """
@@ -245,8 +244,7 @@ def basis(mechanism: str, epsilon_unit: str, given_reduce: int | None, epsilon: 
     ``dct`` for a mechanism with a basis (laplace, gaussian), epsilon per record (> 0) and no ``--reduce``
     asked for; ``pool`` otherwise (per-element epsilons, an explicit pooling factor, the TLDP family, and the
     data-free mode, whose blank queries are noised as the study measured them). At the default 100 per record
-    it labelled MNIST 93.8 ± 0.1 % against pooling's 78.4 ± 3.8 %, and digits 92.0 ± 1.4 % against 92.7 ± 1.0 %
-    (BENCHMARKS.md, "Release basis").
+    it labelled MNIST 93.8 ± 0.1 % against pooling's 78.4 ± 3.8 %, and digits 92.0 ± 1.4 % against 92.7 ± 1.0 %.
     """
     from ..privacy.mechanisms import mechanism_entry
 
@@ -315,7 +313,7 @@ def train_batch_size() -> int:
 
     32: at 100 per record, 3 seeds, it labelled better than 128 on both image sizes measured
     (28x28: 93.2 vs 91.7 %; 8x8: 92.7 vs 91.2 %) and in less time than 10 epochs or twice the
-    queries, which reach the same accuracy (BENCHMARKS.md, "Adaptation and defaults").
+    queries, which reach the same accuracy.
     """
     return 32
 
@@ -326,8 +324,8 @@ def public_repeats(n_queries: int, n_public: int) -> int:
     trains on, at least once: ``max(1, round(3 * n_queries / n_public))``.
 
     Public images are clean images of the kind the student will label, each with the teacher's answer; the
-    noised queries are many more. Measured at three shares, 3 seeds each (BENCHMARKS.md, "Photos and colour:
-    public images"), private releases / zero-privacy (blank queries), adapted accuracy:
+    noised queries are many more. Measured at three shares, 3 seeds each, private releases / zero-privacy (blank
+    queries), adapted accuracy:
 
     * once per epoch: CIFAR-10 (5,000 public photos beside 20,000 queries) 32.5 / 43.3 %, MNIST 94.7 / 95.5 %,
       scikit-learn's digits 92.9 / 91.0 %;
@@ -381,7 +379,7 @@ def query_rounds() -> int:
     """Rounds the plan's queries are sent in (:mod:`ldpclient.transfer.rounds`; ``--query-rounds``): 1, every
     query at once. Measured at 40 per image in 3 rounds on digits and MNIST, the labels still rose from 20 to 40 per
     image, the rule stopped once in 9 runs (half the money, 2.3 points lost) and each round costs a student's
-    training: at the default budget rounds have little to save (BENCHMARKS.md, "Queries")."""
+    training: at the default budget rounds have little to save."""
     return 1
 
 
@@ -389,8 +387,8 @@ def students() -> int:
     """Students a run trains on the same answers and labels with the mean of (``--students``;
     ``TrainingSettings.students``): 1. Three brought the spread over seeds of the labels to 0.2-1.8 points on digits,
     MNIST, colour digits and CIFAR-10 (one: 0.7-2.0) and raised them 0.8-1.5 points, at three times the training and
-    adaptation time, which the speed targets of "Speed and memory at scale" leave no room for (BENCHMARKS.md,
-    "Stable results"); so the default is one student."""
+    adaptation time, which the speed targets of "Speed and memory at scale" leave no room for; so the default is one
+    student."""
     return 1
 
 
@@ -413,10 +411,10 @@ MAX_QUERY_ROUNDS = 8
 #: Most queries per private image a run accepts (``--queries``): 50 times the default; a query is paid, labelled
 #: and trained on, so a typo's extra zeros would cost money and time without end.
 MAX_QUERIES_PER_RECORD = 1000
-#: Most training epochs a run accepts (``--epochs``): 200 times the default; the studies in BENCHMARKS.md used
+#: Most training epochs a run accepts (``--epochs``): 200 times the default; the measured studies used
 #: at most 40. An option is bounded so that a typo cannot turn into work without end after the run has paid.
 MAX_EPOCHS = 1000
-#: Most warm-up epochs a run accepts (``--warmup``): the studies in BENCHMARKS.md used 30 and 60.
+#: Most warm-up epochs a run accepts (``--warmup``): the measured studies used 30 and 60.
 MAX_WARMUP_EPOCHS = 200
 #: Most students a run accepts (``--students``): each is a full training and adaptation.
 MAX_STUDENTS = 16

@@ -8,7 +8,7 @@ caller, never fitted to the private data. Values are in the release's domain
 units (e.g. [0, 1] for float images); tensors are ``(N, C, H, W)`` (a 2-D
 transform on other ranks raises ``ValueError``).
 
-What they buy is measured in BENCHMARKS.md ("LDPKiT reproduction"): on
+What they buy, measured: on
 Laplace-noised 28x28 digits a Gaussian blur followed by clipping to the domain
 raises every method's accuracy, because the noise is white while the images are
 smooth.

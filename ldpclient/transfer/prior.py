@@ -18,9 +18,9 @@ Why the rounds: re-weighting only the final outputs left the class the teacher s
 release spread 86.4-94.8 % over the student's draws alone. Rounds re-weighted from the training prior fixed
 that and overshot elsewhere (a model that learnt re-weighted labels was re-weighted again each round: colour
 digits collapsed into one class in one seed of three); alignment reads the bias from the current outputs, so it
-does not correct twice (BENCHMARKS.md, "Stable results").
+does not correct twice.
 
-Measured (BENCHMARKS.md, "The label prior"; 3 seeds each): equal shares raised the adapted labels on digits,
+Measured (3 seeds each): equal shares raised the adapted labels on digits,
 MNIST, colour digits and CIFAR-10, with and without private releases, and on private parts whose last class
 has a tenth of the first's images (a long tail, which equal shares do not assume away: the student's own
 outputs still decide). Beside public images, whose answers teach the student the classes, it changed nothing
@@ -78,7 +78,7 @@ def target_shares(probs: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
     ``(K,)`` summing to 1. A class is taken as absent when :func:`record_shares` puts it below
     :data:`PRESENT_SHARE` of an equal share (a folder that holds a few of the teacher's classes); the one-step
     shares themselves are not the target: they leave a class the teacher seldom answered short (MNIST's "9" at
-    4 % of the records), which equal shares give back (BENCHMARKS.md, "Stable results")."""
+    4 % of the records), which equal shares give back."""
     k = probs.shape[1]
     present = (record_shares(probs, prior) >= PRESENT_SHARE / k).to(torch.float64)
     return present / present.sum()

@@ -1,4 +1,4 @@
-"""Procedural images: public queries drawn from nothing private, so they cost no privacy (issue 46, item 2).
+"""Procedural images: public queries drawn from nothing private, so they cost no privacy.
 
 A data-free run asks the teacher about blank images under noise; their answers teach the student what the teacher
 does on noise. Procedural images (dead leaves, 1/f noise, stripes, blobs) reach past the release's subspace and

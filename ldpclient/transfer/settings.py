@@ -150,8 +150,7 @@ class AdaptationSettings:
 
     def balances(self, with_public: bool) -> bool:
         """Whether the labels learn equal class shares: with ``balance`` and no public images (beside them the
-        student learns the classes from their answers, and re-weighting did not win: BENCHMARKS.md, "The label
-        prior")."""
+        student learns the classes from their answers, and re-weighting did not win)."""
         return self.balance and not with_public
 
 

@@ -116,7 +116,7 @@ def small_resnet(
     32x32 photo keeps its detail), three residual blocks of ``width``, ``2 x width`` and ``4 x width`` channels
     (the last two stride 2), global average pooling and a linear layer (78,000 weights at width 16, 309,000 at 32;
     ``small_cnn`` has 131,000 for 32x32 colour). Width 16: on CIFAR-10 with public photos width 32 labelled about 2 points better at 2.6x the
-    training time (BENCHMARKS.md, "A student for photos")."""
+    training time."""
     _check_dims(num_classes, in_channels, image_size)
     if width < 1:
         raise ValueError(f"width must be >= 1, got {width}")
@@ -442,12 +442,12 @@ class Trainer:
 
 # ---------------------------------------------------------------- labelling
 #: How training, fine-tuning and the prediction passes lay out a CPU model and its batches: NHWC
-#: (``torch.channels_last``). Measured (BENCHMARKS.md, ``benchmarks/bench_inference.py``): prediction
+#: (``torch.channels_last``). Measured: prediction
 #: 1.6-2.5x faster than NCHW for ``small_cnn`` with no label changed on the 797 + 1,500 private records of
 #: six students (digits and MNIST, 3 seeds); ``torch.compile`` was slower than it and int8 dynamic
 #: quantization changed 2-8 labels while saving nothing. An optimiser step is about 1.4x faster; the
 #: float sums run in another order, so a student trains to other weights, and utility over 6 seeds on
-#: digits and MNIST stayed within noise (BENCHMARKS.md, "A million images in minutes"). Reports name it
+#: digits and MNIST stayed within noise. Reports name it
 #: (``TransferResult.inference``).
 CPU_LAYOUT = "channels_last"
 

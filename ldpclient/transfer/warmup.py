@@ -7,7 +7,7 @@ to ``pad`` pixels. The student's output layer is set aside meanwhile (a 4-way la
 untouched, so a warmed student differs from a cold one only below its last linear layer. Like the adaptation step,
 it reads the clean private records on this device only: nothing is sent, and it costs no privacy.
 
-Measured (BENCHMARKS.md, "Self-supervised warm-up", 3 seeds, no public images): 60 epochs gained 9.1 points on the
+Measured (3 seeds, no public images): 60 epochs gained 9.1 points on the
 colour digits and tied on CIFAR-10, MNIST and scikit-learn digits (+0.2, +0.9, 0.0), at about 4 times the
 run's time (4.2x on CIFAR-10); 30 epochs lost about a point on three of the four sets. Hence an option, not a default.
 """

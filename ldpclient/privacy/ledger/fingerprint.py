@@ -27,7 +27,7 @@ fingerprint describes, which a shift leaves almost unchanged; :data:`CANDIDATES`
 :data:`CENTRED` for a turned-back one), so that some window of a moved copy covers what a stored crop covers. Two
 images are near copies when any of these cosines is at least :data:`NEAR`.
 
-Measured (BENCHMARKS.md, "Near copies of private images"; ``benchmarks/bench_fingerprint.py``): no distinct
+Measured (``benchmarks/bench_fingerprint.py``): no distinct
 public image of digits, MNIST, colour digits or CIFAR-10 reached :data:`NEAR` against 1,000 private images;
 re-encoded (JPEG quality 60-90), 2x upscaled, brightened, darkened, gamma-changed, mirrored, quarter-turned,
 inverted and greyscale copies were caught, and centre-cropped, off-centre-cropped and shifted ones; JPEG copies

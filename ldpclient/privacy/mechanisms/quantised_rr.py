@@ -19,8 +19,7 @@ B follows from epsilon (:func:`~ldpclient.privacy.quantise.best_total_bits`: the
 intact, about ``eps / ln 2`` less a few), unless given. **This release is as informative as its epsilon
 allows**: at 100 per record it sends the record's quantised image itself about 99 times in 100, so whatever
 an attacker can read from an image at that quantisation it reads here. Laplace noise at the same epsilon
-spreads its noise over every coefficient and carries far less (BENCHMARKS.md, "Releases that spend epsilon
-on information").
+spreads its noise over every coefficient and carries far less.
 """
 
 from __future__ import annotations
