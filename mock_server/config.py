@@ -247,12 +247,12 @@ class _HelpFormatter(argparse.HelpFormatter):
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         # ldpclient's own wrapping: a bracketed note ('[default: 30.0]') stays on one line
-        from ldpclient.cli.help import wrap_words
+        from ldpclient.io.text import wrap_words
 
         return wrap_words(text, width)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        from ldpclient.cli.help import wrap_words
+        from ldpclient.io.text import wrap_words
 
         return "\n".join(wrap_words(text, width, indent="  "))
 

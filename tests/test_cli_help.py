@@ -10,7 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from ldpclient.cli.commands import app
-from ldpclient.cli.help import wrap_term, wrap_words
+from ldpclient.cli.help import wrap_term
+from ldpclient.io.text import wrap_words
 
 GROUP = typer.main.get_command(app)
 COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]

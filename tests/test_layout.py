@@ -158,6 +158,14 @@ def test_imports_point_down_the_layers() -> None:
     assert sorted(up) == []
 
 
+def test_the_mock_teacher_imports_neither_the_command_line_nor_a_run() -> None:
+    """The mock server is a test server below the command line: it may borrow the library's models and text
+    handling, never the command line or a run (``cli``, ``api``, ``run``)."""
+    borrowed = sorted(f"{path.name} imports {target}" for path in (ROOT / "mock_server").glob("*.py")
+                      for target in _every_import(path) if LAYERS[target.split(".")[1]] <= LAYERS["run"])
+    assert borrowed == []
+
+
 def test_the_cycle_check_sees_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

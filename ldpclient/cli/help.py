@@ -18,11 +18,11 @@ formatter to every command.
 from __future__ import annotations
 
 import re
-import textwrap
 from typing import Sequence
 
 from typer.core import TyperCommand
 
+from ..io.text import wrap_words
 from .click_compat import Context, UsageError
 from .click_compat import HelpFormatter as _ClickHelpFormatter
 
@@ -35,9 +35,6 @@ STACKED_INDENT = 4
 _SPACING = 2
 #: Where an option column may break: after a space, ``|`` or ``,``.
 _TERM_PIECES = re.compile(r"[^ |,]+[ |,]*|[ |,]+")
-#: A short bracketed note click adds to an option's help (``[default: secure]``, ``[x>=1]``): kept on one line.
-_BRACKETED = re.compile(r"\[[^\[\]\n]{1,60}\]")
-_KEEP_TOGETHER = "\x00"
 
 #: The help's option groups, in the order printed, each with the parameter names (as the commands' functions
 #: name them) it holds; an option of no group would be listed last under "Other options" (a test keeps none).
@@ -66,28 +63,6 @@ _GROUP_OF = {name: group for group, names in HELP_GROUPS.items() for name in nam
 USAGE_OPTIONS: dict[str, tuple[str, ...]] = {"label": ("--teacher URL",)}
 #: The group of an option no entry of :data:`HELP_GROUPS` names.
 OTHER_GROUP = "Other options"
-
-
-def wrap_words(text: str, width: int, indent: str = "") -> list[str]:
-    """``text`` as lines of at most ``width`` characters (``indent`` included), broken at spaces only.
-
-    Paragraphs (separated by an empty line) stay apart; a paragraph whose first line is ``\\b`` is
-    kept as written (click's no-rewrap marker). A word longer than a line is never cut."""
-    wrapper = textwrap.TextWrapper(
-        width=max(width, len(indent) + 1), initial_indent=indent, subsequent_indent=indent,
-        break_long_words=False, break_on_hyphens=False,
-    )
-    lines: list[str] = []
-    for paragraph in re.split(r"\n[ \t]*\n", text.expandtabs().strip("\n")):
-        if lines:
-            lines.append("")
-        raw = paragraph.splitlines()
-        if raw and raw[0].strip() == "\b":
-            lines.extend(indent + line.strip() for line in raw[1:])
-        else:
-            joined = _BRACKETED.sub(lambda m: m.group().replace(" ", _KEEP_TOGETHER), " ".join(paragraph.split()))
-            lines.extend(line.replace(_KEEP_TOGETHER, " ") for line in wrapper.wrap(joined))
-    return lines
 
 
 def wrap_term(term: str, width: int) -> list[str]:

@@ -14,11 +14,13 @@ error messages and class names, server headers, file names, tokens. What it does
   ``=``, ``+``, ``-``, ``@``, tab or CR: the OWASP list) gets a leading ``'``.
 * :func:`json_text`: JSON text with DEL and C1 characters escaped too (``json``
   escapes only C0 when it keeps non-ASCII characters).
+* :func:`wrap_words`: help text wrapped at spaces only (the command line's and the mock server's).
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Iterable
 
 #: Characters that act on a terminal: C0 controls except tab, DEL, C1 controls, bidi overrides/isolates.
@@ -97,4 +99,31 @@ def json_text(text: str) -> str:
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-__all__ = ["MIN_SECRET_CHARS", "check_token", "csv_cell", "from_csv_cell", "json_text", "printable", "redact"]
+__all__ = ["MIN_SECRET_CHARS", "check_token", "csv_cell", "from_csv_cell", "json_text", "printable", "redact", "wrap_words"]
+
+
+#: A short bracketed note click adds to an option's help (``[default: secure]``, ``[x>=1]``): kept on one line.
+_BRACKETED = re.compile(r"\[[^\[\]\n]{1,60}\]")
+_KEEP_TOGETHER = "\x00"
+
+
+def wrap_words(text: str, width: int, indent: str = "") -> list[str]:
+    """``text`` as lines of at most ``width`` characters (``indent`` included), broken at spaces only.
+
+    Paragraphs (separated by an empty line) stay apart; a paragraph whose first line is ``\\b`` is
+    kept as written (click's no-rewrap marker). A word longer than a line is never cut."""
+    wrapper = textwrap.TextWrapper(
+        width=max(width, len(indent) + 1), initial_indent=indent, subsequent_indent=indent,
+        break_long_words=False, break_on_hyphens=False,
+    )
+    lines: list[str] = []
+    for paragraph in re.split(r"\n[ \t]*\n", text.expandtabs().strip("\n")):
+        if lines:
+            lines.append("")
+        raw = paragraph.splitlines()
+        if raw and raw[0].strip() == "\b":
+            lines.extend(indent + line.strip() for line in raw[1:])
+        else:
+            joined = _BRACKETED.sub(lambda m: m.group().replace(" ", _KEEP_TOGETHER), " ".join(paragraph.split()))
+            lines.extend(line.replace(_KEEP_TOGETHER, " ") for line in wrapper.wrap(joined))
+    return lines
