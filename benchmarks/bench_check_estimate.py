@@ -35,7 +35,7 @@ import bench_verdict  # noqa: E402
 
 import ldpclient  # noqa: E402
 from ldpclient.run.check_estimate import estimate_accuracy  # noqa: E402
-from ldpclient.run.verdict import Z95  # noqa: E402
+from ldpclient.run.check_score import Z95  # noqa: E402
 from ldpclient.teachers.local import LocalTeacher  # noqa: E402
 
 

@@ -13,7 +13,9 @@ from ldpclient.run.check_estimate import (
     SHARE_ALONE,
     estimate_accuracy,
 )
-from ldpclient.run.verdict import Z95, CheckSet, check_evidence, judge
+from ldpclient.run.check_file import CheckSet
+from ldpclient.run.check_score import Z95, check_evidence
+from ldpclient.run.verdict import judge
 
 
 def _population(n: int, seed: int) -> tuple[list[float], list[bool]]:

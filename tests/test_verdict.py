@@ -7,21 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ldpclient.run.verdict import (
-    DOUBTFUL,
-    NOT_WORTH,
-    USABLE,
-    CheckSet,
-    Collapse,
-    accuracy_words,
-    check_evidence,
-    informative_floor,
-    judge,
-    parse_check_rows,
-    read_check_file,
-    sign_test_p,
-    wilson_interval,
-)
+from ldpclient.run.check_file import CheckSet, parse_check_rows, read_check_file
+from ldpclient.run.check_score import check_evidence, informative_floor, sign_test_p, wilson_interval
+from ldpclient.run.verdict import DOUBTFUL, NOT_WORTH, USABLE, Collapse, accuracy_words, judge
 
 BALANCED = [36] * 10  # labels per class of a healthy 360-image run
 ANSWERS = [400, 300, 350, 380, 420, 390, 310, 330, 560, 360]  # the teacher's answers over its queries

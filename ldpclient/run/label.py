@@ -47,6 +47,7 @@ from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
 from ..teachers.units import ByteUnitsTeacher
 from .caps import CapForeseen, check_plan_money, check_release_fits, foresee_money, foresee_privacy
+from .check_file import CheckSet, check_indices, parse_check_rows, read_check_file
 from .connect import connect_options, open_teacher
 from .label_report import (
     build_report,
@@ -63,7 +64,6 @@ from .progress import StageProgress
 from .run_state import RunState
 from .stages import Baseline, LabelRun, RunOutcome, RunSetup, WrittenOutputs
 from .ui import UI
-from .verdict import CheckSet, check_indices, parse_check_rows, read_check_file
 
 __all__ = ["LabelOptions", "ByteUnitsTeacher", "resume_hint", "run_label"]
 

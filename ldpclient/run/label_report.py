@@ -33,7 +33,8 @@ from ..teachers.errors import CostCapReached
 from ..teachers.openai_batch import BatchSettings
 from ..teachers.units import ByteUnitsTeacher
 from ..transfer.student import compute_layout
-from .verdict import Verdict, accuracy_words, check_evidence, judge
+from .check_score import check_evidence
+from .verdict import Verdict, accuracy_words, judge
 
 if TYPE_CHECKING:
     from ..transfer.pipeline import TransferResult

@@ -13,9 +13,10 @@ from ..privacy.base import Mechanism
 from ..report.label_files import StageTimer
 from ..teachers.base import Teacher, TeacherMetadata
 from ..transfer.pipeline import TransferResult
+from .check_file import CheckSet
 from .options import LabelOptions
 from .plan import RunPlan
-from .verdict import CheckSet, Verdict
+from .verdict import Verdict
 
 if TYPE_CHECKING:
     from .ui import UI

@@ -62,22 +62,17 @@ Units: shares and accuracies in ``[0, 1]``; counts are images (labels) or querie
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..names import VERDICT_LEVELS
 from . import check_estimate
+from .check_score import CheckEvidence, informative_floor, sign_test_p, wilson_interval
 
 #: The levels, best first (their names: :data:`ldpclient.names.VERDICT_LEVELS`).
 LEVELS = VERDICT_LEVELS
 USABLE, DOUBTFUL, NOT_WORTH = LEVELS
-#: z of a two-sided 95 % interval.
-Z95 = 1.959963984540054
 #: One class holding this share of the labels or more is a collapse (3 classes or more) ...
 COLLAPSE_SHARE = 0.8
 #: ... and half of them a partial one (with the conditions of rule 2 above).
@@ -96,230 +91,6 @@ SAME_AS_FREE = 0.95
 #: A check set whose 95 % interval is wider than this either side of its estimate gets a reason saying about how many
 #: hand-labelled images would narrow it to this.
 PRECISE = 0.05
-#: Largest check file read (bytes): a check set is a few hundred hand-labelled images, not a data set.
-MAX_CHECK_BYTES = 16 * 2**20
-
-
-def wilson_interval(hits: int, total: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a binomial share ``hits / total`` (95 % by default); ``(0, 1)`` for none."""
-    return check_estimate.wilson_interval(hits, total, z)
-
-
-def sign_test_p(wins: int, losses: int) -> float:
-    """Two-sided exact sign test: the chance of a split at least as uneven as ``wins``/``losses`` at 50/50."""
-    n = wins + losses
-    if n == 0:
-        return 1.0
-    k = min(wins, losses)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
-def informative_floor(num_classes: int) -> float:
-    """The accuracy below which labels count as at chance: chance plus 10 % of the way to 100 %."""
-    chance = 1 / max(1, num_classes)
-    return chance + 0.1 * (1 - chance)
-
-
-@dataclass(frozen=True)
-class CheckSet:
-    """Hand labels of some private images: ``labels[name]`` is the class index of the image named ``name`` (its
-    path relative to the private folder, as the labels file writes it; ``"0"``.. for records handed over)."""
-
-    labels: Mapping[str, int]
-    source: str = "check set"
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-
-#: A check file's header row: its first column, then its second's name for what the labels are (None: detected).
-_CHECK_HEADERS = {"label": None, "class": "class", "class_name": "class", "index": "index", "class_index": "index"}
-
-
-def read_check_file(path: str | Path, class_names: Sequence[str] | None, num_classes: int) -> CheckSet:
-    """Read ``--check FILE``: CSV rows ``file,label``; a label is a class name the teacher publishes or a class
-    index ``0..num_classes-1``. A header row may come first: ``file,class`` (every label a class name), ``file,index``
-    (every label an index) or ``file,label`` (either, detected as :func:`parse_check_rows` does); ``path`` may stand
-    for ``file``. ValueError, one line naming the file and row, for anything else (a duplicate file, an unknown
-    class, a label that reads as two different classes, an empty file)."""
-    p = Path(path)
-    where = f"--check {str(p)!r}"
-    try:
-        if p.stat().st_size > MAX_CHECK_BYTES:
-            raise ValueError(f"{where} is larger than {MAX_CHECK_BYTES // 2**20} MiB; a check set is a few hundred "
-                             "hand-labelled images")
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise ValueError(f"{where} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{where}: cannot read it: {' '.join(str(exc).split())}") from None
-    rows = [r for r in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in r)]
-    reading = None
-    if rows and len(rows[0]) == 2:
-        first, second = (c.strip().lower().replace(" ", "_") for c in rows[0])
-        if first in ("file", "path") and second in _CHECK_HEADERS:
-            reading, rows = _CHECK_HEADERS[second], rows[1:]
-    return parse_check_rows(rows, class_names, num_classes, where, reading=reading)
-
-
-def parse_check_rows(
-    rows: Sequence[Sequence[Any]], class_names: Sequence[str] | None, num_classes: int, where: str = "check set",
-    *, reading: str | None = None,
-) -> CheckSet:
-    """A :class:`CheckSet` from ``(name, label)`` rows (see :func:`read_check_file`). ``reading``: ``"class"``
-    (labels are class names), ``"index"`` (class indices; a Python int always is one) or None: a label that is
-    one of the two is read as it; where class names are digits (``"1".."10"``), the labels are read as whichever
-    of the two every one of them can be, and a file whose labels read as both, with different classes, is
-    refused (its header row must say which)."""
-    index = {str(name): k for k, name in enumerate(class_names or ())}
-    parsed: list[tuple[int, str, Any]] = []
-    for line, row in enumerate(rows, 1):
-        if len(row) != 2:
-            raise ValueError(f"{where}: row {line} has {len(row)} fields; each row is 'file,label'")
-        name = str(row[0]).strip()
-        if not name:
-            raise ValueError(f"{where}: row {line} names no file")
-        parsed.append((line, name, row[1]))
-    readings = {"class": [_by_name(raw, index) for _, _, raw in parsed],
-                "index": [_by_index(raw, num_classes) for _, _, raw in parsed]}
-    if reading is None:  # the one reading every label can be read in, where there is one
-        whole = [r for r, found in readings.items() if found and all(k is not None for k in found)]
-        reading = whole[0] if len(whole) == 1 else None
-    labels: dict[str, int] = {}
-    for k, (line, name, raw) in enumerate(parsed):
-        if reading is not None:
-            label = readings[reading][k]
-        else:  # both readings, or a mixture: each label read as the one it can be; one it can be two ways is refused
-            both = (readings["class"][k], readings["index"][k])
-            if None not in both and both[0] != both[1]:
-                raise ValueError(f"{where}: row {line}: label {str(raw)[:40]!r} is both the class named "
-                                 f"{str(raw)[:40]!r} and another class's index; say which every label is with a "
-                                 "header row 'file,class' (class names) or 'file,index' (class indices)")
-            label = both[0] if both[0] is not None else both[1]
-        if label is None:
-            known = f"a class name ({', '.join(list(index)[:5])}{', ...' if len(index) > 5 else ''})"
-            wanted = {"class": known, "index": f"a class index 0..{num_classes - 1}"}.get(
-                reading or "", f"{known + ' or ' if index else ''}a class index 0..{num_classes - 1}")
-            raise ValueError(f"{where}: row {line}: label {str(raw)[:40]!r} is not {wanted}")
-        if name in labels:
-            raise ValueError(f"{where}: row {line}: {name[:80]!r} is labelled twice")
-        labels[name] = label
-    if not labels:
-        raise ValueError(f"{where} holds no labelled image")
-    return CheckSet(labels, where)
-
-
-def _by_name(raw: Any, index: Mapping[str, int]) -> int | None:
-    """The class a label names (None: not a class name; a Python int never is one)."""
-    if isinstance(raw, (bool, int)):
-        return None
-    return index.get(str(raw).strip())
-
-
-def _by_index(raw: Any, num_classes: int) -> int | None:
-    """The class a label is the index of (None: not an index ``0..num_classes-1``)."""
-    if isinstance(raw, bool):
-        return None
-    if isinstance(raw, int):
-        return raw if 0 <= raw < num_classes else None
-    text = str(raw).strip()
-    return int(text) if text.isdigit() and int(text) < num_classes else None
-
-
-def check_indices(check: CheckSet, names: Sequence[str]) -> tuple[list[int], list[int], list[str]]:
-    """Where the check set's images are among ``names`` (the images labelled): ``(indices, truths, missing)``,
-    ``missing`` the check names that are not among them (skipped as undecodable, or not in the folder)."""
-    where = {name: k for k, name in enumerate(names)}
-    idx, truth, missing = [], [], []
-    for name, label in check.labels.items():
-        k = where.get(name)
-        if k is None:
-            missing.append(name)
-        else:
-            idx.append(k)
-            truth.append(label)
-    return idx, truth, missing
-
-
-@dataclass(frozen=True)
-class Score:
-    """The labels scored on the check set: ``correct`` of ``images`` right; ``accuracy``, the estimated share of
-    right labels among all of them, with its 95 % interval ``[low, high]``, ``effective_images`` and ``method``
-    (:mod:`ldpclient.run.check_estimate`: the check set's share alone, or adjusted by the confidences of all
-    labels)."""
-
-    images: int
-    correct: int
-    accuracy: float
-    low: float
-    high: float
-    effective_images: float = 0.0
-    method: str = check_estimate.SHARE_ALONE
-
-    @classmethod
-    def of(cls, predicted: Sequence[int], truth: Sequence[int], check_confidences: Sequence[float] | None = None,
-           all_confidences: Sequence[float] | None = None) -> "Score":
-        """Score ``predicted`` against ``truth`` (one per check image); with the confidences of the check images'
-        labels and of all labels, the estimate is adjusted by them."""
-        right = [int(p) == int(t) for p, t in zip(predicted, truth, strict=True)]
-        e = check_estimate.estimate_accuracy(right, check_confidences, all_confidences, Z95)
-        return cls(len(right), sum(right), e.accuracy, e.low, e.high, e.effective_images, e.method)
-
-    def images_for(self, half_width: float) -> int:
-        """About how many check images (of the same kind: adjusted or not) would make the 95 % interval
-        ``half_width`` either side of the estimate: ``z**2 p (1 - p) / half_width**2`` at the interval's middle
-        ``p``, less the adjustment's gain (``effective_images / images``)."""
-        middle = (self.low + self.high) / 2
-        plain = Z95 * Z95 * middle * (1 - middle) / (half_width * half_width)
-        gain = self.effective_images / self.images if self.images and self.effective_images else 1.0
-        return max(1, math.ceil(plain / gain))
-
-    @property
-    def words(self) -> str:
-        """How the accuracy was found, in words: ``79 of 100 hand-labelled images`` and, when adjusted, by
-        what."""
-        counted = f"{self.correct} of {self.images} hand-labelled images"
-        if self.method != check_estimate.CONFIDENCE_ADJUSTED:
-            return counted
-        return (f"{counted}, adjusted by the confidences of all labels: as precise as {self.effective_images:.0f} "
-                "check images alone")
-
-
-@dataclass(frozen=True)
-class CheckEvidence:
-    """What the check set says: the labels' score, the data-free run's on the same images (None without
-    ``--baseline``), and the images where exactly one of the two is right (``wins``: the labels only)."""
-
-    score: Score
-    baseline: Score | None = None
-    wins: int = 0
-    losses: int = 0
-    missing: int = 0
-
-
-def check_evidence(
-    check: CheckSet, names: Sequence[str], labels: Sequence[int], baseline: Sequence[int] | None = None,
-    confidences: Sequence[float] | None = None, baseline_confidences: Sequence[float] | None = None,
-) -> CheckEvidence | None:
-    """Score ``labels`` (and the data-free run's ``baseline`` labels) on the check set, each adjusted by its
-    ``confidences`` (one per label, in ``[0, 1]``; None: the check set's share alone); None when none of its
-    images is among ``names``."""
-    idx, truth, missing = check_indices(check, names)
-    if not idx:
-        return None
-
-    def score(predicted: list[int], conf: Sequence[float] | None) -> Score:
-        return Score.of(predicted, truth, [float(conf[k]) for k in idx] if conf else None, conf)
-
-    mine = [int(labels[k]) for k in idx]
-    ev = CheckEvidence(score(mine, confidences), missing=len(missing))
-    if baseline is None:
-        return ev
-    free = [int(baseline[k]) for k in idx]
-    wins = sum(m == t != f for m, f, t in zip(mine, free, truth, strict=True))
-    losses = sum(f == t != m for m, f, t in zip(mine, free, truth, strict=True))
-    return CheckEvidence(ev.score, score(free, baseline_confidences), wins, losses, len(missing))
 
 
 @dataclass(frozen=True)
@@ -559,6 +330,4 @@ def _public_evidence(agree: int, images: int, *, floor: float, decides: bool) ->
     return {"images": images, "agree": agree, "agreement": share, "low": low, "high": high}, (level, words)
 
 
-__all__ = ["LEVELS", "NOT_WORTH", "DOUBTFUL", "USABLE", "CheckEvidence", "accuracy_words", "CheckSet", "Collapse", "Score", "Verdict",
-           "check_evidence", "check_indices", "informative_floor", "judge", "parse_check_rows", "read_check_file",
-           "sign_test_p", "wilson_interval"]
+__all__ = ["LEVELS", "NOT_WORTH", "DOUBTFUL", "USABLE", "Collapse", "Verdict", "accuracy_words", "judge"]
