@@ -174,10 +174,7 @@ class VisionTeacher(Teacher):
                 parse=self._parse(len(rows)), what="annotate with Cloud Vision", units=len(rows), billing=billing,
             )
             labels.extend(got)
-            res.requests += 1
-            res.attempts += info.attempts
-            res.bytes_sent += info.bytes_sent
-            res.bytes_received += info.bytes_received
+            res.count_call(info)
         res.labels = torch.from_numpy(np.asarray(labels, dtype=np.int64))
         return res
 

@@ -151,10 +151,7 @@ class HFTeacher(Teacher):
                 units=1, billing=billing, retry_hint=estimated_time,
             )
             labels.append(idx)
-            res.requests += 1
-            res.attempts += info.attempts
-            res.bytes_sent += info.bytes_sent
-            res.bytes_received += info.bytes_received
+            res.count_call(info)
             if info.billed_header is not None:
                 billed = info.billed_header
             res.billed = None if (res.billed is None or billed is None) else res.billed + billed

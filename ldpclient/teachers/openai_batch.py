@@ -178,7 +178,7 @@ class BatchRunner:
                 if attempt + 1 == START_TRIES:
                     raise
                 if exc.status is None and not isinstance(exc, RequestNotSent):  # sent, and no answer came back
-                    found = self._adoptable(request_id, digest, (), out)
+                    found = self._started_jobs(request_id, out).get(digest)
                     if found is not None:
                         return found
                 time.sleep(min(exc.retry_after if exc.retry_after is not None else 2.0 ** attempt, 60.0))
@@ -189,17 +189,18 @@ class BatchRunner:
             return job_id
         raise AssertionError("unreachable")
 
-    def _adoptable(self, request_id: str, digest: str, known: Sequence[str], out: Collected) -> str | None:
-        """A job among the newest that runs exactly this file and that the book does not know (its id was lost
-        after it was created), else None."""
+    def _started_jobs(self, request_id: str, out: Collected) -> dict[str, str]:
+        """The jobs among the newest that run a file of plan batch ``request_id`` and may still answer (not failed
+        or cancelled): file digest -> job id (the newest job of a file)."""
         listing = self._call("GET", f"/batches?limit={ADOPT_LOOKBACK}", out, what="list batch jobs")
+        found: dict[str, str] = {}
         for job in listing.get("data", []) if isinstance(listing, dict) else []:
             meta = job.get("metadata") if isinstance(job, dict) else None
             if (isinstance(meta, dict) and meta.get("ldpclient_batch") == request_id[:512]
-                    and meta.get("ldpclient_file") == digest and job.get("id") not in known
+                    and isinstance(meta.get("ldpclient_file"), str)
                     and job.get("status") not in ("failed", "cancelled", "cancelling")):
-                return str(job["id"])
-        return None
+                found.setdefault(meta["ldpclient_file"], str(job["id"]))
+        return found
 
     # -- waiting and reading -----------------------------------------------------------------------
     def _wait(self, job_id: str, billing: Any, out: Collected) -> dict[str, Any]:
@@ -341,10 +342,12 @@ class BatchRunner:
             fmt = self.teacher.answer_format
             started: list[tuple[str, int]] = []
             adopted_jobs: list[str] = []
+            kept = set(book.jobs())  # jobs started here whose ids were lost: found by their file, once a round
+            unkept = {d: j for d, j in self._started_jobs(request_id, got).items() if j not in kept}
             for chunk in self._files(pngs, missing, ids, fmt):
                 lines = [line for _, line in chunk]
                 digest = _digest(b"\n".join(lines) + b"\n")
-                adopted = self._adoptable(request_id, digest, book.jobs(), got)
+                adopted = unkept.pop(digest, None)
                 if adopted is not None:
                     log.info("batch %s: collecting job %s, which an earlier run started", request_id, adopted)
                     book.add_job(adopted)

@@ -418,10 +418,7 @@ class ChatTeacher(Teacher):
                 log.debug("query %s declined: %s", rid or k, answer.reason)
             if info is None:
                 continue  # refused before it was answered: nothing billed
-            res.requests += 1
-            res.attempts += info.attempts
-            res.bytes_sent += info.bytes_sent
-            res.bytes_received += info.bytes_received
+            res.count_call(info)
             if most is not None:  # priced by its tokens; without token prices, the caller's price per query
                 known = answer.input_tokens is not None and answer.output_tokens is not None
                 cost = self.prices.cost(answer.input_tokens or 0, answer.output_tokens or 0) if known else most

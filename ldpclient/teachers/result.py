@@ -8,11 +8,15 @@ answer like any other (journaled, paid for when billed, never asked again), neve
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from .errors import MalformedResponse
+
+if TYPE_CHECKING:
+    from .transport import CallInfo
 
 #: The label of a query the teacher declined to answer (only from teachers whose metadata says ``abstains``).
 ABSTAINED = -1
@@ -42,6 +46,13 @@ class InferResult:
     cost: float | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+
+    def count_call(self, info: "CallInfo") -> None:
+        """Add one answered request's attempts and body bytes (an adapter's call of ``HttpTransport.call``)."""
+        self.requests += 1
+        self.attempts += info.attempts
+        self.bytes_sent += info.bytes_sent
+        self.bytes_received += info.bytes_received
 
 
 def validate_labels(labels: object, n: int, num_classes: int, teacher: str, *, abstains: bool = False) -> torch.Tensor:

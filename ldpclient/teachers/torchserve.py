@@ -170,10 +170,7 @@ class TorchServeTeacher(Teacher):
         labels: list[int] = []
 
         def add(info: CallInfo, billed: int | None) -> None:
-            res.requests += 1
-            res.attempts += info.attempts
-            res.bytes_sent += info.bytes_sent
-            res.bytes_received += info.bytes_received
+            res.count_call(info)
             if info.billed_header is not None:
                 billed = info.billed_header
             res.billed = None if (res.billed is None or billed is None) else res.billed + billed
