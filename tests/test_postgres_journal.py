@@ -73,3 +73,15 @@ def test_plan_seeds_live_in_the_journals_versioned_schema(postgres_url: str, tmp
     with pytest.raises(NewerStateFile, match="newer ldpclient"):
         state.seed_for({"run": "c"}, None)
     assert not (tmp_path / "runs.json").exists()  # the database state never falls back to the file
+
+
+def test_batch_api_job_ids_kept_in_postgresql_are_read_back_by_another_host(postgres_url: str) -> None:
+    """The ids of a plan batch's Batch API jobs, kept by one host, are what another host sharing the journal
+    collects (oldest first, each once)."""
+    with Journal(postgres_url) as first:
+        first.add_job("openai:x", "b-0", "batch_one")
+        first.add_job("openai:x", "b-0", "batch_two")
+        first.add_job("openai:x", "b-0", "batch_one")  # kept twice: once
+    with Journal(postgres_url) as other:
+        assert other.jobs("openai:x", "b-0") == ["batch_one", "batch_two"]
+        assert other.jobs("openai:x", "b-1") == [] and other.jobs("openai:y", "b-0") == []
