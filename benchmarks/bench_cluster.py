@@ -48,7 +48,7 @@ class _Images:
 def _release_here(location: str, key: str, images: _Images) -> float:
     from ldpclient.privacy import laplace
     from ldpclient.privacy.ledger import Ledger
-    from ldpclient.transfer.pipeline import release_in_chunks
+    from ldpclient.transfer.stages.release import release_in_chunks
 
     mech = laplace(100.0, per="record")
     start = time.perf_counter()

@@ -77,7 +77,7 @@ def test_cli_options_and_library_share_the_defaults() -> None:
     assert training.crop is None and not training.flip and not label_opts.flip
     assert plan.augmentation == defaults.augmentation()
     kt = KnowledgeTransfer(LocalTeacher(torch.nn.Flatten(), input_shape=(1, 2, 2), num_classes=4), laplace(1.0, per="element"))
-    assert kt.epochs == defaults.epochs() and kt.batch_size == defaults.train_batch_size()
+    assert kt.settings.epochs == defaults.epochs() and kt.settings.batch_size == defaults.train_batch_size()
     help_text = CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output
     assert re.search(rf"\[default: {defaults.train_batch_size()}[;\]]", help_text)  # '[default: 32; x>=1]'
 

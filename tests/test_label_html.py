@@ -22,7 +22,7 @@ import mock_server
 from ldpclient.cli.commands import app
 from ldpclient.report.html import CSP, png_data_uri, render, text
 from ldpclient.teachers.local import LocalTeacher
-from ldpclient.transfer.pipeline import SAMPLE_SIZE
+from ldpclient.transfer.result import SAMPLE_SIZE
 
 
 class _Tags(html.parser.HTMLParser):

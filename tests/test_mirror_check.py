@@ -94,11 +94,11 @@ def _kt(teacher, **kw):
 @pytest.fixture()
 def seen(monkeypatch):
     """The ``flip`` of every training batch's augmentation, in order."""
-    from ldpclient.transfer import pipeline
+    from ldpclient.transfer.stages import train
 
     flips: list[bool] = []
-    real = pipeline.flip_crop
-    monkeypatch.setattr(pipeline, "flip_crop",
+    real = train.flip_crop
+    monkeypatch.setattr(train, "flip_crop",
                         lambda images, pad, *, flip=True, generator=None:
                         flips.append(flip) or real(images, pad, flip=flip, generator=generator))
     return flips

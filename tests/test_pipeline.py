@@ -186,10 +186,10 @@ def test_settings_objects_and_one_teacher():
     mech = laplace(1.0, per="record")
     kt = KnowledgeTransfer(client, mech, plan=PlanSettings(num_queries=120, query_batch_size=64),
                            training=TrainingSettings(epochs=1), adaptation=AdaptationSettings(adapt=False))
-    assert kt.teacher is teacher and kt.client is client and kt.num_queries == 120 and not kt.adapt
+    assert kt.teacher is teacher and kt.client is client and kt.settings.num_queries == 120 and not kt.settings.adapt
     assert len(kt.run(x).labels) == 20 and client.stats.queries_sent == 120
     flat = KnowledgeTransfer(teacher, mech, num_queries=90, epochs=2, fuse=True)
-    assert flat.plan_settings.num_queries == 90 and flat.training.epochs == 2 and flat.adaptation.fuse
+    assert flat.given.plan.num_queries == 90 and flat.given.training.epochs == 2 and flat.settings.fuse
     with pytest.raises(ValueError, match="another teacher"):
         KnowledgeTransfer(_quadrant_teacher(), mech, client=client)
     with pytest.raises(TypeError, match="unexpected keyword argument.*num_querys"):
@@ -203,21 +203,21 @@ def test_settings_objects_and_one_teacher():
 @pytest.mark.parametrize("aug", ["sup", "rand"])
 def test_training_reads_the_batches_kept_from_sending_them_and_learns_the_same(monkeypatch, aug):
     """The batches built for the teacher are kept for the epochs: same student, same labels as building them again."""
-    import ldpclient.transfer.pipeline as pipeline
+    from ldpclient.transfer import query_book
 
     x, _ = _records()
     built_calls = []
-    original = pipeline.KnowledgeTransfer._stream
+    original = query_book.QueryBook.stream
 
-    def counting(self, queries, order=None):
+    def counting(self, order=None):
         built_calls.append(order is None)
-        return original(self, queries, order)
+        return original(self, order)
 
-    monkeypatch.setattr(pipeline.KnowledgeTransfer, "_stream", counting)
+    monkeypatch.setattr(query_book.QueryBook, "stream", counting)
     kept = _kt("ldpkit", aug, adapt=True).run(x)
     kept_calls = list(built_calls)
     built_calls.clear()
-    monkeypatch.setattr(pipeline, "QUERY_CACHE_BYTES", 0)  # nothing kept: every epoch builds its batches
+    monkeypatch.setattr(query_book, "QUERY_CACHE_BYTES", 0)  # nothing kept: every epoch builds its batches
     rebuilt = _kt("ldpkit", aug, adapt=True).run(x)
     assert kept_calls == [True]  # built once, to send them; epochs and anchors read the kept batches
     assert len(built_calls) > 1
@@ -249,16 +249,16 @@ def _colour_teacher(side: int):
 
 
 def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shifted_rows(monkeypatch):
-    from ldpclient.transfer import pipeline
+    from ldpclient.transfer.stages import train
 
     seen: list[tuple[int, bool]] = []
-    real = pipeline.flip_crop
+    real = train.flip_crop
 
     def spy(images, pad, *, flip=True, generator=None):
         seen.append((pad, flip))
         return real(images, pad, flip=flip, generator=generator)
 
-    monkeypatch.setattr(pipeline, "flip_crop", spy)
+    monkeypatch.setattr(train, "flip_crop", spy)
     x = torch.rand(24, 3, 16, 16, generator=torch.Generator().manual_seed(1))
     public = torch.rand(8, 3, 16, 16, generator=torch.Generator().manual_seed(2))
 

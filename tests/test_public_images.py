@@ -30,18 +30,20 @@ def _folder(root: Path, n: int, seed: int, prefix: str = "img") -> Path:
     return root
 
 
-def _recording(base: type, seen: list[np.ndarray], epoch: int | None = None) -> type:
-    """``base`` (KnowledgeTransfer) that appends to ``seen`` the query ids of every batch it trains on (or anchors
-    the adaptation with), in epoch ``epoch`` only when given."""
+def _recording(monkeypatch: pytest.MonkeyPatch, seen: list[np.ndarray], epoch: int | None = None) -> None:
+    """Append to ``seen`` the query ids of every batch a run trains on (or anchors the adaptation with), in epoch
+    ``epoch`` only when given."""
+    from ldpclient.transfer.query_book import QueryBook
 
-    class Recording(base):  # type: ignore[valid-type,misc]
-        def _epoch_batches(self, queries, at, seed):  # type: ignore[no-untyped-def]
-            for ids, values in super()._epoch_batches(queries, at, seed):
-                if epoch is None or at == epoch:
-                    seen.append(ids)
-                yield ids, values
+    original = QueryBook.epoch_batches
 
-    return Recording
+    def recording(self, at, seed):  # type: ignore[no-untyped-def]
+        for ids, values in original(self, at, seed):
+            if epoch is None or at == epoch:
+                seen.append(ids)
+            yield ids, values
+
+    monkeypatch.setattr(QueryBook, "epoch_batches", recording)
 
 
 def _grey(path: Path) -> np.ndarray:
@@ -148,7 +150,9 @@ def test_the_same_picture_in_another_file_is_refused_too(tmp_path: Path) -> None
         ldpclient.label(private, teacher, public=public, epsilon=20, state_dir=tmp_path / "s")
 
 
-def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_says_so(tmp_path: Path) -> None:
+def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ldpclient.privacy import laplace
     from ldpclient.transfer import defaults
     from ldpclient.transfer.pipeline import KnowledgeTransfer
@@ -160,13 +164,13 @@ def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_
     x = torch.rand(10, 1, 4, 4, generator=torch.Generator().manual_seed(0))
     others = torch.rand(6, 1, 4, 4, generator=torch.Generator().manual_seed(1))
     seen: list[np.ndarray] = []
-    Recording = _recording(KnowledgeTransfer, seen, epoch=0)
-    kt = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False)
+    _recording(monkeypatch, seen, epoch=0)
+    kt = KnowledgeTransfer(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False)
     result = kt.run(x, public=others)
     ids = np.concatenate(seen)
     assert result.counts["public_repeats"] == 20  # round(3 x 40 queries / 6 public images)
     assert np.bincount(ids[ids >= 40] - 40).tolist() == [20] * 6 and np.bincount(ids[ids < 40]).tolist() == [1] * 40
-    once = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False,
+    once = KnowledgeTransfer(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False,
                      public_repeats=1)
     seen.clear()
     assert once.run(x, public=others).counts["public_repeats"] == 1
@@ -176,7 +180,9 @@ def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_
     assert report["student"]["public_repeats"] == 20
 
 
-def test_a_tenth_of_the_public_images_is_held_out_of_training_and_scores_the_student(tmp_path: Path) -> None:
+def test_a_tenth_of_the_public_images_is_held_out_of_training_and_scores_the_student(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 44: held-out public images as evidence. 120 public images: 12 are never trained on (nor anchor the
     adaptation), and the final student's agreement with the teacher on them is in the verdict."""
     from ldpclient.privacy import laplace
@@ -188,14 +194,14 @@ def test_a_tenth_of_the_public_images_is_held_out_of_training_and_scores_the_stu
     x = torch.rand(10, 1, 4, 4, generator=torch.Generator().manual_seed(0))
     others = torch.rand(120, 1, 4, 4, generator=torch.Generator().manual_seed(1))
     seen: list[np.ndarray] = []
-    Recording = _recording(KnowledgeTransfer, seen)
-    kt = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=2, val_fraction=0.0)
+    _recording(monkeypatch, seen)
+    kt = KnowledgeTransfer(teacher, laplace(20, per="record"), num_queries=40, epochs=2, val_fraction=0.0)
     result = kt.run(x, public=others)
     trained = set(np.concatenate(seen).tolist())  # training and the adaptation's anchors
     public_trained = {i - 40 for i in trained if i >= 40}
     assert len(public_trained) == 108 and result.public_held_out is not None
     assert result.public_held_out["images"] == 12 and 0 <= result.public_held_out["agree"] <= 12
-    again = Recording(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, seed=5)
+    again = KnowledgeTransfer(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, seed=5)
     seen.clear()
     again.run(x, public=others)
     assert {i - 40 for i in np.concatenate(seen).tolist() if i >= 40} == public_trained  # from the images alone

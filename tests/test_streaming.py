@@ -24,11 +24,11 @@ from ldpclient.privacy.ledger import Ledger
 from ldpclient.privacy.release import ReleaseBuilder
 from ldpclient.report.label_files import iter_label_rows, render_labels, write_labels
 from ldpclient.teachers.local import LocalTeacher
-from ldpclient.transfer import pipeline
 from ldpclient.transfer.adapt import SelfTrainingAdapter
 from ldpclient.transfer.augment import QueryPlan
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.transfer.postprocess import ReleaseRows, apply_all, parse_postprocess
+from ldpclient.transfer.stages import release as release_stage
 from ldpclient.transfer.student import predict_proba, small_cnn
 
 
@@ -138,7 +138,7 @@ def test_a_spooled_run_labels_exactly_like_an_in_memory_run(tmp_path: Path) -> N
 
 
 def test_chunked_releases_charge_each_record_once_and_reuse_across_chunks(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(pipeline, "RELEASE_CHUNK_ELEMENTS", 64 * 6)  # 6 records of 8x8 per chunk
+    monkeypatch.setattr(release_stage, "RELEASE_CHUNK_ELEMENTS", 64 * 6)  # 6 records of 8x8 per chunk
     x = _records(20)
     x[13] = x[2]  # the same image twice, in different chunks: noised and charged once
     with Ledger(tmp_path / "ledger.sqlite") as ledger, _spool(x, tmp_path) as spool:
@@ -158,7 +158,8 @@ def test_data_free_releases_blanks_without_reading_the_records() -> None:
             raise AssertionError("a data-free release must not read the private records")
 
     # the data-free run reads the clean records only to label them locally at the end, never to release
-    released = _transfer(mode="data-free", adapt=False)._release_records(Unreadable(_records(10)), 10, {})
+    context = _transfer(mode="data-free", adapt=False)._context(Unreadable(_records(10)))
+    released = release_stage.release_records(context)
     assert len(released.release) == 10 and released.counts["releases_fresh"] == 0
     assert released.release.guarantee.epsilon_record == 0.0
 
@@ -205,7 +206,7 @@ def test_label_leaves_no_spooled_records_in_the_state_directory(tmp_path: Path) 
 def test_noise_releases_in_chunks_writes_every_copy_and_reuses_on_rerun(tmp_path: Path, monkeypatch) -> None:
     from ldpclient.run.noise import NoiseOptions, run_noise
 
-    monkeypatch.setattr(pipeline, "RELEASE_CHUNK_ELEMENTS", 64 * 3)  # 3 records of 8x8 per chunk
+    monkeypatch.setattr(release_stage, "RELEASE_CHUNK_ELEMENTS", 64 * 3)  # 3 records of 8x8 per chunk
     folder = tmp_path / "private"
     (folder / "sub").mkdir(parents=True)
     rng = np.random.default_rng(1)

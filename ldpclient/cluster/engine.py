@@ -1,6 +1,6 @@
 """Where a run's per-image stages execute: the :class:`Engine` interface, the in-process :class:`LocalEngine`, and
 :class:`Cluster`, which runs the release and the student's passes over every image through an engine (the
-:class:`~ldpclient.transfer.pipeline.StageRunner` a label run hands its pipeline)."""
+:class:`~ldpclient.transfer.context.StageRunner` a label run hands its pipeline)."""
 
 from __future__ import annotations
 
@@ -83,9 +83,9 @@ class Cluster:
     def release(
         self, mechanism: Any, scope: str, records: RecordSource, on_block: Callable[[int], None]
     ) -> np.ndarray:
-        """Noise and charge every record (blocks of :func:`~ldpclient.transfer.pipeline.release_chunk`); a bool
+        """Noise and charge every record (blocks of :func:`~ldpclient.transfer.stages.release.release_chunk`); a bool
         ``(N,)``: True where a record was noised now."""
-        from ..transfer.pipeline import release_chunk
+        from ..transfer.stages.release import release_chunk
 
         fresh = np.zeros(len(records), dtype=bool)
         blocks = ({"start": int(idx[0]), "records": x.numpy(), "sources": source_ids(records, idx)}

@@ -1,10 +1,10 @@
 """``label --html``: one self-contained page that shows what left the device and how far the labels go.
 
 :func:`label_page` builds it from the run report (the dict ``label`` writes as JSON) and the few
-releases and queries the run kept (:class:`~ldpclient.transfer.pipeline.SentSample`); the clean private
+releases and queries the run kept (:class:`~ldpclient.transfer.result.SentSample`); the clean private
 images are on it only when the user asks (``--html-private``), and the page then says so on top. The
 page's size does not grow with the folder: it shows at most
-:data:`~ldpclient.transfer.pipeline.SAMPLE_SIZE` releases and queries, one bar per class and the first
+:data:`~ldpclient.transfer.result.SAMPLE_SIZE` releases and queries, one bar per class and the first
 :data:`MAX_LISTED` skipped files.
 """
 
@@ -18,7 +18,7 @@ import torch
 
 from ..privacy.guarantee import coefficient_treatment
 from ..transfer.mirror_check import mirror_note
-from ..transfer.pipeline import SentSample
+from ..transfer.result import SentSample
 from ..transfer.rounds import rounds_in_words
 from .html import bar_chart, png_data_uri, render
 from .notes import DATA_FREE_NOTE, money_parts, token_prices_words, unpriced_note, weak_privacy_note

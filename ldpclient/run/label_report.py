@@ -37,7 +37,7 @@ from .check_score import check_evidence
 from .verdict import Verdict, accuracy_words, judge
 
 if TYPE_CHECKING:
-    from ..transfer.pipeline import TransferResult
+    from ..transfer.result import TransferResult
     from .options import LabelOptions
     from .stages import RunOutcome, RunSetup, WrittenOutputs
 

@@ -105,7 +105,7 @@ def check_memory_for_shape(
     """Estimate a run on ``shape`` with the batch sizes it will use and refuse it when over ``max_memory_gib``
     (None: :func:`default_max_memory_gib`). Returns the estimate."""
     from ..io.folders import spool_chunk
-    from ..transfer.pipeline import release_chunk
+    from ..transfer.stages.release import release_chunk
 
     estimate = estimate_run_memory(
         shape, query_batch=query_batch, train_batch=train_batch, decode_chunk=spool_chunk(shape),

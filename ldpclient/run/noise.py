@@ -98,8 +98,8 @@ def _noise_and_write(
     from ..privacy.ledger import Ledger
     from ..privacy.release import ReleaseBuilder
     from ..teachers.identity import merge_scope_aliases
-    from ..transfer.pipeline import release_in_chunks
     from ..transfer.postprocess import ReleaseRows, parse_postprocess
+    from ..transfer.stages.release import release_in_chunks
 
     lo, hi = target.value_range
     transforms = parse_postprocess(opts.postprocess)

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ..privacy.guarantee import release_caution
 from ..teachers.base import TeacherMetadata
-from ..transfer import defaults
+from ..transfer import defaults, resolve
 from ..transfer.augment import check_sup_queries
 from ..transfer.rounds import round_ends
 from .mechanism import mechanism_for
@@ -94,7 +94,7 @@ class RunPlan:
         mirror_check_images` (100 public images or more, of 16 px or more)."""
         if self.opts.flip is not None or self.mode == "sidp" or not self.public:
             return 0
-        return defaults.mirror_check_images(self.public, min(self.shape[-2:]))
+        return resolve.mirror_check_images(self.public, min(self.shape[-2:]))
 
     def describe(self) -> dict[str, Any]:
         """The plan in words and numbers (JSON-able, no pixels): what would be released, sent, spent and trained."""
@@ -168,11 +168,11 @@ def resolve_plan(
     TeacherLimits().check_value_range(meta.value_range, identity)  # before the noise is scaled by it
     if len(shape) != 3:
         raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
-    query_batch_size = opts.batch_size or defaults.query_batch_size(meta.max_batch_size, meta.batch_api)
+    query_batch_size = resolve.query_batch_size(opts.batch_size, meta)
     check_memory_for_shape(shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
                            query_batch=query_batch_size)
     opts = resolve_shape_defaults(opts, shape)  # basis, then reduce and postprocess from the shape
-    opts = dataclasses.replace(opts, student=opts.student or defaults.student(shape, public > 0))
+    opts = dataclasses.replace(opts, student=resolve.student(opts.student, shape, public > 0))
     mechanism = build_mechanism(opts, meta.value_range, shape)
     free_mechanism, free_postprocess = None, None
     if opts.baseline:  # the data-free baseline's blank queries, noised at the free level
@@ -192,23 +192,23 @@ def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
     pipeline settings."""
     opts = plan.opts
     num_queries = _queries(opts, records)
-    repeats = defaults.public_repeats(num_queries, public) if public and num_queries else 0
+    repeats = resolve.public_repeats(None, num_queries, public) if public and num_queries else 0
     settings = opts.transfer_settings(num_queries=num_queries, query_batch_size=plan.query_batch_size,
                                       public_repeats=repeats or None,
-                                      crop=defaults.train_crop(min(plan.shape[-2:]), public > 0))
+                                      crop=resolve.train_crop(None, min(plan.shape[-2:]), public > 0))
     return dataclasses.replace(plan, records=records, public=public, num_queries=num_queries,
                                public_repeats=repeats, settings=settings)
 
 
 def _queries(opts: LabelOptions, n: int) -> int | None:
-    """The query budget for ``n`` images: ``--queries``, else :func:`~ldpclient.transfer.defaults.num_queries`;
+    """The query budget for ``n`` images: ``--queries``, else :func:`~ldpclient.transfer.resolve.num_queries`;
     None for SIDP (``--augment none``: each release is sent once)."""
     if opts.augment == "none":
         return None
     if opts.augment == "sup" and n < 2:
         raise ValueError(f"--augment sup needs at least 2 images, the folder has {n}; use --augment rand or none")
     if opts.queries is None:
-        return defaults.num_queries(n, opts.augment)
+        return resolve.num_queries(None, n, opts.augment)
     if opts.augment == "sup":
         check_sup_queries(opts.queries, n, option="--queries", instead="--augment rand")
     most = defaults.MAX_QUERIES_PER_RECORD * max(n, 1)

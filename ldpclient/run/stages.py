@@ -12,7 +12,7 @@ import torch
 from ..privacy.base import Mechanism
 from ..report.label_files import StageTimer
 from ..teachers.base import Teacher, TeacherMetadata
-from ..transfer.pipeline import TransferResult
+from ..transfer.result import TransferResult
 from .check_file import CheckSet
 from .options import LabelOptions
 from .plan import RunPlan

@@ -3,10 +3,10 @@
 A left-right mirror keeps the class of a photo of a car or a cat, and changes a digit's or a letter's.
 The tool cannot tell the two kinds apart by their shape, but the teacher can: a sample of the public
 images is sent twice more, once mirrored and once shifted by the training shift
-(:func:`~ldpclient.transfer.defaults.train_crop`), and the teacher's answers to each copy are compared
+(:func:`~ldpclient.transfer.resolve.public_shift`), and the teacher's answers to each copy are compared
 with its answer to the image itself. When the mirror keeps the teacher's label nearly as often as the
 shift does (a change the student is trained with anyway), the student is trained on mirrored rows too
-(:func:`~ldpclient.transfer.defaults.flip`).
+(:func:`~ldpclient.transfer.resolve.mirror_flip`).
 
 Only public images are used: their copies are public too (no noise, no privacy cost, never in the
 ledger); they are counted, sent and billed as public queries. Their answers decide the flip and are not
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..privacy.release import Release
-from . import defaults
+from . import resolve
 from .affine import flip_crop
 
 
@@ -54,7 +54,7 @@ class MirrorCheck:
         answered = original >= 0
         mirror = float(np.mean((copies[:k] == original) & answered))
         shift = float(np.mean((copies[k:] == original) & answered))
-        return MirrorVerdict(defaults.flip(mirror, shift), mirror, shift, k)
+        return MirrorVerdict(resolve.mirror_flip(mirror, shift), mirror, shift, k)
 
 
 @dataclass(frozen=True)
@@ -75,12 +75,12 @@ class MirrorVerdict:
 def mirror_check(public: Release, seed: int) -> MirrorCheck | None:
     """The check's copies for the public images ``public`` (a public release, values in the domain's units,
     ``(N, C, H, W)``), their sample and shifts drawn from ``seed``; None when
-    :func:`~ldpclient.transfer.defaults.mirror_check_images` checks none: too few images to decide on, or too
+    :func:`~ldpclient.transfer.resolve.mirror_check_images` checks none: too few images to decide on, or too
     small for the training shift that the mirror is compared with."""
     n = len(public)
     h, w = public.record_shape[-2:]
-    pad = defaults.train_crop(min(h, w), True)
-    k = defaults.mirror_check_images(n, min(h, w))
+    pad = resolve.public_shift(min(h, w))
+    k = resolve.mirror_check_images(n, min(h, w))
     if k < 1 or pad < 1:
         return None
     g = torch.Generator().manual_seed(int(seed) % 2**63)

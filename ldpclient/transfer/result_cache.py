@@ -31,11 +31,11 @@ from .adapt import AdaptHistory
 from .student import TrainHistory, load_checkpoint, save_checkpoint
 
 if TYPE_CHECKING:
-    from .pipeline import TransferResult
+    from .result import TransferResult
 
 #: The layout of a kept result (:meth:`ResultCache.save`); another one is not read (the run trains anew).
 CACHE_SCHEMA = 1
-#: The fields of a :class:`~.pipeline.TransferResult` a kept result restores (the others are the run's own).
+#: The fields of a :class:`~.result.TransferResult` a kept result restores (the others are the run's own).
 _KEPT = ("labels", "confidences", "unadapted_labels", "unfused_labels", "fusion_informativeness", "training",
          "public_held_out", "confusion")
 

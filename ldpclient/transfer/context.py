@@ -1,0 +1,160 @@
+"""What every stage of a knowledge transfer reads: :class:`RunContext`.
+
+One context per call of :class:`~ldpclient.transfer.pipeline.KnowledgeTransfer`: the teacher and the client
+that talks to it, the mechanism, the ledger, the resolved settings (:class:`~.resolve.Resolved`), the records
+and the teacher's facts, the progress callback and the seconds per stage. Stages take it instead of a dozen
+threaded parameters.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..io.records import RecordSource
+from ..privacy.base import Mechanism
+from ..privacy.release import Derived, Release
+from .resolve import Resolved
+from .result_cache import ResultCache
+from .settings import AdaptationSettings, PlanSettings, TrainingSettings
+from .student import Progress, predict_proba
+
+if TYPE_CHECKING:
+    from ..teachers.base import TeacherMetadata
+
+MODES = ("ldpkit", "sidp", "data-free")
+
+
+class StageRunner(Protocol):
+    """Runs the stages whose work grows with the private records elsewhere (:mod:`ldpclient.cluster`)."""
+
+    def release(
+        self, mechanism: Mechanism, scope: str, records: RecordSource, on_block: Callable[[int], None]
+    ) -> np.ndarray:
+        """Noise and charge every record through the shared ledger under ``scope`` (``on_block(records done)`` per
+        block); a bool ``(N,)`` array: True where a record was noised now, False where a stored release held."""
+        ...
+
+    def predict_proba(self, model: nn.Module, records: RecordSource) -> torch.Tensor:
+        """``model``'s softmax (float32 ``(N, K)``) on every record, in order (:func:`~.student.predict_proba`)."""
+        ...
+
+
+class Given(NamedTuple):
+    """The settings objects as given (a kept result is keyed by them; :class:`~.resolve.Resolved` reads them)."""
+
+    plan: PlanSettings
+    training: TrainingSettings
+    adaptation: AdaptationSettings
+
+
+def teacher_and_client(teacher: Any, client: Any) -> tuple[Any, Any]:
+    """``(teacher, client)`` from what was given: a teacher, a QueryClient (its teacher is used), or a teacher
+    and the QueryClient that talks to it; ValueError when a client talks to another teacher."""
+    from ..teachers.client import QueryClient
+
+    if isinstance(teacher, QueryClient):
+        if client is not None and client is not teacher:
+            raise ValueError("give the teacher or a QueryClient, not a QueryClient and another client")
+        return teacher.teacher, teacher
+    own = getattr(client, "teacher", None)  # a duck-typed client (label_batches only) cannot be checked
+    if own is not None:
+        if teacher is not own and teacher is not getattr(own, "wrapped", own):
+            raise ValueError(
+                "client= talks to another teacher than the one given; pass the QueryClient alone "
+                "(KnowledgeTransfer(client, mechanism, ...))"
+            )
+    return teacher, client
+
+
+@dataclass
+class RunContext:
+    """One run's inputs, settings and clock. ``records``: the private records (N of them, ``meta.input_shape``
+    each); ``given``: the settings objects as given (they key a kept result); ``timings``: seconds per stage,
+    summed over a stage's runs (one per student or query round)."""
+
+    teacher: Any
+    client: Any
+    mechanism: Mechanism
+    settings: Resolved
+    given: Given
+    records: RecordSource
+    meta: TeacherMetadata
+    mode: str = "ldpkit"
+    seed: int = 0
+    ledger: Any = None
+    scope: Optional[str] = None
+    release_generator: Optional[torch.Generator] = None
+    progress: Optional[Progress] = None
+    stages: Optional[StageRunner] = None
+    result_cache: Optional[ResultCache] = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """The private records' count."""
+        return len(self.records)
+
+    def report(self, stage: str, done: int, total: int, **metrics: Any) -> None:
+        """Tell the progress callback (when there is one) that ``stage`` has done ``done`` of ``total``."""
+        if self.progress is not None:
+            self.progress(stage, done, total, metrics)
+
+    def add_time(self, stage: str, seconds: float) -> None:
+        """Add ``seconds`` to ``timings[stage]``: a stage that runs once per student or query round sums its runs."""
+        self.timings[stage] = self.timings.get(stage, 0.0) + seconds
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        """Add the seconds the block takes to ``timings[stage]``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add_time(stage, time.perf_counter() - start)
+
+    def scope_name(self) -> str:
+        """Who the releases are for: ``scope`` when given, else the teacher's identity (its journal scope)."""
+        from ..teachers.base import as_teacher
+
+        return self.scope or str(as_teacher(self.teacher).journal_scope)
+
+    def release(self, records: torch.Tensor, *, public: bool, sources: list[Any] | None = None) -> Release:
+        """Noise ``records``: through the ledger when there is one (``sources``: their source ids, see
+        :func:`~ldpclient.io.records.source_ids`); ``public`` blank inputs are neither charged nor stored."""
+        g = self.release_generator
+        if public:
+            return self.settings.blank_mechanism.release(records, generator=g, public=True)
+        if self.ledger is not None:
+            return self.ledger.release(self.mechanism, records, scope=self.scope_name(), generator=g, sources=sources)
+        return self.mechanism.release(records, generator=g)
+
+    def label(self, batches: Iterable[tuple[str, Derived]]) -> Iterator[tuple[str, torch.Tensor]]:
+        """The teacher's answers to ``batches``, through the client when there is one."""
+        if self.client is not None:
+            yield from self.client.label_batches(batches)
+            return
+        for bid, d in batches:
+            yield bid, self.teacher.classify(d)
+
+    def client_counts(self) -> tuple[int, int]:
+        """Queries the client has sent and read back from its journal so far ((0, 0) without a client)."""
+        stats = getattr(self.client, "stats", None)
+        return (int(getattr(stats, "queries_sent", 0)), int(getattr(stats, "queries_from_journal", 0)))
+
+    def predict_all(self, model: nn.Module, records: RecordSource | None = None) -> torch.Tensor:
+        """The student's softmax on every clean private record (or ``records``): on the :class:`StageRunner` when
+        there is one."""
+        records = self.records if records is None else records
+        if self.stages is not None:
+            return self.stages.predict_proba(model, records)
+        return predict_proba(model, records, device=self.settings.device)
+
+
+__all__ = ["MODES", "Given", "RunContext", "StageRunner", "teacher_and_client"]

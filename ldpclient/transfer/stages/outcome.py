@@ -1,0 +1,34 @@
+"""What a run returns beside its labels: the fields every :class:`~..result.TransferResult` has, and how its
+student was trained."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import RunContext
+from ..query_book import QueryBook
+from ..student import LabelStore
+from .release import Released
+from .train import Trained
+
+
+def outcome(
+    ctx: RunContext, released: Released, book: QueryBook, store: LabelStore, public_counts: dict[str, int]
+) -> dict[str, Any]:
+    """The guarantee, the counts (releases, queries labelled, the plan's batches sent, the public segments'), the
+    timings, the teacher's answers per class, the plan and a sample of what was sent, as they stand now."""
+    return {"guarantee": released.release.guarantee, "mode": ctx.mode,
+            "counts": {**released.counts, "queries": store.num_labelled, "batches": book.batches_sent, **public_counts},
+            "timings": ctx.timings, "teacher_label_histogram": store.histogram().tolist(), "plan": book.plan,
+            "sent_sample": book.sent_sample(store)}
+
+
+def training_summary(ctx: RunContext, trained: Trained, students: int) -> dict[str, Any]:
+    """How the student was trained (:attr:`~..result.TransferResult.training`): its zoo name, the shift and mirror
+    of its rows, the warm-up epochs, how many students, what the mirror check found."""
+    return {"student": trained.student_name, "crop_pixels": trained.crop_pixels, "flip": trained.flip,
+            "warmup_epochs": ctx.settings.warmup, "students": students,
+            "mirror_check": trained.mirror_check.as_dict() if trained.mirror_check is not None else None}
+
+
+__all__ = ["outcome", "training_summary"]

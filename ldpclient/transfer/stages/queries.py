@@ -1,0 +1,104 @@
+"""Step 2: the query plan, the lazy post-processing of the releases it is built from, the blank releases, and
+the public images' segments (each image once, the mirror check's copies, the confusion's queries)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from ...io.records import RecordSource
+from ...privacy.guarantee import Domain
+from ...privacy.public import public_release, public_seed
+from ...privacy.release import Release, ReleaseBuilder
+from .. import resolve
+from ..augment import QueryPlan, check_sup_queries
+from ..context import RunContext
+from ..mirror_check import mirror_check
+from ..postprocess import ClipToDomain, ReleaseRows, SubsetRows
+from ..query_book import PublicQueries, QueryBook, Segment
+from .release import release_all, release_in_chunks
+
+
+def plan_for(ctx: RunContext) -> QueryPlan:
+    """The private (or blank) queries' plan for the run's N records: kind from the mode and augmentation, the
+    query budget, the batch size, the blank share; drawn from the run's seed and nothing else."""
+    settings, n = ctx.settings, ctx.n
+    kind = settings.plan_kind(ctx.mode)
+    q = None
+    if kind in ("sup", "rand"):
+        q = resolve.num_queries(settings.num_queries, n, kind)
+        if kind == "sup" and q is not None:
+            check_sup_queries(q, n, option="num_queries", instead="augmentation='rand'")
+    n_blank = 0
+    if settings.blank_fraction > 0 and kind != "identity":
+        n_blank = settings.n_blank or n
+    return QueryPlan(kind=kind, n=n, num_queries=q, seed=ctx.seed,
+                     batch_size=resolve.query_batch_size(settings.query_batch_size, ctx.meta),
+                     rand_scale=settings.rand_scale, n_blank=n_blank,
+                     blank_fraction=settings.blank_fraction if n_blank else 0.0)
+
+
+def prepare_queries(ctx: RunContext, release: Release, used: np.ndarray | None = None) -> QueryBook:
+    """Set up the (lazy) post-processing, plan the queries, release the blanks; timings["postprocess"] in s.
+    ``used``: the records ``release`` holds, when it holds only some."""
+    t = time.perf_counter()
+    settings = ctx.settings
+    if used is None:
+        source = ReleaseRows(release, settings.transforms, settings.upsample_mode)
+    else:
+        source = SubsetRows(release, used, ctx.n, list(settings.transforms), settings.upsample_mode)
+    plan = plan_for(ctx)
+    blank_source = None
+    if plan.num_blank:
+        blanks = release_all(ctx, None, plan.n_blank, ctx.records.record_shape)
+        blank_source = ReleaseRows(blanks, settings.transforms, settings.upsample_mode)
+    ctx.timings["postprocess"] = time.perf_counter() - t
+    lo, hi = ctx.meta.value_range
+    clip = ClipToDomain(Domain(lo, hi)) if settings.clip_queries else None
+    return QueryBook(plan, source, blank_source, clip, ctx.mechanism, settings.upsample_mode)
+
+
+def prepare_public(ctx: RunContext, public: RecordSource, plan: QueryPlan) -> PublicQueries:
+    """The public images as releases without noise (:func:`~ldpclient.privacy.public.public_release`) and
+    their identity plan, seeded by their values alone: the same images get the same batch ids in every run
+    (the baseline's included), so a journal answers them once and they are paid once; other images, other
+    batch ids. Their ids follow ``plan``'s."""
+    shape = ctx.records.record_shape
+    if tuple(public.record_shape) != tuple(shape):
+        raise ValueError(f"public images have shape {tuple(public.record_shape)} per image, the private ones "
+                         f"{tuple(shape)}")
+    if len(public) < 1:
+        raise ValueError("no public images")
+    settings, domain = ctx.settings, ctx.mechanism.domain
+    whole = ReleaseBuilder(len(public))
+    for _, release in release_in_chunks(public, lambda chunk, _ids: public_release(chunk, domain)):
+        whole.add(release)
+    released = whole.build()
+    seed = public_seed(released.values)
+    images = Segment("public", QueryPlan(kind="identity", n=len(public), seed=seed, batch_size=plan.batch_size),
+                     plan.total, ReleaseRows(released, (), settings.upsample_mode))
+    out = PublicQueries(images, repeats=resolve.public_repeats(settings.public_repeats, plan.total, len(public)))
+    held = resolve.public_held_out(len(public))
+    if held:  # drawn from the images' values alone, as their batch ids: the same images, the same hold-out
+        order = torch.randperm(len(public), generator=torch.Generator().manual_seed(seed))
+        out.held_out = np.sort(order[:held].numpy())
+    check = mirror_check(released, seed) if settings.flip is None else None
+    end = images.end
+    if check is not None:  # the copies' plan seeded like the public images': by their values alone
+        copies = public_release(check.images, domain)
+        out.check = check
+        out.mirror_check = Segment("mirror_check", QueryPlan(kind="identity", n=len(copies),
+                                                             seed=public_seed(copies.values), batch_size=plan.batch_size),
+                                   end, ReleaseRows(copies, (), settings.upsample_mode))
+        end = out.mirror_check.end
+    if settings.confusion:  # seeded by the images' values too, apart from their identity plan's batch ids
+        count = resolve.confusion_queries(ctx.meta.num_classes, len(public), plan.kind)
+        out.confusion = Segment("confusion", QueryPlan(
+            kind=plan.kind, n=len(public), num_queries=None if plan.kind == "identity" else count,
+            seed=(seed + 1) % 2**63, batch_size=plan.batch_size, rand_scale=plan.rand_scale), end)
+    return out
+
+
+__all__ = ["plan_for", "prepare_public", "prepare_queries"]
