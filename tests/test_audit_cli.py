@@ -183,7 +183,8 @@ def test_ldpclient_audit_on_what_label_and_serve_mock_query_log_wrote(tmp_path):
     counts against it, so the run stops partway.)"""
     import signal
 
-    from ldpclient.cli.commands import EXIT_MONEY_CAP, app
+    from ldpclient.cli.commands import app
+    from ldpclient.cli.errors import EXIT_MONEY_CAP
     from ldpclient.report.run_report import RunReport
 
     folder = _grey_folder(tmp_path, seed=4)

@@ -16,7 +16,8 @@ import pytest
 from test_cli import _args, _private, _server
 from typer.testing import CliRunner
 
-from ldpclient.cli.commands import EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_USAGE, app
+from ldpclient.cli.commands import app
+from ldpclient.cli.errors import EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_USAGE
 from ldpclient.report.label_files import read_labels
 from ldpclient.run.demo import write_demo_folder
 

@@ -21,7 +21,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 import mock_server
-from ldpclient.cli.commands import EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_TEACHER, app
+from ldpclient.cli.commands import app
+from ldpclient.cli.errors import EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_TEACHER
 from ldpclient.report.label_files import read_labels
 
 TOKEN = "sekret-token-7f3a9c"

@@ -12,8 +12,9 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ldpclient import __version__
-from ldpclient.cli.commands import EXIT_USAGE, app
+from ldpclient.cli.commands import app
 from ldpclient.cli.config import ConfigError, options_for_command, read_config
+from ldpclient.cli.errors import EXIT_USAGE
 
 UNREACHABLE = "http://127.0.0.1:9/v2/models/digits"  # discard port: nothing listens, never contacted here
 
@@ -167,10 +168,10 @@ def test_noise_bad_options(tmp_path: Path) -> None:
 
 
 def test_cli_pixel_limit_default_matches_data_module() -> None:
-    from ldpclient.cli import commands
+    from ldpclient.cli import options
     from ldpclient.io import folders
 
-    assert commands.DEFAULT_MAX_PIXELS == folders.DEFAULT_MAX_PIXELS
+    assert options.DEFAULT_MAX_PIXELS == folders.DEFAULT_MAX_PIXELS
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -24,7 +24,7 @@ import torch
 from test_cli import _args, _cli, _private, _run, _server, _stop_after
 from torch import nn
 
-from ldpclient.cli.commands import EXIT_USAGE
+from ldpclient.cli.errors import EXIT_USAGE
 from ldpclient.cluster.engine import Cluster, LocalEngine
 from ldpclient.cluster.ray_engine import RayEngine
 from ldpclient.cluster.stages import ReleaseStage

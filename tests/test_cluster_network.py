@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_cli import _args, _private, _run, _server
 
-from ldpclient.cli.commands import EXIT_USAGE
+from ldpclient.cli.errors import EXIT_USAGE
 from ldpclient.cluster.ray_engine import RayEngine, announced_cluster, check_reachable
 from ldpclient.state import StateError
 

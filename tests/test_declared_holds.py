@@ -18,7 +18,7 @@ from PIL import Image
 from test_caps_and_verdict_cli import _charged, _paid
 from test_cli import _args, _private, _run, _server
 
-from ldpclient.cli.commands import EXIT_PRIVACY_CAP, EXIT_USAGE
+from ldpclient.cli.errors import EXIT_PRIVACY_CAP, EXIT_USAGE
 
 # ---------------------------------------------------------------- the cap lives in the ledger
 

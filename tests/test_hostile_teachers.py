@@ -15,7 +15,7 @@ from hostile_server import HostileServer
 from peak_rss import cli_command, peak_rss_kb, without_peak_line
 from PIL import Image
 
-from ldpclient.cli.commands import EXIT_FAILURE, EXIT_TEACHER
+from ldpclient.cli.errors import EXIT_FAILURE, EXIT_TEACHER
 from ldpclient.privacy import laplace
 from ldpclient.teachers import MalformedResponse, RetriesExhausted, TeacherError
 from ldpclient.teachers.http import RetryPolicy, redact_url

@@ -31,7 +31,8 @@ def toy_gaussian(epsilon: float, delta: float = 1e-6, **options):
 PROBE = """
 import json
 from typer.testing import CliRunner
-from ldpclient.cli.commands import Mechanism, app
+from ldpclient.cli.options import Mechanism
+from ldpclient.cli.commands import app
 from ldpclient.privacy import make_mechanism
 from ldpclient.privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ldpclient.run.mechanism import mechanism_for

@@ -8,7 +8,8 @@ import typer
 from typer.testing import CliRunner
 
 from ldpclient import names
-from ldpclient.cli.commands import Augment, Basis, EpsilonUnit, Mechanism, app
+from ldpclient.cli.commands import app
+from ldpclient.cli.options import Augment, Basis, EpsilonUnit, Mechanism
 from ldpclient.privacy import MECHANISMS as FACTORIES
 from ldpclient.privacy.mechanisms import basis_mechanism_names, delta_mechanism_names, mechanism_names
 from ldpclient.transfer import defaults

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 from test_cli import _private, _run, _server
 
-from ldpclient.cli.commands import EXIT_TEACHER, EXIT_USAGE
+from ldpclient.cli.errors import EXIT_TEACHER, EXIT_USAGE
 
 
 def _free_port() -> int:

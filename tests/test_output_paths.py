@@ -9,7 +9,7 @@ import pytest
 from test_caps_and_verdict_cli import _charged, _paid
 from test_cli import _args, _private, _run, _server
 
-from ldpclient.cli.commands import EXIT_USAGE
+from ldpclient.cli.errors import EXIT_USAGE
 from ldpclient.run.output_paths import check_output_paths
 from ldpclient.state.locations import StateLocations
 

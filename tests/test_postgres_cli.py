@@ -15,7 +15,7 @@ from pathlib import Path
 
 from test_cli import _args, _private, _run, _server
 
-from ldpclient.cli.commands import EXIT_MONEY_CAP, EXIT_USAGE
+from ldpclient.cli.errors import EXIT_MONEY_CAP, EXIT_USAGE
 from ldpclient.report.label_files import read_labels
 
 

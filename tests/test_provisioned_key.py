@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from test_cli import _args, _private, _run, _server
 
-from ldpclient.cli.commands import EXIT_FAILURE
+from ldpclient.cli.errors import EXIT_FAILURE
 
 
 def _state(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 from test_cli import _args as _cli_args
 from test_cli import _private, _run, _server
 
-from ldpclient.cli.commands import EXIT_FAILURE, EXIT_USAGE
+from ldpclient.cli.errors import EXIT_FAILURE, EXIT_USAGE
 from ldpclient.state import state_lock
 
 

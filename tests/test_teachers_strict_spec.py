@@ -19,7 +19,8 @@ from image_folders import random_png_folder
 from typer.testing import CliRunner
 
 import mock_server
-from ldpclient.cli.commands import EXIT_TEACHER, EXIT_USAGE, app
+from ldpclient.cli.commands import app
+from ldpclient.cli.errors import EXIT_TEACHER, EXIT_USAGE
 from ldpclient.privacy import laplace
 from ldpclient.report.label_files import read_labels
 from ldpclient.run.facts import WIRE_CHOICES
