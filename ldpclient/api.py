@@ -67,9 +67,9 @@ def label(
     ``images``: a folder of image files (searched recursively, as the CLI does); or a float
     tensor ``(N, C, H, W)`` / a ``RecordSource`` with values in ``[0, 1]`` at the teacher's
     input shape. ``teacher``: an address (``http://host:port/v2/models/m``, ``oip+...``,
-    ``torchserve+...``, ``hf://...``) or an opened :class:`~ldpclient.teachers.Teacher`.
-    ``token``: bearer token (else ``$LDPCLIENT_TOKEN``). ``output``: a labels file to write
-    (``.csv`` or ``.jsonl``, with the report beside it), or None for none.
+    ``torchserve+...``, ``hf://...``, ``openai+https://...``, ``vision+https://...``) or an opened
+    :class:`~ldpclient.teachers.Teacher`. ``token``: bearer token (else ``$LDPCLIENT_TOKEN``). ``output``: a labels
+    file to write (``.csv`` or ``.jsonl``, with the report beside it), or None for none.
 
     ``progress``: called as ``progress(stage, done, total)`` on every step of every stage (``stage`` as the
     command's bars name it: ``"loading"``, ``"noising"``, ``"querying"``, ``"training"``, ``"adapting"``,
@@ -77,16 +77,20 @@ def label(
     ``quiet``: no progress bars (the callback is still called); by default the command's bars are shown on
     standard error when it is a terminal, and nothing otherwise.
 
-    ``options``: any option of ``ldpclient label``, by its Python name, with the CLI's
-    defaults: ``epsilon=100`` (``epsilon=0``: data-free, nothing private is sent), ``epsilon_unit="record"``,
-    ``mechanism="laplace"``,
-    ``privacy_cap=``, ``money_cap=``, ``price=``, ``queries=``, ``state_dir=``, ``baseline=``,
-    ``state=`` (a ``postgresql://`` URL: ledger, journal and plan seeds shared by hosts) with ``ledger_key_file=``,
-    ``cluster=`` (``"auto"`` or a Ray address: the release and the student's passes on Ray; needs ``state=``),
-    ``public=`` (images you state are not private, sent as they are: a folder, or a tensor like ``images``),
-    ``allow_weak_privacy=``, ``check=`` (hand labels of some of the images, to measure the labels' accuracy:
-    a ``file,label`` CSV path, or a mapping name -> class name or index), ``seed=`` (tests only), ... (see
-    :class:`ldpclient.run.options.LabelOptions`). An unknown name is a TypeError.
+    ``options``: the options of ``ldpclient label`` by their Python names, with the CLI's defaults: the fields of
+    :class:`ldpclient.run.options.LabelOptions` but ``private_dir``, ``teacher``, ``output``, ``dry_run``,
+    ``network`` and ``facts`` (``epsilon=100``, ``epsilon=0``: data-free, nothing private is sent;
+    ``epsilon_unit="record"``, ``mechanism="laplace"``, ``privacy_cap=``, ``money_cap=``, ``price=``,
+    ``queries=``, ``state_dir=``, ``baseline=``, ``state=`` (a ``postgresql://`` URL: ledger, journal and plan
+    seeds shared by hosts) with ``ledger_key_file=``, ``cluster=`` (``"auto"`` or a Ray address; needs ``state=``),
+    ``public=`` (images you state are not private, sent as they are: a folder, or a tensor or RecordSource like
+    ``images``), ``allow_weak_privacy=``, ``check=`` (hand labels of some of the images: a ``file,label`` CSV
+    path, or a mapping name -> class name or index), ``seed=`` (tests only), ...); how to reach the teacher
+    (``timeout=``, ``max_retry_time=``, ``ca_bundle=``: :class:`ldpclient.run.network.NetworkOptions`); and
+    what a server may not publish (``wire=``, ``num_classes=``, ``class_names=``, ``value_range=``,
+    ``input_shape=``, ``input_name=``, ``output_name=``, ``datatype=``, ``model=``, ``price_input_tokens=``,
+    ``price_output_tokens=``, ``label_map=``, ``batch_api=``: :meth:`ldpclient.run.facts.TeacherFacts.from_options`,
+    the CLI's spellings as strings). An unknown name is a TypeError.
 
     Raises what the CLI reports in one line: ``ValueError`` (bad option, bad data),
     ``ldpclient.io.folders.DataError``, ``ldpclient.privacy.BudgetExceeded`` (privacy cap),
@@ -95,65 +99,79 @@ def label(
     """
     import torch
 
-    from .io.records import RecordSource, TensorRecords
     from .io.text import check_token
-    from .run.label import LabelOptions, label_run
+    from .run.label import label_run
     from .run.ui import UI
     from .teachers.base import as_teacher
 
-    known = {f.name for f in dataclasses.fields(LabelOptions)} - {"private_dir", "teacher", "output", "dry_run"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise TypeError(f"label() got unknown option(s) {', '.join(unknown)} (options of ldpclient label: "
-                        f"{', '.join(sorted(known))})")
-    records: RecordSource | None = None
-    if isinstance(images, (str, os.PathLike)):
-        private_dir = Path(images)
-    elif isinstance(images, torch.Tensor):
-        records, private_dir = TensorRecords(images), Path("<tensor>")
-    elif isinstance(images, RecordSource):
-        records, private_dir = images, Path("<records>")
-    else:
-        raise TypeError(f"images must be a folder path, a tensor or a RecordSource, got {type(images).__name__}")
-    public = options.pop("public", None)
-    public_records: RecordSource | None = None
-    if isinstance(public, (str, os.PathLike)):
-        options["public"] = Path(public)
-    elif isinstance(public, torch.Tensor):
-        public_records = TensorRecords(public)
-    elif isinstance(public, RecordSource):
-        public_records = public
-    elif public is not None:
-        raise TypeError(f"public must be a folder path, a tensor or a RecordSource, got {type(public).__name__}")
+    private_dir, records = _images(images, "images")
+    public_dir, public = _images(options.pop("public", None), "public")
     opened = None if isinstance(teacher, str) else as_teacher(teacher)
     address = teacher if isinstance(teacher, str) else str(opened.journal_scope)  # type: ignore[union-attr]
-    for key in ("state_dir", "report", "class_names", "ledger_key_file"):
-        if options.get(key) is not None:
-            options[key] = Path(options[key])
-    if isinstance(options.get("check"), (str, os.PathLike)):
-        options["check"] = Path(options["check"])
-    opts = LabelOptions(private_dir=private_dir, teacher=address, output=Path(output) if output else None, **options)
+    opts = _label_options(private_dir, address, output, public_dir, options)
     bars = not quiet if quiet is not None else sys.stderr is not None and sys.stderr.isatty()
     ui = UI(quiet=not bars, on_progress=progress)
     try:
         run = label_run(opts, token=check_token(token if token is not None else os.environ.get("LDPCLIENT_TOKEN")),
-                        ui=ui, teacher=opened, records=records, public=public_records)
+                        ui=ui, teacher=opened, records=records, public=public)
     finally:
         ui.stop_progress()
     result = run.result
     assert result is not None and run.verdict is not None  # a dry run is the command line's (label --dry-run)
-    n = len(run.paths)
-    confidences = result.confidences if result.confidences is not None else torch.full((n,), float("nan"))
-    return LabelResult(
-        labels=result.labels,
-        confidences=confidences.to(torch.float32),
-        names=run.paths,
-        guarantee=result.guarantee,
-        counts=dict(run.report.get("counts", {})),
-        cost=dict(run.report.get("cost", {})),
-        report=run.report,
-        verdict=run.verdict,
-    )
+    confidences = result.confidences if result.confidences is not None else torch.full((len(run.paths),), float("nan"))
+    return LabelResult(labels=result.labels, confidences=confidences.to(torch.float32), names=run.paths,
+                       guarantee=result.guarantee, counts=dict(run.report.get("counts", {})),
+                       cost=dict(run.report.get("cost", {})), report=run.report, verdict=run.verdict)
+
+
+def _images(given: Any, name: str) -> "tuple[Path | None, RecordSource | None]":
+    """``(folder, records)`` for images given as a folder path, a tensor or a RecordSource (``(None, None)`` for
+    None); TypeError for anything else."""
+    import torch
+
+    from .io.records import RecordSource, TensorRecords
+
+    if given is None:
+        return None, None
+    if isinstance(given, (str, os.PathLike)):
+        return Path(given), None
+    if isinstance(given, torch.Tensor):
+        return None, TensorRecords(given)
+    if isinstance(given, RecordSource):
+        return None, given
+    raise TypeError(f"{name} must be a folder path, a tensor or a RecordSource, got {type(given).__name__}")
+
+
+#: Options given as paths, taken as str too.
+_PATHS = ("state_dir", "report", "ledger_key_file", "check", "class_names", "label_map", "ca_bundle")
+
+
+def _label_options(
+    private_dir: Path | None, teacher: str, output: "str | os.PathLike[str] | None", public: Path | None,
+    options: dict[str, Any],
+) -> Any:
+    """The :class:`~ldpclient.run.options.LabelOptions` of a call: ``options`` by name, the network's and the
+    teacher facts' among them built into their objects; TypeError names an unknown option."""
+    import inspect
+
+    from .run.facts import TeacherFacts
+    from .run.label import LabelOptions
+    from .run.network import NetworkOptions
+
+    network = {f.name for f in dataclasses.fields(NetworkOptions)}
+    facts = set(inspect.signature(TeacherFacts.from_options).parameters)
+    own = {f.name for f in dataclasses.fields(LabelOptions)} - {"private_dir", "teacher", "output", "dry_run",
+                                                                 "network", "facts", "public"}
+    unknown = sorted(set(options) - own - network - facts)
+    if unknown:
+        raise TypeError(f"label() got unknown option(s) {', '.join(unknown)} (options of ldpclient label: "
+                        f"{', '.join(sorted(own | network | facts | {'public'}))})")
+    given: dict[str, Any] = {key: Path(value) if key in _PATHS and isinstance(value, (str, os.PathLike)) else value
+             for key, value in options.items()}
+    return LabelOptions(
+        private_dir=private_dir, teacher=teacher, output=Path(output) if output else None, public=public,
+        network=NetworkOptions(**{key: given.pop(key) for key in network & set(given)}),
+        facts=TeacherFacts.from_options(**{key: given.pop(key) for key in facts & set(given)}), **given)
 
 
 __all__ = ["LabelResult", "label"]

@@ -87,6 +87,20 @@ def test_bad_ways_in_are_named() -> None:
         ldpclient.label([1, 2, 3], "http://127.0.0.1:9/m")  # type: ignore[arg-type]
 
 
+def test_the_network_and_the_teacher_facts_are_options_by_name_too(tmp_path: Path) -> None:
+    """``timeout=``, ``wire=``, ``num_classes=``, ... reach the run as ``--timeout``, ``--wire``, ... do; public
+    images given as a tensor take the same way in as the private ones."""
+    x = torch.rand(30, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    with mock_server.serve(model="trivial", image_size=8, channels=1) as srv:
+        result = ldpclient.label(x, srv.model_url, epsilon=50, queries=60, epochs=1, state_dir=tmp_path / "s",
+                                 timeout=5.0, max_retry_time=0.0, wire="json", num_classes=10,
+                                 public=torch.rand(4, 1, 8, 8), seed=1)
+    assert result.report["teacher"]["wire"] == "json" and result.report["private_dir"] is None
+    assert result.counts["public_images"] == 4 and len(result.labels) == 30
+    with pytest.raises(ValueError, match="--timeout"):
+        ldpclient.label(x, "http://127.0.0.1:9/m", timeout=0.0, state_dir=tmp_path / "t")
+
+
 def test_import_ldpclient_is_light() -> None:
     code = "import sys, ldpclient; print('torch' in sys.modules, len(ldpclient.__all__))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

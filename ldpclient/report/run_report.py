@@ -217,7 +217,7 @@ class RunReport:
 
     command: str
     ok: bool
-    private_dir: str
+    private_dir: str | None  # None: records handed over in memory
     teacher: TeacherSection
     mechanism: MechanismSection
     guarantee: dict[str, Any]
@@ -327,7 +327,7 @@ class StopReport:
     command: str
     ok: bool
     stopped: StoppedSection
-    private_dir: str
+    private_dir: str | None  # None: records handed over in memory
     teacher: dict[str, Any]
     queries: StopQueriesSection
     cost: dict[str, Any]

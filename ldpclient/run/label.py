@@ -135,7 +135,7 @@ def label_run(
     with state_lock(state):  # one run at a time per state dir: ledger, journal and money cap are shared
         if records is None:
             # a missing, empty or unreadable folder fails before any network traffic
-            check_private_folder(opts.private_dir, max_pixels=opts.max_pixels)
+            check_private_folder(opts.folder(), max_pixels=opts.max_pixels)
         found = _find_images(opts, records, public)
         setup = _prepare(opts, token=token, teacher=teacher, ui=ui, timer=timer, state=state,
                          counts=_image_counts(found, records, public))
@@ -186,7 +186,7 @@ def _check_output_paths(opts: LabelOptions, *, given_records: bool) -> None:
     report = report_path_for(opts)
     if report is not None:
         outputs["--report"] = report
-    folders = {} if given_records else {"PRIVATE_DIR": opts.private_dir}
+    folders = {} if given_records else {"PRIVATE_DIR": opts.folder()}
     if opts.public is not None:
         folders["--public"] = opts.public
     check_output_paths(outputs, input_files={"--check": opts.check} if isinstance(opts.check, Path) else {},
@@ -339,7 +339,7 @@ class _Found:
 
 def _find_images(opts: LabelOptions, records: RecordSource | None, public: RecordSource | None) -> _Found:
     return _Found(
-        private=None if records is not None else discover_images(opts.private_dir),
+        private=None if records is not None else discover_images(opts.folder()),
         public=None if public is not None or opts.public is None else discover_images(opts.public,
                                                                                       what="--public folder"),
     )
@@ -419,7 +419,7 @@ def _dry_run(
     """``label --dry-run``: the plan, from the teacher's metadata and the files found. Nothing is decoded, noised,
     sent or charged, and the state directory is only read (the remembered wire format), never created."""
     if records is None:
-        check_private_folder(opts.private_dir, max_pixels=opts.max_pixels)
+        check_private_folder(opts.folder(), max_pixels=opts.max_pixels)
     state = state_dir(opts.state_dir, create=False)
     held = _with_held_cap(opts, state)
     teacher, meta = _connect(opts, token=token, teacher=teacher, state=state)
@@ -480,7 +480,7 @@ def _spool(setup: RunSetup, found: Discovery, stage: str) -> SpooledImages:
 
 def _folder_key(setup: RunSetup, records: RecordSource | None) -> str | None:
     """How a folder's plan was keyed before the key named its files by their bytes: its path (None: records)."""
-    return str(Path(setup.opts.private_dir).resolve()) if records is None else None
+    return str(setup.opts.folder().resolve()) if records is None else None
 
 
 def _plan_seeds(setup: RunSetup, data_key: str, old_data_key: str | None = None) -> _Seeds:

@@ -80,7 +80,7 @@ def build_report(
     return RunReport(
         command="label",
         ok=True,
-        private_dir=str(opts.private_dir),
+        private_dir=None if opts.private_dir is None else str(opts.private_dir),
         teacher=TeacherSection(address=setup.identity, model=meta.name, input_shape=list(setup.shape),
                                datatype=meta.datatype, num_classes=meta.num_classes,
                                value_range=list(meta.value_range), wire=_wire_used(setup.teacher),
@@ -246,7 +246,7 @@ def write_stop_report(
         command="label",
         ok=False,
         stopped=StoppedSection(reason=stopped, message=" ".join(str(exc).split())),
-        private_dir=str(opts.private_dir),
+        private_dir=None if opts.private_dir is None else str(opts.private_dir),
         teacher={"address": identity},
         queries=StopQueriesSection(sent=client.stats.queries_sent, from_journal=client.stats.queries_from_journal,
                                    requests=client.stats.requests),

@@ -101,7 +101,8 @@ class LabelOptions(SharedOptions):
     (bounded by the distinct Sup pairs).
     """
 
-    private_dir: Path
+    #: the folder of private images; None: the records are handed over in memory (``label_run(records=...)``)
+    private_dir: Optional[Path]
     teacher: str
     baseline: bool = False
     adapt: bool = True
@@ -164,6 +165,12 @@ class LabelOptions(SharedOptions):
                                       flip=self.flip, warmup=self.warmup, students=self.students),
             adaptation=AdaptationSettings(adapt=self.adapt),
         )
+
+    def folder(self) -> Path:
+        """The folder of private images (ValueError when the records were to be handed over in memory)."""
+        if self.private_dir is None:
+            raise ValueError("no images to label: give a folder of images (PRIVATE_DIR) or the records themselves")
+        return self.private_dir
 
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
