@@ -13,9 +13,10 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ldpclient.audit import load_plan, load_query_log, run_audit, sources_from_plan
+from ldpclient.cli.audit import audit
+from ldpclient.cli.groups import with_groups
 from ldpclient.io.folders import load_private_folder
 from ldpclient.privacy import laplace
-from ldpclient.run.audit import audit
 from ldpclient.teachers import connect
 from ldpclient.teachers.client import QueryClient
 from ldpclient.transfer.augment import QueryPlan
@@ -73,7 +74,7 @@ def test_run_audit_on_the_log(logged, tmp_path):
 
 def _app() -> typer.Typer:
     app = typer.Typer()
-    app.command()(audit)
+    app.command()(with_groups(audit))
     return app
 
 
@@ -104,7 +105,7 @@ def test_cli_bad_inputs(logged, tmp_path):
 
 
 def test_module_entry_point_reports_errors_without_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ldpclient.run.audit", "--private", str(tmp_path / "nope"),
+    proc = subprocess.run([sys.executable, "-m", "ldpclient.cli", "audit", "--private", str(tmp_path / "nope"),
                            "--sweep", "1"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "error:" in proc.stderr and "Traceback" not in proc.stderr

@@ -278,10 +278,10 @@ def demo(
 
 
 def _register_audit() -> None:
-    """``ldpclient audit`` comes from :mod:`ldpclient.run.audit` (it always ships with ldpclient)."""
-    from ..run.audit import audit
+    """``ldpclient audit`` (:mod:`ldpclient.cli.audit`)."""
+    from .audit import audit
 
-    app.command("audit", cls=HelpCommand)(audit)
+    app.command("audit", cls=HelpCommand)(with_groups(audit))
 
 
 _register_audit()

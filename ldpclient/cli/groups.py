@@ -67,16 +67,17 @@ def with_groups(command: Callable[..., T]) -> Callable[..., T]:
 
 
 def options_from(target: type[T], *groups: OptionGroup, **given: Any) -> T:
-    """A ``target`` dataclass (a run's options) from the groups' values and ``given``, by field name. TypeError
-    where a group's field is neither one of ``target``'s nor in the group's ``APART``."""
+    """A ``target`` dataclass (a run's options) from the groups' values (but their ``APART`` fields) and ``given``,
+    by field name. TypeError where a group's field is neither one of ``target``'s nor in its ``APART``."""
     wanted = {f.name for f in dataclasses.fields(target)}  # type: ignore[arg-type]
     values: dict[str, Any] = {}
     for group in groups:
         for name, value in group.values().items():
-            if name in wanted:
-                values[name] = value
-            elif name not in group.APART:
+            if name in group.APART:
+                continue
+            if name not in wanted:
                 raise TypeError(f"{type(group).__name__}.{name} is not an option of {target.__name__}")
+            values[name] = value
     return target(**values, **given)
 
 

@@ -1,7 +1,7 @@
 """``ldpclient audit``: measure what an honest-but-curious teacher could learn.
 
-The CLI registers :func:`audit` as a command; ``python -m ldpclient.run.audit``
-runs it standalone. ``--run labels.report.json`` reads the client's settings
+:func:`run_audit_command` is the command's body (:mod:`ldpclient.cli.audit` declares its options).
+``--run labels.report.json`` reads the client's settings
 (mechanism, epsilon and its unit, delta, reduce, post-processing, value range)
 and its full query plan from the report of a finished ``ldpclient label`` run
 (a :class:`~ldpclient.report.run_report.RunReport`, read by ``RunReport.read``;
@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-import typer
-
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from ..privacy.mechanisms import mechanism_names
 from ..report.run_report import RunReport
@@ -31,20 +29,15 @@ if TYPE_CHECKING:  # torch/numpy are imported where used, so `ldpclient --help` 
     import torch
 
 
-def _fail(msg: str) -> None:
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(2)
-
-
 def _parse_floats(spec: str | None, what: str) -> list[float]:
     if not spec:
         return []
     try:
         vals = [float(v) for v in spec.split(",") if v.strip()]
     except ValueError:
-        _fail(f"{what} must be a comma-separated list of numbers, got {spec!r}")
+        raise ValueError(f"{what} must be a comma-separated list of numbers, got {spec!r}") from None
     if any(not v > 0 for v in vals):
-        _fail(f"{what} values must be > 0, got {spec!r}")
+        raise ValueError(f"{what} values must be > 0, got {spec!r}")
     return vals
 
 
@@ -119,8 +112,8 @@ def _load_sources(path: Path) -> "torch.Tensor":
 
 
 @dataclass(frozen=True)
-class _AuditOptions:
-    """The options of ``ldpclient audit`` as given (None: not given; see :func:`audit` for each)."""
+class AuditOptions:
+    """The options of ``ldpclient audit`` as given (None: not given; see ``ldpclient audit --help`` for each)."""
 
     private: Path
     queries: Optional[Path]
@@ -186,7 +179,7 @@ class _Records:
     postprocess: str
 
 
-def _client_settings(o: _AuditOptions) -> _ClientSettings:
+def _client_settings(o: AuditOptions) -> _ClientSettings:
     """Check that there is something to audit and resolve the client's settings (option > ``--run`` > default)."""
     if o.queries is None and not o.sweep:
         raise ValueError("nothing to audit: give --queries LOG (what the teacher saw) and/or --sweep EPSILONS")
@@ -231,7 +224,7 @@ def _client_settings(o: _AuditOptions) -> _ClientSettings:
     )
 
 
-def _record_shape(o: _AuditOptions, st: _ClientSettings) -> tuple[int, int, int]:
+def _record_shape(o: AuditOptions, st: _ClientSettings) -> tuple[int, int, int]:
     """The record shape ``(C, H, W)``: from the query log, else the ``--run`` report, else ``--channels``/``--size``."""
     shape: tuple[int, int, int] = st.input_shape or (o.channels, o.size, o.size)
     if o.queries is not None:
@@ -246,7 +239,7 @@ def _record_shape(o: _AuditOptions, st: _ClientSettings) -> tuple[int, int, int]
     return shape
 
 
-def _load_records(o: _AuditOptions, st: _ClientSettings, shape: tuple[int, int, int]) -> _Records:
+def _load_records(o: AuditOptions, st: _ClientSettings, shape: tuple[int, int, int]) -> _Records:
     """The private records in the mechanism's domain units, the client's mechanism(s) and post-processing spec."""
     # what `label` would have used, where neither the options nor the run report say
     reduction, postprocess = defaults.shape_settings(
@@ -262,7 +255,7 @@ def _load_records(o: _AuditOptions, st: _ClientSettings, shape: tuple[int, int, 
     return _Records(records, shape, make, mech, dom, postprocess)
 
 
-def _judge(o: _AuditOptions, r: _Records) -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
+def _judge(o: AuditOptions, r: _Records) -> Optional[Callable[[torch.Tensor], torch.Tensor]]:
     """The local ``--teacher`` on records in domain units (labels ``(N,)``), or None without one."""
     if o.teacher is None:
         return None
@@ -272,7 +265,7 @@ def _judge(o: _AuditOptions, r: _Records) -> Optional[Callable[[torch.Tensor], t
 
 
 def _membership(
-    o: _AuditOptions, r: _Records, judge: Optional[Callable[[torch.Tensor], torch.Tensor]]
+    o: AuditOptions, r: _Records, judge: Optional[Callable[[torch.Tensor], torch.Tensor]]
 ) -> Optional[dict[str, Any]]:
     """Keyword arguments of the membership-inference attack (``--student``, ``--holdout``), or None."""
     if o.student is None or o.holdout is None:
@@ -290,7 +283,7 @@ def _membership(
 
 
 def _audit_report(
-    o: _AuditOptions,
+    o: AuditOptions,
     st: _ClientSettings,
     r: _Records,
     judge: Optional[Callable[[torch.Tensor], torch.Tensor]],
@@ -319,86 +312,23 @@ def _audit_report(
         cnn_steps=o.cnn_steps,
         max_queries=o.max_queries,
         seed=o.seed,
-        progress=(lambda m: typer.echo(m, err=True)) if not o.as_json else None,
+        progress=(lambda m: print(m, file=sys.stderr)) if not o.as_json else None,
     )
 
 
-def _run_audit_command(o: _AuditOptions) -> None:
-    """The body of ``ldpclient audit``: audit, then print the report (JSON or summary); exit code 2 on bad input."""
-    try:
-        st = _client_settings(o)
-        records = _load_records(o, st, _record_shape(o, st))
-        judge = _judge(o, records)
-        membership = _membership(o, records, judge)
-        report = _audit_report(o, st, records, judge, membership)
-    except (ValueError, OSError) as exc:
-        _fail(str(exc))
-        return
-    if o.as_json:
-        from ..io.output import to_json
-
-        typer.echo(to_json(report))
-        return
-    _print_summary(report)
+def run_audit_command(o: AuditOptions) -> dict[str, Any]:
+    """The body of ``ldpclient audit``: resolve the client's settings, load the records, attack; the report.
+    ValueError (or OSError) for bad input."""
+    st = _client_settings(o)
+    records = _load_records(o, st, _record_shape(o, st))
+    judge = _judge(o, records)
+    membership = _membership(o, records, judge)
+    return _audit_report(o, st, records, judge, membership)
 
 
-def audit(
-    private: Path = typer.Option(..., "--private", help="Folder of the private images (the records the queries came from)."),
-    queries: Optional[Path] = typer.Option(None, "--queries", help="Query log (JSONL) written by the teacher / mock server."),
-    run: Optional[Path] = typer.Option(None, "--run", help="Report of the 'ldpclient label' run that sent the queries: settings and query plan are read from it."),
-    plan: Optional[Path] = typer.Option(None, "--plan", help="JSON of the client's query plan (maps logged request ids to records; default: from --run)."),
-    sources: Optional[Path] = typer.Option(None, "--sources", help=".npy/.json (Q, k) record indices of each logged query (instead of --plan)."),
-    mechanism: Optional[str] = typer.Option(None, "--mechanism", help=f"Client mechanism: {choice_list(mechanism_names())} (default: from --run, else label's default, {defaults.mechanism()})."),
-    epsilon: Optional[float] = typer.Option(None, "--epsilon", help="The client's epsilon (unit: --epsilon-unit); needed with --queries unless --run gives it."),
-    epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", help=f"Unit of --epsilon and --sweep: {choice_list(EPSILON_UNITS)} (default: from --run, else label's default, {defaults.epsilon_unit()})."),
-    delta: Optional[float] = typer.Option(None, "--delta", help="Delta for gaussian mechanisms."),
-    reduce: Optional[int] = typer.Option(None, "--reduce", help="Average-pooling factor before noise used by the client (default: from --run, else label's default for the record shape)."),
-    basis: Optional[str] = typer.Option(None, "--basis", help=f"Release basis the client used: {'|'.join(BASES)} (default: from --run, else label's default for the mechanism and options)."),
-    coefficients: Optional[int] = typer.Option(None, "--coefficients", help="--basis dct: coefficients kept per record (default: from --run, else the record shape's)."),
-    clip_norm: Optional[float] = typer.Option(None, "--clip-norm", help="--basis dct: the coefficient vector's norm bound (default: from --run, else the record shape's)."),
-    postprocess: Optional[str] = typer.Option(None, "--postprocess", help="Client post-processing, e.g. 'clip,blur:1' (default: from --run, else label's default for the shape, reduction and --epsilon; with --sweep and no --epsilon, a pooled or pixel release gets the blur at every epsilon)."),
-    kind: Optional[str] = typer.Option(None, "--kind", help=f"Query kind {'|'.join(AUGMENTATIONS)} (none = SIDP; default: from the plan)."),
-    teacher: Optional[str] = typer.Option(None, "--teacher", help="LOCAL teacher to judge reconstructions: mock-server checkpoint file or 'digits'."),
-    sweep: Optional[str] = typer.Option(None, "--sweep", help="Also simulate the client at these epsilons, e.g. '0.5,1,2,4'."),
-    paper_epsilon: Optional[float] = typer.Option(None, "--paper-epsilon", help="Per-element epsilon a paper claims as pure LDP (tested)."),
-    student: Optional[Path] = typer.Option(None, "--student", help="Student checkpoint for membership inference (needs --holdout)."),
-    holdout: Optional[Path] = typer.Option(None, "--holdout", help="Folder of non-member images of the same distribution."),
-    size: int = typer.Option(28, "--size", help="Record height = width when no query log gives the shape."),
-    channels: int = typer.Option(1, "--channels", help="Record channels when no query log gives the shape."),
-    out: Path = typer.Option(Path("audit"), "--out", help="Output folder for audit.json and the PNG figures."),
-    cnn_steps: int = typer.Option(150, "--cnn-steps", help="Training steps of the attacker's denoising CNN (0 = filters only)."),
-    max_queries: int = typer.Option(2000, "--max-queries", help="Attack at most this many queries per setting."),
-    empirical: bool = typer.Option(True, "--empirical/--no-empirical", help="Run the empirical-epsilon test."),
-    rme: bool = typer.Option(True, "--rme/--no-rme", help="Run the Reverse Manifold Embedding audit."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the attacks and simulations."),
-    as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON."),
-    old_per: Optional[str] = typer.Option(None, "--per", hidden=True, help="Old name of --epsilon-unit."),
-    old_reduction: Optional[int] = typer.Option(None, "--reduction", hidden=True, help="Old name of --reduce."),
-) -> None:
-    """Attack the queries a teacher saw (reconstruction, linkage, empirical epsilon, membership, RME)."""
-    epsilon_unit = _one_of("--epsilon-unit", epsilon_unit, "--per", old_per)
-    reduce = _one_of("--reduce", reduce, "--reduction", old_reduction)
-    _run_audit_command(_AuditOptions(
-        private=private, queries=queries, run=run, plan=plan, sources=sources, mechanism=mechanism, epsilon=epsilon,
-        epsilon_unit=epsilon_unit, delta=delta, reduce=reduce, basis=basis, coefficients=coefficients,
-        clip_norm=clip_norm, postprocess=postprocess, kind=kind, teacher=teacher,
-        sweep=sweep, paper_epsilon=paper_epsilon, student=student, holdout=holdout, size=size, channels=channels,
-        out=out, cnn_steps=cnn_steps, max_queries=max_queries, empirical=empirical, rme=rme, seed=seed,
-        as_json=as_json,
-    ))
-
-
-def _one_of(name: str, value: Any, old_name: str, old_value: Any) -> Any:
-    """An option given under its name or its old (hidden) spelling; both with different values is an error."""
-    if old_value is None:
-        return value
-    if value is not None and value != old_value:
-        _fail(f"{name} {value} and its old spelling {old_name} {old_value} disagree; give {name} only")
-    return old_value
-
-
-def _print_summary(report: dict) -> None:
-    typer.echo(f"privacy audit of {report['num_records']} records {tuple(report['record_shape'])}")
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """The audit report in words, one finding a line."""
+    lines = [f"privacy audit of {report['num_records']} records {tuple(report['record_shape'])}"]
     for r in report.get("summary", []):
         eps_r = r.get("epsilon_record")
         line = (
@@ -408,33 +338,26 @@ def _print_summary(report: dict) -> None:
         )
         if "recon_teacher_agreement" in r:
             line += f"; teacher agrees {r['recon_teacher_agreement']:.3f} (chance {r['recon_teacher_chance']:.3f})"
-        typer.echo(line)
+        lines.append(line)
     for name, e in report.get("empirical_epsilon", {}).items():
-        typer.echo(
+        lines.append(
             f"  empirical epsilon [{name}]: lower bound {e['epsilon_lb']:.3f} vs reported {e['claimed_epsilon']:.4g}"
             f" (delta {e['claimed_delta']:.3g}); ignoring delta {e['epsilon_lb_pure']:.3f}"
         )
     for flag in report.get("flags", []):
-        typer.echo(f"  FLAG: {flag}")
+        lines.append(f"  FLAG: {flag}")
     if "membership" in report:
         s = report["membership"]["student"]
-        typer.echo(f"  membership inference: AUC {s['auc']:.3f}, TPR@1%FPR {s['tpr_at_0.01_fpr']:.3f} (chance 0.5 / 0.01)")
+        lines.append(f"  membership inference: AUC {s['auc']:.3f}, TPR@1%FPR {s['tpr_at_0.01_fpr']:.3f} (chance 0.5 / 0.01)")
     if "rme" in report:
         r = report["rme"]
-        typer.echo(
+        lines.append(
             f"  RME: linkage plain {r['plain_l1']:.3f}, invertible RME after exact inversion "
             f"{r['invertible']['attacker_inverts_l1']:.3f}, folding RME {max(r['folding'].values()):.3f} (chance {r['chance']:.4f})"
         )
     for k, v in report.get("files", {}).items():
-        typer.echo(f"  {k}: {v}")
+        lines.append(f"  {k}: {v}")
+    return lines
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Standalone entry point: ``python -m ldpclient.run.audit --private DIR ...``."""
-    app = typer.Typer(add_completion=False)
-    app.command()(audit)
-    app(args=argv if argv is not None else sys.argv[1:], prog_name="ldpclient audit")
-
-
-if __name__ == "__main__":
-    main()
+__all__ = ["AuditOptions", "run_audit_command", "summary_lines"]
