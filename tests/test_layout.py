@@ -223,3 +223,48 @@ def test_the_package_cites_no_issue_and_no_benchmark_section() -> None:
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
              if re.search(r"issue [0-9]|BENCHMARKS", line)]
     assert cited == []
+
+
+#: Functions (their docstring aside) and classes above the limits; a new one fails the test below.
+SIZE_ALLOWED: set[str] = set()
+MOST_FUNCTION_LINES = 60
+MOST_CLASS_LINES = 300
+
+
+def _lines(node: ast.AST) -> int:
+    """Lines of a function or class, its docstring aside."""
+    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        lines -= first.end_lineno - first.lineno + 1  # type: ignore[operator]
+    return lines
+
+
+def test_no_function_over_60_lines_and_no_class_over_300() -> None:
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                most = MOST_CLASS_LINES if isinstance(node, ast.ClassDef) else MOST_FUNCTION_LINES
+                name = f"{path.relative_to(ROOT)}:{node.name}"
+                if _lines(node) > most and name not in SIZE_ALLOWED:
+                    too_long.append(f"{name} ({_lines(node)} lines)")
+    assert too_long == []
+
+
+def test_the_orchestrator_and_the_commands_stay_short() -> None:
+    assert len((PACKAGE / "transfer" / "pipeline.py").read_text(encoding="utf-8").splitlines()) < 200
+    tree = ast.parse((PACKAGE / "cli" / "commands.py").read_text(encoding="utf-8"))
+    commands = [node for node in tree.body if isinstance(node, ast.FunctionDef)
+                and any("command" in ast.unparse(d) for d in node.decorator_list)]
+    assert {c.name for c in commands} >= {"label", "noise", "budget", "demo"}
+    assert [c.name for c in commands if c.end_lineno - c.lineno + 1 >= 40] == []  # type: ignore[operator]
+
+
+def test_only_the_resolving_module_of_the_transfer_resolves_defaults() -> None:
+    """``grep -rn "defaults\\." ldpclient/transfer/`` finds the resolving module only (and the defaults themselves)."""
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((PACKAGE / "transfer").rglob("*.py"))
+             if path.name not in ("resolve.py", "defaults.py")
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if "defaults." in line]
+    assert found == []

@@ -108,7 +108,7 @@ def test_a_batch_another_run_holds_is_waited_for_and_a_lapsed_lease_is_taken_ove
 
 def _digest_of(x) -> str:
     from ldpclient.privacy.release import as_derived
-    from ldpclient.teachers.client import _digest
+    from ldpclient.teachers.stream import query_digest as _digest
 
     return _digest(as_derived(x))
 

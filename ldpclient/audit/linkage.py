@@ -51,6 +51,24 @@ def _best_pairs(queries: torch.Tensor, candidates: torch.Tensor, nearest: torch.
     return out
 
 
+def _linkable(queries: torch.Tensor, sources: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The queries with a known source and their sources, checked: at least 2 candidates of the queries' shape,
+    one or two sources a query (ValueError)."""
+    n = candidates.shape[0]
+    if n < 2:
+        raise ValueError("linkage needs at least 2 candidates")
+    if queries.shape[1:] != candidates.shape[1:]:
+        raise ValueError(f"queries {tuple(queries.shape[1:])} and candidates {tuple(candidates.shape[1:])} differ in shape")
+    sources = check_sources(sources, queries.shape[0], n)
+    has = (sources >= 0).any(1)
+    queries, sources = queries[has], sources[has]
+    if queries.shape[0] == 0:
+        raise ValueError("no query has a known source record")
+    if (sources >= 0).sum(1).max() > 2:
+        raise ValueError("linkage handles queries with one or two source records")
+    return queries, sources
+
+
 def linkage_attack(
     queries: torch.Tensor,
     sources: torch.Tensor,
@@ -72,19 +90,8 @@ def linkage_attack(
     chance 1 - C(N-2, 2) / C(N, 2).
     """
     n = candidates.shape[0]
-    if n < 2:
-        raise ValueError("linkage needs at least 2 candidates")
-    if queries.shape[1:] != candidates.shape[1:]:
-        raise ValueError(f"queries {tuple(queries.shape[1:])} and candidates {tuple(candidates.shape[1:])} differ in shape")
-    sources = check_sources(sources, queries.shape[0], n)
-    has = (sources >= 0).any(1)
-    queries, sources = queries[has], sources[has]
-    if queries.shape[0] == 0:
-        raise ValueError("no query has a known source record")
-    k_src = (sources >= 0).sum(1)
-    if k_src.max() > 2:
-        raise ValueError("linkage handles queries with one or two source records")
-    two = k_src == 2
+    queries, sources = _linkable(queries, sources, candidates)
+    two = (sources >= 0).sum(1) == 2
     scores: dict[str, tuple[torch.Tensor, float]] = {"l1_raw": (queries, 1.0), "l2_raw": (queries, 2.0)}
     if denoiser is not None:
         scores["l2_denoised"] = (denoiser(queries), 2.0)

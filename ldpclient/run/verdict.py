@@ -199,57 +199,10 @@ def judge(
     label among those it answered (a chat or vision API)."""
     floor = informative_floor(num_classes)
     found: list[tuple[str, str]] = []  # (level, reason) in the order of the rules
-    checked_right = False
-    check_dict = None
-    if check is not None:
-        s = check.score
-        check_dict = {**asdict(s), "floor": floor, "missing": check.missing,
-                      "baseline": asdict(check.baseline) if check.baseline is not None else None,
-                      "wins_over_baseline": check.wins, "losses_to_baseline": check.losses}
-        acc = f"{_pct(s.accuracy)} right on the check set ({s.words}; 95% interval {_pct(s.low)}-{_pct(s.high)})"
-        checked_right = s.low >= floor
-        if s.accuracy < floor:
-            found.append((NOT_WORTH, f"{acc}: at chance (below {_pct(floor)} for {num_classes} classes)"))
-        elif s.low < floor:
-            found.append((DOUBTFUL, f"{acc}: too few check images to tell it from chance ({_pct(floor)})"))
-        elif s.high < MOSTLY_RIGHT:
-            found.append((DOUBTFUL, f"{acc}: better than chance, but most labels are wrong"))
-        elif s.low < MOSTLY_RIGHT:
-            found.append((DOUBTFUL, f"{acc}: better than chance, but most labels may be wrong (the interval reaches "
-                                    f"below {_pct(MOSTLY_RIGHT)})"))
-        else:
-            found.append((USABLE, acc))
-        if check.baseline is not None:
-            b = check.baseline
-            p = sign_test_p(check.wins, check.losses)
-            versus = (f"the data-free run (no privacy spent) gets {_pct(b.accuracy)} on the same images; the labels "
-                      f"are right where it is wrong on {check.wins}, wrong where it is right on {check.losses}")
-            if check.losses > check.wins and p < 0.05:
-                found.append((DOUBTFUL, f"worse than the data-free run: {versus}; its labels "
-                                        "(*.baseline.csv) are better and spent no privacy"))
-            elif check.wins <= check.losses or p >= 0.05:
-                found.append((USABLE, f"no measurable gain over the data-free run: {versus}; the privacy spent "
-                                      f"bought nothing measurable: {BOUGHT_NOTHING_ADVICE}"))
-            else:
-                found.append((USABLE, f"better than the data-free run: {versus}"))
-        if (s.high - s.low) / 2 > PRECISE:
-            found.append((USABLE, f"the check set's interval is {100 * (s.high - s.low) / 2:.1f} points either side: "
-                                  f"about {s.images_for(PRECISE)} hand-labelled images would narrow it to "
-                                  f"{100 * PRECISE:.0f}"))
+    check_dict, checked_right = _check_findings(check, floor, num_classes, found) if check is not None else (None, False)
     collapse = Collapse.of(label_counts, answer_counts)
-    top = _name(collapse.top_class, class_names)
     if collapse.level != USABLE:
-        why = (f"{_pct(collapse.top_share)} of the labels are {top}, which the teacher gave to "
-               f"{_pct(collapse.teacher_share)} of the queries")
-        if collapse.teacher_collapsed:
-            why += ": the teacher answered nearly every query with one class, so its answers carry little"
-        if collapse.top_share < DOMINANT_SHARE:
-            why = (f"{len(collapse.missing_classes)} of the {collapse.often_answered} classes the teacher often "
-                   f"answered never appear in the labels")
-        if checked_right:
-            found.append((USABLE, f"{why}; the check set shows the labels right all the same"))
-        else:
-            found.append((collapse.level, f"the labels collapsed: {why}"))
+        found.append(_collapse_finding(collapse, class_names, checked_right))
     public_dict = None
     if public_held_out is not None and public_held_out[1] > 0:
         public_dict, judged = _public_evidence(*public_held_out, floor=floor, decides=check is None)
@@ -257,28 +210,10 @@ def judge(
     if answers_apart is not None and (missed := _public_misses(answers_apart)) is not None:
         found.append((USABLE, missed))
     if abstained is not None and abstained[0] and abstained[1]:
-        share = abstained[0] / abstained[1]
-        said = (f"the teacher declined {abstained[0]} of the {abstained[1]} queries ({_pct(share)}: \"cannot tell\", "
-                "refusals, answers outside the class list), which were paid for where billed and never trained on")
-        if share >= MOSTLY_ABSTAINED and not checked_right:
-            found.append((DOUBTFUL, f"{said}: the student learnt from fewer than half the answers (a clearer prompt, "
-                                    "--class-names descriptions, or a higher --epsilon may help)"))
-        else:
-            found.append((USABLE, said))
+        found.append(_abstained_finding(*abstained, checked_right=checked_right))
     majority = max(answer_counts) / sum(answer_counts) if sum(answer_counts) else None
-    if check is None and held_out_agreement is not None and majority is not None:
-        if held_out_agreement <= majority + 0.02:
-            found.append((DOUBTFUL, f"the student agrees with the teacher on {_pct(held_out_agreement)} of held-out "
-                                    f"noised queries, no better than always answering its most frequent class "
-                                    f"({_pct(majority)}): it learned little from the answers"))
     if check is None:
-        seen = "accuracy not measured" if collapse.level != USABLE else "no collapse seen, but accuracy not measured"
-        measure = "give --check FILE with a few hand-labelled private images (read here only, never sent) to measure it"
-        if public_dict is not None:  # the held-out public images judged the student, against the teacher
-            found.append((USABLE, f"{seen}: {measure}"))
-        else:
-            found.append((DOUBTFUL, f"{seen}: nothing in this run tells right labels from wrong ones (no check set, "
-                                    f"no held-out public images; labels at chance would read the same): {measure}"))
+        found += _unmeasured_findings(collapse, held_out_agreement, majority, public_dict is not None)
     if same_as_free is not None and (check is None or check.baseline is None) and same_as_free >= SAME_AS_FREE:
         found.append((USABLE, f"{_pct(same_as_free)} of the labels are the data-free run's (no privacy spent): "
                               f"the privacy spent bought nothing measurable: {BOUGHT_NOTHING_ADVICE}"))
@@ -286,6 +221,99 @@ def judge(
     reasons = [r for lvl, r in found if lvl == level] + [r for lvl, r in found if lvl != level]
     return Verdict(level, reasons, check_dict, asdict(collapse), same_as_free, held_out_agreement, majority,
                    public_dict)
+
+
+def _check_findings(
+    check: CheckEvidence, floor: float, num_classes: int, found: list[tuple[str, str]]
+) -> tuple[dict[str, Any], bool]:
+    """What the check set says, appended to ``found``: the accuracy against chance and against mostly right, the
+    data-free run's on the same images, how wide the interval is. Also the check's dict for the report, and
+    whether the labels are surely better than chance."""
+    s = check.score
+    check_dict = {**asdict(s), "floor": floor, "missing": check.missing,
+                  "baseline": asdict(check.baseline) if check.baseline is not None else None,
+                  "wins_over_baseline": check.wins, "losses_to_baseline": check.losses}
+    acc = f"{_pct(s.accuracy)} right on the check set ({s.words}; 95% interval {_pct(s.low)}-{_pct(s.high)})"
+    if s.accuracy < floor:
+        found.append((NOT_WORTH, f"{acc}: at chance (below {_pct(floor)} for {num_classes} classes)"))
+    elif s.low < floor:
+        found.append((DOUBTFUL, f"{acc}: too few check images to tell it from chance ({_pct(floor)})"))
+    elif s.high < MOSTLY_RIGHT:
+        found.append((DOUBTFUL, f"{acc}: better than chance, but most labels are wrong"))
+    elif s.low < MOSTLY_RIGHT:
+        found.append((DOUBTFUL, f"{acc}: better than chance, but most labels may be wrong (the interval reaches "
+                                f"below {_pct(MOSTLY_RIGHT)})"))
+    else:
+        found.append((USABLE, acc))
+    if check.baseline is not None:
+        found.append(_baseline_finding(check))
+    if (s.high - s.low) / 2 > PRECISE:
+        found.append((USABLE, f"the check set's interval is {100 * (s.high - s.low) / 2:.1f} points either side: "
+                              f"about {s.images_for(PRECISE)} hand-labelled images would narrow it to "
+                              f"{100 * PRECISE:.0f}"))
+    return check_dict, s.low >= floor
+
+
+def _baseline_finding(check: CheckEvidence) -> tuple[str, str]:
+    """The labels against the data-free run's on the check set (a sign test on where they differ)."""
+    assert check.baseline is not None
+    b = check.baseline
+    p = sign_test_p(check.wins, check.losses)
+    versus = (f"the data-free run (no privacy spent) gets {_pct(b.accuracy)} on the same images; the labels "
+              f"are right where it is wrong on {check.wins}, wrong where it is right on {check.losses}")
+    if check.losses > check.wins and p < 0.05:
+        return (DOUBTFUL, f"worse than the data-free run: {versus}; its labels "
+                          "(*.baseline.csv) are better and spent no privacy")
+    if check.wins <= check.losses or p >= 0.05:
+        return (USABLE, f"no measurable gain over the data-free run: {versus}; the privacy spent "
+                        f"bought nothing measurable: {BOUGHT_NOTHING_ADVICE}")
+    return (USABLE, f"better than the data-free run: {versus}")
+
+
+def _collapse_finding(collapse: Collapse, class_names: Sequence[str] | None, checked_right: bool) -> tuple[str, str]:
+    """The labels' collapse in words (the check set, when it shows them right, outweighs it)."""
+    top = _name(collapse.top_class, class_names)
+    why = (f"{_pct(collapse.top_share)} of the labels are {top}, which the teacher gave to "
+           f"{_pct(collapse.teacher_share)} of the queries")
+    if collapse.teacher_collapsed:
+        why += ": the teacher answered nearly every query with one class, so its answers carry little"
+    if collapse.top_share < DOMINANT_SHARE:
+        why = (f"{len(collapse.missing_classes)} of the {collapse.often_answered} classes the teacher often "
+               f"answered never appear in the labels")
+    if checked_right:
+        return (USABLE, f"{why}; the check set shows the labels right all the same")
+    return (collapse.level, f"the labels collapsed: {why}")
+
+
+def _abstained_finding(declined: int, answered: int, *, checked_right: bool) -> tuple[str, str]:
+    """The queries the teacher declined among those it answered: doubtful when most were declined."""
+    share = declined / answered
+    said = (f"the teacher declined {declined} of the {answered} queries ({_pct(share)}: \"cannot tell\", "
+            "refusals, answers outside the class list), which were paid for where billed and never trained on")
+    if share >= MOSTLY_ABSTAINED and not checked_right:
+        return (DOUBTFUL, f"{said}: the student learnt from fewer than half the answers (a clearer prompt, "
+                          "--class-names descriptions, or a higher --epsilon may help)")
+    return (USABLE, said)
+
+
+def _unmeasured_findings(
+    collapse: Collapse, held_out_agreement: float | None, majority: float | None, public_judged: bool
+) -> list[tuple[str, str]]:
+    """Without a check set: whether the student learnt more than the teacher's most frequent class, and that the
+    accuracy was not measured (doubtful unless held-out public images judged the student)."""
+    found: list[tuple[str, str]] = []
+    if held_out_agreement is not None and majority is not None and held_out_agreement <= majority + 0.02:
+        found.append((DOUBTFUL, f"the student agrees with the teacher on {_pct(held_out_agreement)} of held-out "
+                                f"noised queries, no better than always answering its most frequent class "
+                                f"({_pct(majority)}): it learned little from the answers"))
+    seen = "accuracy not measured" if collapse.level != USABLE else "no collapse seen, but accuracy not measured"
+    measure = "give --check FILE with a few hand-labelled private images (read here only, never sent) to measure it"
+    if public_judged:  # the held-out public images judged the student, against the teacher
+        found.append((USABLE, f"{seen}: {measure}"))
+    else:
+        found.append((DOUBTFUL, f"{seen}: nothing in this run tells right labels from wrong ones (no check set, "
+                                f"no held-out public images; labels at chance would read the same): {measure}"))
+    return found
 
 
 def _often_given(answer_counts: Sequence[int], classes: int) -> list[int]:

@@ -20,14 +20,11 @@ by the adapter). Retries, timeouts and response checks live in the adapters (see
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import threading
 import time
 import uuid
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
@@ -37,7 +34,7 @@ from ..privacy.release import Derived, as_derived
 from .base import Queries, Teacher, TeacherMetadata, as_teacher
 from .billing import takes_billing
 from .cost import CostMeter, Reconciliation
-from .errors import AbandonedInFlight, CostCapReached, Interrupted, JournalMismatch
+from .errors import CostCapReached, Interrupted, JournalMismatch
 from .identity import merge_scope_aliases
 from .journal import Journal, JournalEntry, MoneyCapInJournal
 from .result import ABSTAINED, InferResult, validate_labels
@@ -74,6 +71,25 @@ class ClientStats:
     input_tokens: int = 0
     output_tokens: int = 0
 
+    def add_sent(self, parts: list[InferResult], labels: torch.Tensor, seconds: float) -> None:
+        """Count one batch the teacher answered: its requests' ``parts``, its ``labels``, the ``seconds`` it took."""
+        self.batches_sent += 1
+        self.queries_sent += len(labels)
+        self.requests += sum(p.requests for p in parts)
+        self.attempts += sum(p.attempts for p in parts)
+        self.bytes_sent += sum(p.bytes_sent for p in parts)
+        self.bytes_received += sum(p.bytes_received for p in parts)
+        self.teacher_s += seconds
+        self.abstained += int((labels == ABSTAINED).sum())
+        self.input_tokens += sum(p.input_tokens for p in parts)
+        self.output_tokens += sum(p.output_tokens for p in parts)
+
+    def add_journaled(self, labels: torch.Tensor) -> None:
+        """Count one batch read back from the journal, with its ``labels``."""
+        self.batches_from_journal += 1
+        self.queries_from_journal += len(labels)
+        self.abstained += int((labels == ABSTAINED).sum())
+
 
 #: Seconds a batch's lease lasts without renewal (:meth:`Journal.claim`): a run waiting for another's batch takes
 #: it over this long after its holder stopped renewing (died).
@@ -84,28 +100,9 @@ RENEW_S = 5.0
 WAIT_POLL_S = 0.25
 
 
-def _digest(derived: Derived) -> str:
-    v = derived.values.detach().contiguous().cpu()
-    h = hashlib.sha256(str((tuple(v.shape), str(v.dtype))).encode())
-    h.update(v.numpy().tobytes())
-    return h.hexdigest()
-
-
 def _slice(d: Derived, start: int, stop: int) -> Derived:
     ids = d.ids[start:stop] if d.ids is not None else None
     return dataclasses.replace(d, values=d.values[start:stop], sources=d.sources[start:stop], ids=ids)
-
-
-#: Seconds an interrupted run waits for its abandoned attempts to book what they may have cost.
-ABANDON_WAIT_S = 2.0
-#: Most seconds a Ctrl-C waits for the requests in flight to finish and be recorded (each attempt is also bounded
-#: by its transport's deadline; a second Ctrl-C abandons them at once).
-FINISH_WAIT_S = 120.0
-
-
-def _in_flight(pending: deque[tuple[str, Future[torch.Tensor] | torch.Tensor]]) -> int:
-    """Pending batches whose request has not finished yet."""
-    return sum(1 for _, x in pending if isinstance(x, Future) and not x.done())
 
 
 class _AttemptBilling:
@@ -310,17 +307,6 @@ class QueryClient:
             log.debug("batch %s: another run (%s) is sending it; waiting for its answer", batch_id, found.run_id[:8])
             time.sleep(WAIT_POLL_S)
 
-    def _renew_leases(self, stop: threading.Event) -> None:
-        """Until ``stop``: renew this run's leases on the batches it is sending, every :data:`RENEW_S` seconds."""
-        while not stop.wait(RENEW_S):
-            with self._lock:
-                held = sorted(self._leased)
-            try:
-                if self.journal is not None:
-                    self.journal.renew(self.scope, held, self.run_id)
-            except Exception as exc:  # a lapsed lease costs at most a resend; the batch's own write reports errors
-                log.debug("renewing the journal's leases failed: %s", exc)
-
     def _run_batch(self, batch_id: str, derived: Derived, digest: str, reserved: float) -> torch.Tensor:
         try:
             reused = self._claim(batch_id, derived, digest)
@@ -366,17 +352,7 @@ class QueryClient:
             raise
         self.cost.settle(batch_id, reserved, cost, n, billed)
         with self._lock:
-            s = self.stats
-            s.batches_sent += 1
-            s.queries_sent += n
-            s.requests += requests
-            s.attempts += sum(p.attempts for p in parts)
-            s.bytes_sent += sum(p.bytes_sent for p in parts)
-            s.bytes_received += sum(p.bytes_received for p in parts)
-            s.teacher_s += dt
-            s.abstained += int((labels == ABSTAINED).sum())
-            s.input_tokens += sum(p.input_tokens for p in parts)
-            s.output_tokens += sum(p.output_tokens for p in parts)
+            self.stats.add_sent(parts, labels, dt)
         log.debug("batch %s: %d queries answered in %d request(s)", batch_id, n, requests)
         return labels
 
@@ -405,105 +381,36 @@ class QueryClient:
         if entry.labels.shape[0] != len(derived):
             raise JournalMismatch(f"journaled batch {batch_id!r} has {entry.labels.shape[0]} labels for {len(derived)} queries")
         with self._lock:
-            self.stats.batches_from_journal += 1
-            self.stats.queries_from_journal += len(derived)
-            self.stats.abstained += int((entry.labels == ABSTAINED).sum())
+            self.stats.add_journaled(entry.labels)
         return entry.labels
-
-    def _fill_cap_counts(self, exc: CostCapReached, done: int) -> None:
-        """Set the run's batches answered and money spent so far on a cap error."""
-        exc.done_batches, exc.spent_run, exc.spent_total = done, self.cost.spent_run, self.cost.spent_total
-
-    def _pop(self, pending: deque[tuple[str, Future[torch.Tensor] | torch.Tensor]], done: int) -> tuple[str, torch.Tensor]:
-        """Take the oldest pending batch, waiting for its labels; a cap reached by a retry gets the run's counts."""
-        bid, item = pending.popleft()
-        try:
-            return bid, item.result() if isinstance(item, Future) else item
-        except CostCapReached as exc:  # a retry that no longer fitted the cap
-            self._fill_cap_counts(exc, done)
-            raise
-        except KeyboardInterrupt:  # still in flight: the stop finishes (or abandons) it with the others
-            pending.appendleft((bid, item))
-            raise
 
     def label_batches(self, batches: Iterable[tuple[str, Queries]]) -> Iterator[tuple[str, torch.Tensor]]:
         """Yield ``(batch_id, labels int64 (n,))`` for each ``(batch_id, queries)``, in input order.
 
-        Streams: at most ``workers`` batches are in flight and a small window is
-        buffered, so any number of batches can be labelled in bounded memory.
-        Raises :class:`CostCapReached` after yielding every batch answered before the
-        cap (nothing over the cap is sent); on any other failure, in-flight batches
-        finish (and are journaled) before the error propagates.
+        Streams (:class:`~ldpclient.teachers.stream.BatchStream`): at most ``workers`` batches are in flight and a
+        small window is buffered, so any number of batches can be labelled in bounded memory. Raises
+        :class:`CostCapReached` after yielding every batch answered before the cap (nothing over the cap is
+        sent); on any other failure, in-flight batches finish (and are journaled) before the error propagates.
         """
+        from .stream import BatchStream
+
         self.metadata()
         self._start()
-        t_start = time.perf_counter()
-        window = max(2 * self.workers, 8)
-        pending: deque[tuple[str, Future[torch.Tensor] | torch.Tensor]] = deque()
-        seen: set[str] = set()
-        stop: CostCapReached | None = None
-        done = 0
-        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="ldpclient-teacher")
-        self._stopping.clear()
-        finished = interrupted = False
-        renewing = threading.Event()
-        renewer = threading.Thread(target=self._renew_leases, args=(renewing,), name="ldpclient-leases", daemon=True)
-        if self.journal is not None and self.journal.shared:
-            renewer.start()
-        try:
-            for batch_id, queries in batches:
-                self._check_batch_id(batch_id, seen)
-                derived = as_derived(queries)  # raw tensors: TypeError
-                digest = _digest(derived)
-                journaled = self._from_journal(batch_id, derived, digest)
-                if journaled is not None:
-                    pending.append((batch_id, journaled))
-                else:
-                    est = self.cost.cost_of(len(derived), self._requests_for(len(derived)))
-                    try:
-                        self.cost.reserve(batch_id, est, done_batches=done + len(pending))
-                    except CostCapReached as exc:
-                        stop = exc
-                        break
-                    pending.append((batch_id, pool.submit(self._run_batch, batch_id, derived, digest, est)))
-                while pending:
-                    head = pending[0][1]
-                    ready = not isinstance(head, Future) or head.done()
-                    if ready or _in_flight(pending) >= self.workers or len(pending) >= window:
-                        done += 1
-                        yield self._pop(pending, done)
-                    else:
-                        break
-            while pending:
-                done += 1
-                yield self._pop(pending, done)
-            finished = True
-            if stop is not None:
-                self._fill_cap_counts(stop, done)
-                raise stop
-        except (KeyboardInterrupt, GeneratorExit):  # Ctrl-C here, or in the caller (which closes this generator)
-            interrupted = True
-            raise
-        finally:
-            for _, item in pending:
-                if isinstance(item, Future):
-                    item.cancel()
-            try:
-                if not finished:  # nothing new is sent; what is in flight is finished (Ctrl-C) or abandoned (error)
-                    futures = [item for _, item in pending if isinstance(item, Future)]
-                    if interrupted:
-                        self._finish_in_flight(futures)
-                    else:
-                        self._abandon_in_flight(futures)
-            finally:
-                pool.shutdown(wait=finished, cancel_futures=True)
-                renewing.set()
-                if renewer.is_alive():
-                    renewer.join()
-                self._release_leases()
-                self.stats.wall_s += time.perf_counter() - t_start
+        yield from BatchStream(self).run(batches)
 
-    def _release_leases(self) -> None:
+    def stop_sending(self) -> None:
+        """From now on no attempt is sent (every later one raises :class:`Interrupted`)."""
+        self._stopping.set()
+
+    def abort_attempts(self) -> None:
+        """Shut the sockets of the attempts in flight."""
+        with self._abort_lock:
+            aborts = list(self._aborts.values())
+            self._aborts.clear()
+        for abort in aborts:
+            abort()
+
+    def release_leases(self) -> None:
         """After a run's batches: end its leases, so that a run waiting for a batch it did not finish takes it at
         once (a journal that cannot be written keeps them until they lapse)."""
         with self._lock:
@@ -514,37 +421,16 @@ class QueryClient:
             except Exception as exc:
                 log.debug("ending the journal's leases failed: %s", exc)
 
-    def _finish_in_flight(self, futures: list[Future[torch.Tensor]]) -> None:
-        """After a Ctrl-C: stop sending (no new attempt, no retry), and let the requests in flight finish and be
-        recorded in the journal (each within its deadline, all within :data:`FINISH_WAIT_S`), so the run that
-        resumes does not pay for them again. A second Ctrl-C abandons them (:class:`AbandonedInFlight`)."""
-        self._stopping.set()
-        running = [f for f in futures if not f.done()]
-        if not running:
-            return
-        log.warning("interrupted: waiting for the %d request(s) in flight to be answered and recorded; Ctrl-C again "
-                    "abandons them (the server may then bill them twice)", len(running))
-        try:
-            wait(running, timeout=FINISH_WAIT_S)
-        except KeyboardInterrupt:
-            left = [f for f in running if not f.done()]
-            self._abandon_in_flight(left)
-            raise AbandonedInFlight(len(left)) from None
-        left = [f for f in running if not f.done()]
-        if left:
-            self._abandon_in_flight(left)
-
-    def _abandon_in_flight(self, futures: list[Future[torch.Tensor]]) -> None:
-        """Stop sending (every later attempt raises :class:`Interrupted`), shut the sockets of the attempts
-        in flight, and give them :data:`ABANDON_WAIT_S` to book what they may have cost (as spent)."""
-        self._stopping.set()
-        self.stats.abandoned += sum(1 for f in futures if not f.done())
-        with self._abort_lock:
-            aborts = list(self._aborts.values())
-            self._aborts.clear()
-        for abort in aborts:
-            abort()
-        wait(futures, timeout=ABANDON_WAIT_S)
+    def renew_leases(self, stop: threading.Event) -> None:
+        """Until ``stop``: renew this run's leases on the batches it is sending, every :data:`RENEW_S` seconds."""
+        while not stop.wait(RENEW_S):
+            with self._lock:
+                held = sorted(self._leased)
+            try:
+                if self.journal is not None:
+                    self.journal.renew(self.scope, held, self.run_id)
+            except Exception as exc:  # a lapsed lease costs at most a resend; the batch's own write reports errors
+                log.debug("renewing the journal's leases failed: %s", exc)
 
     def label(self, queries: Queries, *, prefix: str = "batch") -> torch.Tensor:
         """Label all rows of one Release/Derived in batches with ids ``{prefix}-{k:06d}``.

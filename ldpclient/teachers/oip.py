@@ -52,6 +52,22 @@ from .wire import WIRE_FORMATS, WireMemory
 log = logging.getLogger("ldpclient.teachers.oip")
 
 
+def _check_options(base_url: str, model: str, classification: bool | str, datatype: str | None, wire: str) -> None:
+    """ValueError naming the option for an OIP teacher's address, model, classification, datatype or wire that
+    cannot work."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"OIP base URL must be http(s)://host[:port][/prefix], got {base_url!r}")
+    if not model:
+        raise ValueError("OIP teacher needs a model name")
+    if classification not in ("auto", True, False):
+        raise ValueError(f"classification must be 'auto', True or False, got {classification!r}")
+    if datatype is not None and datatype not in INPUT_DATATYPES:
+        raise ValueError(f"datatype must be one of {INPUT_DATATYPES}, got {datatype!r}")
+    if wire not in WIRE_FORMATS:
+        raise ValueError(f"wire must be one of {', '.join(WIRE_FORMATS)}, got {wire!r}")
+
+
 class OIPTeacher(Teacher):
     """A model served over the Open Inference Protocol v2 (REST).
 
@@ -96,17 +112,7 @@ class OIPTeacher(Teacher):
     ) -> None:
         # first, so that an unknown keyword is a TypeError whatever else is wrong
         self.http = transport_from_options(transport, transport_options, adapter="OIPTeacher", name=f"oip:{model}")
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"OIP base URL must be http(s)://host[:port][/prefix], got {base_url!r}")
-        if not model:
-            raise ValueError("OIP teacher needs a model name")
-        if classification not in ("auto", True, False):
-            raise ValueError(f"classification must be 'auto', True or False, got {classification!r}")
-        if datatype is not None and datatype not in INPUT_DATATYPES:
-            raise ValueError(f"datatype must be one of {INPUT_DATATYPES}, got {datatype!r}")
-        if wire not in WIRE_FORMATS:
-            raise ValueError(f"wire must be one of {', '.join(WIRE_FORMATS)}, got {wire!r}")
+        _check_options(base_url, model, classification, datatype, wire)
         check_facts(num_classes, class_names, value_range, input_shape, max_batch_size)
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -125,15 +131,20 @@ class OIPTeacher(Teacher):
         self.address = redact_url(self.model_url)
         self.journal_scope = adapter_scope("oip", self.model_url)  # one identity however the URL was spelled
         self.wire = wire
+        self._start_wire(wire, state_dir)
+        self._model: ModelDescription | None = None
+        self._codec: OIPCodec | None = None
+        self._meta_lock = threading.Lock()
+
+    def _start_wire(self, wire: str, state_dir: str | Path | None) -> None:
+        """The request bodies to start with: ``wire``, or for ``auto`` what the state directory remembers of this
+        model (binary until a server fails one that JSON then answers)."""
         self._wire_memory = WireMemory(state_dir if state_dir is not None else default_state_dir())
         remembered = self._wire_memory.get(self.model_url) if wire == "auto" else None
         #: binary bodies now? (``auto``: until the server fails one that JSON then answers)
         self.binary = wire == "binary" or (wire == "auto" and remembered != "json")
         self._wire_decided = wire != "auto" or remembered is not None
         self._wire_lock = threading.Lock()
-        self._model: ModelDescription | None = None
-        self._codec: OIPCodec | None = None
-        self._meta_lock = threading.Lock()
 
     # -- construction from an address -------------------------------------------------------
     @classmethod

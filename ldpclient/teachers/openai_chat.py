@@ -182,6 +182,33 @@ class _Answer:
     reason: str | None  # why it is an abstention (None: a class)
 
 
+def _checked_options(
+    base_url: str, model: str | None, class_names: Sequence[str] | None, input_shape: Sequence[int] | None,
+    answer_format: str, max_tokens: int, image_tokens: int,
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """ValueError naming the option (as the command line and the API spell it) for a chat teacher's option that
+    cannot work; the class names as strings and the input shape as integers."""
+    base = base_url.strip().rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise ValueError(f"chat teachers are addressed openai+https://host/v1 (the API's base URL), got {base_url!r}")
+    if not model:
+        raise ValueError("a chat teacher needs its model's name: --model NAME (API: model=)")
+    if not class_names or len(class_names) < 2:
+        raise ValueError("a chat teacher needs the task's classes: --class-names FILE (API: class_names=)")
+    if not input_shape:
+        raise ValueError("a chat teacher needs the queries' shape: --input-shape C,H,W (API: input_shape=)")
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format must be one of {', '.join(ANSWER_FORMATS)}, got {answer_format!r}")
+    if not 1 <= int(max_tokens) <= 4096:
+        raise ValueError(f"max_tokens must be in 1..4096, got {max_tokens}")
+    if int(image_tokens) < 1:
+        raise ValueError(f"image_tokens must be >= 1, got {image_tokens}")
+    names = tuple(str(c) for c in class_names)
+    if name_key(CANNOT_TELL) in {name_key(n) for n in names} or len({name_key(n) for n in names}) != len(names):
+        raise ValueError(f"class names must differ from each other and from {CANNOT_TELL!r}, case and spaces aside")
+    return names, tuple(int(s) for s in input_shape)
+
+
 class ChatTeacher(Teacher):
     """A chat model that sees images, behind an OpenAI-compatible Chat Completions API.
 
@@ -219,27 +246,11 @@ class ChatTeacher(Teacher):
         base = base_url.strip().rstrip("/")
         self.http = transport_from_options(transport, transport_options, adapter="ChatTeacher", name=f"openai:{model}",
                                            token_env=("LDPCLIENT_TOKEN", "OPENAI_API_KEY"))
-        if not base.startswith(("http://", "https://")):
-            raise ValueError(f"chat teachers are addressed openai+https://host/v1 (the API's base URL), got {base_url!r}")
-        if not model:
-            raise ValueError("a chat teacher needs its model's name: --model NAME (API: model=)")
-        if not class_names or len(class_names) < 2:
-            raise ValueError("a chat teacher needs the task's classes: --class-names FILE (API: class_names=)")
-        if not input_shape:
-            raise ValueError("a chat teacher needs the queries' shape: --input-shape C,H,W (API: input_shape=)")
-        if answer_format not in ANSWER_FORMATS:
-            raise ValueError(f"answer_format must be one of {', '.join(ANSWER_FORMATS)}, got {answer_format!r}")
-        if not 1 <= int(max_tokens) <= 4096:
-            raise ValueError(f"max_tokens must be in 1..4096, got {max_tokens}")
-        if int(image_tokens) < 1:
-            raise ValueError(f"image_tokens must be >= 1, got {image_tokens}")
+        names, shape = _checked_options(base_url, model, class_names, input_shape, answer_format, max_tokens, image_tokens)
         if prices is None:
             prices = TokenPrices(float(price_input_tokens or 0.0), float(price_output_tokens or 0.0))
         elif price_input_tokens is not None or price_output_tokens is not None:
             raise ValueError("give prices= or price_input_tokens=/price_output_tokens=, not both")
-        names = tuple(str(c) for c in class_names)
-        if name_key(CANNOT_TELL) in {name_key(n) for n in names} or len({name_key(n) for n in names}) != len(names):
-            raise ValueError(f"class names must differ from each other and from {CANNOT_TELL!r}, case and spaces aside")
         self.base_url = base
         self.url = f"{base}/chat/completions"
         self.model = str(model)
@@ -250,7 +261,7 @@ class ChatTeacher(Teacher):
         self._names = names
         self._index = {name_key(n): i for i, n in enumerate(names)}
         self._prompt = prompt_text(names, class_descriptions)
-        self._shape = tuple(int(s) for s in input_shape)
+        self._shape = shape
         self._value_range = (float(value_range[0]), float(value_range[1]))
         self._pacer = _Pacer()
         self._lock = threading.Lock()

@@ -135,19 +135,21 @@ def with_retries(
     try:
         return retrying(attempt)
     except tenacity.RetryError as err:
-        last = err.last_attempt.exception()
         elapsed = time.monotonic() - started
-        ra = getattr(last, "retry_after", None)
-        why = (
-            f"the server asked to wait {ra:.0f} s (over max_retry_after={policy.max_retry_after:g} s or the "
-            f"max_total={policy.max_total:g} s budget)"
-            if ra is not None and (ra > policy.max_retry_after or elapsed + ra > policy.max_total)
-            else f"{attempts()} attempt(s) in {elapsed:.1f} s (max_attempts={policy.max_attempts}, "
-            f"max_total={policy.max_total:g} s)"
-        )
         raise RetriesExhausted(
-            f"gave up on {what}: {why}; last error: {last}", attempts=attempts(), elapsed_s=elapsed
+            f"gave up on {what}: {_why_stopped(err.last_attempt.exception(), policy, elapsed, attempts())}; last "
+            f"error: {err.last_attempt.exception()}", attempts=attempts(), elapsed_s=elapsed,
         ) from None
+
+
+def _why_stopped(last: BaseException | None, policy: RetryPolicy, elapsed: float, attempts: int) -> str:
+    """Why the retries stopped, in words: a wait the server asked for that the policy refuses, or the attempts."""
+    ra = getattr(last, "retry_after", None)
+    if ra is not None and (ra > policy.max_retry_after or elapsed + ra > policy.max_total):
+        return (f"the server asked to wait {ra:.0f} s (over max_retry_after={policy.max_retry_after:g} s or the "
+                f"max_total={policy.max_total:g} s budget)")
+    return (f"{attempts} attempt(s) in {elapsed:.1f} s (max_attempts={policy.max_attempts}, "
+            f"max_total={policy.max_total:g} s)")
 
 
 __all__ = ["RETRY_STATUSES", "RetryPolicy", "parse_retry_after", "with_retries"]

@@ -312,10 +312,25 @@ class HttpTransport:
             _WATCH.holder = None
 
     def _exchange(self, req: _Request[T], info: CallInfo, where: str, started: float) -> T:
-        what, data = req.what, req.data
+        """Send ``req`` once and read its answer within the limits: the parsed answer, or the error it amounts to."""
+        resp = self._send(req, where)
+        info.bytes_sent = len(req.data) if req.data else 0
+        billed = resp.headers.get("X-Billed-Images")
+        if billed is not None and billed.strip().isdigit():
+            info.billed_header = (info.billed_header or 0) + int(billed)
         try:
-            resp = self.session().request(
-                req.method, req.url, data=data, headers=req.headers, timeout=self.timeout, stream=True,
+            info.bytes_received = self._read_body(resp, started, req.what, where)
+        finally:
+            resp.close()
+        return self._answer(req, resp, where)
+
+    def _send(self, req: _Request[T], where: str) -> requests.Response:
+        """The response to ``req`` (its body not read yet); a failure to connect or send as the teacher error it
+        is (unreachable, not sent, transient, or final)."""
+        what = req.what
+        try:
+            return self.session().request(
+                req.method, req.url, data=req.data, headers=req.headers, timeout=self.timeout, stream=True,
                 allow_redirects=False,
             )
         except requests.exceptions.SSLError as exc:
@@ -340,15 +355,11 @@ class HttpTransport:
             raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
         except requests.exceptions.RequestException as exc:
             raise TeacherError(self.redact(f"{what}: request failed ({where}): {_short(exc, self.redact)}")) from None
-        info.bytes_sent = len(data) if data else 0
-        billed = resp.headers.get("X-Billed-Images")
-        if billed is not None and billed.strip().isdigit():
-            info.billed_header = (info.billed_header or 0) + int(billed)
-        try:
-            info.bytes_received = self._read_body(resp, started, what, where)
-        finally:
-            resp.close()
-        status = resp.status_code
+
+    def _answer(self, req: _Request[T], resp: requests.Response, where: str) -> T:
+        """A read response as ``req``'s parsed answer (2xx), or as the error its status means: a redirect not
+        followed, a transient status with the wait asked for, or a final refusal (a hint for 401/403)."""
+        what, status = req.what, resp.status_code
         if 300 <= status < 400:
             location = resp.headers.get("Location", "")
             if not location:  # e.g. 304 Not Modified to a request that asked for no cache: not a redirect at all

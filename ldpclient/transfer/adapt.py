@@ -184,7 +184,6 @@ class SelfTrainingAdapter:
         augment = self._augment(int(records.record_shape[-1]))
         to_compute_layout(model, self.device)  # in place, before the optimiser takes its parameters
         optimizer = torch.optim.Adam(model.parameters(), lr=self.lr)
-        loss_fn = nn.CrossEntropyLoss()
         sample = self._sample(len(records))  # None: every record, in order
         pool = records if sample is None else SubsetRecords(records, sample)
         if probs is None:
@@ -202,28 +201,9 @@ class SelfTrainingAdapter:
                 chosen = select_confident(view, fraction)
                 if self.max_per_round is not None and len(chosen) > self.max_per_round:
                     chosen = torch.sort(chosen[torch.randperm(len(chosen))[: self.max_per_round]]).values
-                targets = view.argmax(1)
                 anchors = anchor(rnd) if anchor is not None else None
-                total, seen = 0.0, 0
-                model.train()
-                for _ in range(self.epochs):
-                    order = chosen[torch.randperm(len(chosen))]
-                    for s in range(0, len(order), self.batch_size):
-                        idx = order[s : s + self.batch_size]
-                        batch = pool.read(idx.numpy())
-                        xb = batch if augment is None else augment(batch)
-                        yb = targets[idx]
-                        extra = _next_anchor(anchors, len(idx))
-                        if extra is not None:
-                            xb, yb = torch.cat([xb, extra[0].float()]), torch.cat([yb, extra[1]])
-                        optimizer.zero_grad(set_to_none=True)
-                        loss = loss_fn(model(batch_in_layout(xb.to(self.device), self.device)), yb.to(self.device))
-                        loss.backward()
-                        optimizer.step()
-                        total += float(loss.detach()) * len(yb)
-                        seen += len(yb)
                 hist.selected.append(len(chosen))
-                hist.loss.append(total / max(1, seen))
+                hist.loss.append(self._fit_round(model, optimizer, pool, chosen, view.argmax(1), anchors, augment))
                 if on_round is not None:
                     on_round(rnd + 1)
         model.eval()
@@ -232,6 +212,34 @@ class SelfTrainingAdapter:
         hist.changed.append(float((final.argmax(1) != previous).float().mean()))
         hist.seconds = time.perf_counter() - t0
         return hist
+
+    def _fit_round(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, pool: RecordSource, chosen: torch.Tensor,
+        targets: torch.Tensor, anchors: Iterator[tuple[torch.Tensor, torch.Tensor]] | None,
+        augment: Callable[[torch.Tensor], torch.Tensor] | None,
+    ) -> float:
+        """One round's ``epochs`` over the ``chosen`` records of ``pool`` with their pseudo-labels ``targets``, each
+        batch beside as many anchor rows; the round's mean loss per row."""
+        loss_fn = nn.CrossEntropyLoss()
+        total, seen = 0.0, 0
+        model.train()
+        for _ in range(self.epochs):
+            order = chosen[torch.randperm(len(chosen))]
+            for s in range(0, len(order), self.batch_size):
+                idx = order[s : s + self.batch_size]
+                batch = pool.read(idx.numpy())
+                xb = batch if augment is None else augment(batch)
+                yb = targets[idx]
+                extra = _next_anchor(anchors, len(idx))
+                if extra is not None:
+                    xb, yb = torch.cat([xb, extra[0].float()]), torch.cat([yb, extra[1]])
+                optimizer.zero_grad(set_to_none=True)
+                loss = loss_fn(model(batch_in_layout(xb.to(self.device), self.device)), yb.to(self.device))
+                loss.backward()
+                optimizer.step()
+                total += float(loss.detach()) * len(yb)
+                seen += len(yb)
+        return total / max(1, seen)
 
     def _augment(self, image_size: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """The transform of a pseudo-labelled batch: ``augmentation``'s, after a random mirror with ``flip``

@@ -321,18 +321,7 @@ class QueryPlan:
         Returns a Derived with ``ids`` set and ``sources`` ``(B, 2)`` naming the
         private records used (-1: none, e.g. blank queries).
         """
-        src = _table(releases)
-        if len(src) != self.n:
-            raise ValueError(f"plan is for n={self.n} releases, got {len(src)}")
-        blank_src = None
-        if self.num_blank:
-            if blank_releases is None:
-                raise ValueError("this plan mixes blank queries: pass blank_releases")
-            blank_src = _table(blank_releases)
-            if len(blank_src) != self.n_blank:
-                raise ValueError(f"plan is for n_blank={self.n_blank} blank releases, got {len(blank_src)}")
-            if blank_src.record_shape != src.record_shape:
-                raise ValueError("blank releases must have the same shape as the private releases")
+        src, blank_src = self._tables(releases, blank_releases)
         if self.kind == "rand" and mechanism is None:
             raise ValueError("LDPKiT-Rand needs the base mechanism to draw its noise")
         ids = np.asarray(ids, dtype=np.int64)
@@ -374,6 +363,24 @@ class QueryPlan:
         assert out is not None
         step = {"sup": "ldpkit-sup", "rand": f"ldpkit-rand(scale={self.rand_scale:g})", "identity": "identity"}
         return Derived.combine(origin, out, sources, step[self.kind], ids=torch.from_numpy(ids))
+
+    def _tables(
+        self, releases: Releasable | ReleaseRows, blank_releases: Releasable | ReleaseRows | None
+    ) -> tuple[Derived | ReleaseRows, Derived | ReleaseRows | None]:
+        """The releases and the blank releases as row tables, checked against the plan (ValueError)."""
+        src = _table(releases)
+        if len(src) != self.n:
+            raise ValueError(f"plan is for n={self.n} releases, got {len(src)}")
+        if not self.num_blank:
+            return src, None
+        if blank_releases is None:
+            raise ValueError("this plan mixes blank queries: pass blank_releases")
+        blank_src = _table(blank_releases)
+        if len(blank_src) != self.n_blank:
+            raise ValueError(f"plan is for n_blank={self.n_blank} blank releases, got {len(blank_src)}")
+        if blank_src.record_shape != src.record_shape:
+            raise ValueError("blank releases must have the same shape as the private releases")
+        return src, blank_src
 
     @staticmethod
     def _rand_noise(mechanism: Mechanism, seeds: np.ndarray, shape: tuple[int, ...], mode: str) -> torch.Tensor:

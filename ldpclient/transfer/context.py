@@ -73,6 +73,32 @@ def teacher_and_client(teacher: Any, client: Any) -> tuple[Any, Any]:
     return teacher, client
 
 
+def check_wiring(
+    mode: str, mechanism: object, stages: StageRunner | None, release_generator: torch.Generator | None
+) -> None:
+    """ValueError (TypeError for a mechanism that is none) for a transfer's parts that do not go together."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not isinstance(mechanism, Mechanism):
+        raise TypeError(f"mechanism must be an ldpclient.privacy Mechanism, got {type(mechanism).__name__}")
+    if stages is not None and release_generator is not None:
+        raise ValueError("stages= (a cluster) refuses a release generator: a shared noise seed would give "
+                         "different images identical noise")
+
+
+def checked_records(records: torch.Tensor | RecordSource, meta: TeacherMetadata) -> RecordSource:
+    """``records`` as a RecordSource, checked against the teacher's input shape and not empty (ValueError)."""
+    from ..io.records import as_record_source
+
+    source = as_record_source(records)
+    if tuple(source.record_shape) != tuple(meta.input_shape):
+        raise ValueError(f"records have shape {tuple(source.record_shape)} per record but the teacher "
+                         f"{meta.name!r} expects {tuple(meta.input_shape)}")
+    if len(source) < 1:
+        raise ValueError("no records to label")
+    return source
+
+
 @dataclass
 class RunContext:
     """One run's inputs, settings and clock. ``records``: the private records (N of them, ``meta.input_shape``
@@ -157,4 +183,4 @@ class RunContext:
         return predict_proba(model, records, device=self.settings.device)
 
 
-__all__ = ["MODES", "Given", "RunContext", "StageRunner", "teacher_and_client"]
+__all__ = ["MODES", "Given", "RunContext", "StageRunner", "check_wiring", "checked_records", "teacher_and_client"]

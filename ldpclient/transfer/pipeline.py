@@ -2,24 +2,9 @@
 
 The orchestrator: it resolves the settings once (:mod:`.resolve`), makes each run's
 :class:`~.context.RunContext` and calls the stages (:mod:`.stages`) in order, resumable through the query
-journal of a :class:`~ldpclient.teachers.client.QueryClient`:
+journal of a :class:`~ldpclient.teachers.client.QueryClient`.
 
-1. **release** each private record once with an LDP mechanism (through the
-   :class:`~ldpclient.privacy.ledger.Ledger` when given: stored releases are reused for free, fresh ones are
-   charged per record and capped), in chunks: memory O(chunk + n x released elements), not O(n x record);
-2. **post-process** the releases (resize back after reduce-before-noise, clip, denoise; free), lazily, and
-   **plan** Q queries built from them (LDPKiT-Sup pairs, LDPKiT-Rand noise copies, or the releases
-   themselves) in batches with stable ids (:class:`~.query_book.QueryBook`);
-3. **label**: the teacher answers each query; only the labels are kept (int8 per query);
-4. **train** a local student on the hard labels (warmed up on the clean records first with ``warmup``; in
-   query rounds with ``query_rounds``);
-5. **adapt** (``adapt=True``, default): fine-tune the student on its own confident labels of the clean private
-   records, anchored to the teacher-labelled queries (local, nothing sent, no privacy cost; the adapted
-   student has seen the clean records and stays on the device);
-6. **label** the clean private records with the student, locally (with ``balance`` and no public images, from
-   equal class shares, not the teacher's answer shares: :mod:`.prior`).
-
-Modes (``mode=``): ``"ldpkit"`` (default: the steps above); ``"sidp"`` (send the n post-processed releases and
+Modes (``mode=``): ``"ldpkit"`` (default: the stages); ``"sidp"`` (send the n post-processed releases and
 take the teacher's labels as the answer, no student); ``"data-free"`` (the same pipeline and query budget with
 every private record replaced by a blank record released with ``public=True``: epsilon 0; what a run gains over
 it is what the private data contributed).
@@ -35,10 +20,10 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from ..io.records import RecordSource, as_record_source
+from ..io.records import RecordSource
 from ..privacy.base import Mechanism
 from .augment import QueryPlan
-from .context import MODES, Given, RunContext, StageRunner, teacher_and_client
+from .context import Given, RunContext, StageRunner, check_wiring, checked_records, teacher_and_client
 from .mirror_check import MirrorCheck
 from .query_book import PublicQueries, QueryBook
 from .resolve import Resolved
@@ -51,7 +36,7 @@ from .stages.keep import result_key, save_student
 from .stages.label import label_queries
 from .stages.outcome import outcome, training_summary
 from .stages.predict import mean_output, predict_records, score_held_out
-from .stages.queries import plan_for, prepare_public, prepare_queries
+from .stages.queries import Prepared, plan_for, prepare_queries
 from .stages.release import Released, release_confusion, release_records
 from .stages.train import Trained, measured_confusion, query_rounds, train_student
 from .student import LabelStore, Progress, StudentMean
@@ -84,34 +69,20 @@ class KnowledgeTransfer:
         progress: Optional[Progress] = None, client: Any = None, stages: Optional[StageRunner] = None,
         result_cache: Optional[ResultCache] = None, **settings: Any,
     ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if not isinstance(mechanism, Mechanism):
-            raise TypeError(f"mechanism must be an ldpclient.privacy Mechanism, got {type(mechanism).__name__}")
-        if stages is not None and release_generator is not None:
-            raise ValueError("stages= (a cluster) refuses a release generator: a shared noise seed would give "
-                             "different images identical noise")
+        check_wiring(mode, mechanism, stages, release_generator)
         self.teacher, self.client = teacher_and_client(teacher, client)
         self.given = Given(*fold_keywords(plan, training, adaptation, settings))
         self.mechanism, self.ledger, self.scope, self.mode, self.seed = mechanism, ledger, scope, mode, int(seed)
         self.release_generator, self.progress, self.stages, self.result_cache = (
             release_generator, progress, stages, result_cache)
         self.settings = Resolved.of(*self.given, mechanism=mechanism, mode=mode, seed=self.seed)
-        #: :meth:`records_to_release` for one plan and record count: ((plan fingerprint, n), the records or None)
-        self._used: tuple[tuple[str, int], np.ndarray | None] | None = None
-        #: the public images as :meth:`_public_for` prepared them last: (the images given, plan fingerprint, queries)
-        self._prepared_public: tuple[Any, str, PublicQueries] | None = None
+        self._prepared = Prepared()
 
     def _context(self, records: torch.Tensor | RecordSource) -> RunContext:
         """A run's context over ``records``, checked against the teacher's input shape (ValueError)."""
         meta = self.teacher.metadata()
-        source = as_record_source(records)
-        if tuple(source.record_shape) != tuple(meta.input_shape):
-            raise ValueError(f"records have shape {tuple(source.record_shape)} per record but the teacher "
-                             f"{meta.name!r} expects {tuple(meta.input_shape)}")
-        if len(source) < 1:
-            raise ValueError("no records to label")
-        return RunContext(self.teacher, self.client, self.mechanism, self.settings, self.given, source, meta,
+        return RunContext(self.teacher, self.client, self.mechanism, self.settings, self.given,
+                          checked_records(records, meta), meta,
                           mode=self.mode, seed=self.seed, ledger=self.ledger, scope=self.scope,
                           release_generator=self.release_generator, progress=self.progress, stages=self.stages,
                           result_cache=self.result_cache)
@@ -144,17 +115,7 @@ class KnowledgeTransfer:
         plan = plan_for(ctx)
         if public is None or self.mode == "sidp":
             return plan, None
-        return plan, self._public_for(ctx, public, plan)
-
-    def _public_for(self, ctx: RunContext, public: torch.Tensor | RecordSource, plan: QueryPlan) -> PublicQueries:
-        """:func:`~.stages.queries.prepare_public` of ``public`` for ``plan``, prepared once: :meth:`query_plans`
-        and :meth:`run` on the same images share it."""
-        kept = self._prepared_public
-        if kept is not None and kept[0] is public and kept[1] == plan.fingerprint:
-            return kept[2]
-        prepared = prepare_public(ctx, as_record_source(public), plan)
-        self._prepared_public = (public, plan.fingerprint, prepared)
-        return prepared
+        return plan, self._prepared.public(ctx, public, plan)
 
     def records_to_release(self, records: torch.Tensor | RecordSource) -> np.ndarray | None:
         """The private records this run releases (and charges), sorted indices, when its queries use only some of
@@ -164,15 +125,7 @@ class KnowledgeTransfer:
         every record is labelled by the student either way. Nothing is released or charged."""
         if self.mode != "ldpkit":
             return None
-        ctx = self._context(records)
-        plan = plan_for(ctx)
-        if plan.kind not in ("sup", "rand"):
-            return None
-        key = (plan.fingerprint, ctx.n)
-        if self._used is None or self._used[0] != key:
-            used = plan.private_records_used()
-            self._used = (key, None if len(used) == plan.n else used)
-        return self._used[1]
+        return self._prepared.records_used(plan_for(self._context(records)))
 
     def run(
         self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None = None
@@ -192,7 +145,7 @@ class KnowledgeTransfer:
         released = release_records(ctx, used)
         book = prepare_queries(ctx, released.release, used)
         if public is not None:
-            book.public = self._public_for(ctx, public, book.plan)
+            book.public = self._prepared.public(ctx, public, book.plan)
             if book.public.confusion is not None:
                 release_confusion(ctx, book.public)
         elif self.settings.confusion:

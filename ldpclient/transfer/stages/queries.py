@@ -8,7 +8,7 @@ import time
 import numpy as np
 import torch
 
-from ...io.records import RecordSource
+from ...io.records import RecordSource, as_record_source
 from ...privacy.guarantee import Domain
 from ...privacy.public import public_release, public_seed
 from ...privacy.release import Release, ReleaseBuilder
@@ -101,4 +101,34 @@ def prepare_public(ctx: RunContext, public: RecordSource, plan: QueryPlan) -> Pu
     return out
 
 
-__all__ = ["plan_for", "prepare_public", "prepare_queries"]
+class Prepared:
+    """What planning prepares once per transfer and the run and the checks before it share: the records a plan
+    releases, and the public images' queries (the same images given again: the same preparation)."""
+
+    def __init__(self) -> None:
+        #: the last :meth:`records_used`: (plan fingerprint, the records or None)
+        self._used: tuple[str, np.ndarray | None] | None = None
+        #: the last :meth:`public`: (the images given, plan fingerprint, their queries)
+        self._public: tuple[object, str, PublicQueries] | None = None
+
+    def records_used(self, plan: QueryPlan) -> np.ndarray | None:
+        """The private records ``plan``'s queries are made from, sorted indices, when they are not all of them
+        (None: every record; SIDP and data-free plans). Decided by the plan alone, never by the records' values."""
+        if plan.kind not in ("sup", "rand"):
+            return None
+        if self._used is None or self._used[0] != plan.fingerprint:
+            used = plan.private_records_used()
+            self._used = (plan.fingerprint, None if len(used) == plan.n else used)
+        return self._used[1]
+
+    def public(self, ctx: RunContext, public: torch.Tensor | RecordSource, plan: QueryPlan) -> PublicQueries:
+        """:func:`prepare_public` of ``public`` for ``plan``, prepared once for the same images and plan."""
+        kept = self._public
+        if kept is not None and kept[0] is public and kept[1] == plan.fingerprint:
+            return kept[2]
+        prepared = prepare_public(ctx, as_record_source(public), plan)
+        self._public = (public, plan.fingerprint, prepared)
+        return prepared
+
+
+__all__ = ["Prepared", "plan_for", "prepare_public", "prepare_queries"]
