@@ -124,7 +124,7 @@ def label(
                        cost=dict(run.report.get("cost", {})), report=run.report, verdict=run.verdict)
 
 
-def _images(given: Any, name: str) -> "tuple[Path | None, RecordSource | None]":
+def _images(given: object, name: str) -> "tuple[Path | None, RecordSource | None]":
     """``(folder, records)`` for images given as a folder path, a tensor or a RecordSource (``(None, None)`` for
     None); TypeError for anything else."""
     import torch

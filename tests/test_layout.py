@@ -268,3 +268,23 @@ def test_only_the_resolving_module_of_the_transfer_resolves_defaults() -> None:
              if path.name not in ("resolve.py", "defaults.py")
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if "defaults." in line]
     assert found == []
+
+
+def _bare_any(annotation: ast.expr | None) -> bool:
+    return (isinstance(annotation, ast.Name) and annotation.id == "Any") or (
+        isinstance(annotation, ast.Constant) and annotation.value == "Any")
+
+
+def test_few_parameters_or_fields_are_typed_any() -> None:
+    """The teacher, the client, the ledger, the journal and the cluster have types (Protocols where duck typing is
+    meant); what stays ``Any`` is a parsed JSON document or a value inspected at run time. ``*args: Any``,
+    ``**kwargs: Any`` and ``dict[str, Any]`` do not count."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                found += [f"{path.relative_to(ROOT)}:{a.lineno} {a.arg}" for a in args if _bare_any(a.annotation)]
+            elif isinstance(node, ast.AnnAssign) and _bare_any(node.annotation):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert len(found) < 20, found

@@ -22,16 +22,19 @@ A lower bound above the claimed per-element epsilon refutes the claim.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import torch
 
 from .stats import clopper_pearson
 
+if TYPE_CHECKING:
+    from ..privacy.base import Mechanism
+
 Sampler = Callable[[torch.Tensor, Optional[torch.Generator]], torch.Tensor]
 
 
-def mechanism_sampler(mechanism: Any) -> Sampler:
+def mechanism_sampler(mechanism: Mechanism) -> Sampler:
     """Sampler for an :class:`ldpclient.privacy.Mechanism`: the released values (constant test inputs)."""
 
     def sample(x: torch.Tensor, g: torch.Generator | None) -> torch.Tensor:
@@ -177,7 +180,7 @@ def empirical_epsilon(
 
 
 def audit_mechanism(
-    mechanism: Any,
+    mechanism: Mechanism,
     record_shape: Sequence[int],
     *,
     paper_epsilon: float | None = None,

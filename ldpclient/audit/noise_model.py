@@ -12,7 +12,7 @@ on its output.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import torch
 
@@ -20,6 +20,7 @@ from ..names import AUGMENTATIONS
 from ..privacy.release import upsample
 
 if TYPE_CHECKING:
+    from ..privacy.base import Mechanism
     from ..transfer.postprocess import Transform
 
 #: The query kinds the attacker simulates: the augmentations of ``label --augment``.
@@ -50,7 +51,7 @@ class NoiseModel:
     @classmethod
     def from_mechanism(
         cls,
-        mechanism: Any,
+        mechanism: Mechanism,
         *,
         transforms: Sequence[Transform] = (),
         upsample_mode: str = "bilinear",

@@ -19,7 +19,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -34,6 +34,9 @@ from .membership import membership_inference
 from .noise_model import KINDS, NoiseModel
 from .reconstruction import reconstruction_attack
 from .rme import rme_linkage_audit
+
+if TYPE_CHECKING:
+    from ..privacy.base import Mechanism
 
 Classifier = Callable[[torch.Tensor], torch.Tensor]
 PLAN_KIND = PLAN_KINDS  # query kind (an augmentation name) -> QueryPlan kind
@@ -143,7 +146,7 @@ def sources_from_plan(plan: QueryPlan, segments: Sequence[tuple[str | None, int]
 
 def simulate_client(
     private: torch.Tensor,
-    mechanism: Any,
+    mechanism: Mechanism,
     kind: str,
     *,
     queries_per_record: float = 2.0,
@@ -348,7 +351,7 @@ def _audit_logged(
     queries: torch.Tensor | str | os.PathLike[str],
     sources: torch.Tensor | None,
     plan: QueryPlan | Mapping[str, Any] | str | os.PathLike[str] | None,
-    mechanism: Any,
+    mechanism: Mechanism | None,
     kind: str | None,
 ) -> dict[str, torch.Tensor] | None:
     """Attack what the teacher logged: fills ``logged`` and ``summary``; returns the example images, if any."""
@@ -407,7 +410,7 @@ def _audit_sweep(
 def _audit_empirical(
     s: _Setup,
     report: dict[str, Any],
-    mechanism: Any,
+    mechanism: Mechanism | None,
     sweep: Mapping[float, Any] | None,
     paper_epsilon: float | None,
     samples: int,
@@ -435,7 +438,7 @@ def _audit_empirical(
     ]
 
 
-def _audit_rme(s: _Setup, report: dict[str, Any], mechanism: Any, sweep: Mapping[float, Any] | None) -> None:
+def _audit_rme(s: _Setup, report: dict[str, Any], mechanism: Mechanism | None, sweep: Mapping[float, Any] | None) -> None:
     """Reverse Manifold Embedding audit on the records as 7x7 feature vectors; fills ``rme``."""
     s.say("Reverse Manifold Embedding audit")
     private = s.private
@@ -454,7 +457,7 @@ def run_audit(
     queries: torch.Tensor | str | os.PathLike[str] | None = None,
     sources: torch.Tensor | None = None,
     plan: QueryPlan | Mapping[str, Any] | str | os.PathLike[str] | None = None,
-    mechanism: Any = None,
+    mechanism: Mechanism | None = None,
     kind: str | None = None,
     transforms: Sequence[Any] = (),
     upsample_mode: str = "bilinear",

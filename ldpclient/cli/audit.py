@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import ClassVar, Optional, TypeVar
 
 import typer
 
@@ -18,6 +18,8 @@ from ..run.ui import UI
 from ..transfer import defaults
 from .errors import user_errors
 from .groups import OptionGroup, options_from
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ def audit(*, given: AuditGroup) -> None:
         typer.echo(line)
 
 
-def _one_of(name: str, value: Any, old_name: str, old_value: Any) -> Any:
+def _one_of(name: str, value: T | None, old_name: str, old_value: T | None) -> T | None:
     """An option given under its name or its old (hidden) spelling; both with different values is an error."""
     if old_value is None:
         return value

@@ -134,7 +134,7 @@ def _nearest(key: str, names: Iterable[str]) -> str:
     return f" (did you mean {close[0].replace('_', '-')!r}?)" if close else ""
 
 
-def _check_value(key: str, value: Any, source: str, shown: str) -> None:
+def _check_value(key: str, value: object, source: str, shown: str) -> None:
     """ConfigError for a secret (its key, or a URL holding one) or a :data:`COMMAND_LINE_ONLY` option."""
     _check_secret(key, source, shown)
     if key in COMMAND_LINE_ONLY:
@@ -159,7 +159,7 @@ def _url_secret(value: str) -> bool:
                                        for name, _ in parse_qsl(parts.query, keep_blank_values=True))
 
 
-def _check_code(key: str, value: Any, source: str) -> None:
+def _check_code(key: str, value: object, source: str) -> None:
     """A ``local:`` teacher imports and runs Python code: a config file (which may come from anywhere) may
     not name one; the user names it on the command line, where it is seen."""
     if key == "teacher" and isinstance(value, str) and value.strip().lower().startswith("local:"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -14,6 +14,9 @@ from torch import nn
 
 from ..io.records import RecordSource, iter_batches, source_ids
 from .stages import Block, PredictStage, ReleaseStage
+
+if TYPE_CHECKING:
+    from ..privacy.base import Mechanism
 
 #: Images per block of the student's passes (one task each).
 PREDICT_BLOCK = 4096
@@ -81,7 +84,7 @@ class Cluster:
     cap_delta: float | None = None
 
     def release(
-        self, mechanism: Any, scope: str, records: RecordSource, on_block: Callable[[int], None]
+        self, mechanism: Mechanism, scope: str, records: RecordSource, on_block: Callable[[int], None]
     ) -> np.ndarray:
         """Noise and charge every record (blocks of :func:`~ldpclient.transfer.stages.release.release_chunk`); a bool
         ``(N,)``: True where a record was noised now."""

@@ -7,11 +7,14 @@ opens what it needs: a ledger connection, a model) and then called on block afte
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from ..privacy.base import Mechanism
 
 Block = dict[str, Any]
 
@@ -26,7 +29,7 @@ class ReleaseStage:
     lowered since binds, and a refusal says so); ``mechanism``: the run's mechanism; ``scope``: the teacher's
     identity."""
 
-    def __init__(self, *, ledger: str, key_file: str | None, cap_epsilon: float | None, mechanism: Any,
+    def __init__(self, *, ledger: str, key_file: str | None, cap_epsilon: float | None, mechanism: Mechanism,
                  scope: str, cap_delta: float | None = None) -> None:
         from ..privacy.ledger import Ledger
 

@@ -53,7 +53,7 @@ def scrub(text: str, secrets: Iterable[str | None]) -> str:
     return redact(text, secrets)
 
 
-def _jsonable(obj: Any) -> Any:
+def _jsonable(obj: object) -> Any:
     if isinstance(obj, Mapping):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -74,12 +74,12 @@ def _jsonable(obj: Any) -> Any:
     raise TypeError(f"cannot put {type(obj).__name__} into a JSON report")
 
 
-def to_json(obj: Any, *, secrets: Iterable[str | None] = (), indent: int | None = 2) -> str:
+def to_json(obj: object, *, secrets: Iterable[str | None] = (), indent: int | None = 2) -> str:
     """Serialise a report to JSON text (tensors of one element become numbers; others are refused), secrets scrubbed."""
     return json_text(scrub(json.dumps(_jsonable(obj), indent=indent, ensure_ascii=False, allow_nan=False), list(secrets)))
 
 
-def write_json(path: str | os.PathLike[str], obj: Any, *, secrets: Iterable[str | None] = ()) -> Path:
+def write_json(path: str | os.PathLike[str], obj: object, *, secrets: Iterable[str | None] = ()) -> Path:
     """Write a JSON report atomically (see :func:`to_json`)."""
     out = Path(path)
     atomic_write_text(out, to_json(obj, secrets=secrets) + "\n")

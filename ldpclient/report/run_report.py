@@ -51,7 +51,7 @@ def _check_keys(d: Mapping[str, Any], names: list[str], where: str, optional: fr
         raise ValueError(f"{where}: unknown key {unknown[0]!r}")
 
 
-def _section(cls: type[_S], d: Any, name: str, where: str = "run report") -> _S:
+def _section(cls: type[_S], d: object, name: str, where: str = "run report") -> _S:
     """Build a section dataclass from its dict; ValueError naming the section on a missing or unknown key."""
     if not isinstance(d, Mapping):
         raise ValueError(f"{where}: section {name!r} is not an object")
@@ -61,7 +61,7 @@ def _section(cls: type[_S], d: Any, name: str, where: str = "run report") -> _S:
     return cls(**{k: d[k] for k in names if k in d})
 
 
-def _one_line(text: Any) -> str:
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
@@ -146,7 +146,7 @@ class CostSection:
     spent_run: float
     spent_total: float
     cap: float | None
-    billing: Any
+    billing: dict[str, Any]
     #: of ``spent_run``, what the public images' queries cost (their count times the price per query)
     spent_public_run: float = 0.0
     #: a teacher billed in tokens: money per million input and output tokens, and the tokens this run's answers

@@ -28,6 +28,9 @@ from ..transfer import defaults
 if TYPE_CHECKING:  # torch/numpy are imported where used, so `ldpclient --help` stays fast
     import torch
 
+    from ..privacy.base import Mechanism
+    from ..privacy.guarantee import Domain
+
 
 def _parse_floats(spec: str | None, what: str) -> list[float]:
     if not spec:
@@ -72,7 +75,7 @@ def _read_run(path: Path) -> RunReport:
     return report
 
 
-def _pick(given: Any, recorded: Any, default: Any) -> Any:
+def _pick(given: object, recorded: object, default: object) -> Any:
     """An explicit option wins over the run report, which wins over the default."""
     if given is not None:
         return given
@@ -173,9 +176,9 @@ class _Records:
 
     values: torch.Tensor
     shape: tuple[int, int, int]
-    make: Callable[[float], Any]
-    mech: Any
-    domain: Any
+    make: Callable[[float], Mechanism]
+    mech: Mechanism | None
+    domain: Domain
     postprocess: str
 
 

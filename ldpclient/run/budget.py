@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..privacy.ledger import Ledger
 
 
 def parse_set_cap(text: str) -> float | None:
@@ -75,7 +78,7 @@ def ledger_summary(
     return summary
 
 
-def images_at_cap(ledger: Any, private_dir: Path) -> list[str]:
+def images_at_cap(ledger: Ledger, private_dir: Path) -> list[str]:
     """The images of ``private_dir`` (as ``label`` lists them) whose spend has reached the ledger's cap, by
     printable relative path; [] without a cap. Each file's bytes are hashed into its source id, as a label run
     keys it, through the same guarded read (a file that read refuses, as label would skip it, is passed over);

@@ -22,13 +22,17 @@ Units: epsilon per record (one image), in nats; money in the unit of ``--price``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from ..io.records import RecordSource, iter_batches, source_ids
 from ..privacy.ledger import BudgetExceeded
 from ..teachers.errors import CostCapReached, TeacherError
 
 if TYPE_CHECKING:
+    from ..privacy.base import Mechanism
+    from ..privacy.ledger import Ledger
+    from ..teachers.client import QueryClient
+    from ..transfer.augment import QueryPlan
     from .plan import RunPlan
 
 #: Images read per chunk when the run asks the ledger what it would charge.
@@ -99,7 +103,7 @@ def check_plan_money(plan: RunPlan, *, spent_money: float, journal_has_answers: 
                            spent_total=spent_money)
 
 
-def foresee_money(client: Any, plans: Iterable[Any], cap: float | None) -> None:
+def foresee_money(client: QueryClient, plans: Iterable[QueryPlan], cap: float | None) -> None:
     """Refuse (:class:`MoneyCapForeseen`) a run whose query ``plans`` the ``client`` would pay past ``cap``: what
     the journal recorded for this teacher plus the batches it has not answered, at their price."""
     if cap is None:
@@ -116,7 +120,9 @@ def foresee_money(client: Any, plans: Iterable[Any], cap: float | None) -> None:
         needed=before + money, cap=cap, spent_total=before)
 
 
-def foresee_privacy(ledger: Any, mechanism: Any, records: RecordSource, *, scope: str, cap: float | None) -> None:
+def foresee_privacy(
+    ledger: Ledger, mechanism: Mechanism, records: RecordSource, *, scope: str, cap: float | None
+) -> None:
     """Refuse (:class:`PrivacyCapForeseen`) a run that would take an image past ``cap``: its spend so far plus one
     release, where the ledger would charge it (an image with a stored release for ``scope`` and ``mechanism`` is
     reused at no cost). Reads the ledger and the images' source ids only; samples and charges nothing."""

@@ -104,14 +104,14 @@ def parse_check_rows(
     return CheckSet(labels, where)
 
 
-def _by_name(raw: Any, index: Mapping[str, int]) -> int | None:
+def _by_name(raw: object, index: Mapping[str, int]) -> int | None:
     """The class a label names (None: not a class name; a Python int never is one)."""
     if isinstance(raw, (bool, int)):
         return None
     return index.get(str(raw).strip())
 
 
-def _by_index(raw: Any, num_classes: int) -> int | None:
+def _by_index(raw: object, num_classes: int) -> int | None:
     """The class a label is the index of (None: not an index ``0..num_classes-1``)."""
     if isinstance(raw, bool):
         return None

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..teachers.http import redact_url
 from .facts import TeacherFacts
 from .network import NetworkOptions
+
+if TYPE_CHECKING:
+    from ..teachers.base import Teacher
 
 
 def teacher_options(address: str, facts: TeacherFacts, state: Path) -> dict[str, Any]:
@@ -34,7 +37,7 @@ def connect_options(address: str, facts: TeacherFacts, network: NetworkOptions, 
     return {**teacher_options(address, facts, state), **network.transport_options(address)}
 
 
-def open_teacher(address: str, token: str | None, options: Mapping[str, Any]) -> Any:
+def open_teacher(address: str, token: str | None, options: Mapping[str, Any]) -> Teacher:
     """:func:`~ldpclient.teachers.connect`, with an adapter's refusal of a supplied fact as one line."""
     from ..teachers import connect
 

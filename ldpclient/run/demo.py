@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,6 +29,9 @@ from ..report.label_files import read_labels
 from ..transfer import defaults
 from .label import LabelOptions, run_label
 from .ui import UI
+
+if TYPE_CHECKING:
+    from mock_server.runner import RunningServer
 
 DEMO_PRICE = 0.001  # money per query charged by the demo's mock teacher
 #: Private images whose true digit the demo writes to ``check.csv`` (the check set a user would label by hand).
@@ -190,7 +193,7 @@ def _server_options(seed: int, teacher_epochs: int | None) -> dict[str, Any]:
     return server_options
 
 
-def _run_methods(server: Any, root: Path, data: _PrivateData, opts: _DemoOptions, ui: UI) -> _Answers:
+def _run_methods(server: RunningServer, root: Path, data: _PrivateData, opts: _DemoOptions, ui: UI) -> _Answers:
     """Run LDPKiT-Sup (with the baseline) then SIDP against the running mock ``server``; outputs under ``root``."""
     url = server.model_url
     reference = _teacher_on_clean(server, data.images, data.labels)
@@ -305,7 +308,7 @@ def _released(g: dict[str, Any]) -> str:
     return f"over {g['elements_per_record']} released elements (per element {g['per_element']['epsilon']:.4g})"
 
 
-def _teacher_on_clean(server: Any, images: torch.Tensor, labels: torch.Tensor) -> float | None:
+def _teacher_on_clean(server: RunningServer, images: torch.Tensor, labels: torch.Tensor) -> float | None:
     """Accuracy of the mock teacher on the clean private images, computed in-process for reference only."""
     model = getattr(server, "teacher", None)
     if model is None:

@@ -22,7 +22,7 @@ import hashlib
 import logging
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 import torch
@@ -43,7 +43,6 @@ from ..io.text import printable
 from ..privacy.preprocess import delta_warning
 from ..report.label_files import StageTimer, iter_label_rows, label_format_for, write_labels
 from ..state import state_dir, state_lock
-from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
 from ..teachers.units import ByteUnitsTeacher
 from .caps import CapForeseen, check_plan_money, check_release_fits, foresee_money, foresee_privacy
@@ -65,6 +64,18 @@ from .run_state import RunState
 from .stages import Baseline, LabelRun, RunOutcome, RunSetup, WrittenOutputs
 from .ui import UI
 
+if TYPE_CHECKING:
+    from ..cluster.engine import Cluster
+    from ..privacy.guarantee import Domain
+    from ..privacy.ledger import Ledger
+    from ..report.label_page import PageImages
+    from ..teachers.base import Teacher, TeacherMetadata
+    from ..teachers.client import QueryClient
+    from ..transfer.mirror_check import MirrorCheck
+    from ..transfer.pipeline import KnowledgeTransfer
+    from ..transfer.result import TransferResult
+    from ..transfer.result_cache import ResultCache
+
 __all__ = ["LabelOptions", "ByteUnitsTeacher", "resume_hint", "run_label"]
 
 
@@ -84,10 +95,10 @@ class _Session:
     """The run's open state: the ledger, the journalled query client, its progress bars, and the cluster the
     release and the student's passes run on (None: here)."""
 
-    ledger: Any
-    client: Any
+    ledger: Ledger
+    client: QueryClient
     progress: StageProgress
-    cluster: Any = None
+    cluster: Cluster | None = None
 
 
 def run_label(
@@ -95,7 +106,7 @@ def run_label(
     *,
     token: str | None = None,
     ui: UI | None = None,
-    teacher: Any = None,
+    teacher: Teacher | None = None,
 ) -> dict[str, Any]:
     """Run the whole label flow; returns the run report (also written to disk).
 
@@ -112,7 +123,7 @@ def label_run(
     *,
     token: str | None = None,
     ui: UI | None = None,
-    teacher: Any = None,
+    teacher: Teacher | None = None,
     records: RecordSource | None = None,
     public: RecordSource | None = None,
 ) -> LabelRun:
@@ -141,7 +152,7 @@ def label_run(
                          counts=_image_counts(found, records, public))
         setup = replace(setup, check=read_check(opts, setup.meta, _names(found, records)))
         if records is not None:
-            images: Any = _given_records(setup, records)
+            images: Images = _given_records(setup, records)
         else:
             assert found.private is not None  # listed when no records were handed over
             images = _spool(setup, found.private, "loading")
@@ -203,6 +214,10 @@ class _GivenImages(DecodedFolder):
         """Nothing to release: the caller owns the records."""
 
 
+#: The images a run labels (or sends as public): a folder spooled to disk, or records handed over in memory.
+Images = Union[SpooledImages, _GivenImages]
+
+
 def _given_records(setup: RunSetup, records: RecordSource) -> _GivenImages:
     """The caller's records (``[0, 1]`` units) in the teacher's value range, read lazily, with their source ids."""
     if tuple(records.record_shape) != tuple(setup.shape):
@@ -218,14 +233,15 @@ def _given_records(setup: RunSetup, records: RecordSource) -> _GivenImages:
 
 def _load_public(
     setup: RunSetup, private: RecordSource, given: RecordSource | None, found: Discovery | None
-) -> Any:
+
+) -> Images | None:
     """The images declared public (``given``, or the ``--public`` folder's listing ``found``) in the teacher's
     shape and value range, spooled like the private ones; None without any. ValueError when one of them is also
     a private image (:func:`public_overlap`): nothing private is ever sent without noise because it was called
     public."""
     meta = setup.meta
     if given is not None:
-        carriers: Any = _given_records(setup, given)
+        carriers: Images = _given_records(setup, given)
     elif found is not None:
         carriers = _spool(setup, found, "public")
     else:
@@ -248,8 +264,8 @@ def _public_where(setup: RunSetup) -> str:
     return f"--public {str(setup.opts.public)!r}" if setup.opts.public is not None else "the public records"
 
 
-def refuse_known_private(ledger: Any, carriers: Any, where: str, *, domain: Any,
-                         private: RecordSource | torch.Tensor | None = None, check: Any = None) -> None:
+def refuse_known_private(ledger: Ledger, carriers: Images, where: str, *, domain: Domain,
+                         private: RecordSource | torch.Tensor | None = None, check: MirrorCheck | None = None) -> None:
     """ValueError (before anything is sent) when some public images (``carriers``: their ``records`` and
     ``printable_paths``), or the copies of them the mirror check would send (``check``: a
     :class:`~ldpclient.transfer.mirror_check.MirrorCheck`, or None), are private images: charged before, from
@@ -261,6 +277,7 @@ def refuse_known_private(ledger: Any, carriers: Any, where: str, *, domain: Any,
     own = {k: why for k, why in known.items() if k < n}
     copy_of = "" if own or not known else "the mirror check's copy of "
     if not own and known:  # only copies: named by the public image each was made from
+        assert check is not None  # found beyond the images: among the check's copies
         own = {int(check.sample[(k - n) % check.size]): why for k, why in known.items()}
     if own:
         first = min(own)
@@ -310,7 +327,9 @@ def _data_key(setup: RunSetup, records: RecordSource | None, decoded: RecordSour
     return "records:" + digest.hexdigest()
 
 
-def _connect(opts: LabelOptions, *, token: str | None, teacher: Any, state: Path) -> tuple[Any, Any]:
+def _connect(
+    opts: LabelOptions, *, token: str | None, teacher: Teacher | None, state: Path
+) -> tuple[Teacher, TeacherMetadata]:
     """The opened teacher and its metadata (``discrete-tldp`` talks to it in byte units 0..255). A teacher error
     here comes before anything was noised, sent or paid (``nothing_done``: no resume advice)."""
     from ..teachers.errors import TeacherError
@@ -353,7 +372,7 @@ def _names(found: _Found, records: RecordSource | None) -> tuple[str, ...]:
     return tuple(printable_path(f) for f in found.private.files)
 
 
-def read_check(opts: LabelOptions, meta: Any, names: Sequence[str]) -> CheckSet | None:
+def read_check(opts: LabelOptions, meta: TeacherMetadata, names: Sequence[str]) -> CheckSet | None:
     """The ``--check`` hand labels (None without), every image among ``names``: ValueError naming the first that is
     not, before anything is noised or sent. The labels are read on this device only and never sent."""
     if opts.check is None:
@@ -381,7 +400,7 @@ def _image_counts(found: _Found, records: RecordSource | None, public: RecordSou
 
 
 def _prepare(
-    opts: LabelOptions, *, token: str | None, teacher: Any, ui: UI, timer: StageTimer, state: Path,
+    opts: LabelOptions, *, token: str | None, teacher: Teacher | None, ui: UI, timer: StageTimer, state: Path,
     counts: tuple[int, int],
 ) -> RunSetup:
     """Connect to and describe the teacher, then resolve the run's plan for ``counts`` (private, public) images
@@ -391,7 +410,7 @@ def _prepare(
     opts = _priced_by_teacher(opts, teacher)
     n, n_public = counts
     plan = resolve_plan(_with_held_cap(opts, state), meta, identity=redact_url(opts.teacher),
-                        scope=str(as_teacher(teacher).journal_scope), records=n, public=n_public)
+                        scope=str(teacher.journal_scope), records=n, public=n_public)
     if opts.privacy_cap is not None:  # a held cap is checked against what the ledger would charge (reuse is free)
         check_release_fits(plan)
     return RunSetup(plan=plan, token=token, ui=ui, timer=timer, state=state, teacher=teacher)
@@ -406,15 +425,16 @@ def _with_held_cap(opts: LabelOptions, state: Path) -> LabelOptions:
                                                   "--privacy-cap"))
 
 
-def _priced_by_teacher(opts: LabelOptions, teacher: Any) -> LabelOptions:
+def _priced_by_teacher(opts: LabelOptions, teacher: Teacher) -> LabelOptions:
     """``opts`` with the price per query a teacher billed in tokens books each query at (the most it can cost:
     what caps and plans book), where token prices were given."""
-    most = as_teacher(teacher).most_per_query()
+    most = teacher.most_per_query()
     return replace(opts, price=float(most)) if most is not None and opts.facts.token_priced else opts
 
 
 def _dry_run(
-    opts: LabelOptions, *, token: str | None, teacher: Any, records: RecordSource | None, public: RecordSource | None
+    opts: LabelOptions, *, token: str | None, teacher: Teacher | None, records: RecordSource | None,
+    public: RecordSource | None,
 ) -> LabelRun:
     """``label --dry-run``: the plan, from the teacher's metadata and the files found. Nothing is decoded, noised,
     sent or charged, and the state directory is only read (the remembered wire format), never created."""
@@ -428,13 +448,13 @@ def _dry_run(
         found = _find_images(opts, records, public)
         n, n_public = _image_counts(found, records, public)
         plan = resolve_plan(held, meta, identity=redact_url(opts.teacher),
-                            scope=str(as_teacher(teacher).journal_scope), records=n, public=n_public)
+                            scope=str(teacher.journal_scope), records=n, public=n_public)
         read_check(opts, meta, _names(found, records))
         if opts.privacy_cap is not None:
             check_release_fits(plan)
         warnings = check_plan_money(plan, **_money_so_far(opts, plan.scope))
     finally:
-        as_teacher(teacher).close()
+        teacher.close()
     return LabelRun(report={"dry_run": True, "plan": plan.describe(), "warnings": warnings}, result=None, paths=())
 
 
@@ -543,7 +563,9 @@ def _open_session(setup: RunSetup) -> _Session:
     return _Session(ledger=ledger, client=client, progress=StageProgress(setup.ui, "", client), cluster=cluster)
 
 
-def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: RecordSource, carriers: Any) -> RunOutcome:
+def _run_transfer(
+    setup: RunSetup, session: _Session, seeds: _Seeds, records: RecordSource, carriers: Images | None
+) -> RunOutcome:
     """Noise, query and train (then the baseline), the public images (``carriers``, or None) beside the private
     queries in both; a stop report at a cap; client and ledger closed whatever happens."""
     from ..privacy.ledger import BudgetExceeded
@@ -597,7 +619,7 @@ def _run_transfer(setup: RunSetup, session: _Session, seeds: _Seeds, records: Re
                     public_skipped=tuple(getattr(carriers, "skipped", ())))
 
 
-def _baseline_transfer(setup: RunSetup, session: _Session, seeds: _Seeds) -> Any:
+def _baseline_transfer(setup: RunSetup, session: _Session, seeds: _Seeds) -> KnowledgeTransfer:
     """The data-free baseline's transfer (blank public input, no privacy cost), with a progress bar of its own.
 
     Its blank queries are noised at the free level (the plan's ``free_mechanism``), not at the private run's
@@ -607,6 +629,7 @@ def _baseline_transfer(setup: RunSetup, session: _Session, seeds: _Seeds) -> Any
     from ..transfer.pipeline import KnowledgeTransfer
 
     plan = setup.plan
+    assert plan.free_mechanism is not None  # planned with --baseline
     base_seed = (seeds.seed * 1_000_003 + 0xB45E) % (2**31)
     settings = plan.settings.as_kwargs()
     settings["plan"] = replace(settings["plan"], postprocess=plan.free_postprocess)
@@ -618,7 +641,7 @@ def _baseline_transfer(setup: RunSetup, session: _Session, seeds: _Seeds) -> Any
     )
 
 
-def _result_cache(setup: RunSetup, seeds: _Seeds) -> Any:
+def _result_cache(setup: RunSetup, seeds: _Seeds) -> ResultCache | None:
     """Where the run keeps its trained result (:mod:`ldpclient.transfer.result_cache`): this host's state
     directory, under what the run labels."""
     from ..transfer.result_cache import ResultCache
@@ -627,14 +650,15 @@ def _result_cache(setup: RunSetup, seeds: _Seeds) -> Any:
 
 
 def _run_baseline(
-    setup: RunSetup, session: _Session, base: Any, records: RecordSource, result: Any,
+    setup: RunSetup, session: _Session, base: KnowledgeTransfer, records: RecordSource, result: TransferResult,
     stats_private: Mapping[str, Any], public: RecordSource | None,
 ) -> Baseline:
     """Run the data-free baseline ``base`` (:func:`_baseline_transfer`); how far it agrees with the private run."""
     client, n = session.client, len(records)
     with setup.timer.stage("baseline"):
         base_result = base.run(records, public=public)
-    base.progress.close()
+    if isinstance(base.progress, StageProgress):
+        base.progress.close()
     agree = float((base_result.labels == result.labels).float().mean())
     base_conf = (
         base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
@@ -642,7 +666,7 @@ def _run_baseline(
     section = {
         "mode": "data-free" + (" with the public images" if public is not None else ""),
         "epsilon_record": 0.0,
-        "blank_query_noise": setup.plan.free_mechanism.config(),
+        "blank_query_noise": base.mechanism.config(),
         "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],
         "queries_from_journal": client.stats.queries_from_journal - stats_private["queries_from_journal"],
         "spent": client.cost.spent_run - stats_private["spent_run"],
@@ -654,14 +678,14 @@ def _run_baseline(
                      unadapted=base_result.unadapted_labels)
 
 
-def _merge_timings(timer: StageTimer, result: Any) -> None:
+def _merge_timings(timer: StageTimer, result: TransferResult) -> None:
     """Replace the timer's ``pipeline`` stage by the pipeline's own stages, under the progress bars' names."""
     for k, v in result.timings.items():
         timer.seconds[StageProgress.stage_name(k)] = v
     timer.seconds.pop("pipeline", None)
 
 
-def _write_outputs(setup: RunSetup, images: Any, outcome: RunOutcome, report_path: Path | None) -> WrittenOutputs:
+def _write_outputs(setup: RunSetup, images: Images, outcome: RunOutcome, report_path: Path | None) -> WrittenOutputs:
     """Write the labels, the unadapted and baseline labels beside them (rows streamed); the ``outputs`` section."""
     opts, n, result = setup.opts, len(images), outcome.result
     if opts.output is None:  # the library asked for the result only
@@ -690,7 +714,7 @@ def _write_outputs(setup: RunSetup, images: Any, outcome: RunOutcome, report_pat
     return WrittenOutputs(labelled=n, outputs=outputs)
 
 
-def _page_images(setup: RunSetup, images: Any, outcome: RunOutcome) -> Any:
+def _page_images(setup: RunSetup, images: Images, outcome: RunOutcome) -> PageImages | None:
     """What ``--html`` shows of the images (None without ``--html``): the run's sample of releases and queries,
     and with ``--html-private`` the clean images of those releases and their file names (read from the spool)."""
     from ..report.label_page import PageImages
@@ -709,7 +733,7 @@ def _page_images(setup: RunSetup, images: Any, outcome: RunOutcome) -> Any:
     return PageImages(sample=sample, value_range=value_range, clean=clean, clean_names={k: names[k] for k in shown})
 
 
-def _write_page(setup: RunSetup, report: dict[str, Any], page_images: Any) -> None:
+def _write_page(setup: RunSetup, report: dict[str, Any], page_images: PageImages) -> None:
     """Write the ``--html`` page (its path is in the report's ``outputs``), peer text escaped, secrets scrubbed."""
     from ..io.output import atomic_write_text, scrub
     from ..report.label_page import label_page

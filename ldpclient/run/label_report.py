@@ -37,7 +37,11 @@ from .check_score import check_evidence
 from .verdict import Verdict, accuracy_words, judge
 
 if TYPE_CHECKING:
+    from ..privacy.ledger import Ledger
+    from ..teachers.base import Teacher
+    from ..teachers.client import QueryClient
     from ..transfer.result import TransferResult
+    from .label import Images
     from .options import LabelOptions
     from .stages import RunOutcome, RunSetup, WrittenOutputs
 
@@ -72,7 +76,7 @@ def _abstained(stats: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def build_report(
-    setup: RunSetup, images: Any, outcome: RunOutcome, written: WrittenOutputs, verdict: Verdict
+    setup: RunSetup, images: Images, outcome: RunOutcome, written: WrittenOutputs, verdict: Verdict
 ) -> RunReport:
     """The run report of a finished label run (``ui.py`` and ``ldpclient audit`` read it; JSON via ``to_dict``)."""
     opts, meta, mechanism, result = setup.opts, setup.meta, setup.mechanism, outcome.result
@@ -140,7 +144,7 @@ def _guarantee_note(result: TransferResult, measured: str | None) -> str:
     )))
 
 
-def _usage_sections(setup: RunSetup, images: Any, outcome: RunOutcome, labelled: int) -> dict[str, Any]:
+def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labelled: int) -> dict[str, Any]:
     """The report's ``counts``, ``queries``, ``cost`` and ``ledger`` sections, in that order."""
     opts, counts, n = setup.opts, outcome.result.counts, len(images)
     stats, client_report = outcome.stats_private, outcome.client_report
@@ -208,7 +212,7 @@ ADAPTATION_NOTE = (
 )
 
 
-def _adaptation_section(result: Any, num_classes: int) -> dict[str, Any] | None:
+def _adaptation_section(result: TransferResult, num_classes: int) -> dict[str, Any] | None:
     summary = result.summary().get("adaptation")
     if summary is None:
         return None
@@ -232,7 +236,7 @@ def report_path_for(opts: LabelOptions) -> Path | None:
 
 
 def write_stop_report(
-    opts: LabelOptions, exc: Exception, identity: str, client: Any, ledger: Any, records: RecordSource,
+    opts: LabelOptions, exc: Exception, identity: str, client: QueryClient, ledger: Ledger, records: RecordSource,
     token: str | None,
 ) -> None:
     """A partial report for a run stopped at the money or privacy cap: what was spent and answered."""
@@ -260,7 +264,7 @@ def write_stop_report(
     write_json(path, report.to_dict(), secrets=(token,))
 
 
-def _wire_used(teacher: Any) -> str | None:
+def _wire_used(teacher: Teacher) -> str | None:
     """``"binary"``/``"json"`` for an Open Inference Protocol teacher (after negotiation), else None."""
     from ..teachers.oip import OIPTeacher
 
@@ -270,7 +274,7 @@ def _wire_used(teacher: Any) -> str | None:
     return "binary" if inner.binary else "json"
 
 
-def last_val_accuracy(result: Any) -> float | None:
+def last_val_accuracy(result: TransferResult) -> float | None:
     if result.history is None or not result.history.val_accuracy:
         return None
     v = result.history.val_accuracy[-1]

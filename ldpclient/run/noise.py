@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -14,7 +14,6 @@ from ..io.output import preview_grid, versions
 from ..names import PLAN_KINDS
 from ..report.run_report import NoiseCountsSection, NoiseLedgerSection, NoiseReport
 from ..state import state_dir, state_lock
-from ..teachers.base import as_teacher
 from ..teachers.http import redact_url
 from ..teachers.limits import TeacherLimits
 from .connect import connect_options, open_teacher
@@ -23,6 +22,11 @@ from .options import NoiseOptions
 from .output_paths import check_output_paths
 from .plan import build_mechanism, resolve_shape_defaults
 from .ui import UI
+
+if TYPE_CHECKING:
+    from ..io.records import RecordSource
+    from ..privacy.base import Mechanism
+    from ..transfer.postprocess import ReleaseRows
 
 
 @dataclass(frozen=True)
@@ -85,13 +89,13 @@ class _Noised:
     """A noise run's releases (post-processed on demand), the largest per-record spend after it and the cap the
     ledger held it to (per record; None: no cap)."""
 
-    rows: Any
+    rows: ReleaseRows
     max_spent: float
     cap: float | None
 
 
 def _noise_and_write(
-    opts: NoiseOptions, images: SpooledImages, mechanism: Any, target: _NoiseTarget, state: Path, ui: UI
+    opts: NoiseOptions, images: SpooledImages, mechanism: Mechanism, target: _NoiseTarget, state: Path, ui: UI
 ) -> _Noised:
     """Release the records in chunks through the ledger and write each one's post-processed release as
     ``OUT/<relative path>.png`` (clipped to the value range, quantised to 8 bits: free post-processing)."""
@@ -135,9 +139,9 @@ def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseT
         t = open_teacher(opts.teacher, token, connect_options(opts.teacher, opts.facts, opts.network, state))
         try:
             meta = t.metadata()
-            scope = str(as_teacher(t).journal_scope)  # the teacher's one identity, as label uses it
+            scope = str(t.journal_scope)  # the teacher's one identity, as label uses it
         finally:
-            as_teacher(t).close()
+            t.close()
         shape = tuple(int(s) for s in meta.input_shape)
         value_range = (float(meta.value_range[0]), float(meta.value_range[1]))
         TeacherLimits().check_input_shape(shape, redact_url(opts.teacher))
@@ -154,7 +158,8 @@ def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseT
 
 
 def _write_preview(
-    opts: NoiseOptions, out: Path, records: Any, derived: Any, mechanism: Any, to_unit: Any
+    opts: NoiseOptions, out: Path, records: RecordSource, derived: ReleaseRows, mechanism: Mechanism,
+    to_unit: Callable[[torch.Tensor], torch.Tensor],
 ) -> Path:
     """Write ``OUT/preview.png``: rows of clean records, their releases and augmented queries (the first few)."""
     from ..transfer.augment import QueryPlan

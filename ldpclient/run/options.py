@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional
 
 import torch
 
@@ -21,6 +21,9 @@ from ..state.locations import StateLocations, check_state_url
 from ..transfer import defaults
 from .facts import TeacherFacts
 from .network import NetworkOptions
+
+if TYPE_CHECKING:
+    from ..transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -262,9 +265,9 @@ class NoiseOptions(SharedOptions):
 class TransferSettings:
     """The pipeline settings a label run's options stand for (made in one place: ``LabelOptions.transfer_settings``)."""
 
-    plan: Any
-    training: Any
-    adaptation: Any
+    plan: PlanSettings
+    training: TrainingSettings
+    adaptation: AdaptationSettings
 
     def as_kwargs(self) -> dict[str, Any]:
         """``plan=``, ``training=``, ``adaptation=`` for ``KnowledgeTransfer``."""

@@ -17,16 +17,20 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..privacy.guarantee import release_caution
 from ..teachers.base import TeacherMetadata
 from ..transfer import defaults, resolve
 from ..transfer.augment import check_sup_queries
 from ..transfer.rounds import round_ends
+from ..transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 from .mechanism import mechanism_for
 from .memory import check_memory_for_shape
 from .options import LabelOptions, SharedOptions, TransferSettings
+
+if TYPE_CHECKING:
+    from ..privacy.base import Mechanism
 
 _Options = TypeVar("_Options", bound=SharedOptions)
 
@@ -51,8 +55,8 @@ class RunPlan:
     meta: TeacherMetadata
     shape: tuple[int, ...]
     mode: str
-    mechanism: Any
-    free_mechanism: Any
+    mechanism: Mechanism
+    free_mechanism: Mechanism | None
     free_postprocess: str | None
     records: int
     public: int
@@ -182,7 +186,7 @@ def resolve_plan(
     skeleton = RunPlan(
         opts=opts, identity=identity, scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
         free_mechanism=free_mechanism, free_postprocess=free_postprocess, records=0, public=0, num_queries=None,
-        query_batch_size=query_batch_size, public_repeats=0, settings=TransferSettings(None, None, None),
+        query_batch_size=query_batch_size, public_repeats=0, settings=TransferSettings(PlanSettings(), TrainingSettings(), AdaptationSettings()),
     )
     return _counted(skeleton, records, public)
 
@@ -251,7 +255,7 @@ def build_mechanism(
     opts: SharedOptions,
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
-) -> Any:
+) -> Mechanism:
     """The mechanism the options name, on the teacher's value range, checked against the record shape.
 
     At ``--epsilon 0`` (data-free) it is :func:`build_free_query_mechanism`'s: only blank images pass through it.
@@ -270,7 +274,7 @@ def build_free_query_mechanism(
     opts: SharedOptions,
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
-) -> Any:
+) -> Mechanism:
     """The mechanism that noises a data-free run's blank queries (``--epsilon 0``, ``--baseline``): the options'
     mechanism (:func:`~ldpclient.transfer.defaults.free_query_mechanism`) at
     :func:`~ldpclient.transfer.defaults.free_query_epsilon` per record, pooled as the run pools;

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .ui import UI
+
+if TYPE_CHECKING:
+    from ..teachers.client import QueryClient
 
 
 class StageProgress:
@@ -23,7 +26,7 @@ class StageProgress:
             return f"{cls.NAMES[head]}_{part}"
         return cls.NAMES.get(stage, stage)
 
-    def __init__(self, ui: UI, prefix: str, client: Any) -> None:
+    def __init__(self, ui: UI, prefix: str, client: QueryClient) -> None:
         self.ui = ui
         self.prefix = prefix
         self.client = client

@@ -136,7 +136,7 @@ class UI:
         if self.json_mode:
             self.out.print(json.dumps({"ok": False, "error": message, "exit_code": exit_code}), markup=False)
 
-    def print_json(self, obj: Any, *, secrets: tuple[str | None, ...] = ()) -> None:
+    def print_json(self, obj: object, *, secrets: tuple[str | None, ...] = ()) -> None:
         self.out.print(to_json(obj, secrets=secrets), markup=False, soft_wrap=True)
 
     # ---------------------------------------------------------------- progress

@@ -21,7 +21,7 @@ journal and money cap (never pay twice, never get a second cap). So:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Protocol, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -79,7 +79,19 @@ def teacher_identity(address: str) -> str:
     return adapter_scope(name, entry.identity(inner))
 
 
-def merge_scope_aliases(store: Any, identity: str) -> int:
+class ScopedStore(Protocol):
+    """What keeps rows per teacher identity (a Ledger's releases, a Journal's batches)."""
+
+    def scopes(self) -> list[str]:
+        """Every scope the store keeps rows under."""
+        ...
+
+    def rename_scopes(self, aliases: Sequence[str], identity: str) -> int:
+        """Move the rows kept under ``aliases`` onto ``identity``; the rows moved."""
+        ...
+
+
+def merge_scope_aliases(store: ScopedStore, identity: str) -> int:
     """Move what ``store`` (a Ledger or a Journal: ``scopes()``, ``rename_scopes()``) keeps under other
     spellings of ``identity`` onto it (once: afterwards there are none). Returns the rows moved."""
     aliases = [s for s in store.scopes() if s != identity and identity_of_scope(s) == identity]

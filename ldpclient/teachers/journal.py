@@ -364,7 +364,7 @@ class Journal:
             ).fetchall()
         return sorted(r[0] for r in rows)
 
-    def rename_scopes(self, aliases: list[str], identity: str) -> int:
+    def rename_scopes(self, aliases: Sequence[str], identity: str) -> int:
         """Move what was journaled under ``aliases`` (other spellings of one teacher) to ``identity``, in one
         transaction. A batch answered under two spellings keeps both rows (the second under a suffixed id
         no plan uses), so the money both cost still counts against the one cap. Returns the rows moved."""

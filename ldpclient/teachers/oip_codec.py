@@ -162,7 +162,7 @@ class OIPCodec:
         return validate_labels(arr.astype(np.int64), n, meta.num_classes, meta.name)
 
 
-def _flat(data: Any) -> list[Any]:
+def _flat(data: object) -> list[Any]:
     if isinstance(data, list) and data and isinstance(data[0], list):
         return [x for row in data for x in _flat(row)]
     return data if isinstance(data, list) else []

@@ -73,12 +73,12 @@ class MetadataReader:
         self.output_datatype = ""
         self.use_classification = False
 
-    def read(self, md: Any) -> ModelDescription:
+    def read(self, md: object) -> ModelDescription:
         """The description from the metadata document ``md`` (raises on anything unusable)."""
         meta = self._parse_metadata(md)
         return ModelDescription(meta, self.input_name, self.output_name, self.output_datatype, self.use_classification)
 
-    def _parse_metadata(self, md: Any) -> TeacherMetadata:
+    def _parse_metadata(self, md: object) -> TeacherMetadata:
         """TeacherMetadata from the metadata document ``md`` and the user's facts (see the class doc)."""
         where = self.address
         if not isinstance(md, dict):

@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
 
 import urllib3
 
@@ -32,6 +32,9 @@ from .errors import Interrupted, MalformedResponse, RequestNotSent, TeacherReque
 from .result import ABSTAINED
 
 if TYPE_CHECKING:
+    import requests
+
+    from .billing import BillingGuard
     from .openai_chat import ChatTeacher, _Answer
 
 log = logging.getLogger("ldpclient.teachers.openai_batch")
@@ -79,6 +82,7 @@ class BatchSettings:
             raise ValueError(f"resends must be >= 0, got {self.resends}")
 
 
+@runtime_checkable
 class JobBook(Protocol):
     """Where a plan batch's job ids are kept (the query client's billing guard keeps them in the journal)."""
 
@@ -116,7 +120,7 @@ class Collected:
     queue_full: int = 0
 
 
-def _hook(billing: Any, name: str) -> Callable[..., Any] | None:
+def _hook(billing: BillingGuard | None, name: str) -> Callable[..., Any] | None:
     found = getattr(billing, name, None)
     return found if callable(found) else None
 
@@ -131,7 +135,7 @@ class BatchRunner:
     # -- the API -----------------------------------------------------------------------------------
     def _call(self, method: str, path: str, out: Collected, *, data: bytes | None = None,
               headers: dict[str, str] | None = None, what: str, raw: bool = False, retry: bool = True) -> Any:
-        def parse(resp: Any) -> Any:
+        def parse(resp: requests.Response) -> Any:
             if raw:
                 return resp.content
             try:
@@ -203,7 +207,7 @@ class BatchRunner:
         return found
 
     # -- waiting and reading -----------------------------------------------------------------------
-    def _wait(self, job_id: str, billing: Any, out: Collected) -> dict[str, Any]:
+    def _wait(self, job_id: str, billing: BillingGuard | None, out: Collected) -> dict[str, Any]:
         """The job once it has ended (polled at growing intervals); Interrupted when the run is stopped."""
         started, pause = time.monotonic(), self.settings.poll_s
         while True:
@@ -218,7 +222,7 @@ class BatchRunner:
             pause = min(2 * pause, self.settings.max_poll_s)
 
     @staticmethod
-    def _pause(billing: Any, seconds: float, stopped: str) -> None:
+    def _pause(billing: BillingGuard | None, seconds: float, stopped: str) -> None:
         """Sleep ``seconds``; Interrupted (saying ``stopped``) as soon as the run is stopped."""
         until = time.monotonic() + seconds
         while time.monotonic() < until:
@@ -239,7 +243,7 @@ class BatchRunner:
                 if isinstance(doc, dict):
                     yield doc
 
-    def _collect(self, job_id: str, places: dict[str, int], billing: Any, got: Collected, *,
+    def _collect(self, job_id: str, places: dict[str, int], billing: BillingGuard | None, got: Collected, *,
                  earlier: bool = False, sent: int = 0) -> None:
         """Wait for job ``job_id`` and take its answers to the queries ``places`` names (custom id -> place);
         settle its booking (``earlier``: an earlier run's; ``sent``: the lines this run sent in it) from the lines
@@ -316,9 +320,9 @@ class BatchRunner:
         if chunk:
             yield chunk
 
-    def run(self, pngs: Sequence[bytes], request_id: str, billing: Any) -> Collected:
+    def run(self, pngs: Sequence[bytes], request_id: str, billing: BillingGuard | None) -> Collected:
         """Answers to ``pngs`` (a plan batch's queries, as PNGs) from the jobs kept for ``request_id`` and new ones."""
-        book: JobBook = billing if _hook(billing, "jobs") and _hook(billing, "add_job") else _Book()
+        book: JobBook = billing if isinstance(billing, JobBook) else _Book()
         ids = [f"{request_id}/{k}" for k in range(len(pngs))]
         places = {cid: k for k, cid in enumerate(ids)}
         got = Collected(answers={})

@@ -26,7 +26,8 @@ from .settings import AdaptationSettings, PlanSettings, TrainingSettings
 from .student import Progress, predict_proba
 
 if TYPE_CHECKING:
-    from ..teachers.base import TeacherMetadata
+    from ..privacy.ledger import Ledger
+    from ..teachers.base import Teacher, TeacherMetadata
 
 MODES = ("ldpkit", "sidp", "data-free")
 
@@ -54,9 +55,20 @@ class Given(NamedTuple):
     adaptation: AdaptationSettings
 
 
-def teacher_and_client(teacher: Any, client: Any) -> tuple[Any, Any]:
-    """``(teacher, client)`` from what was given: a teacher, a QueryClient (its teacher is used), or a teacher
+class LabelClient(Protocol):
+    """What sends the plan's batches to the teacher for a transfer: a
+    :class:`~ldpclient.teachers.client.QueryClient` (journal, cost, retries), or anything that answers batches."""
+
+    def label_batches(self, batches: Iterable[tuple[str, Derived]]) -> Iterator[tuple[str, torch.Tensor]]:
+        """``(batch id, labels int64 (n,))`` for each ``(batch id, queries)``, in input order."""
+        ...
+
+
+def teacher_and_client(teacher: object, client: LabelClient | None) -> tuple[Teacher, LabelClient | None]:
+    """``(teacher, client)`` from what was given: a teacher (an object with ``metadata()`` and ``classify()``,
+    as :func:`~ldpclient.teachers.base.as_teacher` takes it), a QueryClient (its teacher is used), or a teacher
     and the QueryClient that talks to it; ValueError when a client talks to another teacher."""
+    from ..teachers.base import as_teacher
     from ..teachers.client import QueryClient
 
     if isinstance(teacher, QueryClient):
@@ -70,7 +82,7 @@ def teacher_and_client(teacher: Any, client: Any) -> tuple[Any, Any]:
                 "client= talks to another teacher than the one given; pass the QueryClient alone "
                 "(KnowledgeTransfer(client, mechanism, ...))"
             )
-    return teacher, client
+    return as_teacher(teacher), client
 
 
 def check_wiring(
@@ -105,8 +117,8 @@ class RunContext:
     each); ``given``: the settings objects as given (they key a kept result); ``timings``: seconds per stage,
     summed over a stage's runs (one per student or query round)."""
 
-    teacher: Any
-    client: Any
+    teacher: Teacher
+    client: LabelClient | None
     mechanism: Mechanism
     settings: Resolved
     given: Given
@@ -114,7 +126,7 @@ class RunContext:
     meta: TeacherMetadata
     mode: str = "ldpkit"
     seed: int = 0
-    ledger: Any = None
+    ledger: Ledger | None = None
     scope: Optional[str] = None
     release_generator: Optional[torch.Generator] = None
     progress: Optional[Progress] = None
@@ -147,9 +159,7 @@ class RunContext:
 
     def scope_name(self) -> str:
         """Who the releases are for: ``scope`` when given, else the teacher's identity (its journal scope)."""
-        from ..teachers.base import as_teacher
-
-        return self.scope or str(as_teacher(self.teacher).journal_scope)
+        return self.scope or str(self.teacher.journal_scope)
 
     def release(self, records: torch.Tensor, *, public: bool, sources: list[Any] | None = None) -> Release:
         """Noise ``records``: through the ledger when there is one (``sources``: their source ids, see
@@ -183,4 +193,4 @@ class RunContext:
         return predict_proba(model, records, device=self.settings.device)
 
 
-__all__ = ["MODES", "Given", "RunContext", "StageRunner", "check_wiring", "checked_records", "teacher_and_client"]
+__all__ = ["MODES", "Given", "LabelClient", "RunContext", "StageRunner", "check_wiring", "checked_records", "teacher_and_client"]

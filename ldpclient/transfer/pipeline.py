@@ -9,13 +9,12 @@ take the teacher's labels as the answer, no student); ``"data-free"`` (the same 
 every private record replaced by a blank record released with ``public=True``: epsilon 0; what a run gains over
 it is what the private data contributed).
 
-The guarantee in the result is the cost of releasing one record once, per element and per record;
-augmentation and post-processing add nothing.
+The result's guarantee is the cost of releasing one record once; augmentation and post-processing add nothing.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -23,7 +22,7 @@ import torch
 from ..io.records import RecordSource
 from ..privacy.base import Mechanism
 from .augment import QueryPlan
-from .context import Given, RunContext, StageRunner, check_wiring, checked_records, teacher_and_client
+from .context import Given, LabelClient, RunContext, StageRunner, check_wiring, checked_records, teacher_and_client
 from .mirror_check import MirrorCheck
 from .query_book import PublicQueries, QueryBook
 from .resolve import Resolved
@@ -40,6 +39,9 @@ from .stages.queries import Prepared, plan_for, prepare_queries
 from .stages.release import Released, release_confusion, release_records
 from .stages.train import Trained, measured_confusion, query_rounds, train_student
 from .student import LabelStore, Progress, StudentMean
+
+if TYPE_CHECKING:
+    from ..privacy.ledger import Ledger
 
 
 class KnowledgeTransfer:
@@ -63,18 +65,18 @@ class KnowledgeTransfer:
     """
 
     def __init__(
-        self, teacher: Any, mechanism: Mechanism, *, ledger: Any = None, scope: str | None = None,
+        self, teacher: object, mechanism: Mechanism, *, ledger: Ledger | None = None, scope: str | None = None,
         mode: str = "ldpkit", plan: PlanSettings | None = None, training: TrainingSettings | None = None,
         adaptation: AdaptationSettings | None = None, seed: int = 0, release_generator: torch.Generator | None = None,
-        progress: Optional[Progress] = None, client: Any = None, stages: Optional[StageRunner] = None,
-        result_cache: Optional[ResultCache] = None, **settings: Any,
+        progress: Progress | None = None, client: LabelClient | None = None, stages: StageRunner | None = None,
+        result_cache: ResultCache | None = None, **settings: Any,
     ) -> None:
         check_wiring(mode, mechanism, stages, release_generator)
         self.teacher, self.client = teacher_and_client(teacher, client)
         self.given = Given(*fold_keywords(plan, training, adaptation, settings))
         self.mechanism, self.ledger, self.scope, self.mode, self.seed = mechanism, ledger, scope, mode, int(seed)
-        self.release_generator, self.progress, self.stages, self.result_cache = (
-            release_generator, progress, stages, result_cache)
+        self.release_generator, self.progress = release_generator, progress
+        self.stages, self.result_cache = stages, result_cache
         self.settings = Resolved.of(*self.given, mechanism=mechanism, mode=mode, seed=self.seed)
         self._prepared = Prepared()
 

@@ -23,6 +23,7 @@ from .defaults import augmentation as default_augmentation
 from .defaults import min_round_gain as default_min_round_gain
 
 if TYPE_CHECKING:
+    from ..privacy.base import Mechanism
     from .adapt import SelfTrainingAdapter
     from .postprocess import Transform
 
@@ -56,7 +57,7 @@ class PlanSettings:
     rand_scale: float = 1.0
     blank_fraction: float = 0.0
     n_blank: int | None = None
-    blank_mechanism: Any = None
+    blank_mechanism: Mechanism | None = None
     free_images: str = "blank"
     query_rounds: int | None = None
     min_round_gain: float = field(default_factory=default_min_round_gain)

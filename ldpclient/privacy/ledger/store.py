@@ -49,7 +49,7 @@ class Fresh:
 Stored = tuple[torch.Tensor, int]
 
 
-def canonical_json(obj: Any) -> str:
+def canonical_json(obj: object) -> str:
     """Sorted, compact JSON with finite numbers only (a mechanism identity must be one string)."""
     try:
         return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
