@@ -324,7 +324,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         teacher,
         mech,
         mode=mode,
-        augmentation=augment,
+        augment=augment,
         num_queries=setting["queries"],
         postprocess=setting["postprocess"],
         epochs=setting["epochs"],

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.quick:
         print("\n# membership inference (members: private records, non-members: held-out part; true labels)")
         teacher = LocalTeacher(teacher_model, (1, 28, 28), 10, name="digits28")
-        kt = KnowledgeTransfer(teacher, laplace(1.0, per="element"), mode="ldpkit", augmentation="sup", num_queries=6000,
+        kt = KnowledgeTransfer(teacher, laplace(1.0, per="element"), mode="ldpkit", augment="sup", num_queries=6000,
                                postprocess=args.postprocess, epochs=args.student_epochs, batch_size=128, lr=2e-3,
                                seed=0, device="cpu", student_kwargs={"width": 16}, val_fraction=0.0,
                                release_generator=torch.Generator().manual_seed(1000))

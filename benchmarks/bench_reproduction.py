@@ -63,7 +63,7 @@ def run_method(method, teacher, mech, records, args, seed, postprocess):
         teacher,
         mech,
         mode=mode,
-        augmentation=aug,
+        augment=aug,
         num_queries=None if aug == "none" else args.queries,
         postprocess="" if method == "sup-raw" else postprocess,
         epochs=args.epochs,

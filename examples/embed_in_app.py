@@ -55,7 +55,7 @@ def label_private_images(records: torch.Tensor, teacher_url: str, state: Path, e
             mechanism,
             ledger=ledger,
             client=client,
-            augmentation="sup",
+            augment="sup",
             num_queries=1500,
             postprocess="clip,blur",
             epochs=epochs,

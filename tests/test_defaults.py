@@ -75,7 +75,7 @@ def test_cli_options_and_library_share_the_defaults() -> None:
     assert training.epochs is None and training.batch_size is None  # -> defaults.*() when the pipeline is built
     assert training.student is None and label_opts.student is None  # -> defaults.student(shape, public) by the run
     assert training.crop is None and not training.flip and not label_opts.flip
-    assert plan.augmentation == defaults.augmentation()
+    assert plan.augment == defaults.augment()
     kt = KnowledgeTransfer(LocalTeacher(torch.nn.Flatten(), input_shape=(1, 2, 2), num_classes=4), laplace(1.0, per="element"))
     assert kt.settings.epochs == defaults.epochs() and kt.settings.batch_size == defaults.train_batch_size()
     help_text = CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output

@@ -32,7 +32,7 @@ def test_cli_choices_derive_from_the_names_and_the_defaults_are_among_them():
     assert tuple(m.value for m in Mechanism) == mechanism_names()
     assert tuple(a.value for a in Augment) == names.AUGMENTATIONS
     assert tuple(u.value for u in EpsilonUnit) == names.EPSILON_UNITS
-    assert defaults.mechanism() in mechanism_names() and defaults.augmentation() in names.AUGMENTATIONS
+    assert defaults.mechanism() in mechanism_names() and defaults.augment() in names.AUGMENTATIONS
     assert defaults.epsilon_unit() in names.EPSILON_UNITS
     assert tuple(b.value for b in Basis) == names.BASES
     assert defaults.basis(defaults.mechanism(), defaults.epsilon_unit(), None, defaults.epsilon()) in names.BASES

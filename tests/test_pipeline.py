@@ -38,7 +38,7 @@ def _records(n=60, seed=0):
 def _kt(mode="ldpkit", aug="sup", **kw):
     opts = dict(
         mode=mode,
-        augmentation=aug,
+        augment=aug,
         num_queries=1200,
         epochs=3,
         batch_size=64,
@@ -126,7 +126,7 @@ def test_rand_and_reduction_and_checkpoint(tmp_path):
     x, y = _records(40)
     ck = tmp_path / "student.pt"
     res = KnowledgeTransfer(
-        _quadrant_teacher(), laplace(1.0, reduction=2, per="element"), augmentation="rand", num_queries=400, epochs=2,
+        _quadrant_teacher(), laplace(1.0, reduction=2, per="element"), augment="rand", num_queries=400, epochs=2,
         seed=1, device="cpu", student_kwargs={"width": 8}, checkpoint=ck,
         release_generator=torch.Generator().manual_seed(0),
     ).run(x)

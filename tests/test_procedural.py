@@ -60,7 +60,7 @@ def test_a_data_free_run_sends_procedural_images_unnoised_and_the_same_for_any_p
         records = torch.rand(20, 1, 8, 8, generator=torch.Generator().manual_seed(seed))
         kt = KnowledgeTransfer(_recording_teacher(seen), laplace(20.0, per="record"), mode="data-free",
                                num_queries=40, epochs=1, seed=0, device="cpu", student_kwargs={"width": 8},
-                               free_images="procedural", postprocess="", augmentation="sup")
+                               free_images="procedural", postprocess="", augment="sup")
         res = kt.run(records)
         assert res.guarantee.epsilon_record == 0 and res.guarantee.public_input
         sent.append(torch.cat(seen))

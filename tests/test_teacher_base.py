@@ -218,12 +218,6 @@ def test_byte_units_teacher_maps_bytes_back_and_keeps_the_inner_accounting():
     assert plain.infer(make_release(vals * 255)).requests == 1
 
 
-def test_byte_units_teacher_still_importable_from_run_label():
-    from ldpclient.run.label import ByteUnitsTeacher as FromLabel
-
-    assert FromLabel is ByteUnitsTeacher
-
-
 duck_teacher = Duck()
 
 

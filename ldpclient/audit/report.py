@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from ..privacy.base import Mechanism
 
 Classifier = Callable[[torch.Tensor], torch.Tensor]
-PLAN_KIND = PLAN_KINDS  # query kind (an augmentation name) -> QueryPlan kind
-KIND_OF_PLAN = {v: k for k, v in PLAN_KIND.items()}
+#: A QueryPlan's kind -> the augment that builds it (a query kind is an augment's name)
+KIND_OF_PLAN = {v: k for k, v in PLAN_KINDS.items()}
 
 
 def _chw(shape: Sequence[int]) -> tuple[int, int, int]:
@@ -172,7 +172,7 @@ def simulate_client(
     q = None if kind == "none" else max(1, int(round(queries_per_record * n)))
     if kind == "sup":
         q = min(q or 1, n * (n - 1) // 2)
-    plan = QueryPlan(PLAN_KIND[kind], n, num_queries=q, seed=seed, batch_size=max(1, min(4096, q or n)))
+    plan = QueryPlan(PLAN_KINDS[kind], n, num_queries=q, seed=seed, batch_size=max(1, min(4096, q or n)))
     qs, ss = [], []
     for _, d in plan.batches(src, mechanism=mechanism, noise_mode=upsample_mode):
         qs.append(d.values)

@@ -27,7 +27,7 @@ class AuditGroup(OptionGroup):
     """The options of ``ldpclient audit``: what the teacher saw and how the client made it, the attacks, the
     output. The client's settings default to the ``--run`` report's, else ``label``'s defaults."""
 
-    APART: ClassVar[frozenset[str]] = frozenset({"epsilon_unit", "reduce", "old_per", "old_reduction"})
+    APART: ClassVar[frozenset[str]] = frozenset({"epsilon_unit", "reduce", "augment", "old_per", "old_reduction", "old_kind"})
 
     private: Path = typer.Option(..., "--private", help="Folder of the private images (the records the queries came from).")
     queries: Optional[Path] = typer.Option(None, "--queries", help="Query log (JSONL) written by the teacher / mock server.")
@@ -43,7 +43,7 @@ class AuditGroup(OptionGroup):
     coefficients: Optional[int] = typer.Option(None, "--coefficients", help="--basis dct: coefficients kept per record (default: from --run, else the record shape's).")
     clip_norm: Optional[float] = typer.Option(None, "--clip-norm", help="--basis dct: the coefficient vector's norm bound (default: from --run, else the record shape's).")
     postprocess: Optional[str] = typer.Option(None, "--postprocess", help="Client post-processing, e.g. 'clip,blur:1' (default: from --run, else label's default for the shape, reduction and --epsilon; with --sweep and no --epsilon, a pooled or pixel release gets the blur at every epsilon).")
-    kind: Optional[str] = typer.Option(None, "--kind", help=f"Query kind {'|'.join(AUGMENTATIONS)} (none = SIDP; default: from the plan).")
+    augment: Optional[str] = typer.Option(None, "--augment", help=f"The client's --augment: {'|'.join(AUGMENTATIONS)} (none = SIDP; default: from the plan).")
     teacher: Optional[str] = typer.Option(None, "--teacher", help="LOCAL teacher to judge reconstructions: mock-server checkpoint file or 'digits'.")
     sweep: Optional[str] = typer.Option(None, "--sweep", help="Also simulate the client at these epsilons, e.g. '0.5,1,2,4'.")
     paper_epsilon: Optional[float] = typer.Option(None, "--paper-epsilon", help="Per-element epsilon a paper claims as pure LDP (tested).")
@@ -60,6 +60,7 @@ class AuditGroup(OptionGroup):
     as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON.")
     old_per: Optional[str] = typer.Option(None, "--per", hidden=True, help="Old name of --epsilon-unit.")
     old_reduction: Optional[int] = typer.Option(None, "--reduction", hidden=True, help="Old name of --reduce.")
+    old_kind: Optional[str] = typer.Option(None, "--kind", hidden=True, help="Old name of --augment.")
 
 
 def audit(*, given: AuditGroup) -> None:
@@ -70,7 +71,8 @@ def audit(*, given: AuditGroup) -> None:
     with user_errors(ui):
         options = options_from(
             AuditOptions, given, epsilon_unit=_one_of("--epsilon-unit", given.epsilon_unit, "--per", given.old_per),
-            reduce=_one_of("--reduce", given.reduce, "--reduction", given.old_reduction))
+            reduce=_one_of("--reduce", given.reduce, "--reduction", given.old_reduction),
+            augment=_one_of("--augment", given.augment, "--kind", given.old_kind))
         report = run_audit_command(options)
     if given.as_json:
         ui.print_json(report)

@@ -119,7 +119,7 @@ def label(
     Re-running the same command resumes: no record is re-noised, no batch paid twice.
     """
     from ..run.compute import use_available_cores
-    from ..run.label import LabelOptions, resume_hint, run_label
+    from ..run.label import LabelOptions, label_run, resume_hint
 
     ui = UI(quiet=run.quiet or json_out, json_mode=json_out)
     ui.capture_logs(secrets=(run.token,))
@@ -133,7 +133,7 @@ def label(
     with user_errors(ui, resume_hint=resume_hint(opts), secrets=(token,)):
         use_available_cores()
         with ui.stdout_kept_for_json():
-            result = run_label(opts, token=token, ui=ui)
+            result = label_run(opts, token=token, ui=ui).report
     if json_out:
         ui.print_json(result, secrets=(token,))
     elif opts.dry_run:

@@ -47,14 +47,14 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
                          "max_memory", "json_out", "as_json", "quiet"),
     "Privacy": ("mechanism", "epsilon", "epsilon_unit", "delta", "secure", "allow_large_delta",
                 "allow_weak_privacy", "augment", "reduce", "basis", "coefficients", "clip_norm", "postprocess",
-                "privacy_cap", "set_cap", "paper_epsilon", "old_per", "old_reduction"),
+                "privacy_cap", "set_cap", "paper_epsilon", "old_per", "old_reduction", "old_kind"),
     "Teacher and network": ("token", "queries", "query_rounds", "batch_size", "workers", "timeout", "max_retry_time",
                             "ca_bundle", "wire", "num_classes", "class_names", "value_range", "input_shape",
                             "input_name", "output_name", "datatype", "model", "label_map", "batch_api",
                             "teacher_epochs"),
     "Money": ("price", "price_input_tokens", "price_output_tokens", "money_cap"),
     "Student": ("student", "epochs", "train_batch_size", "warmup", "flip", "students", "adapt", "baseline"),
-    "Attack": ("kind", "empirical", "holdout", "cnn_steps", "max_queries", "rme", "sweep"),
+    "Attack": ("empirical", "holdout", "cnn_steps", "max_queries", "rme", "sweep"),
     "Run control": ("config", "state_dir", "state", "ledger_key_file", "init", "cluster", "seed", "help"),
 }
 _GROUP_OF = {name: group for group, names in HELP_GROUPS.items() for name in names}

@@ -36,7 +36,7 @@ Mechanism = Enum("Mechanism", {name: name for name in mechanism_names()}, type=s
 EpsilonUnit = Enum("EpsilonUnit", {name: name for name in EPSILON_UNITS}, type=str)  # type: ignore[misc]
 Augment = Enum("Augment", {name: name for name in AUGMENTATIONS}, type=str)  # type: ignore[misc]
 Basis = Enum("Basis", {name: name for name in BASES}, type=str)  # type: ignore[misc]
-DEFAULT_AUGMENT = Augment(defaults.augmentation())
+DEFAULT_AUGMENT = Augment(defaults.augment())
 Wire = Enum("Wire", {choice: choice for choice in WIRE_CHOICES}, type=str)  # type: ignore[misc]
 
 

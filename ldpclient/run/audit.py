@@ -58,8 +58,8 @@ def _mechanism_factory(st: "_ClientSettings", reduction: int, shape: tuple[int, 
     return make
 
 
-#: Older spellings of a query kind (``--kind``): ``sidp`` is ``none``.
-_KIND_ALIASES = {"sidp": "none"}
+#: Other spellings of an augment: ``sidp`` is ``none``.
+_AUGMENT_ALIASES = {"sidp": "none"}
 
 
 def _read_run(path: Path) -> RunReport:
@@ -132,7 +132,7 @@ class AuditOptions:
     coefficients: Optional[int]
     clip_norm: Optional[float]
     postprocess: Optional[str]
-    kind: Optional[str]
+    augment: Optional[str]
     teacher: Optional[str]
     sweep: Optional[str]
     paper_epsilon: Optional[float]
@@ -161,7 +161,7 @@ class _ClientSettings:
     delta: Optional[float]
     reduce: Optional[int]
     postprocess: Optional[str]
-    kind: Optional[str]
+    augment: Optional[str]
     basis: str = "pool"
     coefficients: Optional[int] = None
     clip_norm: Optional[float] = None
@@ -209,19 +209,19 @@ def _client_settings(o: AuditOptions) -> _ClientSettings:
         raise ValueError(f"--mechanism must be one of {', '.join(mechanism_names())}, got {mechanism!r}")
     if per not in EPSILON_UNITS:
         raise ValueError(f"--epsilon-unit must be {choice_list(EPSILON_UNITS)}, got {per!r}")
-    kind = o.kind
-    if kind is not None:
-        kind = _KIND_ALIASES.get(kind, kind)
-        if kind not in AUGMENTATIONS:
-            raise ValueError(f"--kind must be {choice_list(AUGMENTATIONS)}, got {kind!r}")
+    augment = o.augment
+    if augment is not None:
+        augment = _AUGMENT_ALIASES.get(augment, augment)
+        if augment not in AUGMENTATIONS:
+            raise ValueError(f"--augment must be {choice_list(AUGMENTATIONS)}, got {augment!r}")
     if (o.student is None) != (o.holdout is None):
         raise ValueError("membership inference needs both --student and --holdout")
     basis_settings = {"basis": basis, "coefficients": coefficients, "clip_norm": clip_norm}
     if run is None:
-        return _ClientSettings(mechanism, epsilon, per, delta, given_reduce, postprocess, kind, **basis_settings)
+        return _ClientSettings(mechanism, epsilon, per, delta, given_reduce, postprocess, augment, **basis_settings)
     t = run.teacher
     return _ClientSettings(
-        mechanism, epsilon, per, delta, given_reduce, postprocess, kind, **basis_settings, plan=run.plan,
+        mechanism, epsilon, per, delta, given_reduce, postprocess, augment, **basis_settings, plan=run.plan,
         value_range=(float(t.value_range[0]), float(t.value_range[1])) if t.value_range else None,
         input_shape=(int(t.input_shape[0]), int(t.input_shape[1]), int(t.input_shape[2])),
     )
@@ -303,7 +303,7 @@ def _audit_report(
         sources=_load_sources(o.sources) if o.sources is not None else None,
         plan=o.plan if o.plan is not None else st.plan,
         mechanism=r.mech,
-        kind=st.kind,
+        kind=st.augment,
         transforms=parse_postprocess(r.postprocess),
         teacher=judge,
         sweep=sweep_map or None,

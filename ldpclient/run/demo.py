@@ -27,7 +27,7 @@ from ..io.folders import to_uint8_image
 from ..privacy.guarantee import coefficient_treatment
 from ..report.label_files import read_labels
 from ..transfer import defaults
-from .label import LabelOptions, run_label
+from .label import LabelOptions, label_run
 from .ui import UI
 
 if TYPE_CHECKING:
@@ -212,15 +212,15 @@ def _run_methods(server: RunningServer, root: Path, data: _PrivateData, opts: _D
         seed=None,
     )
     ui.info("demo: LDPKiT-Sup (noise each image once, query averages of pairs, train a student)")
-    sup = run_label(
+    sup = label_run(
         LabelOptions(**common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
                      output=root / "labels_sup.csv", html_private=opts.html is not None,
                      check=check_file_for(data.folder)),
         ui=ui,
-    )
+    ).report
     ui.stop_progress()
     ui.info("demo: SIDP (send the same releases, take the teacher's answers as labels)")
-    sidp = run_label(LabelOptions(**common, augment="none", output=root / "labels_sidp.csv"), ui=ui)
+    sidp = label_run(LabelOptions(**common, augment="none", output=root / "labels_sidp.csv"), ui=ui).report
     ui.stop_progress()
     return _Answers(sup, sidp, reference)
 

@@ -1,6 +1,6 @@
 """The flow behind ``ldpclient label``, usable without the CLI: one orchestrator, a function per stage.
 
-:func:`run_label` wires a private folder (:mod:`ldpclient.io.folders`), a teacher
+:func:`label_run` wires a private folder (:mod:`ldpclient.io.folders`), a teacher
 (:func:`ldpclient.teachers.connect` + :class:`~ldpclient.teachers.QueryClient`
 with a journal and a money cap), a mechanism, the privacy ledger and
 :class:`~ldpclient.transfer.pipeline.KnowledgeTransfer`, then writes the labels and a JSON
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from ..transfer.result import TransferResult
     from ..transfer.result_cache import ResultCache
 
-__all__ = ["LabelOptions", "ByteUnitsTeacher", "resume_hint", "run_label"]
+__all__ = ["Images", "LabelOptions", "label_run", "refuse_known_private", "resume_hint"]
 
 
 
@@ -101,23 +101,6 @@ class _Session:
     cluster: Cluster | None = None
 
 
-def run_label(
-    opts: LabelOptions,
-    *,
-    token: str | None = None,
-    ui: UI | None = None,
-    teacher: Teacher | None = None,
-) -> dict[str, Any]:
-    """Run the whole label flow; returns the run report (also written to disk).
-
-    ``teacher``: an already opened Teacher to use instead of connecting to
-    ``opts.teacher`` (embedding, tests); ``opts.teacher`` still names it in reports.
-    Raises the underlying errors (DataError, ValueError, BudgetExceeded,
-    CostCapReached, TeacherError) for the caller to present.
-    """
-    return label_run(opts, token=token, ui=ui, teacher=teacher).report
-
-
 def label_run(
     opts: LabelOptions,
     *,
@@ -127,7 +110,10 @@ def label_run(
     records: RecordSource | None = None,
     public: RecordSource | None = None,
 ) -> LabelRun:
-    """:func:`run_label` returning the run itself (``ldpclient.label`` builds on it).
+    """Run the whole label flow: the run (its report, also written to disk, its result, the images' names and the
+    verdict). ``teacher``: an already opened Teacher to use instead of connecting to ``opts.teacher`` (embedding,
+    tests); ``opts.teacher`` still names it in reports. Raises the underlying errors (DataError, ValueError,
+    BudgetExceeded, CostCapReached, TeacherError) for the caller to present.
 
     ``records``: clean records to label instead of ``opts.private_dir``: a
     :class:`~ldpclient.io.records.RecordSource` of float values in ``[0, 1]`` at the teacher's

@@ -45,7 +45,7 @@ class SharedOptions:
     secure: bool = True
     allow_large_delta: bool = False
     allow_weak_privacy: bool = False
-    augment: str = defaults.augmentation()
+    augment: str = defaults.augment()
     reduce: Optional[int] = None
     basis: Optional[str] = None  # None: defaults.basis() for these options (resolve_shape_defaults)
     coefficients: Optional[int] = None
@@ -161,7 +161,7 @@ class LabelOptions(SharedOptions):
         from ..transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 
         return TransferSettings(
-            plan=PlanSettings(augmentation=self.augment, num_queries=num_queries, postprocess=self.postprocess,
+            plan=PlanSettings(augment=self.augment, num_queries=num_queries, postprocess=self.postprocess,
                               query_batch_size=query_batch_size, query_rounds=self.query_rounds),
             training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
                                       device=self.device, public_repeats=public_repeats, crop=crop,

@@ -193,7 +193,7 @@ class UI:
             self.console.print(line, markup=False, soft_wrap=True)
 
     def summary(self, report: RunReport | Mapping[str, Any]) -> None:
-        """Final summary of ``ldpclient label`` (a :class:`RunReport`, or its dict as ``run_label`` returns it)."""
+        """Final summary of ``ldpclient label`` (a :class:`RunReport`, or its dict, ``LabelRun.report``)."""
         self.stop_progress()
         if self.quiet:
             return

@@ -25,7 +25,7 @@ def mechanism() -> str:
     return "laplace"
 
 
-def augmentation() -> str:
+def augment() -> str:
     """The query expansion a run uses unless told otherwise (a name of ``ldpclient.names.AUGMENTATIONS``): Sup pairs."""
     return "sup"
 
@@ -420,6 +420,6 @@ MAX_WARMUP_EPOCHS = 200
 MAX_STUDENTS = 16
 
 
-__all__ = ["augmentation", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERIES_PER_RECORD", "MAX_QUERY_BATCH", "PUBLIC_HELD_OUT_MAX", "PUBLIC_HELD_OUT_MIN_IMAGES", "public_held_out", "MAX_WARMUP_EPOCHS", "MAX_STUDENTS", "member_seed", "students", "MAX_QUERY_ROUNDS", "MIN_QUERIES", "min_round_gain", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
+__all__ = ["augment", "delta", "epsilon", "epsilon_unit", "mechanism", "MAX_EPOCHS", "MAX_QUERIES_PER_RECORD", "MAX_QUERY_BATCH", "PUBLIC_HELD_OUT_MAX", "PUBLIC_HELD_OUT_MIN_IMAGES", "public_held_out", "MAX_WARMUP_EPOCHS", "MAX_STUDENTS", "member_seed", "students", "MAX_QUERY_ROUNDS", "MIN_QUERIES", "min_round_gain", "MIN_RELEASED_SIDE", "QUERIES_PER_RECORD", "epochs", "num_queries",
            "postprocess", "public_repeats", "query_batch_size", "query_rounds", "reduction", "shape_settings", "train_batch_size", "basis",
            "DCT_POSTPROCESS", "MIN_AUGMENT_SIDE", "student", "train_crop"]

@@ -91,7 +91,7 @@ class Resolved:
     (``num_queries``, ``query_batch_size``, ``student``, ``crop``, ``public_repeats``, ``flip``) resolve through
     the module's functions once the stage that needs them knows its facts."""
 
-    augmentation: str
+    augment: str
     num_queries: Optional[int]
     transforms: tuple[Transform, ...]
     upsample_mode: str
@@ -137,7 +137,7 @@ class Resolved:
         transforms = (parse_postprocess(plan.postprocess) if plan.postprocess is None or isinstance(plan.postprocess, str)
                       else list(plan.postprocess))
         resolved = cls(
-            augmentation=plan.augmentation, num_queries=plan.num_queries, transforms=tuple(transforms),
+            augment=plan.augment, num_queries=plan.num_queries, transforms=tuple(transforms),
             upsample_mode=plan.upsample_mode, clip_queries=plan.clip_queries, query_batch_size=plan.query_batch_size,
             rand_scale=plan.rand_scale, blank_fraction=plan.blank_fraction, n_blank=plan.n_blank,
             blank_mechanism=plan.blank_mechanism if plan.blank_mechanism is not None else mechanism,
@@ -160,8 +160,8 @@ class Resolved:
         return resolved
 
     def plan_kind(self, mode: str) -> str:
-        """The query plan's kind: ``identity`` for SIDP, else the augmentation's (:data:`~ldpclient.names.PLAN_KINDS`)."""
-        return "identity" if mode == "sidp" else PLAN_KINDS[self.augmentation]
+        """The query plan's kind: ``identity`` for SIDP, else the augment's (:data:`~ldpclient.names.PLAN_KINDS`)."""
+        return "identity" if mode == "sidp" else PLAN_KINDS[self.augment]
 
 
 __all__ = ["Resolved", "confusion_queries", "member_seed", "mirror_check_images", "mirror_flip", "num_queries",

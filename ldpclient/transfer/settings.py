@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence, Union
 
 from ..names import AUGMENTATIONS, FREE_IMAGES
 from .defaults import MAX_QUERY_ROUNDS, MAX_SEED, MAX_STUDENTS
-from .defaults import augmentation as default_augmentation
+from .defaults import augment as default_augment
 from .defaults import min_round_gain as default_min_round_gain
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class PlanSettings:
     """Which queries are sent.
 
-    ``augmentation``: ``sup`` | ``rand`` | ``none``. ``num_queries``: Q (None:
+    ``augment``: ``sup`` | ``rand`` | ``none``. ``num_queries``: Q (None:
     :func:`~ldpclient.transfer.resolve.num_queries`). ``postprocess``: transforms or a spec
     such as ``"blur:1,clip"`` applied to the releases (None: the shape's default).
     ``upsample_mode``: how reduced releases are resized back. ``clip_queries``: clip every
@@ -48,7 +48,7 @@ class PlanSettings:
     :mod:`~ldpclient.transfer.rounds` (None: :class:`~ldpclient.transfer.resolve.Resolved`, 1: all at once).
     """
 
-    augmentation: str = field(default_factory=default_augmentation)
+    augment: str = field(default_factory=default_augment)
     num_queries: int | None = None
     postprocess: Union[str, Sequence["Transform"], None] = None
     upsample_mode: str = "bilinear"
@@ -67,8 +67,8 @@ class PlanSettings:
             raise ValueError(f"query_rounds must be from 1 to {MAX_QUERY_ROUNDS}, got {self.query_rounds}")
         if not (math.isfinite(self.min_round_gain) and -1.0 <= self.min_round_gain <= 1.0):
             raise ValueError(f"min_round_gain must be a share from -1 to 1, got {self.min_round_gain}")
-        if self.augmentation not in AUGMENTATIONS:
-            raise ValueError(f"augmentation must be one of {AUGMENTATIONS}, got {self.augmentation!r}")
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(f"augment must be one of {AUGMENTATIONS}, got {self.augment!r}")
         if self.free_images not in FREE_IMAGES:
             raise ValueError(f"free_images must be one of {FREE_IMAGES}, got {self.free_images!r}")
         if self.num_queries is not None and self.num_queries < 1:

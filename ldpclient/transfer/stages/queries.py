@@ -22,7 +22,7 @@ from .release import release_all, release_in_chunks
 
 
 def plan_for(ctx: RunContext) -> QueryPlan:
-    """The private (or blank) queries' plan for the run's N records: kind from the mode and augmentation, the
+    """The private (or blank) queries' plan for the run's N records: kind from the mode and the augment, the
     query budget, the batch size, the blank share; drawn from the run's seed and nothing else."""
     settings, n = ctx.settings, ctx.n
     kind = settings.plan_kind(ctx.mode)
@@ -30,7 +30,7 @@ def plan_for(ctx: RunContext) -> QueryPlan:
     if kind in ("sup", "rand"):
         q = resolve.num_queries(settings.num_queries, n, kind)
         if kind == "sup" and q is not None:
-            check_sup_queries(q, n, option="num_queries", instead="augmentation='rand'")
+            check_sup_queries(q, n, option="num_queries", instead="augment='rand'")
     n_blank = 0
     if settings.blank_fraction > 0 and kind != "identity":
         n_blank = settings.n_blank or n
