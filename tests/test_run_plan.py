@@ -16,7 +16,7 @@ import mock_server
 from ldpclient.cli.commands import app
 from ldpclient.privacy.ledger import Ledger
 
-# Produced at 5cd6590 (before RunPlan) by the same calls as below (seed 7): the SIDP labels and the query plans.
+# The SIDP labels and the query plans of the calls below (seed 7), pinned.
 PINNED_SIDP_LABELS = [3, 3, 4, 4, 3, 4, 2, 4, 3, 4, 4, 3, 4, 3, 4, 4, 3, 3, 3, 3, 4, 3, 3, 3, 3, 3, 3, 4, 3, 2]
 PINNED_LDPKIT_PLAN = {"batch_size": 256, "blank_fraction": 0.0, "kind": "sup", "n": 30, "n_blank": 0,
                       "num_queries": 300, "rand_scale": 1.0, "seed": 7}

@@ -107,7 +107,7 @@ def _interval(score: Mapping[str, Any]) -> str:
 
 def _verdict(report: Mapping[str, Any]) -> dict[str, Any] | None:
     """What the labels are worth, first on the page: the verdict's level and reasons, the check set's score beside
-    the data-free run's (None for a report written before verdicts existed)."""
+    the data-free run's (None for a report without one)."""
     verdict = report.get("verdict")
     if not verdict:
         return None

@@ -42,7 +42,7 @@ def _document(report: Any) -> dict[str, Any]:
 
 def _check_keys(d: Mapping[str, Any], names: list[str], where: str, optional: frozenset[str] = frozenset()) -> None:
     """ValueError (one line, naming ``where``) on the first key of ``names`` missing from ``d`` (``optional`` ones
-    may be: reports written before they existed) or key of ``d`` not in them."""
+    may be: a report may lack them) or key of ``d`` not in them."""
     missing = [k for k in names if k not in d and k not in optional]
     if missing:
         raise ValueError(f"{where}: missing key {missing[0]!r}")
@@ -104,15 +104,15 @@ class CountsSection:
     skipped: int
     releases_fresh: int
     releases_reused: int
-    #: images declared public (``--public``), sent as they are; absent from older reports
+    #: images declared public (``--public``), sent as they are; a report may lack it (0 then)
     public_images: int = 0
-    #: mirrored and shifted copies of public images sent to decide ``flip`` (the mirror check); absent from older
-    #: reports
+    #: mirrored and shifted copies of public images sent to decide ``flip`` (the mirror check); a report may
+    #: lack it (0 then)
     mirror_check_queries: int = 0
     #: files of the ``--public`` folder that were not used (reasons in the report's ``public_skipped``)
     public_skipped: int = 0
     #: private images no query is made from, so neither released nor charged (labelled by the student all the
-    #: same); absent from older reports
+    #: same); a report may lack it (0 then)
     not_released: int = 0
 
 
@@ -125,7 +125,7 @@ class QueriesSection:
     requests: int
     batch_size: int
     plan_seed_source: str
-    #: how often the teacher answered each class over this run's queries; absent from older reports
+    #: how often the teacher answered each class over this run's queries; a report may lack it (0 then)
     answers_histogram: list[int] | None = None
     #: of ``sent`` and ``from_journal``, the public images' queries (each image once, as it is, and the mirror
     #: check's copies of some of them)
@@ -133,7 +133,7 @@ class QueriesSection:
     public_from_journal: int = 0
     #: the query rounds as they went (``--query-rounds``: :meth:`ldpclient.transfer.rounds.QueryRound.as_dict`
     #: each: queries sent by its end, held-out queries, agreement, the previous round's student's, gain); None when
-    #: every query went at once; absent from older reports
+    #: every query went at once; a report may lack it (0 then)
     rounds: list[dict[str, Any]] | None = None
     #: of ``sent`` and ``from_journal``, the queries the teacher declined to label ("cannot tell", a refusal, a
     #: content-policy error, an answer outside the class list): never trained on
@@ -167,7 +167,7 @@ class LedgerSection:
     spent_this_run_max_epsilon: float
     max_spent_epsilon: float
     cap_epsilon: float | None
-    #: images no query is made from: neither released nor charged (absent from older reports)
+    #: images no query is made from: neither released nor charged (a report may lack it: 0 then)
     not_released: int = 0
 
 
@@ -179,18 +179,18 @@ class StudentSection:
     train_accuracy: float | None
     loss: float | None
     note: str
-    #: how the prediction passes ran (e.g. "channels_last, 2 threads"); absent from older reports
+    #: how the prediction passes ran (e.g. "channels_last, 2 threads"); a report may lack it (0 then)
     inference: str | None = None
     #: times per epoch the student trained on each public image (``--public``); 0 without them
     public_repeats: int = 0
-    #: most pixels a training row was shifted by, and whether rows were mirrored (``--flip``); absent from older
-    #: reports (no shift, no mirror)
+    #: most pixels a training row was shifted by, and whether rows were mirrored (``--flip``); a report may lack
+    #: them (no shift, no mirror then)
     crop_pixels: int = 0
     flip: bool = False
     #: epochs of the rotation warm-up on the clean private images before training (``--warmup``); 0: none
     warmup_epochs: int = 0
-    #: students trained on the same answers, the labels from their mean output (``--students``); absent from older
-    #: reports (one)
+    #: students trained on the same answers, the labels from their mean output (``--students``); a report may
+    #: lack it (one then)
     students: int = 1
     #: what decided ``flip`` when ``--flip``/``--no-flip`` was not given: the shares of the checked public images
     #: whose label the teacher kept under a mirror and under a shift, and how many were checked (None: no check)
@@ -239,10 +239,10 @@ class RunReport:
     outputs: dict[str, str]
     versions: dict[str, str]
     #: Every setting of the run as resolved before it touched data (``RunPlan.describe``: what ``label
-    #: --dry-run`` prints); None in reports written before it existed.
+    #: --dry-run`` prints); None where a report lacks it.
     run_plan: dict[str, Any] | None = None
     #: What the labels are worth (``ldpclient.run.verdict.Verdict.as_dict``: level, headline, reasons, evidence);
-    #: None in reports written before it existed.
+    #: None where a report lacks it.
     verdict: dict[str, Any] | None = None
     #: Files of the ``--public`` folder that were not used, ``{"path", "reason"}`` as ``skipped``.
     public_skipped: list[dict[str, Any]] = field(default_factory=list)

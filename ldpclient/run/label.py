@@ -506,8 +506,8 @@ def _plan_seeds(setup: RunSetup, data_key: str, old_data_key: str | None = None)
         "batch_size": opts.batch_size,
         "records": plan.records,
     }
-    # runs.json entries written before teachers had one identity were keyed by the redacted address, and before
-    # folders were keyed by their files' bytes, by the folder's path
+    # the same run under the other keys runs.json may hold it by: the teacher's identity instead of its redacted
+    # address, and the folder's path instead of its files' bytes
     legacy = [{**run_key, "teacher": setup.identity}]
     if old_data_key is not None:
         legacy += [{**key, "private_dir": old_data_key} for key in (run_key, legacy[0])]

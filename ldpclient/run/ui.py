@@ -428,7 +428,7 @@ def _ledger_line(ledger: Mapping[str, Any]) -> str:
 
 
 def _verdict_rows(verdict: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """The verdict's lines: its level and deciding reason, then the other reasons (none for an older report)."""
+    """The verdict's lines: its level and deciding reason, then the other reasons (none for a report without a verdict)."""
     if not verdict:
         return []
     reasons = list(verdict.get("reasons") or [])

@@ -13,7 +13,7 @@ ldpclient besides :class:`~ldpclient.teachers.Teacher`,
 * **Transport**: :class:`HttpTransport` is the one object carrying a teacher's
   connection options (auth, timeouts, retries, TLS, size and time limits); its
   docstring is where they are documented. Adapters take ``transport=`` rather than
-  re-declaring them; for the older keyword style, :func:`transport_from_options`
+  re-declaring them; for the keyword style, :func:`transport_from_options`
   builds one from those keywords (:data:`TRANSPORT_OPTIONS`). ``call()`` sends one
   logical request with retries and returns ``(parse(response), CallInfo)``;
   :class:`RetryPolicy` says when and how long to retry; :func:`redact_url` makes an

@@ -167,7 +167,7 @@ def fold_keywords(
     adaptation: AdaptationSettings | None,
     keywords: dict[str, Any],
 ) -> tuple[PlanSettings, TrainingSettings, AdaptationSettings]:
-    """The three settings, with any of their fields given as plain keywords (the older flat form) applied on
+    """The three settings, with any of their fields given as plain keywords (the flat form) applied on
     top; TypeError naming a keyword no settings object has."""
     groups: list[Any] = [plan or PlanSettings(), training or TrainingSettings(), adaptation or AdaptationSettings()]
     left = dict(keywords)
