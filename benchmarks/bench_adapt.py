@@ -136,7 +136,9 @@ def public_images(name: str, size: int, n: int, shift: str = "none") -> torch.Te
     elif shift != "none":
         raise SystemExit(f"--public-shift {shift!r}: one of {', '.join(PUBLIC_SHIFTS)}")
     if n > len(part):
-        raise SystemExit(f"--public {n}: {name} has {len(part)} held-out images" + (f" ({shift})" if shift != "none" else ""))
+        raise SystemExit(
+            f"--public {n}: {name} has {len(part)} held-out images" + (f" ({shift})" if shift != "none" else "")
+        )
     return part[:n]
 
 
@@ -171,7 +173,10 @@ def colourise(grey: torch.Tensor, *, seed: int) -> torch.Tensor:
         close = ((fg - bg) @ luma).abs() < 0.3
         if not close.any():
             break
-        fg[close], bg[close] = torch.rand(int(close.sum()), 3, generator=g), torch.rand(int(close.sum()), 3, generator=g)
+        fg[close], bg[close] = (
+            torch.rand(int(close.sum()), 3, generator=g),
+            torch.rand(int(close.sum()), 3, generator=g),
+        )
     mask = torch.nn.functional.pad(grey, (2, 2, 2, 2))
     return bg[:, :, None, None] * (1 - mask) + fg[:, :, None, None] * mask
 
@@ -411,7 +416,9 @@ def parse_setting(text: str) -> dict:
     return out
 
 
-def mirror_verdict(model: torch.nn.Module, public: torch.Tensor | None, seed: int | None = None) -> MirrorVerdict | None:
+def mirror_verdict(
+    model: torch.nn.Module, public: torch.Tensor | None, seed: int | None = None
+) -> MirrorVerdict | None:
     """What the library's mirror check (:mod:`ldpclient.transfer.mirror_check`) finds for the teacher ``model`` on
     the ``public`` images (float ``(N, C, H, W)`` in [0, 1]), with the sample and shifts drawn from ``seed`` (None:
     the ones a label run draws for them; None back: no public images, too few or too small to check): ``label
@@ -464,7 +471,8 @@ def _budget(r: dict) -> tuple:
 
 
 def _public_label(r: dict) -> str:
-    """``N public images``, their shift and, where recorded, ``xR`` (times per epoch each is trained on); '' without any."""
+    """``N public images``, their shift and, where recorded, ``xR`` (times per epoch each is trained on); ''
+    without any."""
     if not r.get("public"):
         return ""
     shift = f" ({r['public_shift']} shifted)" if r.get("public_shift") else ""
@@ -557,7 +565,8 @@ def table(paths: list[Path]) -> None:
         d = rows[k]
         level, base = best.get((*k[:5], *k[10]), (None, []))
         gain = [a - statistics.mean(base) for a in d["accuracy"]] if base else []
-        print(f"| {k[0]} | {k[5]} | {k[6]:g} | {k[7]} | {k[8]} | {k[9]} | {k[1]} | {k[4] or 'all'} | {len(d['accuracy'])} | "
+        print(f"| {k[0]} | {k[5]} | {k[6]:g} | {k[7]} | {k[8]} | {k[9]} | {k[1]} | {k[4] or 'all'} | "
+              f"{len(d['accuracy'])} | "
               f"{_ms(d['accuracy_unadapted'])} | {_ms(d['accuracy'])} | {_ms(d['accuracy_fused'])} | "
               f"{_ms(base)} ({level if level is None else f'{level:g}'}) | {_ms(gain)} | {_ms(d['wall_s'], 1.0)} |")
     print()
@@ -805,7 +814,9 @@ def main(argv: list[str] | None = None) -> None:
                 # the student and the training shift, recorded even when they are the defaults (rows from before
                 # they were chosen by shape have neither key: small_cnn, no shift)
                 with_public = bool(args.public)
-                setting_variant.setdefault("student", args.student or defaults.student(tuple(px.shape[1:]), with_public))
+                setting_variant.setdefault(
+                    "student", args.student or defaults.student(tuple(px.shape[1:]), with_public)
+                )
                 setting_variant["crop"] = (args.crop if args.crop is not None
                                            else defaults.train_crop(px.shape[-1], with_public))
                 if flip:  # keyed as --flip rows: the same run (the check's answers are never trained on)

@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> None:
         r = rme_linkage_audit(feats, b, labels=y8)
         u = r["utility_1nn"]
         print(f"| {b:g} ({1 / b:g}) | {r['plain_l1']:.3f} | {r['invertible']['attacker_inverts_l1']:.3f} "
-              f"(inversion error {r['invertible']['max_inversion_error']:.1e}) | {r['invertible']['embedded_nearest_l2']:.3f} | "
+              f"(inversion error {r['invertible']['max_inversion_error']:.1e}) | "
+              f"{r['invertible']['embedded_nearest_l2']:.3f} | "
               f"{max(r['folding'].values()):.3f} | {u['plain']:.3f} / {u['invertible']:.3f} / {u['folding']:.3f} | "
               f"{r['chance']:.4f} |")
     print(f"\n# total {time.perf_counter() - t0:.0f}s")

@@ -5,7 +5,8 @@ Runs on the real-data sets of ``bench_adapt.py`` (digits at 28x28, MNIST-5k and 
 same cached teachers; colour keeps K luminance and K // 4 coefficients per chroma axis)
 through the library's mechanisms: average pooling by 4 with Laplace noise (the default) against the ``dct``
 basis (Laplace with an L1 clip and Gaussian with an L2 clip, at several coefficient counts, default clip
-bounds; randomized response on a quantised code of the same coefficients, ``quantised-rr``). Each figure is the mean over ``--seeds`` release seeds; releases are clipped to [0, 1] (the default
+bounds; randomized response on a quantised code of the same coefficients, ``quantised-rr``). Each figure is the
+mean over ``--seeds`` release seeds; releases are clipped to [0, 1] (the default
 post-processing's last step) before the teacher sees them::
 
     .venv/bin/python benchmarks/bench_basis.py --dataset digits mnist --eps 10 20 50 100 --seeds 3

@@ -72,7 +72,10 @@ def simulate(run: dict[str, np.ndarray], size: int, draws: int, seed: int) -> di
     for _ in range(draws):
         idx = rng.sample(range(len(right)), size)
         r, c = [right[k] for k in idx], [conf[k] for k in idx]
-        for name, e in (("share", estimate_accuracy(r, None, None, Z95)), ("adjusted", estimate_accuracy(r, c, conf, Z95))):
+        for name, e in (
+            ("share", estimate_accuracy(r, None, None, Z95)),
+            ("adjusted", estimate_accuracy(r, c, conf, Z95)),
+        ):
             found[name].append((e.accuracy, e.low, e.high))
     out: dict[str, Any] = {"true_accuracy": truth, "size": size, "draws": draws,
                            "confidence_correlation": float(np.corrcoef(np.array(right, float), conf)[0, 1])}
@@ -92,7 +95,10 @@ def table(path: Path) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for (ds, setting, size), rs in sorted(groups.items()):
         def both(key: str, digits: int = 1, rs: list[dict[str, Any]] = rs) -> str:
-            return " / ".join(f"{100 * statistics.fmean(r[m][key] for r in rs):.{digits}f}" for m in ("share", "adjusted"))
+            return " / ".join(
+                f"{100 * statistics.fmean(r[m][key] for r in rs):.{digits}f}" for m in ("share", "adjusted")
+            )
+
         truth = statistics.fmean(100 * r["true_accuracy"] for r in rs)
         rho = statistics.fmean(r["confidence_correlation"] for r in rs)
         print(f"| {ds} | {setting} | {size} | {truth:.1f} ({len(rs)}) | {rho:.2f} | {both('rmse', digits=2)} | "

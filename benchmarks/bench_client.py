@@ -63,12 +63,21 @@ def main() -> None:
     print(f"{args.queries} queries of 1x28x28, batches of {args.batch}; raw FP32 tensor = {tensor_bytes} B/query")
     srv = mock_server.start(subprocess=True, model="trivial", torch_threads=1)
     try:
-        print(f"{'body':<14}{'workers':>8}{'queries/s':>12}{'B/query':>10}{'vs FP32':>9}{'CPU us/q':>10}{'CPU/wall':>10}")
-        for label, binary, dt in (("JSON FP32", False, None), ("binary FP32", True, None), ("binary UINT8", True, "UINT8")):
+        print(
+            f"{'body':<14}{'workers':>8}{'queries/s':>12}{'B/query':>10}{'vs FP32':>9}{'CPU us/q':>10}{'CPU/wall':>10}"
+        )
+        for label, binary, dt in (
+            ("JSON FP32", False, None),
+            ("binary FP32", True, None),
+            ("binary UINT8", True, "UINT8"),
+        ):
             for workers in (1, 4):
                 r = run(srv.url, plan, binary=binary, datatype=dt, workers=workers, batch=args.batch)
-                print(f"{label:<14}{workers:>8}{r['qps']:>12.0f}{r['bytes_per_query']:>10.0f}"
-                      f"{r['bytes_per_query'] / tensor_bytes:>9.3f}{r['cpu_us_per_query']:>10.1f}{r['client_cpu_fraction']:>10.2f}")
+                print(
+                    f"{label:<14}{workers:>8}{r['qps']:>12.0f}{r['bytes_per_query']:>10.0f}"
+                    f"{r['bytes_per_query'] / tensor_bytes:>9.3f}{r['cpu_us_per_query']:>10.1f}"
+                    f"{r['client_cpu_fraction']:>10.2f}"
+                )
     finally:
         srv.stop()
     if args.skip_demo:

@@ -191,7 +191,8 @@ def timing(earlier: Path | None = None) -> dict[str, Any]:
     grey = torch.rand(10_000, 1, 28, 28)
     with tempfile.TemporaryDirectory() as d, Ledger(Path(d) / "ledger.sqlite") as ledger:
         t = time.perf_counter()
-        ledger.release(laplace(100 / 49, reduction=4, per="element"), grey, scope="t")  # 100 per image: the default's epsilon
+        # 100 per image: the default's epsilon
+        ledger.release(laplace(100 / 49, reduction=4, per="element"), grey, scope="t")
         t_release = time.perf_counter() - t
     t = time.perf_counter()
     fp.stored_prints(grey)

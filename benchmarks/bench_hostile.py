@@ -22,7 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from hostile_server import HostileServer  # noqa: E402
 from peak_rss import cli_command, peak_rss_kb, without_peak_line  # noqa: E402
 
-CASES = ("huge-shape", "gzip-bomb-metadata", "big-body", "gzip-bomb-infer", "trickle", "trickle-headers", "labels:[1.7]")
+CASES = (
+    "huge-shape",
+    "gzip-bomb-metadata",
+    "big-body",
+    "gzip-bomb-infer",
+    "trickle",
+    "trickle-headers",
+    "labels:[1.7]",
+)
 
 
 def main() -> None:

@@ -104,7 +104,9 @@ def ways(model: nn.Module, calibration: torch.Tensor) -> dict[str, Callable[[tor
     except Exception as exc:  # noqa: BLE001 - report why it cannot be used here
         out["compile"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
     builders: dict[str, Callable[[], nn.Module]] = {
-        "int8-dynamic": lambda: torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {nn.Linear}, dtype=torch.qint8),
+        "int8-dynamic": lambda: torch.ao.quantization.quantize_dynamic(
+            copy.deepcopy(model), {nn.Linear}, dtype=torch.qint8
+        ),
         "int8-static": lambda: _int8_static(model, calibration),
     }
     for way, build in builders.items():

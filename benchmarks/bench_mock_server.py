@@ -91,7 +91,8 @@ def main() -> None:
         t0 = time.perf_counter()
         with serve(subprocess=True, torch_threads=1, max_batch_size=256, **opts) as srv:
             startup = time.perf_counter() - t0
-            print(f"{kind}: subprocess start-up {startup:.1f} s ({'cached weights' if kind != 'trivial' else 'no model'})")
+            print(f"{kind}: subprocess start-up {startup:.1f} s "
+                  f"({'cached weights' if kind != 'trivial' else 'no model'})")
             url = f"{srv.model_url}/infer"
             for batch in (1, 64):
                 total = args.requests if batch == 1 else max(8, args.requests // 4)

@@ -36,11 +36,15 @@ def run(seeds: int) -> tuple[int, float, int]:
     over, worst, runs = 0, 0.0, 0
     for seed in range(seeds):
         for cap in CAPS:
-            with mock_server.serve(model="trivial", image_size=8, price_per_image=PRICE, fault_seed=seed, **FAULTS) as srv:
+            with mock_server.serve(
+                model="trivial", image_size=8, price_per_image=PRICE, fault_seed=seed, **FAULTS
+            ) as srv:
                 state = tempfile.mkdtemp()
                 teacher = connect(f"{srv.url}/v2/models/digits", state_dir=state,
                                   retry=RetryPolicy(max_attempts=8, initial_wait=0.0, jitter=0.0, sleep=lambda s: None))
-                client = QueryClient(teacher, journal=f"{state}/journal.sqlite", cost=CostMeter(price_per_query=PRICE, cap=cap))
+                client = QueryClient(
+                    teacher, journal=f"{state}/journal.sqlite", cost=CostMeter(price_per_query=PRICE, cap=cap)
+                )
                 try:
                     for _ in client.label_batches(plan.batches(release)):
                         pass

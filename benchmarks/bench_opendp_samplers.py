@@ -1,6 +1,7 @@
 """Our exact samplers against OpenDP's: the same law, and what each costs per million draws.
 
-Run:  .venv/bin/python benchmarks/bench_opendp_samplers.py [--draws 1000000] [--out benchmarks/results/opendp_samplers.jsonl]
+Run:  .venv/bin/python benchmarks/bench_opendp_samplers.py [--draws 1000000] [--out
+benchmarks/results/opendp_samplers.jsonl]
       (OpenDP comes with the ``dev`` and ``bench`` extras)
 
 The secure release paths add integer noise in grid units drawn by our own samplers

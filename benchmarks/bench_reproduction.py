@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> None:
         line = f"| {size}x{size} | {eps:g} | {red} | {eps_rec:g} | {100 * t_acc:.1f} | " + " | ".join(cells)
         if "sup" in accs and "data-free" in accs:
             gains = [a - b for a, b in zip(accs["sup"], accs["data-free"], strict=True)]
-            line += f" | {100 * statistics.mean(gains):+.1f} ± {100 * (statistics.stdev(gains) if len(gains) > 1 else 0):.1f}"
+            spread = statistics.stdev(gains) if len(gains) > 1 else 0
+            line += f" | {100 * statistics.mean(gains):+.1f} ± {100 * spread:.1f}"
         print(line + " |")
     print(f"\n# total {time.perf_counter() - t_start:.0f}s", file=sys.stderr)
 

@@ -3,7 +3,8 @@ and by 8 writer processes.
 
 Each writer is a process with its own :class:`~ldpclient.privacy.ledger.Ledger` on one shared state (the same key
 file), releasing its share of ``--records`` 28x28 images (distinct images: a folder split between workers) in
-chunks of :func:`~ldpclient.transfer.stages.release.release_chunk` with Laplace at epsilon 100 per image, under a cap, as
+chunks of :func:`~ldpclient.transfer.stages.release.release_chunk` with Laplace at epsilon 100 per image, under a
+cap, as
 ``label`` does. What is timed is the releases alone (wall time from the moment every writer has its ledger open to
 the last commit), so the figure is the state's: SQLite serialises writers on the file's lock; PostgreSQL locks the
 spend rows a chunk charges. The PostgreSQL server is a throwaway one (``tests/postgres_server.py``: ``initdb`` in a

@@ -2,7 +2,8 @@
 
 Trains each model for a few Adam steps on random batches of ``--channels`` x size x size images (after one
 warm-up step), laid out as the trainer lays them out on the CPU (channels-last), each batch shifted at random
-as training shifts it beside public images (``defaults.train_crop``; ``--no-shift``: not), and prints images/s. Ratios to
+as training shifts it beside public images (``defaults.train_crop``; ``--no-shift``: not), and prints images/s.
+Ratios to
 small_cnn are within one run; ``--rounds`` repeats the models in turn and keeps each one's best round, so that
 a machine whose load changes during the run penalises every model alike.
 

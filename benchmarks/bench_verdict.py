@@ -117,7 +117,8 @@ def table(path: Path) -> None:
     groups = grouped(path, "dataset", "teacher", "setting")
     print("| set (teacher, its accuracy) | setting | verdicts | check estimate | true accuracy | |estimate - true| "
           "max | the check set's share alone: |share - true| max | inside the 95% interval | data-free on the check "
-          "set (true, all private images) | labels equal to the data-free run's | held-out public: agreement with the teacher (images) |")
+          "set (true, all private images) | labels equal to the data-free run's | held-out public: agreement with "
+          "the teacher (images) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (ds, arch, setting), rs in sorted(groups.items()):
         counts = {lvl: sum(r["level"] == lvl for r in rs) for lvl in ("usable", "doubtful", "not worth having")}
@@ -126,7 +127,9 @@ def table(path: Path) -> None:
         true = [100 * r["true_accuracy"] for r in rs]
         err = max(abs(e - t) for e, t in zip(est, true, strict=True))
         shares = [100 * r["share"] for r in rs if "share" in r]
-        share_err = f"{max(abs(s - t) for s, t in zip(shares, true, strict=True)):.1f}" if len(shares) == len(rs) else "-"
+        share_err = (
+            f"{max(abs(s - t) for s, t in zip(shares, true, strict=True)):.1f}" if len(shares) == len(rs) else "-"
+        )
         inside = sum(r["low"] <= r["true_accuracy"] <= r["high"] for r in rs)
         free = [100 * r["baseline_estimate"] for r in rs if r.get("baseline_estimate") is not None]
         free_true = [100 * r["baseline_true_accuracy"] for r in rs if r.get("baseline_true_accuracy") is not None]

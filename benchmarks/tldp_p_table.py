@@ -9,7 +9,8 @@ from ldpclient.privacy import tldp_gaussian, tldp_laplace
 
 
 def main() -> None:
-    print("| mechanism | eps (paper, per element) | log p | p as float64 | true per element (eps, delta) | true per record (eps, delta) |")
+    print("| mechanism | eps (paper, per element) | log p | p as float64 | true per element (eps, delta) | true "
+          "per record (eps, delta) |")
     print("|---|---|---|---|---|---|")
     for make in (tldp_laplace, tldp_gaussian):
         for eps in (0.1, 1.0, 10.0):

@@ -31,7 +31,8 @@ n queries need: the cost meter prices per-request fees before sending; default 1
 subclass ``Teacher`` is still accepted (``ldpclient.teachers.as_teacher`` wraps it).
 
 Registering: expose a factory ``connect(target: str, **opts) -> Teacher`` (``opts``
-may hold ``token=``, ``transport=`` and your adapter's own options) and declare it in your package's ``pyproject.toml``::
+may hold ``token=``, ``transport=`` and your adapter's own options) and declare it in your package's
+``pyproject.toml``::
 
     [project.entry-points."ldpclient.teachers"]
     acme = "acme_ldp.teacher:connect"
@@ -106,14 +107,17 @@ class AcmeTeacher(Teacher):
         step = self._meta.max_batch_size
         for start in range(0, wire.shape[0], step):
             chunk = wire[start : start + step]
-            body = json.dumps({"shape": list(chunk.shape[1:]), "images": chunk.reshape(len(chunk), -1).tolist()}).encode()
+            body = json.dumps(
+                {"shape": list(chunk.shape[1:]), "images": chunk.reshape(len(chunk), -1).tolist()}
+            ).encode()
 
             def parse(resp: requests.Response, k: int = len(chunk)) -> torch.Tensor:
                 try:
                     preds = resp.json()["predictions"]
                     ids = [int(p["class_id"]) for p in preds]
                 except (ValueError, KeyError, TypeError):
-                    raise MalformedResponse(f"ACME answer is not {{'predictions': [...]}}: {resp.text[:80]!r}") from None
+                    raise MalformedResponse("ACME answer is not {'predictions': [...]}: "
+                                            f"{resp.text[:80]!r}") from None
                 return validate_labels(np.asarray(ids), k, self._meta.num_classes, self._meta.name)
 
             labels, info = self.http.call(

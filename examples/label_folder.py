@@ -61,7 +61,11 @@ def main(workdir: Path) -> None:
 
     with (workdir / "labels.csv").open(newline="") as fh:  # the first (5-epoch) run's labels
         rows = list(csv.DictReader(fh))
-    print("\nfirst labels:", *(f"{r['path']} -> {r['label']} ({float(r['confidence']):.2f})" for r in rows[:3]), sep="\n  ")
+    print(
+        "\nfirst labels:",
+        *(f"{r['path']} -> {r['label']} ({float(r['confidence']):.2f})" for r in rows[:3]),
+        sep="\n  ",
+    )
     correct = sum(int(r["label"]) == truth[r["path"]] for r in rows)
     print(f"accuracy against the truth kept aside: {correct}/{len(rows)} = {correct / len(rows):.1%}")
     print(f"per record epsilon {report['guarantee']['per_record']['epsilon']:.4g} "

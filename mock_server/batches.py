@@ -8,7 +8,8 @@ without its request window or injected faults) and writes an output file (lines 
 ``batch_cancelled``). The first ``batch_expire_first`` batches expire with the first half of their lines
 answered; the first ``batch_fail_first`` fail at once with ``token_limit_exceeded`` (the API's answer when a key's
 enqueued tokens are spent). Uploads and new batches meet the injected 429s and 503s of ``rate_429`` and
-``error_rate_503``, as chat requests do. Lines answered in a batch are billed at :data:`BATCH_PRICE_FACTOR` of the token prices, as OpenAI bills
+``error_rate_503``, as chat requests do. Lines answered in a batch are billed at :data:`BATCH_PRICE_FACTOR` of the
+token prices, as OpenAI bills
 its Batch API. Files and batches belong to the API key that made them: another key gets a 404.
 """
 

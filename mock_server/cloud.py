@@ -200,7 +200,8 @@ def refuse_injected(cfg: Any, decision: Decision) -> None:
     with ``Retry-After``, or another status."""
     if decision.action == "status" and decision.status in (429, 503):
         raise rate_limited(cfg, float(cfg.retry_after)) if decision.status == 429 else openai_error(
-            503, "The server is overloaded (injected)", "server_error", headers={"Retry-After": retry_after_header(cfg.retry_after)})
+            503, "The server is overloaded "
+                 "(injected)", "server_error", headers={"Retry-After": retry_after_header(cfg.retry_after)})
     if decision.action == "status":
         raise openai_error(decision.status or 500, "injected failure", "server_error")
 

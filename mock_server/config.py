@@ -109,7 +109,8 @@ class ServerConfig:
         "behave like a stock OIP server (MLServer/KServe/Triton REST): empty health bodies, no custom metadata "
         "'parameters' (no num_classes, value_range, class_names, max_batch_size), no binary tensor extension",
     )
-    fresh_response_id: bool = _opt(False, "answer infer requests with a fresh response id instead of echoing the request's")
+    fresh_response_id: bool = _opt(False, "answer infer requests with a fresh response id instead of echoing the "
+                                          "request's")
     # curious-server log
     query_log: str | None = _opt(None, "append every received query tensor to this JSONL file")
     verbose: bool = _opt(False, "log every request to stderr")
@@ -227,9 +228,15 @@ def _scalar_type(f: Any) -> Any:
 
 
 #: The help groups, by the first field of each (fields keep their order in :class:`ServerConfig`).
-HELP_GROUPS = {"host": "Network", "model": "Teacher model", "tokens": "Auth and billing", "fault_seed": "Fault injection",
-               "price_input_tokens": "Cloud APIs (chat, vision)", "strict_spec": "Spec conformance",
-               "query_log": "Query log and output"}
+HELP_GROUPS = {
+    "host": "Network",
+    "model": "Teacher model",
+    "tokens": "Auth and billing",
+    "fault_seed": "Fault injection",
+    "price_input_tokens": "Cloud APIs (chat, vision)",
+    "strict_spec": "Spec conformance",
+    "query_log": "Query log and output",
+}
 #: Fields that name a file or a folder: their placeholder.
 _PATH_FIELDS = {"train_folder": "<dir>", "state_dir": "<dir>", "checkpoint": "<file>", "save_checkpoint": "<file>",
                 "query_log": "<file>"}
@@ -293,7 +300,9 @@ def build_parser(prog: str = "python -m mock_server") -> argparse.ArgumentParser
         else:
             default = 8000 if f.name == "port" else f.default
             # a default the text states itself ('(default: torch's choice)') is not repeated
-            shown = "" if "default:" in help_text else " Default: none." if default is None else f" [default: {default}]"
+            shown = (
+                "" if "default:" in help_text else " Default: none." if default is None else f" [default: {default}]"
+            )
             group.add_argument(flag, type=_scalar_type(f), default=default, choices=f.metadata.get("choices"),
                                metavar=_placeholder(f), help=help_text + shown)
     group.add_argument("--help", action="help", help="Show this message and exit.")

@@ -52,8 +52,10 @@ def postgres_url(postgres_server):
 
 @pytest.fixture(scope="module")
 def ray_local():
-    """A local Ray for the test module (``start_local_ray(num_cpus=2)``: stages ask 0.5 CPU per actor), shut down after it:
-    a Ray left running slowed every later test by about 15 % (its threads in this process, its idle workers); skips with the reason
+    """A local Ray for the test module (``start_local_ray(num_cpus=2)``: stages ask 0.5 CPU per actor), shut down
+    after it:
+    a Ray left running slowed every later test by about 15 % (its threads in this process, its idle workers); skips
+    with the reason
     where Ray is missing (LDPCLIENT_REQUIRE_RAY=1 fails instead, as in .ci/run)."""
     try:
         import ray

@@ -123,7 +123,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, gzip_bomb(), {"Content-Type": "application/json", "Content-Encoding": "gzip"})
         if how.startswith("names:"):
             n = self._batch_rows(body)
-            body_out = {"outputs": [{"name": "label", "datatype": "INT64", "shape": [n], "data": [k % 10 for k in range(n)]}]}
+            body_out = {
+                "outputs": [{"name": "label", "datatype": "INT64", "shape": [n], "data": [k % 10 for k in range(n)]}]
+            }
             return self._send(200, json.dumps(body_out).encode())
         if how.startswith("status:"):
             return self._send(int(how[len("status:"):]), b"", {})

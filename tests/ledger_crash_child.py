@@ -1,7 +1,8 @@
 """Child process for the ledger crash tests: loops releasing overlapping batches until done or killed.
 
 Batch ``i`` is records ``4*i .. 4*i + 7`` (each batch shares 4 records with the previous
-one; record ``j`` is a deterministic random 1x8x8 image, see :func:`records`), released first to scope "A" with a per-record epsilon of ``EPS_A``, then to
+one; record ``j`` is a deterministic random 1x8x8 image, see :func:`records`), released first to scope "A" with a
+per-record epsilon of ``EPS_A``, then to
 scope "B" with ``EPS_B``: two transactions per batch. Run as a script
 (``python tests/ledger_crash_child.py DB [--kill-stage STAGE --kill-batch K --kill-scope S --key-file F]``,
 prints ``ready`` once the ledger is open) or call :func:`run` in a forked process.

@@ -3,7 +3,8 @@
 Found under ``$LDPCLIENT_PG_BIN`` or Debian's ``/usr/lib/postgresql/<version>/bin`` (or on ``PATH``). PostgreSQL
 refuses to run as root: as root (CI), the cluster is made and run as the unprivileged ``nobody`` user
 (``runuser``), in a folder that user owns. Trust authentication on 127.0.0.1 only; fsync off unless asked for (a
-test server: durability is PostgreSQL's, not what the tests measure; the benchmark turns it on). :func:`start` returns a :class:`Server` (its URL,
+test server: durability is PostgreSQL's, not what the tests measure; the benchmark turns it on). :func:`start`
+returns a :class:`Server` (its URL,
 ``stop()``) or raises :class:`Unavailable` with the reason to skip.
 """
 

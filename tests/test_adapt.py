@@ -171,7 +171,9 @@ def test_with_flip_half_the_pseudo_labelled_rows_are_mirrored_before_the_weak_tr
     assert all(tuple(i.flatten().tolist()) in originals for i in recorded(False))
     # without a weak transform (None for the side) the mirror alone is applied
     model = small_cnn(num_classes=3, in_channels=1, image_size=12, width=4)
-    hist = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0, augmentation=lambda side: None, flip=True).adapt(model, x)
+    hist = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0, augmentation=lambda side: None, flip=True).adapt(
+        model, x
+    )
     assert hist.selected == [64]
 
 
@@ -222,8 +224,17 @@ def test_the_variants_benchmark_scores_copies_and_its_weak_variant_is_the_librar
         explorer = variants.Explorer(0, truth, flip=False)
 
         def run(**adapter):
-            return KnowledgeTransfer(teacher, laplace(20.0, per="element"), num_queries=480, epochs=2, batch_size=16, seed=0,
-                                     device="cpu", release_generator=torch.Generator().manual_seed(5), **adapter).run(x)
+            return KnowledgeTransfer(
+                teacher,
+                laplace(20.0, per="element"),
+                num_queries=480,
+                epochs=2,
+                batch_size=16,
+                seed=0,
+                device="cpu",
+                release_generator=torch.Generator().manual_seed(5),
+                **adapter,
+            ).run(x)
 
         res, library = run(adapter=explorer), run()
         assert set(variants.VARIANTS) <= set(explorer.row)
@@ -259,9 +270,17 @@ def test_every_adaptation_of_the_older_comparison_runs_on_copies_and_records_its
         teacher = LocalTeacher(lambda v: v.mean((2, 3)), (3, 16, 16), 3, name="channel")
 
         def run(adapter):
-            return KnowledgeTransfer(teacher, laplace(20.0, per="element"), num_queries=240, epochs=1, batch_size=16, seed=0,
-                                     device="cpu", release_generator=torch.Generator().manual_seed(5),
-                                     adapter=adapter).run(x)
+            return KnowledgeTransfer(
+                teacher,
+                laplace(20.0, per="element"),
+                num_queries=240,
+                epochs=1,
+                batch_size=16,
+                seed=0,
+                device="cpu",
+                release_generator=torch.Generator().manual_seed(5),
+                adapter=adapter,
+            ).run(x)
 
         def final():
             return SelfTrainingAdapter(seed=0, schedule=(1.0,), epochs=1)

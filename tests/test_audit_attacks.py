@@ -28,7 +28,9 @@ def _laplace(shape, g, b):
 
 def laplace_model(eps: float) -> NoiseModel:
     b = 1.0 / eps
-    return NoiseModel(release_fn=lambda x, g: x + _laplace(x.shape, g, b), extra_noise_fn=lambda s, g: _laplace(s, g, b))
+    return NoiseModel(
+        release_fn=lambda x, g: x + _laplace(x.shape, g, b), extra_noise_fn=lambda s, g: _laplace(s, g, b)
+    )
 
 
 def quadrant_records(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -129,11 +129,34 @@ def test_audit_of_a_real_label_run_reads_settings_and_plan_from_its_report(tmp_p
     log = tmp_path / "queries.jsonl"
     out = tmp_path / "labels.csv"
     with serve(model="trivial", image_size=SIZE, query_log=str(log), max_batch_size=16) as srv:
-        res = CliRunner().invoke(app, [
-            "label", str(folder), "--teacher", srv.url + "/v2/models/digits", "--state-dir", str(tmp_path / "state"),
-            "--output", str(out), "--epsilon", "3", "--epsilon-unit", "element", "--reduce", "2", "--queries", "60", "--batch-size", "16",
-            "--epochs", "1", "--max-retry-time", "0", "--quiet",
-        ])
+        res = CliRunner().invoke(
+            app,
+            [
+                "label",
+                str(folder),
+                "--teacher",
+                srv.url + "/v2/models/digits",
+                "--state-dir",
+                str(tmp_path / "state"),
+                "--output",
+                str(out),
+                "--epsilon",
+                "3",
+                "--epsilon-unit",
+                "element",
+                "--reduce",
+                "2",
+                "--queries",
+                "60",
+                "--batch-size",
+                "16",
+                "--epochs",
+                "1",
+                "--max-retry-time",
+                "0",
+                "--quiet",
+            ],
+        )
     assert res.exit_code == 0, res.output
     report_path = out.with_name("labels.report.json")
     recorded = json.loads(report_path.read_text())

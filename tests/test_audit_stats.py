@@ -64,7 +64,9 @@ def test_ssim_matches_loop_reference_and_orders_noise():
     got = ssim(x, y)
     win = gaussian_window(7, 1.5).numpy()
     for i in range(2):
-        assert got[i].item() == pytest.approx(_ssim_reference(x[i, 0].double().numpy(), y[i, 0].double().numpy(), win), abs=1e-10)
+        assert got[i].item() == pytest.approx(
+            _ssim_reference(x[i, 0].double().numpy(), y[i, 0].double().numpy(), win), abs=1e-10
+        )
     assert torch.allclose(ssim(x, x), torch.ones(2, dtype=torch.float64))
     noisier = (x + 0.6 * torch.randn(2, 1, 12, 12, generator=g)).clamp(0, 1)
     assert (ssim(x, noisier) < got).all()

@@ -142,7 +142,9 @@ def test_rand_noise_scale_matches_base_mechanism():
     assert abs(extra.std().item() - np.sqrt(2) * b) < 0.02
     assert abs(extra.abs().mean().item() - b) < 0.02  # E|Laplace(b)| = b
     half = QueryPlan("rand", 10, num_queries=2000, seed=1, batch_size=500, rand_scale=0.5)
-    extra_half = half.queries(rel, np.arange(2000), mechanism=laplace(eps, per="element")).values - rel.values[d.sources[:, 0]]
+    extra_half = (
+        half.queries(rel, np.arange(2000), mechanism=laplace(eps, per="element")).values - rel.values[d.sources[:, 0]]
+    )
     assert abs(extra_half.std().item() - np.sqrt(2) * b / 2) < 0.01
 
 
@@ -173,7 +175,9 @@ def test_raw_tensors_rejected():
 def test_mixing_blank_queries():
     n = 10
     rel = _release(n)
-    blank = laplace(1.0, per="element").release(torch.zeros(6, 1, 6, 6), generator=torch.Generator().manual_seed(1), public=True)
+    blank = laplace(1.0, per="element").release(
+        torch.zeros(6, 1, 6, 6), generator=torch.Generator().manual_seed(1), public=True
+    )
     plan = QueryPlan("sup", n, num_queries=40, seed=2, n_blank=6, blank_fraction=0.25)
     d = plan.queries(rel, np.arange(40), blank_releases=blank)
     r = plan.recipes(np.arange(40))

@@ -277,7 +277,8 @@ def test_label_with_basis_dct_sends_only_what_the_kept_coefficients_span(tmp_pat
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
-        (["--basis", "dct", "--mechanism", "tldp-laplace"], "--basis dct takes --mechanism laplace, gaussian or quantised-rr"),
+        (["--basis", "dct", "--mechanism", "tldp-laplace"], "--basis dct takes --mechanism laplace, gaussian or "
+                                                            "quantised-rr"),
         (["--basis", "dct", "--reduce", "2"], "give --reduce 1"),
         (["--basis", "dct", "--epsilon-unit", "element"], "give --epsilon-unit record"),
         (["--basis", "pool", "--coefficients", "4"], "apply to --basis dct only"),

@@ -58,7 +58,8 @@ def test_the_audit_draws_its_curves_and_reconstructions_with_matplotlib(tmp_path
     files = write_report({"summary": rows}, tmp_path, examples)
     with Image.open(files["vs_epsilon_png"]) as curves:
         assert curves.size == (700, 400)
-        assert len(curves.convert("RGB").getcolors(maxcolors=100_000) or []) > 20  # lines, markers and text, not a blank canvas
+        # lines, markers and text, not a blank canvas
+        assert len(curves.convert("RGB").getcolors(maxcolors=100_000) or []) > 20
     mosaic = preview_grid([list(images) for images in examples.values()], scale=3)
     with Image.open(files["reconstructions_png"]) as grid:
         # the images at 3 px per pixel, and 1.4 inches (140 px) for the rows' names beside them
@@ -87,8 +88,8 @@ def test_no_page_or_chart_is_assembled_by_hand_in_the_package() -> None:
     """HTML lives in the templates (report/templates/), charts come from matplotlib: no markup in Python strings
     (a tag named in a docstring's ``code`` is not markup), no drawing on a Pillow canvas."""
     package = Path(ldpclient.__file__).parent
-    markup = re.compile(r"""["'][^"'\n`]*(?<!\?P)<(div|p|table|tr|td|th|section|h[1-6]|figure|dl|dt|dd|svg|rect|img|text|"""
-                        r"""span|html|body|style)[ >/]""")
+    markup = re.compile(r"""["'][^"'\n`]*(?<!\?P)<(div|p|table|tr|td|th|section|h[1-6]|figure|dl|dt|dd|svg|rect|img|"""
+                        r"""text|span|html|body|style)[ >/]""")
     found = []
     for path in package.rglob("*.py"):
         source = path.read_text(encoding="utf-8")

@@ -50,9 +50,31 @@ def _server(**kw):
 
 def _args(folder: Path, url: str, tmp_path: Path, *extra: str) -> list[str]:
     return [
-        "label", str(folder), "--teacher", url, "--state-dir", str(tmp_path / "state"),
-        "--output", str(tmp_path / "out" / "labels.csv"), "--epsilon", "4", "--epsilon-unit", "element", "--reduce", "2", "--queries", "24",
-        "--batch-size", "8", "--epochs", "1", "--price", "0.01", "--max-retry-time", "0", *extra,
+        "label",
+        str(folder),
+        "--teacher",
+        url,
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--output",
+        str(tmp_path / "out" / "labels.csv"),
+        "--epsilon",
+        "4",
+        "--epsilon-unit",
+        "element",
+        "--reduce",
+        "2",
+        "--queries",
+        "24",
+        "--batch-size",
+        "8",
+        "--epochs",
+        "1",
+        "--price",
+        "0.01",
+        "--max-retry-time",
+        "0",
+        *extra,
     ]
 
 
@@ -215,8 +237,25 @@ def test_noise_writes_copies_and_preview_and_label_reuses_them(tmp_path: Path) -
     folder = _private(tmp_path)
     with _server() as srv:
         out = tmp_path / "noised"
-        result = _run(["noise", str(folder), "--out", str(out), "--teacher", srv.model_url, "--reduce", "2", "--epsilon", "4", "--epsilon-unit", "element",
-                       "--state-dir", str(tmp_path / "state"), "--json"])
+        result = _run(
+            [
+                "noise",
+                str(folder),
+                "--out",
+                str(out),
+                "--teacher",
+                srv.model_url,
+                "--reduce",
+                "2",
+                "--epsilon",
+                "4",
+                "--epsilon-unit",
+                "element",
+                "--state-dir",
+                str(tmp_path / "state"),
+                "--json",
+            ]
+        )
         assert result.exit_code == 0, result.output
         doc = json.loads(result.stdout)
         assert doc["counts"]["noised"] == 12 and doc["counts"]["fresh"] == 12

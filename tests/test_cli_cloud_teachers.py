@@ -82,6 +82,8 @@ def test_declined_queries_are_counted_in_the_summary_and_the_report(demo: Path, 
     assert f"the teacher declined {declined} of them (never trained on)" in declining["stdout"]
     assert any(f"declined {declined} of the" in r for r in declining["verdict"]["reasons"])
     page = (tmp_path / "declining" / "labels.html").read_text()
-    assert f"{declined:,} declined by the teacher" in page and "declined by the teacher (&quot;cannot tell&quot;" in page
+    assert (
+        f"{declined:,} declined by the teacher" in page and "declined by the teacher (&quot;cannot tell&quot;" in page
+    )
     # (accuracy beside the run without declines: BENCHMARKS.md measures it on the whole demo folder, 3 seeds; this
     # folder's 150 images and 1,500 queries leave a student too weak for a 2-point comparison)

@@ -80,7 +80,9 @@ def test_bad_option_values(tmp_path: Path, args: list[str], needle: str, command
     if command == "noise" and args[0] in ("--student", "--output", "--queries"):
         pytest.skip("a label-only option")
     folder = _folder(tmp_path)
-    where = ["--teacher", UNREACHABLE] if command == "label" else ["--out", str(tmp_path / "out"), "--teacher", UNREACHABLE]
+    where = (
+        ["--teacher", UNREACHABLE] if command == "label" else ["--out", str(tmp_path / "out"), "--teacher", UNREACHABLE]
+    )
     result = _invoke([command, str(folder), *where, *args])
     _assert_user_error(result, EXIT_USAGE, needle)
 

@@ -227,7 +227,9 @@ def test_under_the_fault_mix_the_server_never_bills_more_than_the_cap(tmp_path, 
     with mock_server.serve(model="trivial", image_size=8, price_per_image=0.001, **faults) as srv:
         teacher = connect(f"{srv.url}/v2/models/digits", state_dir=tmp_path,
                           retry=RetryPolicy(max_attempts=8, initial_wait=0.0, jitter=0.0, sleep=lambda s: None))
-        client = QueryClient(teacher, journal=tmp_path / "journal.sqlite", cost=CostMeter(price_per_query=0.001, cap=cap))
+        client = QueryClient(
+            teacher, journal=tmp_path / "journal.sqlite", cost=CostMeter(price_per_query=0.001, cap=cap)
+        )
         with pytest.raises(CostCapReached):
             for _ in client.label_batches(plan.batches(release)):
                 pass

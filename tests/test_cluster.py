@@ -134,7 +134,9 @@ def test_label_on_the_cluster_then_here_finds_everything_stored(ray_local, postg
         assert refused.exit_code == EXIT_USAGE and "--cluster refuses --seed" in refused.stderr
         alone = _run([*_args(folder, srv.model_url, tmp_path), "--cluster", "auto"])
         assert alone.exit_code == EXIT_USAGE and "--cluster needs --state" in alone.stderr
-        on_cluster = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--no-adapt"), "--cluster", "auto", *state])
+        on_cluster = _run(
+            [*_args(folder, srv.model_url, tmp_path, "--json", "--no-adapt"), "--cluster", "auto", *state]
+        )
         assert on_cluster.exit_code == 0, on_cluster.output
         rep = json.loads(on_cluster.stdout)
         assert rep["ledger"]["fresh"] == 12 - rep["counts"]["not_released"] and rep["counts"]["labelled"] == 12

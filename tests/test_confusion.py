@@ -112,7 +112,11 @@ def test_a_run_measures_the_confusion_on_noised_public_images_pays_its_queries_a
     assert result.counts["confusion_queries"] == wanted
     assert _Counting.classified == sum(p.total for p in plans)  # every planned query, the confusion's included
     assert result.confusion is not None and result.confusion["queries"] == wanted
-    assert result.summary()["confusion"] == result.confusion and sum(result.confusion["images"]) == 30 and np.allclose(np.sum(result.confusion["matrix"], 1), 1, atol=1e-3)
+    assert (
+        result.summary()["confusion"] == result.confusion
+        and sum(result.confusion["images"]) == 30
+        and np.allclose(np.sum(result.confusion["matrix"], 1), 1, atol=1e-3)
+    )
     assert result.guarantee.epsilon_record == pytest.approx(20.0)
     charged = ledger.epsilon_per_record()  # the 10 private images once each; the 30 public ones never
     assert len(charged) == 10 and charged == pytest.approx([20.0] * 10)

@@ -284,7 +284,9 @@ def test_eight_bit_images_decode_to_exactly_their_value_over_255(tmp_path: Path)
     assert resized.shape == (1, 18, 14) and float(resized.min()) >= 0.0 and float(resized.max()) <= 1.0
 
 
-def test_a_file_is_read_whole_even_when_it_grew_after_it_was_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_is_read_whole_even_when_it_grew_after_it_was_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ldpclient.io.decoding import read_image_file
 
     data = np.random.default_rng(5).integers(0, 256, 300_000, dtype=np.uint8).tobytes()

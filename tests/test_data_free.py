@@ -61,7 +61,8 @@ def test_what_the_teacher_sees_at_epsilon_0_does_not_depend_on_the_private_image
         assert report["mechanism"]["config"]["per"] == "record"
         assert report["counts"]["labelled"] == 12
     else:
-        assert sent[0].tobytes() != sent[1].tobytes()  # a private run's releases carry its images: the check above can fail
+        # a private run's releases carry its images: the check above can fail
+        assert sent[0].tobytes() != sent[1].tobytes()
 
 
 def test_epsilon_0_summary_and_budget(tmp_path: Path) -> None:

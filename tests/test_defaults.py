@@ -76,7 +76,9 @@ def test_cli_options_and_library_share_the_defaults() -> None:
     assert training.student is None and label_opts.student is None  # -> defaults.student(shape, public) by the run
     assert training.crop is None and not training.flip and not label_opts.flip
     assert plan.augment == defaults.augment()
-    kt = KnowledgeTransfer(LocalTeacher(torch.nn.Flatten(), input_shape=(1, 2, 2), num_classes=4), laplace(1.0, per="element"))
+    kt = KnowledgeTransfer(
+        LocalTeacher(torch.nn.Flatten(), input_shape=(1, 2, 2), num_classes=4), laplace(1.0, per="element")
+    )
     assert kt.settings.epochs == defaults.epochs() and kt.settings.batch_size == defaults.train_batch_size()
     help_text = CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output
     assert re.search(rf"\[default: {defaults.train_batch_size()}[;\]]", help_text)  # '[default: 32; x>=1]'
@@ -106,7 +108,9 @@ def test_label_options_resolve_the_pixel_release_post_processing_from_the_shape(
 
 def test_the_student_and_the_training_shift_follow_the_image_shape() -> None:
     # with public images: the residual student for colour images of 16 px and more, every row shifted by 1/8
-    assert defaults.student((3, 32, 32), True) == "small_resnet" and defaults.student((4, 16, 20), True) == "small_resnet"
+    assert (
+        defaults.student((3, 32, 32), True) == "small_resnet" and defaults.student((4, 16, 20), True) == "small_resnet"
+    )
     assert defaults.student((1, 28, 28), True) == "small_cnn"  # grey
     assert defaults.student((3, 8, 8), True) == "small_cnn" and defaults.student((3, 15, 64), True) == "small_cnn"
     assert [defaults.train_crop(s, True) for s in (8, 15, 16, 28, 32, 224)] == [0, 0, 2, 3, 4, 28]

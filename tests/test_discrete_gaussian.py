@@ -181,7 +181,12 @@ def test_domain_uint8_and_dtype_mismatches_are_refused():
     pixels = torch.randint(0, 256, (2, 1, 4, 4), dtype=torch.uint8, generator=gen(5))
     with pytest.raises(ValueError, match=r"uint8 .* x.float\(\) / 255 .* Domain.uint8\(\)"):
         gaussian(1.0, per="element").release(pixels)
-    assert gaussian(1.0, domain=Domain.uint8(), per="element").release(pixels, generator=gen(6)).values.shape == (2, 1, 4, 4)
+    assert gaussian(1.0, domain=Domain.uint8(), per="element").release(pixels, generator=gen(6)).values.shape == (
+        2,
+        1,
+        4,
+        4,
+    )
     assert Domain.uint8() == Domain(0, 255, integer=True)
 
 

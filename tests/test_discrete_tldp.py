@@ -102,7 +102,9 @@ def test_integer_domain_clips_rounds_and_pools():
         floats, generator=gen(4)
     )
     assert r2.clipped_elements.tolist() == [3]  # two clipped, one rounded: every changed element is counted
-    whole = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True), per="element").release(torch.tensor([[3.0, 4.0]]))
+    whole = discrete_tldp(p=0.0, b=0.1, domain=Domain(0, 10, integer=True), per="element").release(
+        torch.tensor([[3.0, 4.0]])
+    )
     assert whole.clipped_elements.tolist() == [0]  # integral floats are taken as they are
 
 

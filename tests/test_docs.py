@@ -5,7 +5,8 @@ teacher this test starts, in a scratch folder holding a small private folder; th
 How a page marks its examples (an HTML comment on the line above a fence):
 
 * nothing: ``bash`` runs under ``bash -euo pipefail``, ``python`` as a script, ``toml`` as the ``--config``
-  of a ``label`` run (with a state directory of its own); each must exit 0. Blocks of one page run in order, in one folder, so a later block
+  of a ``label`` run (with a state directory of its own); each must exit 0. Blocks of one page run in order, in one
+  folder, so a later block
   may read what an earlier one wrote.
 * ``<!-- example: prints -->`` above a ``text`` block: the Python block before it must print exactly that.
 * ``<!-- example: server (...) -->``: each line starts a server, which must say it listens; then it is
@@ -150,7 +151,10 @@ def _start_server(line: str, where: str, cwd: Path, env: dict[str, str]) -> None
     reader.start()
     try:
         ok = listening.wait(timeout=300)
-        assert ok, f"{where}: `{line}` did not start listening: {''.join(seen)} {proc.stderr.read() if proc.poll() is not None and proc.stderr else ''}"
+        assert ok, (
+            f"{where}: `{line}` did not start listening: {''.join(seen)} "
+            f"{proc.stderr.read() if proc.poll() is not None and proc.stderr else ''}"
+        )
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)

@@ -204,7 +204,8 @@ def test_the_page_renders_in_a_real_browser_with_its_images_and_fetches_nothing(
         width: document.documentElement.scrollWidth,
         summary: [document.querySelector('dl.summary').className, document.querySelector('dl.summary').innerText],
         charts: Array.from(document.querySelectorAll('figure.chart svg')).map(
-            s => [s.getBoundingClientRect().width, s.getBoundingClientRect().height, s.querySelectorAll('text').length]),
+            s => [s.getBoundingClientRect().width, s.getBoundingClientRect().height,
+            s.querySelectorAll('text').length]),
     })"""
     visit = open_page(page_path, expression, width=1280, height=900, screenshot=tmp_path / "page.png")
     seen = json.loads(visit.value)
@@ -221,12 +222,18 @@ def test_the_page_renders_in_a_real_browser_with_its_images_and_fetches_nothing(
     assert visit.requests[0] == page_path.resolve().as_uri()
     assert _Canary.hits == [] and visit.failed == []
     assert (tmp_path / "page.png").stat().st_size > 10_000
-    assert seen["summary"][0].split() in (["summary", "usable"], ["summary", "doubtful"], ["summary", "not-worth-having"])
+    assert seen["summary"][0].split() in (
+        ["summary", "usable"],
+        ["summary", "doubtful"],
+        ["summary", "not-worth-having"],
+    )
     assert "epsilon per image" in seen["summary"][1] and "money this run" in seen["summary"][1]
     assert seen["width"] <= 1280  # nothing wider than the window
     # four charts drawn by matplotlib (labels written, before adaptation, data-free, the teacher's answers), each
     # with its names and values as text
-    assert len(seen["charts"]) == 4 and all(w > 150 and h > 100 and n > 10 for w, h, n in seen["charts"]), seen["charts"]
+    assert len(seen["charts"]) == 4 and all(w > 150 and h > 100 and n > 10 for w, h, n in seen["charts"]), seen[
+        "charts"
+    ]
 
 
 #: In the page: the words of table cells and of the summary band that a line break cut in two (a word is cut when

@@ -37,7 +37,8 @@ def keep_tolerance(p: float, n: int) -> float:
 
 
 def test_laplace_noise_scale_ks_and_guarantee():
-    m = laplace(2.0, domain=Domain(-1.0, 1.0), secure=False, per="element")  # b = 2 / 2 = 1 (float path: continuous law)
+    # b = 2 / 2 = 1 (float path: continuous law)
+    m = laplace(2.0, domain=Domain(-1.0, 1.0), secure=False, per="element")
     x = torch.full((100, 1, 10, 10), 0.25)
     r = m.release(x, generator=gen(1))
     assert isinstance(r, Release) and r.values.dtype == torch.float32 and r.values.shape == x.shape
@@ -245,7 +246,9 @@ def test_make_mechanism_maps_cli_names():
     assert make_mechanism("gaussian", epsilon=1.0, delta=1e-6, per="element").name == "gaussian"
     assert make_mechanism("tldp-laplace", epsilon=1.0, per="element").name == "tldp-laplace"
     assert make_mechanism("tldp_gaussian", epsilon=1.0, per="element").name == "tldp-gaussian"
-    assert make_mechanism("tldp-weighted", epsilon=1.0, weights=torch.zeros(2, 2), per="element").name == "tldp-weighted"
+    assert (
+        make_mechanism("tldp-weighted", epsilon=1.0, weights=torch.zeros(2, 2), per="element").name == "tldp-weighted"
+    )
     assert make_mechanism("discrete-tldp", epsilon=5.0, per="element").name == "discrete-tldp"
     with pytest.raises(ValueError, match="unknown mechanism"):
         make_mechanism("laplacian", epsilon=1.0, per="element")
@@ -256,7 +259,12 @@ def test_make_mechanism_maps_cli_names():
 def test_config_is_json_serialisable():
     import json
 
-    for m in (laplace(1.0, secure=True, per="element"), gaussian(1.0, per="element"), weighted_tldp(1.0, torch.rand(3, 3), per="element"), discrete_tldp(5.0, per="element")):
+    for m in (
+        laplace(1.0, secure=True, per="element"),
+        gaussian(1.0, per="element"),
+        weighted_tldp(1.0, torch.rand(3, 3), per="element"),
+        discrete_tldp(5.0, per="element"),
+    ):
         json.dumps(m.config())
         json.dumps(m.guarantee((1, 3, 3)).as_dict())
 
@@ -326,7 +334,12 @@ def test_shape_dependent_errors():
 
 def test_non_contiguous_and_integer_inputs():
     x = torch.rand(4, 3, 3, 1, generator=gen(20)).permute(0, 3, 2, 1)  # (4, 1, 3, 3), not contiguous
-    for m in (tldp_laplace(1.0, per="element"), weighted_tldp(0.5, torch.zeros(3, 3), per="element"), laplace(1.0, secure=True, per="element"), gaussian(1.0, per="element")):
+    for m in (
+        tldp_laplace(1.0, per="element"),
+        weighted_tldp(0.5, torch.zeros(3, 3), per="element"),
+        laplace(1.0, secure=True, per="element"),
+        gaussian(1.0, per="element"),
+    ):
         assert m.release(x, generator=gen(21)).values.shape == (4, 1, 3, 3)
     pair = torch.rand(2, 6000, generator=gen(22)).t()  # (6000, 2) non-contiguous view; I = 2
     assert not pair.is_contiguous()

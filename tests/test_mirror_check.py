@@ -120,7 +120,10 @@ def test_a_teacher_whose_answers_a_mirror_changes_gets_no_mirrored_rows_and_the_
 
 
 def test_a_teacher_whose_answers_a_mirror_keeps_gets_mirrored_rows(seen):
-    x, public = torch.rand(24, 3, SIDE, SIDE), torch.rand(120, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(3))
+    x, public = (
+        torch.rand(24, 3, SIDE, SIDE),
+        torch.rand(120, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(3)),
+    )
     res = _kt(_channel_teacher()).run(x, public=public)
     assert res.training["flip"] is True and res.training["mirror_check"]["mirror_agreement"] == 1.0
     assert seen and set(seen) == {True}

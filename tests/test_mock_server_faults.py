@@ -58,7 +58,10 @@ def test_error_rates_are_seeded_and_deterministic(teacher):
     assert sum(counts.values()) == 60 and all(counts[c] > 0 for c in counts)
     assert 15 <= counts[200] <= 45  # rate 0.5 of 60 (a fixed seed: this cannot flake)
     # the injector draws per request index, independently of timing
-    a, b = FaultInjector(ServerConfig(drop_rate=0.5, fault_seed=3)), FaultInjector(ServerConfig(drop_rate=0.5, fault_seed=3))
+    a, b = (
+        FaultInjector(ServerConfig(drop_rate=0.5, fault_seed=3)),
+        FaultInjector(ServerConfig(drop_rate=0.5, fault_seed=3)),
+    )
     assert [a.decide() for _ in range(20)] == [b.decide() for _ in range(20)]
 
 

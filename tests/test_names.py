@@ -78,6 +78,8 @@ def test_the_student_zoo_builds_exactly_the_named_students_and_help_lists_them()
     from ldpclient.transfer.student import STUDENTS
 
     assert tuple(STUDENTS) == names.STUDENT_NAMES
-    assert {defaults.student(s, p) for s in ((1, 28, 28), (3, 32, 32)) for p in (True, False)} <= set(names.STUDENT_NAMES)
+    assert {defaults.student(s, p) for s in ((1, 28, 28), (3, 32, 32)) for p in (True, False)} <= set(
+        names.STUDENT_NAMES
+    )
     help_text = " ".join(CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output.split())
     assert f"Student model: {names.choice_list(names.STUDENT_NAMES)} (default:" in help_text

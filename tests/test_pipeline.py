@@ -155,7 +155,7 @@ def test_client_path_uses_label_batches():
 def test_bad_inputs():
     with pytest.raises(ValueError, match="mode"):
         _kt(mode="magic")
-    with pytest.raises(ValueError, match="augmentation"):
+    with pytest.raises(ValueError, match="augment must be one of"):
         _kt(aug="mixup")
     with pytest.raises(ValueError, match="unknown student"):
         _kt(student="vgg99")
@@ -232,7 +232,8 @@ def test_above_the_selection_sample_only_the_final_pass_reads_every_record():
     x, _ = _records()
     small = _kt("ldpkit", "sup", adapt=True, adapter=SelfTrainingAdapter(seed=0, selection_sample=20)).run(x)
     assert small.unadapted_labels is None  # would cost a pass over every record: not computed above the sample
-    assert small.adaptation is not None and small.adaptation.predicted == 3 * 20 + len(x)  # rounds 0-2 on the sample + final
+    # rounds 0-2 on the sample + final
+    assert small.adaptation is not None and small.adaptation.predicted == 3 * 20 + len(x)
     assert len(small.labels) == len(x)
     whole = _kt("ldpkit", "sup", adapt=True).run(x)  # at or below the sample: the unadapted labels are there
     assert whole.unadapted_labels is not None and len(whole.unadapted_labels) == len(x)
@@ -263,23 +264,50 @@ def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shi
     public = torch.rand(8, 3, 16, 16, generator=torch.Generator().manual_seed(2))
 
     def kt(**kw):
-        return KnowledgeTransfer(_colour_teacher(16), laplace(50.0, per="element"), num_queries=64, epochs=1, batch_size=16,
-                                 seed=0, device="cpu", adapt=False, **kw)
+        return KnowledgeTransfer(
+            _colour_teacher(16),
+            laplace(50.0, per="element"),
+            num_queries=64,
+            epochs=1,
+            batch_size=16,
+            seed=0,
+            device="cpu",
+            adapt=False,
+            **kw,
+        )
 
     res = kt(flip=False).run(x, public=public)
-    assert res.training == {"student": "small_resnet", "crop_pixels": 2, "flip": False, "warmup_epochs": 0, "students": 1,
-                            "mirror_check": None}
+    assert res.training == {
+        "student": "small_resnet",
+        "crop_pixels": 2,
+        "flip": False,
+        "warmup_epochs": 0,
+        "students": 1,
+        "mirror_check": None,
+    }
     assert res.summary()["training"]["student"] == "small_resnet"
     assert any(isinstance(m, torch.nn.BatchNorm2d) for m in res.student.modules())
     assert len(seen) >= 4 and set(seen) == {(2, False)}  # every optimiser step's batch
     seen.clear()
     alone = kt().run(x)  # the noised queries alone: the small CNN on the rows as they are
-    assert alone.training == {"student": "small_cnn", "crop_pixels": 0, "flip": False, "warmup_epochs": 0, "students": 1,
-                              "mirror_check": None}
+    assert alone.training == {
+        "student": "small_cnn",
+        "crop_pixels": 0,
+        "flip": False,
+        "warmup_epochs": 0,
+        "students": 1,
+        "mirror_check": None,
+    }
     assert not seen
     given = kt(student="small_resnet", crop=3, flip=True).run(x)
-    assert given.training == {"student": "small_resnet", "crop_pixels": 3, "flip": True, "warmup_epochs": 0, "students": 1,
-                              "mirror_check": None}
+    assert given.training == {
+        "student": "small_resnet",
+        "crop_pixels": 3,
+        "flip": True,
+        "warmup_epochs": 0,
+        "students": 1,
+        "mirror_check": None,
+    }
     assert seen and set(seen) == {(3, True)}
 
 

@@ -5,7 +5,8 @@ A throwaway server runs for the session (conftest ``postgres_server``: ``initdb`
 root); each test gets a fresh database. Checked: releases are reused, not noised again, and the cap refuses before
 sampling; the caps live in the database; a second host with a copy of the key file shares the spend, a host with
 another key is refused; 8 processes releasing overlapping batches to 6 teachers under one cap never pass it and
-never noise one image twice for one teacher (and opening the new ledger at once, one of them makes it); a process SIGKILLed after its commit, or with noise drawn but not
+never noise one image twice for one teacher (and opening the new ledger at once, one of them makes it); a process
+SIGKILLed after its commit, or with noise drawn but not
 committed, leaves the accounting whole, and a re-run charges nothing new.
 """
 

@@ -38,7 +38,9 @@ def test_blur_preserves_constants_and_reduces_noise():
     assert out.shape == noisy.shape
     assert (out - 0.5).std() < 0.5 * (noisy - 0.5).std()
     # a constant image is a fixed point (normalised kernel, reflect padding)
-    const = laplace(1e9, secure=False, per="element").release(torch.full((2, 1, 9, 9), 0.3), generator=torch.Generator().manual_seed(0))
+    const = laplace(1e9, secure=False, per="element").release(
+        torch.full((2, 1, 9, 9), 0.3), generator=torch.Generator().manual_seed(0)
+    )
     assert torch.allclose(GaussianBlur(2.0)(const).values, const.values, atol=1e-5)
 
 

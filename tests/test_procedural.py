@@ -32,7 +32,9 @@ def test_the_kinds_differ_as_described() -> None:
         return sum(len(torch.unique(im.flatten(1), dim=1).T) for im in images) / len(images)
     assert distinct(leaves) < 60 < distinct(noise)  # flat discs against a value in every pixel
     assert float(noise.std(dim=1).mean()) > 0.01  # its colour channels differ
-    step = (stripes[:, :, :, 1:] - stripes[:, :, :, :-1]).abs().mean() + (stripes[:, :, 1:] - stripes[:, :, :-1]).abs().mean()
+    step = (stripes[:, :, :, 1:] - stripes[:, :, :, :-1]).abs().mean() + (
+        stripes[:, :, 1:] - stripes[:, :, :-1]
+    ).abs().mean()
     smooth = (blobs[:, :, :, 1:] - blobs[:, :, :, :-1]).abs().mean() + (blobs[:, :, 1:] - blobs[:, :, :-1]).abs().mean()
     assert float(step) > 3 * float(smooth)  # gratings change fast, blobs slowly
     grey = procedural_images(8, (1, 16, 16), torch.Generator().manual_seed(0))

@@ -170,8 +170,9 @@ def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_
     ids = np.concatenate(seen)
     assert result.counts["public_repeats"] == 20  # round(3 x 40 queries / 6 public images)
     assert np.bincount(ids[ids >= 40] - 40).tolist() == [20] * 6 and np.bincount(ids[ids < 40]).tolist() == [1] * 40
-    once = KnowledgeTransfer(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False,
-                     public_repeats=1)
+    once = KnowledgeTransfer(
+        teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False, public_repeats=1
+    )
     seen.clear()
     assert once.run(x, public=others).counts["public_repeats"] == 1
     assert len(np.concatenate(seen)) == 46

@@ -100,7 +100,9 @@ def test_label_sends_rounds_reports_them_and_the_dry_run_states_the_least_and_mo
         plan = json.loads(dry.output)["plan"]
         # 8 batches of 50: rounds end after 2, 4 and 8; the first two are always sent
         assert plan["queries"]["rounds"] == 3 and plan["queries"]["private_at_least"] == 200
-        assert plan["spend"]["money_at_least"] == pytest.approx(2.0) and plan["spend"]["money_at_most"] == pytest.approx(4.0)
+        assert plan["spend"]["money_at_least"] == pytest.approx(2.0) and plan["spend"][
+            "money_at_most"
+        ] == pytest.approx(4.0)
         words = runner.invoke(app, [*args, "--dry-run"])
         assert "in up to 3 rounds of doubling size, at least 200 private" in words.output
         assert "at least 2, at most 4" in words.output

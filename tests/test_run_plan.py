@@ -128,8 +128,12 @@ def test_colour_images_plan_the_residual_student_with_shifts_beside_public_image
             Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(many / f"m{k}.png")
         assert student("--public", str(many))["mirror_check_images"] == 120  # a mirrored and a shifted copy of each
         assert student("--public", str(many), "--no-flip")["mirror_check_images"] == 0
-        queries = json.loads(CliRunner().invoke(app, [*args, "--json", "--public", str(many)]).output)["plan"]["queries"]
+        queries = json.loads(CliRunner().invoke(app, [*args, "--json", "--public", str(many)]).output)["plan"][
+            "queries"
+        ]
         assert queries["public"] == 120 + 240
         shown = CliRunner().invoke(app, [*args, "--public", str(public), "--flip", "--student", "small_cnn"],
                                    terminal_width=200).output
-        assert "small_cnn, 5 epochs, batch 32, rows shifted up to 2 px, mirrored half the time" in " ".join(shown.split())
+        assert "small_cnn, 5 epochs, batch 32, rows shifted up to 2 px, mirrored half the time" in " ".join(
+            shown.split()
+        )

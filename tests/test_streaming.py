@@ -211,7 +211,9 @@ def test_noise_releases_in_chunks_writes_every_copy_and_reuses_on_rerun(tmp_path
     (folder / "sub").mkdir(parents=True)
     rng = np.random.default_rng(1)
     for k in range(10):
-        Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(folder / ("sub" if k % 2 else "") / f"{k}.png")
+        Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(
+            folder / ("sub" if k % 2 else "") / f"{k}.png"
+        )
     opts = NoiseOptions(private_dir=folder, out=tmp_path / "out", size=8, epsilon=50, epsilon_unit="record",
                         state_dir=tmp_path / "state", preview=4)
     first = run_noise(opts)

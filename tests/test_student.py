@@ -172,7 +172,9 @@ def test_training_runs_channels_last_on_the_cpu_and_its_checkpoint_loads_as_nchw
     tr = Trainer(model, epochs=1, batch_size=32, val_fraction=0.0, device="cpu")
     conv = tr.model.features[3].weight  # (16, 8, 3, 3): NHWC and NCHW differ
     assert tr.model is model and conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
-    assert all(torch.equal(a, b) for a, b in zip(before.state_dict().values(), model.state_dict().values(), strict=True))
+    assert all(
+        torch.equal(a, b) for a, b in zip(before.state_dict().values(), model.state_dict().values(), strict=True)
+    )
     nhwc = batch_in_layout(x[:4], "cpu")
     assert nhwc.is_contiguous(memory_format=torch.channels_last) and torch.equal(nhwc, x[:4])
     assert batch_in_layout(torch.ones(3, 5), "cpu").is_contiguous()  # not an image batch: as it is

@@ -52,7 +52,9 @@ def test_one_address_spelled_three_ways_is_noised_once_and_paid_once(tmp_path: P
         url = srv.model_url
         reports = []
         for k, spelling in enumerate((url, url + "/", "oip+" + url)):
-            result = _run(["label", str(folder), "--teacher", spelling, "--output", str(tmp_path / f"l{k}.csv"), *common])
+            result = _run(
+                ["label", str(folder), "--teacher", spelling, "--output", str(tmp_path / f"l{k}.csv"), *common]
+            )
             assert result.exit_code == 0, result.output
             reports.append(json.loads(result.stdout))
         billed = srv.usage()["total"]["images"]

@@ -115,7 +115,8 @@ def test_hf_adapter_id2label_from_hub_and_loading_wait(caplog):
     cfg = {"id2label": {str(i): n for i, n in enumerate(NAMES)}}
     responses.add(responses.GET, f"{HUB}/acme/digits-vit/resolve/main/config.json", json=cfg)
     url = f"{HF_EP}/acme/digits-vit"
-    responses.add(responses.POST, url, json={"error": "Model acme/digits-vit is currently loading", "estimated_time": 12.5}, status=503)
+    responses.add(responses.POST, url, json={"error": "Model acme/digits-vit is currently "
+                                                      "loading", "estimated_time": 12.5}, status=503)
     responses.add_callback(responses.POST, url, callback=hf_reply)
     sleep = Recorder()
     t = connect("hf://acme/digits-vit", endpoint=HF_EP, hub_url=HUB, token=TOKEN, input_shape=(1, 6, 5),

@@ -30,7 +30,10 @@ def make_release(values):
 
 def plan(n_batches=10, size=6, seed=0):
     g = torch.Generator().manual_seed(seed)
-    rel = make_release(torch.rand(n_batches * size, 1, 28, 28, generator=g) * 0.6 + torch.linspace(0, 0.4, n_batches * size).view(-1, 1, 1, 1))
+    rel = make_release(
+        torch.rand(n_batches * size, 1, 28, 28, generator=g) * 0.6
+        + torch.linspace(0, 0.4, n_batches * size).view(-1, 1, 1, 1)
+    )
     return [(f"b{k:03d}", rel[k * size : (k + 1) * size]) for k in range(n_batches)]
 
 

@@ -36,7 +36,12 @@ def make_release(values):
 
 
 def metadata(datatype="FP32", out_dt="INT64", out_shape=(-1,), params=None, shape=(-1, 1, 28, 28)):
-    p = {"num_classes": 10, "class_names": [str(i) for i in range(10)], "max_batch_size": 256, "value_range": [0.0, 1.0]}
+    p = {
+        "num_classes": 10,
+        "class_names": [str(i) for i in range(10)],
+        "max_batch_size": 256,
+        "value_range": [0.0, 1.0],
+    }
     if params is not None:
         p = params
     return {
@@ -166,7 +171,9 @@ def test_binary_body_is_within_5_percent_of_tensor_bytes():
 @responses.activate
 def test_score_outputs_argmax_and_classification_extension():
     add_meta(responses, out_dt="FP32", out_shape=(-1, 10), params={})
-    responses.add(responses.GET, f"{BASE}/v2", json={"name": "triton", "extensions": ["classification", "binary_tensor_data"]})
+    responses.add(
+        responses.GET, f"{BASE}/v2", json={"name": "triton", "extensions": ["classification", "binary_tensor_data"]}
+    )
     responses.add(responses.GET, f"{MODEL_URL}/config", json={"max_batch_size": 8})
 
     def cb(req):
@@ -223,7 +230,15 @@ def test_binary_bytes_classification_layout():
         (label_reply([1, 2, 3, 11]), r"outside \[0, 10\)", 2),  # impossible label: could be corruption
         (label_reply([1, 2, 3, 4], dt="INT32"), "metadata declares INT64", 1),
         (lambda req: (200, {}, "{not json"), "unparseable", 2),
-        (lambda req: (200, {}, json.dumps({"outputs": [{"name": "probs", "datatype": "INT64", "shape": [4], "data": [0] * 4}]})), "lacks output 'label'", 2),
+        (
+            lambda req: (
+                200,
+                {},
+                json.dumps({"outputs": [{"name": "probs", "datatype": "INT64", "shape": [4], "data": [0] * 4}]}),
+            ),
+            "lacks output 'label'",
+            2,
+        ),
     ],
 )
 def test_malformed_answers_are_errors_never_labels(reply, match, calls):
@@ -290,7 +305,9 @@ def test_retry_after_seconds_and_http_date_are_honoured():
 @responses.activate
 def test_retry_after_beyond_budget_gives_up_at_once():
     add_meta(responses)
-    responses.add(responses.POST, INFER, json={"error": "come back tomorrow"}, status=429, headers={"Retry-After": "86400"})
+    responses.add(
+        responses.POST, INFER, json={"error": "come back tomorrow"}, status=429, headers={"Retry-After": "86400"}
+    )
     sleep = Recorder()
     t = OIPTeacher(BASE, "digits", retry=fast_policy(sleep=sleep, max_total=60))
     with pytest.raises(RetriesExhausted, match="asked to wait 86400 s.*come back tomorrow"):
@@ -323,7 +340,8 @@ def test_connection_errors_are_retried():
 @pytest.mark.parametrize("status", [400, 404, 413])
 def test_other_4xx_fail_fast_with_server_text(status):
     add_meta(responses)
-    responses.add(responses.POST, INFER, json={"error": f"problem {status}: input shape [2, 1, 28, 28] refused"}, status=status)
+    responses.add(responses.POST, INFER, json={"error": f"problem {status}: input shape [2, 1, 28, 28] "
+                                                        "refused"}, status=status)
     t = OIPTeacher(BASE, "digits", retry=fast_policy())
     with pytest.raises(TeacherRequestError, match=f"HTTP {status}.*problem {status}: input shape") as info:
         t.classify(queries(2))

@@ -30,7 +30,9 @@ def test_builtin_adapters_by_address():
     assert isinstance(registry.connect("https://h.example/digits"), OIPTeacher)
     ts = registry.connect("torchserve+http://h:8080/digits", num_classes=10, input_shape=(1, 28, 28))
     assert isinstance(ts, TorchServeTeacher) and ts.url == "http://h:8080/predictions/digits"
-    hf = registry.connect("hf://org/model", endpoint="http://hf.local/models", class_names=["a", "b"], input_shape=(3, 8, 8))
+    hf = registry.connect(
+        "hf://org/model", endpoint="http://hf.local/models", class_names=["a", "b"], input_shape=(3, 8, 8)
+    )
     assert isinstance(hf, HFTeacher) and hf.url == "http://hf.local/models/org/model"
 
 

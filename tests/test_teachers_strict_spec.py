@@ -46,11 +46,37 @@ def _strict(**kw):
 
 
 def _label(folder: Path, url: str, tmp_path: Path, *extra: str):
-    return CliRunner().invoke(app, [
-        "label", str(folder), "--teacher", url, "--state-dir", str(tmp_path / "state"),
-        "--output", str(tmp_path / "out" / "labels.csv"), "--epsilon", "4", "--epsilon-unit", "element", "--reduce", "2", "--queries", "24",
-        "--batch-size", "8", "--epochs", "1", "--price", "0.01", "--max-retry-time", "0", "--quiet", *extra,
-    ])
+    return CliRunner().invoke(
+        app,
+        [
+            "label",
+            str(folder),
+            "--teacher",
+            url,
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--output",
+            str(tmp_path / "out" / "labels.csv"),
+            "--epsilon",
+            "4",
+            "--epsilon-unit",
+            "element",
+            "--reduce",
+            "2",
+            "--queries",
+            "24",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "1",
+            "--price",
+            "0.01",
+            "--max-retry-time",
+            "0",
+            "--quiet",
+            *extra,
+        ],
+    )
 
 
 def test_strict_mode_looks_like_a_stock_server():

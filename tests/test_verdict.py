@@ -91,7 +91,9 @@ def test_a_student_no_better_than_the_teachers_favourite_answer_is_doubtful() ->
 
 
 def test_labels_equal_to_the_data_free_runs_say_the_privacy_bought_nothing() -> None:
-    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, same_as_free=0.97, public_held_out=(450, 500))
+    v = judge(
+        num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, same_as_free=0.97, public_held_out=(450, 500)
+    )
     assert v.level == USABLE
     said = next(r for r in v.reasons if "bought nothing measurable" in r)
     assert "--epsilon 0" in said and "--public" in said and "--queries" in said  # and what to do about it
@@ -113,7 +115,9 @@ def test_the_check_set_scores_the_labels_with_a_wilson_interval() -> None:
     assert ev is not None and (ev.score.correct, ev.score.images) == (79, 100)
     v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=ev)
     assert v.level == USABLE
-    assert v.headline == "usable: 79.0% right on the check set (79 of 100 hand-labelled images; 95% interval 70.0%-85.8%)"
+    assert (
+        v.headline == "usable: 79.0% right on the check set (79 of 100 hand-labelled images; 95% interval 70.0%-85.8%)"
+    )
     assert accuracy_words(v.as_dict()).startswith("79.0% on the check set of 100 hand-labelled images")
 
 
@@ -153,7 +157,9 @@ def test_labels_significantly_worse_than_the_data_free_run_are_doubtful() -> Non
 
 def test_no_significant_gain_over_the_data_free_run_is_said_without_lowering_the_level() -> None:
     check, names, labels, free = _check(100, 80, free_right=79)
-    v = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=check_evidence(check, names, labels, free))
+    v = judge(
+        num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=check_evidence(check, names, labels, free)
+    )
     assert v.level == USABLE and "no measurable gain over the data-free run" in v.reasons[1]
 
 
@@ -256,7 +262,8 @@ def test_public_images_that_miss_the_queries_classes_are_named_without_lowering_
     v = judge(num_classes=10, label_counts=labels, answer_counts=[q + p for q, p in zip(queries, half, strict=True)],
               answers_apart={"queries": queries, "public": half}, public_held_out=(450, 500))
     assert v.level == "usable"
-    assert any("seldom or never gave the public images 5 of the 10 classes it often gave the queries" in r for r in v.reasons)
+    assert any("seldom or never gave the public images 5 of the 10 classes it often gave the "
+               "queries" in r for r in v.reasons)
     every = [20] * 10
     v = judge(num_classes=10, label_counts=labels, answer_counts=[q + p for q, p in zip(queries, every, strict=True)],
               answers_apart={"queries": queries, "public": every})
@@ -264,8 +271,13 @@ def test_public_images_that_miss_the_queries_classes_are_named_without_lowering_
     v = judge(num_classes=10, label_counts=labels, answer_counts=queries)  # no public images: nothing said
     assert not any("gave the public images" in r for r in v.reasons)
     # public images none of whose answers were counted (every one held out or refused): nothing said, no error
-    v = judge(num_classes=10, label_counts=labels, answer_counts=queries, answers_apart={"queries": queries, "public": [0] * 10},
-              public_held_out=(450, 500))
+    v = judge(
+        num_classes=10,
+        label_counts=labels,
+        answer_counts=queries,
+        answers_apart={"queries": queries, "public": [0] * 10},
+        public_held_out=(450, 500),
+    )
     assert v.level == "usable" and not any("gave the public images" in r for r in v.reasons)
 
 

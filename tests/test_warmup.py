@@ -66,9 +66,19 @@ def test_a_run_with_a_warm_up_repeats_with_its_seed_reports_it_and_leaves_the_ca
     stages: list[tuple[str, int, int]] = []
 
     def run(warmup: int, **more):
-        return KnowledgeTransfer(teacher, laplace(20.0, per="element"), num_queries=200, epochs=1, batch_size=16, seed=4,
-                                 device="cpu", release_generator=torch.Generator().manual_seed(5), warmup=warmup,
-                                 adapt=False, **more).run(x)
+        return KnowledgeTransfer(
+            teacher,
+            laplace(20.0, per="element"),
+            num_queries=200,
+            epochs=1,
+            batch_size=16,
+            seed=4,
+            device="cpu",
+            release_generator=torch.Generator().manual_seed(5),
+            warmup=warmup,
+            adapt=False,
+            **more,
+        ).run(x)
 
     torch.manual_seed(123)
     state = torch.get_rng_state()

@@ -172,7 +172,9 @@ def build_denoisers(
     cands: dict[str, Denoiser] = {"clip": clipped(lambda x: x)}
     spread = 3 * noise_var**0.5
     for s in (0.5, 1.0, 1.5, 2.0, 3.0):
-        cands[f"blur(sigma={s:g})"] = clipped(functools.partial(_blur_within, low=low - spread, high=high + spread, sigma=s))
+        cands[f"blur(sigma={s:g})"] = clipped(
+            functools.partial(_blur_within, low=low - spread, high=high + spread, sigma=s)
+        )
     for k in (3, 5):
         cands[f"median({k}x{k})"] = clipped(functools.partial(median_filter, k=k))
     for k in (3, 5, 7):

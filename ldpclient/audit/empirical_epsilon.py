@@ -43,7 +43,9 @@ def mechanism_sampler(mechanism: Mechanism) -> Sampler:
     return sample
 
 
-def _collect(sampler: Sampler, value: float, shape: Sequence[int], samples: int, element: int | None, g: torch.Generator) -> torch.Tensor:
+def _collect(
+    sampler: Sampler, value: float, shape: Sequence[int], samples: int, element: int | None, g: torch.Generator
+) -> torch.Tensor:
     out: list[torch.Tensor] = []
     got = 0
     per_record = None
@@ -66,7 +68,9 @@ def _events(
     a: torch.Tensor, b: torch.Tensor, low: float, high: float, grid: int, g: torch.Generator
 ) -> list[tuple[str, float]]:
     pooled = torch.cat([a, b])
-    qs = torch.quantile(pooled[torch.randperm(pooled.numel(), generator=g)[:200_000]].float(), torch.linspace(0.001, 0.999, grid)).double()
+    qs = torch.quantile(
+        pooled[torch.randperm(pooled.numel(), generator=g)[:200_000]].float(), torch.linspace(0.001, 0.999, grid)
+    ).double()
     ev: list[tuple[str, float]] = [("==", low), ("==", high)]
     for t in torch.unique(qs).tolist():
         ev += [(">=", t), ("<=", t)]

@@ -51,14 +51,17 @@ def _best_pairs(queries: torch.Tensor, candidates: torch.Tensor, nearest: torch.
     return out
 
 
-def _linkable(queries: torch.Tensor, sources: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _linkable(
+    queries: torch.Tensor, sources: torch.Tensor, candidates: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The queries with a known source and their sources, checked: at least 2 candidates of the queries' shape,
     one or two sources a query (ValueError)."""
     n = candidates.shape[0]
     if n < 2:
         raise ValueError("linkage needs at least 2 candidates")
     if queries.shape[1:] != candidates.shape[1:]:
-        raise ValueError(f"queries {tuple(queries.shape[1:])} and candidates {tuple(candidates.shape[1:])} differ in shape")
+        raise ValueError(f"queries {tuple(queries.shape[1:])} and candidates {tuple(candidates.shape[1:])} differ "
+                         "in shape")
     sources = check_sources(sources, queries.shape[0], n)
     has = (sources >= 0).any(1)
     queries, sources = queries[has], sources[has]

@@ -223,7 +223,15 @@ def audit_queries(
             banks[k] = build_denoisers(noise_model, k, shape, low=low, high=high, cnn_steps=cnn_steps, seed=seed)
     bank, record_bank = banks[kind], banks["none"]
     rec = reconstruction_attack(
-        queries, sources, private, bank, record_bank=record_bank, teacher=teacher, data_range=high - low, low=low, seed=seed
+        queries,
+        sources,
+        private,
+        bank,
+        record_bank=record_bank,
+        teacher=teacher,
+        data_range=high - low,
+        low=low,
+        seed=seed,
     )
     cands = private if distractors is None else torch.cat([private, distractors.to(private.dtype)])
     link = linkage_attack(queries, sources, cands, denoiser=bank.candidates[bank.best])
@@ -280,12 +288,29 @@ class _Setup:
     say: Callable[[str], None]
 
     def attack(
-        self, queries: torch.Tensor, sources: torch.Tensor, nm: NoiseModel, kind: str, banks: dict[str, Any] | None = None
+        self,
+        queries: torch.Tensor,
+        sources: torch.Tensor,
+        nm: NoiseModel,
+        kind: str,
+        banks: dict[str, Any] | None = None,
     ) -> dict:
         """:func:`audit_queries` on one query set (domain units) with these settings."""
-        return audit_queries(queries, sources, self.private, nm, kind, teacher=self.teacher, distractors=self.distractors,
-                             low=self.low, high=self.high, cnn_steps=self.cnn_steps, max_queries=self.max_queries,
-                             seed=self.seed, banks=banks)
+        return audit_queries(
+            queries,
+            sources,
+            self.private,
+            nm,
+            kind,
+            teacher=self.teacher,
+            distractors=self.distractors,
+            low=self.low,
+            high=self.high,
+            cnn_steps=self.cnn_steps,
+            max_queries=self.max_queries,
+            seed=self.seed,
+            banks=banks,
+        )
 
 
 def _check_private(private: torch.Tensor) -> None:
@@ -337,7 +362,8 @@ def _logged_queries(
         if the_plan is None or segments is None:
             raise ValueError("pass plan= (with a query log) or sources= to trace queries to records")
         if the_plan.n != s.private.shape[0]:
-            raise ValueError(f"the plan is for n={the_plan.n} records but {s.private.shape[0]} private records were given")
+            raise ValueError(f"the plan is for n={the_plan.n} records but {s.private.shape[0]} private records "
+                             "were given")
         sources = sources_from_plan(the_plan, segments)
     sources = torch.as_tensor(sources).long()
     if sources.dim() == 1:
@@ -438,7 +464,9 @@ def _audit_empirical(
     ]
 
 
-def _audit_rme(s: _Setup, report: dict[str, Any], mechanism: Mechanism | None, sweep: Mapping[float, Any] | None) -> None:
+def _audit_rme(
+    s: _Setup, report: dict[str, Any], mechanism: Mechanism | None, sweep: Mapping[float, Any] | None
+) -> None:
     """Reverse Manifold Embedding audit on the records as 7x7 feature vectors; fills ``rme``."""
     s.say("Reverse Manifold Embedding audit")
     private = s.private
@@ -503,7 +531,9 @@ def run_audit(
     report = _report_header(private, low, high)
     clip = _resolve_clip(clip_queries, low, high)
     report["queries_clipped_to"] = list(clip) if clip is not None else None
-    s = _Setup(private, low, high, clip, transforms, upsample_mode, teacher, distractors, cnn_steps, max_queries, seed, say)
+    s = _Setup(
+        private, low, high, clip, transforms, upsample_mode, teacher, distractors, cnn_steps, max_queries, seed, say
+    )
     examples: dict[str, torch.Tensor] | None = None
     if queries is not None:
         examples = _audit_logged(s, report, queries, sources, plan, mechanism, kind)
@@ -521,7 +551,9 @@ def run_audit(
     return report
 
 
-def write_report(report: dict, out_dir: str | os.PathLike[str], examples: Mapping[str, torch.Tensor] | None = None) -> dict:
+def write_report(
+    report: dict, out_dir: str | os.PathLike[str], examples: Mapping[str, torch.Tensor] | None = None
+) -> dict:
     """Write ``audit.json`` and the PNG figures into ``out_dir``; returns their paths (also stored in the report)."""
     from ..io.charts import image_rows_png, line_chart_png
     from ..io.output import write_json

@@ -32,12 +32,14 @@ from .options import (
     MoneyGroup,
     OutputGroup,
     PrivacyGroup,
+    PrivateDirArgument,
     QueryGroup,
     ReduceOption,
     RunGroup,
     StateGroup,
     StudentGroup,
     TeacherGroup,
+    TeacherUrlOption,
 )
 
 
@@ -102,11 +104,8 @@ def version() -> None:
 @app.command(cls=HelpCommand)
 @with_groups
 def label(
-    private_dir: Path = typer.Argument(..., metavar="PRIVATE_DIR", help="Folder of private images (searched recursively).",
-                                       show_default=False),
-    teacher: Optional[str] = typer.Option(
-        None, "--teacher", "-t", help="Teacher URL, e.g. http://127.0.0.1:8080/v2/models/digits. Required (here or "
-        "as `teacher` in --config).", show_default=False),
+    private_dir: Path = PrivateDirArgument,
+    teacher: Optional[str] = TeacherUrlOption,
     epsilon: float = LabelEpsilonOption,
     *, privacy: PrivacyGroup, sent: QueryGroup, money: MoneyGroup, learning: StudentGroup, written: OutputGroup,
     kept: StateGroup, run: RunGroup, remote: TeacherGroup,
@@ -114,7 +113,8 @@ def label(
 ) -> None:
     """Label PRIVATE_DIR with a student trained on the teacher's answers to LDP queries.
 
-    Raw images never leave this machine: each is noised once (per-record budget kept in the ledger), expanded into queries by post-processing, and sent in batches.
+    Raw images never leave this machine: each is noised once (per-record budget kept in the ledger), expanded into
+    queries by post-processing, and sent in batches.
 
     Re-running the same command resumes: no record is re-noised, no batch paid twice.
     """
@@ -145,9 +145,12 @@ def label(
 @app.command(cls=HelpCommand)
 @with_groups
 def noise(
-    private_dir: Path = typer.Argument(..., metavar="PRIVATE_DIR", help="Folder of private images.", show_default=False),
+    private_dir: Path = typer.Argument(..., metavar="PRIVATE_DIR", help="Folder of private "
+                                                                        "images.", show_default=False),
     out: Path = typer.Option(..., "--out", help="Where noised copies (PNG) and preview.png go.", show_default=False),
-    teacher: Optional[str] = typer.Option(None, "--teacher", "-t", help="Take the input shape from this teacher, and release for it (the label run then reuses these releases)."),
+    teacher: Optional[str] = typer.Option(None, "--teacher", "-t", help="Take the input shape from this teacher, "
+                                                                        "and release for it (the label run then "
+                                                                        "reuses these releases)."),
     size: int = typer.Option(28, min=1, help="Image side when no --teacher is given."),
     channels: int = typer.Option(1, help="1 (grey) or 3 (RGB) when no --teacher is given."),
     epsilon: float = EpsilonOption,
@@ -159,7 +162,8 @@ def noise(
 ) -> None:
     """Write noised copies of PRIVATE_DIR (what a teacher would see) and a preview grid.
 
-    preview.png rows: clean records, their releases (post-processed), augmented queries. Charged in the ledger like any release; the preview shows clean images and is for your eyes only.
+    preview.png rows: clean records, their releases (post-processed), augmented queries. Charged in the ledger like
+    any release; the preview shows clean images and is for your eyes only.
     """
     from ..run.compute import use_available_cores
     from ..run.noise import NoiseOptions, run_noise
@@ -243,18 +247,21 @@ def serve_mock(ctx: typer.Context) -> None:
 
 @app.command(cls=HelpCommand)
 def demo(
-    workdir: Optional[Path] = typer.Option(None, help="Where the private PNG folder and outputs go (default: a temp dir)."),
+    workdir: Optional[Path] = typer.Option(None, help="Where the private PNG folder and outputs go (default: a "
+                                                      "temp dir)."),
     queries: Optional[int] = typer.Option(
         None, min=10, help=f"Teacher queries per method (default: label's, {defaults.QUERIES_PER_RECORD} per record).",
         show_default=False,
     ),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs (label's default)."),
-    epsilon: float = typer.Option(defaults.epsilon(), help=f"Per-record epsilon of the demo's {defaults.mechanism()} mechanism."),
+    epsilon: float = typer.Option(defaults.epsilon(), help="Per-record epsilon of the demo's "
+                                                           f"{defaults.mechanism()} mechanism."),
     reduce: Optional[int] = ReduceOption,
     adapt: bool = AdaptOption,
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run the data-free baseline."),
     seed: int = typer.Option(0, help="Seed of the demo's data split and training (the demo uses public data)."),
-    teacher_epochs: Optional[int] = typer.Option(None, min=1, hidden=True, help="Mock teacher epochs, uncached (tests)."),
+    teacher_epochs: Optional[int] = typer.Option(None, min=1, hidden=True, help="Mock teacher epochs, uncached "
+                                                                                "(tests)."),
     html: Optional[Path] = typer.Option(
         None, "--html", dir_okay=False,
         help="Write the LDPKiT-Sup run's page (label --html-private: the demo's images are public digits) here.",

@@ -113,6 +113,11 @@ MechanismOption = typer.Option(
     "by randomized response: as informative as its epsilon allows, so at 100 per record the teacher sees the "
     "quantised image itself about 99 times in 100 (docs/privacy.md).",
 )
+PrivateDirArgument = typer.Argument(
+    ..., metavar="PRIVATE_DIR", help="Folder of private images (searched recursively).", show_default=False)
+TeacherUrlOption = typer.Option(
+    None, "--teacher", "-t", help="Teacher URL, e.g. http://127.0.0.1:8080/v2/models/digits. Required (here or "
+    "as `teacher` in --config).", show_default=False)
 EpsilonOption = typer.Option(defaults.epsilon(), help="Privacy parameter epsilon (nats), in --epsilon-unit.")
 LabelEpsilonOption = typer.Option(
     defaults.epsilon(),
@@ -245,16 +250,21 @@ BatchApiOption = typer.Option(
     "of jobs answered within 24 hours, at half the token prices; a run stopped while they run collects them when "
     "run again.")
 PriceOutputTokensOption = typer.Option(
-    None, "--price-output-tokens", min=0.0, help="Money per million output tokens (the answer), as --price-input-tokens.")
+    None, "--price-output-tokens", min=0.0, help="Money per million output tokens (the answer), as "
+                                                 "--price-input-tokens.")
 ValueRangeOption = typer.Option(
     None, "--value-range",
     help="LO,HI: the units the model's inputs are in (e.g. 0,255) when the server does not publish them "
     "(otherwise [0,1] is assumed, and the report says so).",
 )
-InputShapeOption = typer.Option(None, "--input-shape", help="C,H,W of one input, when the server declares none or a variable one.")
-InputNameOption = typer.Option(None, "--input-name", help="Input tensor name, when the model has several or declares none.")
-OutputNameOption = typer.Option(None, "--output-name", help="Output tensor name (class indices or scores), when the model has several or declares none.")
-DatatypeOption = typer.Option(None, "--datatype", help="Input datatype the model takes (FP32, UINT8, ...), when it declares none.")
+InputShapeOption = typer.Option(None, "--input-shape", help="C,H,W of one input, when the server declares none or "
+                                                            "a variable one.")
+InputNameOption = typer.Option(None, "--input-name", help="Input tensor name, when the model has several or "
+                                                          "declares none.")
+OutputNameOption = typer.Option(None, "--output-name", help="Output tensor name (class indices or scores), when "
+                                                            "the model has several or declares none.")
+DatatypeOption = typer.Option(None, "--datatype", help="Input datatype the model takes (FP32, UINT8, ...), when it "
+                                                       "declares none.")
 
 
 
@@ -452,5 +462,5 @@ class OutputGroup(OptionGroup):
 
 
 __all__ = ["Augment", "Basis", "DEFAULT_AUGMENT", "DEFAULT_MAX_PIXELS", "EpsilonUnit", "LabelFormat", "Mechanism",
-           "MoneyGroup", "OutputGroup", "PrivacyGroup", "QueryGroup", "RunGroup", "StateGroup", "StudentGroup",
-           "TOKEN_ENV", "TeacherGroup", "Wire"]
+           "MoneyGroup", "OutputGroup", "PrivacyGroup", "PrivateDirArgument", "QueryGroup", "RunGroup", "StateGroup",
+           "StudentGroup", "TOKEN_ENV", "TeacherGroup", "TeacherUrlOption", "Wire"]

@@ -2,7 +2,8 @@
 
 Blocks travel pickled, one block per row and per task (``batch_size=1``): Ray's object store holds them (spilled
 to disk past its memory). Actors are restarted and their tasks retried without limit (Ray Data's defaults for an
-actor pool: ``max_restarts=-1``, ``max_task_retries=-1``): a block whose actor died runs again on another, which the stages make harmless (the
+actor pool: ``max_restarts=-1``, ``max_task_retries=-1``): a block whose actor died runs again on another, which
+the stages make harmless (the
 release finds its block's releases stored). Each actor asks for ``actor_cpus`` (default 0.5: on a 2-core machine,
 two 1-CPU actors starved Ray Data's own read task and the job hung).
 """
@@ -167,7 +168,8 @@ class RayEngine:
         try:
             import ray
         except ImportError:
-            raise StateError("--cluster needs Ray, which this install lacks: pip install 'ldpclient[cluster]'") from None
+            raise StateError("--cluster needs Ray, which this install lacks: pip install "
+                             "'ldpclient[cluster]'") from None
         # Ray Data reports progress and plans on the terminal and in the log; the run has its own progress bars
         _quiet()
         if ray.is_initialized():
@@ -211,8 +213,13 @@ class RayEngine:
         if not items:
             return
         dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-            _Worker, fn_constructor_kwargs={"stage": stage, "kwargs": [ray.put(kwargs)]}, batch_size=1, batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(size=min(self.actors, len(items))), num_cpus=self.actor_cpus)
+            _Worker,
+            fn_constructor_kwargs={"stage": stage, "kwargs": [ray.put(kwargs)]},
+            batch_size=1,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=min(self.actors, len(items))),
+            num_cpus=self.actor_cpus,
+        )
         # block by block, not iter_batches: its prefetch thread (ray 2.60) outlives the iteration, one per stage run
         for bundle in dataset.iter_internal_ref_bundles():
             for entry in bundle.blocks:

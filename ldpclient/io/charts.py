@@ -134,8 +134,10 @@ def line_chart_png(
         return out
 
 
-def image_rows_png(rows: "Mapping[str, torch.Tensor | Iterable[torch.Tensor]]", path: str | Path, *, scale: int = 3) -> Path:
-    """One row of images per entry (an ``(N, C, H, W)`` tensor or ``(C, H, W)`` images, in ``[0, 1]``, e.g. originals / queries / reconstructions), the
+def image_rows_png(rows: "Mapping[str, torch.Tensor | "
+                         "Iterable[torch.Tensor]]", path: str | Path, *, scale: int = 3) -> Path:
+    """One row of images per entry (an ``(N, C, H, W)`` tensor or ``(C, H, W)`` images, in ``[0, 1]``, e.g.
+    originals / queries / reconstructions), the
     entry's name beside its row, written to ``path`` as a PNG at ``scale`` screen pixels per image pixel."""
     from .output import preview_grid
 

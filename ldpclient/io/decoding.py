@@ -174,7 +174,11 @@ def _to_array(img: Image.Image, channels: int) -> np.ndarray:
 def _resize(arr: np.ndarray, h: int, w: int) -> np.ndarray:
     """Bilinear (antialiased when shrinking) resize of an HWC float array, channel by channel."""
     planes = [
-        np.asarray(Image.fromarray(np.ascontiguousarray(arr[:, :, k], dtype=np.float32)).resize((w, h), Image.Resampling.BILINEAR))
+        np.asarray(
+            Image.fromarray(np.ascontiguousarray(arr[:, :, k], dtype=np.float32)).resize(
+                (w, h), Image.Resampling.BILINEAR
+            )
+        )
         for k in range(arr.shape[2])
     ]
     return np.stack(planes, axis=2)

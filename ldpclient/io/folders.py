@@ -120,14 +120,16 @@ class DecodedFolder:
 
 @dataclass(frozen=True)
 class PrivateImages(DecodedFolder):
-    """Decoded private records in memory: ``records`` float32 ``(N, C, H, W)`` in ``[0, 1]``, row ``i`` from ``paths[i]``."""
+    """Decoded private records in memory: ``records`` float32 ``(N, C, H, W)`` in ``[0, 1]``, row ``i`` from
+    ``paths[i]``."""
 
     records: torch.Tensor
 
 
 @dataclass(frozen=True)
 class SpooledImages(DecodedFolder):
-    """Decoded private records spooled to disk (:class:`~ldpclient.io.records.DiskRecords`), row ``i`` from ``paths[i]``.
+    """Decoded private records spooled to disk (:class:`~ldpclient.io.records.DiskRecords`), row ``i`` from
+    ``paths[i]``.
 
     ``records`` holds the values ``convert`` gave (see :func:`spool_private_folder`);
     close it (or the ``SpooledImages``) when done.
@@ -153,7 +155,9 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
-def discover_images(root: str | os.PathLike[str], *, limit: int | None = None, what: str = "private folder") -> Discovery:
+def discover_images(
+    root: str | os.PathLike[str], *, limit: int | None = None, what: str = "private folder"
+) -> Discovery:
     """List image files under ``root`` recursively, in sorted relative-path order.
 
     Does not decode anything. Non-image extensions, hidden entries, zero-byte files,

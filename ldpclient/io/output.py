@@ -76,7 +76,9 @@ def _jsonable(obj: object) -> Any:
 
 def to_json(obj: object, *, secrets: Iterable[str | None] = (), indent: int | None = 2) -> str:
     """Serialise a report to JSON text (tensors of one element become numbers; others are refused), secrets scrubbed."""
-    return json_text(scrub(json.dumps(_jsonable(obj), indent=indent, ensure_ascii=False, allow_nan=False), list(secrets)))
+    return json_text(
+        scrub(json.dumps(_jsonable(obj), indent=indent, ensure_ascii=False, allow_nan=False), list(secrets))
+    )
 
 
 def write_json(path: str | os.PathLike[str], obj: object, *, secrets: Iterable[str | None] = ()) -> Path:

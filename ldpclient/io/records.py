@@ -227,7 +227,9 @@ class SubsetRecords:
     def __init__(self, source: RecordSource, indices: Sequence[int] | np.ndarray | torch.Tensor) -> None:
         self.source = source
         self.indices = np.asarray(indices, dtype=np.int64)
-        if self.indices.ndim != 1 or (len(self.indices) and not 0 <= self.indices.min() <= self.indices.max() < len(source)):
+        if self.indices.ndim != 1 or (
+            len(self.indices) and not 0 <= self.indices.min() <= self.indices.max() < len(source)
+        ):
             raise ValueError("subset indices must be a 1-D list of positions in the source")
 
     @property
@@ -273,6 +275,12 @@ def iter_batches(
 
 
 __all__ = [
-    "DiskRecords", "MappedRecords", "RecordSource", "SubsetRecords", "TensorRecords", "as_record_source", "iter_batches",
+    "DiskRecords",
+    "MappedRecords",
+    "RecordSource",
+    "SubsetRecords",
+    "TensorRecords",
+    "as_record_source",
+    "iter_batches",
     "source_ids",
 ]

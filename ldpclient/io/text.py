@@ -99,7 +99,16 @@ def json_text(text: str) -> str:
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-__all__ = ["MIN_SECRET_CHARS", "check_token", "csv_cell", "from_csv_cell", "json_text", "printable", "redact", "wrap_words"]
+__all__ = [
+    "MIN_SECRET_CHARS",
+    "check_token",
+    "csv_cell",
+    "from_csv_cell",
+    "json_text",
+    "printable",
+    "redact",
+    "wrap_words",
+]
 
 
 #: A short bracketed note click adds to an option's help (``[default: secure]``, ``[x>=1]``): kept on one line.

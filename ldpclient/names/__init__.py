@@ -33,4 +33,13 @@ def choice_list(names: tuple[str, ...]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-__all__ = ["AUGMENTATIONS", "BASES", "EPSILON_UNITS", "FREE_IMAGES", "PLAN_KINDS", "STUDENT_NAMES", "VERDICT_LEVELS", "choice_list"]
+__all__ = [
+    "AUGMENTATIONS",
+    "BASES",
+    "EPSILON_UNITS",
+    "FREE_IMAGES",
+    "PLAN_KINDS",
+    "STUDENT_NAMES",
+    "VERDICT_LEVELS",
+    "choice_list",
+]

@@ -1,7 +1,8 @@
 """On-device local differential privacy: what an application uses to noise records and keep their spend.
 
 Mechanisms (``laplace``, ``gaussian``, ``tldp_laplace``, ``tldp_gaussian``, ``weighted_tldp``,
-``discrete_tldp``, ``quantised_rr``, or ``make_mechanism`` by name; ``register_mechanism`` adds one) turn raw records into a :class:`Release`
+``discrete_tldp``, ``quantised_rr``, or ``make_mechanism`` by name; ``register_mechanism`` adds one) turn raw
+records into a :class:`Release`
 carrying its :class:`Guarantee`; post-processing makes :class:`Derived` rows; a :class:`Ledger`
 keeps each image's spend and stored releases; :class:`TrustPolicy` sets per-teacher budgets.
 The calibration helpers (``calibrate_sigma``, ``epsilon_for_sigma``, ``discrete_tldp_epsilon``)

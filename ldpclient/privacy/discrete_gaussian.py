@@ -176,7 +176,8 @@ class CKSDiscreteGaussianSampler:
         return _ideal_pmf(self.s, z)
 
     def epsilon_excess(self, sensitivity: int) -> float:
-        """Bound on how far the realised privacy loss between outputs at distance <= ``sensitivity`` can exceed the ideal.
+        """Bound on how far the realised privacy loss between outputs at distance <= ``sensitivity`` can exceed the
+        ideal.
 
         The acceptance test is exact and the normaliser cancels in a ratio, so the
         excess is the proposal's (:meth:`DiscreteLaplaceSampler.epsilon_excess`).

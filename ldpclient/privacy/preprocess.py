@@ -252,7 +252,8 @@ def check_weights(weights: object, record_shape: Sequence[int] | None = None, re
         try:
             w = torch.as_tensor(weights, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError):
-            raise ValueError(f"weights must be a 2-D array of numbers in [0, 1], got {type(weights).__name__}") from None
+            raise ValueError("weights must be a 2-D array of numbers in [0, 1], got "
+                             f"{type(weights).__name__}") from None
     if w.dim() != 2:
         raise ValueError(f"weights must be a 2-D (H, W) matrix over the spatial axes, got shape {tuple(w.shape)}")
     if w.numel() == 0:

@@ -280,7 +280,9 @@ class Derived:
         if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != self.values.shape[0]:
             raise ValueError(f"post-processing step {step!r} changed the number of rows")
         _check_row_wise(fn, self.values, out, step)
-        return Derived(out.detach(), self.sources, self.guarantee, self.steps + (step,), self.ids, _token=_DERIVED_TOKEN)
+        return Derived(
+            out.detach(), self.sources, self.guarantee, self.steps + (step,), self.ids, _token=_DERIVED_TOKEN
+        )
 
     @property
     def record_shape(self) -> tuple[int, ...]:

@@ -82,10 +82,18 @@ def _summary(report: Mapping[str, Any]) -> dict[str, Any]:
     items += [
         ("epsilon per image", f"{eps:.4g}" + (" (data-free)" if g.get("public_input") else "")),
         ("images labelled", f"{c['labelled']:,}"),
-        ("queries", f"{q['sent']:,} sent" + (f", {q['from_journal']:,} from the journal" if q["from_journal"] else "")
-         + (f", {q['abstained']:,} declined by the teacher" if q.get("abstained") else "")),
-        ("money this run", unpriced_note(cost.get("price_per_query"), cost.get("billing"))
-         or f"{cost['spent_run']:.4g}{money_parts(cost['spent_run'], cost.get('spent_public_run'), report.get('baseline'))}"),
+        (
+            "queries",
+            f"{q['sent']:,} sent"
+            + (f", {q['from_journal']:,} from the journal" if q["from_journal"] else "")
+            + (f", {q['abstained']:,} declined by the teacher" if q.get("abstained") else ""),
+        ),
+        (
+            "money this run",
+            unpriced_note(cost.get("price_per_query"), cost.get("billing"))
+            or f"{cost['spent_run']:.4g}"
+            f"{money_parts(cost['spent_run'], cost.get('spent_public_run'), report.get('baseline'))}",
+        ),
         ("time", f"{_total_seconds(report.get('timings') or {}):.0f} s"),
     ]
     return {"level": level, "items": items}
@@ -203,7 +211,8 @@ def _sent(report: Mapping[str, Any], images: PageImages, class_names: Sequence[s
                  for img, k in zip(images.clean, sample.release_indices, strict=False)]
     public = report["guarantee"].get("public_input")
     releases_intro = (("Blank releases (data-free: the teacher got noise on blank images, nothing private)" if public
-                       else "Their releases, after the free post-processing (" + str(report.get("postprocess") or "none")
+                       else "Their releases, after the free post-processing "
+                            "(" + str(report.get("postprocess") or "none")
                        + "): what every query is built from")
                       + ("; with --augment none exactly what was sent." if report.get("augment") == "none" else "."))
     how = {"sup": "each the average of two images' releases (LDPKiT-Sup)",

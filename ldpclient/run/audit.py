@@ -336,8 +336,10 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         eps_r = r.get("epsilon_record")
         line = (
             f"  eps/elem {r['epsilon_element']:g} (per record {eps_r:.4g}) {r['kind']:>4}: "
-            f"linkage {r['linkage_top1']:.3f} (chance {r['linkage_chance']:.4f}, no noise {r['linkage_no_noise']:.3f}); "
-            f"reconstruction SSIM {r['recon_ssim']:.3f} (chance {r['recon_chance_ssim']:.3f}), PSNR {r['recon_psnr_db']:.1f} dB"
+            f"linkage {r['linkage_top1']:.3f} (chance {r['linkage_chance']:.4f}, no noise "
+            f"{r['linkage_no_noise']:.3f}); "
+            f"reconstruction SSIM {r['recon_ssim']:.3f} (chance {r['recon_chance_ssim']:.3f}), PSNR "
+            f"{r['recon_psnr_db']:.1f} dB"
         )
         if "recon_teacher_agreement" in r:
             line += f"; teacher agrees {r['recon_teacher_agreement']:.3f} (chance {r['recon_teacher_chance']:.3f})"
@@ -351,12 +353,14 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"  FLAG: {flag}")
     if "membership" in report:
         s = report["membership"]["student"]
-        lines.append(f"  membership inference: AUC {s['auc']:.3f}, TPR@1%FPR {s['tpr_at_0.01_fpr']:.3f} (chance 0.5 / 0.01)")
+        lines.append(f"  membership inference: AUC {s['auc']:.3f}, TPR@1%FPR {s['tpr_at_0.01_fpr']:.3f} (chance "
+                     "0.5 / 0.01)")
     if "rme" in report:
         r = report["rme"]
         lines.append(
             f"  RME: linkage plain {r['plain_l1']:.3f}, invertible RME after exact inversion "
-            f"{r['invertible']['attacker_inverts_l1']:.3f}, folding RME {max(r['folding'].values()):.3f} (chance {r['chance']:.4f})"
+            f"{r['invertible']['attacker_inverts_l1']:.3f}, folding RME {max(r['folding'].values()):.3f} (chance "
+            f"{r['chance']:.4f})"
         )
     for k, v in report.get("files", {}).items():
         lines.append(f"  {k}: {v}")

@@ -106,7 +106,8 @@ def run_demo(
     html: Path | None = None,
     ui: UI | None = None,
 ) -> dict[str, Any]:
-    """Run the demo (see module doc); returns rows ``{method, accuracy, epsilon_element, epsilon_record, queries, money}``.
+    """Run the demo (see module doc); returns rows ``{method, accuracy, epsilon_element, epsilon_record, queries,
+    money}``.
 
     ``workdir``: where the private folder, labels and state go (default: a fresh
     temporary directory, removed afterwards). ``epsilon`` is per record (default
@@ -168,7 +169,8 @@ def _write_private_data(
     truth = {name: int(labels[i]) for name, i in zip(names, unseen.tolist(), strict=True)}
     write_check_file(check_file_for(private), {name: truth[name] for name in names[:CHECK_IMAGES]})
     ui.info(f"demo: {len(names)} private digit images (28x28) written to {private}; the true digits of "
-            f"{min(CHECK_IMAGES, len(names))} of them in {check_file_for(private)} (the check set), the rest kept aside")
+            f"{min(CHECK_IMAGES, len(names))} of them in {check_file_for(private)} (the check set), the rest kept "
+            "aside")
     return _PrivateData(private, names, truth, images[unseen], labels[unseen])
 
 
@@ -279,14 +281,16 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
     if verdict:
         notes.insert(0, f"verdict on the LDPKiT-Sup labels (what every label run says): {verdict['headline']}")
         if verdict.get("check"):
-            notes.insert(1, f"accuracy: the table's is against the true digits of all {answers.sup['counts']['labelled']} "
+            notes.insert(1, "accuracy: the table's is against the true digits of all "
+                            f"{answers.sup['counts']['labelled']} "
                             f"private images (the demo knows them); the verdict's is estimated from the "
                             f"{verdict['check']['images']} hand-labelled images of the check set, as a run on your "
                             "own images, without the truth, estimates it.")
     if kept:
         notes.append(f"outputs and state kept in {root}; label that folder yourself with a mock teacher running "
                      f"(ldpclient serve-mock --port 8080): ldpclient label {root / 'private'} --teacher "
-                     f"http://127.0.0.1:8080/v2/models/digits --check {check_file_for(root / 'private')} --baseline --html")
+                     f"http://127.0.0.1:8080/v2/models/digits --check {check_file_for(root / 'private')} "
+                     "--baseline --html")
     return notes
 
 

@@ -7,7 +7,8 @@ of classes, value range or class names), some models declare no inputs at all.
 ``--output-name``, ``--datatype`` and ``--wire`` to :func:`ldpclient.teachers.connect`
 (the same keys work in the ``--config`` TOML file); for the teachers that are chat models also ``--model``, the
 class descriptions of a ``--class-names`` JSON object, and the token prices ``--price-input-tokens`` and
-``--price-output-tokens`` (money per million tokens) and ``--batch`` (its Batch API); for a vision API the ``--label-map`` of its labels to the
+``--price-output-tokens`` (money per million tokens) and ``--batch`` (its Batch API); for a vision API the
+``--label-map`` of its labels to the
 classes. Importing this module is cheap
 (no torch).
 """
@@ -79,13 +80,17 @@ class TeacherFacts:
             raise ValueError(f"--wire must be one of {', '.join(WIRE_CHOICES)}, got {wire!r}")
         if num_classes is not None and num_classes < 2:
             raise ValueError(f"--num-classes must be >= 2, got {num_classes}")
-        for option, price in (("--price-input-tokens", price_input_tokens), ("--price-output-tokens", price_output_tokens)):
+        for option, price in (
+            ("--price-input-tokens", price_input_tokens),
+            ("--price-output-tokens", price_output_tokens),
+        ):
             if price is not None and not (math.isfinite(price) and price >= 0):
                 raise ValueError(f"{option} must be a finite number >= 0 (money per million tokens), got {price}")
         described = read_class_descriptions(class_names) if class_names is not None else None
         names = tuple(n for n, _ in described) if described is not None else None
         if names is not None and num_classes is not None and len(names) != num_classes:
-            raise ValueError(f"--class-names {str(class_names)!r} has {len(names)} names but --num-classes is {num_classes}")
+            raise ValueError(f"--class-names {str(class_names)!r} has {len(names)} names but --num-classes is "
+                             f"{num_classes}")
         return cls(
             wire=wire,
             num_classes=num_classes,

@@ -573,8 +573,13 @@ def _run_transfer(
         # every cap the run can foresee, before anything is noised or sent (no stop report: nothing happened)
         if setup.plan.mode != "data-free":
             to_release = transfer.records_to_release(records)  # None: every image
-            foresee_privacy(ledger, setup.mechanism, records if to_release is None else SubsetRecords(records, to_release),
-                            scope=setup.scope, cap=ledger.cap_epsilon)
+            foresee_privacy(
+                ledger,
+                setup.mechanism,
+                records if to_release is None else SubsetRecords(records, to_release),
+                scope=setup.scope,
+                cap=ledger.cap_epsilon,
+            )
         foresee_money(client, [p for t in (transfer, base) if t is not None for p in t.query_plans(records, public)],
                       opts.money_cap)
         with setup.timer.stage("pipeline"):

@@ -49,7 +49,8 @@ def mechanism_for(
     kwargs: dict[str, Any] = {"epsilon": epsilon, "per": per, "reduction": reduce}
     if basis != "pool":
         if not entry.takes_basis:
-            raise ValueError(f"--basis {basis} takes --mechanism {choice_list(basis_mechanism_names())}, not {entry.name}")
+            raise ValueError(f"--basis {basis} takes --mechanism {choice_list(basis_mechanism_names())}, not "
+                             f"{entry.name}")
         if reduce != 1:
             raise ValueError(f"--basis {basis} releases low-frequency coefficients of the whole image: give --reduce 1")
         if per != "record":
@@ -74,7 +75,8 @@ def mechanism_for(
     try:
         mech = make_mechanism(name, **kwargs)
     except OverflowError:
-        raise ValueError(f"--epsilon {epsilon:g} is too large to calibrate any noise for; choose a smaller --epsilon") from None
+        raise ValueError(f"--epsilon {epsilon:g} is too large to calibrate any noise for; choose a smaller "
+                         "--epsilon") from None
     if record_shape[-1] % reduce or record_shape[-2] % reduce:
         raise ValueError(
             f"--reduce {reduce} does not divide the teacher's input size {record_shape[-2]}x{record_shape[-1]}"
@@ -82,7 +84,8 @@ def mechanism_for(
     try:
         g = mech.guarantee(record_shape)  # validates shape-dependent parameters
     except OverflowError:
-        raise ValueError(f"--epsilon {epsilon:g} is too large to calibrate any noise for; choose a smaller --epsilon") from None
+        raise ValueError(f"--epsilon {epsilon:g} is too large to calibrate any noise for; choose a smaller "
+                         "--epsilon") from None
     check_epsilon_ceiling(g.epsilon_record, allow_weak_privacy)
     return mech
 
@@ -91,7 +94,8 @@ def check_epsilon_ceiling(epsilon_record: float, allow_weak_privacy: bool) -> No
     """Refuse (ValueError, one line) a per-record epsilon above the ceiling unless the user allowed it."""
     ceiling = defaults.epsilon_ceiling()
     if not math.isfinite(epsilon_record):
-        raise ValueError(f"--epsilon gives an infinite per-record epsilon ({epsilon_record}); choose a smaller --epsilon")
+        raise ValueError(f"--epsilon gives an infinite per-record epsilon ({epsilon_record}); choose a smaller "
+                         "--epsilon")
     if epsilon_record > ceiling and not allow_weak_privacy:
         raise ValueError(
             f"per-record epsilon {epsilon_record:.6g} is above the ceiling {ceiling:g}, where the releases come close "

@@ -170,7 +170,9 @@ def _write_preview(
     kind = PLAN_KINDS[opts.augment]
     if kind == "sup" and n < 2:
         kind = "identity"
-    plan = QueryPlan(kind=kind, n=n, num_queries=k if kind != "identity" else None, seed=opts.seed or 0, batch_size=max(k, 1))
+    plan = QueryPlan(
+        kind=kind, n=n, num_queries=k if kind != "identity" else None, seed=opts.seed or 0, batch_size=max(k, 1)
+    )
     for _, d in plan.batches(derived, mechanism=mechanism):
         aug_rows.extend(list(d.values[: k - len(aug_rows)]))
         if len(aug_rows) >= k:

@@ -287,7 +287,8 @@ def _check_mechanism_options(
     if delta is not None and not (0 < delta < 1):
         raise ValueError(f"--delta must be in (0, 1), got {delta}")
     if delta is not None and mechanism not in delta_mechanism_names():
-        raise ValueError(f"--delta applies to {', '.join(delta_mechanism_names())} only, not to --mechanism {mechanism}")
+        raise ValueError(f"--delta applies to {', '.join(delta_mechanism_names())} only, not to --mechanism "
+                         f"{mechanism}")
     if reduce is not None and reduce < 1:
         raise ValueError(f"--reduce must be >= 1, got {reduce}")
 

@@ -184,9 +184,21 @@ def resolve_plan(
         free_postprocess = free_query_shape_settings(opts, shape)[1]
     mode = "data-free" if opts.data_free else ("ldpkit" if opts.augment != "none" else "sidp")
     skeleton = RunPlan(
-        opts=opts, identity=identity, scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
-        free_mechanism=free_mechanism, free_postprocess=free_postprocess, records=0, public=0, num_queries=None,
-        query_batch_size=query_batch_size, public_repeats=0, settings=TransferSettings(PlanSettings(), TrainingSettings(), AdaptationSettings()),
+        opts=opts,
+        identity=identity,
+        scope=scope,
+        meta=meta,
+        shape=shape,
+        mode=mode,
+        mechanism=mechanism,
+        free_mechanism=free_mechanism,
+        free_postprocess=free_postprocess,
+        records=0,
+        public=0,
+        num_queries=None,
+        query_batch_size=query_batch_size,
+        public_repeats=0,
+        settings=TransferSettings(PlanSettings(), TrainingSettings(), AdaptationSettings()),
     )
     return _counted(skeleton, records, public)
 

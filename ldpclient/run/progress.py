@@ -14,8 +14,14 @@ if TYPE_CHECKING:
 class StageProgress:
     """Adapter from the pipeline's ``progress(stage, done, total, metrics)`` to the UI's bars."""
 
-    NAMES = {"release": "noising", "label": "querying", "warmup": "warming up", "train": "training", "adapt": "adapting",
-             "predict": "labelling"}
+    NAMES = {
+        "release": "noising",
+        "label": "querying",
+        "warmup": "warming up",
+        "train": "training",
+        "adapt": "adapting",
+        "predict": "labelling",
+    }
 
     @classmethod
     def stage_name(cls, stage: str) -> str:

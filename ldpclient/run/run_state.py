@@ -57,7 +57,8 @@ class RunState:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            raise ValueError(f"state file {str(self.path)!r} is unreadable ({exc}); move it away to start afresh") from None
+            raise ValueError(f"state file {str(self.path)!r} is unreadable ({exc}); move it away to start "
+                             "afresh") from None
         if isinstance(loaded, dict) and _SCHEMA_KEY in loaded:
             check_schema("state file", self.path, loaded.pop(_SCHEMA_KEY), SCHEMA_VERSION)
         if not isinstance(loaded, dict) or not all(

@@ -244,44 +244,10 @@ class UI:
         ``warnings``: what the plan may cross (a cap it can only bound)."""
         if self.quiet:
             return
-        t, rel, q, sp, st, im = plan["teacher"], plan["release"], plan["queries"], plan["spend"], plan["student"], \
-            plan["images"]
-        mech = f"{rel['mechanism']} on {rel['basis']}" + (f" (reduce {rel['reduce']})" if rel["basis"] == "pool" else "")
-        per = "job" if q.get("batch_api") else "request"
-        rows = [
-            ("teacher", f"{t['address']}: input {'x'.join(map(str, t['input_shape']))}, {t['num_classes']} classes"),
-            ("images", f"{im['private']} private" + (f", {im['public']} public (sent as they are)" if im["public"] else "")),
-            ("release", f"{mech}, post-processing {rel['postprocess'] or 'none'}"
-             + (f"; {rel['note']}" if rel.get("note") else "")),
-            ("privacy", f"epsilon {_fmt_eps(rel['epsilon_record'])} per image ({_fmt_eps(rel['epsilon_element'])} per "
-             f"element over {rel['elements_per_record']}), delta {rel['delta_record']:.3g}; "
-             + ("no cap" if sp["privacy_cap"] is None else f"cap {sp['privacy_cap']:g} per image")),
-            ("queries", f"{plan['mode']}: at most {q['private']} private (--augment {q['augment']}), {q['public']} "
-             f"public, {q['baseline']} baseline; {q['batch_size']} per {per}, at most {q['requests_at_most']} "
-             f"{per}s" + (f"; in up to {q['rounds']} rounds of doubling size, at least {q['private_at_least']} "
-                           "private (the first two rounds)" if q.get("rounds", 1) > 1 else "")
-             + ("; through the Batch API, each job answered within 24 hours" if q.get("batch_api") else "")),
-            ("money", (f"at least {sp['money_at_least']:.4g}, " if q.get("rounds", 1) > 1 else "")
-             + f"at most {sp['money_at_most']:.4g}" + ("" if sp["money_cap"] is None else f" (cap {sp['money_cap']:g})")
-             + (f"; at the Batch API's price, at most {sp['money_per_query']:.4g} a query" if q.get("batch_api")
-                else "")),
-            ("student", "none (SIDP: the teacher's answers are the labels)" if st is None else
-             f"{st['model']}, {st['epochs']} epochs, batch {st['train_batch_size']}"
-             + (f", {st['students']} of them (labels from their mean output)" if st.get("students", 1) > 1 else "")
-             + (f", rows shifted up to {st['crop_pixels']} px" if st.get("crop_pixels") else "")
-             + (", mirrored half the time" if st.get("flip") else "")
-             + (f", mirrored half the time if the teacher keeps its answers under a mirror (asked about "
-                f"{st['mirror_check_images']} public images)" if st.get("mirror_check_images") else "")
-             + (f", each public image {st['public_repeats']}x per epoch" if st["public_repeats"] else "")
-             + (f"; first a warm-up of {st['warmup_epochs']} epochs over the clean images ({st['warmup_rows']} "
-                "rows)" if st.get("warmup_epochs") else "")
-             + ("; then adapted on the clean images here" if st["adapt"] else "")
-             + (("; adaptation pseudo-labels from its outputs aligned to equal shares over the classes present" if st["adapt"]
-                 else "; labels from its outputs re-weighted to equal class shares") if st.get("balance") else "")),
-        ]
+        rows = _plan_rows(plan)
         if plan.get("baseline"):
             rows.append(("baseline", f"data-free, blank queries noised as {plan['baseline']['blank_query_noise']}"))
-        rows.append(("note", sp["note"]))
+        rows.append(("note", plan["spend"]["note"]))
         rows += [("warning", w) for w in warnings]
         self._table("ldpclient label --dry-run: nothing decoded, noised, sent or charged", rows)
 
@@ -352,6 +318,77 @@ def _when(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds))
 
 
+
+def _plan_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The dry run's rows: the teacher, the images, the release, the privacy, the queries, the money, the student."""
+    t, rel, sp, im = plan["teacher"], plan["release"], plan["spend"], plan["images"]
+    mech = f"{rel['mechanism']} on {rel['basis']}" + (f" (reduce {rel['reduce']})" if rel["basis"] == "pool" else "")
+    public = f", {im['public']} public (sent as they are)" if im["public"] else ""
+    note = f"; {rel['note']}" if rel.get("note") else ""
+    cap = "no cap" if sp["privacy_cap"] is None else f"cap {sp['privacy_cap']:g} per image"
+    return [
+        ("teacher", f"{t['address']}: input {'x'.join(map(str, t['input_shape']))}, {t['num_classes']} classes"),
+        ("images", f"{im['private']} private{public}"),
+        ("release", f"{mech}, post-processing {rel['postprocess'] or 'none'}{note}"),
+        ("privacy", f"epsilon {_fmt_eps(rel['epsilon_record'])} per image ({_fmt_eps(rel['epsilon_element'])} per "
+                    f"element over {rel['elements_per_record']}), delta {rel['delta_record']:.3g}; {cap}"),
+        ("queries", _plan_queries(plan)),
+        ("money", _plan_money(plan["queries"], sp)),
+        ("student", _plan_student(plan["student"])),
+    ]
+
+
+def _plan_queries(plan: Mapping[str, Any]) -> str:
+    """The dry run's queries row: how many, in what batches, in rounds, through the Batch API."""
+    q = plan["queries"]
+    per = "job" if q.get("batch_api") else "request"
+    words = (f"{plan['mode']}: at most {q['private']} private (--augment {q['augment']}), {q['public']} public, "
+             f"{q['baseline']} baseline; {q['batch_size']} per {per}, at most {q['requests_at_most']} {per}s")
+    if q.get("rounds", 1) > 1:
+        words += (f"; in up to {q['rounds']} rounds of doubling size, at least {q['private_at_least']} private (the "
+                  "first two rounds)")
+    if q.get("batch_api"):
+        words += "; through the Batch API, each job answered within 24 hours"
+    return words
+
+
+def _plan_money(q: Mapping[str, Any], sp: Mapping[str, Any]) -> str:
+    """The dry run's money row: at least (in rounds), at most, the cap, the Batch API's price."""
+    words = f"at least {sp['money_at_least']:.4g}, " if q.get("rounds", 1) > 1 else ""
+    words += f"at most {sp['money_at_most']:.4g}"
+    if sp["money_cap"] is not None:
+        words += f" (cap {sp['money_cap']:g})"
+    if q.get("batch_api"):
+        words += f"; at the Batch API's price, at most {sp['money_per_query']:.4g} a query"
+    return words
+
+
+def _plan_student(st: Mapping[str, Any] | None) -> str:
+    """The dry run's student row: the model and how it trains, adapts and labels."""
+    if st is None:
+        return "none (SIDP: the teacher's answers are the labels)"
+    parts = [f"{st['model']}, {st['epochs']} epochs, batch {st['train_batch_size']}"]
+    if st.get("students", 1) > 1:
+        parts.append(f", {st['students']} of them (labels from their mean output)")
+    if st.get("crop_pixels"):
+        parts.append(f", rows shifted up to {st['crop_pixels']} px")
+    if st.get("flip"):
+        parts.append(", mirrored half the time")
+    if st.get("mirror_check_images"):
+        parts.append(f", mirrored half the time if the teacher keeps its answers under a mirror (asked about "
+                     f"{st['mirror_check_images']} public images)")
+    if st["public_repeats"]:
+        parts.append(f", each public image {st['public_repeats']}x per epoch")
+    if st.get("warmup_epochs"):
+        parts.append(f"; first a warm-up of {st['warmup_epochs']} epochs over the clean images ({st['warmup_rows']} "
+                     "rows)")
+    if st["adapt"]:
+        parts.append("; then adapted on the clean images here")
+    if st.get("balance"):
+        parts.append("; adaptation pseudo-labels from its outputs aligned to equal shares over the classes present"
+                     if st["adapt"] else "; labels from its outputs re-weighted to equal class shares")
+    return "".join(parts)
+
 def _fmt_eps(x: Any) -> str:
     if x is None:
         return "-"
@@ -409,7 +446,9 @@ def _guarantee_line(g: Mapping[str, Any]) -> str:
     params = g.get("params") or {}
     if params.get("basis") == "dct":  # a record-level vector: no per-element composition to state
         what = f"{g['elements_per_record']} DCT coefficients {coefficient_treatment(params)}"
-        return f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {what})" + (f". {weak}" if weak else "")
+        return f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {what})" + (
+            f". {weak}" if weak else ""
+        )
     return (
         f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {g['elements_per_record']} released "
         f"elements); per element epsilon {pe['epsilon']:.4g}" + (f". {weak}" if weak else "")
@@ -428,7 +467,8 @@ def _ledger_line(ledger: Mapping[str, Any]) -> str:
 
 
 def _verdict_rows(verdict: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """The verdict's lines: its level and deciding reason, then the other reasons (none for a report without a verdict)."""
+    """The verdict's lines: its level and deciding reason, then the other reasons (none for a report without a
+    verdict)."""
     if not verdict:
         return []
     reasons = list(verdict.get("reasons") or [])

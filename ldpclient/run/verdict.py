@@ -162,7 +162,9 @@ def accuracy_words(verdict: Mapping[str, Any] | None) -> str | None:
     check = (verdict or {}).get("check")
     if not check:
         return None
-    adjusted = ", adjusted by the labels' confidences" if check.get("method") == check_estimate.CONFIDENCE_ADJUSTED else ""
+    adjusted = (
+        ", adjusted by the labels' confidences" if check.get("method") == check_estimate.CONFIDENCE_ADJUSTED else ""
+    )
     words = (f"{_pct(check['accuracy'])} on the check set of {check['images']} hand-labelled images{adjusted} (95% "
              f"interval {_pct(check['low'])}-{_pct(check['high'])})")
     base = check.get("baseline")
@@ -199,7 +201,9 @@ def judge(
     label among those it answered (a chat or vision API)."""
     floor = informative_floor(num_classes)
     found: list[tuple[str, str]] = []  # (level, reason) in the order of the rules
-    check_dict, checked_right = _check_findings(check, floor, num_classes, found) if check is not None else (None, False)
+    check_dict, checked_right = (
+        _check_findings(check, floor, num_classes, found) if check is not None else (None, False)
+    )
     collapse = Collapse.of(label_counts, answer_counts)
     if collapse.level != USABLE:
         found.append(_collapse_finding(collapse, class_names, checked_right))

@@ -122,4 +122,13 @@ def state_lock(directory: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
-__all__ = ["STATE_DIR_ENV", "NewerStateFile", "StateError", "check_schema", "StateLocked", "default_state_dir", "state_dir", "state_lock"]
+__all__ = [
+    "STATE_DIR_ENV",
+    "NewerStateFile",
+    "StateError",
+    "check_schema",
+    "StateLocked",
+    "default_state_dir",
+    "state_dir",
+    "state_lock",
+]

@@ -8,7 +8,8 @@ it has to (:meth:`Database.ddl`). What differs in how the engines keep writers a
 * SQLite: a transaction is ``BEGIN IMMEDIATE`` (one writer at a time per file); :meth:`Database.lock`
   and row locks are then already held.
 * PostgreSQL: the ledger's tables and the journal's live in schemas of their own (:data:`LEDGER_NAMESPACE`,
-  :data:`JOURNAL_NAMESPACE`) of one database; a transaction is ``BEGIN`` at READ COMMITTED; :meth:`Database.lock` takes a
+  :data:`JOURNAL_NAMESPACE`) of one database; a transaction is ``BEGIN`` at READ COMMITTED; :meth:`Database.lock`
+  takes a
   transaction-scoped advisory lock by name (schema creation, caps), and the ledger locks the rows it
   charges (``SELECT ... FOR UPDATE`` in key order).
 
@@ -187,7 +188,8 @@ class Database:
     def tables(self) -> set[str]:
         """The names of the tables in this database (PostgreSQL: in the connection's current schema)."""
         if self.postgresql:
-            rows = self.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+            rows = self.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                                "current_schema()")
         else:
             rows = self.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         return {str(r[0]) for r in rows}
@@ -252,5 +254,15 @@ def _psycopg() -> Any:
     return psycopg
 
 
-__all__ = ["Database", "DatabaseMissing", "DatabaseUnavailable", "JOURNAL_NAMESPACE", "LEDGER_NAMESPACE", "Dialect", "POSTGRESQL_SCHEMES", "display_location", "is_database_error",
-           "is_database_url"]
+__all__ = [
+    "Database",
+    "DatabaseMissing",
+    "DatabaseUnavailable",
+    "JOURNAL_NAMESPACE",
+    "LEDGER_NAMESPACE",
+    "Dialect",
+    "POSTGRESQL_SCHEMES",
+    "display_location",
+    "is_database_error",
+    "is_database_url",
+]

@@ -52,7 +52,8 @@ class StateLocations:
 def check_state_url(value: str | None) -> None:
     """ValueError naming ``--state`` unless ``value`` is None or a ``postgresql://`` URL."""
     if value is not None and not is_database_url(value):
-        raise ValueError(f"--state must be a postgresql:// URL (a folder is --state-dir), got {display_location(value)!r}")
+        raise ValueError("--state must be a postgresql:// URL (a folder is --state-dir), got "
+                         f"{display_location(value)!r}")
 
 
 __all__ = ["StateLocations", "check_state_url"]

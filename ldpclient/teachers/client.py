@@ -334,7 +334,9 @@ class QueryClient:
                 rid = batch_id if bs >= n else f"{batch_id}/{k}"
                 parts.append(self._infer(_slice(derived, start, start + bs), rid, guard))
             dt = time.perf_counter() - t0
-            labels = torch.cat([torch.as_tensor(p.labels) for p in parts]) if parts else torch.zeros(0, dtype=torch.int64)
+            labels = (
+                torch.cat([torch.as_tensor(p.labels) for p in parts]) if parts else torch.zeros(0, dtype=torch.int64)
+            )
             labels = validate_labels(labels.numpy(), n, meta.num_classes, meta.name, abstains=meta.abstains)
             requests = sum(p.requests for p in parts)
             billed_parts = [p.billed for p in parts]
@@ -379,7 +381,8 @@ class QueryClient:
                 "the query plan is not reproducible (seed it) or the journal belongs to another job"
             )
         if entry.labels.shape[0] != len(derived):
-            raise JournalMismatch(f"journaled batch {batch_id!r} has {entry.labels.shape[0]} labels for {len(derived)} queries")
+            raise JournalMismatch(f"journaled batch {batch_id!r} has {entry.labels.shape[0]} labels for "
+                                  f"{len(derived)} queries")
         with self._lock:
             self.stats.add_journaled(entry.labels)
         return entry.labels

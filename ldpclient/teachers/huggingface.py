@@ -162,7 +162,9 @@ class HFTeacher(Teacher):
         self.http.close()
 
     def __repr__(self) -> str:
-        return f"HFTeacher({self.model_id!r}, endpoint={self.endpoint!r}, token={'***' if self.http.has_token else None})"
+        return (
+            f"HFTeacher({self.model_id!r}, endpoint={self.endpoint!r}, token={'***' if self.http.has_token else None})"
+        )
 
 
 def estimated_time(resp: requests.Response) -> float | None:

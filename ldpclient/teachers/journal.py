@@ -232,7 +232,8 @@ class Journal:
         n, blob, digest, cost, billed, requests, run_id = row
         labels = torch.from_numpy(np.frombuffer(bytes(blob), dtype="<i8").copy())
         if labels.shape[0] != n:
-            raise RuntimeError(f"journal {self.location}: batch {batch_id!r} is corrupt ({labels.shape[0]} of {n} labels)")
+            raise RuntimeError(f"journal {self.location}: batch {batch_id!r} is corrupt ({labels.shape[0]} of {n} "
+                               "labels)")
         return JournalEntry(batch_id, labels, digest, float(cost), billed, int(requests), run_id)
 
     def record(
@@ -407,7 +408,8 @@ class Journal:
         """Keep the id of a job a batch API runs (some of) batch ``batch_id``'s queries in (durably, at once)."""
         with self._lock:
             self._conn.execute("INSERT INTO jobs(scope, batch_id, job_id, ts) VALUES (?, ?, ?, ?)"
-                               " ON CONFLICT(scope, batch_id, job_id) DO NOTHING", (scope, batch_id, job_id, time.time()))
+                               " ON CONFLICT(scope, batch_id, job_id) DO "
+                               "NOTHING", (scope, batch_id, job_id, time.time()))
 
     def jobs(self, scope: str, batch_id: str) -> list[str]:
         """The ids of the jobs kept for batch ``batch_id`` (:meth:`add_job`), oldest first."""
@@ -418,7 +420,8 @@ class Journal:
 
     def batch_ids(self, scope: str) -> list[str]:
         with self._lock:
-            return [r[0] for r in self._conn.execute("SELECT batch_id FROM batches WHERE scope=? ORDER BY ts", (scope,))]
+            return [r[0] for r in self._conn.execute("SELECT batch_id FROM batches WHERE scope=? ORDER BY "
+                                                     "ts", (scope,))]
 
     def close(self) -> None:
         with self._lock:

@@ -72,7 +72,8 @@ def check_class_names(names: Sequence[str], teacher: str) -> None:
     for k, name in enumerate(names):
         if len(str(name)) > MAX_CLASS_NAME_CHARS:
             raise MalformedResponse(
-                f"teacher {printable(teacher, max_chars=200)} publishes class name {k} of {len(str(name)):,} characters "
+                f"teacher {printable(teacher, max_chars=200)} publishes class name {k} of {len(str(name)):,} "
+                "characters "
                 f"(limit {MAX_CLASS_NAME_CHARS})",
                 transient=False,
             )

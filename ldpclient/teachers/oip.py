@@ -276,7 +276,9 @@ class OIPTeacher(Teacher):
         (``binary``: use the binary tensor extension; default: the teacher's current wire format)."""
         return self.codec.encode_request(chunk, request_id, binary=self.binary if binary is None else binary)
 
-    def decode_response(self, resp: requests.Response, n: int, request_id: str | None) -> tuple[torch.Tensor, int | None]:
+    def decode_response(
+        self, resp: requests.Response, n: int, request_id: str | None
+    ) -> tuple[torch.Tensor, int | None]:
         """Labels ``(n,)`` and billed units from an infer response (raises MalformedResponse)."""
         return self.codec.decode_response(resp, n, request_id)
 

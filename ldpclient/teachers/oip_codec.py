@@ -68,7 +68,9 @@ class OIPCodec:
         inp["data"] = chunk.reshape(-1).tolist()
         return json.dumps(header, separators=(",", ":")).encode(), {"Content-Type": "application/json"}
 
-    def decode_response(self, resp: requests.Response, n: int, request_id: str | None) -> tuple[torch.Tensor, int | None]:
+    def decode_response(
+        self, resp: requests.Response, n: int, request_id: str | None
+    ) -> tuple[torch.Tensor, int | None]:
         """Labels ``(n,)`` and billed units from an infer response (raises MalformedResponse)."""
         meta = self.model.meta
         content = resp.content
@@ -98,7 +100,8 @@ class OIPCodec:
             if size is not None:
                 size = int(size)
                 if offset + size > len(binary):
-                    raise MalformedResponse(f"binary output {o.get('name')!r} truncated ({len(binary) - offset} of {size} bytes)")
+                    raise MalformedResponse(f"binary output {o.get('name')!r} truncated ({len(binary) - offset} of "
+                                            f"{size} bytes)")
                 piece = binary[offset : offset + size]
                 offset += size
             if o.get("name") == self.model.output_name:
@@ -111,7 +114,9 @@ class OIPCodec:
         billed = _billed(resp, header)
         return labels, billed
 
-    def _labels_from_output(self, o: dict[str, Any], piece: bytes | None, n: int, meta: TeacherMetadata) -> torch.Tensor:
+    def _labels_from_output(
+        self, o: dict[str, Any], piece: bytes | None, n: int, meta: TeacherMetadata
+    ) -> torch.Tensor:
         dt = str(o.get("datatype", "")).upper()
         shape = [int(s) for s in o.get("shape", [])]
         if self.model.use_classification:
@@ -121,7 +126,8 @@ class OIPCodec:
             return validate_labels(_class_indices(strings), n, meta.num_classes, meta.name)
         declared = self.model.output_datatype
         if declared and dt != declared:
-            raise MalformedResponse(f"output {self.model.output_name!r} came as {dt}, metadata declares {declared}", transient=False)
+            raise MalformedResponse(f"output {self.model.output_name!r} came as {dt}, metadata declares "
+                                    f"{declared}", transient=False)
         if dt not in NUMPY_DTYPES:
             raise MalformedResponse(f"output {self.model.output_name!r} has unusable datatype {dt!r}")
         if piece is not None:
@@ -136,7 +142,8 @@ class OIPCodec:
             if dt in INTEGER_DATATYPES and not all(type(v) is int for v in values):
                 odd = next(v for v in values if type(v) is not int)
                 raise MalformedResponse(
-                    f"output {self.model.output_name!r} is {dt} but holds {odd!r} ({type(odd).__name__}); labels must be "
+                    f"output {self.model.output_name!r} is {dt} but holds {odd!r} ({type(odd).__name__}); labels "
+                    "must be "
                     "JSON integers", transient=False,
                 )
             if dt in FLOAT_DATATYPES and not all(type(v) in (int, float) for v in values):
@@ -148,7 +155,8 @@ class OIPCodec:
             try:
                 arr = np.asarray(values, dtype=np.float64 if dt in FLOAT_DATATYPES else np.int64)
             except (TypeError, ValueError, OverflowError) as exc:
-                raise MalformedResponse(f"output {self.model.output_name!r} data is not usable: {exc}", transient=False) from None
+                raise MalformedResponse(f"output {self.model.output_name!r} data is not usable: "
+                                        f"{exc}", transient=False) from None
         if shape and int(np.prod(shape)) != arr.size:
             raise MalformedResponse(f"output shape {shape} does not match its {arr.size} values")
         if dt in FLOAT_DATATYPES:

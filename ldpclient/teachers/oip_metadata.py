@@ -82,7 +82,8 @@ class MetadataReader:
         """TeacherMetadata from the metadata document ``md`` and the user's facts (see the class doc)."""
         where = self.address
         if not isinstance(md, dict):
-            raise MalformedResponse(f"model metadata from {where} is not a JSON object: {str(md)[:200]}", transient=False)
+            raise MalformedResponse(f"model metadata from {where} is not a JSON object: "
+                                    f"{str(md)[:200]}", transient=False)
         params: dict[str, Any] = md["parameters"] if isinstance(md.get("parameters"), dict) else {}
         inputs: list[Any] = md["inputs"] if isinstance(md.get("inputs"), list) else []
         outputs: list[Any] = md["outputs"] if isinstance(md.get("outputs"), list) else []
@@ -142,7 +143,9 @@ class MetadataReader:
             )
         return datatype
 
-    def _input_shape(self, inp: dict[str, Any], params: dict[str, Any], where: str) -> tuple[tuple[int, ...], int | None]:
+    def _input_shape(
+        self, inp: dict[str, Any], params: dict[str, Any], where: str
+    ) -> tuple[tuple[int, ...], int | None]:
         """Per-record shape from the input's ``shape`` (batch axis dropped) and ``parameters.max_batch_size``."""
         ov = self.facts
         shape = [int(s) for s in inp.get("shape", [])]
@@ -156,7 +159,8 @@ class MetadataReader:
             input_shape = tuple(shape)
         if ov["input_shape"] is not None:
             if input_shape and all(s > 0 for s in input_shape) and input_shape != ov["input_shape"]:
-                raise FactConflict(f"teacher {where} declares input shape {input_shape}, but {ov['input_shape']} was given")
+                raise FactConflict(f"teacher {where} declares input shape {input_shape}, but {ov['input_shape']} "
+                                   "was given")
             input_shape = ov["input_shape"]
         if not input_shape or any(s < 1 for s in input_shape):
             raise TeacherError(
@@ -164,7 +168,8 @@ class MetadataReader:
             )
         self.limits.check_input_shape(input_shape, where)
         if max_batch is not None and max_batch < 1:
-            raise MalformedResponse(f"teacher {where} publishes max_batch_size {max_batch} (must be >= 1)", transient=False)
+            raise MalformedResponse(f"teacher {where} publishes max_batch_size {max_batch} (must be >= "
+                                    "1)", transient=False)
         return input_shape, max_batch
 
     def _classes(self, params: dict[str, Any], out: dict[str, Any], where: str) -> Classes:
@@ -204,7 +209,8 @@ class MetadataReader:
         if class_names is not None and len(class_names) != num_classes:
             raise FactConflict(f"{len(class_names)} class names for the {num_classes} classes of teacher {where}")
         if self.output_datatype and self.output_datatype not in INTEGER_DATATYPES + FLOAT_DATATYPES:
-            raise TeacherError(f"model at {where}: output {self.output_name!r} is {self.output_datatype}, not labels or scores")
+            raise TeacherError(f"model at {where}: output {self.output_name!r} is {self.output_datatype}, not "
+                               "labels or scores")
 
     def _wants_classification(self, scores: bool) -> bool:
         """Use Triton's classification extension? ``auto``: for a scores output when ``GET /v2`` lists it."""
@@ -223,14 +229,17 @@ class MetadataReader:
         if ov["value_range"] is not None:
             value_range = ov["value_range"]
             if published_range is not None and tuple(float(v) for v in published_range) != value_range:
-                raise FactConflict(f"teacher {where} publishes value_range {list(published_range)}, but {list(value_range)} was given")
+                raise FactConflict(f"teacher {where} publishes value_range {list(published_range)}, but "
+                                   f"{list(value_range)} was given")
         elif published_range is not None:
             value_range = tuple(float(v) for v in published_range)
         else:
             value_range = DEFAULT_VALUE_RANGE
-            assumed.append(f"value_range [{value_range[0]:g}, {value_range[1]:g}] (pass --value-range LO,HI if the model expects other units)")
+            assumed.append(f"value_range [{value_range[0]:g}, {value_range[1]:g}] (pass --value-range LO,HI if the "
+                           "model expects other units)")
         if len(value_range) != 2 or not value_range[0] < value_range[1]:
-            raise MalformedResponse(f"teacher {where} publishes value_range {list(value_range)} (need [low, high])", transient=False)
+            raise MalformedResponse(f"teacher {where} publishes value_range {list(value_range)} (need [low, "
+                                    "high])", transient=False)
         return value_range, assumed
 
 
@@ -255,12 +264,18 @@ def check_facts(
     max_batch_size: int | None,
 ) -> None:
     """ValueError naming the fact for any supplied model fact that cannot be right."""
-    if num_classes is not None and (isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 2):
+    if num_classes is not None and (
+        isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 2
+    ):
         raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
     if class_names is not None and (len(class_names) < 2 or len(set(class_names)) != len(class_names)):
         raise ValueError("class_names must hold at least 2 distinct names")
     if value_range is not None:
-        if len(value_range) != 2 or not all(math.isfinite(float(v)) for v in value_range) or not value_range[0] < value_range[1]:
+        if (
+            len(value_range) != 2
+            or not all(math.isfinite(float(v)) for v in value_range)
+            or not value_range[0] < value_range[1]
+        ):
             raise ValueError(f"value_range must be (low, high) with low < high, got {tuple(value_range)!r}")
     if input_shape is not None and (len(input_shape) < 1 or any(int(v) < 1 for v in input_shape)):
         raise ValueError(f"input_shape must be positive sizes, e.g. (1, 28, 28), got {tuple(input_shape)!r}")

@@ -246,7 +246,9 @@ class ChatTeacher(Teacher):
         base = base_url.strip().rstrip("/")
         self.http = transport_from_options(transport, transport_options, adapter="ChatTeacher", name=f"openai:{model}",
                                            token_env=("LDPCLIENT_TOKEN", "OPENAI_API_KEY"))
-        names, shape = _checked_options(base_url, model, class_names, input_shape, answer_format, max_tokens, image_tokens)
+        names, shape = _checked_options(
+            base_url, model, class_names, input_shape, answer_format, max_tokens, image_tokens
+        )
         if prices is None:
             prices = TokenPrices(float(price_input_tokens or 0.0), float(price_output_tokens or 0.0))
         elif price_input_tokens is not None or price_output_tokens is not None:

@@ -22,7 +22,8 @@ the ``ldpclient.teachers`` entry-point group (see ``examples/custom_teacher.py``
 
 The factory is called as ``factory(target, **opts)`` (with ``token=`` among ``opts`` when
 one was given, and ``transport=`` when the caller built an
-:class:`~ldpclient.teachers.http.HttpTransport`), where ``target`` is the text after ``myapi+`` (or after ``myapi:``) and must return a
+:class:`~ldpclient.teachers.http.HttpTransport`), where ``target`` is the text after ``myapi+`` (or after
+``myapi:``) and must return a
 :class:`~ldpclient.teachers.base.Teacher` (or an object with ``metadata()`` and
 ``classify()``, see :func:`~ldpclient.teachers.base.as_teacher`).
 """
@@ -127,7 +128,8 @@ def _connect_local(target: str, token: str | None = None, **opts: Any) -> Teache
         try:
             return as_teacher(made)
         except TypeError as exc:
-            raise ValueError(f"local teacher factory {target!r} returned {type(made).__name__}, not a Teacher ({exc})") from None
+            raise ValueError(f"local teacher factory {target!r} returned {type(made).__name__}, not a Teacher "
+                             f"({exc})") from None
     raise ValueError(f"local teacher {target!r} is a {type(obj).__name__}, not a Teacher, module or factory")
 
 

@@ -130,5 +130,6 @@ def best_of_scores(pred: object, teacher: str) -> object:
         try:
             return max(pred, key=lambda p: float(p["score"]))["label"]
         except (KeyError, TypeError, ValueError):
-            raise MalformedResponse(f"teacher {teacher!r} returned entries without label/score: {str(pred)[:100]}") from None
+            raise MalformedResponse(f"teacher {teacher!r} returned entries without label/score: "
+                                    f"{str(pred)[:100]}") from None
     raise MalformedResponse(f"teacher {teacher!r} returned an unusable prediction: {str(pred)[:100]}")

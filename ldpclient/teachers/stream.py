@@ -123,7 +123,11 @@ class BatchStream:
 
     def _fill_cap_counts(self, exc: CostCapReached, done: int) -> None:
         """Set the run's batches answered and money spent so far on a cap error."""
-        exc.done_batches, exc.spent_run, exc.spent_total = done, self.client.cost.spent_run, self.client.cost.spent_total
+        exc.done_batches, exc.spent_run, exc.spent_total = (
+            done,
+            self.client.cost.spent_run,
+            self.client.cost.spent_total,
+        )
 
     def _pop(self, pending: Pending, done: int) -> tuple[str, torch.Tensor]:
         """Take the oldest pending batch, waiting for its labels; a cap reached by a retry gets the run's counts."""

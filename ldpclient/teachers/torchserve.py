@@ -187,7 +187,9 @@ class TorchServeTeacher(Teacher):
             step = m.max_batch_size or max(n, 1)
             for start in range(0, n, step):
                 chunk = wire[start : start + step]
-                body = json.dumps({"shape": list(chunk.shape), "datatype": m.datatype, "data": chunk.reshape(-1).tolist()}).encode()
+                body = json.dumps(
+                    {"shape": list(chunk.shape), "datatype": m.datatype, "data": chunk.reshape(-1).tolist()}
+                ).encode()
                 k = chunk.shape[0]
 
                 (indices, billed_chunk), info = self._post(
@@ -237,7 +239,9 @@ def _parse_url(url: str, model: str | None = None) -> tuple[str, str, str | None
 
 
 def _predictions_url(base_url: str, model: str, version: str | None) -> str:
-    return f"{base_url.rstrip('/')}/predictions/{quote(model, safe='')}" + (f"/{quote(version, safe='')}" if version else "")
+    return f"{base_url.rstrip('/')}/predictions/{quote(model, safe='')}" + (
+        f"/{quote(version, safe='')}" if version else ""
+    )
 
 
 def torchserve_url(url: str) -> str:

@@ -157,6 +157,20 @@ class _Request(Generic[T]):
     retry_hint: RetryHint | None
 
 
+def _not_followed(what: str, status: int, where: str, location: str) -> TeacherRequestError:
+    """The error for a 3xx answer: a redirect is not followed (queries and tokens go only to the address given)."""
+    if not location:  # e.g. 304 Not Modified to a request that asked for no cache: not a redirect at all
+        return TeacherRequestError(
+            f"{what}: HTTP {status} from {where} without a Location: an answer this client did not ask for",
+            status=status,
+        )
+    return TeacherRequestError(
+        f"{what}: HTTP {status} from {where} redirects to {printable(redact_url(location), max_chars=200)}; "
+        "not followed (queries and tokens go only to the address you gave: use the final address as "
+        "--teacher)", status=status,
+    )
+
+
 class HttpTransport:
     """The connection options of one teacher, and the pooled sessions that carry its requests.
 
@@ -350,9 +364,11 @@ class HttpTransport:
         except requests.exceptions.ConnectionError as exc:
             if _never_connected(exc):
                 raise TeacherUnreachable(self.redact(_unreachable(exc, req.url))) from None
-            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
+            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): "
+                                                    f"{_short(exc, self.redact)}")) from None
         except requests.exceptions.ChunkedEncodingError as exc:
-            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): {_short(exc, self.redact)}")) from None
+            raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): "
+                                                    f"{_short(exc, self.redact)}")) from None
         except requests.exceptions.RequestException as exc:
             raise TeacherError(self.redact(f"{what}: request failed ({where}): {_short(exc, self.redact)}")) from None
 
@@ -361,17 +377,7 @@ class HttpTransport:
         followed, a transient status with the wait asked for, or a final refusal (a hint for 401/403)."""
         what, status = req.what, resp.status_code
         if 300 <= status < 400:
-            location = resp.headers.get("Location", "")
-            if not location:  # e.g. 304 Not Modified to a request that asked for no cache: not a redirect at all
-                raise TeacherRequestError(
-                    f"{what}: HTTP {status} from {where} without a Location: an answer this client did not ask for",
-                    status=status,
-                )
-            raise TeacherRequestError(
-                f"{what}: HTTP {status} from {where} redirects to {printable(redact_url(location), max_chars=200)}; "
-                "not followed (queries and tokens go only to the address you gave: use the final address as "
-                "--teacher)", status=status,
-            )
+            raise _not_followed(what, status, where, resp.headers.get("Location", ""))
         if 200 <= status < 300:
             try:
                 return req.parse(resp)
@@ -420,8 +426,10 @@ class HttpTransport:
         except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
             pieces.clear()
             if isinstance(exc, urllib3.exceptions.DecodeError):
-                raise MalformedResponse(f"{what}: undecodable response body from {where}: {_short(exc, self.redact)}") from None
-            raise TransientTeacherError(self.redact(f"{what}: response body lost ({where}): {_short(exc, self.redact)}")) from None
+                raise MalformedResponse(f"{what}: undecodable response body from {where}: "
+                                        f"{_short(exc, self.redact)}") from None
+            raise TransientTeacherError(self.redact(f"{what}: response body lost ({where}): "
+                                                    f"{_short(exc, self.redact)}")) from None
         resp._content = b"".join(pieces)  # what .content/.json() read from now on
         resp._content_consumed = True
         return size

@@ -167,7 +167,8 @@ class SelfTrainingAdapter:
     ) -> AdaptHistory:
         """Adapt ``model`` in place on ``records`` (float ``(N, C, H, W)``, the values it will label;
         a tensor or a :class:`~ldpclient.io.records.RecordSource`). On the CPU ``model`` is left in
-        :func:`~ldpclient.transfer.student.compute_layout` (channels-last; values unchanged by it). ``probs``: the model's softmax outputs
+        :func:`~ldpclient.transfer.student.compute_layout` (channels-last; values unchanged by it). ``probs``: the
+        model's softmax outputs
         on ``records`` before adaptation, when the caller has them (saves a pass); without them, above
         ``selection_sample`` records only the sample is predicted before the rounds. ``on_round(k)`` is called
         after round ``k`` (1-based) is done (a progress bar). ``prior``: the label prior ``model`` learnt its outputs
@@ -175,7 +176,8 @@ class SelfTrainingAdapter:
         Given, the rounds learn equal class shares instead of that prior's: before the first round the classes
         present in the records are found once from the outputs re-weighted from ``prior`` to equal shares
         (:func:`~ldpclient.transfer.prior.target_shares`), and every round aligns its outputs to equal shares over
-        them before choosing and labelling (:func:`~ldpclient.transfer.prior.aligned`, which reads the bias from the current
+        them before choosing and labelling (:func:`~ldpclient.transfer.prior.aligned`, which reads the bias from
+        the current
         outputs, so a model that learnt aligned labels is not corrected twice); None: the outputs as they are.
         ``AdaptHistory.probs`` stays the adapted outputs as they are."""
         hist = AdaptHistory()
@@ -295,4 +297,11 @@ def _next_anchor(
     return torch.cat(xs)[:size], torch.cat(ys)[:size]
 
 
-__all__ = ["DEFAULT_SCHEDULE", "DEFAULT_SELECTION_SAMPLE", "AdaptHistory", "SelfTrainingAdapter", "select_confident", "weak_augmentation"]
+__all__ = [
+    "DEFAULT_SCHEDULE",
+    "DEFAULT_SELECTION_SAMPLE",
+    "AdaptHistory",
+    "SelfTrainingAdapter",
+    "select_confident",
+    "weak_augmentation",
+]

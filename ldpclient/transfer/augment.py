@@ -288,7 +288,8 @@ class QueryPlan:
 
     def private_records_used(self, chunk: int = 1 << 20) -> np.ndarray:
         """The private records (sorted int64 indices in ``0..n-1``) that at least one query of the plan is made from:
-        the only ones whose release the plan needs. Reads the recipes ``chunk`` query ids at a time, and stops once every
+        the only ones whose release the plan needs. Reads the recipes ``chunk`` query ids at a time, and stops once
+        every
         record is used (20 queries per record: after about 8 per record)."""
         used = np.zeros(self.n, dtype=bool)
         for start in range(0, self.total, chunk):

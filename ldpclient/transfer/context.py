@@ -193,4 +193,13 @@ class RunContext:
         return predict_proba(model, records, device=self.settings.device)
 
 
-__all__ = ["MODES", "Given", "LabelClient", "RunContext", "StageRunner", "check_wiring", "checked_records", "teacher_and_client"]
+__all__ = [
+    "MODES",
+    "Given",
+    "LabelClient",
+    "RunContext",
+    "StageRunner",
+    "check_wiring",
+    "checked_records",
+    "teacher_and_client",
+]

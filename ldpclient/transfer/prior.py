@@ -111,5 +111,16 @@ def em_prior(probs: torch.Tensor, prior: torch.Tensor) -> tuple[torch.Tensor, to
     return reweight(probs, prior, current), current
 
 
-__all__ = ["EM_ITERATIONS", "EM_TOLERANCE", "PRESENT_SHARE", "PRIOR_PSEUDO_COUNT", "aligned", "balanced", "em_prior", "record_shares", "reweight", "target_shares",
-           "training_prior"]
+__all__ = [
+    "EM_ITERATIONS",
+    "EM_TOLERANCE",
+    "PRESENT_SHARE",
+    "PRIOR_PSEUDO_COUNT",
+    "aligned",
+    "balanced",
+    "em_prior",
+    "record_shares",
+    "reweight",
+    "target_shares",
+    "training_prior",
+]

@@ -193,9 +193,14 @@ class QueryBook:
             () if blank else tuple(int(k) for k in (i, j) if k >= 0)
             for blank, i, j in zip(recipe["blank"], recipe["i"], recipe["j"], strict=True)
         )
-        return SentSample(release_indices=first.numpy(), releases=self.source.rows(first).values.detach().float().clone(),
-                          query_ids=ids, queries=values.detach().float(), query_labels=store.get(ids).astype(np.int64),
-                          query_sources=sources)
+        return SentSample(
+            release_indices=first.numpy(),
+            releases=self.source.rows(first).values.detach().float().clone(),
+            query_ids=ids,
+            queries=values.detach().float(),
+            query_labels=store.get(ids).astype(np.int64),
+            query_sources=sources,
+        )
 
     def answers_apart(self, store: LabelStore) -> Optional[dict[str, list[int]]]:
         """With public images: the teacher's answers per class to the plan's queries sent and to the public images

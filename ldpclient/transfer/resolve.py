@@ -134,8 +134,11 @@ class Resolved:
         if t.student is not None:
             with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
                 build_student(t.student, **{**(t.student_kwargs or {}), "num_classes": 2})
-        transforms = (parse_postprocess(plan.postprocess) if plan.postprocess is None or isinstance(plan.postprocess, str)
-                      else list(plan.postprocess))
+        transforms = (
+            parse_postprocess(plan.postprocess)
+            if plan.postprocess is None or isinstance(plan.postprocess, str)
+            else list(plan.postprocess)
+        )
         resolved = cls(
             augment=plan.augment, num_queries=plan.num_queries, transforms=tuple(transforms),
             upsample_mode=plan.upsample_mode, clip_queries=plan.clip_queries, query_batch_size=plan.query_batch_size,

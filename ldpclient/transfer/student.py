@@ -115,7 +115,8 @@ def small_resnet(
     :func:`~ldpclient.transfer.resolve.student`): a stride-1 3x3 stem of ``width`` channels (no pooling, so a
     32x32 photo keeps its detail), three residual blocks of ``width``, ``2 x width`` and ``4 x width`` channels
     (the last two stride 2), global average pooling and a linear layer (78,000 weights at width 16, 309,000 at 32;
-    ``small_cnn`` has 131,000 for 32x32 colour). Width 16: on CIFAR-10 with public photos width 32 labelled about 2 points better at 2.6x the
+    ``small_cnn`` has 131,000 for 32x32 colour). Width 16: on CIFAR-10 with public photos width 32 labelled about 2
+    points better at 2.6x the
     training time."""
     _check_dims(num_classes, in_channels, image_size)
     if width < 1:
@@ -536,7 +537,9 @@ class StudentMean(nn.Module):
         return torch.logsumexp(logs, dim=0) - float(np.log(len(self.members)))
 
 
-def save_checkpoint(path: str | Path, model: nn.Module, name: str, config: dict[str, Any], extra: dict | None = None) -> None:
+def save_checkpoint(
+    path: str | Path, model: nn.Module, name: str, config: dict[str, Any], extra: dict | None = None
+) -> None:
     """Save ``{"schema", "student": name, "config": factory kwargs, "state_dict": ..., "extra": ...}``; a
     :class:`StudentMean` (``model`` of several students, each a ``name`` built from ``config``) is saved as
     ``"members"``, one state dict each, under schema 3. One student is written as schema 2, which ldpclient

@@ -31,7 +31,8 @@ record over the per-record cap (:class:`BudgetExceeded`).
   release is reused only for the same tensor, source, mechanism and scope.
 
 Both are ``HMAC-SHA256(secret, domain tag + bytes)`` with a 32-byte per-ledger
-secret kept beside the database (``<path>.key``, mode 0600). The database holds no raw inputs and no plain hash of them, so it does
+secret kept beside the database (``<path>.key``, mode 0600). The database holds no raw inputs and no plain hash of
+them, so it does
 not fingerprint images for anyone without the key. Losing the key file makes the
 ledger unable to recognise its records; the ledger then refuses to open rather
 than silently treating every record as new.

@@ -254,7 +254,8 @@ class Ledger(LedgerReader):
         scope: str,
         generator: torch.Generator | None,
     ) -> tuple[dict[bytes, _store.Stored], _store.Fresh | None]:
-        """One BEGIN IMMEDIATE..COMMIT: cap check, sampling, charges (per record, nats/probability) and values; (stored, fresh)."""
+        """One BEGIN IMMEDIATE..COMMIT: cap check, sampling, charges (per record, nats/probability) and values;
+        (stored, fresh)."""
         g = mech.guarantee
         uniq = list(first)
         with transaction(self._db) as c:  # write lock held from the check to the commit

@@ -92,7 +92,8 @@ class LedgerReader:
         records = check_records(records)
         if sources is not None:
             if len(sources) != records.shape[0]:
-                raise ValueError(f"sources must give one id per record: {len(sources)} ids for {records.shape[0]} records")
+                raise ValueError(f"sources must give one id per record: {len(sources)} ids for {records.shape[0]} "
+                                 "records")
             return self._key.source_id_keys(sources)
         return self._key.canonical_source_keys(records, domain if domain is not None else Domain())
 

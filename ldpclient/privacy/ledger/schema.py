@@ -96,7 +96,8 @@ def init_database(
 ) -> None:
     """A SQLite ledger: set the journal (WAL, ``synchronous=FULL``), then create or check the schema and the key
     check in one transaction (:func:`init_schema`; a PostgreSQL ledger calls it itself, under :data:`SCHEMA_LOCK`,
-    with its key). ``path``: the ledger's location as printed; ``key_check``: the hex HMAC of this ledger's key over a fixed message; ``key_created``: a new
+    with its key). ``path``: the ledger's location as printed; ``key_check``: the hex HMAC of this ledger's key
+    over a fixed message; ``key_created``: a new
     ledger starts with this key (made by this open, or one provisioned for it: ``Ledger(start_with_key=True)``)."""
     mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if str(mode).lower() != "wal":  # pragma: no cover - e.g. some network file systems

@@ -51,8 +51,14 @@ class Caps(NamedTuple):
 
     def remaining(self, spent: Spend) -> Spend:
         """Budget left under these caps (``inf`` where there is no cap; never < 0)."""
-        eps = torch.full_like(spent.epsilon, math.inf) if self.epsilon is None else (self.epsilon - spent.epsilon).clamp(min=0.0)
-        delta = torch.full_like(spent.delta, math.inf) if self.delta is None else (self.delta - spent.delta).clamp(min=0.0)
+        eps = (
+            torch.full_like(spent.epsilon, math.inf)
+            if self.epsilon is None
+            else (self.epsilon - spent.epsilon).clamp(min=0.0)
+        )
+        delta = (
+            torch.full_like(spent.delta, math.inf) if self.delta is None else (self.delta - spent.delta).clamp(min=0.0)
+        )
         return Spend(eps, delta)
 
 
@@ -118,7 +124,9 @@ def check_budget(c: Database, fresh: list[bytes], g: Guarantee, caps: Caps, *, l
     bad_delta: list[float] = []
     for k, count in charges.items():
         eps, delta = spend.get(k, (0.0, 0.0))
-        if _exceeds(eps + count * g.epsilon_record, caps.epsilon) or _exceeds(delta + count * g.delta_record, caps.delta):
+        if _exceeds(eps + count * g.epsilon_record, caps.epsilon) or _exceeds(
+            delta + count * g.delta_record, caps.delta
+        ):
             bad_eps.append(math.inf if caps.epsilon is None else max(caps.epsilon - eps, 0.0))
             bad_delta.append(math.inf if caps.delta is None else max(caps.delta - delta, 0.0))
     if not bad_eps:
@@ -187,7 +195,8 @@ def adopt_legacy(c: Database, keys: list[bytes]) -> bool:
     for k in keys:
         source_of.setdefault(k[:32], k[32:])
     for chunk in chunks(list(source_of)):
-        q = f"SELECT record_key, epsilon, delta, releases FROM legacy_spend WHERE record_key IN ({placeholders(len(chunk))})"
+        q = ("SELECT record_key, epsilon, delta, releases FROM legacy_spend "
+             f"WHERE record_key IN ({placeholders(len(chunk))})")
         for rkey, eps, delta, n in c.execute(q, chunk).fetchall():
             skey = source_of[bytes(rkey)]
             c.execute(_ADD_SPEND, (skey, eps, delta, n))

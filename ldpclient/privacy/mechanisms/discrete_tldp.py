@@ -133,5 +133,6 @@ class DiscreteTLDPMechanism(Elementwise):
         return discrete_laplace_sampler(plan.values["b"], 0.0).sample(shape, gen).to(torch.float64)
 
 
-#: The factory by its CLI name: ``discrete_tldp(epsilon=None, p=None, b=None, per=..., domain=..., reduction=..., round_inputs=...)``.
+#: The factory by its CLI name: ``discrete_tldp(epsilon=None, p=None, b=None, per=..., domain=..., reduction=...,
+#: round_inputs=...)``.
 discrete_tldp = DiscreteTLDPMechanism

@@ -129,9 +129,11 @@ class GaussianMechanism(Elementwise):
                 tv = grid.sampler.tv_bound() * copies
                 raise ValueError(
                     f"delta {self.delta:g} is below what the secure Gaussian sampler can guarantee (its own "
-                    f"total-variation bound is {tv:.3g}); choose a delta of at least {2 * tv:.3g}, or secure=False (--no-secure)"
+                    f"total-variation bound is {tv:.3g}); choose a delta of at least {2 * tv:.3g}, or secure=False "
+                    "(--no-secure)"
                 )
-        raise ValueError(f"{self.name}: could not fit the sampler's rounding below delta={self.delta}")  # pragma: no cover
+        # pragma: no cover
+        raise ValueError(f"{self.name}: could not fit the sampler's rounding below delta={self.delta}")
 
     def _secure_plan(self, rel_shape: tuple[int, ...], n_elem: int) -> Plan:
         """Discrete Gaussian: fit the grid variance so the realised figure (with sampler excess) meets the target."""
@@ -176,7 +178,8 @@ class GaussianMechanism(Elementwise):
             f" {fmt(self.domain.width)} x sqrt({n_elem})), converted to (epsilon, delta) by CKS 2020 Cor 13",
             f"secure integer sampling; table rounding adds at most {sampler.epsilon_excess(grid.units):.3g} nats and"
             f" {sampler.tv_bound():.3g} delta per element (included in the figures)",
-            f"inputs are clipped to the declared domain [{self.domain.low}, {self.domain.high}] and snapped to the grid",
+            f"inputs are clipped to the declared domain [{self.domain.low}, {self.domain.high}] and snapped to the "
+            "grid",
         )
         g = self._guarantee(eps_e, delta_e, eps_r, delta_r, n_elem, params, notes)
         return Plan(g, n_elem, {"grid": grid, "sigma": sigma})
@@ -204,11 +207,22 @@ class GaussianMechanism(Elementwise):
         delta_bound = delta_ideal + k * grid.sampler.tv_bound()
         sampler = grid.sampler
         sigma = sampler.sigma * grid.gamma
-        params.update({"sigma": sigma, "calibration": "discrete Gaussian, zCDP (CKS 2020 Thm 4) converted by CKS Cor 13",
-                       "rho_record": rho, "epsilon_record_bound": eps_bound, "delta_record_bound": delta_bound,
-                       "secure": True, "grid": grid.gamma, "grid_bits": int(grid.units).bit_length() - 1,
-                       "variance_grid_units": sampler.s, "epsilon_quantisation_excess": k * sampler.epsilon_excess(grid.units),
-                       "delta_sampler_tv": k * sampler.tv_bound(), "sampling": SECURE_GAUSSIAN_SAMPLING})
+        params.update(
+            {
+                "sigma": sigma,
+                "calibration": "discrete Gaussian, zCDP (CKS 2020 Thm 4) converted by CKS Cor 13",
+                "rho_record": rho,
+                "epsilon_record_bound": eps_bound,
+                "delta_record_bound": delta_bound,
+                "secure": True,
+                "grid": grid.gamma,
+                "grid_bits": int(grid.units).bit_length() - 1,
+                "variance_grid_units": sampler.s,
+                "epsilon_quantisation_excess": k * sampler.epsilon_excess(grid.units),
+                "delta_sampler_tv": k * sampler.tv_bound(),
+                "sampling": SECURE_GAUSSIAN_SAMPLING,
+            }
+        )
         notes.append(
             f"discrete Gaussian noise, sigma = {fmt(sigma)} on each coefficient (snapped toward zero onto a grid of"
             f" {fmt(grid.gamma)}, integer L2 norm checked): {fmt(rho)}-zCDP per record, converted to (epsilon, delta)"

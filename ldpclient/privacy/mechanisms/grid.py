@@ -94,7 +94,8 @@ def grid_bits_for(scale_over_width: float) -> int:
 
 
 def gaussian_grid(domain: Domain, rho_element: float, name: str) -> tuple[Grid, float]:
-    """Grid and discrete Gaussian sampler giving at most ``rho_element``-zCDP per element; returns (grid, realised rho)."""
+    """Grid and discrete Gaussian sampler giving at most ``rho_element``-zCDP per element; returns (grid, realised
+    rho)."""
     bits = grid_bits_for(1.0 / math.sqrt(2.0 * rho_element))
     units = 1 << bits
     variance = math.ceil(units * units / (2.0 * rho_element))

@@ -103,7 +103,8 @@ class LaplaceMechanism(Elementwise):
             values.update({"grid": grid, "b": b})
             notes.append(
                 f"secure path: input snapped to a grid of {fmt(grid.gamma)}, discrete Laplace noise from integer"
-                f" tables; table rounding adds at most {excess:.2g} to the per-element epsilon (included in the figures)"
+                f" tables; table rounding adds at most {excess:.2g} to the per-element epsilon (included in the "
+                "figures)"
             )
         return self._pure_plan(eps_true, n_elem, params, tuple(notes), values)
 

@@ -39,7 +39,8 @@ class MechanismEntry:
 
     @property
     def takes_basis(self) -> bool:
-        """Whether the factory has a ``basis`` parameter (``--basis dct``, ``--coefficients``, ``--clip-norm`` apply)."""
+        """Whether the factory has a ``basis`` parameter (``--basis dct``, ``--coefficients``, ``--clip-norm``
+        apply)."""
         return "basis" in inspect.signature(self.factory).parameters
 
     @property

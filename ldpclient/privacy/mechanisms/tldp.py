@@ -107,7 +107,8 @@ class TLDPMechanism(Elementwise):
     def _make_plan(
         self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
     ) -> Plan:
-        """Plan of one record shape: noise scale, keep probabilities (log space) and the guarantee (nats, per element/record)."""
+        """Plan of one record shape: noise scale, keep probabilities (log space) and the guarantee (nats, per
+        element/record)."""
         eps_e = self._eps_element(self.epsilon, n_elem)
         log_p, scale, grid, rho_e = self._calibrate(eps_e, n_elem)
         log_p_published = log_p
@@ -152,7 +153,8 @@ class TLDPMechanism(Elementwise):
     def _keep_probabilities(
         self, log_p: float, record_shape: tuple[int, ...], n_elem: int, noise_only: bool
     ) -> tuple[float, float, torch.Tensor | None, dict[str, Any]]:
-        """Per-element keep probabilities of one released record, log space: (log p_max, log q per record, thin, info)."""
+        """Per-element keep probabilities of one released record, log space: (log p_max, log q per record, thin,
+        info)."""
         thin = None
         w_info: dict[str, Any] = {}
         log_q: float | None
@@ -196,7 +198,8 @@ class TLDPMechanism(Elementwise):
         log_ps: tuple[float, float, float, float],
         w_info: dict[str, Any],
     ) -> tuple[dict[str, Any], float, float]:
-        """Guarantee params (log_ps: log p, published log p, log p_max, log q; per element except q); returns (params, excess nats, tv)."""
+        """Guarantee params (log_ps: log p, published log p, log p_max, log q; per element except q); returns
+        (params, excess nats, tv)."""
         log_p, log_p_published, log_p_max, log_q = log_ps
         params = self._common_params(n_elem, rel_shape)
         params.update(scale)
@@ -223,7 +226,10 @@ class TLDPMechanism(Elementwise):
         params.update(w_info)
         excess, tv = 0.0, 0.0
         if grid is not None:
-            excess, tv = grid.sampler.epsilon_excess(grid.units), (grid.sampler.tv_bound() if self.base == "gaussian" else 0.0)
+            excess, tv = (
+                grid.sampler.epsilon_excess(grid.units),
+                (grid.sampler.tv_bound() if self.base == "gaussian" else 0.0),
+            )
             params.update({"grid": grid.gamma, "epsilon_quantisation_excess": excess, "delta_sampler_tv": tv})
         return params, excess, tv
 
@@ -239,7 +245,8 @@ class TLDPMechanism(Elementwise):
         q: float,
         params: dict[str, Any],
     ) -> tuple[float, float, float, float, str]:
-        """(eps_elem, delta_elem, eps_rec, delta_rec, note): epsilon in nats, delta a probability; sets params["delta"] (Gaussian)."""
+        """(eps_elem, delta_elem, eps_rec, delta_rec, note): epsilon in nats, delta a probability; sets
+        params["delta"] (Gaussian)."""
         d = self.domain.width
         if self.base == "laplace":
             b = scale["b"]

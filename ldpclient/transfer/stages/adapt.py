@@ -26,7 +26,9 @@ class Adapted:
     adaptation: Optional[AdaptHistory]
 
 
-def label_prior(ctx: RunContext, store: LabelStore, public: Optional[PublicQueries], classes: int) -> Optional[torch.Tensor]:
+def label_prior(
+    ctx: RunContext, store: LabelStore, public: Optional[PublicQueries], classes: int
+) -> Optional[torch.Tensor]:
     """Where :meth:`~..settings.AdaptationSettings.balances`: the prior the student learnt (the teacher's answer
     shares, :func:`~..prior.training_prior`), which the labels are not to keep; else None."""
     if not ctx.given.adaptation.balances(public is not None):
@@ -34,7 +36,9 @@ def label_prior(ctx: RunContext, store: LabelStore, public: Optional[PublicQueri
     return training_prior(store.histogram().tolist(), classes)
 
 
-def balanced_output(ctx: RunContext, probs: torch.Tensor, store: LabelStore, public: Optional[PublicQueries]) -> torch.Tensor:
+def balanced_output(
+    ctx: RunContext, probs: torch.Tensor, store: LabelStore, public: Optional[PublicQueries]
+) -> torch.Tensor:
     """Where :meth:`~..settings.AdaptationSettings.balances`: the student's outputs ``probs`` re-weighted from the
     teacher's answer shares (which it learnt) to equal ones (:mod:`..prior`), in ``probs``' dtype; else ``probs``."""
     prior = label_prior(ctx, store, public, probs.shape[1])

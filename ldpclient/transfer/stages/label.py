@@ -61,7 +61,9 @@ def label_private(ctx: RunContext, book: QueryBook, store: LabelStore, start: in
     return time.perf_counter() - t
 
 
-def _labelled(ctx: RunContext, plan: QueryPlan, batches: Iterator[tuple[str, Derived]]) -> Iterator[tuple[np.ndarray, Any]]:
+def _labelled(
+    ctx: RunContext, plan: QueryPlan, batches: Iterator[tuple[str, Derived]]
+) -> Iterator[tuple[np.ndarray, Any]]:
     """The teacher's answers to ``batches`` of ``plan``: ``(query ids in the plan, labels)`` per batch, checked."""
     index = {plan.batch_id(b): b for b in range(plan.num_batches)}
     for bid, labels in ctx.label(batches):

@@ -89,9 +89,12 @@ def prepare_public(ctx: RunContext, public: RecordSource, plan: QueryPlan) -> Pu
     if check is not None:  # the copies' plan seeded like the public images': by their values alone
         copies = public_release(check.images, domain)
         out.check = check
-        out.mirror_check = Segment("mirror_check", QueryPlan(kind="identity", n=len(copies),
-                                                             seed=public_seed(copies.values), batch_size=plan.batch_size),
-                                   end, ReleaseRows(copies, (), settings.upsample_mode))
+        out.mirror_check = Segment(
+            "mirror_check",
+            QueryPlan(kind="identity", n=len(copies), seed=public_seed(copies.values), batch_size=plan.batch_size),
+            end,
+            ReleaseRows(copies, (), settings.upsample_mode),
+        )
         end = out.mirror_check.end
     if settings.confusion:  # seeded by the images' values too, apart from their identity plan's batch ids
         count = resolve.confusion_queries(ctx.meta.num_classes, len(public), plan.kind)
