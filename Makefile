@@ -21,7 +21,7 @@ $(DEMO_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[demo]'
 	touch $(DEMO_STAMP)
 
-# Headless Chromium for the page tests (tests/browser.py): Debian's package, installed when missing and this is
+# Headless Chromium for the page tests (tests/support/browser.py): Debian's package, installed when missing and this is
 # root with apt-get; elsewhere the browser tests skip (LDPCLIENT_REQUIRE_BROWSER=1, as in .ci/run, fails them).
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \

@@ -32,7 +32,7 @@ _databases = itertools.count()
 def postgres_server():
     """A throwaway PostgreSQL server for the whole session (tests/postgres_server.py); skips with the reason
     where PostgreSQL or psycopg is missing (LDPCLIENT_REQUIRE_POSTGRES=1 fails instead, as in .ci/run)."""
-    import postgres_server as pg
+    from support import postgres_server as pg
 
     try:
         server = pg.start()

@@ -227,7 +227,7 @@ def test_public_input_reads_epsilon_0_with_the_same_noise() -> None:
 
 
 def _private_folder(root):
-    from image_folders import random_png_folder
+    from support.image_folders import random_png_folder
 
     return random_png_folder(root / "private", seed=0)
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from browser import open_page
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -20,6 +19,7 @@ from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger, cap_reached
 from ldpclient.report.budget_page import BINS, spend_histogram
 from ldpclient.teachers.local import LocalTeacher
+from support.browser import open_page
 
 
 def _folder(root: Path, names: list[str], seed: int = 1) -> Path:

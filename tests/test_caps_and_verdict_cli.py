@@ -9,57 +9,37 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
-from test_cli import _args, _private, _server
 from typer.testing import CliRunner
 
 from ldpclient.cli.commands import app
 from ldpclient.cli.errors import EXIT_MONEY_CAP, EXIT_PRIVACY_CAP, EXIT_USAGE
 from ldpclient.report.label_files import read_labels
 from ldpclient.run.demo import write_demo_folder
+from support.cli_runs import charged_images, label_args, mock_teacher, paid_batches, private_folder
 
 
 def _run(args: list[str]):
     return CliRunner().invoke(app, args)
 
 
-def _rows(tmp_path: Path, state_file: str, table: str) -> int:
-    """Rows of ``table`` in a state file (0 when the file was never created)."""
-    path = tmp_path / "state" / state_file
-    if not path.exists():
-        return 0
-    with sqlite3.connect(path) as db:
-        return int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-
-
-def _charged(tmp_path: Path) -> int:
-    """Images the ledger has charged (stored releases)."""
-    return _rows(tmp_path, "ledger.sqlite", "releases")
-
-
-def _paid(tmp_path: Path) -> int:
-    """Batches the journal has answered."""
-    return _rows(tmp_path, "journal.sqlite", "batches")
-
-
 def test_a_money_cap_the_run_would_cross_is_refused_before_anything_is_noised_or_sent(tmp_path: Path) -> None:
     """The README's case: the cap is smaller than what the run's queries cost (24 at 0.01 = 0.24)."""
-    folder = _private(tmp_path)
-    with _server() as srv:
-        dry = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.1", "--dry-run"))
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        dry = _run(label_args(folder, srv.model_url, tmp_path, "--money-cap", "0.1", "--dry-run"))
         assert dry.exit_code == EXIT_MONEY_CAP, dry.output
         assert "the smallest cap that would do is 0.24" in dry.stderr
-        refused = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.1"))
+        refused = _run(label_args(folder, srv.model_url, tmp_path, "--money-cap", "0.1"))
         assert refused.exit_code == EXIT_MONEY_CAP, refused.output
         line = refused.stderr.strip().splitlines()[-1]  # after the loading bar: the images were read, not noised
         assert line.startswith("error: refused: --money-cap 0.1: the run would send 24 queries")
         assert "nothing was noised, sent or charged; the smallest cap that would do is 0.24" in line
-        assert srv.usage()["total"]["images"] == 0 and _charged(tmp_path) == 0 and _paid(tmp_path) == 0
+        assert srv.usage()["total"]["images"] == 0 and charged_images(tmp_path) == 0 and paid_batches(tmp_path) == 0
         assert not (tmp_path / "out" / "labels.report.json").exists()  # no stop report: nothing happened
-        done = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.24", "--json"))
+        done = _run(label_args(folder, srv.model_url, tmp_path, "--money-cap", "0.24", "--json"))
         assert done.exit_code == 0, done.output
         assert json.loads(done.stdout)["cost"]["spent_run"] == pytest.approx(0.24)
 
@@ -68,86 +48,88 @@ def test_the_old_readme_command_on_the_demo_folder_is_refused_before_anything_is
     """Issue 44: `--money-cap 5 --baseline` on the demo's 359 images charged epsilon 100 to every image, then
     stopped at the cap (7,180 private and 7,180 baseline queries at 0.001 cost 14.36)."""
     write_demo_folder(tmp_path / "out")
-    with _server(image_size=28, price_per_image=0.001, max_batch_size=256) as srv:
+    with mock_teacher(image_size=28, price_per_image=0.001, max_batch_size=256) as srv:
         res = _run(["label", str(tmp_path / "out" / "private"), "--teacher", srv.model_url, "--price", "0.001",
                     "--money-cap", "5", "--privacy-cap", "200", "--baseline", "--state-dir", str(tmp_path / "state"),
                     "--output", str(tmp_path / "labels.csv")])
         assert res.exit_code == EXIT_MONEY_CAP, res.output
         assert "14360 queries" in res.stderr and "the smallest cap that would do is 14.36" in res.stderr
-        assert srv.usage()["total"]["images"] == 0 and _charged(tmp_path) == 0 and _paid(tmp_path) == 0
+        assert srv.usage()["total"]["images"] == 0 and charged_images(tmp_path) == 0 and paid_batches(tmp_path) == 0
 
 
 def test_a_money_cap_only_the_baseline_would_cross_is_refused_before_the_private_run(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
-        refused = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.3", "--baseline"))
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        refused = _run(label_args(folder, srv.model_url, tmp_path, "--money-cap", "0.3", "--baseline"))
         assert refused.exit_code == EXIT_MONEY_CAP, refused.output
         assert "48 queries" in refused.stderr and "smallest cap that would do is 0.48" in refused.stderr
-        assert srv.usage()["total"]["images"] == 0 and _charged(tmp_path) == 0
+        assert srv.usage()["total"]["images"] == 0 and charged_images(tmp_path) == 0
 
 
 def test_a_resumed_run_is_checked_against_what_the_journal_has_not_answered(tmp_path: Path) -> None:
     """After a finished run, the same command with the same cap pays nothing and is not refused; a baseline added
     later costs only its own queries."""
-    folder = _private(tmp_path)
-    with _server() as srv:
-        assert _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.24")).exit_code == 0
-        again = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.24", "--json"))
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        assert _run(label_args(folder, srv.model_url, tmp_path, "--money-cap", "0.24")).exit_code == 0
+        again = _run(label_args(folder, srv.model_url, tmp_path, "--money-cap", "0.24", "--json"))
         assert again.exit_code == 0, again.output
         assert json.loads(again.stdout)["queries"]["from_journal"] == 24
-        more = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.4", "--baseline"))
+        more = _run(label_args(folder, srv.model_url, tmp_path, "--money-cap", "0.4", "--baseline"))
         assert more.exit_code == EXIT_MONEY_CAP and "24 queries not yet answered" in more.stderr
         assert "0.24 already spent" in more.stderr and "would do is 0.48" in more.stderr
-        dry = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.3", "--dry-run"))
+        dry = _run(label_args(folder, srv.model_url, tmp_path, "--money-cap", "0.3", "--dry-run"))
         assert dry.exit_code == 0 and "journal has answers from this teacher" in dry.stderr  # an upper bound only
 
 
 def test_a_cap_crossed_by_what_could_not_be_foreseen_still_stops_at_the_batch_and_resumes(tmp_path: Path) -> None:
     """Dropped answers may have been billed: they count against the cap as they happen, so the run stops at the
     batch that would cross it (a stop report, nothing lost) and the re-run pays nothing twice."""
-    folder = _private(tmp_path)
-    with _server(drop_rate=0.5, fault_seed=1) as srv:
-        stopped = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "0.24", "--max-retry-time", "30"))
+    folder = private_folder(tmp_path)
+    with mock_teacher(drop_rate=0.5, fault_seed=1) as srv:
+        stopped = _run(label_args(folder, srv.model_url, tmp_path, "--money-cap", "0.24", "--max-retry-time", "30"))
         assert stopped.exit_code == EXIT_MONEY_CAP, stopped.output
         assert "money cap reached" in stopped.stderr and "refused" not in stopped.stderr
         stop = json.loads((tmp_path / "out" / "labels.report.json").read_text())
         assert stop["ok"] is False and stop["stopped"]["reason"] == "money cap"
-        answered = _paid(tmp_path)
-        resumed = _run(_args(folder, srv.model_url, tmp_path, "--money-cap", "5", "--json", "--max-retry-time", "30"))
+        answered = paid_batches(tmp_path)
+        resumed = _run(
+            label_args(folder, srv.model_url, tmp_path, "--money-cap", "5", "--json", "--max-retry-time", "30")
+        )
         assert resumed.exit_code == 0, resumed.output
         assert json.loads(resumed.stdout)["queries"]["from_journal"] == 8 * answered
 
 
 def test_a_privacy_cap_below_one_release_is_refused_before_anything_is_read(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
         for extra in ((), ("--dry-run",)):
-            refused = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "10", *extra))
+            refused = _run(label_args(folder, srv.model_url, tmp_path, "--privacy-cap", "10", *extra))
             assert refused.exit_code == EXIT_PRIVACY_CAP, refused.output
             assert "refused: --privacy-cap 10 is below one release of an image (epsilon 64 per image)" in refused.stderr
             assert "the smallest cap that would do is 64" in refused.stderr
-        assert srv.usage()["total"]["images"] == 0 and _charged(tmp_path) == 0
+        assert srv.usage()["total"]["images"] == 0 and charged_images(tmp_path) == 0
 
 
 def test_a_privacy_cap_earlier_spend_would_cross_is_refused_before_anything_is_noised(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
-        assert _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100")).exit_code == 0
-        sent, charged = srv.usage()["total"]["images"], _charged(tmp_path)
-        refused = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100", "--epsilon", "3"))
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        assert _run(label_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100")).exit_code == 0
+        sent, charged = srv.usage()["total"]["images"], charged_images(tmp_path)
+        refused = _run(label_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100", "--epsilon", "3"))
         assert refused.exit_code == EXIT_PRIVACY_CAP, refused.output
         # each run's 24 pairs may leave one of the 12 images out (never released): 10 to 12 of 11 or 12 are over
         over = re.search(r"(\d+) of the (\d+) images this run would noise", refused.stderr)
         assert over is not None and 10 <= int(over[1]) <= int(over[2]) and int(over[2]) >= 11, refused.stderr
         assert "the smallest cap that would do is 112" in refused.stderr  # 64 spent + 48 for the new mechanism
-        assert charged >= 11 and _charged(tmp_path) == charged and srv.usage()["total"]["images"] == sent
-        reused = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "64", "--json"))  # stored: free
+        assert charged >= 11 and charged_images(tmp_path) == charged and srv.usage()["total"]["images"] == sent
+        reused = _run(label_args(folder, srv.model_url, tmp_path, "--privacy-cap", "64", "--json"))  # stored: free
         assert reused.exit_code == 0, reused.output
 
 
 def test_a_money_cap_without_a_price_is_a_one_line_error(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    args = [a for a in _args(folder, "http://127.0.0.1:9/v2/models/m", tmp_path, "--money-cap", "5")]
+    folder = private_folder(tmp_path)
+    args = [a for a in label_args(folder, "http://127.0.0.1:9/v2/models/m", tmp_path, "--money-cap", "5")]
     at = args.index("--price")
     del args[at:at + 2]
     res = _run(args)
@@ -157,12 +139,12 @@ def test_a_money_cap_without_a_price_is_a_one_line_error(tmp_path: Path) -> None
 def test_every_run_ends_with_a_verdict_scored_on_the_check_set(tmp_path: Path) -> None:
     """The check set's score is the labels written against the hand labels; the summary, the JSON, the report
     and the page all carry the verdict; the hand labels are never sent (the query log has no trace of them)."""
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.png"))
     check = tmp_path / "check.csv"
     check.write_text("file,label\n" + "".join(f"{n},{k % 2}\n" for k, n in enumerate(names[:10])), encoding="utf-8")
-    with _server() as srv:
-        res = _run(_args(folder, srv.model_url, tmp_path, "--check", str(check), "--baseline", "--html"))
+    with mock_teacher() as srv:
+        res = _run(label_args(folder, srv.model_url, tmp_path, "--check", str(check), "--baseline", "--html"))
         assert res.exit_code == 0, res.output
         assert "  verdict " in res.stderr and "on the check set" in res.stderr
         report = json.loads((tmp_path / "out" / "labels.report.json").read_text())
@@ -176,17 +158,17 @@ def test_every_run_ends_with_a_verdict_scored_on_the_check_set(tmp_path: Path) -
         page = (tmp_path / "out" / "labels.html").read_text(encoding="utf-8")
         assert page.index("What the labels are worth") < page.index("The guarantee, in plain words")
         assert f"The labels are {verdict['level']}." in page
-        as_json = _run(_args(folder, srv.model_url, tmp_path, "--check", str(check), "--json"))
+        as_json = _run(label_args(folder, srv.model_url, tmp_path, "--check", str(check), "--json"))
         assert json.loads(as_json.stdout)["verdict"]["check"]["images"] == 10
 
 
 def test_a_check_file_naming_an_image_not_in_the_folder_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     check = tmp_path / "check.csv"
     check.write_text("file,label\nnot-there.png,1\n", encoding="utf-8")
-    with _server() as srv:
+    with mock_teacher() as srv:
         for extra in ((), ("--dry-run",)):
-            res = _run(_args(folder, srv.model_url, tmp_path, "--check", str(check), *extra))
+            res = _run(label_args(folder, srv.model_url, tmp_path, "--check", str(check), *extra))
             assert res.exit_code == EXIT_USAGE, res.output
             assert "1 of its 1 images are not among the private images (e.g. 'not-there.png')" in res.stderr
-        assert srv.usage()["total"]["images"] == 0 and _charged(tmp_path) == 0
+        assert srv.usage()["total"]["images"] == 0 and charged_images(tmp_path) == 0

@@ -81,11 +81,11 @@ def test_a_label_runs_money_is_one_total_with_its_parts(tmp_path: Path) -> None:
     """The summary's money line and the page's band: this run's total, then what it went on (issue 66)."""
     import re
 
-    from test_cli import _args, _private, _server
+    from support.cli_runs import label_args, mock_teacher, private_folder
 
-    folder = _private(tmp_path)
-    with _server() as srv:
-        res = CliRunner().invoke(app, _args(folder, srv.model_url, tmp_path, "--baseline", "--html"))
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        res = CliRunner().invoke(app, label_args(folder, srv.model_url, tmp_path, "--baseline", "--html"))
     assert res.exit_code == 0, res.output
     line = next(line for line in res.stderr.splitlines() if line.strip().startswith("money"))
     m = re.search(r"([\d.]+) this run \(private queries ([\d.]+), data-free baseline ([\d.]+)\)", line)

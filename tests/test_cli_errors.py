@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fast_children import run_cli
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -15,6 +14,7 @@ from ldpclient import __version__
 from ldpclient.cli.commands import app
 from ldpclient.cli.config import ConfigError, options_for_command, read_config
 from ldpclient.cli.errors import EXIT_USAGE
+from support.fast_children import run_cli
 
 UNREACHABLE = "http://127.0.0.1:9/v2/models/digits"  # discard port: nothing listens, never contacted here
 

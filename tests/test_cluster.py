@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_cli import _args, _cli, _private, _run, _server, _stop_after
 from torch import nn
 
 from ldpclient.cli.errors import EXIT_USAGE
@@ -32,6 +31,7 @@ from ldpclient.io.records import TensorRecords
 from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger
 from ldpclient.transfer.student import predict_proba
+from support.cli_runs import cli_command, invoke, label_args, mock_teacher, private_folder, stop_after
 
 
 class KilledAfterCommit(ReleaseStage):
@@ -115,10 +115,19 @@ def test_a_label_run_hands_its_release_and_every_student_pass_to_the_engine(
     Ray tests below run the same stages on actors, without adaptation: each pass there starts an actor pool.)"""
     engine = CountingEngine()
     monkeypatch.setattr("ldpclient.cluster.engine.open_engine", lambda address, **_: engine)
-    folder = _private(tmp_path)
-    with _server() as srv:
-        done = _run([*_args(folder, srv.model_url, tmp_path, "--json"), "--cluster", "auto", "--state", postgres_url,
-                     "--ledger-key-file", str(tmp_path / "k")])
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        done = invoke(
+            [
+                *label_args(folder, srv.model_url, tmp_path, "--json"),
+                "--cluster",
+                "auto",
+                "--state",
+                postgres_url,
+                "--ledger-key-file",
+                str(tmp_path / "k"),
+            ]
+        )
     assert done.exit_code == 0, done.output
     rep = json.loads(done.stdout)
     assert rep["ledger"]["fresh"] == 12 - rep["counts"]["not_released"] and rep["counts"]["labelled"] == 12
@@ -127,21 +136,21 @@ def test_a_label_run_hands_its_release_and_every_student_pass_to_the_engine(
 
 
 def test_label_on_the_cluster_then_here_finds_everything_stored(ray_local, postgres_url: str, tmp_path: Path) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     state = ["--state", postgres_url, "--ledger-key-file", str(tmp_path / "k")]
-    with _server() as srv:
-        refused = _run([*_args(folder, srv.model_url, tmp_path), "--cluster", "auto", "--seed", "1", *state])
+    with mock_teacher() as srv:
+        refused = invoke([*label_args(folder, srv.model_url, tmp_path), "--cluster", "auto", "--seed", "1", *state])
         assert refused.exit_code == EXIT_USAGE and "--cluster refuses --seed" in refused.stderr
-        alone = _run([*_args(folder, srv.model_url, tmp_path), "--cluster", "auto"])
+        alone = invoke([*label_args(folder, srv.model_url, tmp_path), "--cluster", "auto"])
         assert alone.exit_code == EXIT_USAGE and "--cluster needs --state" in alone.stderr
-        on_cluster = _run(
-            [*_args(folder, srv.model_url, tmp_path, "--json", "--no-adapt"), "--cluster", "auto", *state]
+        on_cluster = invoke(
+            [*label_args(folder, srv.model_url, tmp_path, "--json", "--no-adapt"), "--cluster", "auto", *state]
         )
         assert on_cluster.exit_code == 0, on_cluster.output
         rep = json.loads(on_cluster.stdout)
         assert rep["ledger"]["fresh"] == 12 - rep["counts"]["not_released"] and rep["counts"]["labelled"] == 12
         assert rep["queries"]["sent"] == 24
-        here = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--no-adapt"), *state])
+        here = invoke([*label_args(folder, srv.model_url, tmp_path, "--json", "--no-adapt"), *state])
         assert here.exit_code == 0, here.output
         rep2 = json.loads(here.stdout)
         assert rep2["ledger"]["fresh"] == 0 and rep2["queries"]["sent"] == 0 and rep2["queries"]["from_journal"] == 24
@@ -151,19 +160,19 @@ def test_the_driver_killed_mid_run_and_the_command_run_again(ray_local, postgres
     """The driver (the command) SIGKILLed while it queries; the same command again resumes from the database:
     nothing noised again, at most the batch in flight sent twice. Both join the session's Ray by its address
     (``--cluster ADDRESS``), as a command joins an existing cluster."""
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     address = ray_local.get_runtime_context().gcs_address
-    with _server(latency=0.2) as srv:
+    with mock_teacher(latency=0.2) as srv:
         # --no-adapt: the student's passes on the workers are the other tests' (each pass starts an actor pool)
-        args = [*_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4", "--no-adapt"),
+        args = [*label_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4", "--no-adapt"),
                 "--cluster", address,
                 "--state", postgres_url, "--ledger-key-file", str(tmp_path / "k")]
-        code, _ = _stop_after(srv, args, env, 8, signal.SIGKILL)
+        code, _ = stop_after(srv, args, env, 8, signal.SIGKILL)
         assert code == -signal.SIGKILL
         before = srv.usage()["total"]["images"]
         assert 8 <= before < 40
-        done = subprocess.run(_cli(*args, "--json"), env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(cli_command(*args, "--json"), env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         rep = json.loads(done.stdout)
         assert rep["ledger"]["fresh"] == 0  # the workers' releases, committed before the kill, were reused

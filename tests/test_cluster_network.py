@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_cli import _args, _private, _run, _server
 
 from ldpclient.cli.errors import EXIT_USAGE
 from ldpclient.cluster.ray_engine import RayEngine, announced_cluster, check_reachable
 from ldpclient.state import StateError
+from support.cli_runs import invoke, label_args, mock_teacher, private_folder
 
 #: Run in a process of its own: start the engine as ``--cluster auto`` does, run a stage on its workers, then list
 #: the listening TCP sockets of this process and every process below it (Ray's GCS, raylet, workers), as
@@ -149,11 +149,20 @@ def test_a_cluster_address_where_nothing_answers_fails_in_one_line_within_the_ti
             check_reachable(address, 2.0)
     with pytest.raises(StateError, match="is not a Ray address"):
         check_reachable("no-port-here", 2.0)
-    folder = _private(tmp_path)
-    with _server() as srv:
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
         started = time.monotonic()
-        res = _run([*_args(folder, srv.model_url, tmp_path), "--cluster", f"127.0.0.1:{port}", "--state", postgres_url,
-                    "--timeout", "3"])
+        res = invoke(
+            [
+                *label_args(folder, srv.model_url, tmp_path),
+                "--cluster",
+                f"127.0.0.1:{port}",
+                "--state",
+                postgres_url,
+                "--timeout",
+                "3",
+            ]
+        )
         assert time.monotonic() - started < 60
         assert res.exit_code == EXIT_USAGE, res.output
         line = res.stderr.strip().splitlines()[-1]  # after the loading bar

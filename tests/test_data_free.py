@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from image_folders import random_png_folder
 from typer.testing import CliRunner
 
 import mock_server
 from ldpclient.cli.commands import app
 from ldpclient.io.querylog import read_query_log
 from ldpclient.transfer import defaults
+from support.image_folders import random_png_folder
 
 
 def _private(root: Path, pixel_seed: int) -> Path:

@@ -15,30 +15,30 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from test_caps_and_verdict_cli import _charged, _paid
-from test_cli import _args, _private, _run, _server
 
 from ldpclient.cli.errors import EXIT_PRIVACY_CAP, EXIT_USAGE
+from support.cli_runs import charged_images, invoke, label_args, mock_teacher, paid_batches, private_folder
 
 # ---------------------------------------------------------------- the cap lives in the ledger
 
 
 def _budget(tmp_path: Path, *extra: str) -> dict:
-    res = _run(["budget", "--state-dir", str(tmp_path / "state"), "--json", *extra])
+    res = invoke(["budget", "--state-dir", str(tmp_path / "state"), "--json", *extra])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 
 
 def _noise(folder: Path, url: str, tmp_path: Path, *extra: str):
-    return _run(["noise", str(folder), "--out", str(tmp_path / "noised"), "--teacher", url, "--reduce", "2",
+    return invoke(["noise", str(folder), "--out", str(tmp_path / "noised"), "--teacher", url, "--reduce", "2",
                  "--epsilon", "4", "--epsilon-unit", "element", "--state-dir", str(tmp_path / "state"), *extra])
 
 
 def test_a_cap_set_once_holds_for_a_later_noise_without_one(tmp_path: Path) -> None:
     """The issue's case: runs with a cap, then a preview without one pushed every image past it."""
-    folder = _private(tmp_path)
-    with _server() as srv:
-        first = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100"))  # 4 x 4 elements x 4 = 64 each
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        # 4 x 4 elements x 4 = 64 each
+        first = invoke(label_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100"))
         assert first.exit_code == 0, first.output
         spent = _budget(tmp_path)["epsilon"]["max"]
         again = _noise(folder, srv.model_url, tmp_path, "--epsilon", "3")  # a fresh release: 48 more
@@ -51,18 +51,18 @@ def test_a_cap_set_once_holds_for_a_later_noise_without_one(tmp_path: Path) -> N
 
 
 def test_a_higher_cap_is_refused_until_raised_explicitly_and_the_raise_is_recorded(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
-        assert _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100")).exit_code == 0
-        charged, paid = _charged(tmp_path), _paid(tmp_path)
-        higher = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "200"))
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        assert invoke(label_args(folder, srv.model_url, tmp_path, "--privacy-cap", "100")).exit_code == 0
+        charged, paid = charged_images(tmp_path), paid_batches(tmp_path)
+        higher = invoke(label_args(folder, srv.model_url, tmp_path, "--privacy-cap", "200"))
         assert higher.exit_code == EXIT_USAGE, higher.output
         line = higher.stderr.strip().splitlines()[-1]
         assert "--privacy-cap 200 is above the privacy cap this state holds (epsilon 100 per image)" in line
         assert "ldpclient budget --set-cap 200" in line
-        dry = _run(_args(folder, srv.model_url, tmp_path, "--privacy-cap", "200", "--dry-run"))
+        dry = invoke(label_args(folder, srv.model_url, tmp_path, "--privacy-cap", "200", "--dry-run"))
         assert dry.exit_code == EXIT_USAGE and "budget --set-cap 200" in dry.stderr
-        assert (_charged(tmp_path), _paid(tmp_path)) == (charged, paid)
+        assert (charged_images(tmp_path), paid_batches(tmp_path)) == (charged, paid)
         raised = _budget(tmp_path, "--set-cap", "200")
         assert raised["cap_epsilon"] == 200
         assert [h["origin"] for h in raised["cap_history"]] == ["--privacy-cap", "budget --set-cap"]
@@ -72,15 +72,15 @@ def test_a_higher_cap_is_refused_until_raised_explicitly_and_the_raise_is_record
 
 
 def test_lowering_the_cap_below_the_spend_freezes_those_images_and_budget_says_over(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
-        assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0  # 64 per image, no cap
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        assert invoke(label_args(folder, srv.model_url, tmp_path)).exit_code == 0  # 64 per image, no cap
         lowered = _budget(tmp_path, "--set-cap", "10")
         charged = lowered["records"]  # 24 pairs of 12 images may leave one out: never released, never charged
         assert charged >= 11 and lowered["records_at_cap"] == charged and lowered["records_over_cap"] == charged
-        text = _run(["budget", "--state-dir", str(tmp_path / "state")])
+        text = invoke(["budget", "--state-dir", str(tmp_path / "state")])
         assert f"{charged} of them over it" in text.output
-        reused = _run(_args(folder, srv.model_url, tmp_path))  # the stored releases: nothing fresh to charge
+        reused = invoke(label_args(folder, srv.model_url, tmp_path))  # the stored releases: nothing fresh to charge
         assert reused.exit_code == 0, reused.output
         fresh = _noise(folder, srv.model_url, tmp_path, "--epsilon", "0.5")
         assert fresh.exit_code == EXIT_PRIVACY_CAP, fresh.output
@@ -88,11 +88,11 @@ def test_lowering_the_cap_below_the_spend_freezes_those_images_and_budget_says_o
 
 
 def test_set_cap_refuses_a_value_that_is_not_an_epsilon(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
-        assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        assert invoke(label_args(folder, srv.model_url, tmp_path)).exit_code == 0
     for bad in ("-1", "nan", "inf", "lots"):
-        res = _run(["budget", "--state-dir", str(tmp_path / "state"), "--set-cap", bad])
+        res = invoke(["budget", "--state-dir", str(tmp_path / "state"), "--set-cap", bad])
         assert res.exit_code == EXIT_USAGE and "--set-cap must be a per-image epsilon" in res.stderr, bad
 
 
@@ -149,17 +149,17 @@ def _args28(folder: Path, url: str, tmp_path: Path, *extra: str) -> list[str]:
 
 def test_an_image_the_ledger_charged_is_refused_as_public_from_any_folder(tmp_path: Path) -> None:
     """The issue's case: after `noise priv`, `label pub --public priv` sent all the private images as they are."""
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     other = tmp_path / "other"
     _write(other, _smooth(12, 5, 8), "o")
-    with _server() as srv:
+    with mock_teacher() as srv:
         assert _noise(folder, srv.model_url, tmp_path, "--privacy-cap", "100").exit_code == 0
-        res = _run(_args(other, srv.model_url, tmp_path, "--public", str(folder), "--privacy-cap", "100"))
+        res = invoke(label_args(other, srv.model_url, tmp_path, "--public", str(folder), "--privacy-cap", "100"))
         assert res.exit_code == EXIT_USAGE, res.output
         line = res.stderr.strip().splitlines()[-1]
         assert "12 image(s) are private images" in line
         assert "charged as a private image" in line and "nothing was sent" in line
-        assert srv.usage()["total"]["images"] == 0 and _paid(tmp_path) == 0
+        assert srv.usage()["total"]["images"] == 0 and paid_batches(tmp_path) == 0
 
 
 def test_near_copies_of_private_images_are_refused_as_public_and_distinct_images_are_not(tmp_path: Path) -> None:
@@ -178,19 +178,19 @@ def test_near_copies_of_private_images_are_refused_as_public_and_distinct_images
     Image.fromarray(private[4][2:, 2:]).save(near / "offcentre.png")
     Image.fromarray(np.concatenate([private[5][:, :1]] * 2 + [private[5][:, :-2]], 1)).save(near / "shifted.png")
     _write(tmp_path / "distinct", _smooth(30, 2), "d")
-    with _server(image_size=28) as srv:
-        first = _run(_args28(tmp_path / "private", srv.model_url, tmp_path))
+    with mock_teacher(image_size=28) as srv:
+        first = invoke(_args28(tmp_path / "private", srv.model_url, tmp_path))
         assert first.exit_code == 0, first.output
-        paid = _paid(tmp_path)
+        paid = paid_batches(tmp_path)
         for name in ("copy.jpg", "up.png", "bright.png", "crop.png", "offcentre.png", "shifted.png"):
             one = tmp_path / f"pub-{name}"
             one.mkdir()
             (one / name).write_bytes((near / name).read_bytes())
-            res = _run(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(one)))
+            res = invoke(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(one)))
             assert res.exit_code == EXIT_USAGE, (name, res.output)
             assert "a near copy of a private image" in res.stderr, name
-        assert _paid(tmp_path) == paid  # nothing sent for any of them
-        ok = _run(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(tmp_path / "distinct"),
+        assert paid_batches(tmp_path) == paid  # nothing sent for any of them
+        ok = invoke(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(tmp_path / "distinct"),
                           "--json"))
         assert ok.exit_code == 0, ok.output
 
@@ -207,7 +207,7 @@ def test_mirrored_turned_inverted_and_re_encoded_copies_of_this_runs_own_images_
               "turned5.png": np.asarray(Image.fromarray(private[4]).rotate(5, resample=Image.BILINEAR)
                                         .crop((2, 2, 26, 26)).resize((28, 28), Image.BILINEAR)),
               "bright.png": np.clip(private[5].astype(int) * 1.15, 0, 255).astype(np.uint8)}
-    with _server(image_size=28) as srv:
+    with mock_teacher(image_size=28) as srv:
         for name, image in [*copies.items(), ("copy.jpg", None)]:
             one = tmp_path / f"pub-{name}"
             one.mkdir()
@@ -215,11 +215,11 @@ def test_mirrored_turned_inverted_and_re_encoded_copies_of_this_runs_own_images_
                 (one / name).write_bytes(jpeg.getvalue())
             else:
                 Image.fromarray(np.ascontiguousarray(image)).save(one / name)
-            res = _run(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(one)))
+            res = invoke(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(one)))
             assert res.exit_code == EXIT_USAGE, (name, res.output)
             line = res.stderr.strip().splitlines()[-1]
             assert "a near copy of a private image" in line and "nothing was sent" in line, name
-        assert srv.usage()["total"]["images"] == 0 and _paid(tmp_path) == 0 and _charged(tmp_path) == 0
+        assert srv.usage()["total"]["images"] == 0 and paid_batches(tmp_path) == 0 and charged_images(tmp_path) == 0
 
 
 def test_the_mirror_checks_copies_are_checked_before_anything_is_sent(tmp_path: Path) -> None:
@@ -252,10 +252,10 @@ def _set_meta(path: Path, version: str) -> None:
 @pytest.mark.parametrize("what", ["ledger", "journal", "journal-column", "runs"])
 def test_a_state_file_from_a_newer_version_is_refused_before_anything_is_sent_or_paid(tmp_path: Path,
                                                                                        what: str) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     state = tmp_path / "state"
-    with _server() as srv:
-        assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0
+    with mock_teacher() as srv:
+        assert invoke(label_args(folder, srv.model_url, tmp_path)).exit_code == 0
         if what == "ledger":
             _set_meta(state / "ledger.sqlite", "5")
         elif what == "journal":
@@ -267,8 +267,8 @@ def test_a_state_file_from_a_newer_version_is_refused_before_anything_is_sent_or
             runs = json.loads((state / "runs.json").read_text())
             (state / "runs.json").write_text(json.dumps({**runs, "_schema": 3}))
         billed = srv.usage()["total"]["images"]
-        other = _private(tmp_path / "more")  # another folder: a run that would noise, send and pay
-        res = _run(_args(other, srv.model_url, tmp_path))
+        other = private_folder(tmp_path / "more")  # another folder: a run that would noise, send and pay
+        res = invoke(label_args(other, srv.model_url, tmp_path))
         assert res.exit_code == EXIT_USAGE, res.output
         line = res.stderr.strip().splitlines()[-1]
         assert "was written by a newer ldpclient" in line and "nothing was sent, paid or charged" in line
@@ -277,20 +277,20 @@ def test_a_state_file_from_a_newer_version_is_refused_before_anything_is_sent_or
 
 def test_an_older_ledger_and_journal_are_migrated_in_place(tmp_path: Path) -> None:
     """Schema 2 ledgers (no caps, no fingerprints) and unversioned journals open and are stamped."""
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     state = tmp_path / "state"
-    with _server() as srv:
-        assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0
+    with mock_teacher() as srv:
+        assert invoke(label_args(folder, srv.model_url, tmp_path)).exit_code == 0
         with sqlite3.connect(state / "ledger.sqlite") as db:
             db.execute("DROP TABLE caps")
             db.execute("DROP TABLE fingerprints")
         _set_meta(state / "ledger.sqlite", "2")
         with sqlite3.connect(state / "journal.sqlite") as db:
             db.execute("DROP TABLE meta")
-        paid = _paid(tmp_path)
-        again = _run(_args(folder, srv.model_url, tmp_path))
+        paid = paid_batches(tmp_path)
+        again = invoke(label_args(folder, srv.model_url, tmp_path))
         assert again.exit_code == 0, again.output
-        assert _paid(tmp_path) == paid  # the journal's answers were kept
+        assert paid_batches(tmp_path) == paid  # the journal's answers were kept
     for name in ("ledger.sqlite", "journal.sqlite"):
         with sqlite3.connect(state / name) as db:
             version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
@@ -315,14 +315,14 @@ def test_a_checkpoint_from_a_newer_version_is_refused(tmp_path: Path) -> None:
 
 
 def test_files_skipped_in_the_public_folder_are_counted_and_reported(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     public = tmp_path / "public"
     _write(public, _smooth(6, 9, 8), "q")
     good = (public / "q00.png").read_bytes()
     (public / "truncated.png").write_bytes(good[: len(good) // 2])
     (public / "notes.txt").write_text("not an image")
-    with _server() as srv:
-        res = _run(_args(folder, srv.model_url, tmp_path, "--public", str(public)))
+    with mock_teacher() as srv:
+        res = invoke(label_args(folder, srv.model_url, tmp_path, "--public", str(public)))
         assert res.exit_code == 0, res.output
         assert "0 private, 2 public files" in " ".join(res.output.split())
     report = json.loads((tmp_path / "out" / "labels.report.json").read_text())
@@ -331,11 +331,11 @@ def test_files_skipped_in_the_public_folder_are_counted_and_reported(tmp_path: P
 
 
 def test_an_empty_public_folder_is_named_as_the_public_folder(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "readme.txt").write_text("nothing here")
-    with _server() as srv:
-        res = _run(_args(folder, srv.model_url, tmp_path, "--public", str(tmp_path / "empty")))
+    with mock_teacher() as srv:
+        res = invoke(label_args(folder, srv.model_url, tmp_path, "--public", str(tmp_path / "empty")))
         assert res.exit_code == EXIT_USAGE, res.output
         line = res.stderr.strip().splitlines()[-1]
         assert f"--public folder {str(tmp_path / 'empty')!r} contains no image files" in line
@@ -360,12 +360,12 @@ def test_an_empty_public_folder_is_named_as_the_public_folder(tmp_path: Path) ->
 ])
 def test_an_unbounded_or_contradictory_option_is_one_line_before_anything_is_sent(
         tmp_path: Path, extra: list[str], words: str) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
-        res = _run(_args(folder, srv.model_url, tmp_path, *extra))
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        res = invoke(label_args(folder, srv.model_url, tmp_path, *extra))
         assert res.exit_code == EXIT_USAGE, res.output
         assert words in res.stderr and len(res.stderr.strip().splitlines()) == 1
-        assert srv.usage()["total"]["images"] == 0 and _charged(tmp_path) == 0
+        assert srv.usage()["total"]["images"] == 0 and charged_images(tmp_path) == 0
 
 
 @pytest.mark.parametrize(("line", "words"), [
@@ -377,15 +377,15 @@ def test_an_unbounded_or_contradictory_option_is_one_line_before_anything_is_sen
 def test_config_values_of_the_wrong_kind_are_refused(tmp_path: Path, line: str, words: str) -> None:
     config = tmp_path / "ldp.toml"
     config.write_text(line + "\n")
-    res = _run(["label", str(_private(tmp_path)), "--teacher", "http://127.0.0.1:9/v2/models/x", "--config",
+    res = invoke(["label", str(private_folder(tmp_path)), "--teacher", "http://127.0.0.1:9/v2/models/x", "--config",
                 str(config)])
     assert res.exit_code == EXIT_USAGE and words in res.stderr, res.output
 
 
 def test_the_dry_run_shows_the_warm_up_rows(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
-        res = _run(_args(folder, srv.model_url, tmp_path, "--warmup", "3", "--dry-run", "--json"))
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        res = invoke(label_args(folder, srv.model_url, tmp_path, "--warmup", "3", "--dry-run", "--json"))
         assert res.exit_code == 0, res.output
         student = json.loads(res.stdout)["plan"]["student"]
         assert student["warmup_epochs"] == 3 and student["warmup_rows"] == 36
@@ -401,14 +401,14 @@ def test_ctrl_c_lets_the_request_in_flight_finish_and_records_it(tmp_path: Path)
     import signal
     import time
 
-    from test_cli import _cli, _wait_for_images
+    from support.cli_runs import cli_command, wait_for_images
 
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    with _server(latency=1.0) as srv:
-        args = _args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4")
-        proc = __import__("subprocess").Popen(_cli(*args), env=env, stdout=-1, stderr=-1, text=True)
-        _wait_for_images(srv, 8, proc)
+    with mock_teacher(latency=1.0) as srv:
+        args = label_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4")
+        proc = __import__("subprocess").Popen(cli_command(*args), env=env, stdout=-1, stderr=-1, text=True)
+        wait_for_images(srv, 8, proc)
         time.sleep(0.3)  # the next batch is in flight (1 s on the server)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
@@ -419,7 +419,7 @@ def test_ctrl_c_lets_the_request_in_flight_finish_and_records_it(tmp_path: Path)
         with sqlite3.connect(tmp_path / "state" / "journal.sqlite") as db:
             recorded = db.execute("SELECT COALESCE(SUM(n), 0) FROM batches").fetchone()[0]
         assert billed == recorded and 8 < billed < 40
-        done = _run(_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4", "--json"))
+        done = invoke(label_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4", "--json"))
         assert done.exit_code == 0, done.output
         assert srv.usage()["total"]["images"] == 40  # nothing paid twice over the two runs
 

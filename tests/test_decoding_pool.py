@@ -53,7 +53,7 @@ def test_a_decoding_process_that_dies_is_one_line(tmp_path, monkeypatch):
     Image.fromarray(np.zeros((4, 4), np.uint8)).save(root / "0" / "die.png")
     monkeypatch.setattr(data, "SPOOL_CHUNK", 4)
     monkeypatch.syspath_prepend(str(TESTS))
-    import decoding_helpers
+    from support import decoding_helpers
 
     monkeypatch.setattr(data, "decode_files", decoding_helpers.die_on_bad)
     with pytest.raises(DataError, match="a decoding process died") as info:
@@ -72,7 +72,7 @@ def test_the_pool_is_used_for_large_folders_only():
 CHILD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {tests!r})
-    import decoding_helpers
+    from support import decoding_helpers
     import ldpclient.io.folders as data
     data.SPOOL_CHUNK = 4
     data.decode_files = decoding_helpers.slow

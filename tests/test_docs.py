@@ -32,7 +32,6 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,39 +41,9 @@ from PIL import Image
 import mock_server
 from ldpclient.cli.reference import stale_pages
 from ldpclient.run.demo import write_demo_folder
+from support.doc_examples import DEMO_IMAGES, DOC_ADDRESS, PAGES, ROOT, examples
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MAX_LINES = 300
-DOC_ADDRESS = "127.0.0.1:8080"
-#: Images of the demo's private folder written for the examples: its first 150 of 359 (the check set's 100
-#: among them), so that the suite stays fast; the examples label them with their own options.
-DEMO_IMAGES = 150
-_FENCE = re.compile(r"(?:<!-- example: (?P<kind>[\w-]+)(?P<note>[^>]*)-->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
-
-
-@dataclass(frozen=True)
-class Example:
-    page: str
-    line: int
-    lang: str
-    kind: str
-    note: str
-    body: str
-
-    @property
-    def where(self) -> str:
-        return f"{self.page}:{self.line}"
-
-
-def examples(page: Path) -> list[Example]:
-    text = page.read_text(encoding="utf-8")
-    out = []
-    for m in _FENCE.finditer(text):
-        line = text.count("\n", 0, m.start("lang")) + 1
-        out.append(Example(page.name, line, m.group("lang"), m.group("kind") or "", (m.group("note") or "").strip(),
-                           m.group("body")))
-    return out
 
 
 def _images(folder: Path, n: int, size: int, channels: int, seed: int) -> None:

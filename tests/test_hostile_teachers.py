@@ -10,9 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fast_children import run_cli
-from hostile_server import HostileServer
-from peak_rss import cli_command, peak_rss_kb, without_peak_line
 from PIL import Image
 
 from ldpclient.cli.errors import EXIT_FAILURE, EXIT_TEACHER
@@ -20,6 +17,9 @@ from ldpclient.privacy import laplace
 from ldpclient.teachers import MalformedResponse, RetriesExhausted, TeacherError
 from ldpclient.teachers.http import RetryPolicy, redact_url
 from ldpclient.teachers.oip import OIPTeacher
+from support.fast_children import run_cli
+from support.hostile_server import HostileServer
+from support.peak_rss import cli_command, peak_rss_kb, without_peak_line
 
 PEAK_RSS_LIMIT_KB = 1_500_000  # the bound: 1.5 GB against every hostile peer
 # What a hostile peer may add to the client's peak RSS over an honest teacher's run of the same job:

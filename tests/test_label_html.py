@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from browser import open_page
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -23,6 +22,7 @@ from ldpclient.cli.commands import app
 from ldpclient.report.html import CSP, png_data_uri, render, text
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.result import SAMPLE_SIZE
+from support.browser import open_page
 
 
 class _Tags(html.parser.HTMLParser):

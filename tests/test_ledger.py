@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from ledger_support import Spy, images, make_delta_mechanism, make_mechanism
 
 from ldpclient.privacy.ledger import (
     BudgetExceeded,
@@ -21,6 +20,7 @@ from ldpclient.privacy.ledger import (
     default_ledger_path,
     default_state_dir,
 )
+from support.ledger_support import Spy, images, make_delta_mechanism, make_mechanism
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Crash safety of the ledger: kills at random moments and at exact stages never lose or double a charge.
 
-A child process loops releasing overlapping batches (tests/ledger_crash_child.py) and
+A child process loops releasing overlapping batches (tests/support/ledger_crash_child.py) and
 is SIGKILLed. After each kill the parent reopens the ledger and checks the
 invariants: integrity_check ok; every stored release carries exactly its
 mechanism's charge; each record's spend equals the sum of its stored releases'
@@ -23,12 +23,12 @@ import threading
 import time
 from pathlib import Path
 
-import ledger_crash_child as child
 import pytest
 import torch
-from ledger_support import Spy
 
 from ldpclient.privacy.ledger import Ledger
+from support import ledger_crash_child as child
+from support.ledger_support import Spy
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -130,7 +130,7 @@ class _Child:
             self.proc.start()
             self.pid = self.proc.pid
         else:
-            args = [sys.executable, str(HERE / "ledger_crash_child.py"), str(path)]
+            args = [sys.executable, str(HERE / "support" / "ledger_crash_child.py"), str(path)]
             if kill:
                 args += ["--kill-stage", str(kill["kill_stage"]), "--kill-batch", str(kill["kill_batch"]),
                          "--kill-scope", str(kill["kill_scope"])]

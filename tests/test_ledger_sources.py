@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from ledger_support import Spy, images, make_mechanism
 
 from ldpclient.io.records import TensorRecords
 from ldpclient.privacy import Domain, laplace
 from ldpclient.privacy.ledger import BudgetExceeded, Ledger
+from support.ledger_support import Spy, images, make_mechanism
 
 
 def eight_bit(n: int, seed: int, shape: tuple[int, ...] = (1, 8, 8)) -> torch.Tensor:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from package_copy import probe_with_added_file
 
 from ldpclient.privacy.mechanisms import make_mechanism, register_mechanism
 from ldpclient.privacy.mechanisms.laplace import LaplaceMechanism
+from support.package_copy import probe_with_added_file
 
 TOY_MODULE = '''"""A toy mechanism: Laplace under another name, registered from its own file."""
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from test_cli import _private, _run, _server
 
 from ldpclient.cli.errors import EXIT_TEACHER, EXIT_USAGE
+from support.cli_runs import invoke, mock_teacher, private_folder
 
 
 def _free_port() -> int:
@@ -23,7 +23,7 @@ def _free_port() -> int:
 
 
 def _label(folder: Path, teacher: str, tmp_path: Path):
-    return _run(["label", str(folder), "--teacher", teacher, "--state-dir", str(tmp_path / "state"), "--output",
+    return invoke(["label", str(folder), "--teacher", teacher, "--state-dir", str(tmp_path / "state"), "--output",
                  str(tmp_path / "labels.csv")])
 
 
@@ -41,7 +41,7 @@ def _one_line(res, code: int, *words: str) -> str:
 
 
 def test_a_wrong_port_says_nothing_answers_there_at_once(tmp_path: Path) -> None:
-    folder, port = _private(tmp_path), _free_port()
+    folder, port = private_folder(tmp_path), _free_port()
     started = time.monotonic()
     res = _label(folder, f"http://127.0.0.1:{port}/v2/models/digits", tmp_path)
     assert time.monotonic() - started < 10
@@ -56,14 +56,14 @@ def test_a_wrong_port_says_nothing_answers_there_at_once(tmp_path: Path) -> None
 ])
 def test_a_teacher_address_that_is_almost_right_says_what_to_fix(tmp_path: Path, teacher: str, code: int,
                                                                  words: tuple[str, ...]) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
         res = _label(folder, teacher.format(port=srv.port), tmp_path)
     _one_line(res, code, *words)
 
 
 def test_a_host_that_does_not_resolve_says_to_check_the_address(tmp_path: Path) -> None:
-    res = _label(_private(tmp_path), "http://no-such-teacher.invalid:8080/v2/models/digits", tmp_path)
+    res = _label(private_folder(tmp_path), "http://no-such-teacher.invalid:8080/v2/models/digits", tmp_path)
     _one_line(res, EXIT_TEACHER, "cannot resolve the host of http://no-such-teacher.invalid:8080", "--teacher")
 
 

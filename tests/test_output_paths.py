@@ -6,12 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_caps_and_verdict_cli import _charged, _paid
-from test_cli import _args, _private, _run, _server
 
 from ldpclient.cli.errors import EXIT_USAGE
 from ldpclient.run.output_paths import check_output_paths
 from ldpclient.state.locations import StateLocations
+from support.cli_runs import charged_images, invoke, label_args, mock_teacher, paid_batches, private_folder
 
 
 def _refused(res, *words: str) -> str:
@@ -24,16 +23,16 @@ def _refused(res, *words: str) -> str:
 
 
 def test_an_output_on_an_input_another_output_or_the_state_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     check = tmp_path / "check.csv"
     check.write_text("file,label\ncats/img01.png,0\n")
     hand_labels = check.read_bytes()
     labels = tmp_path / "out" / "labels.csv"
     (tmp_path / "page.html").mkdir()
     state = tmp_path / "state"
-    with _server() as srv:
-        assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0  # a state with a ledger and its key
-        charged, paid, images = _charged(tmp_path), _paid(tmp_path), srv.usage()["total"]["images"]
+    with mock_teacher() as srv:
+        assert invoke(label_args(folder, srv.model_url, tmp_path)).exit_code == 0  # a state with a ledger and its key
+        charged, paid, images = charged_images(tmp_path), paid_batches(tmp_path), srv.usage()["total"]["images"]
         key = state / "ledger.sqlite.key"
         key_bytes = key.read_bytes()
         cases = [
@@ -46,29 +45,29 @@ def test_an_output_on_an_input_another_output_or_the_state_is_refused_before_any
             (["--output", str(state / "labels.csv")], ("--output", "the state directory")),
         ]
         for extra, words in cases:
-            _refused(_run(_args(folder, srv.model_url, tmp_path, *extra)), *words)
+            _refused(invoke(label_args(folder, srv.model_url, tmp_path, *extra)), *words)
         # a baseline's labels beside an output named like another output's sibling
-        _refused(_run(_args(folder, srv.model_url, tmp_path, "--baseline", "--report",
+        _refused(invoke(label_args(folder, srv.model_url, tmp_path, "--baseline", "--report",
                             str(labels.with_name("labels.baseline.csv")))), "--report", "--baseline's labels")
         assert srv.usage()["total"]["images"] == images
-    assert (_charged(tmp_path), _paid(tmp_path)) == (charged, paid)
+    assert (charged_images(tmp_path), paid_batches(tmp_path)) == (charged, paid)
     assert check.read_bytes() == hand_labels and key.read_bytes() == key_bytes
 
 
 def test_budget_html_on_the_key_file_and_noise_into_the_private_folder_are_refused(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     state = tmp_path / "state"
-    with _server() as srv:
-        assert _run(_args(folder, srv.model_url, tmp_path)).exit_code == 0
+    with mock_teacher() as srv:
+        assert invoke(label_args(folder, srv.model_url, tmp_path)).exit_code == 0
         key = state / "ledger.sqlite.key"
         key_bytes = key.read_bytes()
-        _refused(_run(["budget", "--state-dir", str(state), "--html", str(key)]), "--html", "state")
+        _refused(invoke(["budget", "--state-dir", str(state), "--html", str(key)]), "--html", "state")
         elsewhere = tmp_path / "keys" / "ledger.key"
-        _refused(_run(["budget", "--state-dir", str(state), "--ledger-key-file", str(elsewhere), "--html",
+        _refused(invoke(["budget", "--state-dir", str(state), "--ledger-key-file", str(elsewhere), "--html",
                        str(elsewhere)]), "--html", "the ledger's key file")
         assert key.read_bytes() == key_bytes
-        assert _run(["budget", "--state-dir", str(state)]).exit_code == 0  # the key still reads
-        res = _run(["noise", str(folder), "--out", str(folder / "noised"), "--teacher", srv.model_url, "--reduce",
+        assert invoke(["budget", "--state-dir", str(state)]).exit_code == 0  # the key still reads
+        res = invoke(["noise", str(folder), "--out", str(folder / "noised"), "--teacher", srv.model_url, "--reduce",
                     "2", "--epsilon", "4", "--epsilon-unit", "element", "--state-dir", str(state)])
         _refused(res, "--out", "PRIVATE_DIR folder")
 

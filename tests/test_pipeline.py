@@ -10,52 +10,13 @@ from ldpclient.privacy.ledger import Ledger
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.transfer.settings import TrainingSettings
-
-SIZE = 8
-
-
-def _quadrant_teacher():
-    """Label = brightest quadrant (4 classes): a fixed 'proprietary' rule."""
-
-    def model(x):
-        q = x.unfold(2, SIZE // 2, SIZE // 2).unfold(3, SIZE // 2, SIZE // 2).mean(dim=(-1, -2))
-        return q.reshape(x.shape[0], 4)
-
-    return LocalTeacher(model, (1, SIZE, SIZE), 4, name="quadrants")
-
-
-def _records(n=60, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 4, (n,), generator=g)
-    x = torch.rand(n, 1, SIZE, SIZE, generator=g) * 0.2
-    h = SIZE // 2
-    for k in range(4):
-        r, c = divmod(k, 2)
-        x[y == k, :, r * h : (r + 1) * h, c * h : (c + 1) * h] += 0.8
-    return x.clamp(0, 1), y
-
-
-def _kt(mode="ldpkit", aug="sup", **kw):
-    opts = dict(
-        mode=mode,
-        augment=aug,
-        num_queries=1200,
-        epochs=3,
-        batch_size=64,
-        lr=3e-3,
-        seed=0,
-        device="cpu",
-        student_kwargs={"width": 8},
-        release_generator=torch.Generator().manual_seed(7),
-    )
-    opts.update(kw)
-    return KnowledgeTransfer(_quadrant_teacher(), laplace(0.5, per="element"), **opts)
+from support.transfers import SIZE, quadrant_records, quadrant_teacher, quadrant_transfer
 
 
 def test_sup_beats_sidp_end_to_end():
-    x, y = _records()
-    sidp = _kt("sidp", "none").run(x)
-    sup = _kt("ldpkit", "sup", postprocess="blur:1,clip").run(x)
+    x, y = quadrant_records()
+    sidp = quadrant_transfer("sidp", "none").run(x)
+    sup = quadrant_transfer("ldpkit", "sup", postprocess="blur:1,clip").run(x)
     acc_sidp = (sidp.labels == y).float().mean().item()
     acc_sup = (sup.labels == y).float().mean().item()
     assert acc_sup >= acc_sidp + 0.15, (acc_sidp, acc_sup)
@@ -71,9 +32,9 @@ def test_sup_beats_sidp_end_to_end():
 
 
 def test_data_free_costs_nothing_and_uses_blank_queries():
-    x, _ = _records(30)
+    x, _ = quadrant_records(30)
     seen = []
-    teacher = _quadrant_teacher()
+    teacher = quadrant_teacher()
     orig = teacher.classify
     teacher.classify = lambda q: (seen.append(q.values.mean().item()), orig(q))[1]
     releases = []
@@ -90,10 +51,10 @@ def test_data_free_costs_nothing_and_uses_blank_queries():
 
 
 def test_blank_queries_mixed_into_a_private_run_take_their_own_noise_level_and_cost_nothing(tmp_path):
-    x, _ = _records(30)
+    x, _ = quadrant_records(30)
     quiet, loud = laplace(1e6, per="record"), laplace(0.5, per="record")  # noise scale ~0 vs ~128 per element
     spreads = []
-    teacher = _quadrant_teacher()
+    teacher = quadrant_teacher()
     orig = teacher.classify
     teacher.classify = lambda q: (spreads.append(q.values.std(dim=(1, 2, 3))), orig(q))[1]
     ledger = Ledger(tmp_path / "ledger.db")
@@ -110,11 +71,13 @@ def test_blank_queries_mixed_into_a_private_run_take_their_own_noise_level_and_c
 
 
 def test_ledger_charges_once_then_reuses(tmp_path):
-    x, _ = _records(20)
+    x, _ = quadrant_records(20)
     ledger = Ledger(tmp_path / "ledger.db")
     progress = []
-    first = _kt(ledger=ledger, num_queries=100, epochs=1, progress=lambda *a: progress.append(a[0])).run(x)
-    again = _kt(ledger=ledger, num_queries=100, epochs=1).run(x)
+    first = quadrant_transfer(ledger=ledger, num_queries=100, epochs=1, progress=lambda *a: progress.append(a[0])).run(
+        x
+    )
+    again = quadrant_transfer(ledger=ledger, num_queries=100, epochs=1).run(x)
     assert first.counts["releases_fresh"] == 20 and first.counts["releases_reused"] == 0
     assert again.counts["releases_fresh"] == 0 and again.counts["releases_reused"] == 20
     assert ledger.spent(x).epsilon[0] == pytest.approx(first.guarantee.epsilon_record)
@@ -123,10 +86,10 @@ def test_ledger_charges_once_then_reuses(tmp_path):
 
 
 def test_rand_and_reduction_and_checkpoint(tmp_path):
-    x, y = _records(40)
+    x, y = quadrant_records(40)
     ck = tmp_path / "student.pt"
     res = KnowledgeTransfer(
-        _quadrant_teacher(), laplace(1.0, reduction=2, per="element"), augment="rand", num_queries=400, epochs=2,
+        quadrant_teacher(), laplace(1.0, reduction=2, per="element"), augment="rand", num_queries=400, epochs=2,
         seed=1, device="cpu", student_kwargs={"width": 8}, checkpoint=ck,
         release_generator=torch.Generator().manual_seed(0),
     ).run(x)
@@ -137,8 +100,8 @@ def test_rand_and_reduction_and_checkpoint(tmp_path):
 
 
 def test_client_path_uses_label_batches():
-    x, _ = _records(20)
-    teacher = _quadrant_teacher()
+    x, _ = quadrant_records(20)
+    teacher = quadrant_teacher()
     sent = []
 
     class FakeClient:
@@ -147,30 +110,30 @@ def test_client_path_uses_label_batches():
                 sent.append(bid)
                 yield bid, teacher.classify(d)
 
-    res = _kt(client=FakeClient(), num_queries=150, epochs=1, query_batch_size=64).run(x)
+    res = quadrant_transfer(client=FakeClient(), num_queries=150, epochs=1, query_batch_size=64).run(x)
     assert len(sent) == 3 and res.counts["batches"] == 3
     assert all(b.startswith(res.plan.fingerprint + ":") for b in sent)
 
 
 def test_bad_inputs():
     with pytest.raises(ValueError, match="mode"):
-        _kt(mode="magic")
+        quadrant_transfer(mode="magic")
     with pytest.raises(ValueError, match="augment must be one of"):
-        _kt(aug="mixup")
+        quadrant_transfer(aug="mixup")
     with pytest.raises(ValueError, match="unknown student"):
-        _kt(student="vgg99")
+        quadrant_transfer(student="vgg99")
     with pytest.raises(ValueError, match="expects"):
-        _kt().run(torch.rand(5, 1, 6, 6))
+        quadrant_transfer().run(torch.rand(5, 1, 6, 6))
     with pytest.raises(ValueError, match="distinct Sup pairs"):
-        _kt(num_queries=1000).run(_records(10)[0])
+        quadrant_transfer(num_queries=1000).run(quadrant_records(10)[0])
 
 
 def test_the_pipeline_leaves_the_callers_global_rng_alone():
     """Trainer.fit used to call torch.manual_seed on the caller's global RNG."""
-    x, _ = _records(n=20)
+    x, _ = quadrant_records(n=20)
     torch.manual_seed(1234)
     before = torch.random.get_rng_state().clone()
-    _kt("ldpkit", "sup", num_queries=100, epochs=1).run(x)
+    quadrant_transfer("ldpkit", "sup", num_queries=100, epochs=1).run(x)
     assert torch.equal(torch.random.get_rng_state(), before)
 
 
@@ -180,8 +143,8 @@ def test_settings_objects_and_one_teacher():
     from ldpclient.teachers import QueryClient
     from ldpclient.transfer.settings import AdaptationSettings, PlanSettings
 
-    x, _ = _records(20)
-    teacher = _quadrant_teacher()
+    x, _ = quadrant_records(20)
+    teacher = quadrant_teacher()
     client = QueryClient(teacher)
     mech = laplace(1.0, per="record")
     kt = KnowledgeTransfer(client, mech, plan=PlanSettings(num_queries=120, query_batch_size=64),
@@ -191,7 +154,7 @@ def test_settings_objects_and_one_teacher():
     flat = KnowledgeTransfer(teacher, mech, num_queries=90, epochs=2, fuse=True)
     assert flat.given.plan.num_queries == 90 and flat.given.training.epochs == 2 and flat.settings.fuse
     with pytest.raises(ValueError, match="another teacher"):
-        KnowledgeTransfer(_quadrant_teacher(), mech, client=client)
+        KnowledgeTransfer(quadrant_teacher(), mech, client=client)
     with pytest.raises(TypeError, match="unexpected keyword argument.*num_querys"):
         KnowledgeTransfer(teacher, mech, num_querys=5)
     with pytest.raises(ValueError, match="num_queries must be >= 1"):
@@ -205,7 +168,7 @@ def test_training_reads_the_batches_kept_from_sending_them_and_learns_the_same(m
     """The batches built for the teacher are kept for the epochs: same student, same labels as building them again."""
     from ldpclient.transfer import query_book
 
-    x, _ = _records()
+    x, _ = quadrant_records()
     built_calls = []
     original = query_book.QueryBook.stream
 
@@ -214,11 +177,11 @@ def test_training_reads_the_batches_kept_from_sending_them_and_learns_the_same(m
         return original(self, order)
 
     monkeypatch.setattr(query_book.QueryBook, "stream", counting)
-    kept = _kt("ldpkit", aug, adapt=True).run(x)
+    kept = quadrant_transfer("ldpkit", aug, adapt=True).run(x)
     kept_calls = list(built_calls)
     built_calls.clear()
     monkeypatch.setattr(query_book, "QUERY_CACHE_BYTES", 0)  # nothing kept: every epoch builds its batches
-    rebuilt = _kt("ldpkit", aug, adapt=True).run(x)
+    rebuilt = quadrant_transfer("ldpkit", aug, adapt=True).run(x)
     assert kept_calls == [True]  # built once, to send them; epochs and anchors read the kept batches
     assert len(built_calls) > 1
     assert torch.equal(kept.labels, rebuilt.labels) and torch.equal(kept.confidences, rebuilt.confidences)
@@ -229,13 +192,16 @@ def test_training_reads_the_batches_kept_from_sending_them_and_learns_the_same(m
 def test_above_the_selection_sample_only_the_final_pass_reads_every_record():
     from ldpclient.transfer.adapt import SelfTrainingAdapter
 
-    x, _ = _records()
-    small = _kt("ldpkit", "sup", adapt=True, adapter=SelfTrainingAdapter(seed=0, selection_sample=20)).run(x)
+    x, _ = quadrant_records()
+    small = quadrant_transfer(
+        "ldpkit", "sup", adapt=True, adapter=SelfTrainingAdapter(seed=0, selection_sample=20)
+    ).run(x)
     assert small.unadapted_labels is None  # would cost a pass over every record: not computed above the sample
     # rounds 0-2 on the sample + final
     assert small.adaptation is not None and small.adaptation.predicted == 3 * 20 + len(x)
     assert len(small.labels) == len(x)
-    whole = _kt("ldpkit", "sup", adapt=True).run(x)  # at or below the sample: the unadapted labels are there
+    # at or below the sample: the unadapted labels are there
+    whole = quadrant_transfer("ldpkit", "sup", adapt=True).run(x)
     assert whole.unadapted_labels is not None and len(whole.unadapted_labels) == len(x)
 
 
@@ -312,20 +278,20 @@ def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shi
 
 
 def test_grey_and_small_images_keep_the_small_cnn_and_small_ones_are_not_shifted():
-    x, _ = _records(n=20)
-    res = _kt(num_queries=60, epochs=1, adapt=False).run(x)  # 8x8 grey
+    x, _ = quadrant_records(n=20)
+    res = quadrant_transfer(num_queries=60, epochs=1, adapt=False).run(x)  # 8x8 grey
     assert res.training == {"student": "small_cnn", "crop_pixels": 0, "flip": False, "warmup_epochs": 0, "students": 1,
                             "mirror_check": None}
     with pytest.raises(ValueError, match="crop"):
-        _kt(crop=-1)
+        quadrant_transfer(crop=-1)
 
 
 def test_student_seed_draws_the_students_side_alone() -> None:
     """``student_seed`` learns from the same plan, releases and answers with other draws; left out, it is ``seed``."""
-    x, _ = _records(60)
-    base = _kt(adapt=False, epochs=1).run(x)
-    same = _kt(adapt=False, epochs=1, student_seed=0).run(x)
-    other = _kt(adapt=False, epochs=1, student_seed=1).run(x)
+    x, _ = quadrant_records(60)
+    base = quadrant_transfer(adapt=False, epochs=1).run(x)
+    same = quadrant_transfer(adapt=False, epochs=1, student_seed=0).run(x)
+    other = quadrant_transfer(adapt=False, epochs=1, student_seed=1).run(x)
     assert torch.equal(base.labels, same.labels) and torch.equal(base.confidences, same.confidences)
     assert other.plan.fingerprint == base.plan.fingerprint
     assert other.teacher_label_histogram == base.teacher_label_histogram

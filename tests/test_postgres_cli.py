@@ -13,10 +13,9 @@ import json
 import shutil
 from pathlib import Path
 
-from test_cli import _args, _private, _run, _server
-
 from ldpclient.cli.errors import EXIT_MONEY_CAP, EXIT_USAGE
 from ldpclient.report.label_files import read_labels
+from support.cli_runs import invoke, label_args, mock_teacher, private_folder
 
 
 def _pg(url: str, tmp_path: Path, host: str) -> list[str]:
@@ -24,12 +23,12 @@ def _pg(url: str, tmp_path: Path, host: str) -> list[str]:
 
 
 def test_label_on_a_database_state_labels_as_the_file_state_and_hosts_share_it(postgres_url: str, tmp_path: Path):
-    folder = _private(tmp_path)
-    with _server() as srv:
-        on_file = _run(_args(folder, srv.model_url, tmp_path, "--seed", "3", "--json"))
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        on_file = invoke(label_args(folder, srv.model_url, tmp_path, "--seed", "3", "--json"))
         assert on_file.exit_code == 0, on_file.output
         file_labels = [r.label for r in read_labels(tmp_path / "out" / "labels.csv")]
-        shared = _run([*_args(folder, srv.model_url, tmp_path, "--seed", "3", "--json",
+        shared = invoke([*label_args(folder, srv.model_url, tmp_path, "--seed", "3", "--json",
                               "--output", str(tmp_path / "pg" / "labels.csv")), *_pg(postgres_url, tmp_path, "a")])
         assert shared.exit_code == 0, shared.output
         rep = json.loads(shared.stdout)
@@ -40,7 +39,7 @@ def test_label_on_a_database_state_labels_as_the_file_state_and_hosts_share_it(p
         # no --seed: the plan seed is made once in the database; a second host with a copy of the key file, and
         # the same images under other names in another folder, resumes the first host's run: nothing sent, paid
         # or noised again
-        first = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--epsilon", "3"),
+        first = invoke([*label_args(folder, srv.model_url, tmp_path, "--json", "--epsilon", "3"),
                       *_pg(postgres_url, tmp_path, "a")])
         assert first.exit_code == 0, first.output
         released = {rep["ledger"]["fresh"], json.loads(first.stdout)["ledger"]["fresh"]}
@@ -51,7 +50,7 @@ def test_label_on_a_database_state_labels_as_the_file_state_and_hosts_share_it(p
             target = elsewhere / image.parent.name / f"b-{image.name}"
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(image, target)
-        second = _run([*_args(elsewhere, srv.model_url, tmp_path, "--json", "--epsilon", "3"),
+        second = invoke([*label_args(elsewhere, srv.model_url, tmp_path, "--json", "--epsilon", "3"),
                        *_pg(postgres_url, tmp_path, "b")])
         assert second.exit_code == 0, second.output
         rep2 = json.loads(second.stdout)
@@ -60,12 +59,12 @@ def test_label_on_a_database_state_labels_as_the_file_state_and_hosts_share_it(p
         assert srv.usage()["total"]["images"] == sent
 
         # the money cap counts both hosts' spend (0.48 in the database): a new run's 0.24 does not fit 0.6
-        capped = _run([*_args(folder, srv.model_url, tmp_path, "--epsilon", "2", "--money-cap", "0.6"),
+        capped = invoke([*label_args(folder, srv.model_url, tmp_path, "--epsilon", "2", "--money-cap", "0.6"),
                        *_pg(postgres_url, tmp_path, "b")])
         assert capped.exit_code == EXIT_MONEY_CAP, capped.output
         assert srv.usage()["total"]["images"] == sent
 
-    budget = _run(["budget", "--json", *_pg(postgres_url, tmp_path, "b")])
+    budget = invoke(["budget", "--json", *_pg(postgres_url, tmp_path, "b")])
     assert budget.exit_code == 0, budget.output
     b = json.loads(budget.stdout)
     assert 11 <= b["records"] <= 12 and b["path"] == postgres_url  # 24 pairs of 12 images may leave one out
@@ -74,11 +73,11 @@ def test_label_on_a_database_state_labels_as_the_file_state_and_hosts_share_it(p
 
 
 def test_a_bad_or_unreachable_state_is_one_line_and_nothing_is_sent(tmp_path: Path):
-    folder = _private(tmp_path)
-    with _server() as srv:
-        bad = _run([*_args(folder, srv.model_url, tmp_path), "--state", str(tmp_path / "db")])
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        bad = invoke([*label_args(folder, srv.model_url, tmp_path), "--state", str(tmp_path / "db")])
         assert bad.exit_code == EXIT_USAGE and "--state must be a postgresql:// URL" in bad.stderr
-        gone = _run([*_args(folder, srv.model_url, tmp_path), "--state", "postgresql://ldp:hunter2@127.0.0.1:1/x"])
+        gone = invoke([*label_args(folder, srv.model_url, tmp_path), "--state", "postgresql://ldp:hunter2@127.0.0.1:1/x"])
         assert gone.exit_code == EXIT_USAGE, gone.output
         assert "cannot reach the state database postgresql://ldp@127.0.0.1:1/x" in gone.stderr
         assert "hunter2" not in gone.output and "Traceback" not in gone.output

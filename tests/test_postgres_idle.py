@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_cli import _args, _private, _run, _server
 
 from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger
 from ldpclient.state import database
 from ldpclient.teachers import Journal
+from support.cli_runs import invoke, label_args, mock_teacher, private_folder
 
 
 def _idle_limit(url: str, limit: str) -> None:
@@ -50,13 +50,13 @@ def test_a_label_run_outlives_a_server_that_closes_idle_sessions(
         postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _idle_limit(postgres_url, "300ms")
     monkeypatch.setattr(database, "IDLE_CHECK_SECONDS", 0.1)  # quieter than the server allows
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     state = ["--state", postgres_url, "--state-dir", str(tmp_path / "host"), "--ledger-key-file",
              str(tmp_path / "key")]
-    with _server() as srv:
-        res = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--epochs", "3"), *state])
+    with mock_teacher() as srv:
+        res = invoke([*label_args(folder, srv.model_url, tmp_path, "--json", "--epochs", "3"), *state])
         assert res.exit_code == 0, res.output
         assert json.loads(res.stdout)["outputs"]["labels"] and (tmp_path / "out" / "labels.csv").exists()
-        again = _run([*_args(folder, srv.model_url, tmp_path, "--json", "--epochs", "3"), *state])
+        again = invoke([*label_args(folder, srv.model_url, tmp_path, "--json", "--epochs", "3"), *state])
         assert again.exit_code == 0, again.output
         assert json.loads(again.stdout)["queries"]["sent"] == 0

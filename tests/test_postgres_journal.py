@@ -10,11 +10,11 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-import journal_child
 import torch
-from fast_children import Child
 
 from ldpclient.teachers import Journal
+from support import journal_child
+from support.fast_children import Child
 
 
 def test_processes_sharing_a_journal_never_book_past_the_money_cap(postgres_url: str, tmp_path: Path) -> None:

@@ -19,17 +19,17 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import ledger_crash_child as child
-import postgres_race_child as race
 import pytest
 import torch
-from fast_children import Child
-from ledger_support import make_mechanism
 
 from ldpclient.privacy.ledger import BudgetExceeded, Ledger, LedgerError
 from ldpclient.privacy.ledger.cap_history import cap_for_run, held_caps
 from ldpclient.privacy.ledger.errors import CapRaiseRefused
 from ldpclient.state import StateError
+from support import ledger_crash_child as child
+from support import postgres_race_child as race
+from support.fast_children import Child
+from support.ledger_support import make_mechanism
 
 
 def test_release_reuse_cap_and_summary_as_in_a_file(postgres_url: str, tmp_path: Path) -> None:

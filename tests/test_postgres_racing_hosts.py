@@ -14,22 +14,22 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_cli import _args, _private, _server
 
 from ldpclient.privacy.ledger import Ledger
 from ldpclient.teachers import Journal
 from ldpclient.teachers.client import QueryClient
 from ldpclient.teachers.journal import Leased
+from support.cli_runs import label_args, mock_teacher, private_folder
 
 
 def _host(folder: Path, url: str, tmp_path: Path, postgres_url: str, host: str, key: Path) -> list[str]:
-    return [sys.executable, "-m", "ldpclient.cli", *_args(folder, url, tmp_path, "--json", "--quiet",
+    return [sys.executable, "-m", "ldpclient.cli", *label_args(folder, url, tmp_path, "--json", "--quiet",
                                                         "--output", str(tmp_path / f"out-{host}" / "labels.csv")),
             "--state", postgres_url, "--state-dir", str(tmp_path / host), "--ledger-key-file", str(key)]
 
 
 def test_two_hosts_on_the_same_images_at_once_both_finish_and_pay_once(postgres_url: str, tmp_path: Path) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     elsewhere = tmp_path / "mounted-elsewhere"
     for k, path in enumerate(sorted(folder.rglob("*.png"))):  # the same bytes under other names
         elsewhere.mkdir(exist_ok=True)
@@ -38,7 +38,7 @@ def test_two_hosts_on_the_same_images_at_once_both_finish_and_pay_once(postgres_
     with Ledger(postgres_url, key_file=key):  # the first host made the key; the second holds a copy
         pass
     shutil.copyfile(key, tmp_path / "b.key")
-    with _server(latency=0.3) as srv:
+    with mock_teacher(latency=0.3) as srv:
         started = time.monotonic()
         runs = [subprocess.Popen(_host(f, srv.model_url, tmp_path, postgres_url, host, tmp_path / f"{host}.key"),
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 import torch
-from test_pipeline import _kt, _records
 
 from ldpclient.transfer.adapt import AdaptHistory, SelfTrainingAdapter
 from ldpclient.transfer.prior import (
@@ -19,6 +18,7 @@ from ldpclient.transfer.prior import (
     training_prior,
 )
 from ldpclient.transfer.student import predict_proba
+from support.transfers import quadrant_records, quadrant_transfer
 
 
 def test_the_training_prior_counts_the_answers_with_a_pseudo_count_for_every_class() -> None:
@@ -104,22 +104,22 @@ class _Recording(SelfTrainingAdapter):
 def test_adaptation_is_given_the_training_prior_and_its_outputs_are_the_labels() -> None:
     """With ``balance`` the adapter is given the prior the student learnt (its rounds learn the records' shares)
     and the adapted outputs are the labels, not re-weighted after; without it, neither."""
-    x, _ = _records(60)
+    x, _ = quadrant_records(60)
     adapter = _Recording()
-    balanced = _kt(adapter=adapter).run(x)
+    balanced = quadrant_transfer(adapter=adapter).run(x)
     prior = training_prior(balanced.teacher_label_histogram, 4)
     assert float(prior.max() - prior.min()) > 0.01  # the teacher did not answer every class alike
     assert adapter.priors[-1] is not None and torch.equal(adapter.priors[-1], prior)
     assert torch.equal(balanced.labels, balanced.adaptation.probs.argmax(1))
     assert torch.allclose(balanced.confidences, balanced.adaptation.probs.max(1).values)
-    plain = _kt(balance=False, adapter=adapter).run(x)
+    plain = quadrant_transfer(balance=False, adapter=adapter).run(x)
     assert adapter.priors[-1] is None
     assert torch.equal(plain.labels, plain.adaptation.probs.argmax(1))
 
 
 def test_without_adaptation_the_labels_are_the_students_outputs_re_weighted() -> None:
-    x, _ = _records(60)
-    res = _kt(adapt=False).run(x)
+    x, _ = quadrant_records(60)
+    res = quadrant_transfer(adapt=False).run(x)
     assert res.adaptation is None and res.student is not None
     prior = training_prior(res.teacher_label_histogram, 4)
     expected = reweight(predict_proba(res.student, x), prior, torch.full((4,), 0.25, dtype=torch.float64)).float()
@@ -129,10 +129,10 @@ def test_without_adaptation_the_labels_are_the_students_outputs_re_weighted() ->
 
 def test_beside_public_images_the_labels_are_the_outputs_as_trained() -> None:
     """Re-weighting did not win beside public images (their answers teach the classes): it is off there."""
-    x, _ = _records(60)
-    public, _ = _records(40, seed=5)
+    x, _ = quadrant_records(60)
+    public, _ = quadrant_records(40, seed=5)
     adapter = _Recording()
-    res = _kt(adapter=adapter).run(x, public=public)
+    res = quadrant_transfer(adapter=adapter).run(x, public=public)
     assert res.counts["public_queries"] == 40
     assert torch.equal(res.labels, res.adaptation.probs.argmax(1))
     assert adapter.priors == [None]  # the rounds pseudo-label from the outputs as they are too

@@ -9,9 +9,9 @@ import secrets
 from pathlib import Path
 
 import pytest
-from test_cli import _args, _private, _run, _server
 
 from ldpclient.cli.errors import EXIT_FAILURE
+from support.cli_runs import invoke, label_args, mock_teacher, private_folder
 
 
 def _state(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> list[str]:
@@ -30,31 +30,31 @@ def test_a_provisioned_key_starts_a_new_ledger_when_the_user_says_so_once(
     key.write_bytes(secrets.token_bytes(32))  # what a secrets manager put there
     key.chmod(0o600)
     provisioned = key.read_bytes()
-    folder = _private(tmp_path)
-    with _server() as srv:
-        refused = _run([*_args(folder, srv.model_url, tmp_path), *state])
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        refused = invoke([*label_args(folder, srv.model_url, tmp_path), *state])
         assert refused.exit_code == EXIT_FAILURE, refused.output
         line = refused.stderr.strip().splitlines()[-1]
         assert "its key file" in line and "ldpclient budget --init" in line, line
         assert srv.usage()["total"]["images"] == 0
-        started = _run(["budget", "--init", "--json", *state])
+        started = invoke(["budget", "--init", "--json", *state])
         assert started.exit_code == 0, started.output
         assert json.loads(started.stdout)["records"] == 0
-        done = _run([*_args(folder, srv.model_url, tmp_path, "--json"), *state])
+        done = invoke([*label_args(folder, srv.model_url, tmp_path, "--json"), *state])
         assert done.exit_code == 0, done.output
         assert json.loads(done.stdout)["ledger"]["fresh"] > 0
-        assert _run(["budget", "--init", *state]).exit_code == 0  # a ledger that exists is opened as it is
+        assert invoke(["budget", "--init", *state]).exit_code == 0  # a ledger that exists is opened as it is
     assert key.read_bytes() == provisioned
-    summary = json.loads(_run(["budget", "--json", *state]).stdout)
+    summary = json.loads(invoke(["budget", "--json", *state]).stdout)
     assert summary["records"] > 0
     other = tmp_path / "other.key"
     other.write_bytes(secrets.token_bytes(32))
-    wrong = _run(["budget", "--init", *state[:-1], str(other)])  # another key for an existing ledger: refused
+    wrong = invoke(["budget", "--init", *state[:-1], str(other)])  # another key for an existing ledger: refused
     assert wrong.exit_code == EXIT_FAILURE and "does not belong to ledger" in wrong.stderr, wrong.output
 
 
 def test_set_cap_on_a_new_database_state_whose_state_dir_does_not_exist(postgres_url: str, tmp_path: Path) -> None:
     host = tmp_path / "not" / "yet" / "here"
-    res = _run(["budget", "--state", postgres_url, "--state-dir", str(host), "--set-cap", "50", "--json"])
+    res = invoke(["budget", "--state", postgres_url, "--state-dir", str(host), "--set-cap", "50", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["cap_epsilon"] == 50 and (host / "ledger.key").exists()

@@ -203,12 +203,12 @@ def test_label_sends_codes_of_the_kept_coefficients_and_its_baseline_noises_blan
     every query the teacher got is rebuilt from the 6 kept coefficients (Sup averages of two code
     reconstructions), and the data-free baseline noises its blank queries with pooled Laplace."""
     import numpy as np
-    from image_folders import random_png_folder
     from typer.testing import CliRunner
 
     import mock_server
     from ldpclient.cli.commands import app
     from ldpclient.io.querylog import read_query_log
+    from support.image_folders import random_png_folder
 
     log = tmp_path / "log.jsonl"
     private = random_png_folder(tmp_path / "private", seed=0)
@@ -246,10 +246,10 @@ def test_label_sends_codes_of_the_kept_coefficients_and_its_baseline_noises_blan
     ],
 )
 def test_the_noise_command_refuses_what_it_cannot_honour_in_one_line(tmp_path, extra: list[str], needle: str) -> None:
-    from image_folders import random_png_folder
     from typer.testing import CliRunner
 
     from ldpclient.cli.commands import app
+    from support.image_folders import random_png_folder
 
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["noise", str(random_png_folder(tmp_path / "private", seed=0)), "--out",
@@ -262,11 +262,11 @@ def test_the_noise_command_refuses_what_it_cannot_honour_in_one_line(tmp_path, e
 
 
 def test_the_dry_run_says_what_the_release_passes_on_before_anything_is_sent(tmp_path) -> None:
-    from image_folders import random_png_folder
     from typer.testing import CliRunner
 
     import mock_server
     from ldpclient.cli.commands import app
+    from support.image_folders import random_png_folder
 
     private = random_png_folder(tmp_path / "private", seed=0)
     with mock_server.serve(model="trivial", image_size=8, max_batch_size=64) as srv:

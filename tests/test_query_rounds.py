@@ -3,10 +3,10 @@ stops learning from them."""
 
 import pytest
 import torch
-from test_pipeline import _kt, _records
 
 from ldpclient.transfer.rounds import QueryRound, learnt_too_little, round_ends
 from ldpclient.transfer.settings import PlanSettings
+from support.transfers import quadrant_records, quadrant_transfer
 
 
 def test_rounds_double_and_the_last_completes_the_plan() -> None:
@@ -44,8 +44,8 @@ class _Counting:
 
 
 def test_a_round_that_gains_nothing_leaves_the_rest_of_the_plan_unsent() -> None:
-    x, y = _records()
-    kt = _kt(num_queries=1280, query_rounds=3, min_round_gain=1.0)  # no round can gain a whole share
+    x, y = quadrant_records()
+    kt = quadrant_transfer(num_queries=1280, query_rounds=3, min_round_gain=1.0)  # no round can gain a whole share
     kt.teacher = counting = _Counting(kt.teacher)
     result = kt.run(x)
     # 5 batches of 256: rounds end after 2 and 3 batches; the second round cannot gain 1.0: the third is not sent
@@ -60,9 +60,9 @@ def test_a_round_that_gains_nothing_leaves_the_rest_of_the_plan_unsent() -> None
 
 
 def test_rounds_that_send_every_query_learn_the_one_shot_student_exactly() -> None:
-    x, _ = _records()
-    once = _kt(num_queries=1280).run(x)
-    rounds = _kt(num_queries=1280, query_rounds=3, min_round_gain=-1.0).run(x)
+    x, _ = quadrant_records()
+    once = quadrant_transfer(num_queries=1280).run(x)
+    rounds = quadrant_transfer(num_queries=1280, query_rounds=3, min_round_gain=-1.0).run(x)
     assert [r.queries for r in rounds.query_rounds] == [512, 768, 1280]
     assert rounds.counts["queries"] == once.counts["queries"] == 1280
     assert torch.equal(rounds.labels, once.labels)
@@ -71,9 +71,9 @@ def test_rounds_that_send_every_query_learn_the_one_shot_student_exactly() -> No
 
 def test_rounds_need_a_student_and_held_out_queries() -> None:
     with pytest.raises(ValueError, match="SIDP"):
-        _kt("sidp", "none", query_rounds=2)
+        quadrant_transfer("sidp", "none", query_rounds=2)
     with pytest.raises(ValueError, match="val_fraction"):
-        _kt(query_rounds=2, val_fraction=0.0)
+        quadrant_transfer(query_rounds=2, val_fraction=0.0)
     with pytest.raises(ValueError, match="query_rounds"):
         PlanSettings(query_rounds=0)
     with pytest.raises(ValueError, match="min_round_gain"):
@@ -83,13 +83,13 @@ def test_rounds_need_a_student_and_held_out_queries() -> None:
 def test_label_sends_rounds_reports_them_and_the_dry_run_states_the_least_and_most_it_pays(tmp_path) -> None:
     import json
 
-    from test_run_plan import _folders
     from typer.testing import CliRunner
 
     import mock_server
     from ldpclient.cli.commands import app
+    from support.image_folders import plan_folders
 
-    private, _ = _folders(tmp_path)
+    private, _ = plan_folders(tmp_path)
     with mock_server.serve(model="trivial", image_size=12, channels=1, price_per_image=0.01) as teacher:
         args = ["label", str(private), "--teacher", teacher.model_url, "--state-dir", str(tmp_path / "s"),
                 "--queries", "400", "--batch-size", "50", "--query-rounds", "3", "--epochs", "2", "--price", "0.01",

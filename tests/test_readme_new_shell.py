@@ -11,10 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_docs import DEMO_IMAGES, DOC_ADDRESS, ROOT, examples
-
 import mock_server
 from ldpclient.run.demo import write_demo_folder
+from support.doc_examples import DEMO_IMAGES, DOC_ADDRESS, ROOT, examples
 
 
 def test_the_readme_runs_in_order_in_a_new_shell_after_make_demo(tmp_path: Path) -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from test_cli import _args, _private, _run, _server
-from test_pipeline import _kt, _records
 
 from ldpclient.privacy.ledger import Ledger
 from ldpclient.transfer.augment import QueryPlan
+from support.cli_runs import invoke, label_args, mock_teacher, private_folder
+from support.transfers import quadrant_records, quadrant_transfer
 
 
 def test_a_plan_uses_the_records_its_queries_are_made_from() -> None:
@@ -34,9 +34,9 @@ def test_a_plan_uses_the_records_its_queries_are_made_from() -> None:
 
 
 def test_only_the_images_a_query_uses_are_released_and_charged(tmp_path: Path) -> None:
-    x, _y = _records(n=120)
+    x, _y = quadrant_records(n=120)
     with Ledger(tmp_path / "ledger.sqlite") as led:
-        kt = _kt(num_queries=40, ledger=led)
+        kt = quadrant_transfer(num_queries=40, ledger=led)
         used = kt.records_to_release(x)
         assert used is not None and 40 < len(used) <= 80
         result = kt.run(x)
@@ -47,13 +47,13 @@ def test_only_the_images_a_query_uses_are_released_and_charged(tmp_path: Path) -
     assert charged == used.tolist()  # exactly the images the queries are made from
     assert result.sent_sample is not None and set(result.sent_sample.release_indices.tolist()) <= set(used.tolist())
     # the same plan on other images of the same count: the same positions (the plan never looks at the values)
-    assert _kt(num_queries=40).records_to_release(torch.rand_like(x)).tolist() == used.tolist()
+    assert quadrant_transfer(num_queries=40).records_to_release(torch.rand_like(x)).tolist() == used.tolist()
 
 
 def test_a_budget_that_uses_every_image_releases_every_image(tmp_path: Path) -> None:
-    x, _y = _records(n=40)
+    x, _y = quadrant_records(n=40)
     with Ledger(tmp_path / "ledger.sqlite") as led:
-        kt = _kt(num_queries=600, ledger=led)
+        kt = quadrant_transfer(num_queries=600, ledger=led)
         assert kt.records_to_release(x) is None
         result = kt.run(x)
         assert result.counts["releases_fresh"] == 40 and result.counts["not_released"] == 0
@@ -61,16 +61,16 @@ def test_a_budget_that_uses_every_image_releases_every_image(tmp_path: Path) -> 
 
 
 def test_label_says_how_many_images_were_not_released(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
-        run = _run([*_args(folder, srv.model_url, tmp_path, "--json"), "--queries", "3"])
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
+        run = invoke([*label_args(folder, srv.model_url, tmp_path, "--json"), "--queries", "3"])
         assert run.exit_code == 0, run.output
         rep = json.loads(run.stdout)
         skipped = rep["counts"]["not_released"]
         assert 12 - 6 <= skipped < 12 and rep["ledger"]["not_released"] == skipped
         assert rep["ledger"]["fresh"] == 12 - skipped and rep["counts"]["labelled"] == 12
-        human = _run([*_args(folder, srv.model_url, tmp_path), "--queries", "3"])
+        human = invoke([*label_args(folder, srv.model_url, tmp_path), "--queries", "3"])
         assert human.exit_code == 0, human.output
         assert f"{skipped} not released (no query uses them)" in " ".join(human.stderr.split())
-    budget = _run(["budget", "--state-dir", str(tmp_path / "state"), "--json"])
+    budget = invoke(["budget", "--state-dir", str(tmp_path / "state"), "--json"])
     assert json.loads(budget.stdout)["records"] == 12 - skipped

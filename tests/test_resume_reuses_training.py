@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_cli import _args, _private, _run, _server
-
 from ldpclient.report.label_files import read_labels
+from support.cli_runs import invoke, label_args, mock_teacher, private_folder
 
 
 def _label(folder: Path, url: str, tmp_path: Path, *extra: str) -> dict:
-    res = _run([*_args(folder, url, tmp_path, "--json", "--baseline", *extra)])
+    res = invoke([*label_args(folder, url, tmp_path, "--json", "--baseline", *extra)])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 
@@ -23,8 +22,8 @@ def _labels(tmp_path: Path, name: str = "labels.csv") -> list[int]:
 
 
 def test_a_rerun_that_sends_nothing_trains_nothing_and_writes_the_same_labels(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
         first = _label(folder, srv.model_url, tmp_path)
         labels, baseline = _labels(tmp_path), _labels(tmp_path, "labels.baseline.csv")
         billed = srv.usage()["total"]["images"]
@@ -43,8 +42,8 @@ def test_a_rerun_that_sends_nothing_trains_nothing_and_writes_the_same_labels(tm
 
 
 def test_a_damaged_kept_result_is_trained_anew(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
-    with _server() as srv:
+    folder = private_folder(tmp_path)
+    with mock_teacher() as srv:
         _label(folder, srv.model_url, tmp_path)
         labels = _labels(tmp_path)
         for kept in (tmp_path / "state" / "students").glob("*.result.pt"):

@@ -15,23 +15,12 @@ import ldpclient
 import mock_server
 from ldpclient.cli.commands import app
 from ldpclient.privacy.ledger import Ledger
+from support.image_folders import plan_folders
 
 # The SIDP labels and the query plans of the calls below (seed 7), pinned.
 PINNED_SIDP_LABELS = [3, 3, 4, 4, 3, 4, 2, 4, 3, 4, 4, 3, 4, 3, 4, 4, 3, 3, 3, 3, 4, 3, 3, 3, 3, 3, 3, 4, 3, 2]
 PINNED_LDPKIT_PLAN = {"batch_size": 256, "blank_fraction": 0.0, "kind": "sup", "n": 30, "n_blank": 0,
                       "num_queries": 300, "rand_scale": 1.0, "seed": 7}
-
-
-def _folders(root: Path) -> tuple[Path, Path]:
-    rng = np.random.default_rng(3)
-    private, public = root / "private", root / "public"
-    private.mkdir(parents=True)
-    public.mkdir()
-    for k in range(30):
-        Image.fromarray(rng.integers(0, 256, (12, 12), dtype=np.uint8)).save(private / f"p{k:02d}.png")
-    for k in range(6):
-        Image.fromarray(rng.integers(0, 256, (12, 12), dtype=np.uint8)).save(public / f"q{k}.png")
-    return private, public
 
 
 @pytest.fixture()
@@ -41,7 +30,7 @@ def teacher():
 
 
 def test_resolving_the_plan_in_one_place_changed_no_label(tmp_path: Path, teacher) -> None:
-    private, public = _folders(tmp_path)
+    private, public = plan_folders(tmp_path)
     sidp = ldpclient.label(str(private), teacher.model_url, seed=7, augment="none", epsilon=50,
                            state_dir=tmp_path / "s1")
     assert sidp.labels.tolist() == PINNED_SIDP_LABELS
@@ -56,7 +45,7 @@ def _state_files(state: Path) -> dict[str, bytes]:
 
 
 def test_dry_run_prints_the_plan_and_spends_nothing(tmp_path: Path, teacher) -> None:
-    private, public = _folders(tmp_path)
+    private, public = plan_folders(tmp_path)
     state = tmp_path / "state"
     args = ["label", str(private), "--teacher", teacher.model_url, "--state-dir", str(state), "--queries", "300",
             "--epochs", "1", "--price", "0.01", "--privacy-cap", "250", "--baseline", "--public", str(public),
@@ -92,7 +81,7 @@ def test_dry_run_prints_the_plan_and_spends_nothing(tmp_path: Path, teacher) -> 
 
 
 def test_a_dry_run_refuses_what_the_run_would_refuse_before_touching_data(tmp_path: Path, teacher) -> None:
-    private, _ = _folders(tmp_path)
+    private, _ = plan_folders(tmp_path)
     result = CliRunner().invoke(app, ["label", str(private), "--teacher", teacher.model_url, "--dry-run",
                                       "--basis", "pool", "--reduce", "5", "--state-dir", str(tmp_path / "s")])
     assert result.exit_code == 2 and "--reduce 5 does not divide" in result.output

@@ -8,20 +8,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import _args, _private, _run, _server
 
 from ldpclient.report.run_report import SCHEMA, CountsSection, RunReport
 from ldpclient.run.ui import UI
+from support.cli_runs import invoke, label_args, mock_teacher, private_folder
 
 
 @pytest.fixture(scope="module")
 def label_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     """One real `ldpclient label --json` run against the mock teacher: (stdout report, report file)."""
     tmp_path = tmp_path_factory.mktemp("run_report")
-    folder = _private(tmp_path, n=6)
+    folder = private_folder(tmp_path, n=6)
     (folder / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
-    with _server() as srv:
-        result = _run(_args(folder, srv.model_url, tmp_path, "--json", "--seed", "3", "--queries", "12"))
+    with mock_teacher() as srv:
+        result = invoke(label_args(folder, srv.model_url, tmp_path, "--json", "--seed", "3", "--queries", "12"))
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout), tmp_path / "out" / "labels.report.json"
 

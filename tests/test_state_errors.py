@@ -8,15 +8,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_cli import _args as _cli_args
-from test_cli import _private, _run, _server
 
 from ldpclient.cli.errors import EXIT_FAILURE, EXIT_USAGE
 from ldpclient.state import state_lock
+from support.cli_runs import invoke, label_args, mock_teacher, private_folder
 
 
 def _args(*a):
-    return [*_cli_args(*a), "--quiet"]
+    return [*label_args(*a), "--quiet"]
 
 
 def _one_line_error(result, code: int) -> str:
@@ -48,71 +47,71 @@ def tmpfs(tmp_path: Path):
 
 
 def test_a_full_state_disk_is_one_line_and_the_next_run_resumes(tmp_path: Path, tmpfs) -> None:
-    folder = _private(tmp_path, n=12, size=8)
+    folder = private_folder(tmp_path, n=12, size=8)
     small = tmpfs("1m")
-    with _server() as srv:
+    with mock_teacher() as srv:
         args = _args(folder, srv.model_url, tmp_path)
         args[args.index("--state-dir") + 1] = str(small / "state")
         (small / "filler").write_bytes(b"\0" * (1024 * 1024 - 24_000))  # too little room for the ledger and spool
-        line = _one_line_error(_run(args), EXIT_USAGE)
+        line = _one_line_error(invoke(args), EXIT_USAGE)
         assert "disk" in line or "space" in line
         (small / "filler").unlink()
-        again = _run(args)
+        again = invoke(args)
         assert again.exit_code == 0, again.output
 
 
 def test_a_full_output_disk_is_one_line(tmp_path: Path, tmpfs) -> None:
-    folder = _private(tmp_path, n=12, size=8)
+    folder = private_folder(tmp_path, n=12, size=8)
     small = tmpfs("16k")
     (small / "filler").write_bytes(b"\0" * 14_000)
-    with _server() as srv:
+    with mock_teacher() as srv:
         args = _args(folder, srv.model_url, tmp_path)
         args[args.index("--output") + 1] = str(small / "labels.csv")
-        _one_line_error(_run(args), EXIT_USAGE)
+        _one_line_error(invoke(args), EXIT_USAGE)
 
 
 def test_a_read_only_state_dir_is_one_line(tmp_path: Path, tmpfs) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     ro = tmpfs("1m", readonly=True)
-    with _server() as srv:
+    with mock_teacher() as srv:
         args = _args(folder, srv.model_url, tmp_path)
         args[args.index("--state-dir") + 1] = str(ro)
-        line = _one_line_error(_run(args), EXIT_USAGE)
+        line = _one_line_error(invoke(args), EXIT_USAGE)
         assert "Read-only" in line and srv.usage()["total"]["images"] == 0
 
 
 def test_a_file_in_place_of_the_state_dir_and_an_unknown_user_are_one_line(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     (tmp_path / "statefile").write_text("not a directory")
-    with _server() as srv:
+    with mock_teacher() as srv:
         args = _args(folder, srv.model_url, tmp_path)
         args[args.index("--state-dir") + 1] = str(tmp_path / "statefile")
-        assert "a file is in its place" in _one_line_error(_run(args), EXIT_USAGE)
+        assert "a file is in its place" in _one_line_error(invoke(args), EXIT_USAGE)
         args[args.index("--state-dir") + 1] = "~nosuchuser-ldpclient/x"
-        assert "cannot expand" in _one_line_error(_run(args), EXIT_USAGE)
+        assert "cannot expand" in _one_line_error(invoke(args), EXIT_USAGE)
 
 
 @pytest.mark.parametrize("content", ["[1, 2, 3]", '"text"', "42", '{"abc": 5}', '{"abc": {"seed": "x"}}'])
 def test_a_malformed_runs_json_is_refused_not_overwritten(tmp_path: Path, content: str) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     state = tmp_path / "state"
     state.mkdir()
     (state / "runs.json").write_text(content)
-    with _server() as srv:
-        line = _one_line_error(_run(_args(folder, srv.model_url, tmp_path)), EXIT_USAGE)
+    with mock_teacher() as srv:
+        line = _one_line_error(invoke(_args(folder, srv.model_url, tmp_path)), EXIT_USAGE)
         assert "runs.json" in line and "not overwritten" in line
         assert srv.usage()["total"]["images"] == 0
     assert (state / "runs.json").read_text() == content
 
 
 def test_a_second_run_on_a_held_state_dir_stops_at_once(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     state = tmp_path / "state"
     state.mkdir()
-    with _server() as srv, state_lock(state):
-        line = _one_line_error(_run(_args(folder, srv.model_url, tmp_path)), EXIT_FAILURE)
+    with mock_teacher() as srv, state_lock(state):
+        line = _one_line_error(invoke(_args(folder, srv.model_url, tmp_path)), EXIT_FAILURE)
         assert "in use by another ldpclient run" in line and srv.usage()["total"]["images"] == 0
-        noise = _run(["noise", str(folder), "--out", str(tmp_path / "noised"), "--state-dir", str(state)])
+        noise = invoke(["noise", str(folder), "--out", str(tmp_path / "noised"), "--state-dir", str(state)])
         assert noise.exit_code == EXIT_FAILURE and "in use" in noise.stderr
 
 
@@ -121,9 +120,9 @@ def test_two_concurrent_runs_on_one_state_dir_never_pass_the_cap_together(tmp_pa
     import os
     import sys
 
-    folders = [_private(tmp_path / f"f{k}", n=12, size=8) for k in range(2)]
+    folders = [private_folder(tmp_path / f"f{k}", n=12, size=8) for k in range(2)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    with _server(latency=0.05) as srv:
+    with mock_teacher(latency=0.05) as srv:
         procs = []
         for k, folder in enumerate([folders[0], folders[0], folders[1]]):
             args = _args(folder, srv.model_url, tmp_path, "--money-cap", "0.30")

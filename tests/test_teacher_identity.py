@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_cli import _private, _run, _server
 
 from ldpclient.io.folders import spool_private_folder
 from ldpclient.privacy import Domain, Ledger, laplace
@@ -17,6 +16,7 @@ from ldpclient.teachers import Journal, QueryClient, connect
 from ldpclient.teachers.identity import canonical_url, identity_of_scope, merge_scope_aliases, teacher_identity
 from ldpclient.teachers.oip import OIPTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer
+from support.cli_runs import invoke, mock_teacher, private_folder
 
 
 def test_canonical_url_normalises_spelling_but_keeps_hosts_apart() -> None:
@@ -44,15 +44,15 @@ def test_every_spelling_and_the_adapter_have_one_identity() -> None:
 def test_one_address_spelled_three_ways_is_noised_once_and_paid_once(tmp_path: Path) -> None:
     """Runs as .../digits, .../digits/ and oip+http://... each used to get their own cap and releases:
     the server billed 4x the cap and each image was noised 4 times."""
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     common = ["--state-dir", str(tmp_path / "state"), "--epsilon", "4", "--epsilon-unit", "element", "--reduce", "2",
               "--queries", "24", "--batch-size", "8", "--epochs", "1", "--price", "0.01", "--money-cap", "0.30",
               "--max-retry-time", "0", "--json", "--seed", "3"]
-    with _server() as srv:
+    with mock_teacher() as srv:
         url = srv.model_url
         reports = []
         for k, spelling in enumerate((url, url + "/", "oip+" + url)):
-            result = _run(
+            result = invoke(
                 ["label", str(folder), "--teacher", spelling, "--output", str(tmp_path / f"l{k}.csv"), *common]
             )
             assert result.exit_code == 0, result.output
@@ -64,10 +64,10 @@ def test_one_address_spelled_three_ways_is_noised_once_and_paid_once(tmp_path: P
 
 
 def test_the_cli_then_the_api_on_one_state_dir_noise_and_pay_nothing_twice(tmp_path: Path) -> None:
-    folder = _private(tmp_path)
+    folder = private_folder(tmp_path)
     state = tmp_path / "state"
-    with _server() as srv:
-        result = _run(["label", str(folder), "--teacher", srv.model_url + "/", "--state-dir", str(state),
+    with mock_teacher() as srv:
+        result = invoke(["label", str(folder), "--teacher", srv.model_url + "/", "--state-dir", str(state),
                        "--output", str(tmp_path / "l.csv"), "--augment", "none", "--postprocess", "clip",
                        "--epsilon", "4", "--epsilon-unit", "element", "--reduce", "2", "--batch-size", "4",
                        "--max-retry-time", "0", "--json"])

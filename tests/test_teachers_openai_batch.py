@@ -21,31 +21,30 @@ import responses
 openai = pytest.importorskip("openai")
 mock_server = pytest.importorskip("mock_server")
 
-from test_teachers_openai_chat import TOKEN, _queries, _serve, _teacher, _usage  # noqa: E402
-
 from ldpclient.run.demo import write_demo_folder  # noqa: E402
 from ldpclient.teachers import CostCapReached, CostMeter, Journal, QueryClient, connect  # noqa: E402
 from ldpclient.teachers.encoding import to_png, to_wire  # noqa: E402
 from ldpclient.teachers.errors import TeacherRequestError  # noqa: E402
 from ldpclient.teachers.openai_batch import BatchRunner, BatchSettings  # noqa: E402
 from ldpclient.teachers.result import ABSTAINED  # noqa: E402
+from support.chat import CHAT_TOKEN, chat_queries, chat_teacher, chat_usage, serve_chat  # noqa: E402
 
 
 def _batched(srv, **settings):
-    return _teacher(srv, batch=BatchSettings(**{"poll_s": 0.02, "max_poll_s": 0.1, **settings}))
+    return chat_teacher(srv, batch=BatchSettings(**{"poll_s": 0.02, "max_poll_s": 0.1, **settings}))
 
 
 def _jobs(srv) -> list[dict]:
-    client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=TOKEN, max_retries=0)
+    client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=CHAT_TOKEN, max_retries=0)
     return [b.model_dump() for b in client.batches.list(limit=100)]
 
 
 def test_the_official_openai_client_uploads_starts_reads_and_lists_batches_on_the_mock() -> None:
-    with mock_server.serve(model="trivial", image_size=8, num_classes=4, tokens=[TOKEN, "sk-other"],
+    with mock_server.serve(model="trivial", image_size=8, num_classes=4, tokens=[CHAT_TOKEN, "sk-other"],
                            batch_expire_first=1) as srv:
-        client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=TOKEN, max_retries=0)
-        teacher = _teacher(srv)
-        bodies = [teacher.request_body(to_png(row, "UINT8", (0.0, 1.0))) for row in to_wire(_queries(4),
+        client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=CHAT_TOKEN, max_retries=0)
+        teacher = chat_teacher(srv)
+        bodies = [teacher.request_body(to_png(row, "UINT8", (0.0, 1.0))) for row in to_wire(chat_queries(4),
                                                                                           teacher.metadata())]
         lines = "\n".join(json.dumps({"custom_id": f"q{k}", "method": "POST", "url": "/v1/chat/completions",
                                       "body": b}) for k, b in enumerate(bodies))
@@ -72,20 +71,20 @@ def test_the_official_openai_client_uploads_starts_reads_and_lists_batches_on_th
         assert failed.status == "failed" and failed.errors.data[0].line == 1
         with pytest.raises(openai.NotFoundError):
             openai.OpenAI(base_url=f"{srv.url}/v1", api_key="sk-other", max_retries=0).batches.retrieve(first.id)
-        billed = _usage(srv)
+        billed = chat_usage(srv)
         assert billed["batch_input_tokens"] > 0 and "input_tokens" not in billed  # 6 lines ran, at the batch price
 
 
 def test_a_batch_answers_as_the_chat_api_does_at_half_the_price_and_expired_lines_are_sent_once_more(
         tmp_path: Path) -> None:
     faults = {"chat_policy_rate": 0.15, "chat_refusal_rate": 0.1, "fault_seed": 5}
-    with _serve(**faults) as srv, _teacher(srv) as chat:
-        direct = QueryClient(chat).label(_queries(40))
-    with _serve(batch_expire_first=1, **faults) as srv, _batched(srv) as teacher:
+    with serve_chat(**faults) as srv, chat_teacher(srv) as chat:
+        direct = QueryClient(chat).label(chat_queries(40))
+    with serve_chat(batch_expire_first=1, **faults) as srv, _batched(srv) as teacher:
         assert teacher.most_per_query() == pytest.approx(chat.most_per_query() / 2)
         client = QueryClient(teacher, journal=Journal(tmp_path / "journal.sqlite"))
-        labels = client.label(_queries(40))
-        billed = _usage(srv)
+        labels = client.label(chat_queries(40))
+        billed = chat_usage(srv)
         jobs = _jobs(srv)
     assert labels.tolist() == direct.tolist() and 0 < int((labels == ABSTAINED).sum()) < 40
     assert [j["status"] for j in jobs] == ["completed", "expired"]  # newest first: the expired half sent again
@@ -105,10 +104,10 @@ def test_a_batch_answers_as_the_chat_api_does_at_half_the_price_and_expired_line
     {"batch_expire_first": 3, "chat_refusal_rate": 0.2},
 ])
 def test_each_batch_fault_is_waited_out_or_sent_again_and_nothing_is_paid_twice(faults, tmp_path: Path) -> None:
-    with _serve(**faults) as srv, _batched(srv) as teacher:
+    with serve_chat(**faults) as srv, _batched(srv) as teacher:
         client = QueryClient(teacher, journal=Journal(tmp_path / "j.sqlite"), cost=CostMeter(cap=1.0))
-        labels = client.label(_queries(12))
-        billed = _usage(srv)
+        labels = client.label(chat_queries(12))
+        billed = chat_usage(srv)
     if not faults.get("chat_refusal_rate"):
         assert labels.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert billed["requests"] == 12  # every query's line ran once
@@ -116,23 +115,23 @@ def test_each_batch_fault_is_waited_out_or_sent_again_and_nothing_is_paid_twice(
 
 
 def test_a_job_the_api_fails_ends_the_run_in_one_line_and_costs_nothing(tmp_path: Path) -> None:
-    with _serve() as srv, connect(f"openai+{srv.url}/v1", model="another-model", class_names=["0", "1", "2", "3"],
-                                  input_shape=(1, 8, 8), token=TOKEN, price_input_tokens=0.15,
+    with serve_chat() as srv, connect(f"openai+{srv.url}/v1", model="another-model", class_names=["0", "1", "2", "3"],
+                                  input_shape=(1, 8, 8), token=CHAT_TOKEN, price_input_tokens=0.15,
                                   batch=BatchSettings(poll_s=0.02)) as teacher:
         client = QueryClient(teacher, journal=Journal(tmp_path / "j.sqlite"))
         with pytest.raises(TeacherRequestError) as failed:
-            client.label(_queries(4))
-        billed = _usage(srv)
+            client.label(chat_queries(4))
+        billed = chat_usage(srv)
     assert "failed: this mock serves one model" in str(failed.value) and "\n" not in str(failed.value)
     assert billed.get("requests", 0) == 0 and client.journal.total_spend() == 0
 
 
 def test_a_run_started_again_collects_the_jobs_the_journal_keeps_and_adopts_one_it_lost(tmp_path: Path) -> None:
     journal = tmp_path / "journal.sqlite"
-    with _serve(batch_seconds=0.6) as srv:
+    with serve_chat(batch_seconds=0.6) as srv:
         with _batched(srv) as teacher:
             first = QueryClient(teacher, journal=Journal(journal))
-            pending = first.label_batches([("b-0", _queries(10))])
+            pending = first.label_batches([("b-0", chat_queries(10))])
             _interrupt_the_next_wait()  # a Ctrl-C right after the job started
             with pytest.raises(KeyboardInterrupt):
                 next(pending)
@@ -142,19 +141,19 @@ def test_a_run_started_again_collects_the_jobs_the_journal_keeps_and_adopts_one_
         assert job["status"] == "in_progress" and Journal(journal).jobs(first.scope, "b-0") == [job["id"]]
         with _batched(srv) as teacher:
             again = QueryClient(teacher, journal=Journal(journal))
-            labels = dict(again.label_batches([("b-0", _queries(10))]))["b-0"]
-        billed = _usage(srv)
+            labels = dict(again.label_batches([("b-0", chat_queries(10))]))["b-0"]
+        billed = chat_usage(srv)
         assert len(_jobs(srv)) == 1 and billed["requests"] == 10  # collected, nothing sent twice
         assert labels.tolist() == [0, 0, 0, 1, 1, 2, 2, 3, 3, 3]
         assert again.journal.total_spend() == pytest.approx(billed["cost"], abs=1e-12)
         # a job started whose id never reached the journal is found by its file and adopted, not sent again
         with _batched(srv) as teacher:
             book = QueryClient(teacher)  # no journal: the id is kept in memory only, and lost with this client
-            dict(book.label_batches([("b-1", _queries(6))]))
+            dict(book.label_batches([("b-1", chat_queries(6))]))
         with _batched(srv) as teacher:
             adopted = QueryClient(teacher)
-            labels = dict(adopted.label_batches([("b-1", _queries(6))]))["b-1"]
-        assert len(_jobs(srv)) == 2 and _usage(srv)["requests"] == 16 and labels.tolist() == [0, 0, 1, 2, 3, 3]
+            labels = dict(adopted.label_batches([("b-1", chat_queries(6))]))["b-1"]
+        assert len(_jobs(srv)) == 2 and chat_usage(srv)["requests"] == 16 and labels.tolist() == [0, 0, 1, 2, 3, 3]
 
 
 def _interrupt_the_next_wait() -> None:
@@ -169,13 +168,13 @@ def _interrupt_the_next_wait() -> None:
 
 
 def test_the_money_cap_holds_on_the_batch_booking_before_any_job_is_sent(tmp_path: Path) -> None:
-    with _serve() as srv, _batched(srv) as teacher:
+    with serve_chat() as srv, _batched(srv) as teacher:
         most = teacher.most_per_query()
         client = QueryClient(teacher, journal=Journal(tmp_path / "j.sqlite"), cost=CostMeter(cap=most * 10.2))
         with pytest.raises(CostCapReached):
-            dict(client.label_batches([("b-0", _queries(10)), ("b-1", _queries(10))]))
+            dict(client.label_batches([("b-0", chat_queries(10)), ("b-1", chat_queries(10))]))
         assert [j["request_counts"]["total"] for j in _jobs(srv)] == [10]  # the second batch was never sent
-        assert client.journal.total_spend() == pytest.approx(_usage(srv)["cost"], abs=1e-12)
+        assert client.journal.total_spend() == pytest.approx(chat_usage(srv)["cost"], abs=1e-12)
 
 
 def _cli(*args: str) -> list[str]:
@@ -186,8 +185,8 @@ def test_a_batch_run_killed_after_submitting_and_run_again_collects_without_send
         tmp_path: Path) -> None:
     write_demo_folder(tmp_path, count=60)
     (tmp_path / "classes.json").write_text(json.dumps([str(d) for d in range(10)]))
-    env = {**os.environ, "LDPCLIENT_TOKEN": TOKEN}
-    with mock_server.serve(model="digits", image_size=28, tokens=[TOKEN], batch_seconds=5.0) as srv:
+    env = {**os.environ, "LDPCLIENT_TOKEN": CHAT_TOKEN}
+    with mock_server.serve(model="digits", image_size=28, tokens=[CHAT_TOKEN], batch_seconds=5.0) as srv:
         args = _cli(str(tmp_path / "private"), "--teacher", f"openai+{srv.url}/v1", "--model", "digits",
                     "--class-names", str(tmp_path / "classes.json"), "--input-shape", "1,28,28", "--batch",
                     "--price-input-tokens", "0.15", "--price-output-tokens", "0.6", "--queries", "600",
@@ -202,11 +201,11 @@ def test_a_batch_run_killed_after_submitting_and_run_again_collects_without_send
             time.sleep(0.05)
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
-        assert len(_jobs(srv)) == 1 and _usage(srv).get("requests", 0) == 0  # submitted, not yet answered
+        assert len(_jobs(srv)) == 1 and chat_usage(srv).get("requests", 0) == 0  # submitted, not yet answered
         again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
         assert again.returncode == 0, again.stderr
         report = json.loads(again.stdout)
-        billed = requests.get(f"{srv.url}/usage", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5).json()
+        billed = requests.get(f"{srv.url}/usage", headers={"Authorization": f"Bearer {CHAT_TOKEN}"}, timeout=5).json()
         jobs = _jobs(srv)
     assert len(jobs) == 1 and jobs[0]["status"] == "completed" and billed["total"]["requests"] == 600  # once each
     assert report["cost"]["spent_total"] == pytest.approx(billed["total"]["cost"], abs=1e-9)

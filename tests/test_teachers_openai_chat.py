@@ -8,16 +8,11 @@ import io
 
 import numpy as np
 import pytest
-import requests
-import torch
 
 openai = pytest.importorskip("openai")
 mock_server = pytest.importorskip("mock_server")
 
-from ldpclient.privacy import Domain, Guarantee  # noqa: E402
-from ldpclient.privacy.release import _RELEASE_TOKEN, Release  # noqa: E402
 from ldpclient.teachers import CostCapReached, CostMeter, Journal, QueryClient, connect  # noqa: E402
-from ldpclient.teachers.http import RetryPolicy  # noqa: E402
 from ldpclient.teachers.openai_chat import (  # noqa: E402
     CANNOT_TELL,
     ChatTeacher,
@@ -26,30 +21,7 @@ from ldpclient.teachers.openai_chat import (  # noqa: E402
     prompt_text,
 )
 from ldpclient.teachers.result import ABSTAINED  # noqa: E402
-
-TOKEN = "sk-mock-SECRET-7f3a"
-NAMES = ["0", "1", "2", "3"]  # the trivial mock teacher's class names
-
-
-def _queries(n: int = 12) -> Release:
-    """``n`` 8x8 grey queries whose mean intensity spans [0, 1] (the trivial mock teacher's four buckets)."""
-    values = torch.linspace(0.02, 0.98, n).view(-1, 1, 1, 1).expand(n, 1, 8, 8).contiguous()
-    g = Guarantee("laplace", 1.0, 0.0, 64.0, 0.0, 64, Domain())
-    return Release(values, g, (1, 8, 8), _token=_RELEASE_TOKEN)
-
-
-def _serve(**options):
-    return mock_server.serve(model="trivial", image_size=8, num_classes=4, tokens=[TOKEN], **options)
-
-
-def _teacher(srv, **options) -> ChatTeacher:
-    options.setdefault("retry", RetryPolicy(max_attempts=8, initial_wait=0.01, max_wait=0.05, jitter=0.0, max_total=30))
-    return connect(f"openai+{srv.url}/v1", model="digits", class_names=NAMES, input_shape=(1, 8, 8), token=TOKEN,
-                   price_input_tokens=0.15, price_output_tokens=0.6, **options)
-
-
-def _usage(srv) -> dict:
-    return requests.get(f"{srv.url}/usage", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5).json()["total"]
+from support.chat import CHAT_NAMES, CHAT_TOKEN, chat_queries, chat_teacher, chat_usage, serve_chat  # noqa: E402
 
 
 def _png(level: int = 200) -> str:
@@ -61,10 +33,10 @@ def _png(level: int = 200) -> str:
 
 
 def test_the_official_openai_client_reads_the_mocks_models_completions_and_errors() -> None:
-    with _serve(chat_policy_rate=0.0) as srv:
-        client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=TOKEN, max_retries=0)
+    with serve_chat(chat_policy_rate=0.0) as srv:
+        client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=CHAT_TOKEN, max_retries=0)
         assert [m.id for m in client.models.list()] == ["digits"]
-        teacher = _teacher(srv)
+        teacher = chat_teacher(srv)
         body = teacher.request_body(base64.b64decode(_png(250).split(",", 1)[1]))
         done = client.chat.completions.create(**body)
         assert done.choices[0].finish_reason == "stop" and done.choices[0].message.refusal is None
@@ -75,26 +47,26 @@ def test_the_official_openai_client_reads_the_mocks_models_completions_and_error
         with pytest.raises(openai.NotFoundError) as missing:
             client.chat.completions.create(**{**body, "model": "gpt-9"})
         assert missing.value.code == "model_not_found"
-    with _serve(chat_policy_rate=1.0) as srv:
-        client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=TOKEN, max_retries=0)
+    with serve_chat(chat_policy_rate=1.0) as srv:
+        client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=CHAT_TOKEN, max_retries=0)
         with pytest.raises(openai.BadRequestError) as refused:
             client.chat.completions.create(**body)
         assert refused.value.code == "content_policy_violation"
     for header in ("retry-after", "retry-after-ms", "x-ratelimit-reset-requests"):
-        with _serve(rate_429=1.0, rate_limit_header=header) as srv:
-            client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=TOKEN, max_retries=0)
+        with serve_chat(rate_429=1.0, rate_limit_header=header) as srv:
+            client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=CHAT_TOKEN, max_retries=0)
             with pytest.raises(openai.RateLimitError) as limited:
                 client.chat.completions.create(**body)
             assert header in {k.lower() for k in limited.value.response.headers}
 
 
 def test_labels_and_money_equal_what_the_mock_billed_to_the_token() -> None:
-    with _serve() as srv:
-        with _teacher(srv) as teacher:
+    with serve_chat() as srv:
+        with chat_teacher(srv) as teacher:
             client = QueryClient(teacher, workers=3)
-            labels = client.label(_queries())
+            labels = client.label(chat_queries())
         assert labels.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
-        billed = _usage(srv)
+        billed = chat_usage(srv)
         s = client.stats
         assert (s.input_tokens, s.output_tokens, s.requests) == (billed["input_tokens"], billed["output_tokens"], 12)
         assert client.cost.spent_run == pytest.approx(billed["cost"], abs=1e-12)
@@ -102,11 +74,13 @@ def test_labels_and_money_equal_what_the_mock_billed_to_the_token() -> None:
 
 
 def test_without_token_prices_a_chat_teacher_is_priced_per_query_by_the_caller() -> None:
-    with _serve() as srv:
-        chat = connect(f"openai+{srv.url}/v1", model="digits", class_names=NAMES, input_shape=(1, 8, 8), token=TOKEN)
+    with serve_chat() as srv:
+        chat = connect(
+            f"openai+{srv.url}/v1", model="digits", class_names=CHAT_NAMES, input_shape=(1, 8, 8), token=CHAT_TOKEN
+        )
         assert chat.most_per_query() is None
         client = QueryClient(chat, cost=CostMeter(price_per_query=0.002))
-        client.label(_queries(5))
+        client.label(chat_queries(5))
         assert client.cost.spent_run == pytest.approx(5 * 0.002)  # not the zero its token prices would give
 
 
@@ -121,67 +95,70 @@ def test_without_token_prices_a_chat_teacher_is_priced_per_query_by_the_caller()
     ],
 )
 def test_every_kind_of_declined_answer_is_an_abstention_never_a_class(server, teacher, reason) -> None:
-    with _serve(**server) as srv, _teacher(srv, **teacher) as chat:
+    with serve_chat(**server) as srv, chat_teacher(srv, **teacher) as chat:
         client = QueryClient(chat, workers=2)
-        labels = client.label(_queries(8))
+        labels = client.label(chat_queries(8))
         assert labels.tolist() == [ABSTAINED] * 8, reason
         assert client.stats.abstained == 8 and client.stats.requests == (0 if "policy" in reason else 8)
-        billed = _usage(srv)
+        billed = chat_usage(srv)
         assert client.cost.spent_run == pytest.approx(billed["cost"], abs=1e-12)  # refusals billed, policy errors not
         assert (billed["cost"] == 0) == ("policy" in reason)
 
 
 def test_a_content_policy_error_on_one_image_neither_fails_the_batch_nor_resends_the_others() -> None:
-    with _serve(chat_policy_rate=0.4, fault_seed=3) as srv, _teacher(srv) as chat:
+    with serve_chat(chat_policy_rate=0.4, fault_seed=3) as srv, chat_teacher(srv) as chat:
         client = QueryClient(chat)
-        labels = client.label(_queries(12))
+        labels = client.label(chat_queries(12))
         declined = int((labels == ABSTAINED).sum())
         assert 0 < declined < 12
-        billed = _usage(srv)
+        billed = chat_usage(srv)
         assert billed["requests"] == 12 - declined and billed["rejected"] == declined  # each image asked once
         assert client.cost.spent_run == pytest.approx(billed["cost"], abs=1e-12)
 
 
 def test_a_server_without_structured_outputs_is_asked_in_text_and_still_labels() -> None:
-    with _serve(chat_no_schema=True) as srv, _teacher(srv) as chat:
-        labels = QueryClient(chat).label(_queries())
+    with serve_chat(chat_no_schema=True) as srv, chat_teacher(srv) as chat:
+        labels = QueryClient(chat).label(chat_queries())
         assert labels.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
         assert chat.answer_format == "text"
 
 
 @pytest.mark.parametrize("header", ["retry-after", "retry-after-ms", "x-ratelimit-reset-requests"])
 def test_429s_are_waited_out_and_money_still_equals_the_bill(header) -> None:
-    with _serve(rate_429=0.3, fault_seed=5, retry_after=0, rate_limit_header=header) as srv, _teacher(srv) as chat:
+    with (
+        serve_chat(rate_429=0.3, fault_seed=5, retry_after=0, rate_limit_header=header) as srv,
+        chat_teacher(srv) as chat,
+    ):
         client = QueryClient(chat, workers=2)
-        labels = client.label(_queries())
+        labels = client.label(chat_queries())
         assert labels.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
-        billed = _usage(srv)
+        billed = chat_usage(srv)
         assert billed["rejected"] > 0 and client.stats.attempts > 12
         assert client.cost.spent_run == pytest.approx(billed["cost"], abs=1e-12)
 
 
 def test_requests_are_paced_to_the_limit_the_server_states() -> None:
-    with _serve(chat_requests_per_window=4, chat_window=0.3) as srv, _teacher(srv) as chat:
-        QueryClient(chat).label(_queries())
-        assert _usage(srv)["rejected"] == 0  # never ran into the limit: waited for its reset instead
+    with serve_chat(chat_requests_per_window=4, chat_window=0.3) as srv, chat_teacher(srv) as chat:
+        QueryClient(chat).label(chat_queries())
+        assert chat_usage(srv)["rejected"] == 0  # never ran into the limit: waited for its reset instead
 
 
 def test_a_money_cap_holds_on_the_booking_at_the_most_and_a_resumed_run_pays_nothing_twice(tmp_path) -> None:
-    with _serve(chat_refusal_rate=0.25, rate_429=0.2, retry_after=0, fault_seed=2) as srv:
-        with _teacher(srv, image_tokens=85) as chat:  # the booking near the bill, so that the cap binds mid-run
+    with serve_chat(chat_refusal_rate=0.25, rate_429=0.2, retry_after=0, fault_seed=2) as srv:
+        with chat_teacher(srv, image_tokens=85) as chat:  # the booking near the bill, so that the cap binds mid-run
             most = chat.most_per_query()
             journal = Journal(tmp_path / "journal.sqlite")
             cap = 3 * most  # about seven answers at what they cost
             client = QueryClient(chat, batch_size=1, journal=journal, cost=CostMeter(cap=cap))
             with pytest.raises(CostCapReached):
-                client.label(_queries())
-            paid_once = _usage(srv)
+                client.label(chat_queries())
+            paid_once = chat_usage(srv)
             assert paid_once["cost"] <= cap and journal.total_spend(chat.journal_scope) == pytest.approx(
                 paid_once["cost"], abs=1e-12)
             resumed = QueryClient(chat, batch_size=1, journal=journal)
-            labels = resumed.label(_queries())
+            labels = resumed.label(chat_queries())
             assert resumed.stats.queries_from_journal == client.stats.queries_sent
-            billed = _usage(srv)
+            billed = chat_usage(srv)
             assert journal.total_spend(chat.journal_scope) == pytest.approx(billed["cost"], abs=1e-12)
             assert set(labels.tolist()) <= {ABSTAINED, 0, 1, 2, 3}
             journal.close()
@@ -189,14 +166,14 @@ def test_a_money_cap_holds_on_the_booking_at_the_most_and_a_resumed_run_pays_not
 
 def test_the_key_comes_from_ldpclient_token_else_the_services_own_variable(monkeypatch) -> None:
     monkeypatch.delenv("LDPCLIENT_TOKEN", raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", TOKEN)
-    with _serve() as srv:
-        chat = connect(f"openai+{srv.url}/v1", model="digits", class_names=NAMES, input_shape=(1, 8, 8))
-        assert QueryClient(chat).label(_queries(4)).tolist() == [0, 1, 2, 3]
+    monkeypatch.setenv("OPENAI_API_KEY", CHAT_TOKEN)
+    with serve_chat() as srv:
+        chat = connect(f"openai+{srv.url}/v1", model="digits", class_names=CHAT_NAMES, input_shape=(1, 8, 8))
+        assert QueryClient(chat).label(chat_queries(4)).tolist() == [0, 1, 2, 3]
         monkeypatch.setenv("LDPCLIENT_TOKEN", "sk-other-key-0000")
-        wrong = connect(f"openai+{srv.url}/v1", model="digits", class_names=NAMES, input_shape=(1, 8, 8))
+        wrong = connect(f"openai+{srv.url}/v1", model="digits", class_names=CHAT_NAMES, input_shape=(1, 8, 8))
         with pytest.raises(Exception, match="401"):
-            QueryClient(wrong).label(_queries(1))
+            QueryClient(wrong).label(chat_queries(1))
 
 
 def test_the_prompt_the_booking_and_the_refusals_of_bad_settings() -> None:

@@ -89,7 +89,7 @@ print(json.dumps({"type": type(t).__name__, "target": t.target, "adapters": sort
 
 
 def test_a_builtin_adapter_in_a_new_file_is_found_with_its_identity(tmp_path):
-    from package_copy import probe_with_added_file
+    from support.package_copy import probe_with_added_file
 
     seen = probe_with_added_file(tmp_path, "teachers/toy.py", TOY_ADAPTER, TOY_PROBE)
     assert seen["type"] == "ToyTeacher" and seen["target"] == "abc"

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import requests
 import torch
-from image_folders import random_png_folder
 from typer.testing import CliRunner
 
 import mock_server
@@ -27,6 +26,7 @@ from ldpclient.run.facts import WIRE_CHOICES
 from ldpclient.teachers import QueryClient, connect
 from ldpclient.teachers.http import RetryPolicy
 from ldpclient.teachers.wire import WIRE_FORMATS, WireMemory
+from support.image_folders import random_png_folder
 
 SIZE = 8
 

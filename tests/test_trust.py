@@ -66,9 +66,8 @@ def test_for_teachers_names_the_bad_teacher() -> None:
 
 def test_policy_with_ledger_scopes_costs_both_teachers(tmp_path) -> None:
     """TADP end to end: one mechanism per teacher at its epsilon, one ledger scope per teacher."""
-    from ledger_support import images, make_mechanism
-
     from ldpclient.privacy.ledger import BudgetExceeded, Ledger
+    from support.ledger_support import images, make_mechanism
 
     p = TrustPolicy(eps_max=2.0, eps_min=0.5)
     scores = {"trusted": 0.0, "untrusted": 1.0}

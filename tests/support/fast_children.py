@@ -31,7 +31,8 @@ from typing import Any, Callable, Mapping
 
 #: What the forkserver imports once, before it forks any child.
 PRELOAD = ["torch", "psycopg", "ldpclient.privacy", "ldpclient.teachers.journal", "ldpclient.cli.commands",
-           "ldpclient.run.label", "ledger_crash_child", "postgres_race_child", "journal_child"]
+           "ldpclient.run.label", "support.ledger_crash_child", "support.postgres_race_child",
+           "support.journal_child"]
 
 
 @lru_cache(maxsize=1)

@@ -45,7 +45,7 @@ def prev_prefix(m: int) -> int:
 
 
 def mechanisms():
-    from ledger_support import make_mechanism
+    from support.ledger_support import make_mechanism
 
     return {"A": make_mechanism(EPS_A), "B": make_mechanism(EPS_B)}
 
