@@ -14,7 +14,7 @@ two-sample chi-square test of homogeneity over the integers (the run of integers
 row draws ours at a scale 2 % off, which the test must reject. Each row also times both samplers (one thread,
 one run). One JSON line per row to ``--out``.
 
-``tests/test_opendp_samplers.py`` runs the same comparison at 50,000 draws per case in ``make test`` and at
+``tests/privacy/test_opendp_samplers.py`` runs the same comparison at 50,000 draws per case in ``make test`` and at
 1,000,000 (the slow mark: this script is what covers it).
 """
 

@@ -5,7 +5,8 @@ For each set, seed and mode, ``bench_adapt.run_one`` runs ``K`` times on the sam
 :func:`ldpclient.transfer.defaults.member_seed` of the seed: its initial weights, rows, held-out share and
 adaptation). Each row is one member: ``single`` (the accuracy of that student's labels, adapted) and ``ensemble`` (the
 accuracy of the argmax of the mean adapted output of members 0 to ``k - 1``). The ensemble of the first ``k`` members
-is what ``label --students k`` (``TrainingSettings.students``) writes: ``tests/test_students.py`` checks it exactly on
+is what ``label --students k`` (``TrainingSettings.students``) writes: ``tests/transfer/test_students.py`` checks
+it exactly on
 a small run, and ``bench_adapt.py --students 3`` gave the same 94.7 % on MNIST seed 0. Defaults otherwise (Laplace at
 100 per image on the DCT basis, 20 Sup queries per image, ``small_cnn``, adaptation; the data-free run's blanks at 20).
 

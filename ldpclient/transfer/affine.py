@@ -6,7 +6,7 @@ image, measured) was a fifth of a fine-tuning step. :class:`RandomRotateShift` i
 for a batch: it draws the same parameters from the global RNG in the same order (per image: the angle,
 then the x and the y shift), builds the same inverse matrix and sampling grid, and handles the border
 the same way (a sampled mask channel, fill 0). Its output equals calling torchvision's transform on
-each image in turn, value for value (``tests/test_affine.py`` compares them), so adapting with it
+each image in turn, value for value (``tests/transfer/test_affine.py`` compares them), so adapting with it
 gives the same student as before.
 """
 

@@ -11,7 +11,7 @@ from ldpclient.teachers.huggingface import HFTeacher
 from ldpclient.teachers.oip import OIPTeacher
 from ldpclient.teachers.torchserve import TorchServeTeacher
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_resolve_schemes():

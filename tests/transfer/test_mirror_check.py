@@ -195,7 +195,7 @@ def test_the_benchmark_reaches_the_verdict_a_label_run_reaches(monkeypatch):
     import sys
     from pathlib import Path
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
     bench_adapt = __import__("bench_adapt")
     try:
         torch.manual_seed(0)

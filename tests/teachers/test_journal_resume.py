@@ -17,7 +17,7 @@ mock_server = pytest.importorskip("mock_server")
 
 from ldpclient.teachers import Journal  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 N_BATCHES, SIZE, WORKERS, PRICE = 16, 8, 2, 0.25
 
 CHILD = textwrap.dedent(

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("opendp.prelude", reason="OpenDP is not installed (pip install -e '.[dev]')")
 pytest.importorskip("scipy.stats")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from bench_opendp_samplers import ALPHA, CASES, compare  # noqa: E402
 

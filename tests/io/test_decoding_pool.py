@@ -19,7 +19,7 @@ from PIL import Image
 import ldpclient.io.folders as data
 from ldpclient.io.folders import DataError, load_private_folder, spool_private_folder
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def folder(root: Path, n: int = 40) -> Path:

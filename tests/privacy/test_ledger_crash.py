@@ -30,7 +30,7 @@ from ldpclient.privacy.ledger import Ledger
 from support import ledger_crash_child as child
 from support.ledger_support import Spy
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 ROOT = HERE.parent
 EPS = {"A": child.EPS_A, "B": child.EPS_B}
 

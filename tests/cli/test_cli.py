@@ -122,7 +122,7 @@ def test_secrets_never_reach_any_output(tmp_path: Path) -> None:
 
 
 def test_money_cap_is_refused_before_anything_is_sent_and_a_larger_one_runs(tmp_path: Path) -> None:
-    """(A cap crossed mid-run by what could not be foreseen, and its resume: tests/test_caps_and_verdict_cli.py.)"""
+    """(A cap crossed mid-run by what could not be foreseen, and its resume: tests/cli/test_caps_and_verdict_cli.py.)"""
     folder = private_folder(tmp_path)
     with mock_teacher() as srv:
         capped = invoke(label_args(folder, srv.model_url, tmp_path, "--money-cap", "0.1"))

@@ -1,6 +1,6 @@
 """A cap lowered while a run is under way (issue 64): ``budget --set-cap`` on another process or host binds every
 later charge of a run that opened the ledger before it, in the same transaction as the charge, with one line
-saying so; on SQLite and PostgreSQL. (The cluster's workers: tests/test_cluster.py.)"""
+saying so; on SQLite and PostgreSQL. (The cluster's workers: tests/cluster/test_cluster.py.)"""
 
 from __future__ import annotations
 

@@ -213,7 +213,7 @@ def test_the_variants_benchmark_scores_copies_and_its_weak_variant_is_the_librar
     from ldpclient.teachers.local import LocalTeacher
     from ldpclient.transfer.pipeline import KnowledgeTransfer
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
     variants = __import__("bench_adapt_variants")
     try:
         g = torch.Generator().manual_seed(2)
@@ -260,7 +260,7 @@ def test_every_adaptation_of_the_older_comparison_runs_on_copies_and_records_its
     from ldpclient.teachers.local import LocalTeacher
     from ldpclient.transfer.pipeline import KnowledgeTransfer
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
     comparison = __import__("bench_adapters")
     try:
         g = torch.Generator().manual_seed(3)
