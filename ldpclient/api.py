@@ -152,26 +152,22 @@ def _label_options(
 ) -> Any:
     """The :class:`~ldpclient.run.options.LabelOptions` of a call: ``options`` by name, the network's and the
     teacher facts' among them built into their objects; TypeError names an unknown option."""
-    import inspect
-
-    from .run.facts import TeacherFacts
+    from .run.facts import FACT_OPTIONS, NETWORK_OPTIONS, teacher_options
     from .run.label import LabelOptions
-    from .run.network import NetworkOptions
 
-    network = {f.name for f in dataclasses.fields(NetworkOptions)}
-    facts = set(inspect.signature(TeacherFacts.from_options).parameters)
+    teacher_names = NETWORK_OPTIONS | FACT_OPTIONS
     own = {f.name for f in dataclasses.fields(LabelOptions)} - {"private_dir", "teacher", "output", "dry_run",
                                                                  "network", "facts", "public"}
-    unknown = sorted(set(options) - own - network - facts)
+    unknown = sorted(set(options) - own - teacher_names)
     if unknown:
         raise TypeError(f"label() got unknown option(s) {', '.join(unknown)} (options of ldpclient label: "
-                        f"{', '.join(sorted(own | network | facts | {'public'}))})")
+                        f"{', '.join(sorted(own | teacher_names | {'public'}))})")
     given: dict[str, Any] = {key: Path(value) if key in _PATHS and isinstance(value, (str, os.PathLike)) else value
              for key, value in options.items()}
+    network, facts = teacher_options(given)
     return LabelOptions(
         private_dir=private_dir, teacher=teacher, output=Path(output) if output else None, public=public,
-        network=NetworkOptions(**{key: given.pop(key) for key in network & set(given)}),
-        facts=TeacherFacts.from_options(**{key: given.pop(key) for key in facts & set(given)}), **given)
+        network=network, facts=facts, **{key: value for key, value in given.items() if key not in teacher_names})
 
 
 __all__ = ["LabelResult", "label"]

@@ -128,7 +128,7 @@ def label(
         if not teacher:
             raise CLIError("missing option --teacher URL (or `teacher = ...` in the --config file)", EXIT_USAGE)
         opts = options_from(LabelOptions, privacy, sent, money, learning, written, kept, run, private_dir=private_dir,
-                            teacher=teacher, epsilon=epsilon, network=remote.network(), facts=remote.facts(money))
+                            teacher=teacher, epsilon=epsilon, **remote.run_options(money))
         opts.validate()
     with user_errors(ui, resume_hint=resume_hint(opts), secrets=(token,)):
         use_available_cores()
@@ -174,7 +174,7 @@ def noise(
         token = check_token(run.token)
         opts = options_from(NoiseOptions, privacy, kept, run, private_dir=private_dir, out=out, teacher=teacher,
                             size=size, channels=channels, epsilon=epsilon, augment=augment.value, preview=preview,
-                            network=remote.network(), facts=remote.facts())
+                            **remote.run_options())
         opts.validate()
         use_available_cores()
         with ui.stdout_kept_for_json():

@@ -19,7 +19,8 @@ import typer
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, STUDENT_NAMES, choice_list
 from ..privacy.basis import DEFAULT_COEFFICIENTS
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
-from ..run.facts import WIRE_CHOICES
+from ..run.facts import FACT_OPTIONS, NETWORK_OPTIONS, WIRE_CHOICES, TeacherFacts, teacher_options
+from ..run.network import NetworkOptions
 from ..transfer import defaults
 from .config import ConfigError, options_for_command, read_config
 from .errors import EXIT_USAGE
@@ -315,9 +316,7 @@ class TeacherGroup(OptionGroup):
     """How to reach the teacher (:class:`~ldpclient.run.network.NetworkOptions`) and the facts a server may not
     publish (stock KServe publishes no classes, value range or names; :class:`~ldpclient.run.facts.TeacherFacts`)."""
 
-    APART: ClassVar[frozenset[str]] = frozenset({
-        "timeout", "max_retry_time", "ca_bundle", "wire", "num_classes", "class_names", "value_range",
-        "input_shape", "input_name", "output_name", "datatype", "model"})
+    APART: ClassVar[frozenset[str]] = NETWORK_OPTIONS | FACT_OPTIONS
 
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for one teacher response.")
     max_retry_time: float = typer.Option(
@@ -334,24 +333,14 @@ class TeacherGroup(OptionGroup):
     datatype: Optional[str] = DatatypeOption
     model: Optional[str] = ModelOption
 
-    def network(self) -> Any:
-        """The options as :class:`~ldpclient.run.network.NetworkOptions`."""
-        from ..run.network import NetworkOptions
-
-        return NetworkOptions(timeout=self.timeout, max_retry_time=self.max_retry_time, ca_bundle=self.ca_bundle)
-
-    def facts(self, money: MoneyGroup | None = None) -> Any:
-        """The teacher's facts as :class:`~ldpclient.run.facts.TeacherFacts`, with ``money``'s token prices, label
-        map and Batch API (ValueError names the option)."""
-        from ..run.facts import TeacherFacts
-
-        values = {key: value for key, value in self.values().items() if key in self.APART - _NETWORK}
-        if money is not None:
-            values.update({key: value for key, value in money.values().items() if key in money.APART})
-        return TeacherFacts.from_options(**values)
+    def run_options(self, money: MoneyGroup | None = None) -> dict[str, NetworkOptions | TeacherFacts]:
+        """The run options' ``network`` (:class:`~ldpclient.run.network.NetworkOptions`) and ``facts``
+        (:class:`~ldpclient.run.facts.TeacherFacts`, with ``money``'s token prices, label map and Batch API);
+        ValueError names an unusable option."""
+        network, facts = teacher_options({**self.values(), **(money.values() if money is not None else {})})
+        return {"network": network, "facts": facts}
 
 
-_NETWORK = frozenset({"timeout", "max_retry_time", "ca_bundle"})
 
 
 @dataclass(frozen=True)
@@ -390,7 +379,7 @@ class MoneyGroup(OptionGroup):
     """What the answers cost (``label``): the price per query or per token, the cap, the Batch API, and how a
     teacher's free-form labels map to classes."""
 
-    APART: ClassVar[frozenset[str]] = frozenset({"price_input_tokens", "price_output_tokens", "label_map", "batch_api"})
+    APART: ClassVar[frozenset[str]] = FACT_OPTIONS
 
     price: float = typer.Option(0.0, min=0.0, help="Price per query (image), for the cost meter.")
     money_cap: Optional[float] = typer.Option(

@@ -15,13 +15,16 @@ classes. Importing this module is cheap
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..teachers.limits import MAX_CLASS_NAME_CHARS
+from .network import NetworkOptions
 
 WIRE_CHOICES = ("auto", "binary", "json")  # == ldpclient.teachers.wire.WIRE_FORMATS (checked by a test)
 
@@ -172,4 +175,18 @@ def _shape(spec: str) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-__all__ = ["TeacherFacts", "WIRE_CHOICES", "read_class_descriptions"]
+#: The options of how to reach a teacher (:class:`~ldpclient.run.network.NetworkOptions`), by name.
+NETWORK_OPTIONS = frozenset(f.name for f in dataclasses.fields(NetworkOptions))
+#: The options of what a teacher may not publish (:meth:`TeacherFacts.from_options`), by name.
+FACT_OPTIONS = frozenset(inspect.signature(TeacherFacts.from_options).parameters)
+
+
+def teacher_options(values: Mapping[str, Any]) -> tuple[NetworkOptions, TeacherFacts]:
+    """The network options and the teacher's facts among ``values`` (by option name: ``timeout``, ``wire``, ...;
+    other names are not read); ValueError names an unusable option."""
+    network = NetworkOptions(**{key: value for key, value in values.items() if key in NETWORK_OPTIONS})
+    return network, TeacherFacts.from_options(**{key: value for key, value in values.items() if key in FACT_OPTIONS})
+
+
+__all__ = ["FACT_OPTIONS", "NETWORK_OPTIONS", "TeacherFacts", "WIRE_CHOICES", "read_class_descriptions",
+           "teacher_options"]
