@@ -8,8 +8,6 @@ threaded parameters.
 
 from __future__ import annotations
 
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Protocol
 
@@ -148,15 +146,6 @@ class RunContext:
         """Add ``seconds`` to ``timings[stage]``: a stage that runs once per student or query round sums its runs."""
         self.timings[stage] = self.timings.get(stage, 0.0) + seconds
 
-    @contextmanager
-    def timed(self, stage: str) -> Iterator[None]:
-        """Add the seconds the block takes to ``timings[stage]``."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.add_time(stage, time.perf_counter() - start)
-
     def scope_name(self) -> str:
         """Who the releases are for: ``scope`` when given, else the teacher's identity (its journal scope)."""
         return self.scope or str(self.teacher.journal_scope)
@@ -184,13 +173,11 @@ class RunContext:
         stats = getattr(self.client, "stats", None)
         return (int(getattr(stats, "queries_sent", 0)), int(getattr(stats, "queries_from_journal", 0)))
 
-    def predict_all(self, model: nn.Module, records: RecordSource | None = None) -> torch.Tensor:
-        """The student's softmax on every clean private record (or ``records``): on the :class:`StageRunner` when
-        there is one."""
-        records = self.records if records is None else records
+    def predict_all(self, model: nn.Module) -> torch.Tensor:
+        """The student's softmax on every clean private record: on the :class:`StageRunner` when there is one."""
         if self.stages is not None:
-            return self.stages.predict_proba(model, records)
-        return predict_proba(model, records, device=self.settings.device)
+            return self.stages.predict_proba(model, self.records)
+        return predict_proba(model, self.records, device=self.settings.device)
 
 
 __all__ = [

@@ -125,9 +125,7 @@ class KnowledgeTransfer:
         records than there are); None when it releases them all (every record is used, SIDP, data-free). The plan
         decides it from the record count, the query budget and the seed alone, never from the records' values;
         every record is labelled by the student either way. Nothing is released or charged."""
-        if self.mode != "ldpkit":
-            return None
-        return self._prepared.records_used(plan_for(self._context(records)))
+        return self._prepared.records_used(plan_for(self._context(records)), self.mode)
 
     def run(
         self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None = None
@@ -143,9 +141,10 @@ class KnowledgeTransfer:
         ctx = self._context(records)
         if public is not None and self.mode == "sidp":
             raise ValueError("public images train a student: SIDP (augment 'none') has none")
-        used = self.records_to_release(ctx.records)  # only the records a query is made from are released
+        plan = plan_for(ctx)
+        used = self._prepared.records_used(plan, self.mode)  # only the records a query is made from are released
         released = release_records(ctx, used)
-        book = prepare_queries(ctx, released.release, used)
+        book = prepare_queries(ctx, released.release, plan, used)
         if public is not None:
             book.public = self._prepared.public(ctx, public, book.plan)
             if book.public.confusion is not None:

@@ -17,8 +17,9 @@ import torch
 
 from ..names import PLAN_KINDS
 from ..privacy.base import Mechanism
+from ..privacy.release import Release
 from . import defaults
-from .postprocess import Transform, parse_postprocess
+from .postprocess import ReleaseRows, Transform, parse_postprocess
 from .settings import AdaptationSettings, PlanSettings, TrainingSettings
 from .student import build_student
 
@@ -161,6 +162,10 @@ class Resolved:
         if resolved.query_rounds > 1 and resolved.val_fraction <= 0:
             raise ValueError("query_rounds: the rounds are judged on held-out queries; val_fraction must be > 0")
         return resolved
+
+    def postprocessed(self, release: Release) -> ReleaseRows:
+        """``release`` post-processed on demand as the private releases are (the transforms, the resize back)."""
+        return ReleaseRows(release, self.transforms, self.upsample_mode)
 
     def plan_kind(self, mode: str) -> str:
         """The query plan's kind: ``identity`` for SIDP, else the augment's (:data:`~ldpclient.names.PLAN_KINDS`)."""

@@ -40,20 +40,18 @@ def plan_for(ctx: RunContext) -> QueryPlan:
                      blank_fraction=settings.blank_fraction if n_blank else 0.0)
 
 
-def prepare_queries(ctx: RunContext, release: Release, used: np.ndarray | None = None) -> QueryBook:
-    """Set up the (lazy) post-processing, plan the queries, release the blanks; timings["postprocess"] in s.
+def prepare_queries(ctx: RunContext, release: Release, plan: QueryPlan, used: np.ndarray | None = None) -> QueryBook:
+    """Set up the (lazy) post-processing of ``plan``'s releases, release its blanks; timings["postprocess"] in s.
     ``used``: the records ``release`` holds, when it holds only some."""
     t = time.perf_counter()
     settings = ctx.settings
     if used is None:
-        source = ReleaseRows(release, settings.transforms, settings.upsample_mode)
+        source = settings.postprocessed(release)
     else:
         source = SubsetRows(release, used, ctx.n, list(settings.transforms), settings.upsample_mode)
-    plan = plan_for(ctx)
     blank_source = None
     if plan.num_blank:
-        blanks = release_all(ctx, None, plan.n_blank, ctx.records.record_shape)
-        blank_source = ReleaseRows(blanks, settings.transforms, settings.upsample_mode)
+        blank_source = settings.postprocessed(release_all(ctx, None, plan.n_blank, ctx.records.record_shape))
     ctx.timings["postprocess"] = time.perf_counter() - t
     lo, hi = ctx.meta.value_range
     clip = ClipToDomain(Domain(lo, hi)) if settings.clip_queries else None
@@ -114,10 +112,10 @@ class Prepared:
         #: the last :meth:`public`: (the images given, plan fingerprint, their queries)
         self._public: tuple[object, str, PublicQueries] | None = None
 
-    def records_used(self, plan: QueryPlan) -> np.ndarray | None:
+    def records_used(self, plan: QueryPlan, mode: str) -> np.ndarray | None:
         """The private records ``plan``'s queries are made from, sorted indices, when they are not all of them
-        (None: every record; SIDP and data-free plans). Decided by the plan alone, never by the records' values."""
-        if plan.kind not in ("sup", "rand"):
+        (None: every record; SIDP and data-free runs). Decided by the plan alone, never by the records' values."""
+        if mode != "ldpkit" or plan.kind not in ("sup", "rand"):
             return None
         if self._used is None or self._used[0] != plan.fingerprint:
             used = plan.private_records_used()

@@ -16,7 +16,6 @@ from ...privacy.public import public_release
 from ...privacy.release import Release, ReleaseBuilder
 from ...teachers.identity import merge_scope_aliases
 from ..context import RunContext
-from ..postprocess import ReleaseRows
 from ..procedural import procedural_images
 from ..query_book import PublicQueries
 
@@ -133,7 +132,7 @@ def release_confusion(ctx: RunContext, public: PublicQueries) -> None:
     for _, release in release_in_chunks(
             images, lambda chunk, _ids: mechanism.release(chunk, generator=ctx.release_generator, public=True)):
         whole.add(release)
-    public.confusion.rows = ReleaseRows(whole.build(), ctx.settings.transforms, ctx.settings.upsample_mode)
+    public.confusion.rows = ctx.settings.postprocessed(whole.build())
 
 
 __all__ = ["RELEASE_CHUNK_ELEMENTS", "Released", "release_all", "release_chunk", "release_confusion",
