@@ -54,6 +54,7 @@ from ldpclient.transfer import defaults
 from ldpclient.transfer.adapt import SelfTrainingAdapter
 from ldpclient.transfer.mirror_check import MirrorVerdict, mirror_check
 from ldpclient.transfer.pipeline import KnowledgeTransfer
+from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 
 DELTA = 1e-5
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -302,44 +303,41 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     run_seed, held_seed = {"none": (seed, None), "data": (0, seed), "student": (seed, 0)}[hold]
     student_seed = student_seed if student_seed is not None else held_seed
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
-    extra: dict = {}
+    plan: dict = {"augment": augment, "num_queries": setting["queries"], "postprocess": setting["postprocess"]}
+    training: dict = {"epochs": setting["epochs"], "batch_size": setting["train_batch"], "device": device}
+    adaptation: dict = {"adapt": adapt, "fuse": True}
     if blank is not None:
-        extra["blank_fraction"] = blank[0]
-        extra["blank_mechanism"] = mechanism(setting["mechanism"], blank[1], setting["reduce"], basis)
+        plan["blank_fraction"] = blank[0]
+        plan["blank_mechanism"] = mechanism(setting["mechanism"], blank[1], setting["reduce"], basis)
     if val_fraction is not None:
-        extra["val_fraction"] = val_fraction
+        training["val_fraction"] = val_fraction
     if adapter is not None:
-        extra["adapter"] = adapter
+        adaptation["adapter"] = adapter
     elif selection_sample is not None or max_per_round is not None or adapt_flip:
         sample = selection_sample if selection_sample is not None else len(records)
-        extra["adapter"] = SelfTrainingAdapter(seed=seed if student_seed is None else student_seed,
-                                               selection_sample=sample,
-                                               max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
-    given = {"student": student, "public_repeats": public_repeats, "crop": crop, "flip": flip,
-             "student_seed": student_seed, "query_rounds": query_rounds, "min_round_gain": min_round_gain,
-             "confusion": confusion or None, "students": students}
-    extra.update({k: v for k, v in given.items() if v is not None})  # None: the library's default
+        adaptation["adapter"] = SelfTrainingAdapter(seed=seed if student_seed is None else student_seed,
+                                                    selection_sample=sample,
+                                                    max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
+    given_plan = {"query_rounds": query_rounds, "min_round_gain": min_round_gain}
+    given_training = {"student": student, "public_repeats": public_repeats, "crop": crop, "flip": flip,
+                      "student_seed": student_seed, "confusion": confusion or None, "students": students}
+    plan.update({k: v for k, v in given_plan.items() if v is not None})  # None: the library's default
+    training.update({k: v for k, v in given_training.items() if v is not None})
     if student_width is not None:
-        extra["student_kwargs"] = {"width": student_width}
+        training["student_kwargs"] = {"width": student_width}
     if warmup:
-        extra["warmup"] = warmup
+        training["warmup"] = warmup
     if free_images != "blank":
-        extra["free_images"] = free_images
+        plan["free_images"] = free_images
     kt = KnowledgeTransfer(
         teacher,
         mech,
         mode=mode,
-        augment=augment,
-        num_queries=setting["queries"],
-        postprocess=setting["postprocess"],
-        epochs=setting["epochs"],
-        batch_size=setting["train_batch"],
         seed=run_seed,
-        device=device,
-        adapt=adapt,
-        fuse=True,
         release_generator=torch.Generator().manual_seed(1000 + run_seed),
-        **extra,
+        plan=PlanSettings(**plan),
+        training=TrainingSettings(**training),
+        adaptation=AdaptationSettings(**adaptation),
     )
     t0 = time.perf_counter()
     res = kt.run(records, public=public)

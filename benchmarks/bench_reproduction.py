@@ -33,6 +33,7 @@ from ldpclient.io.datasets import load_digits_images, split_indices
 from ldpclient.privacy import laplace
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer
+from ldpclient.transfer.settings import PlanSettings, TrainingSettings
 from ldpclient.transfer.student import small_cnn
 
 METHODS = ("sidp", "rand", "sup", "sup-raw", "data-free")
@@ -63,17 +64,12 @@ def run_method(method, teacher, mech, records, args, seed, postprocess):
         teacher,
         mech,
         mode=mode,
-        augment=aug,
-        num_queries=None if aug == "none" else args.queries,
-        postprocess="" if method == "sup-raw" else postprocess,
-        epochs=args.epochs,
-        batch_size=128,
-        lr=2e-3,
         seed=seed,
-        device="cpu",
-        student_kwargs={"width": args.width},
-        val_fraction=0.0,
         release_generator=torch.Generator().manual_seed(1000 + seed),
+        plan=PlanSettings(augment=aug, num_queries=None if aug == "none" else args.queries,
+                          postprocess="" if method == "sup-raw" else postprocess),
+        training=TrainingSettings(epochs=args.epochs, batch_size=128, lr=2e-3, device="cpu",
+                                  student_kwargs={"width": args.width}, val_fraction=0.0),
     )
     return kt.run(records)
 

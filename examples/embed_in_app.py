@@ -25,6 +25,7 @@ from ldpclient.io.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, spli
 from ldpclient.privacy import Domain, Ledger, make_mechanism
 from ldpclient.teachers import CostMeter, Journal, QueryClient, connect
 from ldpclient.transfer.pipeline import KnowledgeTransfer
+from ldpclient.transfer.settings import PlanSettings, TrainingSettings
 
 
 def show_progress(stage: str, done: int, total: int, metrics: dict) -> None:
@@ -55,13 +56,10 @@ def label_private_images(records: torch.Tensor, teacher_url: str, state: Path, e
             mechanism,
             ledger=ledger,
             client=client,
-            augment="sup",
-            num_queries=1500,
-            postprocess="clip,blur",
-            epochs=epochs,
-            batch_size=32,
             seed=1234,  # query-plan seed: keep it to resume (the noise itself is CSPRNG-seeded)
             progress=show_progress,
+            plan=PlanSettings(augment="sup", num_queries=1500, postprocess="clip,blur"),
+            training=TrainingSettings(epochs=epochs, batch_size=32),
         )
         result = transfer.run(records)
         print(f"queries sent {client.stats.queries_sent}, spent {client.cost.spent_run:.3f}")

@@ -1,4 +1,4 @@
-"""README.md as a newcomer runs it (issue 66): after ``make demo``, in a new shell whose PATH knows nothing of the
+"""README.md as a newcomer runs it: after ``make demo``, in a new shell whose PATH knows nothing of the
 project, the README's command blocks in order, as written: the activation step it shows, ``ldpclient label`` on the
 demo's folder and check set against a teacher that is up, the embedding example with the ``python`` the activation
 put first, and the mock teacher's own command found. (tests/test_docs.py runs every page's examples one by one, with

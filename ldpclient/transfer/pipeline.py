@@ -14,7 +14,7 @@ The result's guarantee is the cost of releasing one record once; augmentation an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,10 +26,10 @@ from .context import Given, LabelClient, RunContext, StageRunner, check_wiring, 
 from .mirror_check import MirrorCheck
 from .query_book import PublicQueries, QueryBook
 from .resolve import Resolved
-from .result import TransferResult
+from .result import TrainingSummary, TransferResult
 from .result_cache import ResultCache
 from .rounds import round_ends
-from .settings import AdaptationSettings, PlanSettings, TrainingSettings, fold_keywords
+from .settings import AdaptationSettings, PlanSettings, TrainingSettings
 from .stages.adapt import adapt_student
 from .stages.keep import result_key, save_student
 from .stages.label import label_queries
@@ -54,8 +54,7 @@ class KnowledgeTransfer:
     ``mode``: ``ldpkit`` | ``sidp`` | ``data-free``.
 
     ``plan``, ``training``, ``adaptation``: :class:`~.settings.PlanSettings`, :class:`~.settings.TrainingSettings`
-    and :class:`~.settings.AdaptationSettings` (defaults: the CLI's). Any of their fields may also be given as a
-    plain keyword (``num_queries=1500``, ``epochs=5``), applied on top; :attr:`settings` holds them resolved.
+    and :class:`~.settings.AdaptationSettings` (defaults: the CLI's); :attr:`settings` holds them resolved.
     ``seed``: plan and training seed (the release noise still comes from the OS CSPRNG unless
     ``release_generator`` is given, for tests and benchmarks only). ``progress(stage, done, total, metrics)``:
     stages ``release``, ``label``, ``train``, ``epoch``, ``round`` (query rounds), ``warmup``, ``adapt``,
@@ -69,11 +68,11 @@ class KnowledgeTransfer:
         mode: str = "ldpkit", plan: PlanSettings | None = None, training: TrainingSettings | None = None,
         adaptation: AdaptationSettings | None = None, seed: int = 0, release_generator: torch.Generator | None = None,
         progress: Progress | None = None, client: LabelClient | None = None, stages: StageRunner | None = None,
-        result_cache: ResultCache | None = None, **settings: Any,
+        result_cache: ResultCache | None = None,
     ) -> None:
         check_wiring(mode, mechanism, stages, release_generator)
         self.teacher, self.client = teacher_and_client(teacher, client)
-        self.given = Given(*fold_keywords(plan, training, adaptation, settings))
+        self.given = Given(plan or PlanSettings(), training or TrainingSettings(), adaptation or AdaptationSettings())
         self.mechanism, self.ledger, self.scope, self.mode, self.seed = mechanism, ledger, scope, mode, int(seed)
         self.release_generator, self.progress = release_generator, progress
         self.stages, self.result_cache = stages, result_cache
@@ -159,7 +158,7 @@ class KnowledgeTransfer:
         key = result_key(ctx, released, book, store) if len(ends) == 1 else None
         kept = self.result_cache.load(self.mode, key) if self.result_cache and key else None
         if kept is not None:  # the same records, releases, answers and settings: the result trained before
-            kept["training"] = {**(kept.get("training") or {}), "reused": True}
+            kept["training"] = TrainingSummary.from_dict({**(kept.get("training") or {}), "reused": True})
             return TransferResult(**kept, **outcome(ctx, released, book, store, public_counts),
                                   answers_apart=book.answers_apart(store))
         result, trained = self._learn(ctx, released, book, store, ends, public_counts)

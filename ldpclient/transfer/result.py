@@ -3,8 +3,8 @@ the teacher got them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import torch
@@ -42,6 +42,35 @@ class SentSample:
     query_sources: tuple[tuple[int, ...], ...]
 
 
+@dataclass(frozen=True)
+class TrainingSummary:
+    """How the student was trained: ``student`` (its zoo name; None: no student, as in ``sidp`` mode),
+    ``crop_pixels`` (the most a training row was shifted, pixels), ``flip`` (rows mirrored), ``warmup_epochs``,
+    ``students`` (how many learnt from the same answers), ``mirror_check`` (what decided ``flip`` when it was not
+    given: :meth:`~.mirror_check.MirrorVerdict.as_dict`; else None), ``reused`` (the result was trained by an
+    earlier run on the same records, releases and answers: :mod:`~.result_cache`)."""
+
+    student: Optional[str] = None
+    crop_pixels: int = 0
+    flip: bool = False
+    warmup_epochs: int = 0
+    students: int = 1
+    mirror_check: Optional[Mapping[str, float | int]] = None
+    reused: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as the report has it (``reused`` only when true)."""
+        out: dict[str, Any] = {"student": self.student, "crop_pixels": self.crop_pixels, "flip": self.flip,
+                               "warmup_epochs": self.warmup_epochs, "students": self.students,
+                               "mirror_check": dict(self.mirror_check) if self.mirror_check is not None else None}
+        return {**out, "reused": True} if self.reused else out
+
+    @classmethod
+    def from_dict(cls, kept: Mapping[str, Any]) -> "TrainingSummary":
+        """The summary :meth:`as_dict` wrote (keys it does not know are left out)."""
+        return cls(**{f.name: kept[f.name] for f in fields(cls) if f.name in kept})
+
+
 @dataclass
 class TransferResult:
     """What a run produced.
@@ -76,9 +105,8 @@ class TransferResult:
     fusion_informativeness: Optional[float] = None
     #: the first releases and queries as the teacher got them, for a person to look at
     sent_sample: Optional[SentSample] = None
-    #: how the student was trained: ``student`` (zoo name), ``crop_pixels`` (most shift of a row), ``flip``,
-    #: ``mirror_check`` (what decided ``flip`` when it was not given: :meth:`MirrorVerdict.as_dict`, else None)
-    training: dict[str, Any] = field(default_factory=dict)
+    #: how the student was trained (no student: the defaults, ``student`` None)
+    training: TrainingSummary = field(default_factory=TrainingSummary)
     #: the final student against the teacher on the public images held out of training (``images``, ``agree``:
     #: how many, and on how many the two gave the same class); None without held-out public images
     public_held_out: Optional[dict[str, int]] = None
@@ -123,7 +151,7 @@ class TransferResult:
             }
         if self.history is not None:
             out["training"] = {
-                **self.training,
+                **self.training.as_dict(),
                 "loss": self.history.loss,
                 "train_accuracy": self.history.train_accuracy,
                 "val_accuracy": [None if v != v else v for v in self.history.val_accuracy],
@@ -132,4 +160,4 @@ class TransferResult:
         return out
 
 
-__all__ = ["SAMPLE_SIZE", "SentSample", "TransferResult"]
+__all__ = ["SAMPLE_SIZE", "SentSample", "TrainingSummary", "TransferResult"]

@@ -95,6 +95,7 @@ class ResultCache:
             return
         path, student = self._paths(mode)
         blob: dict[str, Any] = {"schema": CACHE_SCHEMA, "key": key, **{name: getattr(result, name) for name in _KEPT}}
+        blob["training"] = result.training.as_dict()
         blob["history"] = dataclasses.asdict(result.history) if result.history is not None else None
         blob["adaptation"] = ({**dataclasses.asdict(result.adaptation), "probs": None}
                               if result.adaptation is not None else None)

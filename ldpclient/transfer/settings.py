@@ -11,7 +11,6 @@ each object checks its values when it is made, with a message naming the field.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,24 +160,4 @@ class AdaptationSettings:
 SETTINGS: tuple[type, ...] = (PlanSettings, TrainingSettings, AdaptationSettings)
 
 
-def fold_keywords(
-    plan: PlanSettings | None,
-    training: TrainingSettings | None,
-    adaptation: AdaptationSettings | None,
-    keywords: dict[str, Any],
-) -> tuple[PlanSettings, TrainingSettings, AdaptationSettings]:
-    """The three settings, with any of their fields given as plain keywords (the flat form) applied on
-    top; TypeError naming a keyword no settings object has."""
-    groups: list[Any] = [plan or PlanSettings(), training or TrainingSettings(), adaptation or AdaptationSettings()]
-    left = dict(keywords)
-    for k, obj in enumerate(groups):
-        names = {f.name for f in dataclasses.fields(obj)}
-        mine = {key: left.pop(key) for key in list(left) if key in names}
-        if mine:
-            groups[k] = dataclasses.replace(obj, **mine)
-    if left:
-        raise TypeError(f"KnowledgeTransfer() got unexpected keyword argument(s) {', '.join(sorted(left))}")
-    return groups[0], groups[1], groups[2]
-
-
-__all__ = ["AdaptationSettings", "PlanSettings", "SETTINGS", "TrainingSettings", "fold_keywords"]
+__all__ = ["AdaptationSettings", "PlanSettings", "SETTINGS", "TrainingSettings"]

@@ -1,4 +1,4 @@
-"""Caps speak before they bite, and every run ends with a verdict on its labels (issue 44), through the command
+"""Caps speak before they bite, and every run ends with a verdict on its labels, through the command
 line against the real mock teacher on 127.0.0.1.
 
 Tiny on purpose (12 private 8x8 images, the rule-based mock teacher, 24 queries, one epoch): what is checked is

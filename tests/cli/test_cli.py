@@ -313,7 +313,8 @@ def test_every_mechanism_runs_through_label_sidp(tmp_path: Path, mechanism: str,
 
 
 def test_a_file_name_that_is_not_utf8_is_labelled_and_named_in_the_report(tmp_path: Path) -> None:
-    """It used to fail every run at the very end ('surrogates not allowed'), after budget and money were spent."""
+    """A name of bytes that are not UTF-8 is labelled and named (escaped) in the report: no failure at the very end
+    ('surrogates not allowed') after budget and money were spent."""
     folder = private_folder(tmp_path, n=8)
     odd = os.path.join(os.fsencode(folder / "dogs"), b"caf\xe9-\xff.png")  # Latin-1 bytes: not UTF-8
     rng = np.random.default_rng(5)
@@ -368,7 +369,7 @@ def test_adaptation_is_on_by_default_writes_the_unadapted_labels_and_can_be_turn
 
 
 def test_privacy_cap_is_per_image_across_teachers_of_other_shapes(tmp_path: Path) -> None:
-    """One image sent to teachers of three input sizes: the cap adds the three releases up (issue 22)."""
+    """One image sent to teachers of three input sizes: the cap adds the three releases up."""
     folder = private_folder(tmp_path)
     runs = []
     for size in (8, 6, 4):

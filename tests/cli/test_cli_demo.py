@@ -78,7 +78,7 @@ def test_demo_writes_its_page_out_of_its_temporary_folder_and_says_where(tmp_pat
 
 
 def test_a_label_runs_money_is_one_total_with_its_parts(tmp_path: Path) -> None:
-    """The summary's money line and the page's band: this run's total, then what it went on (issue 66)."""
+    """The summary's money line and the page's band: this run's total, then what it went on."""
     import re
 
     from support.cli_runs import label_args, mock_teacher, private_folder

@@ -193,7 +193,7 @@ def test_option_errors_are_one_line_not_a_usage_box(args, needle):
 @pytest.mark.parametrize("config", ['teacher = "local:this:s"\n', '[label]\nteacher = " LOCAL:os:getcwd"\n'])
 def test_a_config_file_may_not_name_a_local_teacher(tmp_path: Path, config: str) -> None:
     """`teacher = "local:this:s"` in a config imported `this` (it printed the Zen of Python) and then
-    failed with a traceback (issue 22.15): importing code named in a file is refused."""
+    failed with a traceback: importing code named in a file is refused."""
     folder = _folder(tmp_path)
     cfg = tmp_path / "ldp.toml"
     cfg.write_text(config)
@@ -211,14 +211,14 @@ def test_a_local_teacher_that_is_not_a_teacher_is_one_line(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("seed", ["-1", str(2**70)])
 def test_a_seed_out_of_reach_is_named_before_anything_runs(tmp_path: Path, seed: str) -> None:
-    """--seed -1 crashed in training after noising and paying; 2**70 overflowed unnamed (issue 22.14)."""
+    """--seed -1 crashed in training after noising and paying; 2**70 overflowed unnamed."""
     result = _invoke(["label", str(_folder(tmp_path)), "--teacher", UNREACHABLE, "--state-dir",
                       str(tmp_path / "s"), "--seed", seed])
     _assert_user_error(result, EXIT_USAGE, "--seed must be an integer from 0 to 2**63-1")
 
 
 def test_a_delta_below_the_secure_samplers_reach_is_named() -> None:
-    """--delta 1e-300 reported 'got -1.43e-13' (issue 22, cosmetic)."""
+    """--delta 1e-300 reported 'got -1.43e-13'."""
     from ldpclient.privacy import gaussian
 
     with pytest.raises(ValueError, match=r"delta 1e-300 is below what the secure Gaussian sampler can guarantee"):

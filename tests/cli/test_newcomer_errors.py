@@ -1,4 +1,4 @@
-"""The errors a newcomer meets first (issue 66): a wrong port, an unknown host, a model-name typo, a URL without
+"""The errors a newcomer meets first: a wrong port, an unknown host, a model-name typo, a URL without
 the model, https against a plain-HTTP teacher. Each is one line of at most 160 characters that says what to check
 next, with no library internals and no resume advice (nothing was done to resume), and a wrong port fails at once
 rather than after the retries."""

@@ -1,4 +1,4 @@
-"""Outputs never overwrite inputs or state (issue 64): every path a command writes is checked before anything is
+"""Outputs never overwrite inputs or state: every path a command writes is checked before anything is
 noised, sent or paid. Through the command line against the real mock teacher on 127.0.0.1."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Terminal output at 80 columns (issue 47): progress bars keep their counts and times, summaries wrap between
+"""Terminal output at 80 columns: progress bars keep their counts and times, summaries wrap between
 words on a terminal and stay one line per key in a file or a pipe."""
 
 from __future__ import annotations

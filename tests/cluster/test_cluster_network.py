@@ -1,4 +1,4 @@
-"""What ``--cluster`` opens on the host (issue 64): a Ray the run starts listens on loopback only and lives in a
+"""What ``--cluster`` opens on the host: a Ray the run starts listens on loopback only and lives in a
 session directory of its own; ``auto`` joins only the cluster ``RAY_ADDRESS`` names or one this user announced; an
 address where nothing answers fails in one line within the network timeout."""
 

@@ -211,7 +211,7 @@ def test_progress_callback_and_uint8_round_trip(tmp_path: Path) -> None:
 
 
 def test_a_fifo_in_place_of_an_image_never_blocks(tmp_path: Path) -> None:
-    """A file swapped for a FIFO between discovery and decoding blocked open() forever (issue 22.17)."""
+    """A file swapped for a FIFO between discovery and decoding blocked open() forever."""
     import os
     import threading
 
@@ -255,7 +255,7 @@ def test_a_symlink_loop_is_named_as_such(tmp_path: Path) -> None:
 
 
 def test_file_names_with_escape_sequences_never_reach_the_terminal_raw(tmp_path: Path) -> None:
-    """Local file names with ESC showed raw in the noise summary (issue 22.5)."""
+    """Local file names with ESC showed raw in the noise summary."""
     from typer.testing import CliRunner
 
     from ldpclient.cli.commands import app

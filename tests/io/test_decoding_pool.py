@@ -1,5 +1,5 @@
 """Decoding a folder with a pool of processes: same order, records and skips as one process; a dying
-process is one line; Ctrl-C stops the pool (issue 23)."""
+process is one line; Ctrl-C stops the pool."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the user declared holds everywhere (issue 45): the privacy cap lives in the ledger, the ledger knows which
+"""What the user declared holds everywhere: the privacy cap lives in the ledger, the ledger knows which
 images are private (near copies included), and every state file is versioned. Through the command line against
 the real mock teacher on 127.0.0.1; tiny folders (12 images), so what is checked is what was charged, sent and
 billed, not accuracy.

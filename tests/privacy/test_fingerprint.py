@@ -1,4 +1,4 @@
-"""The ledger's perceptual fingerprints (issue 45): what they are blind to, and what they tell apart."""
+"""The ledger's perceptual fingerprints: what they are blind to, and what they tell apart."""
 
 from __future__ import annotations
 

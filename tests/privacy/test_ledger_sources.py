@@ -1,5 +1,5 @@
-"""The ledger sums a record's spend per source, whatever tensor a teacher's shape, range or dtype made of it
-(issue 22): caller-given source ids, the canonical fallback, and the one-time migration of schema-1 ledgers."""
+"""The ledger sums a record's spend per source, whatever tensor a teacher's shape, range or dtype made of it:
+caller-given source ids, the canonical fallback, and the one-time migration of schema-1 ledgers."""
 
 from __future__ import annotations
 

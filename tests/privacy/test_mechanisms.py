@@ -357,7 +357,8 @@ def test_non_contiguous_and_integer_inputs():
 ])
 @pytest.mark.parametrize("per", ["element", "record"])
 def test_an_unrepresentable_noise_scale_is_refused_before_any_sampling(factory, kwargs, per):
-    """--epsilon 1e-300 used to fail with 'queries contain NaN' after the ledger had charged the records."""
+    """--epsilon 1e-300 is refused before any sampling, not failed on ('queries contain NaN') after the ledger
+    charged the records."""
     import ldpclient.privacy as privacy
 
     with pytest.raises(ValueError, match="too large for a release"):  # at construction or first use

@@ -1,4 +1,4 @@
-"""A ledger key provisioned before its ledger (issue 64): a run refuses it as a lost ledger's and says how to start
+"""A ledger key provisioned before its ledger: a run refuses it as a lost ledger's and says how to start
 the ledger with it; ``budget --init`` does, once, on SQLite and PostgreSQL, and the key is used as it is. A new
 PostgreSQL state whose ``--state-dir`` does not exist yet takes ``budget --set-cap``."""
 

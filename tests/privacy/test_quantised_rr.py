@@ -1,5 +1,5 @@
 """Randomized response on a quantised code (``quantised-rr``): the code, the exact guarantee, the sampler's law,
-the audit, and the command line (issue 46, item 1)."""
+the audit, and the command line."""
 
 from __future__ import annotations
 

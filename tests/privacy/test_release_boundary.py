@@ -21,7 +21,7 @@ def test_derived_needs_a_release_origin():
 
 
 def test_derived_cannot_be_built_from_a_raw_tensor():
-    """Derived(raw_tensor, ...) used to pass as_derived and reach a teacher."""
+    """Derived(raw_tensor, ...) is refused: no raw tensor passes as_derived to reach a teacher."""
     g = Guarantee("laplace", 1.0, 0.0, 4.0, 0.0, 4, Domain())
     with pytest.raises(TypeError, match="come only from releases"):
         Derived(torch.zeros(2, 1, 2, 2), torch.zeros(2, 1, dtype=torch.long), g)
@@ -37,7 +37,7 @@ def test_guarantee_validates_and_public_input_costs_nothing():
 
 
 def test_map_refuses_a_function_that_returns_a_raw_tensor():
-    """Derived.from_release(rel).map(lambda v: raw) used to hand the raw tensor to a teacher (issue 22)."""
+    """Derived.from_release(rel).map(lambda v: raw) is refused: it would hand the raw tensor to a teacher."""
     from ldpclient.privacy import laplace
 
     raw = torch.rand(4, 1, 4, 4, generator=torch.Generator().manual_seed(0))

@@ -1,4 +1,4 @@
-"""Charts from matplotlib (issue 47): the pages' bar charts as inline SVG, the audit's figures as PNG files; names a
+"""Charts from matplotlib: the pages' bar charts as inline SVG, the audit's figures as PNG files; names a
 peer controls drawn as text, never as markup or mathtext; and no page or chart assembled by hand in the package."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``label --html``: the page beside the labels (issue 34), built from a real run against the mock teacher and
+"""``label --html``: the page beside the labels, built from a real run against the mock teacher and
 an in-process teacher with hostile class names, checked as HTML and in a real headless Chromium."""
 
 from __future__ import annotations

@@ -289,10 +289,10 @@ def test_the_pipeline_counts_the_answers_to_queries_and_to_public_images_apart()
     x, y = quadrant_records()
     public, public_y = quadrant_records(12, seed=5)
     # public images of two of the four classes
-    result = quadrant_transfer(num_queries=512).run(x, public=public[public_y < 2])
+    result = quadrant_transfer(plan=dict(num_queries=512)).run(x, public=public[public_y < 2])
     apart = result.answers_apart
     assert apart is not None and sum(apart["queries"]) == 512
     assert sum(apart["public"]) == int((public_y < 2).sum()) and apart["public"][2] == apart["public"][3] == 0
     assert sum(apart["queries"]) + sum(apart["public"]) == sum(result.teacher_label_histogram)
-    assert quadrant_transfer(num_queries=512).run(x).answers_apart is None
+    assert quadrant_transfer(plan=dict(num_queries=512)).run(x).answers_apart is None
     assert torch.is_tensor(result.labels)

@@ -1,4 +1,4 @@
-"""A database or pooler that closes idle sessions (issue 64): the state's connections are checked after quiet and
+"""A database or pooler that closes idle sessions: the state's connections are checked after quiet and
 opened anew, so a run's long local work (training, adaptation) cannot kill it after labelling. Against the
 throwaway PostgreSQL with ``idle_session_timeout`` set on the test's database."""
 

@@ -1,4 +1,4 @@
-"""State that fails loudly (issue 22.7-22.8, 22.10-22.13): a full disk, a read-only or misplaced state
+"""State that fails loudly: a full disk, a read-only or misplaced state
 directory, an unknown ~user, a malformed runs.json and a second run on a held state directory each end
 in one line and a documented exit code, and lose nothing already done."""
 
@@ -116,7 +116,7 @@ def test_a_second_run_on_a_held_state_dir_stops_at_once(tmp_path: Path) -> None:
 
 
 def test_two_concurrent_runs_on_one_state_dir_never_pass_the_cap_together(tmp_path: Path) -> None:
-    """Two runs at once used to total 133 % of the money cap, or die on sqlite3.IntegrityError (issue 22.8)."""
+    """Two runs at once spend at most the money cap together, and neither dies on sqlite3.IntegrityError."""
     import os
     import sys
 

@@ -10,6 +10,7 @@ import torch
 from ldpclient.privacy import laplace
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer
+from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 
 SIZE = 8
 
@@ -36,11 +37,18 @@ def quadrant_records(n: int = 60, seed: int = 0) -> tuple[torch.Tensor, torch.Te
     return x.clamp(0, 1), y
 
 
-def quadrant_transfer(mode: str = "ldpkit", aug: str = "sup", **kw: Any) -> KnowledgeTransfer:
-    """A seeded transfer of the quadrant task (epsilon 0.5 per element; ``kw`` on top of small settings)."""
-    opts: dict[str, Any] = dict(
-        mode=mode, augment=aug, num_queries=1200, epochs=3, batch_size=64, lr=3e-3, seed=0, device="cpu",
-        student_kwargs={"width": 8}, release_generator=torch.Generator().manual_seed(7),
+def quadrant_transfer(
+    mode: str = "ldpkit", aug: str = "sup", *, plan: dict[str, Any] | None = None,
+    training: dict[str, Any] | None = None, adaptation: dict[str, Any] | None = None, **transfer: Any,
+) -> KnowledgeTransfer:
+    """A seeded transfer of the quadrant task (epsilon 0.5 per element) with small settings: ``plan``, ``training``
+    and ``adaptation`` name the fields of each settings object set on top of them, ``transfer`` the transfer's
+    other keywords (``ledger=``, ``client=``, ``seed=``, ...)."""
+    opts: dict[str, Any] = {"seed": 0, "release_generator": torch.Generator().manual_seed(7), **transfer}
+    return KnowledgeTransfer(
+        quadrant_teacher(), laplace(0.5, per="element"), mode=mode,
+        plan=PlanSettings(**{"augment": aug, "num_queries": 1200, **(plan or {})}),
+        training=TrainingSettings(**{"epochs": 3, "batch_size": 64, "lr": 3e-3, "device": "cpu",
+                                     "student_kwargs": {"width": 8}, **(training or {})}),
+        adaptation=AdaptationSettings(**(adaptation or {})), **opts,
     )
-    opts.update(kw)
-    return KnowledgeTransfer(quadrant_teacher(), laplace(0.5, per="element"), **opts)

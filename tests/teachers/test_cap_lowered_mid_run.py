@@ -1,4 +1,4 @@
-"""A cap lowered while a run is under way (issue 64): ``budget --set-cap`` on another process or host binds every
+"""A cap lowered while a run is under way: ``budget --set-cap`` on another process or host binds every
 later charge of a run that opened the ledger before it, in the same transaction as the charge, with one line
 saying so; on SQLite and PostgreSQL. (The cluster's workers: tests/cluster/test_cluster.py.)"""
 

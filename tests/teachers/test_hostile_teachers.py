@@ -54,7 +54,7 @@ def _label(private: Path, url: str, tmp_path: Path, *extra: str) -> tuple[int, s
 
 
 @pytest.mark.parametrize("behaviour, needle", [
-    ("huge-shape", "100000"),  # [-1, 1, 100000, 100000] used to take the client past 6 GiB
+    ("huge-shape", "100000"),  # [-1, 1, 100000, 100000]: refused, not allocated (past 6 GiB)
     ("gzip-bomb-metadata", "larger than"),  # 250 KB that inflates to 256 MiB
     ("big-body", "larger than"),  # a plain 80 MB body
     ("gzip-bomb-infer", "larger than"),
@@ -122,7 +122,7 @@ def _no_terminal_control(text: str, where: str) -> None:
 
 
 def test_class_names_from_a_peer_are_data_in_every_output(private, tmp_path: Path) -> None:
-    """Formula and escape-sequence class names (issue 22.5): labels.csv, stdout and stderr stay inert."""
+    """Formula and escape-sequence class names: labels.csv, stdout and stderr stay inert."""
     import json
 
     names = ["=cmd|'/c calc'!A1", "+1", "-2", "@SUM(A1)", "\x1b[2J\x1b]0;pwned\x07", "\ttab", "a\rb",
@@ -145,7 +145,7 @@ def test_class_names_from_a_peer_are_data_in_every_output(private, tmp_path: Pat
 
 
 def test_huge_class_names_are_refused_in_one_line(private, tmp_path: Path) -> None:
-    """Ten class names of 5 MB each used to make labels.csv 42 MB for 8 images (issue 22.6)."""
+    """Ten class names of 5 MB each are refused in one line (they would make labels.csv 42 MB for 8 images)."""
     import json
 
     with HostileServer("names:" + json.dumps([f"{k}" * 5_000_000 for k in range(10)])) as srv:
@@ -166,7 +166,7 @@ def test_escape_sequences_in_server_errors_never_reach_the_terminal(private, tmp
 def test_a_token_is_never_printed_even_when_the_server_echoes_it_past_the_cut(private, tmp_path: Path,
                                                                              token: str) -> None:
     """A token with CR/LF was printed whole in the header error; one echoed after 250 characters of padding
-    was cut before redaction (37 of 40 characters left): issue 22.4."""
+    was cut before redaction (37 of 40 characters left)."""
     import os
 
     with HostileServer("echo-token") as srv:
@@ -194,8 +194,8 @@ def test_a_blank_or_controlled_token_is_refused_without_being_shown(private, tmp
 
 
 def test_ctrl_c_stops_paying_against_a_teacher_that_never_answers(private, tmp_path: Path) -> None:
-    """SIGINT used to be followed by 6 more billed POSTs over 74 s (issue 22.9). Now no new attempt is sent; the
-    first Ctrl-C waits for the request in flight (issue 45: so it is not paid twice), a second one abandons it
+    """After SIGINT no new attempt is sent (no more billed POSTs against a teacher that never answers); the
+    first Ctrl-C waits for the request in flight (so it is not paid twice), a second one abandons it
     at once, books it as possibly billed and says it may be paid twice; the exit is 130."""
     import os
     import signal
@@ -235,7 +235,7 @@ def test_ctrl_c_stops_paying_against_a_teacher_that_never_answers(private, tmp_p
 
 
 def test_a_declared_shape_too_large_for_memory_is_refused_before_decoding(private, tmp_path: Path) -> None:
-    """1x4096x4096 is inside TeacherLimits; 3 images took the client to 4.5 GB RSS (issue 22.16)."""
+    """1x4096x4096 is inside TeacherLimits; 3 images took the client to 4.5 GB RSS."""
     with HostileServer("shape:[-1, 1, 4096, 4096]") as srv:
         code, err, rss = _label(private, f"{srv.url}/v2/models/m", tmp_path)
         assert not any(p.endswith("/infer") for p in srv.requests)
@@ -257,7 +257,7 @@ def test_estimates_stay_small_for_ordinary_images() -> None:
 
 def test_cosmetic_lies_get_their_own_words(private, tmp_path: Path) -> None:
     """A published range of [0, 1e300] was blamed on --epsilon; a 304 'redirected to (no Location)';
-    FP32 scores sent as "7" or true were accepted (issue 22, cosmetics)."""
+    FP32 scores sent as "7" or true were accepted."""
     import json
 
     with HostileServer("range:[0, 1e300]") as srv:

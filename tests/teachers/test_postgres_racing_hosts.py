@@ -1,4 +1,4 @@
-"""Two hosts labelling the same images at once against one PostgreSQL state (issue 64): each batch is sent by one of
+"""Two hosts labelling the same images at once against one PostgreSQL state: each batch is sent by one of
 them while the other waits and reuses its answer; both finish, nothing is billed twice. Two real ``ldpclient label``
 processes (each its own ``--state-dir``, a copy of the key file, the images under other names in another folder)
 against the real mock teacher, whose requests are slowed so that the runs overlap."""

@@ -1,4 +1,4 @@
-"""One teacher, one identity (issues 21.3 and 22.4): every spelling of one address, the CLI and the API
+"""One teacher, one identity: every spelling of one address, the CLI and the API
 share the ledger's releases, the journal's batches and the money cap; stores written under an older
 spelling are merged once."""
 
@@ -16,6 +16,7 @@ from ldpclient.teachers import Journal, QueryClient, connect
 from ldpclient.teachers.identity import canonical_url, identity_of_scope, merge_scope_aliases, teacher_identity
 from ldpclient.teachers.oip import OIPTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer
+from ldpclient.transfer.settings import PlanSettings
 from support.cli_runs import invoke, mock_teacher, private_folder
 
 
@@ -42,8 +43,8 @@ def test_every_spelling_and_the_adapter_have_one_identity() -> None:
 
 
 def test_one_address_spelled_three_ways_is_noised_once_and_paid_once(tmp_path: Path) -> None:
-    """Runs as .../digits, .../digits/ and oip+http://... each used to get their own cap and releases:
-    the server billed 4x the cap and each image was noised 4 times."""
+    """Runs as .../digits, .../digits/ and oip+http://... are one teacher: one cap and one release of each image
+    (not 4x the cap billed and each image noised 4 times)."""
     folder = private_folder(tmp_path)
     common = ["--state-dir", str(tmp_path / "state"), "--epsilon", "4", "--epsilon-unit", "element", "--reduce", "2",
               "--queries", "24", "--batch-size", "8", "--epochs", "1", "--price", "0.01", "--money-cap", "0.30",
@@ -79,8 +80,15 @@ def test_the_cli_then_the_api_on_one_state_dir_noise_and_pay_nothing_twice(tmp_p
         mech = laplace(4.0, per="element", reduction=2, domain=Domain(0.0, 1.0))
         with spool_private_folder(folder, (1, 8, 8)) as images, Ledger(state / "ledger.sqlite") as ledger:
             client = QueryClient(teacher, batch_size=4, journal=Journal(state / "journal.sqlite"))
-            kt = KnowledgeTransfer(teacher, mech, ledger=ledger, client=client, mode="sidp", postprocess="clip",
-                                   query_batch_size=4, seed=plan_seed)
+            kt = KnowledgeTransfer(
+                teacher,
+                mech,
+                ledger=ledger,
+                client=client,
+                mode="sidp",
+                seed=plan_seed,
+                plan=PlanSettings(postprocess="clip", query_batch_size=4),
+            )
             out = kt.run(images.records)
             client.close()
         assert srv.usage()["total"]["images"] == billed  # 0 batches billed twice

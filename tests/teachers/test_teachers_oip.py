@@ -397,7 +397,7 @@ def test_metadata_errors_are_clear():
 
 @responses.activate
 def test_a_named_input_among_malformed_entries_is_a_teacher_error():
-    """With input_name given, non-dict entries in the metadata used to escape as AttributeError."""
+    """With input_name given, non-dict entries in the metadata are a teacher error, not an AttributeError."""
     doc = metadata()
     doc["inputs"] = [1, "x", {"name": "other", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]
     responses.add(responses.GET, f"{BASE}/v2/health/ready", json={"ready": True})

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from ldpclient.transfer.adapt import SelfTrainingAdapter, select_confident
+from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 from ldpclient.transfer.student import small_cnn
 
 
@@ -223,17 +224,15 @@ def test_the_variants_benchmark_scores_copies_and_its_weak_variant_is_the_librar
         teacher = LocalTeacher(lambda v: v.mean((2, 3)), (3, 16, 16), 3, name="channel")
         explorer = variants.Explorer(0, truth, flip=False)
 
-        def run(**adapter):
+        def run(**adaptation):
             return KnowledgeTransfer(
                 teacher,
                 laplace(20.0, per="element"),
-                num_queries=480,
-                epochs=2,
-                batch_size=16,
                 seed=0,
-                device="cpu",
                 release_generator=torch.Generator().manual_seed(5),
-                **adapter,
+                plan=PlanSettings(num_queries=480),
+                training=TrainingSettings(epochs=2, batch_size=16, device="cpu"),
+                adaptation=AdaptationSettings(**adaptation),
             ).run(x)
 
         res, library = run(adapter=explorer), run()
@@ -251,7 +250,7 @@ def test_the_variants_benchmark_scores_copies_and_its_weak_variant_is_the_librar
 
 
 def test_every_adaptation_of_the_older_comparison_runs_on_copies_and_records_its_row(monkeypatch) -> None:
-    """bench_adapters.py (issue 20's comparison, FixMatch proper) on small colour images: each variant adapts a
+    """bench_adapters.py (the adapters' comparison, FixMatch proper) on small colour images: each variant adapts a
     copy and gets a row entry; the run's own student is adapted by the final adapter alone."""
     import sys
     from pathlib import Path
@@ -273,13 +272,11 @@ def test_every_adaptation_of_the_older_comparison_runs_on_copies_and_records_its
             return KnowledgeTransfer(
                 teacher,
                 laplace(20.0, per="element"),
-                num_queries=240,
-                epochs=1,
-                batch_size=16,
                 seed=0,
-                device="cpu",
                 release_generator=torch.Generator().manual_seed(5),
-                adapter=adapter,
+                plan=PlanSettings(num_queries=240),
+                training=TrainingSettings(epochs=1, batch_size=16, device="cpu"),
+                adaptation=AdaptationSettings(adapter=adapter),
             ).run(x)
 
         def final():

@@ -11,6 +11,7 @@ from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
 from ldpclient.transfer.confusion import Confusion, estimate_confusion, forward_corrected_log_probs
 from ldpclient.transfer.pipeline import KnowledgeTransfer
+from ldpclient.transfer.settings import PlanSettings, TrainingSettings
 from ldpclient.transfer.student import LabelStore, Trainer, small_cnn
 
 TRUE = np.array([[0.6, 0.1, 0.3], [0.1, 0.2, 0.7], [0.05, 0.05, 0.9]])  # a teacher that answers noise with "2"
@@ -102,8 +103,14 @@ def test_a_run_measures_the_confusion_on_noised_public_images_pays_its_queries_a
     g = torch.Generator().manual_seed(0)
     x, others = torch.rand(10, 1, 4, 4, generator=g), torch.rand(30, 1, 4, 4, generator=g)
     ledger = Ledger(tmp_path / "ledger.sqlite")
-    kt = KnowledgeTransfer(teacher, laplace(20, per="record"), num_queries=40, epochs=1, confusion=True,
-                           ledger=ledger, release_generator=torch.Generator().manual_seed(1))
+    kt = KnowledgeTransfer(
+        teacher,
+        laplace(20, per="record"),
+        ledger=ledger,
+        release_generator=torch.Generator().manual_seed(1),
+        plan=PlanSettings(num_queries=40),
+        training=TrainingSettings(epochs=1, confusion=True),
+    )
     plans = kt.query_plans(x, public=others)
     wanted = defaults.confusion_queries(2, 30, "sup")
     assert wanted == 200 and plans[-2].total == wanted and plans[-2].kind == "sup"  # priced in the dry run
@@ -121,4 +128,9 @@ def test_a_run_measures_the_confusion_on_noised_public_images_pays_its_queries_a
     charged = ledger.epsilon_per_record()  # the 10 private images once each; the 30 public ones never
     assert len(charged) == 10 and charged == pytest.approx([20.0] * 10)
     with pytest.raises(ValueError, match="measured on public images"):
-        KnowledgeTransfer(teacher, laplace(20, per="record"), num_queries=40, epochs=1, confusion=True).run(x)
+        KnowledgeTransfer(
+            teacher,
+            laplace(20, per="record"),
+            plan=PlanSettings(num_queries=40),
+            training=TrainingSettings(epochs=1, confusion=True),
+        ).run(x)

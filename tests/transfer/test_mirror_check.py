@@ -11,6 +11,7 @@ from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
 from ldpclient.transfer.mirror_check import MirrorCheck, mirror_check
 from ldpclient.transfer.pipeline import KnowledgeTransfer
+from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 
 SIDE = 16
 
@@ -85,10 +86,16 @@ def test_the_verdict_counts_kept_labels_and_unanswered_queries_as_changes():
         check.verdict(np.zeros(3), np.zeros(8))
 
 
-def _kt(teacher, **kw):
-    kw.setdefault("adapt", False)
-    return KnowledgeTransfer(teacher, laplace(50.0, per="element"), num_queries=64, epochs=1, batch_size=16, seed=0,
-                             device="cpu", release_generator=torch.Generator().manual_seed(5), **kw)
+def _kt(teacher, adapt: bool = False, adapter=None, **training):
+    return KnowledgeTransfer(
+        teacher,
+        laplace(50.0, per="element"),
+        seed=0,
+        release_generator=torch.Generator().manual_seed(5),
+        plan=PlanSettings(num_queries=64),
+        training=TrainingSettings(epochs=1, batch_size=16, device="cpu", **training),
+        adaptation=AdaptationSettings(adapt=adapt, adapter=adapter),
+    )
 
 
 @pytest.fixture()
@@ -107,13 +114,13 @@ def seen(monkeypatch):
 def test_a_teacher_whose_answers_a_mirror_changes_gets_no_mirrored_rows_and_the_same_student(seen):
     x, public = _banded(24, 1), _banded(120, 2)
     res = _kt(_thirds_teacher()).run(x, public=public)
-    check = res.training["mirror_check"]
-    assert res.training["flip"] is False and set(seen) == {False}
+    check = res.training.mirror_check
+    assert res.training.flip is False and set(seen) == {False}
     assert check["images"] == 120 and check["shift_agreement"] > 0.9 and check["mirror_agreement"] < 0.6
     assert res.counts["public_queries"] == 120 and res.counts["mirror_check_queries"] == 240
     # the copies' answers decided the flip and nothing else: the same labels and student as --no-flip
     off = _kt(_thirds_teacher(), flip=False).run(x, public=public)
-    assert off.counts["mirror_check_queries"] == 0 and off.training["mirror_check"] is None
+    assert off.counts["mirror_check_queries"] == 0 and off.training.mirror_check is None
     assert torch.equal(res.labels, off.labels)
     for a, b in zip(res.student.state_dict().values(), off.student.state_dict().values(), strict=True):
         assert torch.equal(a, b)
@@ -125,11 +132,12 @@ def test_a_teacher_whose_answers_a_mirror_keeps_gets_mirrored_rows(seen):
         torch.rand(120, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(3)),
     )
     res = _kt(_channel_teacher()).run(x, public=public)
-    assert res.training["flip"] is True and res.training["mirror_check"]["mirror_agreement"] == 1.0
+    check = res.training.mirror_check
+    assert res.training.flip is True and check is not None and check["mirror_agreement"] == 1.0
     assert seen and set(seen) == {True}
     assert res.summary()["training"]["mirror_check"]["images"] == 120
     forced = _kt(_channel_teacher(), flip=False).run(x, public=public)  # a given flip is never second-guessed
-    assert forced.training["flip"] is False and forced.counts["mirror_check_queries"] == 0
+    assert forced.training.flip is False and forced.counts["mirror_check_queries"] == 0
 
 
 def test_adaptation_does_not_mirror_even_when_training_does_unless_its_adapter_is_told(monkeypatch):
@@ -142,19 +150,19 @@ def test_adaptation_does_not_mirror_even_when_training_does_unless_its_adapter_i
                         mirrored.append(len(images)) or real(images, pad, flip=flip, generator=generator))
     x, public = torch.rand(24, 3, SIDE, SIDE), torch.rand(120, 3, SIDE, SIDE)
     kept = _kt(_channel_teacher(), adapt=True).run(x, public=public)
-    assert kept.training["flip"] is True and kept.adaptation is not None and mirrored == []  # measured: no gain
+    assert kept.training.flip is True and kept.adaptation is not None and mirrored == []  # measured: no gain
     told = _kt(_channel_teacher(), adapt=True, adapter=SelfTrainingAdapter(seed=0, flip=True)).run(x, public=public)
     assert told.adaptation is not None and sum(mirrored) > 0
 
 
 def test_no_check_without_public_images_or_on_small_ones():
     res = _kt(_channel_teacher()).run(torch.rand(24, 3, SIDE, SIDE))
-    assert res.training["flip"] is False and res.training["mirror_check"] is None
+    assert res.training.flip is False and res.training.mirror_check is None
     assert "mirror_check_queries" not in res.counts
     small = _kt(_channel_teacher(8)).run(torch.rand(24, 3, 8, 8), public=torch.rand(150, 3, 8, 8))
-    assert small.training["flip"] is False and small.counts["mirror_check_queries"] == 0
+    assert small.training.flip is False and small.counts["mirror_check_queries"] == 0
     few = _kt(_channel_teacher()).run(torch.rand(24, 3, SIDE, SIDE), public=torch.rand(99, 3, SIDE, SIDE))
-    assert few.training["flip"] is False and few.counts["mirror_check_queries"] == 0
+    assert few.training.flip is False and few.counts["mirror_check_queries"] == 0
 
 
 def test_a_label_run_sends_the_copies_as_public_queries_once_and_reports_the_verdict(tmp_path):
@@ -205,8 +213,8 @@ def test_the_benchmark_reaches_the_verdict_a_label_run_reaches(monkeypatch):
         teacher = LocalTeacher(model, (3, SIDE, SIDE), 4, name="conv")
         res = _kt(teacher).run(torch.rand(24, 3, SIDE, SIDE), public=public)
         verdict = bench_adapt.mirror_verdict(model, public)
-        assert verdict is not None and verdict.as_dict() == res.training["mirror_check"]
-        assert verdict.flip is res.training["flip"]
+        assert verdict is not None and verdict.as_dict() == res.training.mirror_check
+        assert verdict.flip is res.training.flip
         assert bench_adapt.mirror_verdict(model, None) is None
     finally:
         sys.modules.pop("bench_adapt", None)

@@ -9,14 +9,15 @@ from ldpclient.privacy import laplace
 from ldpclient.privacy.ledger import Ledger
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer
-from ldpclient.transfer.settings import TrainingSettings
+from ldpclient.transfer.result import TrainingSummary
+from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 from support.transfers import SIZE, quadrant_records, quadrant_teacher, quadrant_transfer
 
 
 def test_sup_beats_sidp_end_to_end():
     x, y = quadrant_records()
     sidp = quadrant_transfer("sidp", "none").run(x)
-    sup = quadrant_transfer("ldpkit", "sup", postprocess="blur:1,clip").run(x)
+    sup = quadrant_transfer("ldpkit", "sup", plan=dict(postprocess="blur:1,clip")).run(x)
     acc_sidp = (sidp.labels == y).float().mean().item()
     acc_sup = (sup.labels == y).float().mean().item()
     assert acc_sup >= acc_sidp + 0.15, (acc_sidp, acc_sup)
@@ -38,10 +39,15 @@ def test_data_free_costs_nothing_and_uses_blank_queries():
     orig = teacher.classify
     teacher.classify = lambda q: (seen.append(q.values.mean().item()), orig(q))[1]
     releases = []
-    kt = KnowledgeTransfer(teacher, laplace(50.0, per="element"), mode="data-free", num_queries=100, epochs=1,
-                           seed=0, device="cpu", student_kwargs={"width": 8},
-                           progress=lambda stage, done, total, _: releases.append((done, total)) if stage == "release"
-                           else None)
+    kt = KnowledgeTransfer(
+        teacher,
+        laplace(50.0, per="element"),
+        mode="data-free",
+        seed=0,
+        progress=lambda stage, done, total, _: releases.append((done, total)) if stage == "release" else None,
+        plan=PlanSettings(num_queries=100),
+        training=TrainingSettings(epochs=1, device="cpu", student_kwargs={"width": 8}),
+    )
     res = kt.run(x)
     assert releases[0] == (0, 30) and releases[-1] == (30, 30)  # its noising bar ends, as a private run's does
     assert res.guarantee.epsilon_record == 0 and res.guarantee.public_input
@@ -58,9 +64,16 @@ def test_blank_queries_mixed_into_a_private_run_take_their_own_noise_level_and_c
     orig = teacher.classify
     teacher.classify = lambda q: (spreads.append(q.values.std(dim=(1, 2, 3))), orig(q))[1]
     ledger = Ledger(tmp_path / "ledger.db")
-    kt = KnowledgeTransfer(teacher, loud, ledger=ledger, num_queries=120, epochs=1, seed=0, device="cpu",
-                           student_kwargs={"width": 8}, blank_fraction=0.5, blank_mechanism=quiet,
-                           postprocess="", clip_queries=False, release_generator=torch.Generator().manual_seed(3))
+    kt = KnowledgeTransfer(
+        teacher,
+        loud,
+        ledger=ledger,
+        seed=0,
+        release_generator=torch.Generator().manual_seed(3),
+        plan=PlanSettings(num_queries=120, blank_fraction=0.5, blank_mechanism=quiet, postprocess="",
+                          clip_queries=False),
+        training=TrainingSettings(epochs=1, device="cpu", student_kwargs={"width": 8}),
+    )
     res = kt.run(x)
     spread = torch.cat(spreads)
     flat = spread < 1e-3  # the blank pairs at the quiet level: constant images
@@ -74,10 +87,13 @@ def test_ledger_charges_once_then_reuses(tmp_path):
     x, _ = quadrant_records(20)
     ledger = Ledger(tmp_path / "ledger.db")
     progress = []
-    first = quadrant_transfer(ledger=ledger, num_queries=100, epochs=1, progress=lambda *a: progress.append(a[0])).run(
-        x
-    )
-    again = quadrant_transfer(ledger=ledger, num_queries=100, epochs=1).run(x)
+    first = quadrant_transfer(
+        ledger=ledger,
+        progress=lambda *a: progress.append(a[0]),
+        plan=dict(num_queries=100),
+        training=dict(epochs=1),
+    ).run(x)
+    again = quadrant_transfer(ledger=ledger, plan=dict(num_queries=100), training=dict(epochs=1)).run(x)
     assert first.counts["releases_fresh"] == 20 and first.counts["releases_reused"] == 0
     assert again.counts["releases_fresh"] == 0 and again.counts["releases_reused"] == 20
     assert ledger.spent(x).epsilon[0] == pytest.approx(first.guarantee.epsilon_record)
@@ -89,9 +105,12 @@ def test_rand_and_reduction_and_checkpoint(tmp_path):
     x, y = quadrant_records(40)
     ck = tmp_path / "student.pt"
     res = KnowledgeTransfer(
-        quadrant_teacher(), laplace(1.0, reduction=2, per="element"), augment="rand", num_queries=400, epochs=2,
-        seed=1, device="cpu", student_kwargs={"width": 8}, checkpoint=ck,
+        quadrant_teacher(),
+        laplace(1.0, reduction=2, per="element"),
+        seed=1,
         release_generator=torch.Generator().manual_seed(0),
+        plan=PlanSettings(augment="rand", num_queries=400),
+        training=TrainingSettings(epochs=2, device="cpu", student_kwargs={"width": 8}, checkpoint=ck),
     ).run(x)
     assert res.guarantee.elements_per_record == (SIZE // 2) ** 2
     assert res.guarantee.epsilon_record == pytest.approx(16.0)
@@ -110,7 +129,11 @@ def test_client_path_uses_label_batches():
                 sent.append(bid)
                 yield bid, teacher.classify(d)
 
-    res = quadrant_transfer(client=FakeClient(), num_queries=150, epochs=1, query_batch_size=64).run(x)
+    res = quadrant_transfer(
+        client=FakeClient(),
+        plan=dict(num_queries=150, query_batch_size=64),
+        training=dict(epochs=1),
+    ).run(x)
     assert len(sent) == 3 and res.counts["batches"] == 3
     assert all(b.startswith(res.plan.fingerprint + ":") for b in sent)
 
@@ -121,27 +144,26 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="augment must be one of"):
         quadrant_transfer(aug="mixup")
     with pytest.raises(ValueError, match="unknown student"):
-        quadrant_transfer(student="vgg99")
+        quadrant_transfer(training=dict(student="vgg99"))
     with pytest.raises(ValueError, match="expects"):
         quadrant_transfer().run(torch.rand(5, 1, 6, 6))
     with pytest.raises(ValueError, match="distinct Sup pairs"):
-        quadrant_transfer(num_queries=1000).run(quadrant_records(10)[0])
+        quadrant_transfer(plan=dict(num_queries=1000)).run(quadrant_records(10)[0])
 
 
 def test_the_pipeline_leaves_the_callers_global_rng_alone():
-    """Trainer.fit used to call torch.manual_seed on the caller's global RNG."""
+    """Training seeds generators of its own: the caller's global RNG is left as it was."""
     x, _ = quadrant_records(n=20)
     torch.manual_seed(1234)
     before = torch.random.get_rng_state().clone()
-    quadrant_transfer("ldpkit", "sup", num_queries=100, epochs=1).run(x)
+    quadrant_transfer("ldpkit", "sup", plan=dict(num_queries=100), training=dict(epochs=1)).run(x)
     assert torch.equal(torch.random.get_rng_state(), before)
 
 
 def test_settings_objects_and_one_teacher():
-    """KnowledgeTransfer takes the teacher or its QueryClient (issue 21.2); settings are small frozen objects,
-    flat keywords still fold into them, and a client talking to another teacher is refused."""
+    """KnowledgeTransfer takes the teacher or its QueryClient; its settings are small frozen objects (the one way
+    to give them), and a client talking to another teacher is refused."""
     from ldpclient.teachers import QueryClient
-    from ldpclient.transfer.settings import AdaptationSettings, PlanSettings
 
     x, _ = quadrant_records(20)
     teacher = quadrant_teacher()
@@ -151,12 +173,11 @@ def test_settings_objects_and_one_teacher():
                            training=TrainingSettings(epochs=1), adaptation=AdaptationSettings(adapt=False))
     assert kt.teacher is teacher and kt.client is client and kt.settings.num_queries == 120 and not kt.settings.adapt
     assert len(kt.run(x).labels) == 20 and client.stats.queries_sent == 120
-    flat = KnowledgeTransfer(teacher, mech, num_queries=90, epochs=2, fuse=True)
-    assert flat.given.plan.num_queries == 90 and flat.given.training.epochs == 2 and flat.settings.fuse
+    # the settings are taken in their objects only: a field given as a plain keyword is refused, by name
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_queries'"):
+        KnowledgeTransfer(teacher, mech, num_queries=90)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="another teacher"):
         KnowledgeTransfer(quadrant_teacher(), mech, client=client)
-    with pytest.raises(TypeError, match="unexpected keyword argument.*num_querys"):
-        KnowledgeTransfer(teacher, mech, num_querys=5)
     with pytest.raises(ValueError, match="num_queries must be >= 1"):
         PlanSettings(num_queries=0)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -177,11 +198,11 @@ def test_training_reads_the_batches_kept_from_sending_them_and_learns_the_same(m
         return original(self, order)
 
     monkeypatch.setattr(query_book.QueryBook, "stream", counting)
-    kept = quadrant_transfer("ldpkit", aug, adapt=True).run(x)
+    kept = quadrant_transfer("ldpkit", aug, adaptation=dict(adapt=True)).run(x)
     kept_calls = list(built_calls)
     built_calls.clear()
     monkeypatch.setattr(query_book, "QUERY_CACHE_BYTES", 0)  # nothing kept: every epoch builds its batches
-    rebuilt = quadrant_transfer("ldpkit", aug, adapt=True).run(x)
+    rebuilt = quadrant_transfer("ldpkit", aug, adaptation=dict(adapt=True)).run(x)
     assert kept_calls == [True]  # built once, to send them; epochs and anchors read the kept batches
     assert len(built_calls) > 1
     assert torch.equal(kept.labels, rebuilt.labels) and torch.equal(kept.confidences, rebuilt.confidences)
@@ -194,14 +215,16 @@ def test_above_the_selection_sample_only_the_final_pass_reads_every_record():
 
     x, _ = quadrant_records()
     small = quadrant_transfer(
-        "ldpkit", "sup", adapt=True, adapter=SelfTrainingAdapter(seed=0, selection_sample=20)
+        "ldpkit",
+        "sup",
+        adaptation=dict(adapt=True, adapter=SelfTrainingAdapter(seed=0, selection_sample=20)),
     ).run(x)
     assert small.unadapted_labels is None  # would cost a pass over every record: not computed above the sample
     # rounds 0-2 on the sample + final
     assert small.adaptation is not None and small.adaptation.predicted == 3 * 20 + len(x)
     assert len(small.labels) == len(x)
     # at or below the sample: the unadapted labels are there
-    whole = quadrant_transfer("ldpkit", "sup", adapt=True).run(x)
+    whole = quadrant_transfer("ldpkit", "sup", adaptation=dict(adapt=True)).run(x)
     assert whole.unadapted_labels is not None and len(whole.unadapted_labels) == len(x)
 
 
@@ -229,21 +252,18 @@ def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shi
     x = torch.rand(24, 3, 16, 16, generator=torch.Generator().manual_seed(1))
     public = torch.rand(8, 3, 16, 16, generator=torch.Generator().manual_seed(2))
 
-    def kt(**kw):
+    def kt(**training):
         return KnowledgeTransfer(
             _colour_teacher(16),
             laplace(50.0, per="element"),
-            num_queries=64,
-            epochs=1,
-            batch_size=16,
             seed=0,
-            device="cpu",
-            adapt=False,
-            **kw,
+            plan=PlanSettings(num_queries=64),
+            training=TrainingSettings(epochs=1, batch_size=16, device="cpu", **training),
+            adaptation=AdaptationSettings(adapt=False),
         )
 
     res = kt(flip=False).run(x, public=public)
-    assert res.training == {
+    assert res.training.as_dict() == {
         "student": "small_resnet",
         "crop_pixels": 2,
         "flip": False,
@@ -256,7 +276,7 @@ def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shi
     assert len(seen) >= 4 and set(seen) == {(2, False)}  # every optimiser step's batch
     seen.clear()
     alone = kt().run(x)  # the noised queries alone: the small CNN on the rows as they are
-    assert alone.training == {
+    assert alone.training.as_dict() == {
         "student": "small_cnn",
         "crop_pixels": 0,
         "flip": False,
@@ -266,7 +286,7 @@ def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shi
     }
     assert not seen
     given = kt(student="small_resnet", crop=3, flip=True).run(x)
-    assert given.training == {
+    assert given.training.as_dict() == {
         "student": "small_resnet",
         "crop_pixels": 3,
         "flip": True,
@@ -279,19 +299,23 @@ def test_beside_public_colour_images_of_16_px_the_residual_student_trains_on_shi
 
 def test_grey_and_small_images_keep_the_small_cnn_and_small_ones_are_not_shifted():
     x, _ = quadrant_records(n=20)
-    res = quadrant_transfer(num_queries=60, epochs=1, adapt=False).run(x)  # 8x8 grey
-    assert res.training == {"student": "small_cnn", "crop_pixels": 0, "flip": False, "warmup_epochs": 0, "students": 1,
-                            "mirror_check": None}
+    res = quadrant_transfer(
+        plan=dict(num_queries=60),
+        training=dict(epochs=1),
+        adaptation=dict(adapt=False),
+    ).run(x)  # 8x8 grey
+    assert res.training == TrainingSummary(student="small_cnn", crop_pixels=0, flip=False, warmup_epochs=0,
+                                           students=1, mirror_check=None)
     with pytest.raises(ValueError, match="crop"):
-        quadrant_transfer(crop=-1)
+        quadrant_transfer(training=dict(crop=-1))
 
 
 def test_student_seed_draws_the_students_side_alone() -> None:
     """``student_seed`` learns from the same plan, releases and answers with other draws; left out, it is ``seed``."""
     x, _ = quadrant_records(60)
-    base = quadrant_transfer(adapt=False, epochs=1).run(x)
-    same = quadrant_transfer(adapt=False, epochs=1, student_seed=0).run(x)
-    other = quadrant_transfer(adapt=False, epochs=1, student_seed=1).run(x)
+    base = quadrant_transfer(training=dict(epochs=1), adaptation=dict(adapt=False)).run(x)
+    same = quadrant_transfer(training=dict(epochs=1, student_seed=0), adaptation=dict(adapt=False)).run(x)
+    other = quadrant_transfer(training=dict(epochs=1, student_seed=1), adaptation=dict(adapt=False)).run(x)
     assert torch.equal(base.labels, same.labels) and torch.equal(base.confidences, same.confidences)
     assert other.plan.fingerprint == base.plan.fingerprint
     assert other.teacher_label_histogram == base.teacher_label_histogram

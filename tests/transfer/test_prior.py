@@ -1,4 +1,4 @@
-"""The label prior (issues 44, 46): labels in equal class shares, not the teacher's answer shares."""
+"""The label prior: labels in equal class shares, not the teacher's answer shares."""
 
 from __future__ import annotations
 
@@ -106,20 +106,20 @@ def test_adaptation_is_given_the_training_prior_and_its_outputs_are_the_labels()
     and the adapted outputs are the labels, not re-weighted after; without it, neither."""
     x, _ = quadrant_records(60)
     adapter = _Recording()
-    balanced = quadrant_transfer(adapter=adapter).run(x)
+    balanced = quadrant_transfer(adaptation=dict(adapter=adapter)).run(x)
     prior = training_prior(balanced.teacher_label_histogram, 4)
     assert float(prior.max() - prior.min()) > 0.01  # the teacher did not answer every class alike
     assert adapter.priors[-1] is not None and torch.equal(adapter.priors[-1], prior)
     assert torch.equal(balanced.labels, balanced.adaptation.probs.argmax(1))
     assert torch.allclose(balanced.confidences, balanced.adaptation.probs.max(1).values)
-    plain = quadrant_transfer(balance=False, adapter=adapter).run(x)
+    plain = quadrant_transfer(adaptation=dict(balance=False, adapter=adapter)).run(x)
     assert adapter.priors[-1] is None
     assert torch.equal(plain.labels, plain.adaptation.probs.argmax(1))
 
 
 def test_without_adaptation_the_labels_are_the_students_outputs_re_weighted() -> None:
     x, _ = quadrant_records(60)
-    res = quadrant_transfer(adapt=False).run(x)
+    res = quadrant_transfer(adaptation=dict(adapt=False)).run(x)
     assert res.adaptation is None and res.student is not None
     prior = training_prior(res.teacher_label_histogram, 4)
     expected = reweight(predict_proba(res.student, x), prior, torch.full((4,), 0.25, dtype=torch.float64)).float()
@@ -132,7 +132,7 @@ def test_beside_public_images_the_labels_are_the_outputs_as_trained() -> None:
     x, _ = quadrant_records(60)
     public, _ = quadrant_records(40, seed=5)
     adapter = _Recording()
-    res = quadrant_transfer(adapter=adapter).run(x, public=public)
+    res = quadrant_transfer(adaptation=dict(adapter=adapter)).run(x, public=public)
     assert res.counts["public_queries"] == 40
     assert torch.equal(res.labels, res.adaptation.probs.argmax(1))
     assert adapter.priors == [None]  # the rounds pseudo-label from the outputs as they are too

@@ -1,4 +1,4 @@
-"""Procedural free images (issue 46, item 2): what they are, and that a run sends them without noise, at no cost
+"""Procedural free images: what they are, and that a run sends them without noise, at no cost
 and whatever the private images hold."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from ldpclient.privacy import laplace
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.transfer.procedural import KINDS, procedural_images
-from ldpclient.transfer.settings import PlanSettings
+from ldpclient.transfer.settings import PlanSettings, TrainingSettings
 
 
 @pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32), (1, 5, 9)])
@@ -60,9 +60,14 @@ def test_a_data_free_run_sends_procedural_images_unnoised_and_the_same_for_any_p
     for seed in (1, 2):
         seen: list[torch.Tensor] = []
         records = torch.rand(20, 1, 8, 8, generator=torch.Generator().manual_seed(seed))
-        kt = KnowledgeTransfer(_recording_teacher(seen), laplace(20.0, per="record"), mode="data-free",
-                               num_queries=40, epochs=1, seed=0, device="cpu", student_kwargs={"width": 8},
-                               free_images="procedural", postprocess="", augment="sup")
+        kt = KnowledgeTransfer(
+            _recording_teacher(seen),
+            laplace(20.0, per="record"),
+            mode="data-free",
+            seed=0,
+            plan=PlanSettings(num_queries=40, free_images="procedural", postprocess="", augment="sup"),
+            training=TrainingSettings(epochs=1, device="cpu", student_kwargs={"width": 8}),
+        )
         res = kt.run(records)
         assert res.guarantee.epsilon_record == 0 and res.guarantee.public_input
         sent.append(torch.cat(seen))
@@ -78,8 +83,12 @@ def test_a_data_free_run_sends_procedural_images_unnoised_and_the_same_for_any_p
 def test_procedural_queries_mixed_into_a_private_run_cost_nothing() -> None:
     seen: list[torch.Tensor] = []
     records = torch.rand(20, 1, 8, 8, generator=torch.Generator().manual_seed(0))
-    res = KnowledgeTransfer(_recording_teacher(seen), laplace(2.0, per="record"), num_queries=40, epochs=1, seed=0,
-                            device="cpu", student_kwargs={"width": 8}, blank_fraction=0.5, free_images="procedural",
-                            postprocess="").run(records)
+    res = KnowledgeTransfer(
+        _recording_teacher(seen),
+        laplace(2.0, per="record"),
+        seed=0,
+        plan=PlanSettings(num_queries=40, blank_fraction=0.5, free_images="procedural", postprocess=""),
+        training=TrainingSettings(epochs=1, device="cpu", student_kwargs={"width": 8}),
+    ).run(records)
     assert res.guarantee.epsilon_record == pytest.approx(2.0)  # the private release only
     assert res.counts["queries"] == 40

@@ -1,5 +1,5 @@
 """``label --public DIR`` (API ``public=``): images the user states are not private, sent as they are beside the
-private releases (issue 33, item 3). Checked against what the mock teacher logged it received."""
+private releases. Checked against what the mock teacher logged it received."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ldpclient.io.querylog import read_query_log
 from ldpclient.privacy import Domain, Ledger
 from ldpclient.privacy.public import public_release
 from ldpclient.teachers.local import LocalTeacher
+from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 
 
 def _folder(root: Path, n: int, seed: int, prefix: str = "img") -> Path:
@@ -165,13 +166,23 @@ def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_
     others = torch.rand(6, 1, 4, 4, generator=torch.Generator().manual_seed(1))
     seen: list[np.ndarray] = []
     _recording(monkeypatch, seen, epoch=0)
-    kt = KnowledgeTransfer(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False)
+    kt = KnowledgeTransfer(
+        teacher,
+        laplace(20, per="record"),
+        plan=PlanSettings(num_queries=40),
+        training=TrainingSettings(epochs=1, val_fraction=0.0),
+        adaptation=AdaptationSettings(adapt=False),
+    )
     result = kt.run(x, public=others)
     ids = np.concatenate(seen)
     assert result.counts["public_repeats"] == 20  # round(3 x 40 queries / 6 public images)
     assert np.bincount(ids[ids >= 40] - 40).tolist() == [20] * 6 and np.bincount(ids[ids < 40]).tolist() == [1] * 40
     once = KnowledgeTransfer(
-        teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, adapt=False, public_repeats=1
+        teacher,
+        laplace(20, per="record"),
+        plan=PlanSettings(num_queries=40),
+        training=TrainingSettings(epochs=1, val_fraction=0.0, public_repeats=1),
+        adaptation=AdaptationSettings(adapt=False),
     )
     seen.clear()
     assert once.run(x, public=others).counts["public_repeats"] == 1
@@ -196,13 +207,24 @@ def test_a_tenth_of_the_public_images_is_held_out_of_training_and_scores_the_stu
     others = torch.rand(120, 1, 4, 4, generator=torch.Generator().manual_seed(1))
     seen: list[np.ndarray] = []
     _recording(monkeypatch, seen)
-    kt = KnowledgeTransfer(teacher, laplace(20, per="record"), num_queries=40, epochs=2, val_fraction=0.0)
+    kt = KnowledgeTransfer(
+        teacher,
+        laplace(20, per="record"),
+        plan=PlanSettings(num_queries=40),
+        training=TrainingSettings(epochs=2, val_fraction=0.0),
+    )
     result = kt.run(x, public=others)
     trained = set(np.concatenate(seen).tolist())  # training and the adaptation's anchors
     public_trained = {i - 40 for i in trained if i >= 40}
     assert len(public_trained) == 108 and result.public_held_out is not None
     assert result.public_held_out["images"] == 12 and 0 <= result.public_held_out["agree"] <= 12
-    again = KnowledgeTransfer(teacher, laplace(20, per="record"), num_queries=40, epochs=1, val_fraction=0.0, seed=5)
+    again = KnowledgeTransfer(
+        teacher,
+        laplace(20, per="record"),
+        seed=5,
+        plan=PlanSettings(num_queries=40),
+        training=TrainingSettings(epochs=1, val_fraction=0.0),
+    )
     seen.clear()
     again.run(x, public=others)
     assert {i - 40 for i in np.concatenate(seen).tolist() if i >= 40} == public_trained  # from the images alone

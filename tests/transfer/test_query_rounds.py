@@ -45,7 +45,9 @@ class _Counting:
 
 def test_a_round_that_gains_nothing_leaves_the_rest_of_the_plan_unsent() -> None:
     x, y = quadrant_records()
-    kt = quadrant_transfer(num_queries=1280, query_rounds=3, min_round_gain=1.0)  # no round can gain a whole share
+    kt = quadrant_transfer(
+        plan=dict(num_queries=1280, query_rounds=3, min_round_gain=1.0),
+    )  # no round can gain a whole share
     kt.teacher = counting = _Counting(kt.teacher)
     result = kt.run(x)
     # 5 batches of 256: rounds end after 2 and 3 batches; the second round cannot gain 1.0: the third is not sent
@@ -61,8 +63,8 @@ def test_a_round_that_gains_nothing_leaves_the_rest_of_the_plan_unsent() -> None
 
 def test_rounds_that_send_every_query_learn_the_one_shot_student_exactly() -> None:
     x, _ = quadrant_records()
-    once = quadrant_transfer(num_queries=1280).run(x)
-    rounds = quadrant_transfer(num_queries=1280, query_rounds=3, min_round_gain=-1.0).run(x)
+    once = quadrant_transfer(plan=dict(num_queries=1280)).run(x)
+    rounds = quadrant_transfer(plan=dict(num_queries=1280, query_rounds=3, min_round_gain=-1.0)).run(x)
     assert [r.queries for r in rounds.query_rounds] == [512, 768, 1280]
     assert rounds.counts["queries"] == once.counts["queries"] == 1280
     assert torch.equal(rounds.labels, once.labels)
@@ -71,9 +73,9 @@ def test_rounds_that_send_every_query_learn_the_one_shot_student_exactly() -> No
 
 def test_rounds_need_a_student_and_held_out_queries() -> None:
     with pytest.raises(ValueError, match="SIDP"):
-        quadrant_transfer("sidp", "none", query_rounds=2)
+        quadrant_transfer("sidp", "none", plan=dict(query_rounds=2))
     with pytest.raises(ValueError, match="val_fraction"):
-        quadrant_transfer(query_rounds=2, val_fraction=0.0)
+        quadrant_transfer(plan=dict(query_rounds=2), training=dict(val_fraction=0.0))
     with pytest.raises(ValueError, match="query_rounds"):
         PlanSettings(query_rounds=0)
     with pytest.raises(ValueError, match="min_round_gain"):

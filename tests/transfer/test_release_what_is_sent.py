@@ -36,7 +36,7 @@ def test_a_plan_uses_the_records_its_queries_are_made_from() -> None:
 def test_only_the_images_a_query_uses_are_released_and_charged(tmp_path: Path) -> None:
     x, _y = quadrant_records(n=120)
     with Ledger(tmp_path / "ledger.sqlite") as led:
-        kt = quadrant_transfer(num_queries=40, ledger=led)
+        kt = quadrant_transfer(ledger=led, plan=dict(num_queries=40))
         used = kt.records_to_release(x)
         assert used is not None and 40 < len(used) <= 80
         result = kt.run(x)
@@ -47,13 +47,13 @@ def test_only_the_images_a_query_uses_are_released_and_charged(tmp_path: Path) -
     assert charged == used.tolist()  # exactly the images the queries are made from
     assert result.sent_sample is not None and set(result.sent_sample.release_indices.tolist()) <= set(used.tolist())
     # the same plan on other images of the same count: the same positions (the plan never looks at the values)
-    assert quadrant_transfer(num_queries=40).records_to_release(torch.rand_like(x)).tolist() == used.tolist()
+    assert quadrant_transfer(plan=dict(num_queries=40)).records_to_release(torch.rand_like(x)).tolist() == used.tolist()
 
 
 def test_a_budget_that_uses_every_image_releases_every_image(tmp_path: Path) -> None:
     x, _y = quadrant_records(n=40)
     with Ledger(tmp_path / "ledger.sqlite") as led:
-        kt = quadrant_transfer(num_queries=600, ledger=led)
+        kt = quadrant_transfer(ledger=led, plan=dict(num_queries=600))
         assert kt.records_to_release(x) is None
         result = kt.run(x)
         assert result.counts["releases_fresh"] == 40 and result.counts["not_released"] == 0

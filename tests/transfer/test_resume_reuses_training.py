@@ -1,4 +1,4 @@
-"""A re-run that sends nothing also trains nothing (issue 66): the trained and adapted student and its labels are
+"""A re-run that sends nothing also trains nothing: the trained and adapted student and its labels are
 kept in the run state under what they were trained on, and a run on the same records, releases, answers and
 settings takes them; any change trains anew. Through the command line against the real mock teacher."""
 

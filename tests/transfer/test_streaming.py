@@ -1,4 +1,4 @@
-"""Streaming (issue 13): records spooled to disk and read in batches, chunked releases, lazy post-processing.
+"""Streaming: records spooled to disk and read in batches, chunked releases, lazy post-processing.
 
 Every streamed path is checked against the in-memory one it replaces: same values, same labels,
 same charges; and the spool file leaves nothing on disk.
@@ -28,6 +28,7 @@ from ldpclient.transfer.adapt import SelfTrainingAdapter
 from ldpclient.transfer.augment import QueryPlan
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.transfer.postprocess import ReleaseRows, apply_all, parse_postprocess
+from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 from ldpclient.transfer.stages import release as release_stage
 from ldpclient.transfer.student import predict_proba, small_cnn
 
@@ -120,11 +121,12 @@ def _teacher() -> LocalTeacher:
     return LocalTeacher(lambda x: x.reshape(len(x), -1) @ w, (1, 8, 8), 4, name="linear")
 
 
-def _transfer(**kw) -> KnowledgeTransfer:
-    opts = dict(num_queries=150, epochs=1, batch_size=32, seed=0, device="cpu", student_kwargs={"width": 8},
-                release_generator=torch.Generator().manual_seed(7))
-    opts.update(kw)
-    return KnowledgeTransfer(_teacher(), laplace(4.0, per="element"), **opts)
+def _transfer(adapt: bool = True, **transfer) -> KnowledgeTransfer:
+    return KnowledgeTransfer(
+        _teacher(), laplace(4.0, per="element"), seed=0, release_generator=torch.Generator().manual_seed(7),
+        plan=PlanSettings(num_queries=150), adaptation=AdaptationSettings(adapt=adapt),
+        training=TrainingSettings(epochs=1, batch_size=32, device="cpu", student_kwargs={"width": 8}), **transfer,
+    )
 
 
 def test_a_spooled_run_labels_exactly_like_an_in_memory_run(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from ldpclient.privacy import laplace
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
 from ldpclient.transfer.pipeline import KnowledgeTransfer
-from ldpclient.transfer.settings import TrainingSettings
+from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 
 
 def _teacher() -> LocalTeacher:
@@ -26,8 +26,10 @@ def _images() -> torch.Tensor:
 
 def _run(**training: object) -> tuple[torch.Tensor, torch.Tensor | None, object]:
     """One run of the same plan and release (seed 3): its labels, the adapted outputs and the result."""
-    kt = KnowledgeTransfer(_teacher(), laplace(50, per="record"), num_queries=90, epochs=2, seed=3, fuse=False,
-                           release_generator=torch.Generator().manual_seed(5), training=TrainingSettings(**training))  # type: ignore[arg-type]
+    kt = KnowledgeTransfer(_teacher(), laplace(50, per="record"), seed=3,
+                           release_generator=torch.Generator().manual_seed(5), plan=PlanSettings(num_queries=90),
+                           adaptation=AdaptationSettings(fuse=False),
+                           training=TrainingSettings(epochs=2, **training))  # type: ignore[arg-type]
     result = kt.run(_images())
     assert result.adaptation is not None
     return result.labels, result.adaptation.probs, result
@@ -39,7 +41,7 @@ def test_the_labels_are_the_argmax_of_the_members_mean_output_each_member_the_ru
     labels, _, both = _run(student_seed=11, students=2)
     assert first is not None and second is not None
     assert torch.equal(labels, ((first + second) / 2).argmax(1))
-    assert one.training["students"] == 1 and both.training["students"] == 2  # type: ignore[attr-defined]
+    assert one.training.students == 1 and both.training.students == 2  # type: ignore[attr-defined]
     # member 0 is the one student of students=1: its adaptation history and model come back
     assert both.adaptation.probs is not None and torch.equal(both.adaptation.probs, first)  # type: ignore[attr-defined]
     assert torch.equal(_run(student_seed=11, students=1)[0], first_labels)

@@ -13,7 +13,7 @@ from ldpclient.io.records import as_record_source
 from ldpclient.privacy import laplace
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer.pipeline import KnowledgeTransfer
-from ldpclient.transfer.settings import TrainingSettings
+from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 from ldpclient.transfer.student import load_checkpoint, small_cnn, small_resnet
 from ldpclient.transfer.warmup import rotation_warmup, rotations
 
@@ -65,19 +65,16 @@ def test_a_run_with_a_warm_up_repeats_with_its_seed_reports_it_and_leaves_the_ca
     teacher = LocalTeacher(lambda v: v.mean((2, 3)), (3, 16, 16), 3, name="channel")
     stages: list[tuple[str, int, int]] = []
 
-    def run(warmup: int, **more):
+    def run(warmup: int, progress=None, checkpoint=None):
         return KnowledgeTransfer(
             teacher,
             laplace(20.0, per="element"),
-            num_queries=200,
-            epochs=1,
-            batch_size=16,
             seed=4,
-            device="cpu",
             release_generator=torch.Generator().manual_seed(5),
-            warmup=warmup,
-            adapt=False,
-            **more,
+            progress=progress,
+            plan=PlanSettings(num_queries=200),
+            training=TrainingSettings(epochs=1, batch_size=16, device="cpu", warmup=warmup, checkpoint=checkpoint),
+            adaptation=AdaptationSettings(adapt=False),
         ).run(x)
 
     torch.manual_seed(123)
@@ -86,7 +83,7 @@ def test_a_run_with_a_warm_up_repeats_with_its_seed_reports_it_and_leaves_the_ca
                checkpoint=tmp_path / "warm.pt")
     assert torch.equal(torch.get_rng_state(), state)
     again, cold = run(2), run(0)
-    assert warm.training["warmup_epochs"] == 2 and cold.training["warmup_epochs"] == 0
+    assert warm.training.warmup_epochs == 2 and cold.training.warmup_epochs == 0
     assert "warmup" in warm.timings and "warmup" not in cold.timings
     # not adapted, yet it has seen the clean private images: its checkpoint says so
     extra = load_checkpoint(tmp_path / "warm.pt")[1]["extra"]

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..context import RunContext
 from ..query_book import QueryBook
+from ..result import TrainingSummary
 from ..student import LabelStore
 from .release import Released
 from .train import Trained
@@ -23,12 +24,12 @@ def outcome(
             "sent_sample": book.sent_sample(store)}
 
 
-def training_summary(ctx: RunContext, trained: Trained, students: int) -> dict[str, Any]:
+def training_summary(ctx: RunContext, trained: Trained, students: int) -> TrainingSummary:
     """How the student was trained (:attr:`~..result.TransferResult.training`): its zoo name, the shift and mirror
     of its rows, the warm-up epochs, how many students, what the mirror check found."""
-    return {"student": trained.student_name, "crop_pixels": trained.crop_pixels, "flip": trained.flip,
-            "warmup_epochs": ctx.settings.warmup, "students": students,
-            "mirror_check": trained.mirror_check.as_dict() if trained.mirror_check is not None else None}
+    return TrainingSummary(student=trained.student_name, crop_pixels=trained.crop_pixels, flip=trained.flip,
+                           warmup_epochs=ctx.settings.warmup, students=students,
+                           mirror_check=trained.mirror_check.as_dict() if trained.mirror_check is not None else None)
 
 
 __all__ = ["outcome", "training_summary"]
