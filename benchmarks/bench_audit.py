@@ -40,6 +40,7 @@ from ldpclient.privacy import discrete_tldp, gaussian, laplace, tldp_gaussian, t
 from ldpclient.teachers.local import LocalTeacher  # noqa: E402
 from ldpclient.transfer.pipeline import KnowledgeTransfer  # noqa: E402
 from ldpclient.transfer.postprocess import parse_postprocess  # noqa: E402
+from ldpclient.transfer.settings import PlanSettings, TrainingSettings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -85,12 +86,12 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(row)
         print(f"  eps={eps:g} red={red}: {time.perf_counter() - t:.0f}s", flush=True)
 
-    print("\n| eps/element | red. | eps/record | kind | linkage top-1 (chance, no noise) | Sup exact pair | "
+    print("\n| eps/element | red. | eps/record | augment | linkage top-1 (chance, no noise) | Sup exact pair | "
           "recon SSIM (chance) | PSNR dB | teacher agrees (chance) | linked SSIM | denoiser |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         pair = f"{r['linkage_pair']:.3f}" if "linkage_pair" in r else "-"
-        print(f"| {r['epsilon_element']:g} | {r['reduction']} | {r['epsilon_record']:g} | {r['kind']} | "
+        print(f"| {r['epsilon_element']:g} | {r['reduction']} | {r['epsilon_record']:g} | {r['augment']} | "
               f"{r['linkage_top1']:.3f} ({r['linkage_chance']:.4f}, {r['linkage_no_noise']:.2f}) | {pair} | "
               f"{r['recon_ssim']:.3f} ({r['recon_chance_ssim']:.3f}) | {r['recon_psnr_db']:.1f} | "
               f"{r['recon_teacher_agreement']:.3f} ({r['recon_teacher_chance']:.3f}) | {r['linked_ssim']:.3f} | "
@@ -121,10 +122,16 @@ def main(argv: list[str] | None = None) -> None:
     if not args.quick:
         print("\n# membership inference (members: private records, non-members: held-out part; true labels)")
         teacher = LocalTeacher(teacher_model, (1, 28, 28), 10, name="digits28")
-        kt = KnowledgeTransfer(teacher, laplace(1.0, per="element"), mode="ldpkit", augment="sup", num_queries=6000,
-                               postprocess=args.postprocess, epochs=args.student_epochs, batch_size=128, lr=2e-3,
-                               seed=0, device="cpu", student_kwargs={"width": 16}, val_fraction=0.0,
-                               release_generator=torch.Generator().manual_seed(1000))
+        kt = KnowledgeTransfer(
+            teacher,
+            laplace(1.0, per="element"),
+            mode="ldpkit",
+            seed=0,
+            release_generator=torch.Generator().manual_seed(1000),
+            plan=PlanSettings(augment="sup", num_queries=6000, postprocess=args.postprocess),
+            training=TrainingSettings(epochs=args.student_epochs, batch_size=128, lr=2e-3, device="cpu",
+                                      student_kwargs={"width": 16}, val_fraction=0.0),
+        )
         student = kt.run(private).student
         with torch.no_grad():
             tlab = teacher_model(private).argmax(1)

@@ -82,7 +82,7 @@ class DenoiseCNN(nn.Module):
 
 def train_denoiser_cnn(
     model: NoiseModel,
-    kind: str,
+    augment: str,
     shape: tuple[int, int, int],
     *,
     low: float = 0.0,
@@ -94,7 +94,7 @@ def train_denoiser_cnn(
     lr: float = 2e-3,
     seed: int = 0,
 ) -> DenoiseCNN:
-    """Train a :class:`DenoiseCNN` on synthetic strokes noised by ``model`` (queries of ``kind``).
+    """Train a :class:`DenoiseCNN` on synthetic strokes noised by ``model`` (queries of ``augment``).
 
     Synthetic images in [0, 1] are mapped to ``[low, high]``. A fresh noise draw
     per step; MSE loss; Adam with the learning rate divided by 10 for the last third.
@@ -103,7 +103,7 @@ def train_denoiser_cnn(
         raise ValueError(f"steps must be >= 1, got {steps}")
     g = torch.Generator().manual_seed(seed)
     pool = low + (high - low) * synthetic_strokes(pool_size, shape, generator=g)
-    probe_q, probe_t = model.simulate(pool[:256], kind, g)
+    probe_q, probe_t = model.simulate(pool[:256], augment, g)
     noise_std = float((probe_q - probe_t).std().item())
     with torch.random.fork_rng(devices=[]):  # default init draws must not move the caller's global RNG
         net = DenoiseCNN(shape[0], width, low, high, noise_std)
@@ -117,7 +117,7 @@ def train_denoiser_cnn(
     net.train()
     for _ in range(steps):
         idx = torch.randint(0, pool_size, (batch_size,), generator=g)
-        q, t = model.simulate(pool[idx], kind, g)
+        q, t = model.simulate(pool[idx], augment, g)
         loss = F.mse_loss(net(q), t)
         opt.zero_grad()
         loss.backward()
@@ -147,7 +147,7 @@ class DenoiserBank:
 
 def build_denoisers(
     model: NoiseModel,
-    kind: str,
+    augment: str,
     shape: tuple[int, int, int],
     *,
     low: float = 0.0,
@@ -163,7 +163,7 @@ def build_denoisers(
     """
     g = torch.Generator().manual_seed(seed + 7919)
     clean = low + (high - low) * synthetic_strokes(validation_size, shape, generator=g)
-    q, t = model.simulate(clean, kind, g)
+    q, t = model.simulate(clean, augment, g)
     noise_var = float((q - t).var().item())
 
     def clipped(fn: Callable[[torch.Tensor], torch.Tensor]) -> Denoiser:
@@ -180,7 +180,7 @@ def build_denoisers(
     for k in (3, 5, 7):
         cands[f"wiener({k}x{k})"] = clipped(functools.partial(local_wiener, k=k, noise_var=noise_var))
     if cnn_steps > 0:
-        net = train_denoiser_cnn(model, kind, shape, low=low, high=high, steps=cnn_steps, seed=seed)
+        net = train_denoiser_cnn(model, augment, shape, low=low, high=high, steps=cnn_steps, seed=seed)
 
         def cnn(x: torch.Tensor, net: DenoiseCNN = net) -> torch.Tensor:
             with torch.no_grad():

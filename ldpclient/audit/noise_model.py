@@ -4,7 +4,7 @@ A curious teacher knows the client's software and its published settings, so it
 can simulate queries from any images it likes (public or synthetic, never the
 private records): release a record with the mechanism, then augment like
 LDPKiT-SIDP (the release itself: augmentation ``none``), -Rand (release + a fresh noise
-layer: ``rand``) or -Sup (average of two releases: ``sup``); the kinds are the names
+layer: ``rand``) or -Sup (average of two releases: ``sup``): the augments
 ``label --augment`` takes (:data:`ldpclient.names.AUGMENTATIONS`). This module holds that simulator; the denoisers train
 on its output.
 """
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from ..privacy.base import Mechanism
     from ..transfer.postprocess import Transform
 
-#: The query kinds the attacker simulates: the augmentations of ``label --augment``.
-KINDS = AUGMENTATIONS
 
 ReleaseFn = Callable[[torch.Tensor, Optional[torch.Generator]], torch.Tensor]
 ExtraNoiseFn = Callable[[tuple, Optional[torch.Generator]], torch.Tensor]
@@ -83,25 +81,25 @@ class NoiseModel:
         return cls(release_fn=release_fn, extra_noise_fn=extra, rand_scale=rand_scale, clip=clip, name=name)
 
     def simulate(
-        self, clean: torch.Tensor, kind: str, generator: torch.Generator | None = None
+        self, clean: torch.Tensor, augment: str, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Queries of ``kind`` made from ``clean`` and the clean image each one stands for.
+        """Queries of ``augment`` made from ``clean`` and the clean image each one stands for.
 
         Returns ``(queries, targets)``, both ``(N, C, H, W)``. For Sup the rows are
         paired with a random other row and the target is the clean average of the
         two (what the query represents).
         """
-        if kind not in KINDS:
-            raise ValueError(f"query kind must be one of {KINDS}, got {kind!r}")
+        if augment not in AUGMENTATIONS:
+            raise ValueError(f"augment must be one of {AUGMENTATIONS}, got {augment!r}")
         if clean.dim() != 4:
             raise ValueError(f"expected clean images (N, C, H, W), got shape {tuple(clean.shape)}")
         r = self.release_fn(clean, generator)
         target = clean
-        if kind == "rand":
+        if augment == "rand":
             if self.extra_noise_fn is None:
                 raise ValueError("Rand queries need extra_noise_fn (the mechanism's noise)")
             r = r + self.rand_scale * self.extra_noise_fn(tuple(r.shape), generator)
-        elif kind == "sup":
+        elif augment == "sup":
             n = clean.shape[0]
             if n < 2:
                 raise ValueError("Sup queries need at least 2 images")

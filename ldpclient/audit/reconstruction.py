@@ -156,7 +156,7 @@ def reconstruction_attack(
 
     ``queries`` ``(Q, C, H, W)`` as the teacher saw them; ``sources`` ``(Q, k)``
     indices into ``originals`` ``(N, C, H, W)`` (-1 unused; queries with no source
-    are ignored); ``bank``: denoisers for this query kind (the attacker uses its
+    are ignored); ``bank``: denoisers for this augment (the attacker uses its
     ``best``, chosen on synthetic data); ``record_bank``: denoisers for single
     releases, used on the linked per-record estimates (default: ``bank``);
     ``teacher``: callable mapping images to labels or logits.

@@ -7,7 +7,7 @@ Two ways to get the queries a curious teacher saw:
   (``plan=``, whose batch ids are the logged request ids) or given as ``sources=``;
 * **by simulation** (``sweep=`` {epsilon: mechanism}): the client's own query path
   (mechanism release, post-processing, LDPKiT plan) is run on the private records
-  for each setting and each query kind, so that attack success can be read
+  for each setting and each augment, so that attack success can be read
   against epsilon. Nothing leaves the machine.
 
 The attacker's denoisers never see the private records (synthetic training data).
@@ -25,13 +25,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..names import PLAN_KINDS
+from ..names import AUGMENTATIONS, PLAN_KINDS
 from ..transfer.augment import QueryPlan
 from .denoise import build_denoisers
 from .empirical_epsilon import audit_mechanism
 from .linkage import linkage_attack
 from .membership import membership_inference
-from .noise_model import KINDS, NoiseModel
+from .noise_model import NoiseModel
 from .reconstruction import reconstruction_attack
 from .rme import rme_linkage_audit
 
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from ..privacy.base import Mechanism
 
 Classifier = Callable[[torch.Tensor], torch.Tensor]
-#: A QueryPlan's kind -> the augment that builds it (a query kind is an augment's name)
-KIND_OF_PLAN = {v: k for k, v in PLAN_KINDS.items()}
+#: A QueryPlan's kind -> the augment that builds it
+AUGMENT_OF_PLAN = {v: k for k, v in PLAN_KINDS.items()}
 
 
 def _chw(shape: Sequence[int]) -> tuple[int, int, int]:
@@ -147,14 +147,14 @@ def sources_from_plan(plan: QueryPlan, segments: Sequence[tuple[str | None, int]
 def simulate_client(
     private: torch.Tensor,
     mechanism: Mechanism,
-    kind: str,
+    augment: str,
     *,
     queries_per_record: float = 2.0,
     transforms: Sequence[Any] = (),
     upsample_mode: str = "bilinear",
     seed: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The client's queries of ``kind`` for ``private`` (release, post-process, LDPKiT plan).
+    """The client's queries of ``augment`` for ``private`` (release, post-process, LDPKiT plan).
 
     Runs locally on the private records (nothing is sent; no ledger involved).
     Returns ``(queries (Q, C, H, W), sources (Q, 2))``; Q = n for SIDP, else
@@ -162,17 +162,17 @@ def simulate_client(
     """
     from ..transfer.postprocess import apply_all
 
-    if kind not in KINDS:
-        raise ValueError(f"query kind must be one of {KINDS}, got {kind!r}")
+    if augment not in AUGMENTATIONS:
+        raise ValueError(f"augment must be one of {AUGMENTATIONS}, got {augment!r}")
     n = private.shape[0]
     g = torch.Generator().manual_seed(seed)
     rel = mechanism.release(private, generator=g)
     src = rel.upsampled(upsample_mode) if rel.released_shape != rel.record_shape else rel
     src = apply_all(src, list(transforms))
-    q = None if kind == "none" else max(1, int(round(queries_per_record * n)))
-    if kind == "sup":
+    q = None if augment == "none" else max(1, int(round(queries_per_record * n)))
+    if augment == "sup":
         q = min(q or 1, n * (n - 1) // 2)
-    plan = QueryPlan(PLAN_KINDS[kind], n, num_queries=q, seed=seed, batch_size=max(1, min(4096, q or n)))
+    plan = QueryPlan(PLAN_KINDS[augment], n, num_queries=q, seed=seed, batch_size=max(1, min(4096, q or n)))
     qs, ss = [], []
     for _, d in plan.batches(src, mechanism=mechanism, noise_mode=upsample_mode):
         qs.append(d.values)
@@ -186,7 +186,7 @@ def audit_queries(
     sources: torch.Tensor,
     private: torch.Tensor,
     noise_model: NoiseModel,
-    kind: str,
+    augment: str,
     *,
     teacher: Optional[Classifier] = None,
     distractors: Optional[torch.Tensor] = None,
@@ -197,15 +197,15 @@ def audit_queries(
     seed: int = 0,
     banks: dict[str, Any] | None = None,
 ) -> dict:
-    """Reconstruction and linkage on one set of queries of one ``kind``.
+    """Reconstruction and linkage on one set of queries of one ``augment``.
 
     ``max_queries``: a seeded random subset of the queries is attacked (time bound).
     ``distractors``: extra non-private candidates added to the linkage candidate set.
-    ``banks``: a cache {kind: DenoiserBank} for this noise model, filled as needed
-    (reuse it across kinds at the same setting).
+    ``banks``: a cache {augment: DenoiserBank} for this noise model, filled as needed
+    (reuse it across augments at the same setting).
     """
-    if kind not in KINDS:
-        raise ValueError(f"query kind must be one of {KINDS}, got {kind!r}")
+    if augment not in AUGMENTATIONS:
+        raise ValueError(f"augment must be one of {AUGMENTATIONS}, got {augment!r}")
     shape = _chw(private.shape[1:])
     if tuple(queries.shape[1:]) != shape:
         raise ValueError(f"queries have shape {tuple(queries.shape[1:])} per row, private records {shape}")
@@ -218,10 +218,10 @@ def audit_queries(
         pick = torch.randperm(queries.shape[0], generator=g)[:max_queries]
         queries, sources = queries[pick], sources[pick]
     banks = {} if banks is None else banks
-    for k in {kind, "none"}:
+    for k in {augment, "none"}:
         if k not in banks:
             banks[k] = build_denoisers(noise_model, k, shape, low=low, high=high, cnn_steps=cnn_steps, seed=seed)
-    bank, record_bank = banks[kind], banks["none"]
+    bank, record_bank = banks[augment], banks["none"]
     rec = reconstruction_attack(
         queries,
         sources,
@@ -236,20 +236,20 @@ def audit_queries(
     cands = private if distractors is None else torch.cat([private, distractors.to(private.dtype)])
     link = linkage_attack(queries, sources, cands, denoiser=bank.candidates[bank.best])
     return {
-        "kind": kind,
+        "augment": augment,
         "denoiser_validation_mse": bank.validation_mse,
         "reconstruction": rec,
         "linkage": link,
     }
 
 
-def _summary_row(eps: float | None, kind: str, res: dict, guarantee: Any | None) -> dict:
+def _summary_row(eps: float | None, augment: str, res: dict, guarantee: Any | None) -> dict:
     rec, link = res["reconstruction"], res["linkage"]
     pq, li = rec["per_query"], rec["linked"]
     row = {
         "epsilon_element": eps,
         "epsilon_record": None if guarantee is None else guarantee.epsilon_record,
-        "kind": kind,
+        "augment": augment,
         "linkage_top1": link["top1_rate"],
         "linkage_chance": link["chance_top1"],
         "linkage_no_noise": link["no_noise_top1"],
@@ -292,7 +292,7 @@ class _Setup:
         queries: torch.Tensor,
         sources: torch.Tensor,
         nm: NoiseModel,
-        kind: str,
+        augment: str,
         banks: dict[str, Any] | None = None,
     ) -> dict:
         """:func:`audit_queries` on one query set (domain units) with these settings."""
@@ -301,7 +301,7 @@ class _Setup:
             sources,
             self.private,
             nm,
-            kind,
+            augment,
             teacher=self.teacher,
             distractors=self.distractors,
             low=self.low,
@@ -378,27 +378,27 @@ def _audit_logged(
     sources: torch.Tensor | None,
     plan: QueryPlan | Mapping[str, Any] | str | os.PathLike[str] | None,
     mechanism: Mechanism | None,
-    kind: str | None,
+    augment: str | None,
 ) -> dict[str, torch.Tensor] | None:
     """Attack what the teacher logged: fills ``logged`` and ``summary``; returns the example images, if any."""
     s.say("reading queries")
     if mechanism is None:
         raise ValueError("auditing logged queries needs the client's mechanism (the attacker knows it)")
     q, sources, the_plan = _logged_queries(s, queries, sources, plan)
-    kind = kind or (KIND_OF_PLAN[the_plan.kind] if the_plan is not None else None)
-    if kind is None:
-        kind = "sup" if ((sources >= 0).sum(1) == 2).any() else "none"
+    augment = augment or (AUGMENT_OF_PLAN[the_plan.kind] if the_plan is not None else None)
+    if augment is None:
+        augment = "sup" if ((sources >= 0).sum(1) == 2).any() else "none"
     nm = NoiseModel.from_mechanism(
         mechanism, transforms=s.transforms, upsample_mode=s.upsample_mode,
         rand_scale=the_plan.rand_scale if the_plan is not None else 1.0, clip=s.clip,
     )
-    s.say(f"attacking {q.shape[0]} logged {kind} queries")
-    res = s.attack(q, sources, nm, kind)
+    s.say(f"attacking {q.shape[0]} logged {augment} queries")
+    res = s.attack(q, sources, nm, augment)
     examples = res["reconstruction"].pop("examples", None)
     gu = mechanism.guarantee(tuple(s.private.shape[1:]))
     report["logged"] = {"num_logged_queries": int(q.shape[0]), "traced": int((sources >= 0).any(1).sum()),
                         "guarantee": gu.as_dict(), **res}
-    report["summary"] = [_summary_row(gu.epsilon_element, kind, res, gu)]
+    report["summary"] = [_summary_row(gu.epsilon_element, augment, res, gu)]
     return examples
 
 
@@ -406,11 +406,11 @@ def _audit_sweep(
     s: _Setup,
     report: dict[str, Any],
     sweep: Mapping[float, Any],
-    sweep_kinds: Sequence[str],
+    sweep_augments: Sequence[str],
     queries_per_record: float,
     examples: dict[str, torch.Tensor] | None,
 ) -> dict[str, torch.Tensor] | None:
-    """Simulate the client at each per-element epsilon and attack each kind; returns the example images."""
+    """Simulate the client at each per-element epsilon and attack each augment; returns the example images."""
     rows = report.setdefault("summary", [])
     report["sweep"] = []
     for eps in sorted(sweep):
@@ -418,7 +418,7 @@ def _audit_sweep(
         gu = mech.guarantee(tuple(s.private.shape[1:]))
         nm = NoiseModel.from_mechanism(mech, transforms=s.transforms, upsample_mode=s.upsample_mode, clip=s.clip)
         banks: dict[str, Any] = {}
-        for k in sweep_kinds:
+        for k in sweep_augments:
             s.say(f"simulating {k} queries at epsilon {eps:g} per element")
             qs, ss = simulate_client(s.private, mech, k, queries_per_record=queries_per_record,
                                      transforms=s.transforms, upsample_mode=s.upsample_mode, seed=s.seed)
@@ -486,13 +486,13 @@ def run_audit(
     sources: torch.Tensor | None = None,
     plan: QueryPlan | Mapping[str, Any] | str | os.PathLike[str] | None = None,
     mechanism: Mechanism | None = None,
-    kind: str | None = None,
+    augment: str | None = None,
     transforms: Sequence[Any] = (),
     upsample_mode: str = "bilinear",
     clip_queries: tuple[float, float] | str | None = "domain",
     teacher: Optional[Classifier] = None,
     sweep: Mapping[float, Any] | None = None,
-    sweep_kinds: Sequence[str] = KINDS,
+    sweep_augments: Sequence[str] = AUGMENTATIONS,
     queries_per_record: float = 2.0,
     empirical: bool = True,
     empirical_samples: int = 200_000,
@@ -513,12 +513,12 @@ def run_audit(
     or a tensor), with ``plan`` (the client's QueryPlan, to trace request ids to
     records) or ``sources`` ``(Q, k)``. ``mechanism``: the client's mechanism (the
     attacker knows the software and its settings; needed to train the denoiser
-    and for the empirical-epsilon test). ``kind``: ``none`` (SIDP)/``rand``/``sup``
+    and for the empirical-epsilon test). ``augment``: ``none`` (SIDP)/``rand``/``sup``
     (default: from the plan). ``transforms``: the client's post-processing
     (``ldpclient.transfer.postprocess`` objects). ``teacher``: a local callable images ->
     labels/logits used to judge reconstructions (never a remote API: that would
     send reconstructions of private data out). ``sweep``: {per-element epsilon:
-    mechanism} to simulate the client and attack each ``sweep_kinds``.
+    mechanism} to simulate the client and attack each ``sweep_augments``.
     ``membership``: keyword arguments of :func:`membership_inference` (``model``,
     ``members``, ``member_labels``, ``nonmembers``, ``nonmember_labels``, optional
     ``baseline_model``). ``rme``: also audit Reverse Manifold Embedding on the
@@ -536,9 +536,9 @@ def run_audit(
     )
     examples: dict[str, torch.Tensor] | None = None
     if queries is not None:
-        examples = _audit_logged(s, report, queries, sources, plan, mechanism, kind)
+        examples = _audit_logged(s, report, queries, sources, plan, mechanism, augment)
     if sweep:
-        examples = _audit_sweep(s, report, sweep, sweep_kinds, queries_per_record, examples)
+        examples = _audit_sweep(s, report, sweep, sweep_augments, queries_per_record, examples)
     if empirical:
         _audit_empirical(s, report, mechanism, sweep, paper_epsilon, empirical_samples)
     if membership is not None:
@@ -567,11 +567,11 @@ def write_report(
     eps = sorted({r["epsilon_element"] for r in rows})
     if len(eps) >= 2:
         series: dict[str, list[float]] = {}
-        for kind in KINDS:
-            by = {r["epsilon_element"]: r for r in rows if r["kind"] == kind}
+        for augment in AUGMENTATIONS:
+            by = {r["epsilon_element"]: r for r in rows if r["augment"] == augment}
             if len(by) == len(eps):
-                series[f"link {kind}"] = [by[e]["linkage_top1"] for e in eps]
-                if kind == "none":
+                series[f"link {augment}"] = [by[e]["linkage_top1"] for e in eps]
+                if augment == "none":
                     series["SSIM SIDP"] = [by[e]["recon_ssim"] for e in eps]
                     if "recon_teacher_agreement" in by[eps[0]]:
                         series["teacher agr. SIDP"] = [by[e]["recon_teacher_agreement"] for e in eps]

@@ -303,7 +303,7 @@ def _audit_report(
         sources=_load_sources(o.sources) if o.sources is not None else None,
         plan=o.plan if o.plan is not None else st.plan,
         mechanism=r.mech,
-        kind=st.augment,
+        augment=st.augment,
         transforms=parse_postprocess(r.postprocess),
         teacher=judge,
         sweep=sweep_map or None,
@@ -335,7 +335,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     for r in report.get("summary", []):
         eps_r = r.get("epsilon_record")
         line = (
-            f"  eps/elem {r['epsilon_element']:g} (per record {eps_r:.4g}) {r['kind']:>4}: "
+            f"  eps/elem {r['epsilon_element']:g} (per record {eps_r:.4g}) {r['augment']:>4}: "
             f"linkage {r['linkage_top1']:.3f} (chance {r['linkage_chance']:.4f}, no noise "
             f"{r['linkage_no_noise']:.3f}); "
             f"reconstruction SSIM {r['recon_ssim']:.3f} (chance {r['recon_chance_ssim']:.3f}), PSNR "

@@ -65,7 +65,7 @@ def test_run_audit_on_the_log(logged, tmp_path):
     rep = run_audit(logged["records"], queries=logged["log"], plan=logged["plan_file"], mechanism=logged["mech"],
                     cnn_steps=0, empirical=False, rme=False, out_dir=tmp_path)
     row = rep["summary"][0]
-    assert row["kind"] == "sup" and rep["logged"]["traced"] == 90
+    assert row["augment"] == "sup" and rep["logged"]["traced"] == 90
     assert row["linkage_top1"] > 5 * row["linkage_chance"]  # random-noise records are very identifiable
     assert (tmp_path / "audit.json").is_file() and (tmp_path / "audit_reconstructions.png").is_file()
     with pytest.raises(ValueError, match="plan"):
@@ -169,7 +169,7 @@ def test_audit_of_a_real_label_run_reads_settings_and_plan_from_its_report(tmp_p
     rep = json.loads(res.output)
     assert rep["logged"]["traced"] == 60  # every logged query mapped to its two records through the run's plan
     row = rep["summary"][0]
-    assert row["kind"] == "sup"
+    assert row["augment"] == "sup"
     # the run's settings were used: 3 per element on the 2x2-reduced record
     assert row["epsilon_record"] == pytest.approx(3.0 * (SIZE // 2) ** 2)
     res = CliRunner().invoke(_app(), ["--run", str(log), "--queries", str(log), "--private", str(folder)])
@@ -245,7 +245,7 @@ def test_ldpclient_audit_on_what_label_and_serve_mock_query_log_wrote(tmp_path):
     # and which were sent again: the teacher saw them twice
     assert rep["logged"]["traced"] == 56
     row = rep["summary"][0]
-    assert row["kind"] == "sup" and row["epsilon_record"] == pytest.approx(3.0 * (SIZE // 2) ** 2)
+    assert row["augment"] == "sup" and row["epsilon_record"] == pytest.approx(3.0 * (SIZE // 2) ** 2)
 
 
 def test_audit_refuses_a_bad_run_report_in_one_line(tmp_path):
@@ -266,7 +266,7 @@ def test_audit_refuses_a_bad_run_report_in_one_line(tmp_path):
 
 
 def test_the_audit_leaves_the_global_rng_alone(logged, tmp_path):
-    """The empirical-epsilon test used to draw its event sample from the global RNG."""
+    """The empirical-epsilon test draws its event sample from a generator of its own, not the global RNG."""
     before = torch.random.get_rng_state().clone()
     run_audit(logged["records"], queries=logged["log"], plan=logged["plan_file"], mechanism=logged["mech"],
               cnn_steps=2, empirical=True, rme=False, out_dir=tmp_path)
