@@ -51,8 +51,8 @@ def test_many_bars_make_a_wider_chart_with_slanted_names() -> None:
 
 
 def test_the_audit_draws_its_curves_and_reconstructions_with_matplotlib(tmp_path: Path) -> None:
-    rows = [{"epsilon_element": e, "kind": kind, "linkage_top1": min(1.0, e / 10), "recon_ssim": min(1.0, e / 20)}
-            for e in (0.5, 2.0, 8.0) for kind in ("none", "rand", "sup")]
+    rows = [{"epsilon_element": e, "augment": augment, "linkage_top1": min(1.0, e / 10), "recon_ssim": min(1.0, e / 20)}
+            for e in (0.5, 2.0, 8.0) for augment in ("none", "rand", "sup")]
     examples = {"original": torch.rand(4, 1, 8, 8), "query (SIDP)": torch.rand(4, 1, 8, 8),
                 "reconstruction": torch.rand(4, 3, 8, 8)}
     files = write_report({"summary": rows}, tmp_path, examples)
