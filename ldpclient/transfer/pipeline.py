@@ -26,7 +26,7 @@ from .context import Given, LabelClient, RunContext, StageRunner, check_wiring, 
 from .mirror_check import MirrorCheck
 from .query_book import PublicQueries, QueryBook
 from .resolve import Resolved
-from .result import TrainingSummary, TransferResult
+from .result import TransferResult
 from .result_cache import ResultCache
 from .rounds import round_ends
 from .settings import AdaptationSettings, PlanSettings, TrainingSettings
@@ -158,7 +158,6 @@ class KnowledgeTransfer:
         key = result_key(ctx, released, book, store) if len(ends) == 1 else None
         kept = self.result_cache.load(self.mode, key) if self.result_cache and key else None
         if kept is not None:  # the same records, releases, answers and settings: the result trained before
-            kept["training"] = TrainingSummary.from_dict({**(kept.get("training") or {}), "reused": True})
             return TransferResult(**kept, **outcome(ctx, released, book, store, public_counts),
                                   answers_apart=book.answers_apart(store))
         result, trained = self._learn(ctx, released, book, store, ends, public_counts)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from .adapt import AdaptHistory
+from .result import TrainingSummary
 from .student import TrainHistory, load_checkpoint, save_checkpoint
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 #: The layout of a kept result (:meth:`ResultCache.save`); another one is not read (the run trains anew).
 CACHE_SCHEMA = 1
 #: The fields of a :class:`~.result.TransferResult` a kept result restores (the others are the run's own).
-_KEPT = ("labels", "confidences", "unadapted_labels", "unfused_labels", "fusion_informativeness", "training",
-         "public_held_out", "confusion")
+_KEPT = ("labels", "confidences", "unadapted_labels", "unfused_labels", "fusion_informativeness", "public_held_out",
+         "confusion")
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,9 @@ class ResultCache:
         return self.directory / f"{slot}.result.pt", self.directory / f"{slot}.student.pt"
 
     def load(self, mode: str, key: str) -> dict[str, Any] | None:
-        """The fields kept under ``key`` (with ``student``, ``history`` and ``adaptation`` rebuilt), or None when
-        none is kept, another key is, or the files cannot be read (the run then trains anew)."""
+        """The fields kept under ``key`` (with ``student``, ``history``, ``adaptation`` and ``training`` rebuilt, the
+        training marked ``reused``), or None when none is kept, another key is, or the files cannot be read (the
+        run then trains anew)."""
         result, student = self._paths(mode)
         try:
             blob = torch.load(result, map_location="cpu", weights_only=True)
@@ -81,9 +83,11 @@ class ResultCache:
         if (info.get("extra") or {}).get("result_key") != key:  # a student written for another result
             return None
         fields = {name: blob.get(name) for name in _KEPT}
-        history, adaptation = blob.get("history"), blob.get("adaptation")
+        history, adaptation, training = blob.get("history"), blob.get("adaptation"), blob.get("training")
         fields["history"] = TrainHistory(**history) if isinstance(history, dict) else None
         fields["adaptation"] = AdaptHistory(**adaptation) if isinstance(adaptation, dict) else None
+        fields["training"] = TrainingSummary.from_dict({**(training if isinstance(training, dict) else {}),
+                                                        "reused": True})
         fields["student"] = model
         return fields
 
