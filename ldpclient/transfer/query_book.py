@@ -29,6 +29,16 @@ from .student import LabelStore
 #: defaults' 20,000 28x28 queries); above it every epoch builds its batches again.
 QUERY_CACHE_BYTES = 256 * 2**20
 
+#: Query ids per training chunk: an epoch shuffles the chunks, and the student shuffles within each one. Fixed
+#: here, not the teacher's batch size, so that neither the order nor the optimiser's batches depend on how many
+#: queries one request carried (16 to Cloud Vision, 256 over the Open Inference Protocol).
+TRAIN_CHUNK = 256
+
+
+def _id_chunks(total: int) -> list[tuple[int, int]]:
+    """``[0, total)`` cut into :data:`TRAIN_CHUNK`-id ranges ``(start, stop)``, in order."""
+    return [(a, min(a + TRAIN_CHUNK, total)) for a in range(0, total, TRAIN_CHUNK)]
+
 
 @dataclass
 class Segment:
@@ -162,25 +172,39 @@ class QueryBook:
             yield d.ids.numpy(), d.values
 
     def epoch_batches(self, epoch: int, seed: int) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-        """Query batches ``(store ids, values)`` for one training epoch, in a shuffled batch order seeded by
-        ``seed`` (a student's) and ``epoch``: the plan's batches sent and the public images' (each batch
-        ``public.repeats`` times, the held-out images left out), mixed."""
+        """Training chunks ``(store ids, values)`` for one epoch, in an order seeded by ``seed`` (a student's) and
+        ``epoch``: the plan's queries sent and the public images (each chunk ``public.repeats`` times, the held-out
+        images left out), mixed. A chunk is :data:`TRAIN_CHUNK` consecutive ids, whatever batch size the teacher
+        took: the same answers train the same student however they travelled."""
         g = torch.Generator().manual_seed((seed * 1_000_003 + epoch) % 2**63)
-        n_private = self.batches_sent
+        private = _id_chunks(self.queries_sent)
         public = self.public
-        n_public = public.images.plan.num_batches * public.repeats if public else 0
-        order = torch.randperm(n_private + n_public, generator=g).tolist()
-        private = self.private_batches([b for b in order if b < n_private])
-        for b in order:
-            if b < n_private:
-                yield next(private)
+        public_chunks = _id_chunks(public.images.plan.total) if public is not None else []
+        repeats = public.repeats if public is not None else 0
+        order = torch.randperm(len(private) + len(public_chunks) * repeats, generator=g).tolist()
+        for c in order:
+            if c < len(private):
+                yield self.private_rows(*private[c])
             else:
                 assert public is not None
                 images = public.images
-                local = images.plan.batch_ids((b - n_private) % images.plan.num_batches)
+                local = np.arange(*public_chunks[(c - len(private)) % len(public_chunks)])
                 local = local[public.trained_mask(images.ids(local))]  # the held-out images stay unseen
                 if len(local):
                     yield images.ids(local), images.built_rows().rows(torch.from_numpy(local)).values
+
+    def private_rows(self, start: int, stop: int) -> tuple[np.ndarray, torch.Tensor]:
+        """The plan's queries ``start`` to ``stop`` (ids, values as sent): sliced from the kept batches when all
+        were kept, else built again."""
+        ids = np.arange(start, stop, dtype=np.int64)
+        built, size = self.built, self.plan.batch_size
+        if built is not None and len(built) == self.batches_sent:
+            parts = [built[b][1][max(start - b * size, 0) : stop - b * size]
+                     for b in range(start // size, (stop - 1) // size + 1)]
+            return ids, parts[0] if len(parts) == 1 else torch.cat(parts)
+        d = self.plan.queries(self.source, ids, mechanism=self.mechanism, blank_releases=self.blank_source,
+                              noise_mode=self.noise_mode)
+        return ids, (self.clip(d) if self.clip is not None else d).values
 
     def sent_sample(self, store: LabelStore) -> Optional[SentSample]:
         """The first releases (post-processed) and the first queries as sent, with the teacher's answers."""

@@ -60,8 +60,14 @@ def test_chat_and_vision_teachers_label_as_well_as_the_same_model_over_oip(demo:
                         str(demo / "labels.json"), "--price", "0.0015")
     for run in (oip, chat, vision):
         assert run["verdict"]["level"] in ("usable", "doubtful", "not worth using") and "verdict" in run["stdout"]
-        assert abs(_accuracy(run) - _accuracy(oip)) <= 0.02
-    assert _accuracy(chat) == _accuracy(oip)  # the same answers: PNG bytes are the UINT8 tensor's
+    # equal by construction: the same seed releases the same noise, PNG bytes are the UINT8 tensor's (the same
+    # answers), and the student reads them in the same order whatever batch size each teacher takes (16 here for
+    # Vision, 256 over OIP)
+    assert vision["queries"]["batch_size"] < oip["queries"]["batch_size"]
+    for run in (chat, vision):
+        assert run["queries"]["answers_histogram"] == oip["queries"]["answers_histogram"]
+        assert _accuracy(run) == _accuracy(oip)
+    assert (tmp_path / "vision" / "labels.csv").read_text() == (tmp_path / "oip" / "labels.csv").read_text()
     token_bill = (billed["input_tokens"] * 0.15 + billed["output_tokens"] * 0.6) / 1e6  # the OIP run's images apart
     assert chat["cost"]["spent_run"] == pytest.approx(token_bill, abs=1e-9)  # to the token, so to the cent
     assert (chat["cost"]["input_tokens"], chat["cost"]["output_tokens"]) == (billed["input_tokens"],

@@ -322,3 +322,18 @@ def test_student_seed_draws_the_students_side_alone() -> None:
     assert not torch.equal(other.confidences, base.confidences)
     with pytest.raises(ValueError, match="student_seed must be an integer from 0"):
         TrainingSettings(student_seed=-1)
+
+
+@pytest.mark.parametrize("with_public", [False, True])
+def test_the_student_is_the_same_whatever_batch_size_the_teacher_takes(with_public: bool) -> None:
+    """The same seed and the same answers train the same student, whether the teacher took 16 queries a request
+    (Cloud Vision's limit) or 256: the training epochs read fixed chunks of ids, not the teacher's batches."""
+    x, _ = quadrant_records(60)
+    public = quadrant_records(40, seed=5)[0] if with_public else None
+    runs = [
+        quadrant_transfer(plan=dict(num_queries=700, query_batch_size=size), training=dict(epochs=2)).run(x, public)
+        for size in (16, 100, 256)
+    ]
+    assert [r.counts["batches"] for r in runs] == [44, 7, 3]
+    for r in runs[1:]:
+        assert torch.equal(r.labels, runs[0].labels) and torch.equal(r.confidences, runs[0].confidences)
