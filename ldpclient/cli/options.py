@@ -364,8 +364,14 @@ class QueryGroup(OptionGroup):
         None, "--public", file_okay=False,
         help="Folder of images you state are NOT private: each is sent once as it is (no noise, no privacy cost, "
         "never in the ledger; billed and counted apart) and its answer trains the student beside the private "
-        "queries. An image also in PRIVATE_DIR is refused.",
+        "queries. An image also in PRIVATE_DIR is refused, and so is a near copy of a private image (named with "
+        "it) unless --public-skip-copies.",
         show_default=False)
+    public_skip_copies: bool = typer.Option(
+        False, "--public-skip-copies/--no-public-skip-copies",
+        help="Leave out the --public images that are near copies of private images (this run's, or any the ledger "
+        "charged): never sent, each listed in the report's public_skipped with the private image it copies. "
+        "Default: the run is refused, naming them.")
     workers: int = typer.Option(1, min=1, help="Requests in flight at once.")
     cluster: Optional[str] = typer.Option(
         None, "--cluster", metavar="<auto|address>",

@@ -26,6 +26,9 @@ STUDENT_NAMES: tuple[str, ...] = ("small_cnn", "small_resnet", "resnet18", "mobi
 
 #: What a run's labels are worth, best first (``ldpclient.run.verdict`` decides; pages colour their bands by it).
 VERDICT_LEVELS: tuple[str, ...] = ("usable", "doubtful", "not worth having")
+#: What the privacy a run spent bought, set beside the data-free run on the same images (the verdict's
+#: ``privacy_bought``): significantly better labels, nothing measurable, or significantly worse labels.
+PRIVACY_BOUGHT: tuple[str, ...] = ("better labels", "nothing", "worse labels")
 
 
 def choice_list(names: tuple[str, ...]) -> str:
@@ -40,6 +43,7 @@ __all__ = [
     "FREE_IMAGES",
     "PLAN_KINDS",
     "STUDENT_NAMES",
+    "PRIVACY_BOUGHT",
     "VERDICT_LEVELS",
     "choice_list",
 ]

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
+from ..names import PRIVACY_BOUGHT, VERDICT_LEVELS
 from ..privacy.guarantee import coefficient_treatment
 from ..transfer.mirror_check import mirror_note
 from ..transfer.result import SentSample
@@ -74,7 +75,7 @@ def _summary(report: Mapping[str, Any]) -> dict[str, Any]:
     verdict = report.get("verdict") or {}
     level = str(verdict["level"]) if verdict else None
     g, c, q, cost = report["guarantee"], report["counts"], report["queries"], report["cost"]
-    items = [("labels", level)] if level else []
+    items = [("labels", str(verdict.get("standing") or level))] if level else []
     check = verdict.get("check")
     if check:
         items.append(("on the check set", f"{100 * check['accuracy']:.1f}% ({check['images']} images)"))
@@ -96,7 +97,18 @@ def _summary(report: Mapping[str, Any]) -> dict[str, Any]:
         ),
         ("time", f"{_total_seconds(report.get('timings') or {}):.0f} s"),
     ]
-    return {"level": level, "items": items}
+    return {"level": _band_level(verdict), "items": items}
+
+
+def _band_level(verdict: Mapping[str, Any]) -> str | None:
+    """The level whose colour the band and the verdict take: usable labels whose privacy bought nothing take
+    doubtful's (amber: run data-free instead), so that no green says what the words below take back."""
+    if not verdict:
+        return None
+    usable, doubtful = VERDICT_LEVELS[:2]
+    if verdict["level"] == usable and verdict.get("privacy_bought") == PRIVACY_BOUGHT[1]:
+        return doubtful
+    return str(verdict["level"])
 
 
 def _stage_parts(timings: Mapping[str, float]) -> set[str]:
@@ -127,8 +139,8 @@ def _verdict(report: Mapping[str, Any]) -> dict[str, Any] | None:
         if base:
             rows.append(("data-free run (no privacy spent)", f"{100 * base['accuracy']:.1f}%", _interval(base),
                          base["images"]))
-    return {"level": str(verdict["level"]), "reasons": [str(why) for why in verdict.get("reasons", [])],
-            "check_rows": rows}
+    return {"level": _band_level(verdict), "standing": str(verdict.get("standing") or verdict["level"]),
+            "reasons": [str(why) for why in verdict.get("reasons", [])], "check_rows": rows}
 
 
 def _guarantee(report: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ import torch
 from ..io.folders import (
     DecodedFolder,
     Discovery,
+    Skipped,
     SpooledImages,
     check_private_folder,
     discover_images,
@@ -76,7 +77,8 @@ if TYPE_CHECKING:
     from ..transfer.result import TransferResult
     from ..transfer.result_cache import ResultCache
 
-__all__ = ["Images", "LabelOptions", "label_run", "refuse_known_private", "resume_hint"]
+__all__ = ["Images", "LabelOptions", "known_private", "label_run", "refuse_known_private", "resume_hint",
+           "without_copies"]
 
 
 
@@ -148,7 +150,7 @@ def label_run(
             setup = replace(setup, plan=setup.plan.with_counts(len(images), len(carriers) if carriers else 0))
             seeds = _plan_seeds(setup, _data_key(setup, records, images.records), _folder_key(setup, records))
             session = _open_session(setup)
-            outcome = _run_transfer(setup, session, seeds, images.records, carriers)
+            outcome = _run_transfer(setup, session, seeds, images, carriers)
             page_images = _page_images(setup, images, outcome)  # before the spool is closed
         finally:
             images.close()  # the spooled clean records: nothing of them stays on disk
@@ -200,8 +202,9 @@ class _GivenImages(DecodedFolder):
         """Nothing to release: the caller owns the records."""
 
 
-#: The images a run labels (or sends as public): a folder spooled to disk, or records handed over in memory.
-Images = Union[SpooledImages, _GivenImages]
+#: The images a run labels (or sends as public): a folder spooled to disk, or records handed over in memory; public
+#: images may have some left out (``_KeptImages``, defined below).
+Images = Union[SpooledImages, _GivenImages, "_KeptImages"]
 
 
 def _given_records(setup: RunSetup, records: RecordSource) -> _GivenImages:
@@ -250,27 +253,63 @@ def _public_where(setup: RunSetup) -> str:
     return f"--public {str(setup.opts.public)!r}" if setup.opts.public is not None else "the public records"
 
 
-def refuse_known_private(ledger: Ledger, carriers: Images, where: str, *, domain: Domain,
-                         private: RecordSource | torch.Tensor | None = None, check: MirrorCheck | None = None) -> None:
-    """ValueError (before anything is sent) when some public images (``carriers``: their ``records`` and
-    ``printable_paths``), or the copies of them the mirror check would send (``check``: a
-    :class:`~ldpclient.transfer.mirror_check.MirrorCheck`, or None), are private images: charged before, from
-    whatever folder, or near copies of an image the ledger charged or of one of ``private`` (this run's private
-    images), as they are or mirrored, turned or inverted (``Ledger.private_copies``)."""
+#: Public images a refusal names on the terminal (the report's ``public_skipped`` lists every one left out).
+NAMED_COPIES = 5
+
+
+def known_private(ledger: Ledger, carriers: Images, *, domain: Domain, private: Images | None = None,
+                  check: MirrorCheck | None = None) -> dict[int, str]:
+    """The public images (``carriers``: their ``records``) that are private images, by index, each with the reason
+    in words: charged before, from whatever folder, or a near copy of an image the ledger charged or of one of
+    ``private`` (this run's private images, named by their files), as they are or mirrored, turned or inverted
+    (``Ledger.private_copies``); or one whose copy the mirror check would send (``check``: a
+    :class:`~ldpclient.transfer.mirror_check.MirrorCheck`, or None) is such a copy."""
     n = len(carriers.records)
-    known = ledger.private_copies(carriers.records, domain=domain, private=private,
+    known = ledger.private_copies(carriers.records, domain=domain,
+                                  private=private.records if private is not None else None,
+                                  private_names=private.printable_paths if private is not None else None,
                                   more=check.images if check is not None else None)
     own = {k: why for k, why in known.items() if k < n}
-    copy_of = "" if own or not known else "the mirror check's copy of "
-    if not own and known:  # only copies: named by the public image each was made from
-        assert check is not None  # found beyond the images: among the check's copies
-        own = {int(check.sample[(k - n) % check.size]): why for k, why in known.items()}
-    if own:
-        first = min(own)
-        raise ValueError(
-            f"{where}: {len(own)} image(s) are private images (e.g. {copy_of}"
-            f"{carriers.printable_paths[first]!r}: {own[first]}); nothing was sent: a private image, or a copy of "
-            "one, is never sent as public: remove it from the public images")
+    for k, why in known.items():  # the check's copies: named by the public image each was made from
+        if k >= n:
+            assert check is not None  # found beyond the images: among the check's copies
+            own.setdefault(int(check.sample[(k - n) % check.size]), f"its mirror check's copy is {why}")
+    return dict(sorted(own.items()))
+
+
+def refuse_known_private(carriers: Images, copies: dict[int, str], where: str) -> None:
+    """ValueError (before anything is sent) naming the public images ``copies`` found private
+    (:func:`known_private`), the first :data:`NAMED_COPIES` with the private image each copies."""
+    if not copies:
+        return
+    named = "; ".join(f"{carriers.printable_paths[k]!r}: {why}" for k, why in list(copies.items())[:NAMED_COPIES])
+    more = f"; and {len(copies) - NAMED_COPIES} more" if len(copies) > NAMED_COPIES else ""
+    raise ValueError(
+        f"{where}: {len(copies)} image(s) are private images ({named}{more}); nothing was sent: a private image, or "
+        "a copy of one, is never sent as public: remove them from the public images, or give --public-skip-copies "
+        "to leave them out (each is then listed in the report)")
+
+
+@dataclass(frozen=True)
+class _KeptImages(DecodedFolder):
+    """Public images without those found private: ``records`` the rest of ``whole``'s, ``skipped`` with each one left
+    out and the private image it copies."""
+
+    records: RecordSource
+    whole: Union[SpooledImages, _GivenImages]
+
+    def close(self) -> None:
+        self.whole.close()
+
+
+def without_copies(carriers: Images, copies: dict[int, str]) -> Images:
+    """``carriers`` less the images ``copies`` (:func:`known_private`), each named in ``skipped`` with its reason."""
+    keep = [k for k in range(len(carriers.records)) if k not in copies]
+    whole = carriers.whole if isinstance(carriers, _KeptImages) else carriers
+    left_out = tuple(Skipped(carriers.paths[k], f"not sent: {why}") for k, why in copies.items())
+    return _KeptImages(carriers.root, tuple(carriers.paths[k] for k in keep),
+                       tuple(sorted(carriers.skipped + left_out, key=lambda s: s.path)),
+                       SubsetRecords(carriers.records, keep), whole)
 
 
 def public_overlap(private: RecordSource, public: RecordSource, value_range: tuple[float, float]) -> list[int]:
@@ -550,25 +589,25 @@ def _open_session(setup: RunSetup) -> _Session:
 
 
 def _run_transfer(
-    setup: RunSetup, session: _Session, seeds: _Seeds, records: RecordSource, carriers: Images | None
+    setup: RunSetup, session: _Session, seeds: _Seeds, images: Images, carriers: Images | None
 ) -> RunOutcome:
-    """Noise, query and train (then the baseline), the public images (``carriers``, or None) beside the private
-    queries in both; a stop report at a cap; client and ledger closed whatever happens."""
+    """Noise, query and train (then the baseline) on ``images``, the public images (``carriers``, or None) beside
+    the private queries in both, less those found private (:func:`_public_checked`); a stop report at a cap; client
+    and ledger closed whatever happens."""
     from ..privacy.ledger import BudgetExceeded
     from ..teachers import CostCapReached
     from ..transfer.pipeline import KnowledgeTransfer
 
     opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
-    public = carriers.records if carriers is not None else None
+    records = images.records
     try:
         transfer = KnowledgeTransfer(
             setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode,
             seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,
             stages=session.cluster, result_cache=_result_cache(setup, seeds), **setup.plan.settings.as_kwargs(),
         )
-        if carriers is not None:
-            refuse_known_private(ledger, carriers, _public_where(setup), domain=setup.mechanism.domain,
-                                 private=records, check=transfer.mirror_check(records, carriers.records))
+        carriers = _public_checked(setup, ledger, transfer, images, carriers)
+        public = carriers.records if carriers is not None else None
         base = _baseline_transfer(setup, session, seeds) if opts.baseline else None
         # every cap the run can foresee, before anything is noised or sent (no stop report: nothing happened)
         if setup.plan.mode != "data-free":
@@ -608,6 +647,28 @@ def _run_transfer(
                     client_report=client_report, ledger_cap=ledger_cap, ledger_path=ledger_path,
                     query_batch_size=setup.plan.query_batch_size, baseline=baseline,
                     public_skipped=tuple(getattr(carriers, "skipped", ())))
+
+
+def _public_checked(
+    setup: RunSetup, ledger: Ledger, transfer: KnowledgeTransfer, images: Images, carriers: Images | None
+) -> Images | None:
+    """``carriers`` once no public image is a private one (:func:`known_private`): those that are left out with
+    ``--public-skip-copies`` (and the rest checked again, with the mirror check's copies of the rest), else the
+    run refused (ValueError) before anything is sent."""
+    if carriers is None:
+        return None
+    domain = setup.mechanism.domain
+    copies = known_private(ledger, carriers, domain=domain, private=images,
+                           check=transfer.mirror_check(images.records, carriers.records))
+    if copies and setup.opts.public_skip_copies:
+        carriers = without_copies(carriers, copies)
+        if not len(carriers.records):
+            raise ValueError(f"{_public_where(setup)}: every public image is a private image or a copy of one; "
+                             "nothing was sent")
+        copies = known_private(ledger, carriers, domain=domain, private=images,
+                               check=transfer.mirror_check(images.records, carriers.records))
+    refuse_known_private(carriers, copies, _public_where(setup))
+    return carriers
 
 
 def _baseline_transfer(setup: RunSetup, session: _Session, seeds: _Seeds) -> KnowledgeTransfer:

@@ -128,6 +128,7 @@ class LabelOptions(SharedOptions):
     device: str = "auto"
     train_batch_size: int = defaults.train_batch_size()
     public: Optional[Path] = None  # a folder of images declared not private: sent as they are (no noise, no charge)
+    public_skip_copies: bool = False  # leave out public images that are near copies of private ones (else refuse)
     html: bool = False  # also write <output stem>.html: what was sent, the guarantee, counts, the student
     html_private: bool = False  # show the clean private images on that page too (implies html)
     dry_run: bool = False  # resolve and show the plan only: nothing decoded, noised, sent or charged

@@ -235,8 +235,9 @@ class UI:
         rows.append(("report", str(r.outputs["report"])))
         if "html" in r.outputs:
             rows.append(("page", f"{r.outputs['html']} (open it in a browser)"))
-        level = (r.verdict or {}).get("level")
-        self._table("ldpclient label: done" + (f"; the labels are {level.upper()}" if level and level != "usable"
+        verdict = r.verdict or {}
+        level, standing = verdict.get("level"), str(verdict.get("standing") or verdict.get("level"))
+        self._table("ldpclient label: done" + (f"; the labels are {standing.upper()}" if level and standing != "usable"
                                                else ""), rows)
 
     def plan_summary(self, plan: Mapping[str, Any], warnings: Sequence[str] = ()) -> None:

@@ -66,7 +66,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..names import VERDICT_LEVELS
+from ..names import PRIVACY_BOUGHT, VERDICT_LEVELS
 from . import check_estimate
 from .check_score import CheckEvidence, informative_floor, sign_test_p, wilson_interval
 
@@ -88,6 +88,11 @@ BOUGHT_NOTHING_ADVICE = ("use the data-free labels (--epsilon 0: no privacy spen
                          "or more queries (--queries) and compare again")
 #: Labels equal to the data-free run's on this share of images or more: the privacy bought nothing measurable.
 SAME_AS_FREE = 0.95
+#: What the privacy spent bought, against the data-free run (``Verdict.privacy_bought``): significantly better
+#: labels, nothing measurable, or significantly worse ones. None: the run was not compared with one.
+BOUGHT_MORE, BOUGHT_NOTHING, BOUGHT_LESS = PRIVACY_BOUGHT
+#: What the standing adds to ``usable`` when the privacy bought nothing: the one headline of summary, report and page.
+NOTHING_BOUGHT_WORDS = "but the privacy bought nothing: the data-free labels are as good"
 #: A check set whose 95 % interval is wider than this either side of its estimate gets a reason saying about how many
 #: hand-labelled images would narrow it to this.
 PRECISE = 0.05
@@ -146,14 +151,27 @@ class Verdict:
     #: the final student against the teacher on the public images held out of training: ``images``, ``agree``,
     #: ``agreement``, ``low``, ``high`` (95 % Wilson interval); None without them
     public_held_out: dict[str, Any] | None = None
+    #: what the privacy spent bought against the data-free run: :data:`BOUGHT_MORE`, :data:`BOUGHT_NOTHING` or
+    #: :data:`BOUGHT_LESS`; None when the run was not compared with one (no ``--baseline``)
+    privacy_bought: str | None = None
+
+    @property
+    def standing(self) -> str:
+        """The level in words, with what the privacy bought when it bought nothing and the labels are usable all the
+        same ("usable, but the privacy bought nothing: ..."): what the summary, the report and the page open with."""
+        if self.level == USABLE and self.privacy_bought == BOUGHT_NOTHING:
+            return f"{self.level}, {NOTHING_BOUGHT_WORDS}"
+        return self.level
 
     @property
     def headline(self) -> str:
-        """One line: the level and the deciding reason."""
-        return f"{self.level}: {self.reasons[0]}" if self.reasons else self.level
+        """One line: the standing and the deciding reason."""
+        if not self.reasons:
+            return self.standing
+        return f"{self.standing}{': ' if self.standing == self.level else '; '}{self.reasons[0]}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"level": self.level, "headline": self.headline, **asdict(self)}
+        return {"level": self.level, "standing": self.standing, "headline": self.headline, **asdict(self)}
 
 
 def accuracy_words(verdict: Mapping[str, Any] | None) -> str | None:
@@ -218,13 +236,28 @@ def judge(
     majority = max(answer_counts) / sum(answer_counts) if sum(answer_counts) else None
     if check is None:
         found += _unmeasured_findings(collapse, held_out_agreement, majority, public_dict is not None)
+    bought = _privacy_bought(check, same_as_free)
     if same_as_free is not None and (check is None or check.baseline is None) and same_as_free >= SAME_AS_FREE:
         found.append((USABLE, f"{_pct(same_as_free)} of the labels are the data-free run's (no privacy spent): "
                               f"the privacy spent bought nothing measurable: {BOUGHT_NOTHING_ADVICE}"))
     level = max((lvl for lvl, _ in found), key=LEVELS.index, default=USABLE)
     reasons = [r for lvl, r in found if lvl == level] + [r for lvl, r in found if lvl != level]
     return Verdict(level, reasons, check_dict, asdict(collapse), same_as_free, held_out_agreement, majority,
-                   public_dict)
+                   public_dict, bought)
+
+
+def _privacy_bought(check: CheckEvidence | None, same_as_free: float | None) -> str | None:
+    """What the privacy spent bought against the data-free run: on the check set, the sign test of
+    :func:`_baseline_finding`; without one, nothing when the labels are the data-free run's on
+    :data:`SAME_AS_FREE` of the images (else unknown: None, as without a data-free run)."""
+    if check is not None and check.baseline is not None:
+        significant = sign_test_p(check.wins, check.losses) < 0.05
+        if significant and check.losses > check.wins:
+            return BOUGHT_LESS
+        return BOUGHT_MORE if significant and check.wins > check.losses else BOUGHT_NOTHING
+    if same_as_free is not None and same_as_free >= SAME_AS_FREE:
+        return BOUGHT_NOTHING
+    return None
 
 
 def _check_findings(
@@ -261,14 +294,13 @@ def _check_findings(
 def _baseline_finding(check: CheckEvidence) -> tuple[str, str]:
     """The labels against the data-free run's on the check set (a sign test on where they differ)."""
     assert check.baseline is not None
-    b = check.baseline
-    p = sign_test_p(check.wins, check.losses)
-    versus = (f"the data-free run (no privacy spent) gets {_pct(b.accuracy)} on the same images; the labels "
-              f"are right where it is wrong on {check.wins}, wrong where it is right on {check.losses}")
-    if check.losses > check.wins and p < 0.05:
+    bought = _privacy_bought(check, None)
+    versus = (f"the data-free run (no privacy spent) gets {_pct(check.baseline.accuracy)} on the same images; the "
+              f"labels are right where it is wrong on {check.wins}, wrong where it is right on {check.losses}")
+    if bought == BOUGHT_LESS:
         return (DOUBTFUL, f"worse than the data-free run: {versus}; its labels "
                           "(*.baseline.csv) are better and spent no privacy")
-    if check.wins <= check.losses or p >= 0.05:
+    if bought == BOUGHT_NOTHING:
         return (USABLE, f"no measurable gain over the data-free run: {versus}; the privacy spent "
                         f"bought nothing measurable: {BOUGHT_NOTHING_ADVICE}")
     return (USABLE, f"better than the data-free run: {versus}")
@@ -362,4 +394,5 @@ def _public_evidence(agree: int, images: int, *, floor: float, decides: bool) ->
     return {"images": images, "agree": agree, "agreement": share, "low": low, "high": high}, (level, words)
 
 
-__all__ = ["LEVELS", "NOT_WORTH", "DOUBTFUL", "USABLE", "Collapse", "Verdict", "accuracy_words", "judge"]
+__all__ = ["BOUGHT_LESS", "BOUGHT_MORE", "BOUGHT_NOTHING", "LEVELS", "NOT_WORTH", "DOUBTFUL", "USABLE", "Collapse",
+           "Verdict", "accuracy_words", "judge"]

@@ -222,23 +222,55 @@ def test_mirrored_turned_inverted_and_re_encoded_copies_of_this_runs_own_images_
         assert srv.usage()["total"]["images"] == 0 and paid_batches(tmp_path) == 0 and charged_images(tmp_path) == 0
 
 
+def test_copies_in_a_public_folder_are_named_with_their_private_twins_and_can_be_left_out(tmp_path: Path) -> None:
+    """A large public folder holding a few re-cropped copies of private images (as CIFAR-10's train set holds some of
+    its test photos): the refusal names each copy with the private image it copies; --public-skip-copies leaves them
+    out (never sent) and lists each in the report, and the rest are sent."""
+    private = _smooth(12, 3)
+    _write(tmp_path / "private", private, "img")
+    public = _smooth(10, 9)
+    public[2] = np.asarray(Image.fromarray(private[7]).crop((1, 1, 27, 27)).resize((28, 28), Image.BILINEAR))
+    public[6] = private[4][:, ::-1].copy()
+    _write(tmp_path / "public", public, "pub")
+    with mock_teacher(image_size=28) as srv:
+        refused = invoke(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(tmp_path / "public")))
+        assert refused.exit_code == EXIT_USAGE, refused.output
+        line = refused.stderr.strip().splitlines()[-1]
+        assert "2 image(s) are private images" in line and "--public-skip-copies" in line
+        assert "'pub02.png': a near copy of a private image, 'img07.png'" in line
+        assert "'pub06.png': a near copy of a private image, 'img04.png'" in line
+        assert srv.usage()["total"]["images"] == 0 and paid_batches(tmp_path) == 0
+        ok = invoke(_args28(tmp_path / "private", srv.model_url, tmp_path, "--public", str(tmp_path / "public"),
+                            "--public-skip-copies"))
+        assert ok.exit_code == 0, ok.output
+        sent = srv.usage()["total"]["images"]
+    report = json.loads((tmp_path / "out" / "labels.report.json").read_text())
+    skipped = {s["path"]: s["reason"] for s in report["public_skipped"]}
+    assert set(skipped) == {"pub02.png", "pub06.png"} and "'img07.png'" in skipped["pub02.png"]
+    assert report["queries"]["public_sent"] == 8 and sent == 24 + 8  # the private queries and 8 public images
+
+
 def test_the_mirror_checks_copies_are_checked_before_anything_is_sent(tmp_path: Path) -> None:
     """A copy the mirror check would send is refused like a public image (here the check's mirrored copy is, by
     construction, a private image)."""
     from types import SimpleNamespace
 
     from ldpclient.privacy.ledger import Ledger
-    from ldpclient.run.label import refuse_known_private
+    from ldpclient.run.label import known_private, refuse_known_private
 
     private = torch.from_numpy(np.stack(_smooth(6, 4))).float()[:, None] / 255
     public = torch.from_numpy(np.stack(_smooth(4, 8))).float()[:, None] / 255
     carriers = SimpleNamespace(records=public, printable_paths=[f"pub{k}.png" for k in range(4)])
+    own = SimpleNamespace(records=private, printable_paths=[f"img{k}.png" for k in range(6)])
     check = SimpleNamespace(images=torch.cat([public[:2].flip(-1), private[:1], public[1:2]]), sample=np.array([0, 3]),
                             size=2)
     with Ledger(tmp_path / "ledger.sqlite") as ledger:
-        refuse_known_private(ledger, carriers, "--public 'p'", domain=None, private=private)  # the images pass
-        with pytest.raises(ValueError, match="the mirror check's copy of 'pub0.png': a near copy of a private image"):
-            refuse_known_private(ledger, carriers, "--public 'p'", domain=None, private=private, check=check)
+        assert known_private(ledger, carriers, domain=None, private=own) == {}  # the images pass
+        copies = known_private(ledger, carriers, domain=None, private=own, check=check)
+    assert list(copies) == [0] and "mirror check's copy is a near copy of a private image, 'img0.png'" in copies[0]
+    with pytest.raises(ValueError, match="'pub0.png': its mirror check's copy is a near copy of a private image, "
+                                         "'img0.png'"):
+        refuse_known_private(carriers, copies, "--public 'p'")
 
 
 # ---------------------------------------------------------------- every state file is versioned

@@ -9,7 +9,17 @@ import pytest
 
 from ldpclient.run.check_file import CheckSet, parse_check_rows, read_check_file
 from ldpclient.run.check_score import check_evidence, informative_floor, sign_test_p, wilson_interval
-from ldpclient.run.verdict import DOUBTFUL, NOT_WORTH, USABLE, Collapse, accuracy_words, judge
+from ldpclient.run.verdict import (
+    BOUGHT_LESS,
+    BOUGHT_MORE,
+    BOUGHT_NOTHING,
+    DOUBTFUL,
+    NOT_WORTH,
+    USABLE,
+    Collapse,
+    accuracy_words,
+    judge,
+)
 
 BALANCED = [36] * 10  # labels per class of a healthy 360-image run
 ANSWERS = [400, 300, 350, 380, 420, 390, 310, 330, 560, 360]  # the teacher's answers over its queries
@@ -161,6 +171,31 @@ def test_no_significant_gain_over_the_data_free_run_is_said_without_lowering_the
         num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, check=check_evidence(check, names, labels, free)
     )
     assert v.level == USABLE and "no measurable gain over the data-free run" in v.reasons[1]
+    # one headline: the level stays usable, and what opens the summary, the report and the page says what the
+    # reasons below it say
+    assert v.privacy_bought == BOUGHT_NOTHING
+    assert v.standing == "usable, but the privacy bought nothing: the data-free labels are as good"
+    assert v.headline.startswith(v.standing + "; 80.0% right on the check set")
+    assert v.as_dict()["standing"] == v.standing and v.as_dict()["privacy_bought"] == "nothing"
+
+
+def test_what_the_privacy_bought_is_stated_beside_the_level() -> None:
+    """Significantly better than the data-free run: plain usable; worse: doubtful; no data-free run: not said."""
+    check, names, labels, free = _check(100, 80, free_right=50)
+    better = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS,
+                   check=check_evidence(check, names, labels, free))
+    assert (better.level, better.privacy_bought, better.standing) == (USABLE, BOUGHT_MORE, USABLE)
+    assert better.headline.startswith("usable: 80.0% right")
+    check, names, labels, free = _check(100, 60, free_right=80)
+    worse = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS,
+                  check=check_evidence(check, names, labels, free))
+    assert (worse.level, worse.privacy_bought, worse.standing) == (DOUBTFUL, BOUGHT_LESS, DOUBTFUL)
+    alone = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS,
+                  check=check_evidence(*_check(100, 80)[:3]))
+    assert alone.privacy_bought is None and alone.standing == USABLE
+    same = judge(num_classes=10, label_counts=BALANCED, answer_counts=ANSWERS, same_as_free=0.97,
+                 public_held_out=(450, 500))
+    assert same.privacy_bought == BOUGHT_NOTHING and same.standing.startswith("usable, but the privacy bought nothing")
 
 
 def test_a_check_set_that_shows_the_labels_right_outweighs_a_collapse() -> None:

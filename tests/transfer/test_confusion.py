@@ -1,4 +1,4 @@
-"""Issue 46 item 3: the teacher's confusion on noised queries, measured on public images, and training through it."""
+"""The teacher's confusion on noised queries, measured on public images, and training through it."""
 
 from __future__ import annotations
 

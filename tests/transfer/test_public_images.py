@@ -195,7 +195,7 @@ def test_training_sees_each_public_image_repeats_times_per_epoch_and_the_report_
 def test_a_tenth_of_the_public_images_is_held_out_of_training_and_scores_the_student(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 44: held-out public images as evidence. 120 public images: 12 are never trained on (nor anchor the
+    """Held-out public images as evidence. 120 public images: 12 are never trained on (nor anchor the
     adaptation), and the final student's agreement with the teacher on them is in the verdict."""
     from ldpclient.privacy import laplace
     from ldpclient.transfer import defaults

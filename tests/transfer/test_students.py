@@ -1,4 +1,4 @@
-"""Issue 46 item 0: several students learn from the same answers and the labels come from their mean output."""
+"""Several students learn from the same answers and the labels come from their mean output."""
 
 from __future__ import annotations
 

@@ -301,35 +301,63 @@ def prints_of(records: Iterable[torch.Tensor]) -> Iterator[torch.Tensor]:
         yield torch.cat(held)
 
 
+class Closest(NamedTuple):
+    """For each public image: ``similarity``, the largest cosine with any stored crop (``(N,)`` float32 in
+    ``[0, 1]``, ``-inf`` where nothing is stored), and ``at``, the stored image it was found at (``(N,)``
+    int64: its position in the blocks, counted from the first block's first image; -1 where nothing is stored)."""
+
+    similarity: torch.Tensor
+    at: torch.Tensor
+
+
 def nearest(blocks: Iterable[torch.Tensor], images: Query) -> torch.Tensor:
+    """For each public image (:func:`query`), the largest cosine with any stored crop: :func:`closest`'s
+    ``similarity``."""
+    return closest(blocks, images).similarity
+
+
+def closest(blocks: Iterable[torch.Tensor], images: Query) -> Closest:
     """For each public image (:func:`query`), the largest cosine, by its size (an inverted copy's is negative),
-    with any stored crop: its fingerprint as it is against every crop, then, for each of its variants, its
-    fingerprint at each window (:data:`WINDOWS`; :data:`CENTRED` for the turned ones) against the crops of the
-    variant's shift-blind nearest images per block (:data:`CANDIDATES` for the image as it is,
-    :data:`VARIANT_CANDIDATES` for each other variant). ``blocks``: stored fingerprints (:func:`stored`,
-    :func:`prints_of`). ``(N,)`` float32 in ``[0, 1]`` (``-inf`` where nothing is stored)."""
+    with any stored crop, and the stored image that has it: its fingerprint as it is against every crop, then,
+    for each of its variants, its fingerprint at each window (:data:`WINDOWS`; :data:`CENTRED` for the turned ones)
+    against the crops of the variant's shift-blind nearest images per block (:data:`CANDIDATES` for the image as
+    it is, :data:`VARIANT_CANDIDATES` for each other variant). ``blocks``: stored fingerprints (:func:`stored`,
+    :func:`prints_of`)."""
     n, variants = images.prints.shape[:2]
     best = torch.full((n, variants), -math.inf)
+    where = torch.full((n, variants), -1, dtype=torch.int64)
     spectra = _spectrum(images.prints.reshape(n * variants, SIZE)).view(n, variants, -1)
     upright = images.prints[:, 0].contiguous()
+    offset = 0
+
+    def keep(rows: slice, v: int, cosines: torch.Tensor, found: torch.Tensor) -> None:
+        better = cosines > best[rows, v]
+        best[rows, v] = torch.where(better, cosines, best[rows, v])
+        where[rows, v] = torch.where(better, found + offset, where[rows, v])
+
     for block in blocks:
         if not len(block):
             continue
+        crops = block.shape[1]
         flat = block.reshape(-1, SIZE).T  # (SIZE, M * crops)
         for i in range(0, n, _QUERY_CHUNK):
-            part = best[i : i + _QUERY_CHUNK, 0]
-            best[i : i + _QUERY_CHUNK, 0] = torch.maximum(part, (upright[i : i + _QUERY_CHUNK] @ flat).abs().amax(1))
+            top = (upright[i : i + _QUERY_CHUNK] @ flat).abs().max(1)
+            keep(slice(i, i + _QUERY_CHUNK), 0, top.values, top.indices // crops)
         block_spectra = _spectrum(block[:, 0])
         for v, grey in enumerate(images.grey):
             k = min(CANDIDATES if v == 0 else VARIANT_CANDIDATES, len(block))
             for i in range(0, n, _WINDOW_CHUNK):
                 candidates = (spectra[i : i + _WINDOW_CHUNK, v] @ block_spectra.T).topk(k, dim=1).indices  # (n, k)
                 windows = _window_prints(grey[i : i + _WINDOW_CHUNK], WINDOWS if v < _SYMMETRIES else CENTRED)
-                cosines = torch.einsum("nws,nkcs->nwkc", windows, block[candidates]).abs().flatten(1).amax(1)
-                best[i : i + _WINDOW_CHUNK, v] = torch.maximum(best[i : i + _WINDOW_CHUNK, v], cosines)
-    return best.amax(1)
+                top = torch.einsum("nws,nkcs->nwkc", windows, block[candidates]).abs().flatten(1).max(1)
+                found = candidates.gather(1, ((top.indices // crops) % k).unsqueeze(1)).squeeze(1)
+                keep(slice(i, i + _WINDOW_CHUNK), v, top.values, found)
+        offset += len(block)
+    top = best.max(1)
+    return Closest(top.values, where.gather(1, top.indices.unsqueeze(1)).squeeze(1))
 
 
 __all__ = ["BLOCK", "CANDIDATES", "CROPS", "FREQUENCIES", "NEAR", "SIDE", "SIZE", "SLOTS", "TURNS",
-           "VARIANT_CANDIDATES", "WINDOWS", "Query", "fingerprint", "fingerprintable", "nearest", "prints_of", "query",
+           "VARIANT_CANDIDATES", "WINDOWS", "Closest", "Query", "closest", "fingerprint", "fingerprintable", "nearest",
+           "prints_of", "query",
            "store", "stored", "stored_prints"]

@@ -146,6 +146,7 @@ class LedgerReader:
         domain: Domain | None = None,
         private: torch.Tensor | RecordSource | None = None,
         more: torch.Tensor | None = None,
+        private_names: Sequence[str] | None = None,
     ) -> dict[int, str]:
         """Which of ``records`` (images offered as public) are private images: index -> the reason in words. An
         image whose source the ledger has charged ("charged as a private image"), or whose perceptual fingerprint,
@@ -153,7 +154,9 @@ class LedgerReader:
         charged or of one of ``private`` (the private images of the run at hand, charged or not: "a near copy of a
         private image"). ``records``, ``sources``, ``domain``: as for :meth:`spent`. ``more``: images that would
         be sent after ``records`` (made from them: the mirror check's copies), searched in the same pass, found
-        under index ``len(records) + k``. Reads only."""
+        under index ``len(records) + k``. ``private_names``: how the reasons name ``private``'s images (default:
+        by their position); a near copy's reason names the private image it copies, or says the ledger's. Reads
+        only."""
         found: dict[int, str] = {}
         indices: list[np.ndarray] = []
         queries: list[_fingerprint.Query] = []
@@ -165,14 +168,17 @@ class LedgerReader:
                 indices.append(idx[~charged])
                 queries.append(_fingerprint.query(chunk[torch.from_numpy(~charged)]))
         if queries:  # one pass over the stored fingerprints (and this run's private images) for all of them
-            run_private = () if private is None else (
-                chunk for _, chunk in iter_batches(as_record_source(private), SPENT_CHUNK))
-            with self._lock:
-                blocks = itertools.chain(_fingerprint.stored(self._db), _fingerprint.prints_of(run_private))
-                similarity = _fingerprint.nearest(blocks, _fingerprint.Query.cat(queries))
-            for k, sim in zip(np.concatenate(indices).tolist(), similarity.tolist(), strict=True):
+            source = None if private is None else as_record_source(private)
+            run_private = () if source is None else (chunk for _, chunk in iter_batches(source, SPENT_CHUNK))
+            with self._lock:  # this run's images first: a tie names the file rather than the ledger
+                blocks = itertools.chain(_fingerprint.prints_of(run_private), _fingerprint.stored(self._db))
+                near = _fingerprint.closest(blocks, _fingerprint.Query.cat(queries))
+            in_run = 0 if source is None else len(source)
+            for k, sim, at in zip(np.concatenate(indices).tolist(), near.similarity.tolist(), near.at.tolist(),
+                                  strict=True):
                 if sim >= _fingerprint.NEAR:
-                    found[int(k)] = f"a near copy of a private image (cosine {sim:.4f})"
+                    twin = _twin(at, in_run, private_names)
+                    found[int(k)] = f"a near copy of a private image{twin} (cosine {sim:.4f})"
         return dict(sorted(found.items()))
 
     def remaining(
@@ -288,5 +294,13 @@ def check_records(records: object) -> torch.Tensor:
         raise ValueError("records must be real-valued")
     return records
 
+
+
+def _twin(at: int, in_run: int, names: Sequence[str] | None) -> str:
+    """Which private image a public one copies, in words: this run's ``at``-th (by ``names`` when given), or one the
+    ledger charged (``at`` past this run's ``in_run`` images: in an earlier run; the ledger keeps no names)."""
+    if at >= in_run:
+        return " the ledger charged in an earlier run (the ledger keeps no file names)"
+    return f", {names[at]!r}" if names is not None else f", number {at + 1} of this run's"
 
 __all__ = ["LedgerReader", "SPENT_CHUNK", "check_records"]
