@@ -249,24 +249,23 @@ def serve_mock(ctx: typer.Context) -> None:
 def demo(
     workdir: Optional[Path] = typer.Option(None, help="Where the private PNG folder and outputs go (default: a "
                                                       "temp dir)."),
-    queries: Optional[int] = typer.Option(
-        None, min=10, help=f"Teacher queries per method (default: label's, {defaults.QUERIES_PER_RECORD} per record).",
-        show_default=False,
-    ),
+    queries: Optional[int] = typer.Option(None, min=10, show_default=False, help="Teacher queries per method "
+                                          f"(default: label's, {defaults.QUERIES_PER_RECORD} per record)."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs (label's default)."),
     epsilon: float = typer.Option(defaults.epsilon(), help="Per-record epsilon of the demo's "
                                                            f"{defaults.mechanism()} mechanism."),
     reduce: Optional[int] = ReduceOption,
     adapt: bool = AdaptOption,
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run the data-free baseline."),
+    public: bool = typer.Option(
+        True, "--public-case/--no-public-case", help="Also label the folder beside 150 public digits of classes 0-4 "
+        "only, with its own data-free baseline: the case where privacy pays."),
     seed: int = typer.Option(0, help="Seed of the demo's data split and training (the demo uses public data)."),
     teacher_epochs: Optional[int] = typer.Option(None, min=1, hidden=True, help="Mock teacher epochs, uncached "
                                                                                 "(tests)."),
-    html: Optional[Path] = typer.Option(
-        None, "--html", dir_okay=False,
-        help="Write the LDPKiT-Sup run's page (label --html-private: the demo's images are public digits) here.",
-        show_default=False,
-    ),
+    html: Optional[Path] = typer.Option(None, "--html", dir_okay=False, show_default=False, help="Write the "
+                                        "LDPKiT-Sup run's page (label --html-private: the demo's images are public "
+                                        "digits) here."),
     json_out: bool = typer.Option(False, "--json", help="Print the demo's figures as JSON on stdout."),
 ) -> None:
     """End-to-end demo on real digits: mock teacher, private PNG folder, label, compare with SIDP."""
@@ -274,10 +273,9 @@ def demo(
 
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
-        result = run_demo(
-            workdir=workdir, queries=queries, epochs=epochs, epsilon=epsilon, reduce=reduce,
-            baseline=baseline, adapt=adapt, seed=seed, teacher_epochs=teacher_epochs, html=html, ui=ui,
-        )
+        result = run_demo(workdir=workdir, queries=queries, epochs=epochs, epsilon=epsilon, reduce=reduce,
+                          baseline=baseline, adapt=adapt, seed=seed, teacher_epochs=teacher_epochs, html=html, ui=ui,
+                          public=public)
     if json_out:
         ui.print_json(result)
     else:

@@ -21,7 +21,9 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     methods = [r["method"] for r in doc["rows"]]
     assert methods == [
         "LDPKiT-Sup, adapted", "LDPKiT-Sup, unadapted", "SIDP",
-        "data-free baseline, adapted", "data-free baseline, unadapted", "teacher on clean images",
+        "data-free baseline, adapted", "data-free baseline, unadapted",
+        "LDPKiT-Sup beside public 0-4, adapted", "data-free baseline beside public 0-4, adapted",
+        "teacher on clean images",
     ]
     assert doc["records"] == 359  # the 20% of the digits the teacher never trained on
     for row in doc["rows"]:
@@ -62,6 +64,26 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     assert "LDPKiT-Sup, adapted" in money and "data-free baseline, adapted" in money and "unadapted" not in money
     report = json.loads((tmp_path / "labels_sup.report.json").read_text())
     assert report["baseline"]["spent"] == pytest.approx(base["money"])  # the page's part of the money
+    # the second case: the same releases beside 150 public digits of classes 0-4, with its own data-free run; each
+    # case's gain is stated with what it means
+    public = json.loads((tmp_path / "labels_public.report.json").read_text())
+    assert public["counts"]["public_images"] == 150 and public["ledger"]["fresh"] == 0
+    # the private queries come from the journal; the public images and the mirror check's copies of them are sent
+    assert public["queries"]["from_journal"] == 120 and public["queries"]["sent"] == public["queries"]["public_sent"]
+    assert public["queries"]["public_sent"] >= 150
+    beside = rows["LDPKiT-Sup beside public 0-4, adapted"]
+    assert beside["epsilon_record"] == sup["epsilon_record"]
+    assert beside["money"] == pytest.approx(public["queries"]["public_sent"] * 0.001)
+    assert doc["notes"][2] == f"verdict on the labels beside public 0-4: {public['verdict']['headline']}"
+    alone = next(note for note in doc["notes"] if note.startswith("what the privacy bought, the folder alone: "))
+    points = 100 * (sup["accuracy"] - base["accuracy"])
+    assert f"{points:+.1f} points" in alone and "--baseline" in alone
+    free = rows["data-free baseline beside public 0-4, adapted"]
+    paid = next(note for note in doc["notes"] if note.startswith("what the privacy bought beside 150 public"))
+    assert f"{100 * (beside['accuracy'] - free['accuracy']):+.1f} points" in paid and "privacy pays" in paid
+    assert any("measured on the demo's 359 digits in this one run" in note for note in doc["notes"])
+    labels = {p.name for p in (tmp_path / "public").iterdir()}
+    assert len(labels) == 150 and not labels & {p.name for p in private.iterdir()}
 
 
 def test_demo_writes_its_page_out_of_its_temporary_folder_and_says_where(tmp_path: Path) -> None:
