@@ -7,17 +7,23 @@ DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: test demo docs bench interop browser clean
 
+# TORCH_INDEX: an index to take torch and torchvision from before the rest, e.g. PyTorch's CPU-only wheels
+# (make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu): PyPI's Linux wheels bring NVIDIA's CUDA libraries
+# and Triton (4.1 GB) whether or not the machine has a GPU.
+TORCH_INDEX ?=
+TORCH_PINS := $(shell sed -n 's/^ *"\(torch[a-z]*[<>=][^"]*\)",$$/\1/p' pyproject.toml)
+
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --index-url $(TORCH_INDEX) $(foreach pin,$(TORCH_PINS),'$(pin)'))
 
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 # What the demo needs only (no development extra: Ray, OpenDP, the test tools); make test installs the rest.
 $(DEMO_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[demo]'
 	touch $(DEMO_STAMP)
 

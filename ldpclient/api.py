@@ -100,6 +100,7 @@ def label(
     import torch
 
     from .io.text import check_token
+    from .run.compute import within_available_cores
     from .run.label import label_run
     from .run.ui import UI
     from .teachers.base import as_teacher
@@ -112,8 +113,9 @@ def label(
     bars = not quiet if quiet is not None else sys.stderr is not None and sys.stderr.isatty()
     ui = UI(quiet=not bars, on_progress=progress)
     try:
-        run = label_run(opts, token=check_token(token if token is not None else os.environ.get("LDPCLIENT_TOKEN")),
-                        ui=ui, teacher=opened, records=records, public=public)
+        with within_available_cores():
+            run = label_run(opts, token=check_token(token if token is not None else os.environ.get("LDPCLIENT_TOKEN")),
+                            ui=ui, teacher=opened, records=records, public=public)
     finally:
         ui.stop_progress()
     result = run.result

@@ -38,4 +38,4 @@ def test_the_readme_runs_in_order_in_a_new_shell_after_make_demo(tmp_path: Path)
                               text=True, timeout=900)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert (tmp_path / "labels.csv").exists() and (tmp_path / "labels.html").exists()
-    assert done.stdout.splitlines()[0].split(":")[0] in ("usable", "doubtful", "not worth having")
+    assert done.stdout.splitlines()[0].split(":")[0].split(",")[0] in ("usable", "doubtful", "not worth having")

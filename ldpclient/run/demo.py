@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..io.folders import to_uint8_image
+from ..names import PRIVACY_BOUGHT
 from ..privacy.guarantee import coefficient_treatment
 from ..report.label_files import read_labels
 from ..transfer import defaults
@@ -292,6 +293,10 @@ def _rows(root: Path, data: _PrivateData, answers: _Answers, opts: _DemoOptions)
 
 #: The second case's rows: LDPKiT-Sup and its data-free run, each beside the public digits of classes 0-4.
 BESIDE_PUBLIC = "beside public 0-4"
+#: What the run's verdict concluded of the gain (``verdict.privacy_bought``), in the demo's words.
+BOUGHT_WORDS = dict(zip(PRIVACY_BOUGHT, ("a measurable gain (the verdict's sign test)",
+                                         "no measurable gain (the verdict's sign test)",
+                                         "measurably worse labels (the verdict's sign test)"), strict=True))
 
 
 def _public_rows(root: Path, report: dict[str, Any], truth: dict[str, int], opts: _DemoOptions) -> list[dict[str, Any]]:
@@ -310,30 +315,36 @@ def _public_rows(root: Path, report: dict[str, Any], truth: dict[str, int], opts
     return rows
 
 
-def _gain_notes(rows: list[dict[str, Any]]) -> list[str]:
-    """What the privacy bought in each case, in points over its data-free run on the demo's 359 digits, and what
-    that means for the user's own data (none without the baseline rows)."""
+#: What each case means for the user's own data, after its measured gain.
+CASE_MEANING = {
+    "the folder alone": "the teacher's answers to blank images teach a student much of what such images need, so on "
+                        "your own images run --baseline beside the private run and spend privacy only where it "
+                        "measurably wins.",
+    f"beside {PUBLIC_IMAGES} public digits of classes 0-4 only": "public images that miss classes your private "
+                        "images hold teach the student nothing of those classes, and the private releases carry them: "
+                        "there privacy pays (set it beside the run without the public images too, the first case's "
+                        "data-free row: the public images pull the labels towards their own classes).",
+}
+
+
+def _gain_notes(rows: list[dict[str, Any]], answers: _Answers) -> list[str]:
+    """What the privacy bought in each case: the points over its data-free run on the demo's 359 digits, what the
+    run's verdict concluded from the check set, and what the case means for the user's own data (none without the
+    baseline rows)."""
     accuracy = {r["method"].removesuffix(", adapted"): r["accuracy"] for r in rows}
-
-    def gain(private: str, free: str) -> str | None:
-        if private not in accuracy or free not in accuracy:
-            return None
-        points = 100 * (accuracy[private] - accuracy[free])
-        return (f"{100 * accuracy[private]:.1f}% against {100 * accuracy[free]:.1f}% for the data-free run: "
-                f"{points:+.1f} points")
-
+    cases = [("the folder alone", "LDPKiT-Sup", "data-free baseline", answers.sup),
+             (f"beside {PUBLIC_IMAGES} public digits of classes 0-4 only", f"LDPKiT-Sup {BESIDE_PUBLIC}",
+              f"data-free baseline {BESIDE_PUBLIC}", answers.public)]
     notes = []
-    alone = gain("LDPKiT-Sup", "data-free baseline")
-    if alone:
-        notes.append(f"what the privacy bought, the folder alone: {alone}. The teacher's answers to blank images "
-                     "already teach a student most of what these digits need, so on your own images run --baseline "
-                     "beside the private run and spend privacy only where it measurably wins.")
-    beside = gain(f"LDPKiT-Sup {BESIDE_PUBLIC}", f"data-free baseline {BESIDE_PUBLIC}")
-    if beside:
-        notes.append(f"what the privacy bought beside {PUBLIC_IMAGES} public digits of classes 0-4 only: {beside}. "
-                     "Public images that miss classes your private images hold teach the student nothing of those "
-                     "classes, and the private releases carry them: that is where privacy pays (set it beside the "
-                     "run without the public images too, the first case's data-free row).")
+    for case, private, free, report in cases:
+        if private not in accuracy or free not in accuracy or report is None:
+            continue
+        points = 100 * (accuracy[private] - accuracy[free])
+        bought = (report.get("verdict") or {}).get("privacy_bought")
+        said = f"; on the check set, {BOUGHT_WORDS[bought]}" if bought in BOUGHT_WORDS else ""
+        notes.append(f"what the privacy bought, {case}: {100 * accuracy[private]:.1f}% against "
+                     f"{100 * accuracy[free]:.1f}% for its data-free run, {points:+.1f} points{said}. What it means: "
+                     f"{CASE_MEANING[case]}")
     if notes:
         notes.append("these gains are measured on the demo's 359 digits in this one run (the release noise is new "
                      "each run, so they move by a few points); the project's benchmarks measure both cases over 3 "
@@ -358,7 +369,7 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
         f"money: {sum(r['money'] for r in rows):.4g} in total at {DEMO_PRICE} per query (mock prices): "
         + "; ".join(f"{r['method']} {r['money']:.4g}" for r in rows if r["money"]) + ".",
     ]
-    notes[1:1] = _gain_notes(rows)
+    notes[1:1] = _gain_notes(rows, answers)
     beside = (answers.public or {}).get("verdict")
     if beside:
         notes.insert(0, f"verdict on the labels {BESIDE_PUBLIC}: {beside['headline']}")

@@ -79,7 +79,7 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     points = 100 * (sup["accuracy"] - base["accuracy"])
     assert f"{points:+.1f} points" in alone and "--baseline" in alone
     free = rows["data-free baseline beside public 0-4, adapted"]
-    paid = next(note for note in doc["notes"] if note.startswith("what the privacy bought beside 150 public"))
+    paid = next(note for note in doc["notes"] if note.startswith("what the privacy bought, beside 150 public"))
     assert f"{100 * (beside['accuracy'] - free['accuracy']):+.1f} points" in paid and "privacy pays" in paid
     assert any("measured on the demo's 359 digits in this one run" in note for note in doc["notes"])
     labels = {p.name for p in (tmp_path / "public").iterdir()}
