@@ -40,7 +40,7 @@ test: $(STAMP) browser
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m mypy --strict ldpclient/privacy ldpclient/teachers
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 demo: $(DEMO_STAMP)
 	$(VENV)/bin/ldpclient demo --workdir out --html out/demo.html

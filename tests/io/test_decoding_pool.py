@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -93,10 +92,12 @@ def test_ctrl_c_stops_the_pool_at_once(tmp_path):
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("progress"), line
-    t0 = time.monotonic()
     os.kill(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=30)
-    elapsed = time.monotonic() - t0
     assert "interrupted" in out and "finished" not in out
-    assert elapsed < 3.0, elapsed  # runs in flight finish (0.2 s each); queued ones are cancelled
+    # the runs in flight finish (two a process, 4 files a run; two more runs' margin for any that ended between the
+    # first line and the signal), the queued ones are cancelled: counted in files, not timed (a busy machine slows
+    # the pool and the clock alike; all 200 would take 5 s)
+    done = [int(line.split()[1]) for line in out.splitlines() if line.startswith("progress")]
+    assert max(done, default=0) <= int(line.split()[1]) + (2 * 2 + 2) * 4 < 200, out
     assert proc.returncode == 0

@@ -61,7 +61,9 @@ def test_adapter_fine_tunes_in_place_keeps_a_good_student_good_and_leaves_the_gl
     hist = SelfTrainingAdapter(seed=3).adapt(model, x, anchor)
     assert torch.equal(torch.random.get_rng_state(), state)
     assert hist.selected[-1] == 256 and len(hist.loss) == 3 and 0.0 <= hist.changed[-1] <= 1.0
-    assert _accuracy(model, x, y) >= before - 0.05
+    # over 12 seeds of this set-up (model seed and stripes) the adaptation changed the accuracy by 0.0 every time (the
+    # student is right on all 256 before and after): one image's worth of margin, for another build's float sums
+    assert _accuracy(model, x, y) >= before - 1 / len(y)
 
 
 def test_adapter_is_reproducible_for_a_seed_and_validates_its_options() -> None:

@@ -33,10 +33,28 @@ def _acc(labels: torch.Tensor, y: np.ndarray) -> float:
     return float((labels.numpy() == y).mean())
 
 
-def test_fusion_helps_a_noisy_student_and_reports_informative_answers() -> None:
+#: Worlds (seeds of :func:`_world`) the accuracy claims are averaged over: one world's gain is a draw (over 20 worlds
+#: the fusion's gain at weight 10 was +0.6 points on average, standard deviation 2.0, from -4.3 to +5.0; with the
+#: teacher's bias towards class 8, +0.1, standard deviation 1.5, from -2.3 to +3.3).
+WORLDS = range(20)
+
+
+def _mean_gain(**world: float) -> float:
+    """The fused labels' accuracy minus the student's, averaged over :data:`WORLDS` (a share in [-1, 1])."""
+    gains = []
+    for seed in WORLDS:
+        y, probs, i, j, answers = _world(seed=seed, **world)
+        fused = fuse_pair_evidence(probs, i, j, answers, weight=10.0).posterior.argmax(1)
+        gains.append(_acc(fused, y) - _acc(probs.argmax(1), y))
+    return float(np.mean(gains))
+
+
+def test_fusion_does_no_harm_on_average_and_reports_informative_answers() -> None:
+    """Over 20 worlds the mean gain is +0.6 points with a standard error of 0.45: the floor of -0.5 points sits 2.4
+    standard errors below it (a fusion that lost accuracy would fail it)."""
+    assert _mean_gain() > -0.005
     y, probs, i, j, answers = _world()
     res = fuse_pair_evidence(probs, i, j, answers, weight=10.0)
-    assert _acc(res.posterior.argmax(1), y) > _acc(probs.argmax(1), y) + 0.03
     assert res.informativeness > 0.1
     weak = fuse_pair_evidence(probs, i, j, answers)  # one effective observation: the student mostly stands
     assert (weak.posterior.argmax(1) == probs.argmax(1)).float().mean() > 0.9
@@ -48,8 +66,9 @@ def test_a_teacher_that_favours_one_class_does_not_drag_records_to_it() -> None:
     y, probs, i, j, answers = _world(alpha=0.2, bias=0.4)
     res = fuse_pair_evidence(probs, i, j, answers, weight=10.0)
     fused = res.posterior.argmax(1).numpy()
+    # over 20 worlds the share of 8s stayed 0.2 to 4 points below the truth's (never above it)
     assert (fused == 8).mean() < (y == 8).mean() + 0.05
-    assert _acc(res.posterior.argmax(1), y) >= _acc(probs.argmax(1), y)
+    assert _mean_gain(alpha=0.2, bias=0.4) > -0.005  # mean +0.1 points, standard error 0.34
 
 
 def test_uninformative_answers_leave_the_student_alone_and_unanswered_queries_are_ignored() -> None:

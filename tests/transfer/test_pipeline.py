@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -187,24 +188,24 @@ def test_settings_objects_and_one_teacher():
 @pytest.mark.parametrize("aug", ["sup", "rand"])
 def test_training_reads_the_batches_kept_from_sending_them_and_learns_the_same(monkeypatch, aug):
     """The batches built for the teacher are kept for the epochs: same student, same labels as building them again."""
-    from ldpclient.transfer import query_book
+    from ldpclient.transfer import augment, query_book
 
     x, _ = quadrant_records()
-    built_calls = []
-    original = query_book.QueryBook.stream
+    built: list[int] = []  # the queries built, by id
+    original = augment.QueryPlan.queries
 
-    def counting(self, order=None):
-        built_calls.append(order is None)
-        return original(self, order)
+    def counting(self, releases, ids, **kwargs):
+        built.extend(np.asarray(ids).tolist())
+        return original(self, releases, ids, **kwargs)
 
-    monkeypatch.setattr(query_book.QueryBook, "stream", counting)
+    monkeypatch.setattr(augment.QueryPlan, "queries", counting)
     kept = quadrant_transfer("ldpkit", aug, adaptation=dict(adapt=True)).run(x)
-    kept_calls = list(built_calls)
-    built_calls.clear()
+    kept_built = sorted(built)
+    built.clear()
     monkeypatch.setattr(query_book, "QUERY_CACHE_BYTES", 0)  # nothing kept: every epoch builds its batches
     rebuilt = quadrant_transfer("ldpkit", aug, adaptation=dict(adapt=True)).run(x)
-    assert kept_calls == [True]  # built once, to send them; epochs and anchors read the kept batches
-    assert len(built_calls) > 1
+    assert kept_built == list(range(1200))  # each built once, to send it; epochs and anchors read the kept batches
+    assert len(built) > 1200
     assert torch.equal(kept.labels, rebuilt.labels) and torch.equal(kept.confidences, rebuilt.confidences)
     for a, b in zip(kept.student.state_dict().values(), rebuilt.student.state_dict().values(), strict=True):
         assert torch.equal(a, b)
