@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+import socket
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
     from mock_server.runner import RunningServer
 
 DEMO_PRICE = 0.001  # money per query charged by the demo's mock teacher
+#: Where the demo's teacher listens when the port is free: where the README's next command finds the mock teacher
+#: (``ldpclient serve-mock --port 8080``), so that the ledger files the demo's releases under the same teacher and
+#: that command reuses them. Another port when it is taken.
+DEMO_PORT = 8080
 #: Private images whose true digit the demo writes to ``check.csv`` (the check set a user would label by hand).
 CHECK_IMAGES = 100
 #: Public images of the second case: digits of these classes only, from the teacher's held-out part (neither
@@ -208,10 +213,23 @@ def write_check_file(path: Path, labels: dict[str, int]) -> None:
 
 def _server_options(seed: int, teacher_epochs: int | None) -> dict[str, Any]:
     """Options for ``mock_server.serve``: the 28x28 digits teacher at :data:`DEMO_PRICE` per query."""
-    server_options: dict[str, Any] = {"model": "digits", "image_size": 28, "seed": seed, "price_per_image": DEMO_PRICE}
+    server_options: dict[str, Any] = {"model": "digits", "image_size": 28, "seed": seed, "price_per_image": DEMO_PRICE,
+                                      "port": DEMO_PORT if _port_free(DEMO_PORT) else 0}
     if teacher_epochs is not None:
         server_options.update(epochs=teacher_epochs, no_cache=True)
     return server_options
+
+
+def _port_free(port: int) -> bool:
+    """Whether ``port`` on 127.0.0.1 can be listened on now (as the mock teacher binds: reusing an address that
+    only closed connections still hold)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _run_methods(server: RunningServer, root: Path, data: _PrivateData, opts: _DemoOptions, ui: UI) -> _Answers:
