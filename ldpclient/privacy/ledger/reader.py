@@ -173,7 +173,9 @@ class LedgerReader:
             with self._lock:  # this run's images first: a tie names the file rather than the ledger
                 blocks = itertools.chain(_fingerprint.prints_of(run_private), _fingerprint.stored(self._db))
                 near = _fingerprint.closest(blocks, _fingerprint.Query.cat(queries))
-            in_run = 0 if source is None else len(source)
+            # the blocks' first images: this run's, where prints_of fingerprinted them (images of its shape only)
+            in_run = len(source) if source is not None and _fingerprint.fingerprintable(
+                tuple(source.record_shape)) else 0
             for k, sim, at in zip(np.concatenate(indices).tolist(), near.similarity.tolist(), near.at.tolist(),
                                   strict=True):
                 if sim >= _fingerprint.NEAR:
