@@ -81,9 +81,11 @@ class AcmeTeacher(Teacher):
 
     def __init__(self, base_url: str, *, transport: HttpTransport | None = None, **transport_options: Any):
         self.base_url = base_url.rstrip("/")
-        # no token given -> read from ACME_TOKEN; it is only ever placed in the header
+        # no token given -> read from ACME_TOKEN; it is only ever placed in the header, and never
+        # sent over plain http:// to another host (url=: refused here, before anything is sent)
         self.http = transport_from_options(
-            transport, transport_options, adapter="AcmeTeacher", name="acme", token_env="ACME_TOKEN"
+            transport, transport_options, adapter="AcmeTeacher", name="acme", url=self.base_url,
+            token_env="ACME_TOKEN",
         )
         self.journal_scope = f"acme:{self.base_url}"  # journal key: which teacher answered
         self._meta = TeacherMetadata(
@@ -126,10 +128,7 @@ class AcmeTeacher(Teacher):
                 units=len(chunk), billing=billing,  # every attempt of this billable request is counted
             )
             parts.append(labels)
-            out.requests += 1
-            out.attempts += info.attempts
-            out.bytes_sent += info.bytes_sent
-            out.bytes_received += info.bytes_received
+            out.count_call(info)  # requests, attempts, bytes, and the waits for a busy server
         out.labels = torch.cat(parts) if parts else out.labels
         return out
 

@@ -89,8 +89,9 @@ def label(
     (``timeout=``, ``max_retry_time=``, ``ca_bundle=``: :class:`ldpclient.run.network.NetworkOptions`); and
     what a server may not publish (``wire=``, ``num_classes=``, ``class_names=``, ``value_range=``,
     ``input_shape=``, ``input_name=``, ``output_name=``, ``datatype=``, ``model=``, ``price_input_tokens=``,
-    ``price_output_tokens=``, ``label_map=``, ``batch_api=``: :meth:`ldpclient.run.facts.TeacherFacts.from_options`,
-    the CLI's spellings as strings). An unknown name is a TypeError.
+    ``price_output_tokens=``, ``image_tokens=``, ``label_map=``, ``batch_api=``:
+    :meth:`ldpclient.run.facts.TeacherFacts.from_options`, the CLI's spellings as strings). An unknown name is a
+    TypeError.
 
     Raises what the CLI reports in one line: ``ValueError`` (bad option, bad data),
     ``ldpclient.io.folders.DataError``, ``ldpclient.privacy.BudgetExceeded`` (privacy cap),

@@ -241,6 +241,10 @@ PriceInputTokensOption = typer.Option(
     None, "--price-input-tokens", min=0.0,
     help="Money per million input tokens (prompt and image), for a teacher billed in tokens (openai+https://...): "
     "each query is booked at its most and settled from the tokens the answer reports.")
+ImageTokensOption = typer.Option(
+    None, "--image-tokens", min=1,
+    help="Input tokens one image costs at a teacher billed in tokens, to book each query at. Default: the published "
+    "rule of the model's family (gpt-4o 85, gpt-4o-mini 2,833, ...), else 2,833 until its answers show its count.")
 LabelMapOption = typer.Option(
     None, "--label-map", dir_okay=False, metavar="<file>",
     help="JSON object of class name -> list of Knowledge Graph mids and label descriptions, for a teacher that answers "
@@ -393,6 +397,7 @@ class MoneyGroup(OptionGroup):
         "cross it is refused before anything is noised or sent. Default: none.")
     price_input_tokens: Optional[float] = PriceInputTokensOption
     price_output_tokens: Optional[float] = PriceOutputTokensOption
+    image_tokens: Optional[int] = ImageTokensOption
     batch_api: bool = BatchApiOption
     label_map: Optional[Path] = LabelMapOption
 

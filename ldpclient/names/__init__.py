@@ -29,6 +29,19 @@ VERDICT_LEVELS: tuple[str, ...] = ("usable", "doubtful", "not worth having")
 #: What the privacy a run spent bought, set beside the data-free run on the same images (the verdict's
 #: ``privacy_bought``): significantly better labels, nothing measurable, or significantly worse labels.
 PRIVACY_BOUGHT: tuple[str, ...] = ("better labels", "nothing", "worse labels")
+#: Why a teacher declined a query (an abstention), by kind: the key the report's ``queries.declined`` counts under,
+#: and the words the summary and the page use. Chat models: "cannot tell" (any spelling), a refusal, a
+#: content-policy error or content filter, an answer outside the class list, an answer cut off or unreadable;
+#: Cloud Vision: no label that maps to a class, an image's own error entry.
+DECLINE_KINDS: dict[str, str] = {
+    "cannot_tell": "cannot tell",
+    "refusal": "refused",
+    "policy": "content-policy error",
+    "off_list": "answer outside the class list",
+    "unreadable": "answer cut off or unreadable",
+    "unmapped": "no label that maps to a class",
+    "image_error": "error on the image",
+}
 
 
 def choice_list(names: tuple[str, ...]) -> str:
@@ -44,6 +57,7 @@ __all__ = [
     "PLAN_KINDS",
     "STUDENT_NAMES",
     "PRIVACY_BOUGHT",
+    "DECLINE_KINDS",
     "VERDICT_LEVELS",
     "choice_list",
 ]

@@ -22,7 +22,15 @@ from ..transfer.mirror_check import mirror_note
 from ..transfer.result import SentSample
 from ..transfer.rounds import rounds_in_words
 from .html import bar_chart, png_data_uri, render
-from .notes import DATA_FREE_NOTE, money_parts, token_prices_words, unpriced_note, weak_privacy_note
+from .notes import (
+    DATA_FREE_NOTE,
+    declined_words,
+    money_parts,
+    token_prices_words,
+    unpriced_note,
+    waits_words,
+    weak_privacy_note,
+)
 
 #: Skipped files and escaped names listed by name; the rest are counted.
 MAX_LISTED = 50
@@ -263,8 +271,11 @@ def _counts(report: Mapping[str, Any]) -> dict[str, Any]:
         ("queries per request", q["batch_size"]),
     ]
     if q.get("abstained"):
-        rows.insert(8, ("of them, declined by the teacher (\"cannot tell\", refusals; never trained on)",
-                        q["abstained"]))
+        why = f" ({declined_words(q['declined'])})" if q.get("declined") else ""
+        rows.insert(8, ("of them, declined by the teacher (never trained on)", f"{q['abstained']:,}{why}"))
+    waits = waits_words(q.get("busy", 0), q.get("busy_wait_s", 0.0), q.get("paced_s", 0.0))
+    if waits:
+        rows.append(("the teacher's rate limits", waits))
     if q.get("rounds"):
         rows.insert(7, ("query rounds (--query-rounds)", rounds_in_words(q["rounds"], report.get("run_plan"))))
     if c.get("public_images"):

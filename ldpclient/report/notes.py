@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..names import DECLINE_KINDS
 from ..transfer import defaults
 
 
@@ -63,7 +64,34 @@ def money_parts(spent_run: float, spent_public: float | None, baseline: Mapping[
     return f" ({', '.join(parts)})"
 
 
-__all__ = ["DATA_FREE_NOTE", "money_parts", "unpriced_note", "utility_note", "weak_privacy_note"]
+def declined_words(declined: Mapping[str, int]) -> str:
+    """Why the teacher declined queries, most first: "12 cannot tell, 3 refused" (``declined``: count per key of
+    :data:`ldpclient.names.DECLINE_KINDS`; an unknown key is shown as it is)."""
+    ranked = sorted(declined.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{n:,} {DECLINE_KINDS.get(kind, kind)}" for kind, n in ranked if n)
+
+
+def waits_words(busy: int, busy_s: float, paced_s: float) -> str:
+    """A busy teacher's waits in words: "waited out 689 rate limits (2.3 min in all)", with the time requests were
+    held back for its limit; ``""`` when there were none. ``busy``: 429/503 answers waited out; seconds."""
+    if not busy and paced_s < 0.05:
+        return ""
+    words = [f"waited out {busy:,} rate limit{'s' if busy != 1 else ''} ({_duration(busy_s)} in all)"] if busy else []
+    words += [f"held requests back {_duration(paced_s)} for the teacher's rate limit"] if paced_s >= 0.05 else []
+    return "; ".join(words)
+
+
+def _duration(seconds: float) -> str:
+    """``"0.4 s"``, ``"2.3 min"`` or ``"1.5 h"``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+
+
+__all__ = [
+    "DATA_FREE_NOTE", "declined_words", "money_parts", "unpriced_note", "utility_note", "waits_words",
+    "weak_privacy_note",
+]
 
 
 def token_prices_words(price_input: float | None, price_output: float | None, batch_factor: float | None) -> str:

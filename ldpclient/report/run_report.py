@@ -118,6 +118,7 @@ class CountsSection:
 
 @dataclass(frozen=True)
 class QueriesSection:
+    #: the queries the run's plan holds (the public images' included), whether sent, read back or declined
     planned: int
     batches: int
     sent: int
@@ -138,6 +139,16 @@ class QueriesSection:
     #: of ``sent`` and ``from_journal``, the queries the teacher declined to label ("cannot tell", a refusal, a
     #: content-policy error, an answer outside the class list): never trained on
     abstained: int = 0
+    #: of ``abstained``, the queries sent this run by why they were declined (keys of
+    #: :data:`ldpclient.names.DECLINE_KINDS`; answers read back from the journal keep no reason); None: none
+    declined: dict[str, int] | None = None
+    #: of ``sent``, the answers collected from Batch API jobs an earlier run sent (a run killed after sending them)
+    collected_earlier: int = 0
+    #: answers of a busy teacher (429 rate limits, 503 overloads) waited out as it asked, the seconds waited for
+    #: them, and the seconds requests were held back because its headers said its limit was used up
+    busy: int = 0
+    busy_wait_s: float = 0.0
+    paced_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -157,6 +168,9 @@ class CostSection:
     output_tokens: int = 0
     #: the share of the token prices a batch API billed, where the run asked through one (``--batch``), else None
     batch_price_factor: float | None = None
+    #: answers billed in tokens whose ``usage`` was missing or not believable (zero, negative, absurd): charged at
+    #: their booking, the most they could cost
+    usage_not_reported: int = 0
 
 
 @dataclass(frozen=True)

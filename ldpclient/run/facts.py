@@ -37,6 +37,7 @@ class TeacherFacts:
     ``input_shape``: per record without the batch axis, e.g. ``(1, 28, 28)``. ``model``: the model's name at an
     API that serves several (chat APIs); ``class_descriptions``: class name -> one line, for a chat model's prompt;
     ``price_input_tokens``/``price_output_tokens``: money per million tokens, for teachers billed in tokens;
+    ``image_tokens``: the input tokens one image costs at such a teacher (else its family's published rule);
     ``batch_api``: ask a chat teacher through its Batch API.
     """
 
@@ -52,6 +53,7 @@ class TeacherFacts:
     class_descriptions: tuple[tuple[str, str], ...] | None = None
     price_input_tokens: float | None = None
     price_output_tokens: float | None = None
+    image_tokens: int | None = None
     label_map: Path | None = None
     batch_api: bool = False
 
@@ -75,6 +77,7 @@ class TeacherFacts:
         model: str | None = None,
         price_input_tokens: float | None = None,
         price_output_tokens: float | None = None,
+        image_tokens: int | None = None,
         label_map: Path | None = None,
         batch_api: bool = False,
     ) -> "TeacherFacts":
@@ -89,6 +92,8 @@ class TeacherFacts:
         ):
             if price is not None and not (math.isfinite(price) and price >= 0):
                 raise ValueError(f"{option} must be a finite number >= 0 (money per million tokens), got {price}")
+        if image_tokens is not None and image_tokens < 1:
+            raise ValueError(f"--image-tokens must be >= 1 (input tokens one image costs), got {image_tokens}")
         described = read_class_descriptions(class_names) if class_names is not None else None
         names = tuple(n for n, _ in described) if described is not None else None
         if names is not None and num_classes is not None and len(names) != num_classes:
@@ -107,6 +112,7 @@ class TeacherFacts:
             class_descriptions=tuple((n, d) for n, d in described or () if d) or None,
             price_input_tokens=price_input_tokens,
             price_output_tokens=price_output_tokens,
+            image_tokens=image_tokens,
             label_map=label_map,
             batch_api=bool(batch_api),
         )
@@ -114,7 +120,7 @@ class TeacherFacts:
     def supplied(self) -> dict[str, Any]:
         """The facts that were given, as keyword arguments of the teacher adapters."""
         keys = ("num_classes", "class_names", "value_range", "input_shape", "input_name", "output_name", "datatype",
-                "model", "price_input_tokens", "price_output_tokens", "label_map")
+                "model", "price_input_tokens", "price_output_tokens", "image_tokens", "label_map")
         out = {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
         if self.class_descriptions:
             out["class_descriptions"] = dict(self.class_descriptions)

@@ -480,7 +480,11 @@ def _dry_run(
         warnings = check_plan_money(plan, **_money_so_far(opts, plan.scope))
     finally:
         teacher.close()
-    return LabelRun(report={"dry_run": True, "plan": plan.describe(), "warnings": warnings}, result=None, paths=())
+    described = plan.describe()
+    booking = getattr(teacher, "booking", None)
+    if booking is not None and opts.facts.token_priced:  # what the cap holds on, per query, in tokens
+        described["spend"]["booking"] = booking.describe()
+    return LabelRun(report={"dry_run": True, "plan": described, "warnings": warnings}, result=None, paths=())
 
 
 def _money_so_far(opts: LabelOptions, scope: str) -> dict[str, Any]:

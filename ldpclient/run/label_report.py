@@ -65,7 +65,7 @@ def judge_run(setup: RunSetup, names: Sequence[str], outcome: RunOutcome) -> Ver
                  public_held_out=((result.public_held_out["agree"], result.public_held_out["images"])
                                   if result.public_held_out else None),
                  class_names=[str(c) for c in meta.class_names] if meta.class_names else None,
-                 abstained=_abstained(outcome.stats_private))
+                 abstained=_abstained(outcome.stats_private), declined=outcome.stats_private.get("declined"))
 
 
 def _abstained(stats: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -161,20 +161,7 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
             public_skipped=len(outcome.public_skipped),
             not_released=int(counts.get("not_released", 0)),
         ),
-        "queries": QueriesSection(
-            planned=int(counts.get("queries", 0)),
-            batches=int(counts.get("batches", 0)),
-            sent=stats["queries_sent"],
-            from_journal=stats["queries_from_journal"],
-            requests=stats["requests"],
-            batch_size=outcome.query_batch_size,
-            plan_seed_source="--seed" if opts.seed is not None else "runs.json",
-            answers_histogram=list(outcome.result.teacher_label_histogram),
-            public_sent=int(counts.get("public_sent", 0)),
-            public_from_journal=int(counts.get("public_from_journal", 0)),
-            rounds=[r.as_dict() for r in outcome.result.query_rounds] or None,
-            abstained=int(stats.get("abstained", 0)),
-        ),
+        "queries": _queries_section(setup, outcome),
         "cost": CostSection(
             price_per_query=opts.price,
             spent_run=client_report["spent_run"],
@@ -186,6 +173,7 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
             price_output_tokens=opts.facts.price_output_tokens if opts.facts.token_priced else None,
             input_tokens=int(stats.get("input_tokens", 0)),
             output_tokens=int(stats.get("output_tokens", 0)),
+            usage_not_reported=int(stats.get("unbilled", 0)),
             batch_price_factor=BatchSettings().price_factor if opts.facts.batch_api and opts.facts.token_priced
             else None,
         ),
@@ -203,6 +191,30 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
             not_released=int(counts.get("not_released", 0)),
         ),
     }
+
+
+def _queries_section(setup: RunSetup, outcome: RunOutcome) -> QueriesSection:
+    """The report's ``queries``: what was planned, sent and read back, declined, and waited for."""
+    counts, stats = outcome.result.counts, outcome.stats_private
+    return QueriesSection(
+        planned=int(counts.get("queries_planned", counts.get("queries", 0))),
+        batches=int(counts.get("batches", 0)),
+        sent=stats["queries_sent"],
+        from_journal=stats["queries_from_journal"],
+        requests=stats["requests"],
+        batch_size=outcome.query_batch_size,
+        plan_seed_source="--seed" if setup.opts.seed is not None else "runs.json",
+        answers_histogram=list(outcome.result.teacher_label_histogram),
+        public_sent=int(counts.get("public_sent", 0)),
+        public_from_journal=int(counts.get("public_from_journal", 0)),
+        rounds=[r.as_dict() for r in outcome.result.query_rounds] or None,
+        abstained=int(stats.get("abstained", 0)),
+        declined=dict(stats.get("declined") or {}) or None,
+        collected_earlier=int(stats.get("collected_earlier", 0)),
+        busy=int(stats.get("busy", 0)),
+        busy_wait_s=round(float(stats.get("busy_s", 0.0)), 3),
+        paced_s=round(float(stats.get("paced_s", 0.0)), 3),
+    )
 
 
 ADAPTATION_NOTE = (

@@ -31,13 +31,15 @@ from ..io.text import printable
 from ..privacy.guarantee import coefficient_treatment
 from ..report.notes import (
     DATA_FREE_NOTE,
+    declined_words,
     money_parts,
     token_prices_words,
     unpriced_note,
     utility_note,
+    waits_words,
     weak_privacy_note,
 )
-from ..report.run_report import CostSection, LedgerSection, RunReport, StudentSection, TeacherSection
+from ..report.run_report import CostSection, LedgerSection, QueriesSection, RunReport, StudentSection, TeacherSection
 from ..transfer.mirror_check import mirror_note
 from ..transfer.rounds import rounds_in_words
 from .verdict import accuracy_words
@@ -207,12 +209,14 @@ class UI:
             ("accuracy", accuracy_words(r.verdict) or utility_note(bool(g.get("public_input")))),
             *_assumed_rows(r.teacher),
             ("ledger", _label_ledger_line(r.ledger)),
-            ("queries", f"{q.sent} sent, {q.from_journal} answered from the journal (not paid again)"
+            ("queries", _sent_words(q) + f", {q.from_journal} answered from the journal (not paid again)"
              + (f"; of them {q.public_sent} and {q.public_from_journal} public: {r.counts.public_images} images "
                 "sent as they are" + (f" and {r.counts.mirror_check_queries} mirrored and shifted copies of them, "
                                       "for the mirror check" if r.counts.mirror_check_queries else "")
                 if r.counts.public_images else "")
-             + (f"; the teacher declined {q.abstained} of them (never trained on)" if q.abstained else "")),
+             + (f"; the teacher declined {q.abstained} of them (never trained on"
+                + (f": {declined_words(q.declined)}" if q.declined else "") + ")" if q.abstained else "")
+             + (f"; {waits}" if (waits := waits_words(q.busy, q.busy_wait_s, q.paced_s)) else "")),
             *([("rounds", rounds_in_words(q.rounds, r.run_plan))] if q.rounds else []),
             ("money", _money_line(r.cost, r.baseline)),
             ("student", _student_line(r.student)),
@@ -361,6 +365,9 @@ def _plan_money(q: Mapping[str, Any], sp: Mapping[str, Any]) -> str:
         words += f" (cap {sp['money_cap']:g})"
     if q.get("batch_api"):
         words += f"; at the Batch API's price, at most {sp['money_per_query']:.4g} a query"
+    if b := sp.get("booking"):
+        words += (f"; each query booked at {sp['money_per_query']:.4g}: {b['input_tokens']:,} input and "
+                  f"{b['output_tokens']:,} output tokens (an image's tokens: {b['image_tokens_from']})")
     return words
 
 
@@ -412,6 +419,14 @@ def _label_ledger_line(ledger: LedgerSection) -> str:
     )
 
 
+def _sent_words(q: QueriesSection) -> str:
+    """``"1200 sent"``, or what part of them a Batch API job an earlier run sent answered."""
+    if not q.collected_earlier:
+        return f"{q.sent} sent"
+    fresh = q.sent - q.collected_earlier
+    return f"{fresh} sent, collected {q.collected_earlier} from a Batch job sent earlier (paid once)"
+
+
 def _money_line(cost: CostSection, baseline: Mapping[str, Any] | None) -> str:
     unpriced = unpriced_note(cost.price_per_query, cost.billing)
     if unpriced is not None:  # (a money cap needs a price: never both)
@@ -421,7 +436,10 @@ def _money_line(cost: CostSection, baseline: Mapping[str, Any] | None) -> str:
     prices = token_prices_words(cost.price_input_tokens, cost.price_output_tokens, cost.batch_price_factor)
     tokens = (f" ({cost.input_tokens} input and {cost.output_tokens} output tokens {prices})"
               if cost.price_input_tokens is not None else "")
-    return f"{cost.spent_run:.4g} this run{tokens}{parts}, {cost.spent_total:.4g} in total with this teacher{cap_s}"
+    unbilled = (f"; {cost.usage_not_reported:,} answer(s) reported no believable usage: charged as booked"
+                if cost.usage_not_reported else "")
+    return (f"{cost.spent_run:.4g} this run{tokens}{parts}, {cost.spent_total:.4g} in total with this teacher{cap_s}"
+            f"{unbilled}")
 
 
 def _student_line(student: StudentSection) -> str:

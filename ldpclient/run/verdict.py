@@ -67,6 +67,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..names import PRIVACY_BOUGHT, VERDICT_LEVELS
+from ..report.notes import declined_words
 from . import check_estimate
 from .check_score import CheckEvidence, informative_floor, sign_test_p, wilson_interval
 
@@ -209,6 +210,7 @@ def judge(
     class_names: Sequence[str] | None = None,
     answers_apart: Mapping[str, Sequence[int]] | None = None,
     abstained: tuple[int, int] | None = None,
+    declined: Mapping[str, int] | None = None,
 ) -> Verdict:
     """The verdict from the run's evidence (see the module doc for the rules). ``label_counts``: images per
     class in the labels written; ``answer_counts``: the teacher's answers per class over the run's queries;
@@ -216,7 +218,8 @@ def judge(
     ``public_held_out``: ``(agree, images)``, the student against the teacher on held-out public images;
     ``answers_apart``: with public images, the teacher's answers per class to the queries (``queries``) and to the
     public images (``public``) apart; ``abstained``: ``(declined, answered)``, the queries the teacher declined to
-    label among those it answered (a chat or vision API)."""
+    label among those it answered (a chat or vision API); ``declined``: of them, how many for each reason (keys of
+    :data:`ldpclient.names.DECLINE_KINDS`), where the adapter said."""
     floor = informative_floor(num_classes)
     found: list[tuple[str, str]] = []  # (level, reason) in the order of the rules
     check_dict, checked_right = (
@@ -232,7 +235,7 @@ def judge(
     if answers_apart is not None and (missed := _public_misses(answers_apart)) is not None:
         found.append((USABLE, missed))
     if abstained is not None and abstained[0] and abstained[1]:
-        found.append(_abstained_finding(*abstained, checked_right=checked_right))
+        found.append(_abstained_finding(*abstained, checked_right=checked_right, declined=declined))
     majority = max(answer_counts) / sum(answer_counts) if sum(answer_counts) else None
     if check is None:
         found += _unmeasured_findings(collapse, held_out_agreement, majority, public_dict is not None)
@@ -321,11 +324,13 @@ def _collapse_finding(collapse: Collapse, class_names: Sequence[str] | None, che
     return (collapse.level, f"the labels collapsed: {why}")
 
 
-def _abstained_finding(declined: int, answered: int, *, checked_right: bool) -> tuple[str, str]:
+def _abstained_finding(declined_n: int, answered: int, *, checked_right: bool,
+                       declined: Mapping[str, int] | None = None) -> tuple[str, str]:
     """The queries the teacher declined among those it answered: doubtful when most were declined."""
-    share = declined / answered
-    said = (f"the teacher declined {declined} of the {answered} queries ({_pct(share)}: \"cannot tell\", "
-            "refusals, answers outside the class list), which were paid for where billed and never trained on")
+    share = declined_n / answered
+    said = (f"the teacher declined {declined_n} of the {answered} queries ({_pct(share)}"
+            f"{': ' + declined_words(declined) if declined else ''}), which were paid for where billed and never "
+            "trained on")
     if share >= MOSTLY_ABSTAINED and not checked_right:
         return (DOUBTFUL, f"{said}: the student learnt from fewer than half the answers (a clearer prompt, "
                           "--class-names descriptions, or a higher --epsilon may help)")

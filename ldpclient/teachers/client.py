@@ -25,7 +25,7 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -70,6 +70,18 @@ class ClientStats:
     #: tokens the server reported for the answered requests (teachers billed in tokens; 0 otherwise)
     input_tokens: int = 0
     output_tokens: int = 0
+    #: answers of a busy server (429, 503) waited out, the seconds spent waiting them out, and the seconds requests
+    #: were held back because the server said its rate limit was reached (summed over the requests)
+    busy: int = 0
+    busy_s: float = 0.0
+    paced_s: float = 0.0
+    #: of ``abstained``, the queries sent this run, by why the teacher declined them (keys of
+    #: :data:`ldpclient.names.DECLINE_KINDS`; the journal keeps no reason for an answer read back from it)
+    declined: dict[str, int] = field(default_factory=dict)
+    #: answers billed in tokens whose ``usage`` was missing or not believable: charged at their booking
+    unbilled: int = 0
+    #: of ``queries_sent``, the answers collected from Batch API jobs an earlier run sent
+    collected_earlier: int = 0
 
     def add_sent(self, parts: list[InferResult], labels: torch.Tensor, seconds: float) -> None:
         """Count one batch the teacher answered: its requests' ``parts``, its ``labels``, the ``seconds`` it took."""
@@ -83,12 +95,32 @@ class ClientStats:
         self.abstained += int((labels == ABSTAINED).sum())
         self.input_tokens += sum(p.input_tokens for p in parts)
         self.output_tokens += sum(p.output_tokens for p in parts)
+        for p in parts:
+            self.busy += p.waits.busy
+            self.busy_s += p.waits.busy_s
+            self.paced_s += p.waits.paced_s
+            self.unbilled += p.unbilled
+            self.collected_earlier += p.collected_earlier
+            for kind, n in p.declined.items():
+                self.declined[kind] = self.declined.get(kind, 0) + n
 
     def add_journaled(self, labels: torch.Tensor) -> None:
         """Count one batch read back from the journal, with its ``labels``."""
         self.batches_from_journal += 1
         self.queries_from_journal += len(labels)
         self.abstained += int((labels == ABSTAINED).sum())
+
+
+def billing_words(stats: ClientStats, units: str, *, token_billed: bool) -> str:
+    """The billing line: for a teacher billed in tokens, the tokens its answers reported and the answers whose
+    usage was not believed; else ``units``, the billed units reconciled with the queries."""
+    if not token_billed:
+        return units
+    words = (f"tokens reported by the server: {stats.input_tokens:,} input and {stats.output_tokens:,} output for "
+             f"{stats.queries_sent:,} queries sent")
+    if stats.unbilled:
+        words += f"; {stats.unbilled:,} answer(s) reported no believable usage: charged at their booking"
+    return words
 
 
 #: Seconds a batch's lease lasts without renewal (:meth:`Journal.claim`): a run waiting for another's batch takes
@@ -486,7 +518,7 @@ class QueryClient:
                 "billed_units": r.billed_units,
                 "unreported_batches": r.unreported_batches,
                 "differences": [dataclasses.asdict(d) for d in r.differences],
-                "summary": r.summary(),
+                "summary": billing_words(s, r.summary(), token_billed=self.teacher.most_per_query() is not None),
             },
         }
 

@@ -97,7 +97,7 @@ class VisionTeacher(Teacher):
             raise ValueError(f"auth must be 'api-key' or 'bearer', got {auth!r}")
         header = {"auth_header": "X-Goog-Api-Key", "auth_scheme": ""} if auth == "api-key" and transport is None else {}
         self.http = transport_from_options(transport, transport_options, adapter="VisionTeacher", name="vision",
-                                           token_env=("LDPCLIENT_TOKEN", "GOOGLE_API_KEY"), **header)
+                                           url=base_url, token_env=("LDPCLIENT_TOKEN", "GOOGLE_API_KEY"), **header)
         base = base_url.strip().rstrip("/")
         if not base.startswith(("http://", "https://")):
             raise ValueError(f"Cloud Vision is addressed vision+https://vision.googleapis.com/v1, got {base_url!r}")
@@ -128,6 +128,14 @@ class VisionTeacher(Teacher):
         """Labels int64 ``(Q,)``; :data:`~ldpclient.teachers.result.ABSTAINED` where no label maps to a class."""
         return self.infer(queries).labels
 
+    def answer_of(self, response: object) -> tuple[int, str | None]:
+        """One image's entry in an ``images:annotate`` answer: its class, or ABSTAINED and why (a key of
+        :data:`ldpclient.names.DECLINE_KINDS`: the image's own error entry, or no label that maps)."""
+        if not isinstance(response, dict) or "error" in response:
+            return ABSTAINED, "image_error"
+        k = self.class_of(response.get("labelAnnotations"))
+        return (k, None) if k != ABSTAINED else (ABSTAINED, "unmapped")
+
     def class_of(self, annotations: object) -> int:
         """The class of the highest-scoring label that maps to one (by mid, else by description), else ABSTAINED."""
         best, best_score = ABSTAINED, float("-inf")
@@ -143,7 +151,7 @@ class VisionTeacher(Teacher):
         return best
 
     def _parse(self, n: int) -> Any:
-        def parse(resp: requests.Response) -> list[int]:
+        def parse(resp: requests.Response) -> list[tuple[int, str | None]]:
             try:
                 doc = resp.json()
             except ValueError:
@@ -151,9 +159,9 @@ class VisionTeacher(Teacher):
             answers = doc.get("responses") if isinstance(doc, dict) else None
             if not isinstance(answers, list) or len(answers) != n:
                 got = len(answers) if isinstance(answers, list) else "no"
-                raise MalformedResponse(f"expected {n} responses, got {got}")
-            return [ABSTAINED if not isinstance(a, dict) or "error" in a else self.class_of(a.get("labelAnnotations"))
-                    for a in answers]
+                # not asked again: the images were sent (and may be billed) and no answer says which is which
+                raise MalformedResponse(f"expected {n} responses, one per image sent, got {got}", transient=False)
+            return [self.answer_of(a) for a in answers]
 
         return parse
 
@@ -173,7 +181,10 @@ class VisionTeacher(Teacher):
                 "POST", self.url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"},
                 parse=self._parse(len(rows)), what="annotate with Cloud Vision", units=len(rows), billing=billing,
             )
-            labels.extend(got)
+            for label, why in got:
+                labels.append(label)
+                if why is not None:
+                    res.decline(why)
             res.count_call(info)
         res.labels = torch.from_numpy(np.asarray(labels, dtype=np.int64))
         return res

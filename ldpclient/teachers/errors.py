@@ -38,6 +38,13 @@ class TeacherUnreachable(RequestNotSent):
     nothing was sent or billed. The message says which, and what to check."""
 
 
+class TokenInClear(TeacherError):
+    """A token would go over plain ``http://`` to a host that is not this machine: refused before anything is
+    sent."""
+
+    nothing_done = True
+
+
 class TeacherRequestError(TeacherError):
     """The server refused the request (a 4xx other than 408/429): not retried.
 

@@ -76,6 +76,7 @@ class HFTeacher(Teacher):
         self.endpoint = (endpoint or os.environ.get("LDPCLIENT_HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
         self.hub_url = hub_url.rstrip("/")
         self.url = f"{self.endpoint}/{model_id}"
+        self.http.refuse_clear_token(self.url)
         self._input_shape = tuple(int(s) for s in input_shape)
         self._value_range = (float(value_range[0]), float(value_range[1]))
         self._class_names = tuple(str(c) for c in class_names) if class_names is not None else None
@@ -172,7 +173,7 @@ def estimated_time(resp: requests.Response) -> float | None:
     "estimated_time": s}`` (seconds), else None (the transport's ``retry_hint``)."""
     try:
         body = resp.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if isinstance(body, dict) and isinstance(body.get("estimated_time"), (int, float)):
         return max(0.0, float(body["estimated_time"]))

@@ -111,7 +111,8 @@ class OIPTeacher(Teacher):
         **transport_options: Any,
     ) -> None:
         # first, so that an unknown keyword is a TypeError whatever else is wrong
-        self.http = transport_from_options(transport, transport_options, adapter="OIPTeacher", name=f"oip:{model}")
+        self.http = transport_from_options(transport, transport_options, adapter="OIPTeacher", name=f"oip:{model}",
+                                           url=base_url)
         _check_options(base_url, model, classification, datatype, wire)
         check_facts(num_classes, class_names, value_range, input_shape, max_batch_size)
         self.base_url = base_url.rstrip("/")
@@ -264,6 +265,7 @@ class OIPTeacher(Teacher):
             total.attempts += part.attempts
             total.bytes_sent += part.bytes_sent
             total.bytes_received += part.bytes_received
+            total.waits.add(part.waits)
             total.billed = None if (total.billed is None or part.billed is None) else total.billed + part.billed
         if labels:
             total.labels = torch.cat(labels)
@@ -330,7 +332,7 @@ class OIPTeacher(Teacher):
         )
         if info.billed_header is not None:  # counts units billed for failed/malformed attempts too
             billed = info.billed_header
-        return InferResult(labels, 1, billed, info.bytes_sent, info.bytes_received, info.attempts)
+        return InferResult(labels, 1, billed, info.bytes_sent, info.bytes_received, info.attempts, waits=info.waits)
 
     def close(self) -> None:
         self.http.close()

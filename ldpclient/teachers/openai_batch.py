@@ -60,7 +60,8 @@ class BatchSettings:
     chat price (OpenAI: 0.5). ``max_lines``/``max_bytes``: most lines and bytes one input file holds (the API's
     limits are 50,000 lines and 200 MB). ``poll_s``: the first wait between looks at a job in progress, doubling up
     to ``max_poll_s`` (seconds). ``resends``: times the lines a job did not answer (expired, cancelled, failed) are
-    sent again in a new job."""
+    sent again in a new job. ``max_wait_s``: how long a job may run (or the queue stay full) before the run stops
+    with the job kept in the journal (default :data:`MAX_WAIT_S`, the API's window and an hour's grace)."""
 
     price_factor: float = 0.5
     max_lines: int = 50_000
@@ -68,6 +69,7 @@ class BatchSettings:
     poll_s: float = 1.0
     max_poll_s: float = 60.0
     resends: int = 3
+    max_wait_s: float = MAX_WAIT_S
 
     def __post_init__(self) -> None:
         if not 0.0 < self.price_factor <= 1.0:
@@ -80,6 +82,8 @@ class BatchSettings:
             raise ValueError(f"poll_s must be > 0 and <= max_poll_s, got {self.poll_s} and {self.max_poll_s}")
         if self.resends < 0:
             raise ValueError(f"resends must be >= 0, got {self.resends}")
+        if not self.max_wait_s > 0:
+            raise ValueError(f"max_wait_s must be > 0 seconds, got {self.max_wait_s}")
 
 
 @runtime_checkable
@@ -107,7 +111,9 @@ class _Book:
 @dataclass
 class Collected:
     """What one plan batch's jobs answered: ``answers`` by the query's place, the lines that ran (answered or
-    refused), their money (at the batch price) and tokens, the API calls made and the bytes they moved."""
+    refused), their money (at the batch price) and tokens, the API calls made and the bytes they moved; of the
+    answers, ``earlier``: those collected from jobs an earlier run sent; ``unbilled``: lines whose usage was not
+    believed (charged at their booking)."""
 
     answers: dict[int, "_Answer"]
     lines: int = 0
@@ -118,6 +124,8 @@ class Collected:
     bytes_received: int = 0
     calls: int = 0
     queue_full: int = 0
+    unbilled: int = 0
+    earlier: int = 0
 
 
 def _hook(billing: BillingGuard | None, name: str) -> Callable[..., Any] | None:
@@ -214,9 +222,10 @@ class BatchRunner:
             job = self._job(job_id, out)
             if job["status"] in ENDED:
                 return job
-            if time.monotonic() - started > MAX_WAIT_S:
-                raise TeacherRequestError(f"batch job {job_id[:40]} did not end within {MAX_WAIT_S / 3600:.0f} h "
-                                          "(the journal keeps it: run the command again to collect it)", status=0)
+            if time.monotonic() - started > self.settings.max_wait_s:
+                raise TeacherRequestError(
+                    f"batch job {job_id[:40]} did not end within {_span(self.settings.max_wait_s)} (the journal "
+                    "keeps it: run the command again to collect it)", status=0)
             self._pause(billing, pause, f"batch job {job_id[:40]} is still running; the journal keeps it: run the "
                         "command again to collect its answers")
             pause = min(2 * pause, self.settings.max_poll_s)
@@ -238,8 +247,11 @@ class BatchRunner:
             if raw.strip():
                 try:
                     doc = json.loads(raw)
-                except ValueError:
-                    raise MalformedResponse(f"batch file {file_id[:40]} holds a line that is not JSON") from None
+                except (ValueError, RecursionError):
+                    raise MalformedResponse(
+                        f"batch file {file_id[:40]} holds a line that cannot be read (not JSON, or nested without "
+                        "end); its job stays in the journal: the API's answer must be fixed before a run can use it",
+                        transient=False) from None
                 if isinstance(doc, dict):
                     yield doc
 
@@ -273,10 +285,14 @@ class BatchRunner:
             if answer is None:
                 continue  # never ran, or failed: sent again
             got.answers[place] = answer
-            tin, tout = answer.input_tokens or 0, answer.output_tokens or 0
-            got.input_tokens += tin
-            got.output_tokens += tout
-            cost += self.teacher.prices.cost(tin, tout) * self.settings.price_factor
+            got.earlier += 1 if earlier else 0
+            got.input_tokens += answer.input_tokens or 0
+            got.output_tokens += answer.output_tokens or 0
+            if answer.reason == "policy" and not answer.input_tokens:
+                continue  # refused before it ran: nothing billed
+            charged, believed = self.teacher.booking.charge(answer.input_tokens, answer.output_tokens)
+            cost += charged
+            got.unbilled += 0 if believed else 1
         got.lines += ran
         got.cost += cost
         settle = _hook(billing, "settle_attempt")
@@ -295,7 +311,7 @@ class BatchRunner:
             return self.teacher.answer_of(body, fmt)
         said = json.dumps(body)[:2000] if body is not None else ""
         if status == 400 and "content_policy_violation" in said:
-            return _Answer(ABSTAINED, 0, 0, "a content-policy error")
+            return _Answer(ABSTAINED, 0, 0, "policy")
         if status == 400 and fmt == "json_schema" and ("response_format" in said or "json_schema" in said):
             self.teacher.answer_format = "text"  # this server takes no schema: the line is asked again in text
         return None
@@ -334,9 +350,10 @@ class BatchRunner:
             if not missing:
                 return got
             if got.queue_full:  # refused for a full queue, not failed: waited out, within the job's own window
-                if time.monotonic() - started_at > MAX_WAIT_S:
+                if time.monotonic() - started_at > self.settings.max_wait_s:
                     raise TeacherRequestError(f"batch {request_id}: the Batch API's queue stayed full for "
-                                              f"{MAX_WAIT_S / 3600:.0f} h; run the command again later", status=0)
+                                              f"{_span(self.settings.max_wait_s)}; run the command again later",
+                                              status=0)
                 self._pause(billing, self.settings.max_poll_s, "waiting for room in the Batch API's queue")
                 got.queue_full = 0
             elif round_ > self.settings.resends:
@@ -377,6 +394,11 @@ class BatchRunner:
         raise TeacherRequestError(
             f"batch {request_id}: {left} queries still unanswered after {self.settings.resends + 1} batch jobs "
             "(expired or failed); run the command again to send them once more", status=0)
+
+
+def _span(seconds: float) -> str:
+    """``"25 h"``, or ``"0.5 s"`` for a wait under a minute."""
+    return f"{seconds / 3600:.0f} h" if seconds >= 3600 else f"{seconds:g} s"
 
 
 def _digest(data: bytes) -> str:

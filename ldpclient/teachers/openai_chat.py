@@ -7,16 +7,20 @@ a prompt naming the classes (:func:`prompt_text`). The answer is constrained whe
 (``answer_format="json_schema"``: Structured Outputs, a strict schema whose ``label`` is one of the class names or
 :data:`CANNOT_TELL`; a server that refuses the schema is asked in plain text from then on); a plain-text answer
 is matched to a class name exactly, case and whitespace aside. Anything else is an abstention
-(:data:`~ldpclient.teachers.result.ABSTAINED`), never a guessed class: "cannot tell", a refusal, an answer cut
-off at ``max_tokens``, a content filter, a content-policy error on the image, an answer outside the list.
+(:data:`~ldpclient.teachers.result.ABSTAINED`), never a guessed class, counted by its kind
+(:data:`ldpclient.names.DECLINE_KINDS`): "cannot tell" (however spelled), a refusal, a content filter or a
+content-policy error on the image, an answer outside the list (markup and control characters included), an
+answer cut off at ``max_tokens``, unreadable, or finished for a reason other than ``stop``.
 
 Money is counted in the unit the service bills: ``prices`` (money per million input and output tokens) times the
-``usage`` each answer reports. Before it is sent, an attempt is booked at its most (:meth:`ChatTeacher.most_per_query`:
-the prompt's text at one token per UTF-8 byte, the image at ``image_tokens``, and ``max_tokens`` of answer), and
-settled from the answer's usage. A 429 or 503 is waited out for as long as ``Retry-After``, ``retry-after-ms`` or
-``x-ratelimit-reset-*`` asks (within the retry budget), and requests are paced by the
-``x-ratelimit-remaining-requests`` / ``x-ratelimit-reset-requests`` headers of the answers. Token: ``token=``, else
-``LDPCLIENT_TOKEN``, else ``OPENAI_API_KEY``.
+``usage`` each answer reports. Before it is sent, an attempt is booked (:meth:`ChatTeacher.most_per_query`, by
+:class:`~ldpclient.teachers.token_booking.TokenBooking`: the prompt's text, the image at the model family's
+published tokens or ``image_tokens``, and ``max_tokens`` of answer), and charged the answer's usage, or its
+booking when the usage is missing or not believable. A 429 or 503 is waited out, quietly and counted, for as long
+as ``Retry-After``, ``retry-after-ms`` or ``x-ratelimit-reset-*`` asks (a longer wait than the retry budget ends
+the request at once), and requests are held back while an answer's ``x-ratelimit-remaining-requests`` is 0 or
+its ``x-ratelimit-remaining-tokens`` is below a query's booking, until the matching reset. Token: ``token=``,
+else ``LDPCLIENT_TOKEN``, else ``OPENAI_API_KEY``; never sent over plain ``http://`` except to this machine.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import requests
@@ -41,12 +45,13 @@ import torch
 from .base import Queries, Teacher, TeacherMetadata
 from .billing import BillingGuard
 from .encoding import to_png, to_wire
-from .errors import MalformedResponse, TeacherRequestError
+from .errors import MalformedResponse, RetriesExhausted, TeacherRequestError
 from .http import HttpTransport, transport_from_options
 from .identity import adapter_scope
 from .openai_batch import BatchRunner, BatchSettings
 from .registry import register_adapter
 from .result import ABSTAINED, InferResult, name_key
+from .token_booking import TokenBooking, TokenPrices, text_tokens
 
 log = logging.getLogger("ldpclient.teachers.openai_chat")
 
@@ -54,38 +59,17 @@ log = logging.getLogger("ldpclient.teachers.openai_chat")
 CANNOT_TELL = "cannot tell"
 #: Answer formats: Structured Outputs (a strict JSON schema with the class names as an enum), or plain text.
 ANSWER_FORMATS = ("json_schema", "text")
-#: Tokens a low-detail image costs at most on the models whose price lists publish it (gpt-4o-mini's 2,833, the
-#: highest); a model that counts more needs ``image_tokens=``.
-MOST_IMAGE_TOKENS = 2833
-#: Tokens a chat template adds around the prompt's text at most (role markers, separators).
-TEMPLATE_TOKENS = 32
+#: ``finish_reason`` values of a complete answer (a server that sends none is read as complete); any other
+#: (``"length"``, ``"tool_calls"``, one not known yet) declines the query.
+FINISHED = ("stop", None)
+#: Spellings of "I cannot tell" a model may answer instead of :data:`CANNOT_TELL` (compared by :func:`_plain`).
+CANNOT_TELL_SPELLINGS = frozenset({
+    "cannot tell", "can not tell", "cant tell", "i cannot tell", "i cant tell", "cannot determine",
+    "cant determine", "unknown", "unsure", "not sure", "unclear", "uncertain", "none", "no idea", "n a", "na",
+    "undetermined", "none of them", "none of the above",
+})
 #: The user message's text beside the image.
 QUESTION = "Which class is this image?"
-#: Longest time one pacing wait may take (a larger reset is a server's odd answer, not a wait to make).
-MAX_PACE_S = 60.0
-
-
-@dataclass(frozen=True)
-class TokenPrices:
-    """Money per million tokens: ``input`` (the prompt, its image included) and ``output`` (the answer)."""
-
-    input: float = 0.0
-    output: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("input", "output"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"token price {name} must be a finite number >= 0, got {v!r}")
-
-    @property
-    def given(self) -> bool:
-        """Whether any price is set (else the caller prices the queries, e.g. per image)."""
-        return bool(self.input or self.output)
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        """Money for ``input_tokens`` and ``output_tokens``."""
-        return (input_tokens * self.input + output_tokens * self.output) / 1e6
 
 
 def prompt_text(class_names: Sequence[str], descriptions: Mapping[str, str] | None = None) -> str:
@@ -116,6 +100,13 @@ def answer_schema(class_names: Sequence[str]) -> dict[str, Any]:
             },
         },
     }
+
+
+def answer_tokens(class_names: Sequence[str]) -> int:
+    """The longest answer a chat teacher asks for, in tokens: what the schema's longest answer
+    (``{"label": "<the longest class name or cannot tell>"}``) takes at most, and a few to spare; at least 8."""
+    longest = max([*class_names, CANNOT_TELL], key=lambda n: text_tokens(json.dumps({"label": n})))
+    return max(8, text_tokens(json.dumps({"label": longest})) + 4)
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -152,26 +143,57 @@ def rate_limit_wait(resp: requests.Response) -> float | None:
 
 
 class _Pacer:
-    """Holds the next request back while the server said no request is left before its limit resets."""
+    """Holds the next request back while the server's last answer said its limit is used up: no request left
+    (``x-ratelimit-remaining-requests: 0``) or fewer tokens left than a request may take
+    (``x-ratelimit-remaining-tokens``), until the matching ``x-ratelimit-reset-*``. ``longest``: the longest wait
+    made (seconds); a server that asks for more ends the request at once (:class:`RetriesExhausted`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, longest: float, tokens_per_request: Callable[[], int]) -> None:
         self._lock = threading.Lock()
         self._not_before = 0.0
+        self._asked = 0.0
+        self.longest = longest
+        self.tokens_per_request = tokens_per_request
 
-    def wait(self) -> None:
+    def wait(self) -> float:
+        """Hold the caller back as the server's last headers ask; the seconds held."""
         with self._lock:
-            delay = self._not_before - time.monotonic()
-        if delay > 0:
-            time.sleep(min(delay, MAX_PACE_S))
+            delay, asked = self._not_before - time.monotonic(), self._asked
+        if delay <= 0:
+            return 0.0
+        if asked > self.longest:
+            raise RetriesExhausted(
+                f"the server said its rate limit resets in {asked:.0f} s, more than a request may wait "
+                f"({self.longest:g} s: --max-retry-time); run again later", attempts=0, elapsed_s=0.0)
+        time.sleep(delay)
+        return delay
 
     def update(self, headers: Mapping[str, str]) -> None:
-        remaining = headers.get("x-ratelimit-remaining-requests")
-        if remaining is None or remaining.strip() != "0":
-            return
-        reset = parse_duration(headers.get("x-ratelimit-reset-requests"))
+        resets = []
+        if _count(headers.get("x-ratelimit-remaining-requests")) == 0:
+            resets.append(parse_duration(headers.get("x-ratelimit-reset-requests")))
+        tokens = _count(headers.get("x-ratelimit-remaining-tokens"))
+        if tokens is not None and tokens < self.tokens_per_request():
+            resets.append(parse_duration(headers.get("x-ratelimit-reset-tokens")))
+        reset = max((r for r in resets if r), default=None)
         if reset:
             with self._lock:
-                self._not_before = max(self._not_before, time.monotonic() + min(reset, MAX_PACE_S))
+                self._not_before = max(self._not_before, time.monotonic() + reset)
+                self._asked = reset
+
+
+def _plain(text: str) -> str:
+    """``text`` as words only: lower case, apostrophes dropped, anything else that is not a letter or a digit
+    (markup, punctuation, quotes, control characters) a space, runs of spaces one. ``"**Can't tell.**"`` ->
+    ``"cant tell"``."""
+    folded = text[:200].casefold().replace("'", "").replace("\u2019", "")
+    return " ".join("".join(c if c.isalnum() else " " for c in folded).split())
+
+
+def _count(value: str | None) -> int | None:
+    """A header's whole count (``"0"``, ``"149984"``), else None."""
+    text = (value or "").strip()
+    return int(text) if text.isdigit() and len(text) < 19 else None
 
 
 @dataclass(frozen=True)
@@ -179,12 +201,12 @@ class _Answer:
     label: int
     input_tokens: int | None
     output_tokens: int | None
-    reason: str | None  # why it is an abstention (None: a class)
+    reason: str | None  # why it is an abstention: a key of ldpclient.names.DECLINE_KINDS (None: a class)
 
 
 def _checked_options(
     base_url: str, model: str | None, class_names: Sequence[str] | None, input_shape: Sequence[int] | None,
-    answer_format: str, max_tokens: int, image_tokens: int,
+    answer_format: str, max_tokens: int | None,
 ) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """ValueError naming the option (as the command line and the API spell it) for a chat teacher's option that
     cannot work; the class names as strings and the input shape as integers."""
@@ -199,10 +221,8 @@ def _checked_options(
         raise ValueError("a chat teacher needs the queries' shape: --input-shape C,H,W (API: input_shape=)")
     if answer_format not in ANSWER_FORMATS:
         raise ValueError(f"answer_format must be one of {', '.join(ANSWER_FORMATS)}, got {answer_format!r}")
-    if not 1 <= int(max_tokens) <= 4096:
+    if max_tokens is not None and not 1 <= int(max_tokens) <= 4096:
         raise ValueError(f"max_tokens must be in 1..4096, got {max_tokens}")
-    if int(image_tokens) < 1:
-        raise ValueError(f"image_tokens must be >= 1, got {image_tokens}")
     names = tuple(str(c) for c in class_names)
     if name_key(CANNOT_TELL) in {name_key(n) for n in names} or len({name_key(n) for n in names}) != len(names):
         raise ValueError(f"class names must differ from each other and from {CANNOT_TELL!r}, case and spaces aside")
@@ -216,9 +236,11 @@ class ChatTeacher(Teacher):
     the task's classes in label order (required: a chat model publishes none); ``class_descriptions``: an optional
     one-line description per class name, put in the prompt. ``input_shape``: the queries' ``(C, H, W)``.
     ``answer_format``: ``"json_schema"`` (Structured Outputs; a server that refuses it is asked in text) or
-    ``"text"``. ``max_tokens``: the longest answer (a longer one is cut off: an abstention). ``prices``:
+    ``"text"``. ``max_tokens``: the longest answer (a longer one is cut off: an abstention; default
+    :func:`answer_tokens`, what the longest answer the schema allows takes). ``prices``:
     :class:`TokenPrices` (or ``price_input_tokens=``/``price_output_tokens=``, money per million tokens).
-    ``image_tokens``: what one image costs at most, in input tokens (default :data:`MOST_IMAGE_TOKENS`).
+    ``image_tokens``: what one image costs, in input tokens (default: the published rule of the model's family, else
+    learnt from the answers' ``usage``: :mod:`~ldpclient.teachers.token_booking`).
     ``batch``: ask through the Batch API (``True``, or :class:`~ldpclient.teachers.openai_batch.BatchSettings`):
     a batch of queries is one job, answered within 24 h, at the settings' share of the token prices.
     Connection options as in :class:`~ldpclient.teachers.huggingface.HFTeacher`.
@@ -234,20 +256,21 @@ class ChatTeacher(Teacher):
         input_shape: Sequence[int] | None = None,
         value_range: tuple[float, float] = (0.0, 1.0),
         answer_format: str = "json_schema",
-        max_tokens: int = 16,
+        max_tokens: int | None = None,
         prices: TokenPrices | None = None,
         price_input_tokens: float | None = None,
         price_output_tokens: float | None = None,
-        image_tokens: int = MOST_IMAGE_TOKENS,
+        image_tokens: int | None = None,
         batch: bool | BatchSettings = False,
         transport: HttpTransport | None = None,
         **transport_options: Any,
     ) -> None:
         base = base_url.strip().rstrip("/")
         self.http = transport_from_options(transport, transport_options, adapter="ChatTeacher", name=f"openai:{model}",
+                                           url=base_url,
                                            token_env=("LDPCLIENT_TOKEN", "OPENAI_API_KEY"))
         names, shape = _checked_options(
-            base_url, model, class_names, input_shape, answer_format, max_tokens, image_tokens
+            base_url, model, class_names, input_shape, answer_format, max_tokens
         )
         if prices is None:
             prices = TokenPrices(float(price_input_tokens or 0.0), float(price_output_tokens or 0.0))
@@ -257,17 +280,20 @@ class ChatTeacher(Teacher):
         self.url = f"{base}/chat/completions"
         self.model = str(model)
         self.prices = prices
-        self.max_tokens = int(max_tokens)
-        self.image_tokens = int(image_tokens)
+        self.max_tokens = int(max_tokens) if max_tokens is not None else answer_tokens(names)
         self.answer_format = answer_format
         self._names = names
         self._index = {name_key(n): i for i, n in enumerate(names)}
         self._prompt = prompt_text(names, class_descriptions)
         self._shape = shape
         self._value_range = (float(value_range[0]), float(value_range[1]))
-        self._pacer = _Pacer()
         self._lock = threading.Lock()
         self.batch = BatchSettings() if batch is True else (batch or None)
+        self.booking = TokenBooking(prices, model=self.model, size=(shape[-1], shape[-2]),
+                                    text=self._prompt + QUESTION, max_tokens=self.max_tokens,
+                                    image_tokens=image_tokens, factor=self.batch.price_factor if self.batch else 1.0)
+        self._pacer = _Pacer(min(self.http.retry.max_total, self.http.retry.max_retry_after),
+                             lambda: sum(self.booking.tokens()))
         self._meta = TeacherMetadata(
             name=self.model, input_shape=self._shape, datatype="UINT8", num_classes=len(names), class_names=names,
             max_batch_size=self._lines_per_job(), value_range=self._value_range, abstains=True,
@@ -292,13 +318,9 @@ class ChatTeacher(Teacher):
         return n
 
     def most_per_query(self) -> float | None:
-        """The most one query can cost at the token prices (in batch mode, at the Batch API's share of them);
-        None without them: the caller prices per query."""
-        if not self.prices.given:
-            return None
-        text = len(self._prompt.encode()) + len(QUESTION.encode()) + TEMPLATE_TOKENS
-        most = self.prices.cost(text + self.image_tokens, self.max_tokens)
-        return most * self.batch.price_factor if self.batch is not None else most
+        """What one query is booked at now, at the token prices (in batch mode, at the Batch API's share of them:
+        :class:`~ldpclient.teachers.token_booking.TokenBooking`); None without them: the caller prices per query."""
+        return self.booking.most() if self.prices.given else None
 
     def classify(self, queries: Queries) -> torch.Tensor:
         """Labels int64 ``(Q,)``; :data:`~ldpclient.teachers.result.ABSTAINED` where the model declined."""
@@ -330,18 +352,20 @@ class ChatTeacher(Teacher):
         if structured:  # a server that ignored the schema and answered in text is read as text
             try:
                 doc = json.loads(content)
+            except RecursionError:
+                return ABSTAINED, "unreadable"
             except ValueError:
                 doc = None
             if isinstance(doc, dict) and isinstance(doc.get("label"), str):
                 text = doc["label"]
             elif doc is not None:
-                return ABSTAINED, "not the JSON the schema asks for"
+                return ABSTAINED, "unreadable"
         key = name_key(text)
-        if key == name_key(CANNOT_TELL):
-            return ABSTAINED, "cannot tell"
         if key in self._index:
             return self._index[key], None
-        return ABSTAINED, "an answer outside the class list"
+        if _plain(text) in CANNOT_TELL_SPELLINGS:
+            return ABSTAINED, "cannot_tell"
+        return ABSTAINED, "off_list"
 
     def _parse(self, resp: requests.Response, fmt: str) -> _Answer:
         """The answer to a request asked in ``fmt`` (an answer format)."""
@@ -365,35 +389,38 @@ class ChatTeacher(Teacher):
         message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         finish = choice.get("finish_reason")
         if message.get("refusal"):
-            return _Answer(ABSTAINED, tin, tout, "a refusal")
-        if finish == "length":
-            return _Answer(ABSTAINED, tin, tout, "an answer cut off at max_tokens")
+            return _Answer(ABSTAINED, tin, tout, "refusal")
         if finish == "content_filter":
-            return _Answer(ABSTAINED, tin, tout, "a content filter")
+            return _Answer(ABSTAINED, tin, tout, "policy")
+        if finish not in FINISHED:  # cut off at max_tokens ("length"), a tool call, or a reason not known yet
+            return _Answer(ABSTAINED, tin, tout, "unreadable")
         content = message.get("content")
         if not isinstance(content, str):
-            return _Answer(ABSTAINED, tin, tout, "no answer text")
+            return _Answer(ABSTAINED, tin, tout, "unreadable")
         label, reason = self._label_of(content, fmt == "json_schema")
         return _Answer(label, tin, tout, reason)
 
     def _ask(self, png: bytes, request_id: str | None, billing: BillingGuard | None) -> tuple[_Answer, Any]:
         """One query's answer and its call info; a content-policy error on the image is that query's abstention."""
+        paced = 0.0
         while True:
-            self._pacer.wait()
+            paced += self._pacer.wait()
             fmt = self.answer_format
             headers = {"Content-Type": "application/json"}
             if request_id:
                 headers["X-Client-Request-Id"] = request_id[:512]
             try:
-                return self.http.call(
+                answer, info = self.http.call(
                     "POST", self.url, data=json.dumps(self.request_body(png, fmt)).encode(), headers=headers,
                     parse=functools.partial(self._parse, fmt=fmt), what=f"ask {self.model}", units=1, billing=billing,
                     retry_hint=rate_limit_wait,
                 )
+                info.waits.paced_s += paced
+                return answer, info
             except TeacherRequestError as exc:
                 said = f"{exc.server_message} {exc}"
                 if exc.status == 400 and "content_policy_violation" in said:
-                    return _Answer(ABSTAINED, 0, 0, "a content-policy error"), None
+                    return _Answer(ABSTAINED, 0, 0, "policy"), None
                 if exc.status == 400 and fmt == "json_schema" and ("response_format" in said or "json_schema" in said):
                     with self._lock:
                         self.answer_format = "text"  # this server takes no schema: plain text from now on
@@ -407,10 +434,14 @@ class ChatTeacher(Teacher):
         pngs = [to_png(row, m.datatype, m.value_range) for row in to_wire(queries, m)]
         got = BatchRunner(self, self.batch).run(pngs, request_id or f"q-{uuid.uuid4().hex}", billing)
         labels = np.asarray([got.answers[k].label for k in range(len(pngs))], dtype=np.int64)
-        return InferResult(labels=torch.from_numpy(labels), requests=got.lines, billed=None, attempts=got.lines,
-                           bytes_sent=got.bytes_sent, bytes_received=got.bytes_received,
-                           cost=got.cost if self.prices.given else None, input_tokens=got.input_tokens,
-                           output_tokens=got.output_tokens)
+        res = InferResult(labels=torch.from_numpy(labels), requests=got.lines, billed=None, attempts=got.lines,
+                          bytes_sent=got.bytes_sent, bytes_received=got.bytes_received,
+                          cost=got.cost if self.prices.given else None, input_tokens=got.input_tokens,
+                          output_tokens=got.output_tokens, unbilled=got.unbilled, collected_earlier=got.earlier)
+        for answer in got.answers.values():
+            if answer.reason is not None:
+                res.decline(answer.reason)
+        return res
 
     def infer(
         self, queries: Queries, *, request_id: str | None = None, billing: BillingGuard | None = None
@@ -428,13 +459,13 @@ class ChatTeacher(Teacher):
             answer, info = self._ask(to_png(row, m.datatype, m.value_range), rid, billing)
             labels.append(answer.label)
             if answer.reason is not None:
-                log.debug("query %s declined: %s", rid or k, answer.reason)
+                res.decline(answer.reason)
             if info is None:
                 continue  # refused before it was answered: nothing billed
             res.count_call(info)
             if most is not None:  # priced by its tokens; without token prices, the caller's price per query
-                known = answer.input_tokens is not None and answer.output_tokens is not None
-                cost = self.prices.cost(answer.input_tokens or 0, answer.output_tokens or 0) if known else most
+                cost, believed = self.booking.charge(answer.input_tokens, answer.output_tokens)
+                res.unbilled += 0 if believed else 1
                 settle = getattr(billing, "settle_attempt", None)
                 if callable(settle):
                     settle(1, cost)

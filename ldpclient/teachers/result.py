@@ -7,13 +7,14 @@ answer like any other (journaled, paid for when billed, never asked again), neve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from .errors import MalformedResponse
+from .retry import Waits
 
 if TYPE_CHECKING:
     from .transport import CallInfo
@@ -35,6 +36,9 @@ class InferResult:
     server counted it (its reported token ``usage`` at the adapter's prices), or None when the adapter
     does not know (the client then prices the batch per query and per request).
     ``input_tokens``/``output_tokens``: tokens the server reported (0 for adapters that bill per image).
+    ``waits``: the busy server's answers waited out (429, 503) and the seconds waited, pacing included.
+    ``declined``: of the queries answered :data:`ABSTAINED`, how many for each reason the adapter knows (keys of
+    :data:`ldpclient.names.DECLINE_KINDS`).
     """
 
     labels: torch.Tensor
@@ -46,13 +50,24 @@ class InferResult:
     cost: float | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    waits: Waits = field(default_factory=Waits)
+    declined: dict[str, int] = field(default_factory=dict)
+    #: answers whose ``usage`` was missing or not believable, charged at their booking
+    unbilled: int = 0
+    #: answers collected from a Batch API job an earlier run sent (paid then, once)
+    collected_earlier: int = 0
+
+    def decline(self, kind: str) -> None:
+        """Count one query declined for ``kind`` (a key of :data:`ldpclient.names.DECLINE_KINDS`)."""
+        self.declined[kind] = self.declined.get(kind, 0) + 1
 
     def count_call(self, info: "CallInfo") -> None:
-        """Add one answered request's attempts and body bytes (an adapter's call of ``HttpTransport.call``)."""
+        """Add one answered request's attempts, body bytes and waits (an adapter's call of ``HttpTransport.call``)."""
         self.requests += 1
         self.attempts += info.attempts
         self.bytes_sent += info.bytes_sent
         self.bytes_received += info.bytes_received
+        self.waits.add(info.waits)
 
 
 def validate_labels(labels: object, n: int, num_classes: int, teacher: str, *, abstains: bool = False) -> torch.Tensor:

@@ -26,6 +26,27 @@ T = TypeVar("T")
 
 #: statuses that may succeed when repeated
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504}) | frozenset(range(505, 600))
+#: statuses of a server that is busy, not broken (rate limit, overload): waited out quietly and counted
+BUSY_STATUSES = frozenset({429, 503})
+#: A busy server's wait longer than this (seconds) is worth a warning line; shorter ones are only counted.
+LONG_WAIT_S = 10.0
+
+
+@dataclass
+class Waits:
+    """The waits of one logical request for a busy server (429, 503) and for the server's own pacing.
+
+    ``busy``: answers 429/503 that were waited out; ``busy_s``: seconds spent waiting them out; ``paced_s``:
+    seconds requests were held back before sending because the server said its limit was reached."""
+
+    busy: int = 0
+    busy_s: float = 0.0
+    paced_s: float = 0.0
+
+    def add(self, other: "Waits") -> None:
+        self.busy += other.busy
+        self.busy_s += other.busy_s
+        self.paced_s += other.paced_s
 
 
 @dataclass(frozen=True)
@@ -83,13 +104,15 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
 
 def with_retries(
     attempt: Callable[[], T], policy: RetryPolicy, *, what: str, attempts: Callable[[], int], retry: bool = True,
-    fail_fast: tuple[type[BaseException], ...] = (),
+    fail_fast: tuple[type[BaseException], ...] = (), waits: Waits | None = None,
 ) -> T:
     """``attempt()`` until it succeeds or ``policy`` says stop; returns its result.
 
     ``attempts()``: how many attempts were made so far (for the message when giving up);
     ``retry=False``: one attempt only; ``fail_fast``: errors raised as they are, never retried (a first contact
-    with a teacher that nothing answers for). Gives up with :class:`RetriesExhausted` saying why.
+    with a teacher that nothing answers for). ``waits``: where a busy server's answers (429, 503) and the time
+    spent waiting them out are counted; such a wait is logged only past :data:`LONG_WAIT_S` (other retries, after
+    a fault, always are). Gives up with :class:`RetriesExhausted` saying why.
     """
     malformed_seen = [0]
     started = time.monotonic()
@@ -122,7 +145,13 @@ def with_retries(
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
-        log.warning("%s: retry %d in %.2f s after: %s", what, state.attempt_number, state.upcoming_sleep or 0.0, exc)
+        pause = state.upcoming_sleep or 0.0
+        busy = getattr(exc, "status", None) in BUSY_STATUSES
+        if busy and waits is not None:
+            waits.busy += 1
+            waits.busy_s += pause
+        if not busy or pause > LONG_WAIT_S:
+            log.warning("%s: retry %d in %.2f s after: %s", what, state.attempt_number, pause, exc)
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception(should_retry),
@@ -146,10 +175,13 @@ def _why_stopped(last: BaseException | None, policy: RetryPolicy, elapsed: float
     """Why the retries stopped, in words: a wait the server asked for that the policy refuses, or the attempts."""
     ra = getattr(last, "retry_after", None)
     if ra is not None and (ra > policy.max_retry_after or elapsed + ra > policy.max_total):
-        return (f"the server asked to wait {ra:.0f} s (over max_retry_after={policy.max_retry_after:g} s or the "
-                f"max_total={policy.max_total:g} s budget)")
+        left = max(0.0, min(policy.max_retry_after, policy.max_total - elapsed))
+        return (f"the server asked to wait {ra:.0f} s, more than this request may still wait ({left:.0f} s; "
+                "--max-retry-time, API: RetryPolicy(max_total=, max_retry_after=)); run again later")
     return (f"{attempts} attempt(s) in {elapsed:.1f} s (max_attempts={policy.max_attempts}, "
             f"max_total={policy.max_total:g} s)")
 
 
-__all__ = ["RETRY_STATUSES", "RetryPolicy", "parse_retry_after", "with_retries"]
+__all__ = [
+    "BUSY_STATUSES", "LONG_WAIT_S", "RETRY_STATUSES", "RetryPolicy", "Waits", "parse_retry_after", "with_retries",
+]

@@ -21,9 +21,10 @@ import torch
 from ..privacy.release import Derived, as_derived
 from .base import Queries
 from .errors import AbandonedInFlight, CostCapReached
+from .retry import LONG_WAIT_S
 
 if TYPE_CHECKING:
-    from .client import QueryClient
+    from .client import ClientStats, QueryClient
 
 log = logging.getLogger("ldpclient.teachers.client")
 
@@ -94,6 +95,7 @@ class BatchStream:
                     renewer.join()
                 client.release_leases()
                 client.stats.wall_s += time.perf_counter() - t_start
+                _warn_if_mostly_waiting(client.stats)
 
     def _ready(self, pending: Pending) -> bool:
         """Whether the oldest pending batch is to be yielded now: answered, or the window or the workers full."""
@@ -192,6 +194,21 @@ class BatchStream:
 def _in_flight(pending: Pending) -> int:
     """Pending batches whose request has not finished yet."""
     return sum(1 for _, x in pending if isinstance(x, Future) and not x.done())
+
+
+
+#: Share of the time spent on the teacher from which waiting for its rate limits is worth a warning line.
+MOSTLY_WAITING = 0.5
+
+
+def _warn_if_mostly_waiting(stats: ClientStats) -> None:
+    """One warning when waiting for a busy teacher (429/503 waits and pacing) took over :data:`MOSTLY_WAITING` of the
+    time spent on it, and more than :data:`~.retry.LONG_WAIT_S` seconds: the limit, not the teacher, sets the pace."""
+    waited = stats.busy_s + stats.paced_s
+    if waited > LONG_WAIT_S and stats.teacher_s > 0 and waited > MOSTLY_WAITING * stats.teacher_s:
+        log.warning("the teacher's rate limit set this run's pace: %.0f s of the %.0f s spent on it went to waiting "
+                    "(%d rate limits waited out): the run goes only as fast as that limit allows",
+                    waited, stats.teacher_s, stats.busy)
 
 
 __all__ = ["ABANDON_WAIT_S", "BatchStream", "FINISH_WAIT_S", "query_digest"]

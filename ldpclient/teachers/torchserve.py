@@ -73,7 +73,7 @@ class TorchServeTeacher(Teacher):
     ) -> None:
         # first, so that an unknown keyword is a TypeError whatever else is wrong
         self.http = transport_from_options(
-            transport, transport_options, adapter="TorchServeTeacher", name=f"torchserve:{model}"
+            transport, transport_options, adapter="TorchServeTeacher", name=f"torchserve:{model}", url=base_url
         )
         if mode not in ("image", "tensor"):
             raise ValueError(f"TorchServe mode must be 'image' or 'tensor', got {mode!r}")

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import errno
 import inspect
+import ipaddress
 import json
 import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Mapping, TypeVar, Union
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,9 +35,10 @@ from .errors import (
     TeacherError,
     TeacherRequestError,
     TeacherUnreachable,
+    TokenInClear,
     TransientTeacherError,
 )
-from .retry import RETRY_STATUSES, RetryPolicy, parse_retry_after, with_retries
+from .retry import RETRY_STATUSES, RetryPolicy, Waits, parse_retry_after, with_retries
 
 T = TypeVar("T")
 Timeout = Union[float, tuple[float, float]]
@@ -118,7 +120,7 @@ def server_error_text(
     is applied *before* the text is cut to ``limit`` characters (a cut must not leave part of a secret)."""
     try:
         body = resp.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     if isinstance(body, dict) and "error" in body:
         err = body["error"]
@@ -133,7 +135,8 @@ def server_error_text(
 
 @dataclass
 class CallInfo:
-    """Accounting of one logical call: attempts made, body bytes sent/received (last attempt), billing."""
+    """Accounting of one logical call: attempts made, body bytes sent/received (last attempt), billing, and the
+    waits for a busy server."""
 
     attempts: int = 0
     bytes_sent: int = 0
@@ -141,6 +144,7 @@ class CallInfo:
     #: sum of ``X-Billed-Images`` over every attempt that carried one (failed or
     #: malformed answers the server still billed included); None when none did
     billed_header: int | None = None
+    waits: Waits = field(default_factory=Waits)
 
 
 @dataclass(frozen=True)
@@ -254,6 +258,12 @@ class HttpTransport:
     def has_token(self) -> bool:
         return self.__token is not None
 
+    def refuse_clear_token(self, url: str) -> None:
+        """:class:`~.errors.TokenInClear` when this transport's token would go to ``url`` unencrypted
+        (:func:`refuse_token_in_clear`)."""
+        if self.__token is not None:
+            refuse_token_in_clear(url)
+
     def redact(self, text: str) -> str:
         """Remove the token (every form of it, see :func:`ldpclient.io.text.redact`) from ``text``."""
         return redact(text, (self.__token,))
@@ -336,12 +346,15 @@ class HttpTransport:
             info.bytes_received = self._read_body(resp, started, req.what, where)
         finally:
             resp.close()
+        if self.__token is not None:  # a server that echoes the key: no part of it reaches a parser
+            resp._content = resp.content.replace(self.__token.encode(), b"***")
         return self._answer(req, resp, where)
 
     def _send(self, req: _Request[T], where: str) -> requests.Response:
         """The response to ``req`` (its body not read yet); a failure to connect or send as the teacher error it
         is (unreachable, not sent, transient, or final)."""
         what = req.what
+        self.refuse_clear_token(req.url)
         try:
             return self.session().request(
                 req.method, req.url, data=req.data, headers=req.headers, timeout=self.timeout, stream=True,
@@ -377,12 +390,15 @@ class HttpTransport:
         followed, a transient status with the wait asked for, or a final refusal (a hint for 401/403)."""
         what, status = req.what, resp.status_code
         if 300 <= status < 400:
-            raise _not_followed(what, status, where, resp.headers.get("Location", ""))
+            raise _not_followed(what, status, where, self.redact(resp.headers.get("Location", "")))
         if 200 <= status < 300:
             try:
                 return req.parse(resp)
             except MalformedResponse as exc:
                 raise MalformedResponse(self.redact(f"{what}: {exc}"), transient=exc.transient) from None
+            except RecursionError:  # JSON nested deeper than any parser follows: a hostile or broken answer
+                raise MalformedResponse(f"{what}: the answer from {where} nests deeper than this client reads; "
+                                        "refused", transient=False) from None
         text = server_error_text(resp, redact=self.redact)
         if status in RETRY_STATUSES:
             wait = parse_retry_after(resp.headers.get("Retry-After"))
@@ -390,14 +406,9 @@ class HttpTransport:
                 wait = req.retry_hint(resp)
             raise TransientTeacherError(f"{what}: HTTP {status}{_from(what, where)}: {text}", status=status,
                                         retry_after=wait)
-        hint = ""
-        if status in (401, 403):
-            hint = " (check the token: --token or LDPCLIENT_TOKEN; API: token=)" if self.has_token else (
-                " (no token was sent: give --token or LDPCLIENT_TOKEN; API: token=)"
-            )
-        raise TeacherRequestError(
-            f"{what}: HTTP {status}{_from(what, where)}: {text}{hint}", status=status, server_message=text
-        )
+        hint = _auth_hint(status, self.has_token)
+        raise TeacherRequestError(f"{what}: HTTP {status}{_from(what, where)}: {text}{hint}", status=status,
+                                  server_message=text)
 
     def _read_body(self, resp: requests.Response, started: float, what: str, where: str) -> int:
         """Read ``resp``'s body in pieces, decompressed, within the size limit and the deadline; returns
@@ -464,7 +475,7 @@ class HttpTransport:
             return self._attempt(req, info, units, billing)
 
         result = with_retries(attempt, self.retry, what=what, attempts=lambda: info.attempts, retry=retry,
-                              fail_fast=(TeacherUnreachable,) if first_contact else ())
+                              fail_fast=(TeacherUnreachable,) if first_contact else (), waits=info.waits)
         return result, info
 
     def get_json(self, url: str, *, what: str, allow_404: bool = False, optional: bool = False) -> Any:
@@ -508,6 +519,7 @@ def transport_from_options(
     *,
     adapter: str,
     name: str,
+    url: str | None = None,
     **defaults: Any,
 ) -> HttpTransport:
     """The transport an adapter uses: ``transport`` when given, else a new :class:`HttpTransport`
@@ -517,12 +529,16 @@ def transport_from_options(
     ``options`` are what the adapter received as ``**transport_options``: a name outside
     :data:`TRANSPORT_OPTIONS` raises TypeError (``"<adapter>() got an unexpected keyword
     argument '<name>'"``, as Python words it), and options given alongside a ``transport``
-    raise ValueError (the transport already carries them)."""
+    raise ValueError (the transport already carries them). ``url``: the teacher's address; a token that would go
+    to it in clear is refused here (:meth:`HttpTransport.refuse_clear_token`), before anything is sent."""
     unknown = [k for k in options if k not in TRANSPORT_OPTIONS]
     if unknown:
         raise TypeError(f"{adapter}() got an unexpected keyword argument {unknown[0]!r}")
     if transport is None:
-        return HttpTransport(name=name, **{**defaults, **options})
+        made = HttpTransport(name=name, **{**defaults, **options})
+        if url is not None:
+            made.refuse_clear_token(url)
+        return made
     if not isinstance(transport, HttpTransport):
         raise TypeError(f"{adapter}(): transport must be an HttpTransport, got {type(transport).__name__}")
     if options:
@@ -530,7 +546,39 @@ def transport_from_options(
             f"{adapter}(): pass either transport= or the transport options {', '.join(sorted(options))}, not both "
             "(set them on the HttpTransport)"
         )
+    if url is not None:
+        transport.refuse_clear_token(url)
     return transport
+
+
+def refuse_token_in_clear(url: str) -> None:
+    """:class:`~.errors.TokenInClear` when a token sent to ``url`` would travel unencrypted: over ``http://`` to a
+    host other than this machine's loopback (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "http" or is_loopback(parts.hostname or ""):
+        return
+    raise TokenInClear(
+        f"refusing to send the token in clear to {_origin(url)}: a key over plain http:// can be read by anyone on "
+        "the way; use an https:// address, or drop the token (--token, LDPCLIENT_TOKEN and the service's own "
+        "variable, e.g. OPENAI_API_KEY)")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 without brackets) is this machine's loopback."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _auth_hint(status: int, has_token: bool) -> str:
+    """What to check after a refusal with ``status``: the token, for 401 and 403; else nothing."""
+    if status not in (401, 403):
+        return ""
+    return (" (check the token: --token or LDPCLIENT_TOKEN; API: token=)" if has_token
+            else " (no token was sent: give --token or LDPCLIENT_TOKEN; API: token=)")
 
 
 def _from(what: str, where: str) -> str:

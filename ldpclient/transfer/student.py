@@ -196,8 +196,8 @@ def select_device(device: str = "auto") -> torch.device:
 
 # ---------------------------------------------------------------- labels
 class LabelStore:
-    """Teacher labels by query id ``[0, Q)``, int16 (2 bytes per query), -1 = unlabelled (not asked, or declined:
-    :data:`~ldpclient.teachers.result.ABSTAINED`)."""
+    """Teacher labels by query id ``[0, Q)``, int8 or int16, -1 = unlabelled (not asked, or declined:
+    :data:`~ldpclient.teachers.result.ABSTAINED`), and whether each query was answered (2 or 3 bytes per query)."""
 
     def __init__(self, num_queries: int, num_classes: int) -> None:
         if num_queries < 0:
@@ -207,6 +207,7 @@ class LabelStore:
         self.num_classes = num_classes
         dtype = np.int8 if num_classes <= 127 else np.int16
         self.labels = np.full(num_queries, -1, dtype=dtype)
+        self.answered = np.zeros(num_queries, dtype=bool)  # the teacher answered: a class, or declined
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -219,13 +220,20 @@ class LabelStore:
         if lab.size and (lab.min() < -1 or lab.max() >= self.num_classes):
             raise ValueError(f"teacher label out of range [0, {self.num_classes}) (or -1: declined)")
         self.labels[ids] = lab
+        self.answered[ids] = True
 
     def get(self, ids: np.ndarray | torch.Tensor) -> np.ndarray:
         return self.labels[np.asarray(ids, dtype=np.int64)].astype(np.int64)
 
     @property
     def num_labelled(self) -> int:
+        """Queries the teacher labelled with a class (declined ones apart)."""
         return int(np.count_nonzero(np.asarray(self.labels) >= 0))
+
+    @property
+    def num_answered(self) -> int:
+        """Queries the teacher answered, declined ones included."""
+        return int(np.count_nonzero(self.answered))
 
     def histogram(self, ids: np.ndarray | None = None) -> np.ndarray:
         """The teacher's answers per class over the labelled queries (of ``ids`` only, when given)."""

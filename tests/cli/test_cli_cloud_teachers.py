@@ -85,11 +85,13 @@ def test_declined_queries_are_counted_in_the_summary_and_the_report(demo: Path, 
         declining = _label(demo, tmp_path, "declining", f"openai+{srv.url}/v1", *facts, "--html")
     declined = declining["queries"]["abstained"]
     assert plain["queries"]["abstained"] == 0 and 0 < declined < declining["queries"]["sent"]
-    assert f"the teacher declined {declined} of them (never trained on)" in declining["stdout"]
-    assert any(f"declined {declined} of the" in r for r in declining["verdict"]["reasons"])
+    kinds = declining["queries"]["declined"]  # by why: "cannot tell" below 0.3, refusals
+    assert set(kinds) == {"cannot_tell", "refusal"} and sum(kinds.values()) == declined
+    said = f"{kinds['cannot_tell']} cannot tell"
+    assert f"the teacher declined {declined} of them (never trained on: " in declining["stdout"]
+    assert said in declining["stdout"] and f"{kinds['refusal']} refused" in declining["stdout"]
+    assert any(f"declined {declined} of the" in r and said in r for r in declining["verdict"]["reasons"])
     page = (tmp_path / "declining" / "labels.html").read_text()
-    assert (
-        f"{declined:,} declined by the teacher" in page and "declined by the teacher (&quot;cannot tell&quot;" in page
-    )
+    assert f"{declined:,} declined by the teacher" in page and said in page
     # (accuracy beside the run without declines: BENCHMARKS.md measures it on the whole demo folder, 3 seeds; this
     # folder's 150 images and 1,500 queries leave a student too weak for a 2-point comparison)

@@ -20,8 +20,8 @@ from ldpclient.teachers.billing import billed_attempt, takes_billing
 from ldpclient.teachers.errors import MalformedResponse, RequestNotSent, TeacherRequestError, TransientTeacherError
 from ldpclient.teachers.http import HttpTransport, RetryPolicy
 
-TS = "http://ts.test:8080"
-HF_EP = "http://hf.test/models"
+TS = "https://ts.test:8080"
+HF_EP = "https://hf.test/models"
 
 
 class Guard:

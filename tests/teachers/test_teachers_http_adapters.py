@@ -17,9 +17,9 @@ from ldpclient.teachers.http import RetryPolicy
 from ldpclient.teachers.huggingface import DEFAULT_ENDPOINT, HFTeacher
 from ldpclient.teachers.torchserve import TorchServeTeacher
 
-TS = "http://ts.test:8080"
-HF_EP = "http://hf.test/models"
-HUB = "http://hub.test"
+TS = "https://ts.test:8080"
+HF_EP = "https://hf.test/models"
+HUB = "https://hub.test"
 TOKEN = "hf_SECRETtoken0123456789"
 
 

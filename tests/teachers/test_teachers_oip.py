@@ -23,7 +23,7 @@ from ldpclient.teachers import (
 from ldpclient.teachers.http import RetryPolicy, parse_retry_after
 from ldpclient.teachers.oip import HEADER_LENGTH, OIPTeacher
 
-BASE = "http://teacher.test:8000"
+BASE = "https://teacher.test:8000"
 MODEL_URL = f"{BASE}/v2/models/digits"
 INFER = f"{MODEL_URL}/infer"
 TOKEN = "sk-test-SECRET-0123456789abcdef"
@@ -118,7 +118,7 @@ def test_metadata_and_url_forms():
     m = t.metadata()
     assert (m.input_shape, m.datatype, m.num_classes, m.max_batch_size) == ((1, 28, 28), "FP32", 10, 256)
     assert m.class_names[3] == "3" and m.value_range == (0.0, 1.0)
-    for url in (f"{BASE}/v2/models/digits", "http://teacher.test:8000/digits"):
+    for url in (f"{BASE}/v2/models/digits", "https://teacher.test:8000/digits"):
         tt = connect(url)
         assert isinstance(tt, OIPTeacher) and tt.model_url == MODEL_URL
     v = OIPTeacher.from_url(f"{BASE}/v2/models/digits/versions/3")
@@ -126,7 +126,7 @@ def test_metadata_and_url_forms():
     p = OIPTeacher.from_url("https://h.example/prefix/mnist")
     assert p.model_url == "https://h.example/prefix/v2/models/mnist"
     with pytest.raises(ValueError, match="no model name"):
-        connect("oip+http://teacher.test:8000")
+        connect("oip+https://teacher.test:8000")
 
 
 @responses.activate

@@ -14,9 +14,9 @@ from ldpclient.teachers.huggingface import HFTeacher
 from ldpclient.teachers.oip import OIPTeacher
 from ldpclient.teachers.torchserve import TorchServeTeacher
 
-OIP = "http://oip.test:8000"
-TS = "http://ts.test:8080"
-HF_EP = "http://hf.test/models"
+OIP = "https://oip.test:8000"
+TS = "https://ts.test:8080"
+HF_EP = "https://hf.test/models"
 NAMES = ["zero", "one", "two"]
 KEY = "key-SECRET-0123456789"
 
@@ -123,10 +123,10 @@ def test_an_unknown_option_is_a_type_error_naming_it(make, tmp_path):
 
 def test_connect_passes_the_transport_on_and_refuses_it_with_a_token():
     transport = HttpTransport(timeout=3)
-    assert connect("oip+http://h.test:1/m", transport=transport).http is transport
+    assert connect("oip+https://h.test:1/m", transport=transport).http is transport
     assert connect(f"torchserve+{TS}/m", num_classes=3, input_shape=(1, 2, 2), transport=transport).http is transport
     with pytest.raises(ValueError, match="not both"):
-        connect("oip+http://h.test:1/m", token=KEY, transport=transport)
+        connect("oip+https://h.test:1/m", token=KEY, transport=transport)
 
 
 def test_the_cli_still_names_an_option_an_adapter_does_not_take(tmp_path):

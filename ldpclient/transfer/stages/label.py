@@ -37,7 +37,7 @@ def label_queries(ctx: RunContext, book: QueryBook, end: int) -> tuple[LabelStor
                 stream = ((bid, clip(d)) for bid, d in stream)
             for ids, labels in _labelled(ctx, segment.plan, stream):
                 store.set(segment.ids(ids), labels)
-                ctx.report("label", store.num_labelled, book.labelled_total)
+                ctx.report("label", store.num_answered, book.labelled_total)
         after = ctx.client_counts()
         counts = {"public_queries": public.images.plan.total, "public_sent": after[0] - before[0],
                   "public_from_journal": after[1] - before[1], "public_repeats": public.repeats,
@@ -56,7 +56,7 @@ def label_private(ctx: RunContext, book: QueryBook, store: LabelStore, start: in
     stream = book.keeping(book.stream(None if whole else range(start, end)), start)
     for ids, labels in _labelled(ctx, book.plan, stream):
         store.set(ids, labels)
-        ctx.report("label", store.num_labelled, book.labelled_total)
+        ctx.report("label", store.num_answered, book.labelled_total)
     book.sent_batches = None if end == book.plan.num_batches else end
     return time.perf_counter() - t
 
