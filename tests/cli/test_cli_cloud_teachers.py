@@ -95,3 +95,42 @@ def test_declined_queries_are_counted_in_the_summary_and_the_report(demo: Path, 
     assert f"{declined:,} declined by the teacher" in page and said in page
     # (accuracy beside the run without declines: BENCHMARKS.md measures it on the whole demo folder, 3 seeds; this
     # folder's 150 images and 1,500 queries leave a student too weak for a 2-point comparison)
+
+
+def test_an_api_that_throttles_one_request_in_thirty_prints_no_warning_and_the_summary_counts_the_waits(
+        demo: Path, tmp_path: Path) -> None:
+    facts = ("--model", "digits", "--class-names", str(demo / "classes.json"), "--input-shape", "1,28,28")
+    throttling = {"rate_429": 1 / 30, "retry_after": 0, "rate_limit_header": "retry-after-ms", "fault_seed": 6}
+    with mock_server.serve(model="digits", image_size=28, **throttling) as srv:
+        run = _label(demo, tmp_path, "throttled", f"openai+{srv.url}/v1", *facts, "--price-input-tokens", "0.15",
+                     "--price-output-tokens", "0.6")
+        rejected = _usage(srv)["rejected"]
+    q = run["queries"]
+    assert rejected > 0 and q["busy"] == rejected
+    assert f"waited out {rejected:,} rate limits (" in run["stdout"]
+    assert "retry" not in run["stdout"].lower() and "429" not in run["stdout"]  # not one line per wait
+
+
+def test_a_token_is_refused_before_anything_is_noised_when_it_would_go_in_clear(demo: Path, tmp_path: Path) -> None:
+    key = "sk-live-0123456789abcdefghij"
+    res = CliRunner().invoke(app, [
+        "label", str(demo / "private"), "--teacher", "openai+http://10.255.255.1/v1", "--token", key, "--model", "m",
+        "--class-names", str(demo / "classes.json"), "--input-shape", "1,28,28", "--state-dir", str(tmp_path / "s"),
+        "--output", str(tmp_path / "labels.csv"),
+    ])
+    assert res.exit_code != 0 and "in clear" in res.output and "https://" in res.output and key not in res.output
+    assert len(res.output.strip().splitlines()) == 1 and not (tmp_path / "labels.csv").exists()
+    assert not list((tmp_path / "s").glob("ledger*"))  # nothing noised, nothing charged
+
+
+def test_the_dry_run_states_the_booking_the_money_cap_holds_on(demo: Path, tmp_path: Path) -> None:
+    common = ["label", str(demo / "private"), "--model", "gpt-4o", "--class-names", str(demo / "classes.json"),
+              "--input-shape", "1,28,28", "--price-input-tokens", "2.5", "--price-output-tokens", "10", "--dry-run",
+              "--state-dir", str(tmp_path / "s")]
+    with mock_server.serve(model="digits", image_size=28, model_name="gpt-4o") as srv:
+        said = {extra: CliRunner().invoke(app, [*common, "--teacher", f"openai+{srv.url}/v1", *extra])
+                for extra in [(), ("--image-tokens", "170")]}
+    for res in said.values():
+        assert res.exit_code == 0, res.output
+    assert "OpenAI gpt-4o" in said[()].output and "given (--image-tokens)" in said[("--image-tokens", "170")].output
+    assert "each query booked at" in said[()].output

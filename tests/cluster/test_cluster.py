@@ -6,13 +6,15 @@ the workers' releases are the ledger's (each image charged once, a second pass c
 what they stored); the workers' predictions are the local ones; ``label --cluster auto`` labels a
 folder whose releases and answers a run without the cluster then finds stored (nothing noised or sent again);
 ``--cluster`` without a shared ``--state``, or with ``--seed``, is refused in one line; a label run hands its release
-and every pass of its student (adaptation's included) to the engine (an in-process one, counting them).
+and every pass of its student (adaptation's included) to the engine (an in-process one, counting them), and no key
+from the environment among what the workers receive.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -52,10 +54,18 @@ class CountingEngine(LocalEngine):
 
     def __init__(self) -> None:
         self.stages: list[str] = []
+        self.shipped: list[bytes] = []  # what a worker would receive: the stage's arguments and its blocks
 
     def map_blocks(self, stage, kwargs, blocks):
         self.stages.append(stage.__name__)
-        yield from super().map_blocks(stage, kwargs, blocks)
+        self.shipped.append(pickle.dumps(kwargs))
+
+        def kept(blocks):
+            for block in blocks:
+                self.shipped.append(pickle.dumps(block))
+                yield block
+
+        yield from super().map_blocks(stage, kwargs, kept(blocks))
 
 
 def _records(n: int = 600) -> TensorRecords:
@@ -115,6 +125,8 @@ def test_a_label_run_hands_its_release_and_every_student_pass_to_the_engine(
     Ray tests below run the same stages on actors, without adaptation: each pass there starts an actor pool.)"""
     engine = CountingEngine()
     monkeypatch.setattr("ldpclient.cluster.engine.open_engine", lambda address, **_: engine)
+    key = "sk-cluster-secret-0123456789"
+    monkeypatch.setenv("LDPCLIENT_TOKEN", key)  # a key in the environment never goes to the workers
     folder = private_folder(tmp_path)
     with mock_teacher() as srv:
         done = invoke(
@@ -133,6 +145,7 @@ def test_a_label_run_hands_its_release_and_every_student_pass_to_the_engine(
     assert rep["ledger"]["fresh"] == 12 - rep["counts"]["not_released"] and rep["counts"]["labelled"] == 12
     assert engine.stages.count("ReleaseStage") == 1
     assert engine.stages.count("PredictStage") >= 2 and set(engine.stages) == {"ReleaseStage", "PredictStage"}
+    assert engine.shipped and not any(key.encode() in shipped for shipped in engine.shipped)
 
 
 def test_label_on_the_cluster_then_here_finds_everything_stored(ray_local, postgres_url: str, tmp_path: Path) -> None:

@@ -198,9 +198,9 @@ def test_an_answer_that_nests_without_end_is_a_one_line_refusal_not_a_crash() ->
 ])
 @responses.activate
 def test_every_odd_answer_is_a_declined_query_of_its_kind_never_a_class(content, finish, kind) -> None:
-    responses.add(responses.POST, f"{API}/chat/completions", json=_completion(json.dumps({"label": content})
-                                                                              if kind != "unreadable" or finish != "stop"
-                                                                              else content, finish))
+    raw = kind == "unreadable" and finish == "stop"  # the unreadable structured answer is sent as it is
+    responses.add(responses.POST, f"{API}/chat/completions",
+                  json=_completion(content if raw else json.dumps({"label": content}), finish))
     with _chat(answer_format="json_schema") as chat:
         client = QueryClient(chat)
         labels = client.label(chat_queries(2))

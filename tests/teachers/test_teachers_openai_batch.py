@@ -211,6 +211,7 @@ def test_a_batch_run_killed_after_submitting_and_run_again_collects_without_send
     assert len(jobs) == 1 and jobs[0]["status"] == "completed" and billed["total"]["requests"] == 600  # once each
     assert report["cost"]["spent_total"] == pytest.approx(billed["total"]["cost"], abs=1e-9)
     assert report["cost"]["batch_price_factor"] == 0.5 and report["queries"]["sent"] == 600
+    assert report["queries"]["collected_earlier"] == 600  # all of it from the job the killed run sent
 
 
 #: A finished job and its files, in the shapes of OpenAI's API reference (the batch object) and Batch guide (the
