@@ -111,16 +111,19 @@ class ClientStats:
         self.abstained += int((labels == ABSTAINED).sum())
 
 
-def billing_words(stats: ClientStats, units: str, *, token_billed: bool) -> str:
-    """The billing line: for a teacher billed in tokens, the tokens its answers reported and the answers whose
-    usage was not believed; else ``units``, the billed units reconciled with the queries."""
-    if not token_billed:
-        return units
-    words = (f"tokens reported by the server: {stats.input_tokens:,} input and {stats.output_tokens:,} output for "
-             f"{stats.queries_sent:,} queries sent")
-    if stats.unbilled:
-        words += f"; {stats.unbilled:,} answer(s) reported no believable usage: charged at their booking"
-    return words
+def billing_section(r: Reconciliation, stats: ClientStats, *, token_billed: bool) -> dict[str, Any]:
+    """The report's billing: the units the server billed against the queries, and the line that says so; for a
+    teacher billed in tokens, the line gives the tokens its answers reported and the answers whose usage was not
+    believed."""
+    words = r.summary()
+    if token_billed:
+        words = (f"tokens reported by the server: {stats.input_tokens:,} input and {stats.output_tokens:,} output "
+                 f"for {stats.queries_sent:,} queries sent")
+        if stats.unbilled:
+            words += f"; {stats.unbilled:,} answer(s) reported no believable usage: charged at their booking"
+    return {"expected_units": r.expected_units, "billed_units": r.billed_units,
+            "unreported_batches": r.unreported_batches,
+            "differences": [dataclasses.asdict(d) for d in r.differences], "summary": words}
 
 
 #: Seconds a batch's lease lasts without renewal (:meth:`Journal.claim`): a run waiting for another's batch takes
@@ -153,6 +156,12 @@ class _AttemptBilling:
         self.attempts = 0
         self.lost_cost = 0.0
         self._jobs: list[str] = []
+        # the booking of this batch's attempts, fixed when it starts: what is opened is what is closed
+        self._per_query, self._per_request = client.cost.price_per_query, client.cost.price_per_request
+
+    def _booked(self, units: int) -> float:
+        """What an attempt of ``units`` queries is booked at."""
+        return units * self._per_query + self._per_request
 
     def before_attempt(self, units: int) -> None:
         c = self.client
@@ -162,7 +171,7 @@ class _AttemptBilling:
             c.cost.reserve(self.batch_id, 0.0, done_batches=0)
         self.attempts += 1
         if c.journal is not None:
-            cost = c.cost.cost_of(units, 1)
+            cost = self._booked(units)
             try:  # the journal holds the cap across every process that shares it
                 c.journal.open_attempt(c.scope, self.batch_id, cost, c.run_id, cap=c.cost.cap)
             except MoneyCapInJournal as exc:
@@ -182,7 +191,7 @@ class _AttemptBilling:
         c = self.client
         with c._abort_lock:
             c._aborts.pop(self.batch_id, None)
-        cost = c.cost.cost_of(units, 1)
+        cost = self._booked(units)
         if outcome == "refused" and c.journal is not None:
             c.journal.close_attempt(c.scope, self.batch_id, cost)
         elif outcome == "lost":
@@ -213,7 +222,7 @@ class _AttemptBilling:
         (a batch-API job it started, collected now): its booking leaves what earlier runs spent, as this run
         counts what the attempt cost."""
         c = self.client
-        booked = c.cost.cost_of(units, 1)
+        booked = self._booked(units)
         over = booked - float(cost)
         if over > 0 and c.journal is not None:
             c.journal.close_attempt(c.scope, self.batch_id, over)
@@ -266,8 +275,10 @@ class QueryClient:
         self.journal: Journal | None = journal
         self.cost = cost if cost is not None else CostMeter()
         most = self.teacher.most_per_query()
-        if most is not None and self.cost.price_per_query == 0 and self.cost.price_per_request == 0:
-            self.cost.price_per_query = float(most)  # booked at the most, settled from what the server counted
+        # a teacher that books its own queries (billed in tokens): booked at its figure, settled from its bill
+        self._teacher_books = most is not None and not self.cost.price_per_request and self.cost.price_per_query in (
+            0.0, float(most))
+        self.refresh_booking()
         self._scope = scope
         self.verify_queries = verify_queries
         self.stats = ClientStats()
@@ -279,6 +290,12 @@ class QueryClient:
         self._abort_lock = threading.Lock()
         self._aborts: dict[str, Callable[[], None]] = {}  # batch id -> abandon its attempt in flight
         self._leased: set[str] = set()  # batches this run holds the journal's lease on (guarded by _lock)
+
+    def refresh_booking(self) -> None:
+        """Book the next batches at what the teacher books a query at now (it may learn its model's bill from the
+        answers, :class:`~ldpclient.teachers.token_booking.TokenBooking`), where the teacher books its own."""
+        if self._teacher_books:
+            self.cost.price_per_query = float(self.teacher.most_per_query() or 0.0)
 
     # -- metadata ---------------------------------------------------------------------------
     def metadata(self) -> TeacherMetadata:
@@ -389,15 +406,6 @@ class QueryClient:
             self.stats.add_sent(parts, labels, dt)
         log.debug("batch %s: %d queries answered in %d request(s)", batch_id, n, requests)
         return labels
-
-    @staticmethod
-    def _check_batch_id(batch_id: str, seen: set[str]) -> None:
-        """Raise ValueError for a batch id that is not a non-empty string or repeats one of ``seen``; add it."""
-        if not isinstance(batch_id, str) or not batch_id:
-            raise ValueError(f"batch ids must be non-empty strings, got {batch_id!r}")
-        if batch_id in seen:
-            raise ValueError(f"batch id {batch_id!r} appears twice in one run; ids must be unique")
-        seen.add(batch_id)
 
     def _from_journal(self, batch_id: str, derived: Derived, digest: str) -> torch.Tensor | None:
         """Journaled labels of this batch (counted in stats), or None; JournalMismatch if they do not fit it."""
@@ -513,13 +521,7 @@ class QueryClient:
             "spent_total": self.cost.spent_total,
             "spent_unconfirmed": self.cost.unconfirmed,
             "cap": self.cost.cap,
-            "billing": {
-                "expected_units": r.expected_units,
-                "billed_units": r.billed_units,
-                "unreported_batches": r.unreported_batches,
-                "differences": [dataclasses.asdict(d) for d in r.differences],
-                "summary": billing_words(s, r.summary(), token_billed=self.teacher.most_per_query() is not None),
-            },
+            "billing": billing_section(r, s, token_billed=self.teacher.most_per_query() is not None),
         }
 
     def close(self) -> None:

@@ -69,7 +69,7 @@ class BatchStream:
             renewer.start()
         try:
             for batch_id, queries in batches:
-                client._check_batch_id(batch_id, seen)
+                _check_batch_id(batch_id, seen)
                 stop = self._enqueue(batch_id, as_derived(queries), pending, pool, done)  # raw tensors: TypeError
                 if stop is not None:
                     break
@@ -114,6 +114,7 @@ class BatchStream:
         if journaled is not None:
             pending.append((batch_id, journaled))
             return None
+        client.refresh_booking()
         est = client.cost.cost_of(len(derived), client._requests_for(len(derived)))
         try:
             client.cost.reserve(batch_id, est, done_batches=done + len(pending))
@@ -195,6 +196,15 @@ def _in_flight(pending: Pending) -> int:
     """Pending batches whose request has not finished yet."""
     return sum(1 for _, x in pending if isinstance(x, Future) and not x.done())
 
+
+
+def _check_batch_id(batch_id: str, seen: set[str]) -> None:
+    """Raise ValueError for a batch id that is not a non-empty string or repeats one of ``seen``; add it."""
+    if not isinstance(batch_id, str) or not batch_id:
+        raise ValueError(f"batch ids must be non-empty strings, got {batch_id!r}")
+    if batch_id in seen:
+        raise ValueError(f"batch id {batch_id!r} appears twice in one run; ids must be unique")
+    seen.add(batch_id)
 
 
 #: Share of the time spent on the teacher from which waiting for its rate limits is worth a warning line.

@@ -281,3 +281,13 @@ def test_the_querying_bar_counts_declined_answers() -> None:
     store = LabelStore(4, 3)
     store.set(torch.tensor([0, 1, 2]), torch.tensor([1, ABSTAINED, ABSTAINED]))
     assert (store.num_labelled, store.num_answered) == (1, 3)
+
+
+def test_the_run_books_its_next_batches_at_what_the_answers_showed_and_the_cap_still_holds() -> None:
+    with serve_chat() as srv, chat_teacher(srv) as chat:  # "digits": no rule, first booked at 2,833 image tokens
+        cap = 3 * chat.most_per_query()
+        client = QueryClient(chat, batch_size=1, cost=CostMeter(cap=cap))
+        labels = client.label(chat_queries(12))  # booked at the most, all 12 would need 4 times the cap
+        billed = chat_usage(srv)["cost"]
+    assert len(labels) == 12 and client.cost.spent_run == pytest.approx(billed, abs=1e-12) and billed <= cap
+    assert client.cost.price_per_query < cap / 12  # the booking followed the bill
