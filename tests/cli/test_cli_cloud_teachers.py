@@ -85,6 +85,10 @@ def test_declined_queries_are_counted_in_the_summary_and_the_report(demo: Path, 
         declining = _label(demo, tmp_path, "declining", f"openai+{srv.url}/v1", *facts, "--html")
     declined = declining["queries"]["abstained"]
     assert plain["queries"]["abstained"] == 0 and 0 < declined < declining["queries"]["sent"]
+    planned = declining["queries"]["planned"]  # every query, declined ones included: the bar ends full
+    assert planned == declining["queries"]["sent"] == 1500
+    bar = next(line for line in declining["stdout"].splitlines() if line.startswith("querying"))
+    assert f" {planned}/{planned} " in bar
     kinds = declining["queries"]["declined"]  # by why: "cannot tell" below 0.3, refusals
     assert set(kinds) == {"cannot_tell", "refusal"} and sum(kinds.values()) == declined
     said = f"{kinds['cannot_tell']} cannot tell"

@@ -291,3 +291,11 @@ def test_the_run_books_its_next_batches_at_what_the_answers_showed_and_the_cap_s
         billed = chat_usage(srv)["cost"]
     assert len(labels) == 12 and client.cost.spent_run == pytest.approx(billed, abs=1e-12) and billed <= cap
     assert client.cost.price_per_query < cap / 12  # the booking followed the bill
+
+
+@responses.activate
+def test_an_answer_far_over_any_sane_size_is_refused_once_without_being_kept() -> None:
+    responses.add(responses.POST, f"{API}/chat/completions", body=b'{"choices": "' + b"x" * (3 << 20) + b'"}')
+    with _chat(max_response_bytes=1 << 20) as chat, pytest.raises(MalformedResponse, match="larger than") as caught:
+        QueryClient(chat).label(chat_queries(1))
+    assert not caught.value.transient and len(responses.calls) == 1
