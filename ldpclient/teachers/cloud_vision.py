@@ -155,7 +155,7 @@ class VisionTeacher(Teacher):
             try:
                 doc = resp.json()
             except ValueError:
-                raise MalformedResponse(f"response is not JSON: {resp.text[:80]!r}") from None
+                raise MalformedResponse(f"response is not JSON: {resp.text[:80]!r}", transient=False) from None
             answers = doc.get("responses") if isinstance(doc, dict) else None
             if not isinstance(answers, list) or len(answers) != n:
                 got = len(answers) if isinstance(answers, list) else "no"

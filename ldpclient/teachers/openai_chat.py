@@ -372,19 +372,21 @@ class ChatTeacher(Teacher):
         self._pacer.update(resp.headers)
         try:
             doc = resp.json()
-        except ValueError:
-            raise MalformedResponse(f"response is not JSON: {resp.text[:80]!r}") from None
+        except ValueError:  # not asked again: a 200 may well have been billed
+            raise MalformedResponse(f"response is not JSON: {resp.text[:80]!r}", transient=False) from None
         return self.answer_of(doc, fmt)
 
     def answer_of(self, doc: Any, fmt: str) -> _Answer:
-        """The answer a chat completion ``doc`` gives to a request asked in ``fmt`` (an answer format)."""
-        choices = doc.get("choices") if isinstance(doc, dict) else None
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise MalformedResponse(f"expected a chat completion with choices, got {str(doc)[:100]}")
+        """The answer a chat completion ``doc`` gives to a request asked in ``fmt`` (an answer format); a document
+        that is not a chat completion is an unreadable answer, declined (asking again would pay again)."""
+        doc = doc if isinstance(doc, dict) else {}
+        choices = doc.get("choices")
         usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
         tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
         tin = int(tin) if isinstance(tin, int) and not isinstance(tin, bool) and tin >= 0 else None
         tout = int(tout) if isinstance(tout, int) and not isinstance(tout, bool) and tout >= 0 else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return _Answer(ABSTAINED, tin, tout, "unreadable")
         choice = choices[0]
         message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         finish = choice.get("finish_reason")

@@ -299,3 +299,31 @@ def test_an_answer_far_over_any_sane_size_is_refused_once_without_being_kept() -
     with _chat(max_response_bytes=1 << 20) as chat, pytest.raises(MalformedResponse, match="larger than") as caught:
         QueryClient(chat).label(chat_queries(1))
     assert not caught.value.transient and len(responses.calls) == 1
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_the_money_cap_holds_with_several_requests_in_flight(workers) -> None:
+    with serve_chat(rate_429=0.2, retry_after=0, fault_seed=7) as srv, chat_teacher(srv, image_tokens=85) as chat:
+        cap = 5.5 * chat.most_per_query()
+        client = QueryClient(chat, batch_size=1, workers=workers, cost=CostMeter(cap=cap))
+        with pytest.raises(CostCapReached):
+            client.label(chat_queries(12))
+        billed = chat_usage(srv)["cost"]
+    assert 0 < billed <= cap and client.cost.spent_run == pytest.approx(billed, abs=1e-12)
+
+
+@pytest.mark.parametrize("body, declined", [({"id": "chatcmpl-1", "usage": {"prompt_tokens": 9}}, True),
+                                            ({"choices": "none"}, True), ("<html>bad gateway</html>", False)])
+@responses.activate
+def test_a_200_that_is_no_chat_completion_is_declined_or_refused_and_never_asked_twice(body, declined) -> None:
+    responses.add(responses.POST, f"{API}/chat/completions", **({"json": body} if isinstance(body, dict)
+                                                                else {"body": body}))
+    with _chat() as chat:
+        client = QueryClient(chat, batch_size=1)
+        if declined:
+            assert client.label(chat_queries(1)).tolist() == [ABSTAINED]
+            assert client.stats.declined == {"unreadable": 1}
+        else:
+            with pytest.raises(MalformedResponse, match="not JSON"):
+                client.label(chat_queries(1))
+    assert len(responses.calls) == 1

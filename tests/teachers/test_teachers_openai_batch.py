@@ -169,7 +169,8 @@ def _interrupt_the_next_wait() -> None:
 
 
 def test_the_money_cap_holds_on_the_batch_booking_before_any_job_is_sent(tmp_path: Path) -> None:
-    with serve_chat() as srv, _batched(srv) as teacher:
+    batch = BatchSettings(poll_s=0.02, max_poll_s=0.1)
+    with serve_chat() as srv, chat_teacher(srv, batch=batch, image_tokens=85) as teacher:  # a booking that stays
         most = teacher.most_per_query()
         client = QueryClient(teacher, journal=Journal(tmp_path / "j.sqlite"), cost=CostMeter(cap=most * 10.2))
         with pytest.raises(CostCapReached):
