@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, r
 
 import urllib3
 
+from ..io.text import printable
 from .errors import Interrupted, MalformedResponse, RequestNotSent, TeacherRequestError, TransientTeacherError
 from .result import ABSTAINED
 
@@ -262,19 +263,20 @@ class BatchRunner:
         it answered."""
         job = self._wait(job_id, billing, got)
         if job["status"] == "failed" and not job.get("output_file_id"):
-            errors = (job.get("errors") or {}).get("data") or [{}]
-            said = str(errors[0].get("message") or "no reason given")[:200]
+            errors = _errors(job) or [{}]
+            said = printable(str(errors[0].get("message") or "no reason given"), max_chars=200)
             settle = _hook(billing, "settle_attempt")
             if settle is not None:  # nothing ran
-                settle(max(sent, int((job.get("request_counts") or {}).get("total") or 0)), 0.0, earlier=earlier)
-            if any(isinstance(e, dict) and e.get("code") == QUEUE_FULL for e in errors):
+                settle(sent or _lines_of(job, len(places)), 0.0, earlier=earlier)
+            if any(e.get("code") == QUEUE_FULL for e in errors):
                 log.info("batch job %s was refused (%s); its lines go again once others have ended", job_id, said)
                 got.queue_full += 1
                 return
             raise TeacherRequestError(f"batch job {job_id[:40]} failed: {said}", status=400, server_message=said)
-        fmt = str((job.get("metadata") or {}).get("ldpclient_format") or self.teacher.answer_format)
+        meta = job.get("metadata")
+        fmt = str((meta if isinstance(meta, dict) else {}).get("ldpclient_format") or self.teacher.answer_format)
         cost, ran = 0.0, 0
-        total = int((job.get("request_counts") or {}).get("total") or 0)
+        total = min(sent, _lines_of(job, sent)) if sent else _lines_of(job, len(places))
         for line in [*self._lines(job.get("output_file_id"), got), *self._lines(job.get("error_file_id"), got)]:
             place = places.get(str(line.get("custom_id")))
             if place is None or place in got.answers:
@@ -394,6 +396,21 @@ class BatchRunner:
         raise TeacherRequestError(
             f"batch {request_id}: {left} queries still unanswered after {self.settings.resends + 1} batch jobs "
             "(expired or failed); run the command again to send them once more", status=0)
+
+
+def _errors(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entries of a failed job's ``errors.data`` that are objects (a hostile job may send anything)."""
+    errors = job.get("errors")
+    data = errors.get("data") if isinstance(errors, dict) else None
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+
+
+def _lines_of(job: dict[str, Any], most: int) -> int:
+    """The lines a job says it held (``request_counts.total``), at most ``most`` (what was sent in it; a larger
+    count would unbook money never booked), 0 when it says nothing usable."""
+    counts = job.get("request_counts")
+    total = counts.get("total") if isinstance(counts, dict) else None
+    return min(total, most) if isinstance(total, int) and not isinstance(total, bool) and total > 0 else 0
 
 
 def _span(seconds: float) -> str:

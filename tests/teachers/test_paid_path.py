@@ -327,3 +327,15 @@ def test_a_200_that_is_no_chat_completion_is_declined_or_refused_and_never_asked
             with pytest.raises(MalformedResponse, match="not JSON"):
                 client.label(chat_queries(1))
     assert len(responses.calls) == 1
+
+
+@pytest.mark.parametrize("oddity", [{"request_counts": {"total": "many"}}, {"request_counts": {"total": 10**9}},
+                                    {"metadata": ["x"]}, {"errors": ["x"], "request_counts": None}])
+@responses.activate
+def test_a_batch_job_whose_fields_are_odd_is_read_without_a_crash(oddity) -> None:
+    lines = [_line("b/0", "1"), _line("b/1", "0")]
+    responses.add(responses.GET, f"{API}/batches/batch_1", json={**_job(), **oddity})
+    responses.add(responses.GET, f"{API}/files/file-out/content", body="\n".join(lines) + "\n")
+    with _chat(batch=True) as chat:
+        got = BatchRunner(chat, BatchSettings()).run([b"png-0", b"png-1"], "b", _Kept("batch_1"))
+    assert {k: a.label for k, a in got.answers.items()} == {0: 1, 1: 0}
