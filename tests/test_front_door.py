@@ -135,13 +135,15 @@ def test_the_front_door_reports_progress_to_a_callback_and_on_a_terminal(tmp_pat
     folder = _folder(tmp_path / "private", n=12)
     heard: list[tuple[str, float, float | None]] = []
     with mock_server.serve(model="trivial", image_size=8, channels=1) as srv:
-        ldpclient.label(folder, srv.model_url, epsilon=20, queries=24, epochs=1, state_dir=tmp_path / "s",
-                        progress=lambda stage, done, total: heard.append((stage, done, total)))
+        run = ldpclient.label(folder, srv.model_url, epsilon=20, queries=24, epochs=1, state_dir=tmp_path / "s",
+                              progress=lambda stage, done, total: heard.append((stage, done, total)))
         assert capsys.readouterr().err == ""  # not a terminal here: no bars by default
         stages = list(dict.fromkeys(stage for stage, _, _ in heard))
         assert stages[:3] == ["loading", "noising", "querying"] and "training" in stages and "labelling" in stages
         last = {stage: (done, total) for stage, done, total in heard}
-        assert last["querying"] == (24.0, 24.0) and last["noising"] == (12.0, 12.0)
+        # an image no query of the (unseeded) plan draws on is not released: the bar ends at the images released
+        released = 12 - run.report["counts"]["not_released"]
+        assert last["querying"] == (24.0, 24.0) and last["noising"] == (released, released)
         monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
         ldpclient.label(folder, srv.model_url, epsilon=20, queries=24, epochs=1, state_dir=tmp_path / "s")
         assert "querying" in capsys.readouterr().err  # a terminal: the command's bars
