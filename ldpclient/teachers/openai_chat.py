@@ -151,19 +151,18 @@ class _Pacer:
     def __init__(self, longest: float, tokens_per_request: Callable[[], int]) -> None:
         self._lock = threading.Lock()
         self._not_before = 0.0
-        self._asked = 0.0
         self.longest = longest
         self.tokens_per_request = tokens_per_request
 
     def wait(self) -> float:
         """Hold the caller back as the server's last headers ask; the seconds held."""
         with self._lock:
-            delay, asked = self._not_before - time.monotonic(), self._asked
+            delay = self._not_before - time.monotonic()
         if delay <= 0:
             return 0.0
-        if asked > self.longest:
+        if delay > self.longest:
             raise RetriesExhausted(
-                f"the server said its rate limit resets in {asked:.0f} s, more than a request may wait "
+                f"the server said its rate limit resets in {delay:.0f} s, more than a request may wait "
                 f"({self.longest:g} s: --max-retry-time); run again later", attempts=0, elapsed_s=0.0)
         time.sleep(delay)
         return delay
@@ -179,7 +178,6 @@ class _Pacer:
         if reset:
             with self._lock:
                 self._not_before = max(self._not_before, time.monotonic() + reset)
-                self._asked = reset
 
 
 def _plain(text: str) -> str:
