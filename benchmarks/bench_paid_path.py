@@ -64,9 +64,9 @@ def _run(case: str, server_options: dict[str, Any], queries: Any, workers: int, 
         logging.getLogger("ldpclient").removeHandler(counter)
     s = client.stats
     return {"case": case + ("" if pacing else ", no pacing"), "workers": workers, "queries": len(queries),
-            "requests": s.requests, "attempts": s.attempts, "busy": s.busy,
-            "busy_per_1000": round(1000 * s.busy / max(s.requests, 1), 1), "busy_s": round(s.busy_s, 2),
-            "paced_s": round(s.paced_s, 2), "warnings": counter.lines, "wall_s": round(wall, 2)}
+            "requests": s.requests, "attempts": s.attempts, "busy": s.waits.busy,
+            "busy_per_1000": round(1000 * s.waits.busy / max(s.requests, 1), 1), "busy_s": round(s.waits.busy_s, 2),
+            "paced_s": round(s.waits.paced_s, 2), "warnings": counter.lines, "wall_s": round(wall, 2)}
 
 
 def _booking(model: str, options: dict[str, Any], queries: Any) -> dict[str, Any]:

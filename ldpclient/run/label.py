@@ -571,7 +571,8 @@ def _open_session(setup: RunSetup) -> _Session:
     except BaseException:
         ledger.close()
         raise
-    cost = CostMeter(price_per_query=opts.price, cap=opts.money_cap)
+    # a teacher billed in tokens books its own queries (the client asks it before each batch): no price of ours
+    cost = CostMeter(price_per_query=0.0 if opts.facts.token_priced else opts.price, cap=opts.money_cap)
     client = QueryClient(
         setup.teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal, cost=cost, scope=setup.scope
     )

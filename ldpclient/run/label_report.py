@@ -196,6 +196,7 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
 def _queries_section(setup: RunSetup, outcome: RunOutcome) -> QueriesSection:
     """The report's ``queries``: what was planned, sent and read back, declined, and waited for."""
     counts, stats = outcome.result.counts, outcome.stats_private
+    waits = stats.get("waits") or {}
     return QueriesSection(
         planned=int(counts.get("queries_planned", counts.get("queries", 0))),
         batches=int(counts.get("batches", 0)),
@@ -211,9 +212,9 @@ def _queries_section(setup: RunSetup, outcome: RunOutcome) -> QueriesSection:
         abstained=int(stats.get("abstained", 0)),
         declined=dict(stats.get("declined") or {}) or None,
         collected_earlier=int(stats.get("collected_earlier", 0)),
-        busy=int(stats.get("busy", 0)),
-        busy_wait_s=round(float(stats.get("busy_s", 0.0)), 3),
-        paced_s=round(float(stats.get("paced_s", 0.0)), 3),
+        busy=int(waits.get("busy", 0)),
+        busy_wait_s=round(float(waits.get("busy_s", 0.0)), 3),
+        paced_s=round(float(waits.get("paced_s", 0.0)), 3),
     )
 
 

@@ -38,6 +38,7 @@ from .errors import CostCapReached, Interrupted, JournalMismatch
 from .identity import merge_scope_aliases
 from .journal import Journal, JournalEntry, MoneyCapInJournal
 from .result import ABSTAINED, InferResult, validate_labels
+from .retry import Waits
 
 log = logging.getLogger("ldpclient.teachers.client")
 
@@ -72,9 +73,7 @@ class ClientStats:
     output_tokens: int = 0
     #: answers of a busy server (429, 503) waited out, the seconds spent waiting them out, and the seconds requests
     #: were held back because the server said its rate limit was reached (summed over the requests)
-    busy: int = 0
-    busy_s: float = 0.0
-    paced_s: float = 0.0
+    waits: Waits = field(default_factory=Waits)
     #: of ``abstained``, the queries sent this run, by why the teacher declined them (keys of
     #: :data:`ldpclient.names.DECLINE_KINDS`; the journal keeps no reason for an answer read back from it)
     declined: dict[str, int] = field(default_factory=dict)
@@ -96,9 +95,7 @@ class ClientStats:
         self.input_tokens += sum(p.input_tokens for p in parts)
         self.output_tokens += sum(p.output_tokens for p in parts)
         for p in parts:
-            self.busy += p.waits.busy
-            self.busy_s += p.waits.busy_s
-            self.paced_s += p.waits.paced_s
+            self.waits.add(p.waits)
             self.unbilled += p.unbilled
             self.collected_earlier += p.collected_earlier
             for kind, n in p.declined.items():
@@ -275,9 +272,8 @@ class QueryClient:
         self.journal: Journal | None = journal
         self.cost = cost if cost is not None else CostMeter()
         most = self.teacher.most_per_query()
-        # a teacher that books its own queries (billed in tokens): booked at its figure, settled from its bill
-        self._teacher_books = most is not None and not self.cost.price_per_request and self.cost.price_per_query in (
-            0.0, float(most))
+        # a teacher that books its own queries (billed in tokens), where no price was given: booked at its figure
+        self._teacher_books = most is not None and not self.cost.price_per_query and not self.cost.price_per_request
         self.refresh_booking()
         self._scope = scope
         self.verify_queries = verify_queries

@@ -51,7 +51,7 @@ from .identity import adapter_scope
 from .openai_batch import BatchRunner, BatchSettings
 from .registry import register_adapter
 from .result import ABSTAINED, InferResult, name_key
-from .token_booking import TokenBooking, TokenPrices, text_tokens
+from .token_booking import TokenBooking, TokenPrices, text_tokens, token_count
 
 log = logging.getLogger("ldpclient.teachers.openai_chat")
 
@@ -380,9 +380,7 @@ class ChatTeacher(Teacher):
         doc = doc if isinstance(doc, dict) else {}
         choices = doc.get("choices")
         usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
-        tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        tin = int(tin) if isinstance(tin, int) and not isinstance(tin, bool) and tin >= 0 else None
-        tout = int(tout) if isinstance(tout, int) and not isinstance(tout, bool) and tout >= 0 else None
+        tin, tout = token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return _Answer(ABSTAINED, tin, tout, "unreadable")
         choice = choices[0]

@@ -60,6 +60,7 @@ class BatchStream:
         seen: set[str] = set()
         stop: CostCapReached | None = None
         done = 0
+        waiting_before = _mostly_waiting(client.stats)
         pool = ThreadPoolExecutor(max_workers=client.workers, thread_name_prefix="ldpclient-teacher")
         client._stopping.clear()
         finished = interrupted = False
@@ -95,7 +96,7 @@ class BatchStream:
                     renewer.join()
                 client.release_leases()
                 client.stats.wall_s += time.perf_counter() - t_start
-                _warn_if_mostly_waiting(client.stats)
+                _warn_if_mostly_waiting(client.stats, waiting_before)
 
     def _ready(self, pending: Pending) -> bool:
         """Whether the oldest pending batch is to be yielded now: answered, or the window or the workers full."""
@@ -211,14 +212,19 @@ def _check_batch_id(batch_id: str, seen: set[str]) -> None:
 MOSTLY_WAITING = 0.5
 
 
-def _warn_if_mostly_waiting(stats: ClientStats) -> None:
-    """One warning when waiting for a busy teacher (429/503 waits and pacing) took over :data:`MOSTLY_WAITING` of the
-    time spent on it, and more than :data:`~.retry.LONG_WAIT_S` seconds: the limit, not the teacher, sets the pace."""
-    waited = stats.busy_s + stats.paced_s
-    if waited > LONG_WAIT_S and stats.teacher_s > 0 and waited > MOSTLY_WAITING * stats.teacher_s:
+def _mostly_waiting(stats: ClientStats) -> bool:
+    """Whether waiting for a busy teacher (429/503 waits and pacing) took over :data:`MOSTLY_WAITING` of the time
+    spent on it, and more than :data:`~.retry.LONG_WAIT_S` seconds: the limit, not the teacher, sets the pace."""
+    waited = stats.waits.busy_s + stats.waits.paced_s
+    return waited > LONG_WAIT_S and stats.teacher_s > 0 and waited > MOSTLY_WAITING * stats.teacher_s
+
+
+def _warn_if_mostly_waiting(stats: ClientStats, before: bool) -> None:
+    """One warning, when the client's waiting has just come to dominate (``before``: whether it did already)."""
+    if not before and _mostly_waiting(stats):
         log.warning("the teacher's rate limit set this run's pace: %.0f s of the %.0f s spent on it went to waiting "
                     "(%d rate limits waited out): the run goes only as fast as that limit allows",
-                    waited, stats.teacher_s, stats.busy)
+                    stats.waits.busy_s + stats.waits.paced_s, stats.teacher_s, stats.waits.busy)
 
 
 __all__ = ["ABANDON_WAIT_S", "BatchStream", "FINISH_WAIT_S", "query_digest"]

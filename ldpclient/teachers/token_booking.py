@@ -117,7 +117,7 @@ class TokenBooking:
         """What an answer whose ``usage`` reports ``input_tokens`` and ``output_tokens`` is charged, and whether
         that usage was believed (else the booking is charged)."""
         booked_in, booked_out = self.tokens()
-        tin, tout = _count(input_tokens), _count(output_tokens)
+        tin, tout = token_count(input_tokens), token_count(output_tokens)
         if not tin or tout is None or tin > ABSURD * booked_in or tout > ABSURD * booked_out:
             return self.prices.cost(booked_in, booked_out) * self.factor, False
         with self._lock:
@@ -125,9 +125,9 @@ class TokenBooking:
             self._billed_out = max(self._billed_out, tout)
         return self.prices.cost(tin, tout) * self.factor, True
 
-def _count(value: object) -> int | None:
-    """``value`` when it is a whole number >= 0 (not a bool), else None."""
+def token_count(value: object) -> int | None:
+    """A ``usage`` field's count: ``value`` when it is a whole number >= 0 (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-__all__ = ["ABSURD", "LEARNT_MARGIN", "TEMPLATE_TOKENS", "TokenBooking", "TokenPrices", "text_tokens"]
+__all__ = ["ABSURD", "LEARNT_MARGIN", "TEMPLATE_TOKENS", "TokenBooking", "TokenPrices", "text_tokens", "token_count"]

@@ -44,7 +44,7 @@ def test_routine_rate_limits_are_waited_out_counted_and_never_printed(caplog) ->
         client = QueryClient(chat, workers=2)
         client.label(chat_queries(150))
         rejected = chat_usage(srv)["rejected"]
-    assert rejected > 0 and client.stats.busy == rejected == client.stats.attempts - client.stats.requests
+    assert rejected > 0 and client.stats.waits.busy == rejected == client.stats.attempts - client.stats.requests
     assert caplog.records == []  # 150 queries, a few 429s: not one line
 
 
@@ -89,7 +89,7 @@ def test_requests_are_paced_by_the_tokens_left_and_a_reset_of_hours_ends_the_run
         client = QueryClient(chat, batch_size=1)
         with pytest.raises(RetriesExhausted, match="resets in 7200 s"):
             client.label(chat_queries(3))
-    assert len(responses.calls) == 2 and client.stats.paced_s > 0  # the second waited for the tokens' reset
+    assert len(responses.calls) == 2 and client.stats.waits.paced_s > 0  # the second waited for the tokens' reset
 
 
 # -- money --------------------------------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ def test_fault_injection_is_survived_with_identical_labels(faults, reference_lab
         # a fault is a warning line; a busy server (429, 503) waited out as it asked is counted, not printed
         busy_only = set(faults) <= {"fail_first", "fail_status", "retry_after"}
         assert ("retry" in caplog.text) != busy_only
-        assert (client.stats.busy == client.stats.attempts - client.stats.requests) == busy_only
+        assert (client.stats.waits.busy == client.stats.attempts - client.stats.requests) == busy_only
 
 
 def test_quota_429_gives_up_cleanly_and_journal_keeps_progress(tmp_path):
