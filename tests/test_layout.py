@@ -50,24 +50,17 @@ def _package(path: Path) -> str:
 
 
 def _imports(path: Path) -> set[str]:
-    """The ``ldpclient`` modules ``path`` imports when it is imported (module level, outside ``TYPE_CHECKING``;
-    an import inside a function runs later and is not counted)."""
-    package = _package(path)
+    """The ``ldpclient`` modules ``path`` imports anywhere: at module level, inside a function, or for the type
+    checker only (``TYPE_CHECKING``). An import inside a function runs later, but a circle through it is still
+    two modules that each need the other."""
+    return _imports_in(path.read_text(encoding="utf-8"), _package(path))
+
+
+def _imports_in(source: str, package: str) -> set[str]:
     found: set[str] = set()
-
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                continue
-            if isinstance(node, (ast.If, ast.Try)):
-                visit(node.body)
-                visit(getattr(node, "orelse", []))
-                for handler in getattr(node, "handlers", []):
-                    visit(handler.body)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                found.update(_targets(node, package))
-
-    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update(_targets(node, package))
     return found
 
 
@@ -167,6 +160,12 @@ def test_the_mock_teacher_imports_neither_the_command_line_nor_a_run() -> None:
 
 def test_the_cycle_check_sees_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_cycle_check_counts_imports_in_functions_and_for_the_type_checker() -> None:
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .label import Images\n"
+              "def f():\n    from ..teachers import client\n")
+    assert {"ldpclient.run.label", "ldpclient.teachers.client"} <= _imports_in(source, "ldpclient.run")
 
 
 def _documented_imports() -> set[tuple[str, str]]:

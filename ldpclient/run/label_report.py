@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..teachers.base import Teacher
     from ..teachers.client import QueryClient
     from ..transfer.result import TransferResult
-    from .label import Images
+    from .images import Images
     from .options import LabelOptions
     from .stages import RunOutcome, RunSetup, WrittenOutputs
 

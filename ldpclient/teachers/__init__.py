@@ -12,7 +12,8 @@
 """
 
 from .base import Queries, Teacher, TeacherMetadata, as_teacher
-from .client import ClientStats, QueryClient
+from .client import QueryClient
+from .client_stats import ClientStats
 from .cost import CostMeter, Reconciliation
 from .errors import (
     CostCapReached,

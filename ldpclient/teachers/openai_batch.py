@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, r
 import urllib3
 
 from ..io.text import printable
+from .chat_wire import Answer, ChatWire
 from .errors import Interrupted, MalformedResponse, RequestNotSent, TeacherRequestError, TransientTeacherError
 from .result import ABSTAINED
 
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
     import requests
 
     from .billing import BillingGuard
-    from .openai_chat import ChatTeacher, _Answer
+    from .http import HttpTransport
+    from .token_booking import TokenBooking
 
 log = logging.getLogger("ldpclient.teachers.openai_batch")
 
@@ -116,7 +118,7 @@ class Collected:
     answers, ``earlier``: those collected from jobs an earlier run sent; ``unbilled``: lines whose usage was not
     believed (charged at their booking)."""
 
-    answers: dict[int, "_Answer"]
+    answers: dict[int, Answer]
     lines: int = 0
     cost: float = 0.0
     input_tokens: int = 0
@@ -137,8 +139,9 @@ def _hook(billing: BillingGuard | None, name: str) -> Callable[..., Any] | None:
 class BatchRunner:
     """Runs a chat teacher's plan batches as Batch API jobs (see the module's docstring)."""
 
-    def __init__(self, teacher: "ChatTeacher", settings: BatchSettings) -> None:
-        self.teacher = teacher
+    def __init__(self, wire: ChatWire, http: HttpTransport, base_url: str, booking: TokenBooking,
+                 settings: BatchSettings) -> None:
+        self.wire, self.http, self.base_url, self.booking = wire, http, base_url, booking
         self.settings = settings
 
     # -- the API -----------------------------------------------------------------------------------
@@ -152,7 +155,7 @@ class BatchRunner:
             except ValueError:
                 raise MalformedResponse(f"{what}: the answer is not JSON: {resp.text[:80]!r}") from None
 
-        result, info = self.teacher.http.call(method, f"{self.teacher.base_url}{path}", parse=parse, data=data,
+        result, info = self.http.call(method, f"{self.base_url}{path}", parse=parse, data=data,
                                               headers=headers, what=what, retry=retry)
         out.bytes_sent += info.bytes_sent
         out.bytes_received += info.bytes_received
@@ -274,7 +277,7 @@ class BatchRunner:
                 return
             raise TeacherRequestError(f"batch job {job_id[:40]} failed: {said}", status=400, server_message=said)
         meta = job.get("metadata")
-        fmt = str((meta if isinstance(meta, dict) else {}).get("ldpclient_format") or self.teacher.answer_format)
+        fmt = str((meta if isinstance(meta, dict) else {}).get("ldpclient_format") or self.wire.answer_format)
         cost, ran = 0.0, 0
         total = min(sent, _lines_of(job, sent)) if sent else _lines_of(job, len(places))
         for line in [*self._lines(job.get("output_file_id"), got), *self._lines(job.get("error_file_id"), got)]:
@@ -292,30 +295,27 @@ class BatchRunner:
             got.output_tokens += answer.output_tokens or 0
             if answer.reason == "policy" and not answer.input_tokens:
                 continue  # refused before it ran: nothing billed
-            charged, believed = self.teacher.booking.charge(answer.input_tokens, answer.output_tokens)
+            charged, believed = self.booking.charge(answer.input_tokens, answer.output_tokens)
             cost += charged
             got.unbilled += 0 if believed else 1
         got.lines += ran
         got.cost += cost
         settle = _hook(billing, "settle_attempt")
-        if settle is not None and self.teacher.prices.given:  # else the caller prices the queries itself
+        if settle is not None and self.booking.prices.given:  # else the caller prices the queries itself
             settle(total, cost, earlier=earlier)
 
-    def _answer(self, line: dict[str, Any], fmt: str) -> "_Answer | None":
-        """A line's answer, an abstention for a content-policy error, else None (to be sent again)."""
-        from .openai_chat import _Answer
-
+    def _answer(self, line: dict[str, Any], fmt: str) -> Answer | None:
+        """A line's answer, an abstention for a content-policy error, else None (to be sent again, in plain text
+        when the server refused the schema)."""
         response = line.get("response")
         if not isinstance(response, dict):
             return None
         status, body = response.get("status_code"), response.get("body")
         if status == 200:
-            return self.teacher.answer_of(body, fmt)
+            return self.wire.answer_of(body, fmt)
         said = json.dumps(body)[:2000] if body is not None else ""
-        if status == 400 and "content_policy_violation" in said:
-            return _Answer(ABSTAINED, 0, 0, "policy")
-        if status == 400 and fmt == "json_schema" and ("response_format" in said or "json_schema" in said):
-            self.teacher.answer_format = "text"  # this server takes no schema: the line is asked again in text
+        if self.wire.read_refusal(status if isinstance(status, int) else None, said, fmt) == "policy":
+            return Answer(ABSTAINED, 0, 0, "policy")
         return None
 
     # -- one plan batch ----------------------------------------------------------------------------
@@ -326,7 +326,7 @@ class BatchRunner:
         size = 0
         for k in missing:
             line = json.dumps({"custom_id": ids[k], "method": "POST", "url": LINE_URL,
-                               "body": self.teacher.request_body(pngs[k], fmt)}, separators=(",", ":")).encode()
+                               "body": self.wire.request_body(pngs[k], fmt)}, separators=(",", ":")).encode()
             if len(line) + 1 > self.settings.max_bytes:
                 raise ValueError(f"one query's request is {len(line)} bytes, more than a batch file may hold "
                                  f"({self.settings.max_bytes})")
@@ -362,7 +362,7 @@ class BatchRunner:
                 break
             else:
                 round_ += 1
-            fmt = self.teacher.answer_format
+            fmt = self.wire.answer_format
             started: list[tuple[str, int]] = []
             adopted_jobs: list[str] = []
             kept = set(book.jobs())  # jobs started here whose ids were lost: found by their file, once a round

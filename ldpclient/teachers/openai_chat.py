@@ -25,7 +25,6 @@ else ``LDPCLIENT_TOKEN``, else ``OPENAI_API_KEY``; never sent over plain ``http:
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import json
@@ -35,7 +34,6 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -44,6 +42,7 @@ import torch
 
 from .base import Queries, Teacher, TeacherMetadata
 from .billing import BillingGuard
+from .chat_wire import ANSWER_FORMATS, CANNOT_TELL, QUESTION, Answer, ChatWire, answer_tokens
 from .encoding import to_png, to_wire
 from .errors import MalformedResponse, RetriesExhausted, TeacherRequestError
 from .http import HttpTransport, transport_from_options
@@ -51,63 +50,9 @@ from .identity import adapter_scope
 from .openai_batch import BatchRunner, BatchSettings
 from .registry import register_adapter
 from .result import ABSTAINED, InferResult, name_key
-from .token_booking import TokenBooking, TokenPrices, text_tokens, token_count
+from .token_booking import TokenBooking, TokenPrices
 
 log = logging.getLogger("ldpclient.teachers.openai_chat")
-
-#: The schema's value, and the prompt's word, for "this image shows none of the classes I can tell apart".
-CANNOT_TELL = "cannot tell"
-#: Answer formats: Structured Outputs (a strict JSON schema with the class names as an enum), or plain text.
-ANSWER_FORMATS = ("json_schema", "text")
-#: ``finish_reason`` values of a complete answer (a server that sends none is read as complete); any other
-#: (``"length"``, ``"tool_calls"``, one not known yet) declines the query.
-FINISHED = ("stop", None)
-#: Spellings of "I cannot tell" a model may answer instead of :data:`CANNOT_TELL` (compared by :func:`_plain`).
-CANNOT_TELL_SPELLINGS = frozenset({
-    "cannot tell", "can not tell", "cant tell", "i cannot tell", "i cant tell", "cannot determine",
-    "cant determine", "unknown", "unsure", "not sure", "unclear", "uncertain", "none", "no idea", "n a", "na",
-    "undetermined", "none of them", "none of the above",
-})
-#: The user message's text beside the image.
-QUESTION = "Which class is this image?"
-
-
-def prompt_text(class_names: Sequence[str], descriptions: Mapping[str, str] | None = None) -> str:
-    """The system prompt: the task, the classes (with their one-line descriptions) and the one word for none."""
-    lines = []
-    for name in class_names:
-        about = (descriptions or {}).get(name)
-        lines.append(f"- {name}: {about}" if about else f"- {name}")
-    return (
-        "You label images for an image classifier. Answer with exactly one of these class names and nothing "
-        f"else:\n{chr(10).join(lines)}\nIf the image shows none of them, or you cannot tell which, answer "
-        f"\"{CANNOT_TELL}\"."
-    )
-
-
-def answer_schema(class_names: Sequence[str]) -> dict[str, Any]:
-    """The Structured Outputs ``response_format``: an object whose ``label`` is a class name or :data:`CANNOT_TELL`."""
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": "image_class",
-            "strict": True,
-            "schema": {
-                "type": "object",
-                "properties": {"label": {"type": "string", "enum": [*class_names, CANNOT_TELL]}},
-                "required": ["label"],
-                "additionalProperties": False,
-            },
-        },
-    }
-
-
-def answer_tokens(class_names: Sequence[str]) -> int:
-    """The longest answer a chat teacher asks for, in tokens: what the schema's longest answer
-    (``{"label": "<the longest class name or cannot tell>"}``) takes at most, and a few to spare; at least 8."""
-    longest = max([*class_names, CANNOT_TELL], key=lambda n: text_tokens(json.dumps({"label": n})))
-    return max(8, text_tokens(json.dumps({"label": longest})) + 4)
-
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
@@ -180,26 +125,10 @@ class _Pacer:
                 self._not_before = max(self._not_before, time.monotonic() + reset)
 
 
-def _plain(text: str) -> str:
-    """``text`` as words only: lower case, apostrophes dropped, anything else that is not a letter or a digit
-    (markup, punctuation, quotes, control characters) a space, runs of spaces one. ``"**Can't tell.**"`` ->
-    ``"cant tell"``."""
-    folded = text[:200].casefold().replace("'", "").replace("\u2019", "")
-    return " ".join("".join(c if c.isalnum() else " " for c in folded).split())
-
-
 def _count(value: str | None) -> int | None:
     """A header's whole count (``"0"``, ``"149984"``), else None."""
     text = (value or "").strip()
     return int(text) if text.isdigit() and len(text) < 19 else None
-
-
-@dataclass(frozen=True)
-class _Answer:
-    label: int
-    input_tokens: int | None
-    output_tokens: int | None
-    reason: str | None  # why it is an abstention: a key of ldpclient.names.DECLINE_KINDS (None: a class)
 
 
 def _checked_options(
@@ -279,16 +208,13 @@ class ChatTeacher(Teacher):
         self.model = str(model)
         self.prices = prices
         self.max_tokens = int(max_tokens) if max_tokens is not None else answer_tokens(names)
-        self.answer_format = answer_format
-        self._names = names
-        self._index = {name_key(n): i for i, n in enumerate(names)}
-        self._prompt = prompt_text(names, class_descriptions)
+        self.wire = ChatWire(self.model, names, class_descriptions, max_tokens=self.max_tokens,
+                             answer_format=answer_format)
         self._shape = shape
         self._value_range = (float(value_range[0]), float(value_range[1]))
-        self._lock = threading.Lock()
         self.batch = BatchSettings() if batch is True else (batch or None)
         self.booking = TokenBooking(prices, model=self.model, size=(shape[-1], shape[-2]),
-                                    text=self._prompt + QUESTION, max_tokens=self.max_tokens,
+                                    text=self.wire.prompt + QUESTION, max_tokens=self.max_tokens,
                                     image_tokens=image_tokens, factor=self.batch.price_factor if self.batch else 1.0)
         self._pacer = _Pacer(min(self.http.retry.max_total, self.http.retry.max_retry_after),
                              lambda: sum(self.booking.tokens()))
@@ -297,11 +223,16 @@ class ChatTeacher(Teacher):
             max_batch_size=self._lines_per_job(), value_range=self._value_range, abstains=True,
             batch_api=self.batch is not None,
         )
-        asked = hashlib.sha256(json.dumps([self._prompt, self.answer_format, self.max_tokens]).encode()).hexdigest()
+        asked = hashlib.sha256(json.dumps([self.wire.prompt, answer_format, self.max_tokens]).encode()).hexdigest()
         self.journal_scope = f"{adapter_scope('openai', self.url)}?model={self.model}&prompt={asked[:12]}"
 
     def metadata(self) -> TeacherMetadata:
         return self._meta
+
+    @property
+    def answer_format(self) -> str:
+        """What the server is asked for now: ``"json_schema"``, or ``"text"`` once it refused the schema."""
+        return self.wire.answer_format
 
     def _lines_per_job(self) -> int | None:
         """In batch mode, the most queries one job's file holds: the line limit, or as many of the largest request
@@ -309,7 +240,7 @@ class ChatTeacher(Teacher):
         if self.batch is None:
             return None
         raw = math.prod(self._shape) + self._shape[-2] + 128
-        line = 4 * (raw + 5 * (raw // 16_000 + 1)) // 3 + 4 + len(self._prompt.encode()) + 1024
+        line = 4 * (raw + 5 * (raw // 16_000 + 1)) // 3 + 4 + len(self.wire.prompt.encode()) + 1024
         return max(1, min(self.batch.max_lines, self.batch.max_bytes // line))
 
     def requests_for(self, n: int) -> int:
@@ -324,113 +255,49 @@ class ChatTeacher(Teacher):
         """Labels int64 ``(Q,)``; :data:`~ldpclient.teachers.result.ABSTAINED` where the model declined."""
         return self.infer(queries).labels
 
-    # -- one request ---------------------------------------------------------------------------
-    def request_body(self, png: bytes, fmt: str | None = None) -> dict[str, Any]:
-        """The Chat Completions request for one query's PNG, asking for answers in ``fmt`` (default: the teacher's
-        answer format)."""
-        url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [
-                {"role": "system", "content": self._prompt},
-                {"role": "user", "content": [
-                    {"type": "text", "text": QUESTION},
-                    {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
-                ]},
-            ],
-            "temperature": 0,
-            "max_tokens": self.max_tokens,
-        }
-        if (fmt or self.answer_format) == "json_schema":
-            body["response_format"] = answer_schema(self._names)
-        return body
-
-    def _label_of(self, content: str, structured: bool) -> tuple[int, str | None]:
-        text = content
-        if structured:  # a server that ignored the schema and answered in text is read as text
-            try:
-                doc = json.loads(content)
-            except RecursionError:
-                return ABSTAINED, "unreadable"
-            except ValueError:
-                doc = None
-            if isinstance(doc, dict) and isinstance(doc.get("label"), str):
-                text = doc["label"]
-            elif doc is not None:
-                return ABSTAINED, "unreadable"
-        key = name_key(text)
-        if key in self._index:
-            return self._index[key], None
-        if _plain(text) in CANNOT_TELL_SPELLINGS:
-            return ABSTAINED, "cannot_tell"
-        return ABSTAINED, "off_list"
-
-    def _parse(self, resp: requests.Response, fmt: str) -> _Answer:
+    def _parse(self, resp: requests.Response, fmt: str) -> Answer:
         """The answer to a request asked in ``fmt`` (an answer format)."""
         self._pacer.update(resp.headers)
         try:
             doc = resp.json()
         except ValueError:  # not asked again: a 200 may well have been billed
             raise MalformedResponse(f"response is not JSON: {resp.text[:80]!r}", transient=False) from None
-        return self.answer_of(doc, fmt)
+        return self.wire.answer_of(doc, fmt)
 
-    def answer_of(self, doc: Any, fmt: str) -> _Answer:
-        """The answer a chat completion ``doc`` gives to a request asked in ``fmt`` (an answer format); a document
-        that is not a chat completion is an unreadable answer, declined (asking again would pay again)."""
-        doc = doc if isinstance(doc, dict) else {}
-        choices = doc.get("choices")
-        usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
-        tin, tout = token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            return _Answer(ABSTAINED, tin, tout, "unreadable")
-        choice = choices[0]
-        message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
-        finish = choice.get("finish_reason")
-        if message.get("refusal"):
-            return _Answer(ABSTAINED, tin, tout, "refusal")
-        if finish == "content_filter":
-            return _Answer(ABSTAINED, tin, tout, "policy")
-        if finish not in FINISHED:  # cut off at max_tokens ("length"), a tool call, or a reason not known yet
-            return _Answer(ABSTAINED, tin, tout, "unreadable")
-        content = message.get("content")
-        if not isinstance(content, str):
-            return _Answer(ABSTAINED, tin, tout, "unreadable")
-        label, reason = self._label_of(content, fmt == "json_schema")
-        return _Answer(label, tin, tout, reason)
-
-    def _ask(self, png: bytes, request_id: str | None, billing: BillingGuard | None) -> tuple[_Answer, Any]:
+    def _ask(self, png: bytes, request_id: str | None, billing: BillingGuard | None) -> tuple[Answer, Any]:
         """One query's answer and its call info; a content-policy error on the image is that query's abstention."""
         paced = 0.0
         while True:
             paced += self._pacer.wait()
-            fmt = self.answer_format
+            fmt = self.wire.answer_format
             headers = {"Content-Type": "application/json"}
             if request_id:
                 headers["X-Client-Request-Id"] = request_id[:512]
             try:
                 answer, info = self.http.call(
-                    "POST", self.url, data=json.dumps(self.request_body(png, fmt)).encode(), headers=headers,
+                    "POST", self.url, data=json.dumps(self.wire.request_body(png, fmt)).encode(), headers=headers,
                     parse=functools.partial(self._parse, fmt=fmt), what=f"ask {self.model}", units=1, billing=billing,
                     retry_hint=rate_limit_wait,
                 )
                 info.waits.paced_s += paced
                 return answer, info
             except TeacherRequestError as exc:
-                said = f"{exc.server_message} {exc}"
-                if exc.status == 400 and "content_policy_violation" in said:
-                    return _Answer(ABSTAINED, 0, 0, "policy"), None
-                if exc.status == 400 and fmt == "json_schema" and ("response_format" in said or "json_schema" in said):
-                    with self._lock:
-                        self.answer_format = "text"  # this server takes no schema: plain text from now on
-                    continue
-                raise
+                refusal = self.wire.read_refusal(exc.status, f"{exc.server_message} {exc}", fmt)
+                if refusal == "policy":
+                    return Answer(ABSTAINED, 0, 0, "policy"), None
+                if refusal != "ask_in_text":
+                    raise
+
+    def batch_runner(self, settings: BatchSettings) -> BatchRunner:
+        """What sends this teacher's queries as Batch API jobs under ``settings``."""
+        return BatchRunner(self.wire, self.http, self.base_url, self.booking, settings)
 
     def _infer_batch(self, queries: Queries, request_id: str | None, billing: BillingGuard | None) -> InferResult:
         """The queries' answers through the Batch API (:mod:`~ldpclient.teachers.openai_batch`)."""
         assert self.batch is not None
         m = self._meta
         pngs = [to_png(row, m.datatype, m.value_range) for row in to_wire(queries, m)]
-        got = BatchRunner(self, self.batch).run(pngs, request_id or f"q-{uuid.uuid4().hex}", billing)
+        got = self.batch_runner(self.batch).run(pngs, request_id or f"q-{uuid.uuid4().hex}", billing)
         labels = np.asarray([got.answers[k].label for k in range(len(pngs))], dtype=np.int64)
         res = InferResult(labels=torch.from_numpy(labels), requests=got.lines, billed=None, attempts=got.lines,
                           bytes_sent=got.bytes_sent, bytes_received=got.bytes_received,

@@ -2,8 +2,8 @@
 batches, at most ``workers`` of them in flight, answered in input order; a cap that stops sending; a Ctrl-C
 that lets the requests in flight finish and be journaled (a second one abandons them).
 
-:class:`BatchStream` is the client's own part: it sends each batch through the client (journal, lease, cost,
-retries) and only orders, bounds and winds down the work.
+:class:`BatchStream` sends each batch through the client (journal, lease, cost, retries) and only orders, bounds
+and winds down the work; it sees the client through :class:`StreamedClient`, the few public members it calls.
 """
 
 from __future__ import annotations
@@ -14,19 +14,21 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Iterable, Iterator, Union
+from typing import TYPE_CHECKING, Iterable, Iterator, Protocol, Union
 
 import torch
 
 from ..privacy.release import Derived, as_derived
 from .base import Queries
+from .client_stats import ClientStats
 from .errors import AbandonedInFlight, CostCapReached
 from .retry import LONG_WAIT_S
 
 if TYPE_CHECKING:
-    from .client import ClientStats, QueryClient
+    from .cost import CostMeter
+    from .journal import Journal
 
-log = logging.getLogger("ldpclient.teachers.client")
+log = logging.getLogger(__name__)
 
 #: Seconds an interrupted run waits for its abandoned attempts to book what they may have cost.
 ABANDON_WAIT_S = 2.0
@@ -45,10 +47,46 @@ def query_digest(derived: Derived) -> str:
     return h.hexdigest()
 
 
+class StreamedClient(Protocol):
+    """What a :class:`BatchStream` uses of its client (:class:`~ldpclient.teachers.client.QueryClient`)."""
+
+    workers: int
+    stats: ClientStats
+    cost: CostMeter
+    journal: Journal | None
+
+    def answered_in_journal(self, batch_id: str, derived: Derived, digest: str) -> torch.Tensor | None:
+        """The journal's labels of this batch (None: not answered yet)."""
+
+    def requests_for(self, n: int) -> int:
+        """The requests ``n`` queries take."""
+
+    def send_batch(self, batch_id: str, derived: Derived, digest: str, reserved: float) -> torch.Tensor:
+        """Send one batch (its cost ``reserved``) and journal its labels."""
+
+    def refresh_booking(self) -> None:
+        """Book the next batch at what the teacher has learnt a query costs."""
+
+    def renew_leases(self, stop: threading.Event) -> None:
+        """Renew the leases of the batches in flight until ``stop`` is set."""
+
+    def release_leases(self) -> None:
+        """Release the leases still held."""
+
+    def stop_sending(self) -> None:
+        """Send no attempt from now on."""
+
+    def resume_sending(self) -> None:
+        """Send attempts again."""
+
+    def abort_attempts(self) -> None:
+        """Shut the sockets of the attempts in flight."""
+
+
 class BatchStream:
     """One run of :meth:`QueryClient.label_batches` over ``client``."""
 
-    def __init__(self, client: QueryClient) -> None:
+    def __init__(self, client: StreamedClient) -> None:
         self.client = client
         self.window = max(2 * client.workers, 8)
 
@@ -62,7 +100,7 @@ class BatchStream:
         done = 0
         waiting_before = _mostly_waiting(client.stats)
         pool = ThreadPoolExecutor(max_workers=client.workers, thread_name_prefix="ldpclient-teacher")
-        client._stopping.clear()
+        client.resume_sending()
         finished = interrupted = False
         renewing = threading.Event()
         renewer = threading.Thread(target=client.renew_leases, args=(renewing,), name="ldpclient-leases", daemon=True)
@@ -111,17 +149,17 @@ class BatchStream:
         sent)."""
         client = self.client
         digest = query_digest(derived)
-        journaled = client._from_journal(batch_id, derived, digest)
+        journaled = client.answered_in_journal(batch_id, derived, digest)
         if journaled is not None:
             pending.append((batch_id, journaled))
             return None
         client.refresh_booking()
-        est = client.cost.cost_of(len(derived), client._requests_for(len(derived)))
+        est = client.cost.cost_of(len(derived), client.requests_for(len(derived)))
         try:
             client.cost.reserve(batch_id, est, done_batches=done + len(pending))
         except CostCapReached as exc:
             return exc
-        pending.append((batch_id, pool.submit(client._run_batch, batch_id, derived, digest, est)))
+        pending.append((batch_id, pool.submit(client.send_batch, batch_id, derived, digest, est)))
         return None
 
 

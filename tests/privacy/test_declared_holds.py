@@ -256,7 +256,7 @@ def test_the_mirror_checks_copies_are_checked_before_anything_is_sent(tmp_path: 
     from types import SimpleNamespace
 
     from ldpclient.privacy.ledger import Ledger
-    from ldpclient.run.label import known_private, refuse_known_private
+    from ldpclient.run.public_images import known_private, refuse_known_private
 
     private = torch.from_numpy(np.stack(_smooth(6, 4))).float()[:, None] / 255
     public = torch.from_numpy(np.stack(_smooth(4, 8))).float()[:, None] / 255

@@ -16,7 +16,7 @@ from ldpclient.teachers import CostCapReached, CostMeter, QueryClient, connect
 from ldpclient.teachers.errors import MalformedResponse, RetriesExhausted, TokenInClear, TransientTeacherError
 from ldpclient.teachers.http import HttpTransport, RetryPolicy
 from ldpclient.teachers.image_tokens import MOST_IMAGE_TOKENS, image_tokens
-from ldpclient.teachers.openai_batch import BatchRunner, BatchSettings
+from ldpclient.teachers.openai_batch import BatchSettings
 from ldpclient.teachers.result import ABSTAINED
 from ldpclient.teachers.retry import Waits, with_retries
 from ldpclient.teachers.token_booking import LEARNT_MARGIN
@@ -250,7 +250,7 @@ def test_batch_lines_with_unknown_repeated_or_foreign_ids_answer_nothing_and_are
     responses.add(responses.GET, f"{API}/batches/batch_1", json=_job())
     responses.add(responses.GET, f"{API}/files/file-out/content", body="\n".join(lines) + "\n")
     with _chat(batch=True) as chat:
-        got = BatchRunner(chat, BatchSettings()).run([b"png-0", b"png-1"], "b", _Kept("batch_1"))
+        got = chat.batch_runner(BatchSettings()).run([b"png-0", b"png-1"], "b", _Kept("batch_1"))
     assert {k: a.label for k, a in got.answers.items()} == {0: 1, 1: 0} and got.input_tokens == 200
     assert got.earlier == 2
 
@@ -261,7 +261,7 @@ def test_a_batch_file_with_a_line_that_cannot_be_read_is_a_one_line_refusal(bad)
     responses.add(responses.GET, f"{API}/batches/batch_1", json=_job())
     responses.add(responses.GET, f"{API}/files/file-out/content", body=_line("b/0", "1") + "\n" + bad + "\n")
     with _chat(batch=True) as chat, pytest.raises(MalformedResponse, match="cannot be read") as caught:
-        BatchRunner(chat, BatchSettings()).run([b"png-0", b"png-1"], "b", _Kept("batch_1"))
+        chat.batch_runner(BatchSettings()).run([b"png-0", b"png-1"], "b", _Kept("batch_1"))
     assert "\n" not in str(caught.value) and not caught.value.transient
 
 
@@ -271,7 +271,7 @@ def test_a_batch_job_that_never_ends_stops_the_run_at_its_deadline_and_stays_in_
     kept = _Kept("batch_1")
     settings = BatchSettings(poll_s=0.02, max_poll_s=0.05, max_wait_s=0.2)
     with _chat(batch=True) as chat, pytest.raises(Exception, match="did not end within 0.2 s"):
-        BatchRunner(chat, settings).run([b"png-0"], "b", kept)
+        chat.batch_runner(settings).run([b"png-0"], "b", kept)
     assert kept.jobs() == ["batch_1"]
 
 
@@ -337,5 +337,5 @@ def test_a_batch_job_whose_fields_are_odd_is_read_without_a_crash(oddity) -> Non
     responses.add(responses.GET, f"{API}/batches/batch_1", json={**_job(), **oddity})
     responses.add(responses.GET, f"{API}/files/file-out/content", body="\n".join(lines) + "\n")
     with _chat(batch=True) as chat:
-        got = BatchRunner(chat, BatchSettings()).run([b"png-0", b"png-1"], "b", _Kept("batch_1"))
+        got = chat.batch_runner(BatchSettings()).run([b"png-0", b"png-1"], "b", _Kept("batch_1"))
     assert {k: a.label for k, a in got.answers.items()} == {0: 1, 1: 0}

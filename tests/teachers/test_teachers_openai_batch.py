@@ -44,7 +44,7 @@ def test_the_official_openai_client_uploads_starts_reads_and_lists_batches_on_th
                            batch_expire_first=1) as srv:
         client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=CHAT_TOKEN, max_retries=0)
         teacher = chat_teacher(srv)
-        bodies = [teacher.request_body(to_png(row, "UINT8", (0.0, 1.0))) for row in to_wire(chat_queries(4),
+        bodies = [teacher.wire.request_body(to_png(row, "UINT8", (0.0, 1.0))) for row in to_wire(chat_queries(4),
                                                                                           teacher.metadata())]
         lines = "\n".join(json.dumps({"custom_id": f"q{k}", "method": "POST", "url": "/v1/chat/completions",
                                       "body": b}) for k, b in enumerate(bodies))
@@ -254,7 +254,7 @@ def test_a_recorded_job_and_its_files_in_the_apis_shapes_are_read_by_custom_id()
         def add_job(self, job_id: str) -> None:
             raise AssertionError("nothing is sent: the kept job answers every query")
 
-    got = BatchRunner(teacher, BatchSettings()).run([b"png-0", b"png-1"], "b", Kept())
+    got = teacher.batch_runner(BatchSettings()).run([b"png-0", b"png-1"], "b", Kept())
     assert {k: a.label for k, a in got.answers.items()} == {0: 1, 1: ABSTAINED}
     assert (got.input_tokens, got.output_tokens, got.lines) == (22, 2, 2)
     assert got.cost == pytest.approx((22 * 0.15 + 2 * 0.6) / 1e6 * 0.5)

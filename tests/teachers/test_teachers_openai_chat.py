@@ -13,13 +13,8 @@ openai = pytest.importorskip("openai")
 mock_server = pytest.importorskip("mock_server")
 
 from ldpclient.teachers import CostCapReached, CostMeter, Journal, QueryClient, connect  # noqa: E402
-from ldpclient.teachers.openai_chat import (  # noqa: E402
-    CANNOT_TELL,
-    ChatTeacher,
-    TokenPrices,
-    parse_duration,
-    prompt_text,
-)
+from ldpclient.teachers.chat_wire import CANNOT_TELL, prompt_text  # noqa: E402
+from ldpclient.teachers.openai_chat import ChatTeacher, TokenPrices, parse_duration  # noqa: E402
 from ldpclient.teachers.result import ABSTAINED  # noqa: E402
 from support.chat import CHAT_NAMES, CHAT_TOKEN, chat_queries, chat_teacher, chat_usage, serve_chat  # noqa: E402
 
@@ -37,7 +32,7 @@ def test_the_official_openai_client_reads_the_mocks_models_completions_and_error
         client = openai.OpenAI(base_url=f"{srv.url}/v1", api_key=CHAT_TOKEN, max_retries=0)
         assert [m.id for m in client.models.list()] == ["digits"]
         teacher = chat_teacher(srv)
-        body = teacher.request_body(base64.b64decode(_png(250).split(",", 1)[1]))
+        body = teacher.wire.request_body(base64.b64decode(_png(250).split(",", 1)[1]))
         done = client.chat.completions.create(**body)
         assert done.choices[0].finish_reason == "stop" and done.choices[0].message.refusal is None
         assert done.choices[0].message.content == '{"label": "3"}'

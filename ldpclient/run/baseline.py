@@ -1,0 +1,74 @@
+"""The zero-privacy baseline beside a label run (``--baseline``): the same transfer on blank public input, noised
+at the free level, with the run's public images; how far its labels agree with the private run's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Mapping
+
+import torch
+
+from ..io.records import RecordSource
+from .label_report import label_histogram, last_val_accuracy
+from .progress import StageProgress
+from .run_keys import Seeds, result_cache
+from .stages import Baseline, RunSetup
+
+if TYPE_CHECKING:
+    from ..transfer.pipeline import KnowledgeTransfer
+    from ..transfer.result import TransferResult
+    from .session import LabelSession
+
+__all__ = ["baseline_transfer", "run_baseline"]
+
+
+def baseline_transfer(setup: RunSetup, session: LabelSession, seeds: Seeds) -> KnowledgeTransfer:
+    """The data-free baseline's transfer (blank public input, no privacy cost), with a progress bar of its own.
+
+    Its blank queries are noised at the free level (the plan's ``free_mechanism``), not at the private run's
+    epsilon: the strongest data-free labels the study found, whatever epsilon is chosen. With public images it
+    uses them too, as the private run does (their answers come from the journal).
+    """
+    from ..transfer.pipeline import KnowledgeTransfer
+
+    plan = setup.plan
+    assert plan.free_mechanism is not None  # planned with --baseline
+    base_seed = (seeds.seed * 1_000_003 + 0xB45E) % (2**31)
+    settings = plan.settings.as_kwargs()
+    settings["plan"] = replace(settings["plan"], postprocess=plan.free_postprocess)
+    return KnowledgeTransfer(
+        setup.teacher, plan.free_mechanism, mode="data-free", seed=base_seed,
+        release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
+        progress=StageProgress(setup.ui, "baseline ", session.client), client=session.client,
+        result_cache=result_cache(setup, seeds), **settings,
+    )
+
+
+def run_baseline(
+    setup: RunSetup, session: LabelSession, base: KnowledgeTransfer, records: RecordSource, result: TransferResult,
+    stats_private: Mapping[str, Any], public: RecordSource | None,
+) -> Baseline:
+    """Run the data-free baseline ``base`` (:func:`baseline_transfer`); how far it agrees with the private run."""
+    client, n = session.client, len(records)
+    with setup.timer.stage("baseline"):
+        base_result = base.run(records, public=public)
+    if isinstance(base.progress, StageProgress):
+        base.progress.close()
+    agree = float((base_result.labels == result.labels).float().mean())
+    base_conf = (
+        base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
+    )
+    section = {
+        "mode": "data-free" + (" with the public images" if public is not None else ""),
+        "epsilon_record": 0.0,
+        "blank_query_noise": base.mechanism.config(),
+        "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],
+        "queries_from_journal": client.stats.queries_from_journal - stats_private["queries_from_journal"],
+        "spent": client.cost.spent_run - stats_private["spent_run"],
+        "agreement_with_private_run": agree,
+        "student_val_accuracy": last_val_accuracy(base_result),
+        "label_histogram": label_histogram(base_result.labels, setup.meta.num_classes),
+    }
+    return Baseline(section=section, labels=base_result.labels, confidences=base_conf,
+                     unadapted=base_result.unadapted_labels)

@@ -1,0 +1,82 @@
+"""``label --dry-run``: the plan a run would follow, from the teacher's metadata and the files found, with the
+money the journal already recorded. Nothing is decoded, noised, sent or charged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..io.folders import check_private_folder
+from ..io.records import RecordSource
+from ..state import state_dir
+from ..teachers.http import redact_url
+from .caps import check_plan_money, check_release_fits
+from .images import find_images, image_counts, image_names
+from .options import LabelOptions
+from .plan import resolve_plan
+from .prepare import connect_teacher, priced_by_teacher, read_check, with_held_cap
+from .stages import LabelRun
+
+if TYPE_CHECKING:
+    from ..teachers.base import Teacher
+
+__all__ = ["dry_run"]
+
+
+def dry_run(
+    opts: LabelOptions, *, token: str | None, teacher: Teacher | None, records: RecordSource | None,
+    public: RecordSource | None,
+) -> LabelRun:
+    """``label --dry-run``: the plan, from the teacher's metadata and the files found. Nothing is decoded, noised,
+    sent or charged, and the state directory is only read (the remembered wire format), never created."""
+    if records is None:
+        check_private_folder(opts.folder(), max_pixels=opts.max_pixels)
+    state = state_dir(opts.state_dir, create=False)
+    held = with_held_cap(opts, state)
+    teacher, meta = connect_teacher(opts, token=token, teacher=teacher, state=state)
+    held = priced_by_teacher(held, teacher)
+    try:
+        found = find_images(opts, records, public)
+        n, n_public = image_counts(found, records, public)
+        plan = resolve_plan(held, meta, identity=redact_url(opts.teacher),
+                            scope=str(teacher.journal_scope), records=n, public=n_public)
+        read_check(opts, meta, image_names(found, records))
+        if opts.privacy_cap is not None:
+            check_release_fits(plan)
+        warnings = check_plan_money(plan, **_money_so_far(opts, plan.scope))
+    finally:
+        teacher.close()
+    described = plan.describe()
+    booking = getattr(teacher, "booking", None)
+    if booking is not None and opts.facts.token_priced:  # what the cap holds on, per query, in tokens
+        described["spend"]["booking"] = booking.describe()
+    return LabelRun(report={"dry_run": True, "plan": described, "warnings": warnings}, result=None, paths=())
+
+
+def _money_so_far(opts: LabelOptions, scope: str) -> dict[str, Any]:
+    """What the journal in the state directory recorded for the teacher ``scope``: money spent, and whether it
+    holds answered batches (nothing when there is no journal yet). Read only: spend recorded under an older
+    spelling of the teacher's address is merged by the run, which checks the cap again exactly."""
+    if opts.money_cap is None:
+        return {"spent_money": 0.0, "journal_has_answers": False}
+    path = opts.state_locations(state_dir(opts.state_dir, create=False)).journal
+    if not _journal_exists(path):
+        return {"spent_money": 0.0, "journal_has_answers": False}
+    from ..teachers import Journal
+
+    with Journal(path) as journal:
+        return {"spent_money": journal.total_spend(scope), "journal_has_answers": journal.count(scope) > 0}
+
+
+def _journal_exists(path: str | Path) -> bool:
+    """Whether a journal is there (a file, or the tables in a database) without making one."""
+    if not isinstance(path, str):
+        return path.exists()
+    from ..state.database import JOURNAL_NAMESPACE, Database
+
+    db = Database.open(path, namespace=JOURNAL_NAMESPACE)
+    try:
+        return "batches" in db.tables()
+    finally:
+        db.close()

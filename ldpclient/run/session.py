@@ -1,0 +1,88 @@
+"""A label run's open state, as one context manager: the privacy ledger, the journal and the query client that
+writes to it, the progress bars, and the cluster the release and the student's passes run on. Entering opens
+them in that order (what opened is closed again when a later one fails); leaving closes them, whatever happened.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from .progress import StageProgress
+
+if TYPE_CHECKING:
+    from ..cluster.engine import Cluster
+    from ..privacy.ledger import Ledger
+    from ..teachers.client import QueryClient
+    from ..teachers.journal import Journal
+    from .stages import RunSetup
+
+__all__ = ["LabelSession"]
+
+
+class LabelSession:
+    """The ledger, the journalled query client, its progress bars and the cluster (None: this host) of one run,
+    open between ``__enter__`` and ``__exit__``."""
+
+    ledger: Ledger
+    client: QueryClient
+    progress: StageProgress
+    cluster: Cluster | None
+
+    def __init__(self, setup: RunSetup) -> None:
+        self.setup = setup
+
+    def __enter__(self) -> LabelSession:
+        from ..privacy.ledger import Ledger
+        from ..teachers import Journal
+
+        opts, where = self.setup.opts, self.setup.opts.state_locations(self.setup.state)
+        self.ledger = Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=opts.privacy_cap,
+                             cap_origin="--privacy-cap")
+        try:
+            journal = Journal(where.journal)
+        except BaseException:
+            self.ledger.close()
+            raise
+        self.client = self._client(journal)
+        try:
+            self.cluster = self._cluster()
+        except BaseException:
+            self.client.close()
+            self.ledger.close()
+            raise
+        self.progress = StageProgress(self.setup.ui, "", self.client)
+        return self
+
+    def _client(self, journal: Journal) -> QueryClient:
+        """The query client, writing to ``journal``, under the run's money cap."""
+        from ..teachers import CostMeter, QueryClient
+
+        setup, opts = self.setup, self.setup.opts
+        # a teacher billed in tokens books its own queries (the client asks it before each batch): no price of ours
+        cost = CostMeter(price_per_query=0.0 if opts.facts.token_priced else opts.price, cap=opts.money_cap)
+        return QueryClient(setup.teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal,
+                           cost=cost, scope=setup.scope)
+
+    def _cluster(self) -> Cluster | None:
+        """The cluster named by ``--cluster`` (None without; ``validate()`` refused ``--cluster`` without
+        ``--state``), joined."""
+        opts = self.setup.opts
+        if opts.cluster is None or opts.state is None:
+            return None
+        from ..cluster.engine import Cluster, open_engine
+
+        engine = open_engine(opts.cluster, timeout=min(10.0, opts.network.timeout))
+        self.setup.ui.info(f"cluster: {engine.joined}")
+        key = self.setup.opts.state_locations(self.setup.state).ledger_key
+        return Cluster(engine, opts.state, str(key) if key is not None else None, self.ledger.cap_epsilon,
+                       self.ledger.cap_delta)
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        """Close the progress bars, the client (its journal and teacher), the cluster, then the ledger."""
+        self.progress.close()
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        self.ledger.close()
