@@ -233,20 +233,19 @@ def test_the_tests_say_what_they_check_not_which_issue_asked() -> None:
     assert cited == []
 
 
-#: Functions (their docstring aside) and classes above the limits; a new one fails the test below.
-SIZE_ALLOWED: set[str] = set()
+#: Functions and classes above the limits, each with why; a new one fails the test below.
+SIZE_ALLOWED: dict[str, str] = {
+    "ldpclient/api.py:label": "the front door: its docstring documents the label command's options by name",
+    "ldpclient/audit/report.py:run_audit": "the audit's entry point: its 25 keyword arguments and their docstring",
+}
 MOST_FUNCTION_LINES = 60
 MOST_CLASS_LINES = 300
 
 
 def _lines(node: ast.AST) -> int:
-    """Lines of a function or class, its docstring aside."""
+    """Lines of a function or class from its ``def`` (or ``class``) to its end, docstring included."""
     assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
-    first = node.body[0]
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        lines -= first.end_lineno - first.lineno + 1  # type: ignore[operator]
-    return lines
+    return node.end_lineno - node.lineno + 1  # type: ignore[operator]
 
 
 def test_no_function_over_60_lines_and_no_class_over_300() -> None:
@@ -263,6 +262,7 @@ def test_no_function_over_60_lines_and_no_class_over_300() -> None:
 
 def test_the_orchestrator_and_the_commands_stay_short() -> None:
     assert len((PACKAGE / "transfer" / "pipeline.py").read_text(encoding="utf-8").splitlines()) < 200
+    assert len((PACKAGE / "run" / "label.py").read_text(encoding="utf-8").splitlines()) < 200
     tree = ast.parse((PACKAGE / "cli" / "commands.py").read_text(encoding="utf-8"))
     commands = [node for node in tree.body if isinstance(node, ast.FunctionDef)
                 and any("command" in ast.unparse(d) for d in node.decorator_list)]

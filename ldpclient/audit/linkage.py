@@ -72,6 +72,27 @@ def _linkable(
     return queries, sources
 
 
+def _hits(q: torch.Tensor, p: float, candidates: torch.Tensor, sources: torch.Tensor, two: torch.Tensor,
+          sel2: torch.Tensor, pool: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Whether each query's nearest candidate (in L``p``) is one of its ``sources``; for the two-source queries
+    ``sel2`` (of ``two``), whether the best pair among the ``pool`` nearest holds a source, and whether it is
+    exactly the pair (None without such queries)."""
+    idx, _ = _topk_distances(q, candidates, p, pool)
+    hit = (sources == idx[:, :1]).any(1)
+    exact = None
+    if sel2.numel():
+        pairs = _best_pairs(q[sel2], candidates, idx[sel2], p)
+        s2 = sources[sel2]
+        any_hit = (pairs[:, :1] == s2).any(1) | (pairs[:, 1:] == s2).any(1)
+        exact = ((pairs[:, 0] == s2[:, 0]) & (pairs[:, 1] == s2[:, 1])) | (
+            (pairs[:, 0] == s2[:, 1]) & (pairs[:, 1] == s2[:, 0])
+        )
+        hit = hit.clone()
+        hit[sel2] = any_hit
+        hit = hit[torch.cat([(~two).nonzero().flatten(), sel2])]
+    return hit, exact
+
+
 def linkage_attack(
     queries: torch.Tensor,
     sources: torch.Tensor,
@@ -99,24 +120,10 @@ def linkage_attack(
     if denoiser is not None:
         scores["l2_denoised"] = (denoiser(queries), 2.0)
     out: dict = {"num_queries": int(queries.shape[0]), "num_candidates": int(n), "top1": {}}
-    pool = min(pair_pool, n)
     sel2 = two.nonzero().flatten()[:max_pair_queries]
 
     def hits(q: torch.Tensor, p: float) -> tuple[torch.Tensor, torch.Tensor | None]:
-        idx, _ = _topk_distances(q, candidates, p, pool)
-        hit = (sources == idx[:, :1]).any(1)
-        exact = None
-        if sel2.numel():
-            pairs = _best_pairs(q[sel2], candidates, idx[sel2], p)
-            s2 = sources[sel2]
-            any_hit = (pairs[:, :1] == s2).any(1) | (pairs[:, 1:] == s2).any(1)
-            exact = ((pairs[:, 0] == s2[:, 0]) & (pairs[:, 1] == s2[:, 1])) | (
-                (pairs[:, 0] == s2[:, 1]) & (pairs[:, 1] == s2[:, 0])
-            )
-            hit = hit.clone()
-            hit[sel2] = any_hit
-            hit = hit[torch.cat([(~two).nonzero().flatten(), sel2])]
-        return hit, exact
+        return _hits(q, p, candidates, sources, two, sel2, min(pair_pool, n))
 
     for name, (q, p) in scores.items():
         hit, exact = hits(q, p)

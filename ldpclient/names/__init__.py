@@ -9,6 +9,25 @@ Torch-free. The modules that implement the choices implement exactly these names
 
 from __future__ import annotations
 
+from enum import Enum
+
+
+class Mode(str, Enum):
+    """How a transfer gets its labels. ``LDPKIT``: the releases, expanded into queries (``--augment sup`` or
+    ``rand``), labelled by the teacher, train a student that labels the clean records. ``SIDP``: the releases are
+    sent as they are (``--augment none``) and the teacher's answers are the labels; no student. ``DATA_FREE``:
+    the same pipeline on blank public input at the free noise level; no private record is released (epsilon 0,
+    and the zero-privacy baseline beside a private run). A mode is its value wherever it is written
+    (``str(Mode.SIDP) == "sidp"``) and compares equal to it."""
+
+    LDPKIT = "ldpkit"
+    SIDP = "sidp"
+    DATA_FREE = "data-free"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 #: Query expansions, by the name ``--augment`` takes: Sup pairs, Rand second noise layer, none (= SIDP).
 AUGMENTATIONS: tuple[str, ...] = ("sup", "rand", "none")
 #: The query-plan kind (``ldpclient.transfer.augment.QueryPlan``) each augmentation builds.
@@ -51,6 +70,7 @@ def choice_list(names: tuple[str, ...]) -> str:
 
 __all__ = [
     "AUGMENTATIONS",
+    "Mode",
     "BASES",
     "EPSILON_UNITS",
     "FREE_IMAGES",

@@ -314,30 +314,48 @@ def _money(amount: float) -> float:
     return float(f"{float(amount):.6g}")
 
 
+def _student_rows(student: Mapping[str, Any], adaptation: Mapping[str, Any] | None) -> list[tuple[str, str]] | None:
+    """The student's settings as rows (None: no student was trained)."""
+    if student.get("model") is None:
+        return None
+    val = student.get("val_accuracy")
+    repeats = int(student.get("public_repeats") or 0)
+    return [
+        ("student", f"{student['model']}, {student['epochs']} epochs"
+         + (f"; {int(student['students'])} of them, each with draws of its own, the labels from their mean "
+            "output" if int(student.get("students") or 1) > 1 else "")
+         + (f"; each public image trained on {repeats} times per epoch" if repeats else "")),
+        ("mirrors", mirror_note(bool(student.get("flip")), student.get("mirror_check"))),
+        ("warm-up", "off" if not student.get("warmup_epochs") else
+         f"{int(student['warmup_epochs'])} epochs telling rotations of the clean private images apart, on this "
+         "device, before training"),
+        ("agreement with the teacher", "n/a" if val is None else f"{100 * val:.1f}% on held-out noised queries "
+         "(how well it learnt the teacher's answers; not accuracy on your images)"),
+        ("adaptation", "off" if not adaptation else
+         "fine-tuned on the clean private images on this device; "
+         + ("" if adaptation.get("labels_changed") is None else
+            f"{100 * adaptation['labels_changed']:.1f}% of labels changed by it")),
+    ]
+
+
+def _baseline_words(baseline: Mapping[str, Any]) -> str:
+    """What the data-free baseline's figures say, in words."""
+    agree = baseline.get("agreement_with_private_run")
+    val = baseline.get("student_val_accuracy")
+    return (
+        "Data-free baseline (--baseline): the same pipeline on blank images, epsilon 0, no private information. "
+        + ("" if agree is None else f"Its labels agree with this run's on {100 * agree:.1f}% of the images. ")
+        + ("" if val is None else f"Its student agrees with the teacher on {100 * val:.1f}% of held-out "
+           "queries. ")
+        + "What the private releases add is the difference between the two; it can only be measured against "
+        "true labels.")
+
+
 def _student(report: Mapping[str, Any], class_names: Sequence[str]) -> dict[str, Any]:
     """The student's settings, the label histograms as charts (written labels, before adaptation, the data-free
     baseline's, the teacher's answers) and as a table by class."""
-    student, adaptation, baseline = report["student"], report.get("adaptation"), report.get("baseline")
-    rows = None
-    if student.get("model") is not None:
-        val = student.get("val_accuracy")
-        repeats = int(student.get("public_repeats") or 0)
-        rows = [
-            ("student", f"{student['model']}, {student['epochs']} epochs"
-             + (f"; {int(student['students'])} of them, each with draws of its own, the labels from their mean "
-                "output" if int(student.get("students") or 1) > 1 else "")
-             + (f"; each public image trained on {repeats} times per epoch" if repeats else "")),
-            ("mirrors", mirror_note(bool(student.get("flip")), student.get("mirror_check"))),
-            ("warm-up", "off" if not student.get("warmup_epochs") else
-             f"{int(student['warmup_epochs'])} epochs telling rotations of the clean private images apart, on this "
-             "device, before training"),
-            ("agreement with the teacher", "n/a" if val is None else f"{100 * val:.1f}% on held-out noised queries "
-             "(how well it learnt the teacher's answers; not accuracy on your images)"),
-            ("adaptation", "off" if not adaptation else
-             "fine-tuned on the clean private images on this device; "
-             + ("" if adaptation.get("labels_changed") is None else
-                f"{100 * adaptation['labels_changed']:.1f}% of labels changed by it")),
-        ]
+    adaptation, baseline = report.get("adaptation"), report.get("baseline")
+    rows = _student_rows(report["student"], adaptation)
     histogram = report["label_histogram"]
     names = [str(n) for n in class_names] or [str(k) for k in range(len(histogram))]
     shown = _charted(histogram)
@@ -352,17 +370,7 @@ def _student(report: Mapping[str, Any], class_names: Sequence[str]) -> dict[str,
     charts = [bar_chart(title, [counts[k] for k in shown], name,
                         ylabel="queries" if title.startswith("the teacher") else "images", colour=colour)
               for title, counts, colour in columns]
-    baseline_words = None
-    if baseline:
-        agree = baseline.get("agreement_with_private_run")
-        val = baseline.get("student_val_accuracy")
-        baseline_words = (
-            "Data-free baseline (--baseline): the same pipeline on blank images, epsilon 0, no private information. "
-            + ("" if agree is None else f"Its labels agree with this run's on {100 * agree:.1f}% of the images. ")
-            + ("" if val is None else f"Its student agrees with the teacher on {100 * val:.1f}% of held-out "
-               "queries. ")
-            + "What the private releases add is the difference between the two; it can only be measured against "
-            "true labels.")
+    baseline_words = _baseline_words(baseline) if baseline else None
     counted = [k for k in range(len(histogram)) if any(counts[k] for _, counts, _ in columns)]
     return {
         "rows": rows,

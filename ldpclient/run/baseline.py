@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import torch
 
 from ..io.records import RecordSource
+from ..names import Mode
 from .label_report import label_histogram, last_val_accuracy
 from .progress import StageProgress
 from .run_keys import Seeds, result_cache
@@ -38,7 +39,7 @@ def baseline_transfer(setup: RunSetup, session: LabelSession, seeds: Seeds) -> K
     settings = plan.settings.as_kwargs()
     settings["plan"] = replace(settings["plan"], postprocess=plan.free_postprocess)
     return KnowledgeTransfer(
-        setup.teacher, plan.free_mechanism, mode="data-free", seed=base_seed,
+        setup.teacher, plan.free_mechanism, mode=Mode.DATA_FREE, seed=base_seed,
         release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
         progress=StageProgress(setup.ui, "baseline ", session.client), client=session.client,
         result_cache=result_cache(setup, seeds), **settings,
@@ -60,7 +61,7 @@ def run_baseline(
         base_result.confidences if base_result.confidences is not None else torch.full((n,), float("nan"))
     )
     section = {
-        "mode": "data-free" + (" with the public images" if public is not None else ""),
+        "mode": str(Mode.DATA_FREE) + (" with the public images" if public is not None else ""),
         "epsilon_record": 0.0,
         "blank_query_noise": base.mechanism.config(),
         "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from ..io.records import RecordSource, iter_batches, source_ids
+from ..names import Mode
 from ..privacy.ledger import BudgetExceeded
 from ..teachers.errors import CostCapReached, TeacherError
 
@@ -74,7 +75,7 @@ def check_release_fits(plan: RunPlan) -> None:
     """Refuse (:class:`PrivacyCapForeseen`) a plan whose one release of an image costs more than ``--privacy-cap``."""
     opts = plan.opts
     eps = float(plan.mechanism.guarantee(plan.shape).epsilon_record)
-    if opts.privacy_cap is not None and plan.mode != "data-free" and eps > opts.privacy_cap:
+    if opts.privacy_cap is not None and plan.mode != Mode.DATA_FREE and eps > opts.privacy_cap:
         raise PrivacyCapForeseen(
             f"--privacy-cap {opts.privacy_cap:g} is below one release of an image (epsilon {eps:.6g} per image): "
             f"{_NOTHING_DONE}; the smallest cap that would do is {eps:.6g} (or a smaller --epsilon)",

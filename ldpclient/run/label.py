@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ..io.folders import check_private_folder
 from ..io.output import write_json
 from ..io.records import RecordSource, SubsetRecords
+from ..names import Mode
 from ..report.label_files import StageTimer
 from ..state import state_dir, state_lock
 from .baseline import baseline_transfer, run_baseline
@@ -42,6 +43,8 @@ from .stages import LabelRun, RunOutcome, RunSetup
 from .ui import UI
 
 if TYPE_CHECKING:
+    from ..io.folders import Discovery
+    from ..report.label_page import PageImages
     from ..teachers.base import Teacher
     from ..transfer.result import TransferResult
 
@@ -89,28 +92,42 @@ def label_run(
         else:
             assert found.private is not None  # listed when no records were handed over
             images = spool(setup, found.private, "loading")
-        public_images = None
-        try:
-            public_images = load_public(setup, images.records, public, found.public)
-            setup = replace(setup, plan=setup.plan.with_counts(len(images), len(public_images or ())))
-            seeds = plan_seeds(setup, data_key(setup, records, images.records), folder_key(setup, records))
-            outcome = _run_transfer(setup, seeds, images, public_images)
-            shown = page_images(setup, images, outcome)  # before the spool is closed
-        finally:
-            images.close()  # the spooled clean records: nothing of them stays on disk
-            if public_images is not None:
-                public_images.close()
+        setup, outcome, shown = _label_images(setup, images, records, public, found.public)
         _merge_timings(timer, outcome.result)
+        return _write(setup, images, outcome, shown)
 
-        report_path = report_path_for(setup.opts)
-        written = write_outputs(setup, images, outcome, report_path)
-        verdict = judge_run(setup, images.printable_paths, outcome)
-        report = build_report(setup, images, outcome, written, verdict).to_dict()
-        if shown is not None:
-            write_page(setup, report, shown)
-        if report_path is not None:
-            write_json(report_path, report, secrets=(token,))
-        return LabelRun(report=report, result=outcome.result, paths=images.printable_paths, verdict=verdict)
+
+def _label_images(
+    setup: RunSetup, images: Images, records: RecordSource | None, public: RecordSource | None,
+    public_found: Discovery | None,
+) -> tuple[RunSetup, RunOutcome, PageImages | None]:
+    """Load the public images, key the run and run the transfer on ``images``; the setup with the plan counted on
+    the images decoded, the outcome, and what the page shows of the images. Every image spooled is closed (nothing
+    of the clean records stays on disk)."""
+    public_images = None
+    try:
+        public_images = load_public(setup, images.records, public, public_found)
+        setup = replace(setup, plan=setup.plan.with_counts(len(images), len(public_images or ())))
+        seeds = plan_seeds(setup, data_key(setup, records, images.records), folder_key(setup, records))
+        outcome = _run_transfer(setup, seeds, images, public_images)
+        return setup, outcome, page_images(setup, images, outcome)  # before the spool is closed
+    finally:
+        images.close()
+        if public_images is not None:
+            public_images.close()
+
+
+def _write(setup: RunSetup, images: Images, outcome: RunOutcome, shown: PageImages | None) -> LabelRun:
+    """Write the labels, the page and the report (each where the options say); the finished run."""
+    report_path = report_path_for(setup.opts)
+    written = write_outputs(setup, images, outcome, report_path)
+    verdict = judge_run(setup, images.printable_paths, outcome)
+    report = build_report(setup, images, outcome, written, verdict).to_dict()
+    if shown is not None:
+        write_page(setup, report, shown)
+    if report_path is not None:
+        write_json(report_path, report, secrets=(setup.token,))
+    return LabelRun(report=report, result=outcome.result, paths=images.printable_paths, verdict=verdict)
 
 
 def _run_transfer(setup: RunSetup, seeds: Seeds, images: Images, public_images: Images | None) -> RunOutcome:
@@ -147,7 +164,7 @@ def _transfer(
     public = public_images.records if public_images is not None else None
     base = baseline_transfer(setup, session, seeds) if opts.baseline else None
     # every cap the run can foresee, before anything is noised or sent (no stop report: nothing happened)
-    if setup.plan.mode != "data-free":
+    if setup.plan.mode != Mode.DATA_FREE:
         to_release = transfer.records_to_release(records)  # None: every image
         foresee_privacy(ledger, setup.mechanism, records if to_release is None else SubsetRecords(records, to_release),
                         scope=setup.scope, cap=ledger.cap_epsilon)

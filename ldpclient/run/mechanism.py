@@ -16,8 +16,9 @@ from typing import Any
 import torch
 
 from ..names import choice_list
+from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain
-from ..privacy.mechanisms import basis_mechanism_names, make_mechanism, mechanism_entry
+from ..privacy.mechanisms import MechanismEntry, basis_mechanism_names, make_mechanism, mechanism_entry
 from ..transfer import defaults
 
 
@@ -36,7 +37,7 @@ def mechanism_for(
     basis: str = "pool",
     coefficients: int | None = None,
     clip_norm: float | None = None,
-) -> Any:
+) -> Mechanism:
     """The mechanism ``name`` with these options, checked against ``record_shape`` before any data is touched.
 
     ``basis`` (``--basis``): ``pool`` or ``dct`` (:mod:`ldpclient.privacy.basis`), with ``coefficients`` and
@@ -46,21 +47,8 @@ def mechanism_for(
     """
     entry = mechanism_entry(name)
     reduce = reduce or 1
-    kwargs: dict[str, Any] = {"epsilon": epsilon, "per": per, "reduction": reduce}
-    if basis != "pool":
-        if not entry.takes_basis:
-            raise ValueError(f"--basis {basis} takes --mechanism {choice_list(basis_mechanism_names())}, not "
-                             f"{entry.name}")
-        if reduce != 1:
-            raise ValueError(f"--basis {basis} releases low-frequency coefficients of the whole image: give --reduce 1")
-        if per != "record":
-            raise ValueError(f"--basis {basis} releases one record-level vector: give --epsilon-unit record")
-        kwargs.update({"basis": basis, "coefficients": coefficients, "clip_norm": clip_norm})
-    elif coefficients is not None or clip_norm is not None:
-        raise ValueError("--coefficients and --clip-norm apply to --basis dct only")
-    elif not entry.releases_pixels:
-        raise ValueError(f"--mechanism {entry.name} releases DCT coefficients only (--basis dct): give "
-                         "--epsilon-unit record and no --reduce")
+    kwargs: dict[str, Any] = {"epsilon": epsilon, "per": per, "reduction": reduce,
+                              **_basis_options(entry, basis, reduce, per, coefficients, clip_norm)}
     if entry.takes_delta:
         kwargs["delta"] = delta if delta is not None else defaults.delta()
         if entry.accepts("allow_large_delta"):
@@ -75,8 +63,7 @@ def mechanism_for(
     try:
         mech = make_mechanism(name, **kwargs)
     except OverflowError:
-        raise ValueError(f"--epsilon {epsilon:g} is too large to calibrate any noise for; choose a smaller "
-                         "--epsilon") from None
+        raise _too_large(epsilon) from None
     if record_shape[-1] % reduce or record_shape[-2] % reduce:
         raise ValueError(
             f"--reduce {reduce} does not divide the teacher's input size {record_shape[-2]}x{record_shape[-1]}"
@@ -84,10 +71,34 @@ def mechanism_for(
     try:
         g = mech.guarantee(record_shape)  # validates shape-dependent parameters
     except OverflowError:
-        raise ValueError(f"--epsilon {epsilon:g} is too large to calibrate any noise for; choose a smaller "
-                         "--epsilon") from None
+        raise _too_large(epsilon) from None
     check_epsilon_ceiling(g.epsilon_record, allow_weak_privacy)
     return mech
+
+
+def _too_large(epsilon: float) -> ValueError:
+    return ValueError(f"--epsilon {epsilon:g} is too large to calibrate any noise for; choose a smaller --epsilon")
+
+
+def _basis_options(entry: MechanismEntry, basis: str, reduce: int, per: str, coefficients: int | None,
+                   clip_norm: float | None) -> dict[str, Any]:
+    """The mechanism's options of the release basis (none for ``pool``); ValueError for options that do not go
+    with it."""
+    if basis == "pool":
+        if coefficients is not None or clip_norm is not None:
+            raise ValueError("--coefficients and --clip-norm apply to --basis dct only")
+        if not entry.releases_pixels:
+            raise ValueError(f"--mechanism {entry.name} releases DCT coefficients only (--basis dct): give "
+                             "--epsilon-unit record and no --reduce")
+        return {}
+    if not entry.takes_basis:
+        raise ValueError(f"--basis {basis} takes --mechanism {choice_list(basis_mechanism_names())}, not "
+                         f"{entry.name}")
+    if reduce != 1:
+        raise ValueError(f"--basis {basis} releases low-frequency coefficients of the whole image: give --reduce 1")
+    if per != "record":
+        raise ValueError(f"--basis {basis} releases one record-level vector: give --epsilon-unit record")
+    return {"basis": basis, "coefficients": coefficients, "clip_norm": clip_norm}
 
 
 def check_epsilon_ceiling(epsilon_record: float, allow_weak_privacy: bool) -> None:

@@ -180,6 +180,12 @@ class LabelOptions(SharedOptions):
         """Raise ValueError naming the option for any value that cannot work."""
         super().validate()
         check_cluster_options(self.cluster, state=self.state, seed=self.seed)
+        self._check_numbers()
+        self._check_student()
+        self._check_outputs_and_prices()
+
+    def _check_numbers(self) -> None:
+        """The counts, ranges and money options within their bounds."""
         for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
@@ -199,6 +205,10 @@ class LabelOptions(SharedOptions):
             raise ValueError(f"--train-batch-size must be from 1 to {MAX_TRAIN_BATCH}, got {self.train_batch_size}")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise ValueError(f"--workers must be from 1 to {MAX_WORKERS}, got {self.workers}")
+
+    def _check_student(self) -> None:
+        """The student's options: a name that builds, and none given where no student is trained (SIDP, or a
+        data-free run that must have one)."""
         if self.data_free and self.baseline:
             raise ValueError("--baseline sets a private run beside the data-free one; with --epsilon 0 the run is "
                              "already data-free")
@@ -221,6 +231,9 @@ class LabelOptions(SharedOptions):
                                   (self.query_rounds > 1, "--query-rounds are judged by")):
                 if given:
                     raise ValueError(f"{option} a student: --augment none (SIDP) has none")
+
+    def _check_outputs_and_prices(self) -> None:
+        """The files written and read, the teacher named, and the price a money cap needs."""
         if (self.html or self.html_private) and self.output is None:
             raise ValueError("--html writes its page beside the labels: give an output file (output=...)")
         if self.output is not None:

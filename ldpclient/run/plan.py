@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..names import Mode
 from ..privacy.guarantee import release_caution
 from ..teachers.base import TeacherMetadata
 from ..transfer import defaults, resolve
@@ -54,7 +55,7 @@ class RunPlan:
     scope: str
     meta: TeacherMetadata
     shape: tuple[int, ...]
-    mode: str
+    mode: Mode
     mechanism: Mechanism
     free_mechanism: Mechanism | None
     free_postprocess: str | None
@@ -76,7 +77,7 @@ class RunPlan:
         """Queries this run may send: private releases (or their Sup/Rand queries), public images (once each),
         the baseline's blank queries. The journal answers those already paid for, so these are upper bounds."""
         private = self.num_queries if self.num_queries is not None else self.records
-        baseline = (self.num_queries or 0) if self.free_mechanism is not None and self.mode != "data-free" else 0
+        baseline = (self.num_queries or 0) if self.free_mechanism is not None and self.mode != Mode.DATA_FREE else 0
         return {"private": private, "public": self.public + 2 * self.mirror_check_images, "baseline": baseline}
 
     def queries_sent_at_least(self) -> dict[str, int]:
@@ -96,14 +97,14 @@ class RunPlan:
         """Public images the mirror check sends a mirrored and a shifted copy of (``ldpclient.transfer.mirror_check``):
         with ``--public`` and neither ``--flip`` nor ``--no-flip``, :func:`~ldpclient.transfer.defaults.
         mirror_check_images` (100 public images or more, of 16 px or more)."""
-        if self.opts.flip is not None or self.mode == "sidp" or not self.public:
+        if self.opts.flip is not None or self.mode == Mode.SIDP or not self.public:
             return 0
         return resolve.mirror_check_images(self.public, min(self.shape[-2:]))
 
     def describe(self) -> dict[str, Any]:
         """The plan in words and numbers (JSON-able, no pixels): what would be released, sent, spent and trained."""
         opts, g = self.opts, self.mechanism.guarantee(self.shape)
-        data_free = self.mode == "data-free"
+        data_free = self.mode == Mode.DATA_FREE
         sent = self.queries_sent_at_most()
         n_sent = sum(sent.values())
         at_least = self.queries_sent_at_least()
@@ -145,7 +146,7 @@ class RunPlan:
                 "note": "upper bounds: an image with a stored release for this teacher and mechanism is reused at no "
                         "cost, and a batch already in the journal is not paid again",
             },
-            "student": None if self.mode == "sidp" else {
+            "student": None if self.mode == Mode.SIDP else {
                 "model": opts.student, "epochs": opts.epochs, "train_batch_size": opts.train_batch_size,
                 "crop_pixels": self.settings.training.crop, "flip": opts.flip, "warmup_epochs": opts.warmup,
                 "warmup_rows": opts.warmup * self.records, "students": opts.students,
@@ -182,7 +183,7 @@ def resolve_plan(
     if opts.baseline:  # the data-free baseline's blank queries, noised at the free level
         free_mechanism = build_free_query_mechanism(opts, meta.value_range, shape)
         free_postprocess = free_query_shape_settings(opts, shape)[1]
-    mode = "data-free" if opts.data_free else ("ldpkit" if opts.augment != "none" else "sidp")
+    mode = Mode.DATA_FREE if opts.data_free else (Mode.LDPKIT if opts.augment != "none" else Mode.SIDP)
     skeleton = RunPlan(
         opts=opts,
         identity=identity,

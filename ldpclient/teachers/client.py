@@ -37,19 +37,13 @@ from .cost import CostMeter, Reconciliation
 from .errors import CostCapReached, Interrupted, JournalMismatch
 from .identity import merge_scope_aliases
 from .journal import Journal, JournalEntry, MoneyCapInJournal
+from .leases import BatchLeases
 from .result import InferResult, validate_labels
 from .stream import BatchStream
 
 log = logging.getLogger("ldpclient.teachers.client")
 
 
-#: Seconds a batch's lease lasts without renewal (:meth:`Journal.claim`): a run waiting for another's batch takes
-#: it over this long after its holder stopped renewing (died).
-LEASE_S = 30.0
-#: Seconds between renewals of the leases of the batches a run is sending.
-RENEW_S = 5.0
-#: Seconds between looks at the journal while another run sends a batch this one needs.
-WAIT_POLL_S = 0.25
 
 
 def _slice(d: Derived, start: int, stop: int) -> Derived:
@@ -199,13 +193,13 @@ class QueryClient:
         self.verify_queries = verify_queries
         self.stats = ClientStats()
         self.run_id = uuid.uuid4().hex
+        self.leases = BatchLeases(self.journal, self.run_id)
         self._meta: TeacherMetadata | None = None
         self._lock = threading.Lock()
         self._started = False
         self._stopping = threading.Event()  # set when a run is interrupted: no attempt is sent after it
         self._abort_lock = threading.Lock()
         self._aborts: dict[str, Callable[[], None]] = {}  # batch id -> abandon its attempt in flight
-        self._leased: set[str] = set()  # batches this run holds the journal's lease on (guarded by _lock)
 
     def refresh_booking(self) -> None:
         """Book the next batches at what the teacher books a query at now (it may learn its model's bill from the
@@ -254,23 +248,10 @@ class QueryClient:
         return self.teacher.infer(derived, request_id=batch_id)
 
     def _claim(self, batch_id: str, derived: Derived, digest: str) -> torch.Tensor | None:
-        """Before sending a batch: None when this run may send it (it holds the journal's lease, or the journal is
-        not shared), else the labels another run answered it with, waited for while that run held the lease
-        (reused, as from the journal)."""
-        if self.journal is None or not self.journal.shared:
-            return None
-        while True:
-            found = self.journal.claim(self.scope, batch_id, self.run_id, lease=LEASE_S)
-            if found is None:
-                with self._lock:
-                    self._leased.add(batch_id)
-                return None
-            if isinstance(found, JournalEntry):
-                return self._journaled(found, derived, digest)
-            if self._stopping.is_set():
-                raise Interrupted(f"batch {batch_id} not sent: the run was interrupted")
-            log.debug("batch %s: another run (%s) is sending it; waiting for its answer", batch_id, found.run_id[:8])
-            time.sleep(WAIT_POLL_S)
+        """Before sending a batch: None when this run may send it (:meth:`BatchLeases.claim`), else the labels
+        another run answered it with (reused, as from the journal)."""
+        found = self.leases.claim(self.scope, batch_id, self._stopping)
+        return None if found is None else self._journaled(found, derived, digest)
 
     def send_batch(self, batch_id: str, derived: Derived, digest: str, reserved: float) -> torch.Tensor:
         try:
@@ -284,8 +265,7 @@ class QueryClient:
         try:
             return self._send_batch(batch_id, derived, digest, reserved)
         finally:
-            with self._lock:
-                self._leased.discard(batch_id)
+            self.leases.done(batch_id)
 
     def _send_batch(self, batch_id: str, derived: Derived, digest: str, reserved: float) -> torch.Tensor:
         meta = self.metadata()
@@ -372,26 +352,13 @@ class QueryClient:
             abort()
 
     def release_leases(self) -> None:
-        """After a run's batches: end its leases, so that a run waiting for a batch it did not finish takes it at
-        once (a journal that cannot be written keeps them until they lapse)."""
-        with self._lock:
-            self._leased.clear()
-        if self.journal is not None and self._started and self.journal.shared:
-            try:
-                self.journal.release_leases(self.scope, self.run_id)
-            except Exception as exc:
-                log.debug("ending the journal's leases failed: %s", exc)
+        """After a run's batches: end its leases (:meth:`BatchLeases.release`)."""
+        if self._started:
+            self.leases.release(self.scope)
 
     def renew_leases(self, stop: threading.Event) -> None:
-        """Until ``stop``: renew this run's leases on the batches it is sending, every :data:`RENEW_S` seconds."""
-        while not stop.wait(RENEW_S):
-            with self._lock:
-                held = sorted(self._leased)
-            try:
-                if self.journal is not None:
-                    self.journal.renew(self.scope, held, self.run_id)
-            except Exception as exc:  # a lapsed lease costs at most a resend; the batch's own write reports errors
-                log.debug("renewing the journal's leases failed: %s", exc)
+        """Until ``stop``: renew this run's leases on the batches it is sending (:meth:`BatchLeases.renew`)."""
+        self.leases.renew(self.scope, stop)
 
     def label(self, queries: Queries, *, prefix: str = "batch") -> torch.Tensor:
         """Label all rows of one Release/Derived in batches with ids ``{prefix}-{k:06d}``.

@@ -114,61 +114,70 @@ def with_retries(
     spent waiting them out are counted; such a wait is logged only past :data:`LONG_WAIT_S` (other retries, after
     a fault, always are). Gives up with :class:`RetriesExhausted` saying why.
     """
-    malformed_seen = [0]
-    started = time.monotonic()
-
-    def should_retry(exc: BaseException) -> bool:
-        if not retry or isinstance(exc, fail_fast):
-            return False
-        if isinstance(exc, TransientTeacherError):
-            return True
-        if isinstance(exc, MalformedResponse) and exc.transient:
-            malformed_seen[0] += 1
-            return malformed_seen[0] <= policy.malformed_retries
-        return False
-
-    def wait(state: tenacity.RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        ra = getattr(exc, "retry_after", None)
-        if ra is not None:
-            return float(ra)
-        return policy.backoff(state.attempt_number)
-
-    def stop(state: tenacity.RetryCallState) -> bool:
-        if state.attempt_number >= policy.max_attempts:
-            return True
-        upcoming = state.upcoming_sleep or 0.0
-        exc = state.outcome.exception() if state.outcome else None
-        if getattr(exc, "retry_after", None) is not None and upcoming > policy.max_retry_after:
-            return True
-        return (time.monotonic() - started) + upcoming > policy.max_total
-
-    def before_sleep(state: tenacity.RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        pause = state.upcoming_sleep or 0.0
-        busy = getattr(exc, "status", None) in BUSY_STATUSES
-        if busy and waits is not None:
-            waits.busy += 1
-            waits.busy_s += pause
-        if not busy or pause > LONG_WAIT_S:
-            log.warning("%s: retry %d in %.2f s after: %s", what, state.attempt_number, pause, exc)
-
+    rules = _RetryRules(policy, what=what, retry=retry, fail_fast=fail_fast, waits=waits)
     retrying = tenacity.Retrying(
-        retry=tenacity.retry_if_exception(should_retry),
-        wait=wait,
-        stop=stop,
+        retry=tenacity.retry_if_exception(rules.should_retry),
+        wait=rules.wait,
+        stop=rules.stop,
         sleep=policy.sleep,
-        before_sleep=before_sleep,
+        before_sleep=rules.before_sleep,
         reraise=False,
     )
     try:
         return retrying(attempt)
     except tenacity.RetryError as err:
-        elapsed = time.monotonic() - started
+        elapsed = time.monotonic() - rules.started
         raise RetriesExhausted(
             f"gave up on {what}: {_why_stopped(err.last_attempt.exception(), policy, elapsed, attempts())}; last "
             f"error: {err.last_attempt.exception()}", attempts=attempts(), elapsed_s=elapsed,
         ) from None
+
+
+class _RetryRules:
+    """The rules of one :func:`with_retries` loop, as tenacity asks for them: which error is retried, how long
+    to wait, when to stop, and what a wait counts and logs."""
+
+    def __init__(self, policy: RetryPolicy, *, what: str, retry: bool, fail_fast: tuple[type[BaseException], ...],
+                 waits: Waits | None) -> None:
+        self.policy, self.what, self.retry, self.fail_fast, self.waits = policy, what, retry, fail_fast, waits
+        self.malformed_seen = 0
+        self.started = time.monotonic()
+
+    def should_retry(self, exc: BaseException) -> bool:
+        if not self.retry or isinstance(exc, self.fail_fast):
+            return False
+        if isinstance(exc, TransientTeacherError):
+            return True
+        if isinstance(exc, MalformedResponse) and exc.transient:
+            self.malformed_seen += 1
+            return self.malformed_seen <= self.policy.malformed_retries
+        return False
+
+    def wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        ra = getattr(exc, "retry_after", None)
+        if ra is not None:
+            return float(ra)
+        return self.policy.backoff(state.attempt_number)
+
+    def stop(self, state: tenacity.RetryCallState) -> bool:
+        if state.attempt_number >= self.policy.max_attempts:
+            return True
+        upcoming = state.upcoming_sleep or 0.0
+        exc = state.outcome.exception() if state.outcome else None
+        if getattr(exc, "retry_after", None) is not None and upcoming > self.policy.max_retry_after:
+            return True
+        return (time.monotonic() - self.started) + upcoming > self.policy.max_total
+
+    def before_sleep(self, state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        pause = state.upcoming_sleep or 0.0
+        busy = getattr(exc, "status", None) in BUSY_STATUSES
+        if busy and self.waits is not None:
+            self.waits.busy += 1
+            self.waits.busy_s += pause
+        if not busy or pause > LONG_WAIT_S:
+            log.warning("%s: retry %d in %.2f s after: %s", self.what, state.attempt_number, pause, exc)
 
 
 def _why_stopped(last: BaseException | None, policy: RetryPolicy, elapsed: float, attempts: int) -> str:

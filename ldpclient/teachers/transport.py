@@ -38,6 +38,7 @@ from .errors import (
     TokenInClear,
     TransientTeacherError,
 )
+from .response import read_body, short_error
 from .retry import RETRY_STATUSES, RetryPolicy, Waits, parse_retry_after, with_retries
 
 T = TypeVar("T")
@@ -47,7 +48,6 @@ RetryHint = Callable[[requests.Response], Union[float, None]]
 
 #: Default largest response body, after decompression (an infer answer for 256 queries is a few KB).
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-_READ_PIECE = 16 * 1024
 
 
 _WATCH = threading.local()  # .holder: list receiving the connection(s) of the attempt running in this thread
@@ -343,7 +343,8 @@ class HttpTransport:
         if billed is not None and billed.strip().isdigit():
             info.billed_header = (info.billed_header or 0) + int(billed)
         try:
-            info.bytes_received = self._read_body(resp, started, req.what, where)
+            info.bytes_received = read_body(resp, limit=self.max_response_bytes, deadline_s=self.deadline,
+                                            started=started, what=req.what, where=where, redact=self.redact)
         finally:
             resp.close()
         if self.__token is not None:  # a server that echoes the key: no part of it reaches a parser
@@ -378,12 +379,13 @@ class HttpTransport:
             if _never_connected(exc):
                 raise TeacherUnreachable(self.redact(_unreachable(exc, req.url))) from None
             raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): "
-                                                    f"{_short(exc, self.redact)}")) from None
+                                                    f"{short_error(exc, self.redact)}")) from None
         except requests.exceptions.ChunkedEncodingError as exc:
             raise TransientTeacherError(self.redact(f"{what}: connection failed ({where}): "
-                                                    f"{_short(exc, self.redact)}")) from None
+                                                    f"{short_error(exc, self.redact)}")) from None
         except requests.exceptions.RequestException as exc:
-            raise TeacherError(self.redact(f"{what}: request failed ({where}): {_short(exc, self.redact)}")) from None
+            why = short_error(exc, self.redact)
+            raise TeacherError(self.redact(f"{what}: request failed ({where}): {why}")) from None
 
     def _answer(self, req: _Request[T], resp: requests.Response, where: str) -> T:
         """A read response as ``req``'s parsed answer (2xx), or as the error its status means: a redirect not
@@ -409,41 +411,6 @@ class HttpTransport:
         hint = _auth_hint(status, self.has_token)
         raise TeacherRequestError(f"{what}: HTTP {status}{_from(what, where)}: {text}{hint}", status=status,
                                   server_message=text)
-
-    def _read_body(self, resp: requests.Response, started: float, what: str, where: str) -> int:
-        """Read ``resp``'s body in pieces, decompressed, within the size limit and the deadline; returns
-        its size. Raises MalformedResponse past the size limit, TransientTeacherError past the deadline."""
-        limit, deadline = self.max_response_bytes, started + self.deadline
-        pieces: list[bytes] = []
-        size = 0
-        try:
-            while True:
-                if time.monotonic() > deadline:
-                    raise TransientTeacherError(self.redact(
-                        f"{what}: the response from {where} did not arrive within {self.deadline:g} s (the server is "
-                        "sending too slowly)"
-                    ))
-                piece = resp.raw.read1(_READ_PIECE, decode_content=True)  # at most one read from the socket
-                if not piece:
-                    break
-                size += len(piece)
-                if size > limit:
-                    pieces.clear()  # a kept exception (retry state, wire fallback) must not pin the pieces
-                    raise MalformedResponse(
-                        f"{what}: the response from {where} is larger than {limit} bytes (after decompression); "
-                        "refused", transient=False,
-                    )
-                pieces.append(piece)
-        except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
-            pieces.clear()
-            if isinstance(exc, urllib3.exceptions.DecodeError):
-                raise MalformedResponse(f"{what}: undecodable response body from {where}: "
-                                        f"{_short(exc, self.redact)}") from None
-            raise TransientTeacherError(self.redact(f"{what}: response body lost ({where}): "
-                                                    f"{_short(exc, self.redact)}")) from None
-        resp._content = b"".join(pieces)  # what .content/.json() read from now on
-        resp._content_consumed = True
-        return size
 
     def call(
         self,
@@ -628,11 +595,6 @@ def _tls_reason(exc: requests.exceptions.SSLError) -> str:
 def _never_connected(exc: requests.exceptions.ConnectionError) -> bool:
     reason = getattr(exc.args[0], "reason", None) if exc.args else None
     return isinstance(reason, urllib3.exceptions.NewConnectionError)
-
-
-def _short(exc: BaseException, redact: Callable[[str], str]) -> str:
-    """One line of an exception's text, redacted before it is cut to 200 characters."""
-    return redact(" ".join(str(exc).split()))[:200]
 
 
 __all__ = [

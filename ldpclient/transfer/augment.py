@@ -327,7 +327,7 @@ class QueryPlan:
             raise ValueError("LDPKiT-Rand needs the base mechanism to draw its noise")
         ids = np.asarray(ids, dtype=np.int64)
         r = self.recipes(ids)
-        shape = src.record_shape
+        shape = tuple(src.record_shape)
         out: torch.Tensor | None = None
         origin: Derived | None = None  # the private rows: their guarantee and history go with the queries
         sources = torch.full((len(ids), 2), -1, dtype=torch.int64)
@@ -335,35 +335,47 @@ class QueryPlan:
             sel_np = r["blank"] == is_blank
             if table is None or not sel_np.any():
                 continue
-            sel = torch.from_numpy(np.nonzero(sel_np)[0])
-            i = torch.from_numpy(r["i"][sel_np])
-            j = torch.from_numpy(r["j"][sel_np]) if self.kind == "sup" else None
-            # only the rows this batch uses are gathered (and post-processed, for ReleaseRows)
-            used, pos = torch.unique(i if j is None else torch.cat([i, j]), return_inverse=True)
-            rows = table.rows(used)
-            if out is None:
-                out = torch.empty((len(ids), *shape), dtype=rows.values.dtype)
+            rows, out = self._fill(table, r, sel_np, out, (len(ids), *shape), None if is_blank else sources,
+                                   mechanism, noise_mode)
             if not is_blank:
                 origin = rows
-            if j is not None:
-                pi, pj = pos[: len(i)], pos[len(i) :]
-                out[sel] = (rows.values[pi] + rows.values[pj]) / 2
-                if not is_blank:
-                    sources[sel] = torch.stack([i, j], dim=1)
-            else:
-                out[sel] = rows.values[pos]
-                if not is_blank:
-                    sources[sel, 0] = i
-                if self.kind == "rand" and self.rand_scale > 0:
-                    assert mechanism is not None
-                    out[sel] += self.rand_scale * self._rand_noise(
-                        mechanism, r["noise_seed"][sel_np], shape, noise_mode
-                    ).to(out.dtype)
         if origin is None:  # a batch of blank queries only
             origin = src.rows(torch.empty(0, dtype=torch.int64))
         assert out is not None
         step = {"sup": "ldpkit-sup", "rand": f"ldpkit-rand(scale={self.rand_scale:g})", "identity": "identity"}
         return Derived.combine(origin, out, sources, step[self.kind], ids=torch.from_numpy(ids))
+
+    def _fill(
+        self, table: ReleaseRows | Derived, r: dict[str, np.ndarray], sel_np: np.ndarray, out: torch.Tensor | None,
+        out_shape: tuple[int, ...], sources: torch.Tensor | None, mechanism: Mechanism | None, noise_mode: str,
+    ) -> tuple[Derived, torch.Tensor]:
+        """Write the queries ``sel_np`` of the recipes ``r`` made from ``table``'s rows into ``out`` (allocated at
+        ``out_shape``, the queries' and a record's, at the first call) and, unless they are blank queries
+        (``sources`` None), the private rows each is made from into ``sources``; the rows gathered (only those the
+        batch uses) and ``out``."""
+        sel = torch.from_numpy(np.nonzero(sel_np)[0])
+        i = torch.from_numpy(r["i"][sel_np])
+        j = torch.from_numpy(r["j"][sel_np]) if self.kind == "sup" else None
+        # only the rows this batch uses are gathered (and post-processed, for ReleaseRows)
+        used, pos = torch.unique(i if j is None else torch.cat([i, j]), return_inverse=True)
+        rows = table.rows(used)
+        if out is None:
+            out = torch.empty(out_shape, dtype=rows.values.dtype)
+        if j is not None:
+            pi, pj = pos[: len(i)], pos[len(i) :]
+            out[sel] = (rows.values[pi] + rows.values[pj]) / 2
+            if sources is not None:
+                sources[sel] = torch.stack([i, j], dim=1)
+            return rows, out
+        out[sel] = rows.values[pos]
+        if sources is not None:
+            sources[sel, 0] = i
+        if self.kind == "rand" and self.rand_scale > 0:
+            assert mechanism is not None
+            out[sel] += self.rand_scale * self._rand_noise(
+                mechanism, r["noise_seed"][sel_np], out_shape[1:], noise_mode
+            ).to(out.dtype)
+        return rows, out
 
     def _tables(
         self, releases: Releasable | ReleaseRows, blank_releases: Releasable | ReleaseRows | None

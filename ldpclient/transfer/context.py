@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..io.records import RecordSource
+from ..names import Mode
 from ..privacy.base import Mechanism
 from ..privacy.release import Derived, Release
 from .resolve import Resolved
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from ..privacy.ledger import Ledger
     from ..teachers.base import Teacher, TeacherMetadata
 
-MODES = ("ldpkit", "sidp", "data-free")
+#: The modes' values (:class:`~ldpclient.names.Mode`), as messages list them.
+MODES = tuple(m.value for m in Mode)
 
 
 class StageRunner(Protocol):
@@ -84,7 +86,7 @@ def teacher_and_client(teacher: object, client: LabelClient | None) -> tuple[Tea
 
 
 def check_wiring(
-    mode: str, mechanism: object, stages: StageRunner | None, release_generator: torch.Generator | None
+    mode: Mode | str, mechanism: object, stages: StageRunner | None, release_generator: torch.Generator | None
 ) -> None:
     """ValueError (TypeError for a mechanism that is none) for a transfer's parts that do not go together."""
     if mode not in MODES:
@@ -122,7 +124,7 @@ class RunContext:
     given: Given
     records: RecordSource
     meta: TeacherMetadata
-    mode: str = "ldpkit"
+    mode: Mode = Mode.LDPKIT
     seed: int = 0
     ledger: Ledger | None = None
     scope: Optional[str] = None

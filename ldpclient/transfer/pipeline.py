@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from ..io.records import RecordSource
+from ..names import Mode
 from ..privacy.base import Mechanism
 from .augment import QueryPlan
 from .context import Given, LabelClient, RunContext, StageRunner, check_wiring, checked_records, teacher_and_client
@@ -65,7 +66,7 @@ class KnowledgeTransfer:
 
     def __init__(
         self, teacher: object, mechanism: Mechanism, *, ledger: Ledger | None = None, scope: str | None = None,
-        mode: str = "ldpkit", plan: PlanSettings | None = None, training: TrainingSettings | None = None,
+        mode: Mode | str = Mode.LDPKIT, plan: PlanSettings | None = None, training: TrainingSettings | None = None,
         adaptation: AdaptationSettings | None = None, seed: int = 0, release_generator: torch.Generator | None = None,
         progress: Progress | None = None, client: LabelClient | None = None, stages: StageRunner | None = None,
         result_cache: ResultCache | None = None,
@@ -73,10 +74,11 @@ class KnowledgeTransfer:
         check_wiring(mode, mechanism, stages, release_generator)
         self.teacher, self.client = teacher_and_client(teacher, client)
         self.given = Given(plan or PlanSettings(), training or TrainingSettings(), adaptation or AdaptationSettings())
-        self.mechanism, self.ledger, self.scope, self.mode, self.seed = mechanism, ledger, scope, mode, int(seed)
+        self.mechanism, self.ledger, self.scope, self.seed = mechanism, ledger, scope, int(seed)
+        self.mode = Mode(mode)
         self.release_generator, self.progress = release_generator, progress
         self.stages, self.result_cache = stages, result_cache
-        self.settings = Resolved.of(*self.given, mechanism=mechanism, mode=mode, seed=self.seed)
+        self.settings = Resolved.of(*self.given, mechanism=mechanism, mode=self.mode, seed=self.seed)
         self._prepared = Prepared()
 
     def _context(self, records: torch.Tensor | RecordSource) -> RunContext:
@@ -114,7 +116,7 @@ class KnowledgeTransfer:
         them, or in ``sidp`` mode), prepared once for :meth:`run`."""
         ctx = self._context(records)
         plan = plan_for(ctx)
-        if public is None or self.mode == "sidp":
+        if public is None or self.mode == Mode.SIDP:
             return plan, None
         return plan, self._prepared.public(ctx, public, plan)
 
@@ -138,7 +140,7 @@ class KnowledgeTransfer:
         and shifted copies of up to 200 of them (when there are 100 or more) are sent too, to decide whether
         training mirrors rows (:mod:`~ldpclient.transfer.mirror_check`)."""
         ctx = self._context(records)
-        if public is not None and self.mode == "sidp":
+        if public is not None and self.mode == Mode.SIDP:
             raise ValueError("public images train a student: SIDP (augment 'none') has none")
         plan = plan_for(ctx)
         used = self._prepared.records_used(plan, self.mode)  # only the records a query is made from are released
@@ -150,9 +152,9 @@ class KnowledgeTransfer:
                 release_confusion(ctx, book.public)
         elif self.settings.confusion:
             raise ValueError("confusion: the teacher's confusion is measured on public images; give some")
-        ends = round_ends(book.plan.num_batches, self.settings.query_rounds if self.mode != "sidp" else 1)
+        ends = round_ends(book.plan.num_batches, self.settings.query_rounds if self.mode != Mode.SIDP else 1)
         store, public_counts = label_queries(ctx, book, ends[0])
-        if self.mode == "sidp":
+        if self.mode == Mode.SIDP:
             return TransferResult(labels=torch.from_numpy(store.get(np.arange(ctx.n))), confidences=None, student=None,
                                   **outcome(ctx, released, book, store, public_counts))
         key = result_key(ctx, released, book, store) if len(ends) == 1 else None

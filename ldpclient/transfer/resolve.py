@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import torch
 
-from ..names import PLAN_KINDS
+from ..names import PLAN_KINDS, Mode
 from ..privacy.base import Mechanism
 from ..privacy.release import Release
 from . import defaults
@@ -127,7 +127,7 @@ class Resolved:
     @classmethod
     def of(
         cls, plan: PlanSettings, training: TrainingSettings, adaptation: AdaptationSettings, *,
-        mechanism: Mechanism, mode: str, seed: int,
+        mechanism: Mechanism, mode: Mode, seed: int,
     ) -> Resolved:
         """The settings of a run in ``mode`` whose private records are noised by ``mechanism`` and whose plan is
         drawn from ``seed``; ValueError where they contradict each other."""
@@ -157,7 +157,7 @@ class Resolved:
             students=t.students if t.students is not None else defaults.students(),
             adapt=bool(adaptation.adapt), adapter=adaptation.adapter, fuse=bool(adaptation.fuse),
         )
-        if resolved.query_rounds > 1 and mode == "sidp":
+        if resolved.query_rounds > 1 and mode == Mode.SIDP:
             raise ValueError("query_rounds: SIDP sends each release once and trains no student to judge rounds by")
         if resolved.query_rounds > 1 and resolved.val_fraction <= 0:
             raise ValueError("query_rounds: the rounds are judged on held-out queries; val_fraction must be > 0")
@@ -167,9 +167,9 @@ class Resolved:
         """``release`` post-processed on demand as the private releases are (the transforms, the resize back)."""
         return ReleaseRows(release, self.transforms, self.upsample_mode)
 
-    def plan_kind(self, mode: str) -> str:
+    def plan_kind(self, mode: Mode) -> str:
         """The query plan's kind: ``identity`` for SIDP, else the augment's (:data:`~ldpclient.names.PLAN_KINDS`)."""
-        return "identity" if mode == "sidp" else PLAN_KINDS[self.augment]
+        return "identity" if mode == Mode.SIDP else PLAN_KINDS[self.augment]
 
 
 __all__ = ["Resolved", "confusion_queries", "member_seed", "mirror_check_images", "mirror_flip", "num_queries",

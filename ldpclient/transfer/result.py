@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..names import Mode
 from ..privacy.guarantee import Guarantee
 from .adapt import AdaptHistory
 from .augment import QueryPlan
@@ -90,7 +91,7 @@ class TransferResult:
     confidences: Optional[torch.Tensor]
     student: Optional[nn.Module]
     guarantee: Guarantee
-    mode: str
+    mode: Mode
     counts: dict[str, int]
     timings: dict[str, float]
     history: Optional[TrainHistory] = None

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 import torch
 
+from ..names import Mode
 from .adapt import AdaptHistory
 from .result import TrainingSummary
 from .student import TrainHistory, load_checkpoint, save_checkpoint
@@ -63,12 +64,12 @@ class ResultCache:
             digest.update(raw)
         return digest.hexdigest()
 
-    def _paths(self, mode: str) -> tuple[Path, Path]:
+    def _paths(self, mode: Mode) -> tuple[Path, Path]:
         """The result's file and its student's: one slot per data set and mode (a new key replaces the old)."""
         slot = hashlib.sha256(f"{self.data_key}\x00{mode}".encode()).hexdigest()[:32]
         return self.directory / f"{slot}.result.pt", self.directory / f"{slot}.student.pt"
 
-    def load(self, mode: str, key: str) -> dict[str, Any] | None:
+    def load(self, mode: Mode, key: str) -> dict[str, Any] | None:
         """The fields kept under ``key`` (with ``student``, ``history``, ``adaptation`` and ``training`` rebuilt, the
         training marked ``reused``), or None when none is kept, another key is, or the files cannot be read (the
         run then trains anew)."""
@@ -91,7 +92,7 @@ class ResultCache:
         fields["student"] = model
         return fields
 
-    def save(self, mode: str, key: str, result: "TransferResult", student_name: str,
+    def save(self, mode: Mode, key: str, result: "TransferResult", student_name: str,
              student_kwargs: dict[str, Any]) -> None:
         """Keep ``result`` (its student built as ``student_name`` with ``student_kwargs``) under ``key``; files
         readable by this user only. A failure to write is not the run's: it is skipped."""

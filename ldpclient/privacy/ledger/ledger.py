@@ -15,7 +15,6 @@ import torch
 from ...state import default_state_dir
 from ...state.database import Database, display_location, is_database_error, is_database_url
 from ..base import Mechanism
-from ..guarantee import Guarantee
 from ..release import Release
 from . import fingerprint as _fingerprint
 from . import spend as _spend
@@ -270,7 +269,7 @@ class Ledger(LedgerReader):
             self._hook("checked")
             fresh_values: _store.Fresh | None = None
             if fresh:
-                fresh_values = self._sample_fresh(mechanism, records, first, fresh, g, generator)
+                fresh_values = _store.sample_fresh(mechanism, records, first, fresh, g, generator)
                 self._hook("sampled")
                 _store.store_fresh(c, fresh, fresh_values, mech, scope)
                 _spend.charge(c, fresh, g)
@@ -288,36 +287,6 @@ class Ledger(LedgerReader):
         if caps != self._caps:
             self._caps, self._lowered = caps, True
         return caps
-
-    def _sample_fresh(
-        self,
-        mechanism: Mechanism,
-        records: torch.Tensor,
-        first: dict[bytes, int],
-        fresh: list[bytes],
-        g: Guarantee,
-        generator: torch.Generator | None,
-    ) -> _store.Fresh:
-        """Noise the fresh records once each; refuse a release costing more per record (eps nats, delta) than ``g``."""
-        idx = torch.tensor([first[k] for k in fresh], dtype=torch.int64)
-        rel = mechanism.release(records[idx], generator=generator)
-        if not isinstance(rel, Release) or len(rel) != len(fresh):
-            raise LedgerError(
-                f"{type(mechanism).__name__}.release returned {type(rel).__name__} "
-                f"of wrong length for {len(fresh)} records"
-            )
-        rg = rel.guarantee
-        if rg.epsilon_record > g.epsilon_record * (1 + _spend._CAP_RTOL) or (
-            rg.delta_record > g.delta_record * (1 + _spend._CAP_RTOL)
-        ):
-            raise LedgerError(
-                f"{type(mechanism).__name__}.release reported a larger per-record cost "
-                f"(epsilon {rg.epsilon_record}, delta {rg.delta_record}) than its guarantee() "
-                f"(epsilon {g.epsilon_record}, delta {g.delta_record}); nothing was charged or returned"
-            )
-        return _store.Fresh(
-            rel._values.detach().cpu().contiguous(), rel.clipped_elements.tolist(), {k: j for j, k in enumerate(fresh)}
-        )
 
     def _hook(self, stage: str) -> None:
         if self._fault_hook is not None:

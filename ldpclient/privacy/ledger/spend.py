@@ -21,7 +21,7 @@ from .schema import chunks, has_legacy, placeholders
 
 # Relative slack on cap comparisons, so that e.g. ten charges of 0.1 fit a cap of 1.0
 # despite floating-point summation (1e-9 of the cap: far below any meaningful epsilon).
-_CAP_RTOL = 1e-9
+CAP_RTOL = 1e-9
 
 _ADD_SPEND = (
     "INSERT INTO spend(source_key, epsilon, delta, releases) VALUES (?, ?, ?, ?)"
@@ -77,13 +77,13 @@ def _check_cap(name: str, value: float | None) -> float | None:
 
 
 def _exceeds(total: float, cap: float | None) -> bool:
-    return cap is not None and total > cap + _CAP_RTOL * max(cap, 1e-300)
+    return cap is not None and total > cap + CAP_RTOL * max(cap, 1e-300)
 
 
 def cap_reached(total: float, cap: float | None) -> bool:
     """Whether a record that has spent ``total`` has no budget left under ``cap`` (what
     :meth:`Ledger.summary` counts as ``records_at_cap``); never without a cap."""
-    return cap is not None and total >= cap * (1 - _CAP_RTOL)
+    return cap is not None and total >= cap * (1 - CAP_RTOL)
 
 
 def spend_of(c: Database, keys: Sequence[bytes], table: str = "spend") -> dict[bytes, tuple[float, float]]:
@@ -236,8 +236,8 @@ def aggregate(c: Database, caps: Caps) -> dict[str, Any]:
         "legacy_records": int(n_legacy),
         "epsilon": {"total": float(tot_e), "max": float(max_e), "mean": float(tot_e) / n if n else 0.0},
         "delta": {"total": float(tot_d), "max": float(max_d), "mean": float(tot_d) / n if n else 0.0},
-        "records_at_cap": _count_past(c, caps, 1 - _CAP_RTOL, ">="),
-        "records_over_cap": _count_past(c, caps, 1 + _CAP_RTOL, ">"),
+        "records_at_cap": _count_past(c, caps, 1 - CAP_RTOL, ">="),
+        "records_over_cap": _count_past(c, caps, 1 + CAP_RTOL, ">"),
     }
 
 

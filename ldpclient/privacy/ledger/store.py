@@ -24,6 +24,7 @@ from ..release import _RELEASE_TOKEN, Release
 from .errors import LedgerError
 from .identity import dtype_name, rows_as_bytes
 from .schema import chunks, placeholders, transaction
+from .spend import CAP_RTOL
 
 
 @dataclass(frozen=True)
@@ -210,3 +211,33 @@ def _dtype_from_name(name: str) -> torch.dtype:
     if not isinstance(dtype, torch.dtype):
         raise LedgerError(f"stored release has unknown dtype {name!r}")
     return dtype
+
+
+def sample_fresh(
+    mechanism: Mechanism,
+    records: torch.Tensor,
+    first: dict[bytes, int],
+    fresh: list[bytes],
+    g: Guarantee,
+    generator: torch.Generator | None,
+) -> Fresh:
+    """Noise the fresh records once each; refuse a release costing more per record (eps nats, delta) than ``g``."""
+    idx = torch.tensor([first[k] for k in fresh], dtype=torch.int64)
+    rel = mechanism.release(records[idx], generator=generator)
+    if not isinstance(rel, Release) or len(rel) != len(fresh):
+        raise LedgerError(
+            f"{type(mechanism).__name__}.release returned {type(rel).__name__} "
+            f"of wrong length for {len(fresh)} records"
+        )
+    rg = rel.guarantee
+    if rg.epsilon_record > g.epsilon_record * (1 + CAP_RTOL) or (
+        rg.delta_record > g.delta_record * (1 + CAP_RTOL)
+    ):
+        raise LedgerError(
+            f"{type(mechanism).__name__}.release reported a larger per-record cost "
+            f"(epsilon {rg.epsilon_record}, delta {rg.delta_record}) than its guarantee() "
+            f"(epsilon {g.epsilon_record}, delta {g.delta_record}); nothing was charged or returned"
+        )
+    return Fresh(
+        rel._values.detach().cpu().contiguous(), rel.clipped_elements.tolist(), {k: j for j, k in enumerate(fresh)}
+    )

@@ -10,6 +10,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ...names import Mode
 from ..context import RunContext
 from ..evidence import fuse_pair_evidence
 from ..query_book import PublicQueries, QueryBook
@@ -52,7 +53,7 @@ def predict_records(
         probs = balanced_output(ctx, probs, store, book.public)
     conf, labels = probs.max(dim=1)
     unfused, alpha = None, None
-    if ctx.settings.fuse and ctx.mode == "ldpkit" and plan.kind == "sup":
+    if ctx.settings.fuse and ctx.mode == Mode.LDPKIT and plan.kind == "sup":
         ids = np.arange(book.queries_sent)
         recipe = plan.recipes(ids)
         private = ~recipe["blank"]

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ...io.records import RecordSource, as_record_source
+from ...names import Mode
 from ...privacy.guarantee import Domain
 from ...privacy.public import public_release, public_seed
 from ...privacy.release import Release, ReleaseBuilder
@@ -112,10 +113,10 @@ class Prepared:
         #: the last :meth:`public`: (the images given, plan fingerprint, their queries)
         self._public: tuple[object, str, PublicQueries] | None = None
 
-    def records_used(self, plan: QueryPlan, mode: str) -> np.ndarray | None:
+    def records_used(self, plan: QueryPlan, mode: Mode) -> np.ndarray | None:
         """The private records ``plan``'s queries are made from, sorted indices, when they are not all of them
         (None: every record; SIDP and data-free runs). Decided by the plan alone, never by the records' values."""
-        if mode != "ldpkit" or plan.kind not in ("sup", "rand"):
+        if mode != Mode.LDPKIT or plan.kind not in ("sup", "rand"):
             return None
         if self._used is None or self._used[0] != plan.fingerprint:
             used = plan.private_records_used()

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ...io.records import RecordSource, SubsetRecords, as_record_source, iter_batches, source_ids
+from ...names import Mode
 from ...privacy.public import public_release
 from ...privacy.release import Release, ReleaseBuilder
 from ...teachers.identity import merge_scope_aliases
@@ -54,7 +55,7 @@ def release_records(ctx: RunContext, used: np.ndarray | None = None) -> Released
     n = ctx.n
     m = n if used is None else len(used)
     ctx.report("release", 0, m)
-    public = ctx.mode == "data-free"
+    public = ctx.mode == Mode.DATA_FREE
     if ctx.ledger is not None and not public:  # releases stored under other spellings of this teacher
         merge_scope_aliases(ctx.ledger, ctx.scope_name())
     source = ctx.records if used is None else SubsetRecords(ctx.records, used)
@@ -126,7 +127,7 @@ def release_confusion(ctx: RunContext, public: PublicQueries) -> None:
     blank mechanism in data-free mode), ``public=True``: no charge, no ledger. Post-processed as the private
     releases are, for the ``confusion`` segment's queries."""
     assert public.confusion is not None
-    mechanism = ctx.settings.blank_mechanism if ctx.mode == "data-free" else ctx.mechanism
+    mechanism = ctx.settings.blank_mechanism if ctx.mode == Mode.DATA_FREE else ctx.mechanism
     images = as_record_source(public.images.built_rows().release.values)
     whole = ReleaseBuilder(len(images))
     for _, release in release_in_chunks(

@@ -1,0 +1,89 @@
+"""The journal's leases on the batches one run is sending. Runs that share a journal (a PostgreSQL state) and
+need the same batch wait for each other: the first to claim it holds a lease, renewed while it sends, and the
+others wait for its answer and reuse it (it is paid once); a lease its holder stops renewing (the host died)
+lapses and the batch is taken over.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from .errors import Interrupted
+from .journal import JournalEntry
+
+if TYPE_CHECKING:
+    from .journal import Journal
+
+log = logging.getLogger(__name__)
+
+#: Seconds a batch's lease lasts without renewal (:meth:`Journal.claim`): a run waiting for another's batch takes
+#: it over this long after its holder stopped renewing (died).
+LEASE_S = 30.0
+#: Seconds between renewals of the leases of the batches a run is sending.
+RENEW_S = 5.0
+#: Seconds between looks at the journal while another run sends a batch this one needs.
+WAIT_POLL_S = 0.25
+
+__all__ = ["LEASE_S", "RENEW_S", "WAIT_POLL_S", "BatchLeases"]
+
+
+class BatchLeases:
+    """The leases run ``run_id`` holds in ``journal`` (None, or a journal of this host only: no leases)."""
+
+    def __init__(self, journal: Journal | None, run_id: str) -> None:
+        self.journal, self.run_id = journal, run_id
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def shared(self) -> bool:
+        return self.journal is not None and self.journal.shared
+
+    def claim(self, scope: str, batch_id: str, stopping: threading.Event) -> JournalEntry | None:
+        """Before sending a batch: None when this run may send it (it now holds the lease, or the journal is not
+        shared), else the journal's entry another run answered it with, waited for while that run held the lease.
+        :class:`Interrupted` when ``stopping`` is set while waiting."""
+        if self.journal is None or not self.journal.shared:
+            return None
+        while True:
+            found = self.journal.claim(scope, batch_id, self.run_id, lease=LEASE_S)
+            if found is None:
+                with self._lock:
+                    self._held.add(batch_id)
+                return None
+            if isinstance(found, JournalEntry):
+                return found
+            if stopping.is_set():
+                raise Interrupted(f"batch {batch_id} not sent: the run was interrupted")
+            log.debug("batch %s: another run (%s) is sending it; waiting for its answer", batch_id, found.run_id[:8])
+            time.sleep(WAIT_POLL_S)
+
+    def done(self, batch_id: str) -> None:
+        """The batch is answered (or failed): its lease is no longer renewed."""
+        with self._lock:
+            self._held.discard(batch_id)
+
+    def release(self, scope: str) -> None:
+        """After a run's batches: end its leases, so that a run waiting for a batch it did not finish takes it at
+        once (a journal that cannot be written keeps them until they lapse)."""
+        with self._lock:
+            self._held.clear()
+        if self.journal is not None and self.journal.shared:
+            try:
+                self.journal.release_leases(scope, self.run_id)
+            except Exception as exc:
+                log.debug("ending the journal's leases failed: %s", exc)
+
+    def renew(self, scope: str, stop: threading.Event) -> None:
+        """Until ``stop``: renew the leases on the batches being sent, every :data:`RENEW_S` seconds."""
+        while not stop.wait(RENEW_S):
+            with self._lock:
+                held = sorted(self._held)
+            try:
+                if self.journal is not None:
+                    self.journal.renew(scope, held, self.run_id)
+            except Exception as exc:  # a lapsed lease costs at most a resend; the batch's own write reports errors
+                log.debug("renewing the journal's leases failed: %s", exc)
