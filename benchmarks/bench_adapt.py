@@ -46,6 +46,7 @@ import torch
 
 from ldpclient.io.datasets import load_digits_images, split_indices
 from ldpclient.names import BASES, FREE_IMAGES
+from ldpclient.privacy import defaults as privacy_defaults
 from ldpclient.privacy import make_mechanism
 from ldpclient.privacy.guarantee import Domain
 from ldpclient.privacy.public import public_release, public_seed
@@ -256,9 +257,9 @@ def resolve(setting: dict, shape: tuple[int, ...], n: int, basis: str = "pool") 
     """The setting with every ``-`` field replaced by the library default for records of ``shape``."""
     out = dict(setting)
     if out["mechanism"] is None:
-        out["mechanism"] = defaults.mechanism()
+        out["mechanism"] = privacy_defaults.mechanism()
     if out["eps_record"] is None:
-        out["eps_record"] = defaults.epsilon()
+        out["eps_record"] = privacy_defaults.epsilon()
     out["reduce"], post = defaults.shape_settings(
         shape, out["reduce"], out.get("postprocess") or None, basis, out["eps_record"], "record"
     )

@@ -11,6 +11,7 @@ from ldpclient import names
 from ldpclient.cli.commands import app
 from ldpclient.cli.options import Augment, Basis, EpsilonUnit, Mechanism
 from ldpclient.privacy import MECHANISMS as FACTORIES
+from ldpclient.privacy import defaults as privacy_defaults
 from ldpclient.privacy.mechanisms import basis_mechanism_names, delta_mechanism_names, mechanism_names
 from ldpclient.transfer import defaults
 
@@ -32,10 +33,11 @@ def test_cli_choices_derive_from_the_names_and_the_defaults_are_among_them():
     assert tuple(m.value for m in Mechanism) == mechanism_names()
     assert tuple(a.value for a in Augment) == names.AUGMENTATIONS
     assert tuple(u.value for u in EpsilonUnit) == names.EPSILON_UNITS
-    assert defaults.mechanism() in mechanism_names() and defaults.augment() in names.AUGMENTATIONS
-    assert defaults.epsilon_unit() in names.EPSILON_UNITS
+    assert privacy_defaults.mechanism() in mechanism_names() and defaults.augment() in names.AUGMENTATIONS
+    assert privacy_defaults.epsilon_unit() in names.EPSILON_UNITS
     assert tuple(b.value for b in Basis) == names.BASES
-    assert defaults.basis(defaults.mechanism(), defaults.epsilon_unit(), None, defaults.epsilon()) in names.BASES
+    assert privacy_defaults.basis(privacy_defaults.mechanism(), privacy_defaults.epsilon_unit(), None,
+                                  privacy_defaults.epsilon()) in names.BASES
 
 
 def test_audit_help_lists_every_mechanism_and_refuses_an_unknown_one(tmp_path):

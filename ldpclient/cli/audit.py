@@ -13,9 +13,9 @@ from typing import ClassVar, Optional, TypeVar
 import typer
 
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
+from ..privacy import defaults as privacy_defaults
 from ..privacy.mechanisms import mechanism_names
 from ..run.ui import UI
-from ..transfer import defaults
 from .errors import user_errors
 from .groups import OptionGroup, options_from
 
@@ -44,13 +44,14 @@ class AuditGroup(OptionGroup):
     mechanism: Optional[str] = typer.Option(None, "--mechanism", help="Client mechanism: "
                                                                       f"{choice_list(mechanism_names())} (default: "
                                                                       "from --run, else label's default, "
-                                                                      f"{defaults.mechanism()}).")
+                                                                      f"{privacy_defaults.mechanism()}).")
     epsilon: Optional[float] = typer.Option(None, "--epsilon", help="The client's epsilon (unit: --epsilon-unit); "
                                                                     "needed with --queries unless --run gives it.")
     epsilon_unit: Optional[str] = typer.Option(None, "--epsilon-unit", help="Unit of --epsilon and --sweep: "
                                                                             f"{choice_list(EPSILON_UNITS)} "
                                                                             "(default: from --run, else label's "
-                                                                            f"default, {defaults.epsilon_unit()}).")
+                                                                            "default, "
+                                                                            f"{privacy_defaults.epsilon_unit()}).")
     delta: Optional[float] = typer.Option(None, "--delta", help="Delta for gaussian mechanisms.")
     reduce: Optional[int] = typer.Option(None, "--reduce", help="Average-pooling factor before noise used by the "
                                                                 "client (default: from --run, else label's default "

@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 
 from .. import __version__
 from ..io.text import check_token
+from ..privacy import defaults as privacy_defaults
 from ..run.ui import UI
 from ..transfer import defaults
 from .click_compat import NoArgsIsHelpError, UsageError
@@ -252,8 +253,8 @@ def demo(
     queries: Optional[int] = typer.Option(None, min=10, show_default=False, help="Teacher queries per method "
                                           f"(default: label's, {defaults.QUERIES_PER_RECORD} per record)."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs (label's default)."),
-    epsilon: float = typer.Option(defaults.epsilon(), help="Per-record epsilon of the demo's "
-                                                           f"{defaults.mechanism()} mechanism."),
+    epsilon: float = typer.Option(privacy_defaults.epsilon(), help="Per-record epsilon of the demo's "
+                                                           f"{privacy_defaults.mechanism()} mechanism."),
     reduce: Optional[int] = ReduceOption,
     adapt: bool = AdaptOption,
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run the data-free baseline."),

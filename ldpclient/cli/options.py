@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Optional
 import typer
 
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, STUDENT_NAMES, choice_list
+from ..privacy import defaults as privacy_defaults
 from ..privacy.basis import DEFAULT_COEFFICIENTS
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ..run.facts import FACT_OPTIONS, NETWORK_OPTIONS, WIRE_CHOICES, TeacherFacts, teacher_options
@@ -109,7 +110,7 @@ ConfigOption = typer.Option(
     dir_okay=False,
 )
 MechanismOption = typer.Option(
-    Mechanism(defaults.mechanism()),
+    Mechanism(privacy_defaults.mechanism()),
     help="LDP mechanism applied to each record. quantised-rr sends a quantised code of the image's low frequencies "
     "by randomized response: as informative as its epsilon allows, so at 100 per record the teacher sees the "
     "quantised image itself about 99 times in 100 (docs/privacy.md).",
@@ -119,25 +120,26 @@ PrivateDirArgument = typer.Argument(
 TeacherUrlOption = typer.Option(
     None, "--teacher", "-t", help="Teacher URL, e.g. http://127.0.0.1:8080/v2/models/digits. Required (here or "
     "as `teacher` in --config).", show_default=False)
-EpsilonOption = typer.Option(defaults.epsilon(), help="Privacy parameter epsilon (nats), in --epsilon-unit.")
+EpsilonOption = typer.Option(privacy_defaults.epsilon(), help="Privacy parameter epsilon (nats), in --epsilon-unit.")
 LabelEpsilonOption = typer.Option(
-    defaults.epsilon(),
+    privacy_defaults.epsilon(),
     help="Privacy parameter epsilon (nats), in --epsilon-unit. 0: data-free, nothing private is sent (the teacher "
     "labels blank images noised here; the clean images only adapt the student here).",
 )
 EpsilonUnitOption = typer.Option(
-    EpsilonUnit(defaults.epsilon_unit()), help="Whether --epsilon is per released element or per whole record."
+    EpsilonUnit(privacy_defaults.epsilon_unit()), help="Whether --epsilon is per released element or per whole record."
 )
 DeltaOption = typer.Option(
     None,
-    help=f"Delta of {choice_list(delta_mechanism_names())} (same unit as --epsilon; default {defaults.delta():g}).",
+    help=f"Delta of {choice_list(delta_mechanism_names())} (same unit as --epsilon; default "
+    f"{privacy_defaults.delta():g}).",
     show_default=False,
 )
 ReduceOption = typer.Option(
     None,
     min=1,
     help="Average-pool records by this factor before noise (1 = off). Default: the largest factor that keeps at "
-    f"least {defaults.MIN_RELEASED_SIDE} pixels per side (28x28 -> 4, 8x8 -> 1).",
+    f"least {privacy_defaults.MIN_RELEASED_SIDE} pixels per side (28x28 -> 4, 8x8 -> 1).",
     show_default=False,
 )
 BasisOption = typer.Option(
@@ -167,8 +169,8 @@ PostprocessOption = typer.Option(
     f"Default: with --basis dct, clip; when every pixel is released (reduce 1) at a per-element epsilon of at "
     f"least {defaults.LOWPASS_MIN_EPSILON_ELEMENT:g} and a channel has more than {DEFAULT_COEFFICIENTS} pixels, "
     f"'lowpass:{DEFAULT_COEFFICIENTS},clip' (keep the {DEFAULT_COEFFICIENTS} lowest DCT frequencies); otherwise a "
-    f"blur of the image's longer side / {2 * defaults.MIN_RELEASED_SIDE} pixels (28x28 -> 2, 8x8 -> 0.571), then "
-    "clip.",
+    f"blur of the image's longer side / {2 * privacy_defaults.MIN_RELEASED_SIDE} pixels (28x28 -> 2, 8x8 -> 0.571), "
+    "then clip.",
     show_default=False,
 )
 AdaptOption = typer.Option(
@@ -205,8 +207,8 @@ AllowLargeDeltaOption = typer.Option(
 )
 AllowWeakPrivacyOption = typer.Option(
     False, "--allow-weak-privacy",
-    help=f"Accept a per-record epsilon above {defaults.epsilon_ceiling():g} (refused otherwise: the releases come "
-    "close to sending the images; the summary and report then say so).",
+    help=f"Accept a per-record epsilon above {privacy_defaults.epsilon_ceiling():g} (refused otherwise: the releases "
+    "come close to sending the images; the summary and report then say so).",
 )
 MaxMemoryOption = typer.Option(
     None, "--max-memory", min=0.0,

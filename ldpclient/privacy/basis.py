@@ -1,5 +1,5 @@
 """Release bases: which values of a record the noise is added to (``--basis``; the names are
-:data:`ldpclient.names.BASES`; which one a run gets by default is :func:`ldpclient.transfer.defaults.basis`).
+:data:`ldpclient.names.BASES`; which one a run gets by default is :func:`ldpclient.privacy.defaults.basis`).
 
 ``pool``: the record's pixels, average-pooled by the mechanism's ``reduction``; each released element has
 sensitivity Δ = the domain's width, and epsilon composes over the elements.

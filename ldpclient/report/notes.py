@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..names import DECLINE_KINDS
-from ..transfer import defaults
+from ..privacy import defaults as privacy_defaults
 
 
 def weak_privacy_note(epsilon_record: float) -> str | None:
     """The words a summary and report add when the per-record epsilon is above the ceiling (else None)."""
-    ceiling = defaults.epsilon_ceiling()
+    ceiling = privacy_defaults.epsilon_ceiling()
     if epsilon_record <= ceiling:
         return None
     return (

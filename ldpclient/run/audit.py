@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
+from ..privacy import defaults as privacy_defaults
 from ..privacy.mechanisms import mechanism_names
 from ..report.run_report import RunReport
 from ..transfer import defaults
@@ -188,9 +189,9 @@ def _client_settings(o: AuditOptions) -> _ClientSettings:
         raise ValueError("nothing to audit: give --queries LOG (what the teacher saw) and/or --sweep EPSILONS")
     run = _read_run(o.run) if o.run is not None else None
     m = run.mechanism if run is not None else None
-    mechanism = _pick(o.mechanism, m.name if m else None, defaults.mechanism())
+    mechanism = _pick(o.mechanism, m.name if m else None, privacy_defaults.mechanism())
     epsilon = _pick(o.epsilon, m.epsilon if m else None, None)
-    per = _pick(o.epsilon_unit, m.epsilon_unit if m else None, defaults.epsilon_unit())
+    per = _pick(o.epsilon_unit, m.epsilon_unit if m else None, privacy_defaults.epsilon_unit())
     delta = _pick(o.delta, m.delta if m else None, None)
     given_reduce = _pick(o.reduce, m.reduce if m else None, None)
     postprocess = _pick(o.postprocess, run.postprocess if run else None, None)
@@ -199,7 +200,7 @@ def _client_settings(o: AuditOptions) -> _ClientSettings:
     config = m.config if m else {}
     basis = basis_asked(o.basis, o.coefficients, o.clip_norm) or (
         config.get("basis", "pool") if run is not None  # what the run used: a report without one pooled
-        else defaults.basis(mechanism, per, given_reduce, epsilon if epsilon is not None else 1.0)
+        else privacy_defaults.basis(mechanism, per, given_reduce, epsilon if epsilon is not None else 1.0)
     )
     coefficients = _pick(o.coefficients, config.get("coefficients"), None)
     clip_norm = _pick(o.clip_norm, config.get("clip_norm"), None)

@@ -31,6 +31,7 @@ import torch
 
 from ..io.folders import to_uint8_image
 from ..names import PRIVACY_BOUGHT
+from ..privacy import defaults as privacy_defaults
 from ..privacy.guarantee import coefficient_treatment
 from ..report.label_files import read_labels
 from ..transfer import defaults
@@ -131,7 +132,7 @@ def run_demo(
 
     ``workdir``: where the private folder, labels and state go (default: a fresh
     temporary directory, removed afterwards). ``epsilon`` is per record (default
-    :func:`ldpclient.transfer.defaults.epsilon`, Laplace, after average pooling by ``reduce``;
+    :func:`ldpclient.privacy.defaults.epsilon`, Laplace, after average pooling by ``reduce``;
     ``reduce``/``postprocess`` ``None``: the label defaults); the per-element figure is reported too.
     ``queries``/``epochs``: per method; default: ``label``'s (:mod:`ldpclient.transfer.defaults`).
     ``teacher_epochs``: train the mock teacher for this many epochs, uncached
@@ -240,8 +241,8 @@ def _run_methods(server: RunningServer, root: Path, data: _PrivateData, opts: _D
     common: dict[str, Any] = dict(
         private_dir=data.folder,
         teacher=url,
-        mechanism=defaults.mechanism(),
-        epsilon=defaults.epsilon() if opts.epsilon is None else opts.epsilon,
+        mechanism=privacy_defaults.mechanism(),
+        epsilon=privacy_defaults.epsilon() if opts.epsilon is None else opts.epsilon,
         epsilon_unit="record",
         reduce=opts.reduce,
         postprocess=opts.postprocess,

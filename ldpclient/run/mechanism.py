@@ -2,7 +2,7 @@
 
 Options are the CLI's: ``name`` one of :func:`ldpclient.privacy.mechanisms.mechanism_names`, ``epsilon`` in nats
 per ``per`` (``element`` or ``record``), ``delta`` (mechanisms with a delta; default
-:func:`ldpclient.transfer.defaults.delta`), ``reduce`` the average-pooling factor before noise,
+:func:`ldpclient.privacy.defaults.delta`), ``reduce`` the average-pooling factor before noise,
 ``value_range`` the teacher's input range (the mechanism's domain; ``discrete-tldp`` is always on
 the integers 0..255), ``record_shape`` ``(C, H, W)``, ``basis`` the release basis (``--basis``) with its
 ``coefficients`` and ``clip_norm``.
@@ -16,10 +16,10 @@ from typing import Any
 import torch
 
 from ..names import choice_list
+from ..privacy import defaults as privacy_defaults
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain
 from ..privacy.mechanisms import MechanismEntry, basis_mechanism_names, make_mechanism, mechanism_entry
-from ..transfer import defaults
 
 
 def mechanism_for(
@@ -42,7 +42,7 @@ def mechanism_for(
 
     ``basis`` (``--basis``): ``pool`` or ``dct`` (:mod:`ldpclient.privacy.basis`), with ``coefficients`` and
     ``clip_norm`` (None: the record shape's defaults). A per-record epsilon above
-    :func:`~ldpclient.transfer.defaults.epsilon_ceiling` is refused unless ``allow_weak_privacy``
+    :func:`~ldpclient.privacy.defaults.epsilon_ceiling` is refused unless ``allow_weak_privacy``
     (CLI ``--allow-weak-privacy``).
     """
     entry = mechanism_entry(name)
@@ -50,7 +50,7 @@ def mechanism_for(
     kwargs: dict[str, Any] = {"epsilon": epsilon, "per": per, "reduction": reduce,
                               **_basis_options(entry, basis, reduce, per, coefficients, clip_norm)}
     if entry.takes_delta:
-        kwargs["delta"] = delta if delta is not None else defaults.delta()
+        kwargs["delta"] = delta if delta is not None else privacy_defaults.delta()
         if entry.accepts("allow_large_delta"):
             kwargs["allow_large_delta"] = allow_large_delta
     default_domain = entry.default("domain")
@@ -103,7 +103,7 @@ def _basis_options(entry: MechanismEntry, basis: str, reduce: int, per: str, coe
 
 def check_epsilon_ceiling(epsilon_record: float, allow_weak_privacy: bool) -> None:
     """Refuse (ValueError, one line) a per-record epsilon above the ceiling unless the user allowed it."""
-    ceiling = defaults.epsilon_ceiling()
+    ceiling = privacy_defaults.epsilon_ceiling()
     if not math.isfinite(epsilon_record):
         raise ValueError(f"--epsilon gives an infinite per-record epsilon ({epsilon_record}); choose a smaller "
                          "--epsilon")

@@ -15,6 +15,7 @@ import torch
 from ..cluster.engine import check_cluster_options
 from ..io.folders import DEFAULT_MAX_PIXELS
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
+from ..privacy import defaults as privacy_defaults
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ..report.label_files import label_format_for
 from ..state.locations import StateLocations, check_state_url
@@ -38,16 +39,16 @@ class SharedOptions:
     including the privacy noise: tests only.
     """
 
-    mechanism: str = defaults.mechanism()
-    epsilon: float = defaults.epsilon()
-    epsilon_unit: str = defaults.epsilon_unit()
+    mechanism: str = privacy_defaults.mechanism()
+    epsilon: float = privacy_defaults.epsilon()
+    epsilon_unit: str = privacy_defaults.epsilon_unit()
     delta: Optional[float] = None
     secure: bool = True
     allow_large_delta: bool = False
     allow_weak_privacy: bool = False
     augment: str = defaults.augment()
     reduce: Optional[int] = None
-    basis: Optional[str] = None  # None: defaults.basis() for these options (resolve_shape_defaults)
+    basis: Optional[str] = None  # None: privacy_defaults.basis() for these options (resolve_shape_defaults)
     coefficients: Optional[int] = None
     clip_norm: Optional[float] = None
     postprocess: Optional[str] = None
@@ -67,6 +68,13 @@ class SharedOptions:
 
     #: What ``--epsilon 0`` stands for in this command (None: refused).
     zero_epsilon_means: ClassVar[str | None] = None
+
+    @property
+    def data_free(self) -> bool:
+        """``--epsilon 0``: the teacher sees only blank images noised here (nothing private leaves the device);
+        the clean images are used on this device alone, to adapt the student and to be labelled. Decided here
+        only; the commands that refuse it (:attr:`zero_epsilon_means` None) never get this far."""
+        return self.epsilon == 0
 
     def validate(self) -> None:
         """Raise ValueError naming the option for any value that cannot work."""
@@ -147,12 +155,6 @@ class LabelOptions(SharedOptions):
         if not (self.html or self.html_private) or self.output is None:
             return None
         return self.output.with_name(self.output.stem + ".html")
-
-    @property
-    def data_free(self) -> bool:
-        """``--epsilon 0``: the teacher sees only blank images noised here (nothing private leaves the device);
-        the clean images are used on this device alone, to adapt the student and to be labelled."""
-        return self.epsilon == 0
 
     def transfer_settings(
         self, *, num_queries: int | None, query_batch_size: int, public_repeats: int | None = None,

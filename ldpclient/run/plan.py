@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..names import Mode
+from ..privacy import defaults as privacy_defaults
 from ..privacy.guarantee import release_caution
 from ..teachers.base import TeacherMetadata
 from ..transfer import defaults, resolve
@@ -246,9 +247,9 @@ def basis_asked(basis: str | None, coefficients: int | None, clip_norm: float | 
 
 
 def resolve_basis(opts: SharedOptions) -> str:
-    """The basis the options stand for: :func:`basis_asked`, else :func:`ldpclient.transfer.defaults.basis` for
+    """The basis the options stand for: :func:`basis_asked`, else :func:`ldpclient.privacy.defaults.basis` for
     the mechanism, epsilon unit, ``--reduce`` and epsilon."""
-    return basis_asked(opts.basis, opts.coefficients, opts.clip_norm) or defaults.basis(
+    return basis_asked(opts.basis, opts.coefficients, opts.clip_norm) or privacy_defaults.basis(
         opts.mechanism, opts.epsilon_unit, opts.reduce, opts.epsilon
     )
 
@@ -273,7 +274,7 @@ def build_mechanism(
 
     At ``--epsilon 0`` (data-free) it is :func:`build_free_query_mechanism`'s: only blank images pass through it.
     """
-    if opts.epsilon == 0:
+    if opts.data_free:
         return build_free_query_mechanism(opts, value_range, record_shape)
     return mechanism_for(
         opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
@@ -289,16 +290,16 @@ def build_free_query_mechanism(
     record_shape: tuple[int, ...],
 ) -> Mechanism:
     """The mechanism that noises a data-free run's blank queries (``--epsilon 0``, ``--baseline``): the options'
-    mechanism (:func:`~ldpclient.transfer.defaults.free_query_mechanism`) at
-    :func:`~ldpclient.transfer.defaults.free_query_epsilon` per record, pooled as the run pools;
+    mechanism (:func:`~ldpclient.privacy.defaults.free_query_mechanism`) at
+    :func:`~ldpclient.privacy.defaults.free_query_epsilon` per record, pooled as the run pools;
     a ``dct`` run's baseline pools by the shape's default factor (the free level was measured so).
 
     Its inputs are public blank images, so its epsilon is a noise level, not a cost (the guarantee reads 0).
     """
     reduce, _ = free_query_shape_settings(opts, record_shape)
     return mechanism_for(
-        defaults.free_query_mechanism(opts.mechanism), epsilon=defaults.free_query_epsilon(), per="record",
-        delta=opts.delta, reduce=reduce,
+        privacy_defaults.free_query_mechanism(opts.mechanism), epsilon=privacy_defaults.free_query_epsilon(),
+        per="record", delta=opts.delta, reduce=reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure, allow_large_delta=True,
     )
 
@@ -306,7 +307,7 @@ def build_free_query_mechanism(
 def free_query_shape_settings(opts: SharedOptions, record_shape: tuple[int, ...]) -> tuple[int, str]:
     """``(reduce, postprocess)`` of the blank queries: the run's own for a pooled run, the shape's pooled
     defaults for a ``dct`` run (the data-free study measured blank queries pooled, at those settings)."""
-    level = defaults.free_query_epsilon()
+    level = privacy_defaults.free_query_epsilon()
     if resolve_basis(opts) == "pool":
         return defaults.shape_settings(record_shape, opts.reduce, opts.postprocess, "pool", level, "record")
     return defaults.shape_settings(record_shape, None, None, "pool", level, "record")

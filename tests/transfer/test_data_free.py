@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import mock_server
 from ldpclient.cli.commands import app
 from ldpclient.io.querylog import read_query_log
-from ldpclient.transfer import defaults
+from ldpclient.privacy import defaults as privacy_defaults
 from support.image_folders import random_png_folder
 
 
@@ -85,7 +85,7 @@ def test_private_run_summary_points_to_the_baseline_and_the_curve(tmp_path: Path
     report = json.loads(result.stdout)
     assert "--baseline writes the data-free labels" in report["guarantee_note"]
     noise = report["baseline"]["blank_query_noise"]  # the free level, not the private run's 50
-    assert noise["per"] == "record" and noise["epsilon"] == pytest.approx(defaults.free_query_epsilon())
+    assert noise["per"] == "record" and noise["epsilon"] == pytest.approx(privacy_defaults.free_query_epsilon())
     assert report["guarantee"]["per_record"]["epsilon"] == pytest.approx(50.0)
 
 

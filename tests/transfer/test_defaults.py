@@ -8,6 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from ldpclient.cli.commands import app
+from ldpclient.privacy import defaults as privacy_defaults
 from ldpclient.privacy import laplace
 from ldpclient.run.options import LabelOptions, NoiseOptions
 from ldpclient.teachers.local import LocalTeacher
@@ -16,13 +17,13 @@ from ldpclient.transfer.pipeline import KnowledgeTransfer
 
 
 def test_reduction_keeps_at_least_seven_pixels_per_side_and_divides_both_axes() -> None:
-    assert defaults.reduction((1, 28, 28)) == 4
-    assert defaults.reduction((1, 8, 8)) == 1
-    assert defaults.reduction((3, 32, 32)) == 4
-    assert defaults.reduction((3, 224, 224)) == 32
-    assert defaults.reduction((1, 28, 21)) == 1  # 7 divides both, but 21 / 7 = 3 px is too small
-    assert defaults.reduction((1, 42, 28)) == 2
-    assert defaults.reduction((1, 5, 5)) == 1
+    assert privacy_defaults.reduction((1, 28, 28)) == 4
+    assert privacy_defaults.reduction((1, 8, 8)) == 1
+    assert privacy_defaults.reduction((3, 32, 32)) == 4
+    assert privacy_defaults.reduction((3, 224, 224)) == 32
+    assert privacy_defaults.reduction((1, 28, 21)) == 1  # 7 divides both, but 21 / 7 = 3 px is too small
+    assert privacy_defaults.reduction((1, 42, 28)) == 2
+    assert privacy_defaults.reduction((1, 5, 5)) == 1
 
 
 def test_postprocess_blur_is_half_a_cell_of_the_coarsest_default_grid() -> None:
@@ -41,10 +42,10 @@ def test_postprocess_of_a_pixel_release_is_the_dct_band_unless_the_noise_is_wide
     assert defaults.postprocess((3, 32, 32), 1, 2.0) == "lowpass:64,clip"
     assert defaults.postprocess((1, 9, 8), 1, 5.0) == "lowpass:64,clip"  # 72 pixels: the projection drops 8
     assert defaults.postprocess((1, 28, 28), 4, 50.0) == "blur:2,clip"  # pooled: always the blur
-    assert defaults.epsilon_element(1568, "record", (1, 28, 28), 1) == 2.0
-    assert defaults.epsilon_element(2, "element", (1, 28, 28), 1) == 2.0
-    assert defaults.epsilon_element(96, "record", (3, 32, 32), 4) == 96 / 192
-    assert defaults.epsilon_element(49, "record", (28, 28), 4) == 1.0
+    assert privacy_defaults.epsilon_element(1568, "record", (1, 28, 28), 1) == 2.0
+    assert privacy_defaults.epsilon_element(2, "element", (1, 28, 28), 1) == 2.0
+    assert privacy_defaults.epsilon_element(96, "record", (3, 32, 32), 4) == 96 / 192
+    assert privacy_defaults.epsilon_element(49, "record", (28, 28), 4) == 1.0
     assert defaults.shape_settings((1, 28, 28), 1, None, "pool", 1568, "record") == (1, "lowpass:64,clip")
     assert defaults.shape_settings((1, 28, 28), 1, None, "pool", 100, "record") == (1, "blur:2,clip")
     assert defaults.shape_settings((1, 28, 28), 1, None, "pool") == (1, "blur:2,clip")
@@ -63,12 +64,12 @@ def test_query_budget_defaults() -> None:
 
 def test_cli_options_and_library_share_the_defaults() -> None:
     label_opts = LabelOptions(private_dir=".", teacher="t")  # type: ignore[arg-type]
-    assert label_opts.mechanism == defaults.mechanism() and label_opts.epsilon == defaults.epsilon()
-    assert label_opts.epsilon_unit == defaults.epsilon_unit()
+    assert label_opts.mechanism == privacy_defaults.mechanism() and label_opts.epsilon == privacy_defaults.epsilon()
+    assert label_opts.epsilon_unit == privacy_defaults.epsilon_unit()
     assert label_opts.train_batch_size == defaults.train_batch_size() and label_opts.epochs == defaults.epochs()
     assert label_opts.reduce is None and label_opts.postprocess is None  # resolved from the teacher's shape
     noise_opts = NoiseOptions(private_dir=".", out=".")  # type: ignore[arg-type]
-    assert noise_opts.mechanism == defaults.mechanism()
+    assert noise_opts.mechanism == privacy_defaults.mechanism()
     from ldpclient.transfer.settings import PlanSettings, TrainingSettings
 
     training, plan = TrainingSettings(), PlanSettings()

@@ -35,7 +35,7 @@ SECURE_LAPLACE_SAMPLING = "secure: integer discrete Laplace on a grid"
 SECURE_GAUSSIAN_SAMPLING = "secure: integer discrete Gaussian on a grid"
 
 _TINY = math.ulp(0.0)  # 5e-324: reported instead of a positive delta that underflows float64
-#: The delta of every mechanism with one unless told otherwise (``ldpclient.transfer.defaults.delta``).
+#: The delta of every mechanism with one unless told otherwise (``ldpclient.privacy.defaults.delta``).
 DEFAULT_DELTA = 1e-5
 
 
