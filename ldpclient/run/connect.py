@@ -38,15 +38,14 @@ def connect_options(address: str, facts: TeacherFacts, network: NetworkOptions, 
 
 
 def open_teacher(address: str, token: str | None, options: Mapping[str, Any]) -> Teacher:
-    """:func:`~ldpclient.teachers.connect`, with an adapter's refusal of a supplied fact as one line."""
+    """:func:`~ldpclient.teachers.connect`, after a one-line refusal of a supplied fact the adapter does not
+    declare (:func:`~ldpclient.teachers.registry.unknown_options`)."""
     from ..teachers import connect
+    from ..teachers.registry import unknown_options
 
-    try:
-        return connect(address, token=token, **options)
-    except TypeError as exc:
-        if "unexpected keyword argument" not in str(exc):
-            raise
-        name = str(exc).rsplit(" ", 1)[-1].strip("'")
+    unknown = unknown_options(address, options)
+    if unknown:
         raise ValueError(
-            f"the teacher adapter for {redact_url(address)!r} does not take --{name.replace('_', '-')}"
-        ) from None
+            f"the teacher adapter for {redact_url(address)!r} does not take --{unknown[0].replace('_', '-')}"
+        )
+    return connect(address, token=token, **options)

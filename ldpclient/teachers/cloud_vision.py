@@ -196,7 +196,7 @@ class VisionTeacher(Teacher):
         return f"VisionTeacher({self.url!r}, token={'***' if self.http.has_token else None})"
 
 
-@register_adapter("vision")
+@register_adapter("vision", takes=VisionTeacher)
 def connect_vision(target: str, **opts: Any) -> VisionTeacher:
     """``vision+https://vision.googleapis.com/v1`` (see :class:`VisionTeacher`)."""
     return VisionTeacher(target, **opts)

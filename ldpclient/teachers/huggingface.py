@@ -180,7 +180,7 @@ def estimated_time(resp: requests.Response) -> float | None:
     return None
 
 
-@register_adapter("hf")
+@register_adapter("hf", takes=HFTeacher)
 def connect_hf(target: str, **opts: Any) -> HFTeacher:
     """``hf://org/model`` (see :class:`HFTeacher`)."""
     return HFTeacher(target, **opts)

@@ -375,7 +375,7 @@ def oip_model_url(url: str) -> str:
     return _model_url(*parse_oip_url(url))
 
 
-@register_adapter("oip", identity=oip_model_url)
+@register_adapter("oip", identity=oip_model_url, takes=OIPTeacher)
 def connect_oip(target: str, **opts: Any) -> OIPTeacher:
     """``oip+http(s)://...`` or a plain ``http(s)://`` address (see :meth:`OIPTeacher.from_url`)."""
     return OIPTeacher.from_url(target, **opts)

@@ -347,7 +347,7 @@ class ChatTeacher(Teacher):
         return f"ChatTeacher({self.base_url!r}, model={self.model!r}, token={'***' if self.http.has_token else None})"
 
 
-@register_adapter("openai")
+@register_adapter("openai", takes=ChatTeacher)
 def connect_openai(target: str, **opts: Any) -> ChatTeacher:
     """``openai+https://host/v1`` with ``model=`` (see :class:`ChatTeacher`)."""
     return ChatTeacher(target, **opts)

@@ -31,10 +31,11 @@ one was given, and ``transport=`` when the caller built an
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterable, TypeVar
 
 from .base import Teacher, as_teacher
 
@@ -47,30 +48,61 @@ F = TypeVar("F", bound=Callable[..., Teacher])
 @dataclass(frozen=True)
 class AdapterEntry:
     """A built-in adapter: its name (the ``name+`` or ``name:`` of an address), the factory
-    ``connect(target, **opts)``, and ``identity(target)``: the normalised address the teacher's
+    ``connect(target, **opts)``, ``identity(target)``: the normalised address the teacher's
     identity is made of, known without contacting it (None: the opened teacher's
-    ``journal_scope`` is its identity)."""
+    ``journal_scope`` is its identity), and ``takes``: the callable whose keyword parameters are the options
+    the factory passes on (:func:`declared_options`; None: the adapter checks its options itself)."""
 
     name: str
     connect: Factory
     identity: Callable[[str], str] | None = None
+    takes: Callable[..., Any] | None = None
+
+    def options(self) -> frozenset[str] | None:
+        """The options this adapter takes (None: any; it refuses those it does not know itself)."""
+        return declared_options(self.takes) if self.takes is not None else None
+
+
+def declared_options(takes: Callable[..., Any]) -> frozenset[str] | None:
+    """The keyword options ``takes`` (a teacher class, or a factory) accepts: its parameters after the first (the
+    address), with the transport's (:data:`~ldpclient.teachers.transport.TRANSPORT_OPTIONS`) where it passes
+    ``**transport_options`` on to one; None where it takes any other ``**`` keywords."""
+    from .transport import TRANSPORT_OPTIONS
+
+    params = list(inspect.signature(takes).parameters.values())[1:]
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    rest = [p.name for p in params if p.kind == p.VAR_KEYWORD]
+    if not rest:
+        return frozenset(named)
+    return frozenset(named | TRANSPORT_OPTIONS) if rest == ["transport_options"] else None
+
+
+def unknown_options(target: str, options: Iterable[str]) -> list[str]:
+    """Of ``options`` (by name, in order), those the adapter for ``target`` does not take (none where it takes
+    any, or where no adapter has that name: :func:`connect` says so)."""
+    name = resolve(target)[0]
+    entry = builtin_adapters().get(name)
+    takes = entry.options() if entry is not None else _plugin_options(name)
+    return [] if takes is None else [o for o in options if o not in takes]
 
 
 _BUILTIN: dict[str, AdapterEntry] = {}
 _LOADED = False
 
 
-def register_adapter(name: str, *, identity: Callable[[str], str] | None = None) -> Callable[[F], F]:
+def register_adapter(
+    name: str, *, identity: Callable[[str], str] | None = None, takes: Callable[..., Any] | None = None
+) -> Callable[[F], F]:
     """Decorator for a built-in adapter's factory, in its own module of ``ldpclient.teachers``:
-    ``@register_adapter("oip", identity=oip_model_url)``. Every module of the package is imported
-    when the adapters are first looked up, so a new adapter is one new file (plus its test).
-    Third-party adapters use the entry-point group instead."""
+    ``@register_adapter("oip", identity=oip_model_url, takes=OIPTeacher)``; ``takes`` declares the adapter's
+    options (:class:`AdapterEntry`). Every module of the package is imported when the adapters are first looked
+    up, so a new adapter is one new file (plus its test). Third-party adapters use the entry-point group instead."""
 
     def register(factory: F) -> F:
         known = _BUILTIN.get(name)
         if known is not None and known.connect is not factory:
             raise ValueError(f"teacher adapter {name!r} is registered twice")
-        _BUILTIN[name] = AdapterEntry(name, factory, identity)
+        _BUILTIN[name] = AdapterEntry(name, factory, identity, takes)
         return factory
 
     return register
@@ -139,6 +171,13 @@ def available_adapters() -> dict[str, str]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         out.setdefault(ep.name, ep.value)
     return out
+
+
+def _plugin_options(name: str) -> frozenset[str] | None:
+    """A third-party adapter's options: its factory's keyword parameters (None: it takes any, or none is
+    installed by that name)."""
+    factory = _plugin(name)
+    return declared_options(factory) if factory is not None else None
 
 
 def _plugin(name: str) -> Factory | None:

@@ -249,7 +249,7 @@ def torchserve_url(url: str) -> str:
     return _predictions_url(*_parse_url(url))
 
 
-@register_adapter("torchserve", identity=torchserve_url)
+@register_adapter("torchserve", identity=torchserve_url, takes=TorchServeTeacher)
 def connect_torchserve(target: str, **opts: Any) -> TorchServeTeacher:
     """``torchserve+http(s)://host:8080/model`` (see :meth:`TorchServeTeacher.from_url`)."""
     return TorchServeTeacher.from_url(target, **opts)

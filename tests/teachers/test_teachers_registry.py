@@ -95,3 +95,19 @@ def test_a_builtin_adapter_in_a_new_file_is_found_with_its_identity(tmp_path):
     assert seen["type"] == "ToyTeacher" and seen["target"] == "abc"
     assert {"oip", "torchserve", "hf", "local", "toy"} <= set(seen["adapters"])
     assert seen["identity"] == ["toy:http://toy.test/abc", "toy:http://toy.test/abc"]  # one identity per teacher
+
+
+def test_each_built_in_adapter_declares_its_options_and_an_unknown_one_is_named_before_connecting() -> None:
+    from ldpclient.teachers.registry import builtin_adapters, declared_options, unknown_options
+
+    adapters = builtin_adapters()
+    assert {name for name, entry in adapters.items() if entry.options() is None} == {"local"}  # it passes any on
+    openai = adapters["openai"].options()
+    assert openai is not None and {"model", "class_names", "timeout", "token", "transport"} <= openai
+    assert unknown_options("hf://org/m", ["class_names", "datatype", "timeout", "wire"]) == ["datatype", "wire"]
+    assert unknown_options("local:pkg.mod:attr", ["anything"]) == []
+
+    def named(target: str, *, num_classes: int = 2, token: str | None = None) -> None: ...
+    def any_keywords(target: str, **kwargs: object) -> None: ...
+    assert declared_options(named) == {"num_classes", "token"}
+    assert declared_options(any_keywords) is None
