@@ -108,8 +108,8 @@ def label(
     private_dir: Path = PrivateDirArgument,
     teacher: Optional[str] = TeacherUrlOption,
     epsilon: float = LabelEpsilonOption,
-    *, privacy: PrivacyGroup, sent: QueryGroup, money: MoneyGroup, learning: StudentGroup, written: OutputGroup,
-    kept: StateGroup, run: RunGroup, remote: TeacherGroup,
+    *, privacy_group: PrivacyGroup, query_group: QueryGroup, money_group: MoneyGroup, student_group: StudentGroup,
+    output_group: OutputGroup, state_group: StateGroup, run_group: RunGroup, teacher_group: TeacherGroup,
     json_out: bool = typer.Option(False, "--json", help="Print the run report as JSON on stdout (implies --quiet)."),
 ) -> None:
     """Label PRIVATE_DIR with a student trained on the teacher's answers to LDP queries.
@@ -122,14 +122,15 @@ def label(
     from ..run.compute import use_available_cores
     from ..run.label import LabelOptions, label_run, resume_hint
 
-    ui = UI(quiet=run.quiet or json_out, json_mode=json_out)
-    ui.capture_logs(secrets=(run.token,))
-    with user_errors(ui, secrets=(run.token,)):
-        token = check_token(run.token)
+    ui = UI(quiet=run_group.quiet or json_out, json_mode=json_out)
+    ui.capture_logs(secrets=(run_group.token,))
+    with user_errors(ui, secrets=(run_group.token,)):
+        token = check_token(run_group.token)
         if not teacher:
             raise CLIError("missing option --teacher URL (or `teacher = ...` in the --config file)", EXIT_USAGE)
-        opts = options_from(LabelOptions, privacy, sent, money, learning, written, kept, run, private_dir=private_dir,
-                            teacher=teacher, epsilon=epsilon, **remote.run_options(money))
+        opts = options_from(LabelOptions, privacy_group, query_group, money_group, student_group, output_group,
+                            state_group, run_group, private_dir=private_dir, teacher=teacher, epsilon=epsilon,
+                            **teacher_group.run_options(money_group))
         opts.validate()
     with user_errors(ui, resume_hint=resume_hint(opts), secrets=(token,)):
         use_available_cores()
@@ -155,10 +156,10 @@ def noise(
     size: int = typer.Option(28, min=1, help="Image side when no --teacher is given."),
     channels: int = typer.Option(1, help="1 (grey) or 3 (RGB) when no --teacher is given."),
     epsilon: float = EpsilonOption,
-    *, privacy: PrivacyGroup,
+    *, privacy_group: PrivacyGroup,
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="Augmentation shown in the preview's third row."),
     preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
-    kept: StateGroup, run: RunGroup, remote: TeacherGroup,
+    state_group: StateGroup, run_group: RunGroup, teacher_group: TeacherGroup,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
     """Write noised copies of PRIVATE_DIR (what a teacher would see) and a preview grid.
@@ -169,13 +170,14 @@ def noise(
     from ..run.compute import use_available_cores
     from ..run.noise import NoiseOptions, run_noise
 
-    ui = UI(quiet=run.quiet or json_out, json_mode=json_out)
-    ui.capture_logs(secrets=(run.token,))
-    with user_errors(ui, secrets=(run.token,)):
-        token = check_token(run.token)
-        opts = options_from(NoiseOptions, privacy, kept, run, private_dir=private_dir, out=out, teacher=teacher,
-                            size=size, channels=channels, epsilon=epsilon, augment=augment.value, preview=preview,
-                            **remote.run_options())
+    ui = UI(quiet=run_group.quiet or json_out, json_mode=json_out)
+    ui.capture_logs(secrets=(run_group.token,))
+    with user_errors(ui, secrets=(run_group.token,)):
+        token = check_token(run_group.token)
+        opts = options_from(NoiseOptions, privacy_group, state_group, run_group, private_dir=private_dir, out=out,
+                            teacher=teacher, size=size, channels=channels, epsilon=epsilon, augment=augment.value,
+                            preview=preview,
+                            **teacher_group.run_options())
         opts.validate()
         use_available_cores()
         with ui.stdout_kept_for_json():
@@ -189,7 +191,7 @@ def noise(
 @app.command(cls=HelpCommand)
 @with_groups
 def budget(
-    *, kept: StateGroup,
+    *, state_group: StateGroup,
     set_cap: Optional[str] = typer.Option(
         None, "--set-cap", metavar="<epsilon|none>",
         help="Set the privacy cap this state holds (per-image epsilon; 'none' removes it), recorded in the ledger. "
@@ -221,8 +223,8 @@ def budget(
 
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
-        summary = ledger_summary(kept.state_dir, set_cap, html=html, private_dir=private, state=kept.state,
-                                 ledger_key_file=kept.ledger_key_file, init=init)
+        summary = ledger_summary(state_group.state_dir, set_cap, html=html, private_dir=private,
+                                 state=state_group.state, ledger_key_file=state_group.ledger_key_file, init=init)
     if json_out:
         ui.print_json(summary)
     else:
