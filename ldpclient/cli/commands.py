@@ -176,8 +176,7 @@ def noise(
         token = check_token(run_group.token)
         opts = options_from(NoiseOptions, privacy_group, state_group, run_group, private_dir=private_dir, out=out,
                             teacher=teacher, size=size, channels=channels, epsilon=epsilon, augment=augment.value,
-                            preview=preview,
-                            **teacher_group.run_options())
+                            preview=preview, **teacher_group.run_options())
         opts.validate()
         use_available_cores()
         with ui.stdout_kept_for_json():

@@ -11,10 +11,10 @@ import torch
 
 from ..io.records import RecordSource
 from ..names import Mode
+from .handoffs import Baseline, RunSetup
 from .label_report import label_histogram, last_val_accuracy
 from .progress import StageProgress
 from .run_keys import Seeds, result_cache
-from .stages import Baseline, RunSetup
 
 if TYPE_CHECKING:
     from ..transfer.pipeline import KnowledgeTransfer

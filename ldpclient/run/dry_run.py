@@ -12,11 +12,11 @@ from ..io.records import RecordSource
 from ..state import state_dir
 from ..teachers.http import redact_url
 from .caps import check_plan_money, check_release_fits
+from .handoffs import LabelRun
 from .images import find_images, image_counts, image_names
 from .options import LabelOptions
 from .plan import resolve_plan
 from .prepare import connect_teacher, priced_by_teacher, read_check, with_held_cap
-from .stages import LabelRun
 
 if TYPE_CHECKING:
     from ..teachers.base import Teacher

@@ -21,8 +21,8 @@ from ..io.folders import (
 from ..io.records import MappedRecords, RecordSource
 
 if TYPE_CHECKING:
+    from .handoffs import RunSetup
     from .options import LabelOptions
-    from .stages import RunSetup
 
 __all__ = ["Found", "GivenImages", "Images", "KeptImages", "find_images", "given_records", "image_counts",
            "image_names", "spool"]

@@ -30,6 +30,7 @@ from ..state import state_dir, state_lock
 from .baseline import baseline_transfer, run_baseline
 from .caps import CapForeseen, foresee_money, foresee_privacy
 from .dry_run import dry_run
+from .handoffs import LabelRun, RunOutcome, RunSetup
 from .images import Images, find_images, given_records, image_counts, image_names, spool
 from .label_report import build_report, judge_run, report_path_for, write_stop_report
 from .options import LabelOptions
@@ -39,7 +40,6 @@ from .progress import StageProgress
 from .public_images import load_public, public_checked
 from .run_keys import Seeds, data_key, folder_key, plan_seeds, result_cache
 from .session import LabelSession
-from .stages import LabelRun, RunOutcome, RunSetup
 from .ui import UI
 
 if TYPE_CHECKING:

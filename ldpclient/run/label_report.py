@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from ..teachers.base import Teacher
     from ..teachers.client import QueryClient
     from ..transfer.result import TransferResult
+    from .handoffs import RunOutcome, RunSetup, WrittenOutputs
     from .images import Images
     from .options import LabelOptions
-    from .stages import RunOutcome, RunSetup, WrittenOutputs
 
 
 def judge_run(setup: RunSetup, names: Sequence[str], outcome: RunOutcome) -> Verdict:

@@ -11,10 +11,10 @@ import torch
 
 from ..report.label_files import iter_label_rows, label_format_for, write_labels
 from ..state import state_dir
+from .handoffs import RunOutcome, RunSetup, WrittenOutputs
 from .label_report import report_path_for
 from .options import LabelOptions
 from .output_paths import check_output_paths
-from .stages import RunOutcome, RunSetup, WrittenOutputs
 
 if TYPE_CHECKING:
     from ..report.label_page import PageImages

@@ -15,9 +15,9 @@ from ..teachers.units import ByteUnitsTeacher
 from .caps import check_release_fits
 from .check_file import CheckSet, check_indices, parse_check_rows, read_check_file
 from .connect import connect_options, open_teacher
+from .handoffs import RunSetup
 from .options import LabelOptions
 from .plan import resolve_plan
-from .stages import RunSetup
 
 if TYPE_CHECKING:
     from ..teachers.base import Teacher, TeacherMetadata

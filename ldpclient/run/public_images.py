@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..privacy.ledger import Ledger
     from ..transfer.mirror_check import MirrorCheck
     from ..transfer.pipeline import KnowledgeTransfer
-    from .stages import RunSetup
+    from .handoffs import RunSetup
 
 __all__ = ["NAMED_COPIES", "known_private", "load_public", "public_checked", "public_overlap", "public_where",
            "refuse_known_private", "without_copies"]

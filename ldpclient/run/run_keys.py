@@ -19,7 +19,7 @@ from .run_state import RunState
 
 if TYPE_CHECKING:
     from ..transfer.result_cache import ResultCache
-    from .stages import RunSetup
+    from .handoffs import RunSetup
 
 __all__ = ["Seeds", "data_key", "folder_key", "plan_seeds", "result_cache"]
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..privacy.ledger import Ledger
     from ..teachers.client import QueryClient
     from ..teachers.journal import Journal
-    from .stages import RunSetup
+    from .handoffs import RunSetup
 
 __all__ = ["LabelSession"]
 

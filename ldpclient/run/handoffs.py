@@ -1,4 +1,4 @@
-"""The typed hand-offs between the stages of a label run (``run/label.py`` makes them, ``run/label_report.py``
+"""The typed hand-offs between the stages of a label run (the label run makes them, ``run/label_report.py``
 reads them): what the run resolved before touching data, what the transfer left, what was written."""
 
 from __future__ import annotations
