@@ -17,10 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported when label() runs, not when ldpclient is imported
+    from typing import Unpack
+
     import torch
 
     from .io.records import RecordSource
     from .privacy.guarantee import Guarantee
+    from .run.handoffs import LabelRun
+    from .run.keywords import LabelKeywords
     from .run.ui import ProgressCallback
     from .run.verdict import Verdict
     from .teachers.base import Teacher
@@ -60,7 +64,7 @@ def label(
     output: "str | os.PathLike[str] | None" = None,
     progress: "ProgressCallback | None" = None,
     quiet: bool | None = None,
-    **options: Any,
+    **options: Unpack[LabelKeywords],
 ) -> LabelResult:
     """Label ``images`` with a student trained on ``teacher``'s answers to LDP releases of them.
 
@@ -77,28 +81,16 @@ def label(
     ``quiet``: no progress bars (the callback is still called); by default the command's bars are shown on
     standard error when it is a terminal, and nothing otherwise.
 
-    ``options``: the options of ``ldpclient label`` by their Python names, with the CLI's defaults: the fields of
-    :class:`ldpclient.run.options.LabelOptions` but ``private_dir``, ``teacher``, ``output``, ``dry_run``,
-    ``network`` and ``facts`` (``epsilon=100``, ``epsilon=0``: data-free, nothing private is sent;
-    ``epsilon_unit="record"``, ``mechanism="laplace"``, ``privacy_cap=``, ``money_cap=``, ``price=``,
-    ``queries=``, ``state_dir=``, ``baseline=``, ``state=`` (a ``postgresql://`` URL: ledger, journal and plan
-    seeds shared by hosts) with ``ledger_key_file=``, ``cluster=`` (``"auto"`` or a Ray address; needs ``state=``),
-    ``public=`` (images you state are not private, sent as they are: a folder, or a tensor or RecordSource like
-    ``images``), ``allow_weak_privacy=``, ``check=`` (hand labels of some of the images: a ``file,label`` CSV
-    path, or a mapping name -> class name or index), ``seed=`` (tests only), ...); how to reach the teacher
-    (``timeout=``, ``max_retry_time=``, ``ca_bundle=``: :class:`ldpclient.run.network.NetworkOptions`); and
-    what a server may not publish (``wire=``, ``num_classes=``, ``class_names=``, ``value_range=``,
-    ``input_shape=``, ``input_name=``, ``output_name=``, ``datatype=``, ``model=``, ``price_input_tokens=``,
-    ``price_output_tokens=``, ``image_tokens=``, ``label_map=``, ``batch_api=``:
-    :meth:`ldpclient.run.facts.TeacherFacts.from_options`, the CLI's spellings as strings). An unknown name is a
-    TypeError.
+    ``options``: the options of ``ldpclient label`` by their Python names, with the command's defaults: each
+    with its type and meaning in :class:`ldpclient.run.keywords.LabelKeywords` (``epsilon=``, ``epsilon=0``:
+    data-free; ``money_cap=``, ``public=``, ``check=``, ``state=``, the teacher's facts, ...). An unknown name is
+    a TypeError.
 
     Raises what the CLI reports in one line: ``ValueError`` (bad option, bad data),
     ``ldpclient.io.folders.DataError``, ``ldpclient.privacy.BudgetExceeded`` (privacy cap),
     ``ldpclient.teachers.CostCapReached`` (money cap), ``ldpclient.teachers.TeacherError``,
     ``ldpclient.state.StateLocked`` (another run holds the state directory).
     """
-    import torch
 
     from .io.text import check_token
     from .run.compute import within_available_cores
@@ -110,7 +102,7 @@ def label(
     public_dir, public = _images(options.pop("public", None), "public")
     opened = None if isinstance(teacher, str) else as_teacher(teacher)
     address = teacher if isinstance(teacher, str) else str(opened.journal_scope)  # type: ignore[union-attr]
-    opts = _label_options(private_dir, address, output, public_dir, options)
+    opts = _label_options(private_dir, address, output, public_dir, dict(options))
     bars = not quiet if quiet is not None else sys.stderr is not None and sys.stderr.isatty()
     ui = UI(quiet=not bars, on_progress=progress)
     try:
@@ -119,6 +111,13 @@ def label(
                             ui=ui, teacher=opened, records=records, public=public)
     finally:
         ui.stop_progress()
+    return _result(run)
+
+
+def _result(run: LabelRun) -> LabelResult:
+    """The front door's view of a finished run."""
+    import torch
+
     result = run.result
     assert result is not None and run.verdict is not None  # a dry run is the command line's (label --dry-run)
     confidences = result.confidences if result.confidences is not None else torch.full((len(run.paths),), float("nan"))

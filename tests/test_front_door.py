@@ -81,9 +81,23 @@ def test_a_tensor_goes_in_and_the_cli_sees_the_same_state(tmp_path: Path) -> Non
     assert torch.equal(first.labels, second.labels)
 
 
+def test_the_typed_options_are_the_label_commands_options() -> None:
+    """Every key of ``LabelKeywords`` is an option the front door takes, and every option it takes is a key: the
+    run's options less those the signature names, the teacher's facts and the network's."""
+    import dataclasses
+
+    from ldpclient.run.facts import FACT_OPTIONS, NETWORK_OPTIONS
+    from ldpclient.run.keywords import LabelKeywords
+    from ldpclient.run.options import LabelOptions
+
+    taken = {f.name for f in dataclasses.fields(LabelOptions)} - {"private_dir", "teacher", "output", "dry_run",
+                                                                   "network", "facts"}
+    assert set(LabelKeywords.__annotations__) == taken | FACT_OPTIONS | NETWORK_OPTIONS
+
+
 def test_bad_ways_in_are_named() -> None:
     with pytest.raises(TypeError, match="unknown option"):
-        ldpclient.label("x", "http://127.0.0.1:9/m", epsilonn=3)
+        ldpclient.label("x", "http://127.0.0.1:9/m", epsilonn=3)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="folder path, a tensor or a RecordSource"):
         ldpclient.label([1, 2, 3], "http://127.0.0.1:9/m")  # type: ignore[arg-type]
 
