@@ -137,7 +137,7 @@ def foresee_privacy(
     for idx, chunk in iter_batches(records, _CHUNK):
         ids = source_ids(records, idx)
         charged = ledger.would_charge(mechanism, chunk, scope=scope, sources=ids)
-        after = ledger.spent(chunk, sources=ids, domain=getattr(mechanism, "domain", None)).epsilon
+        after = ledger.spent(chunk, sources=ids, domain=mechanism.domain).epsilon
         after = after + eps * charged.double()
         fresh += int(charged.sum())
         over += int((charged & (after > cap + 1e-9)).sum())

@@ -398,7 +398,7 @@ class QueryPlan:
     @staticmethod
     def _rand_noise(mechanism: Mechanism, seeds: np.ndarray, shape: tuple[int, ...], mode: str) -> torch.Tensor:
         """Per-query noise, each from its own seeded generator (independent of batching)."""
-        r = max(1, int(getattr(mechanism, "reduction", 1) or 1))
+        r = max(1, int(mechanism.reduction or 1))
         base = tuple(shape)
         if r > 1 and len(shape) == 3:
             base = (shape[0], shape[1] // r, shape[2] // r)

@@ -81,7 +81,7 @@ def register_mechanism(c: Database, mechanism: Mechanism, identity: str, g: Guar
     """The ``mechanisms`` row of ``identity``, inserted (in its own transaction) the first time it is seen."""
     row = c.execute("SELECT id FROM mechanisms WHERE identity = ?", (identity,)).fetchone()
     if row is None:
-        name = getattr(mechanism, "name", type(mechanism).__name__)
+        name = mechanism.name
         with transaction(c):  # another process may insert it first: then its row is the one
             c.execute(
                 "INSERT INTO mechanisms(identity, name, epsilon_record, delta_record, guarantee)"
@@ -173,7 +173,7 @@ def assemble(
         values,
         g,
         record_shape,
-        reduction=int(getattr(mechanism, "reduction", 1)),
+        reduction=int(mechanism.reduction),
         basis=mechanism.reconstruction(record_shape),
         clipped_elements=torch.tensor(clipped_out, dtype=torch.int64),
         reused=torch.tensor(reused, dtype=torch.bool),
