@@ -151,6 +151,7 @@ def _run_transfer(setup: RunSetup, seeds: Seeds, images: Images, public_images: 
 def _transfer(
     setup: RunSetup, session: LabelSession, seeds: Seeds, images: Images, public_images: Images | None
 ) -> RunOutcome:
+    """Inside the open ``session``: the caps foreseen, then the transfer and the baseline run; what they left."""
     from ..transfer.pipeline import KnowledgeTransfer
 
     opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
