@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # torch is imported when label() runs, not when ldpclient is 
     from .privacy.guarantee import Guarantee
     from .run.handoffs import LabelRun
     from .run.keywords import LabelKeywords
+    from .run.options import LabelOptions
     from .run.ui import ProgressCallback
     from .run.verdict import Verdict
     from .teachers.base import Teacher
@@ -151,7 +152,7 @@ _PATHS = ("state_dir", "report", "ledger_key_file", "check", "class_names", "lab
 def _label_options(
     private_dir: Path | None, teacher: str, output: "str | os.PathLike[str] | None", public: Path | None,
     options: dict[str, Any],
-) -> Any:
+) -> LabelOptions:
     """The :class:`~ldpclient.run.options.LabelOptions` of a call: ``options`` by name, the network's and the
     teacher facts' among them built into their objects; TypeError names an unknown option."""
     from .run.facts import FACT_OPTIONS, NETWORK_OPTIONS, teacher_options

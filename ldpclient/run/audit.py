@@ -45,12 +45,12 @@ def _parse_floats(spec: str | None, what: str) -> list[float]:
     return vals
 
 
-def _mechanism_factory(st: "_ClientSettings", reduction: int, shape: tuple[int, ...]) -> Callable[[float], Any]:
+def _mechanism_factory(st: "_ClientSettings", reduction: int, shape: tuple[int, ...]) -> Callable[[float], Mechanism]:
     """``make(epsilon)``: the run's mechanism (settings ``st``, pooled by ``reduction``) at another epsilon, built
     as ``label`` builds it."""
     from .mechanism import mechanism_for
 
-    def make(eps: float) -> Any:
+    def make(eps: float) -> Mechanism:
         return mechanism_for(st.mechanism, epsilon=eps, per=st.per, delta=st.delta, reduce=reduction,
                              value_range=st.value_range or (0.0, 1.0), record_shape=shape,
                              basis=st.basis, coefficients=st.coefficients, clip_norm=st.clip_norm,

@@ -5,7 +5,7 @@ money the journal already recorded. Nothing is decoded, noised, sent or charged.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..io.folders import check_private_folder
 from ..io.records import RecordSource
@@ -44,7 +44,8 @@ def dry_run(
         read_check(opts, meta, image_names(found, records))
         if opts.privacy_cap is not None:
             check_release_fits(plan)
-        warnings = check_plan_money(plan, **_money_so_far(opts, plan.scope))
+        spent, answered = _money_so_far(opts, plan.scope)
+        warnings = check_plan_money(plan, spent_money=spent, journal_has_answers=answered)
     finally:
         teacher.close()
     described = plan.describe()
@@ -54,19 +55,19 @@ def dry_run(
     return LabelRun(report={"dry_run": True, "plan": described, "warnings": warnings}, result=None, paths=())
 
 
-def _money_so_far(opts: LabelOptions, scope: str) -> dict[str, Any]:
+def _money_so_far(opts: LabelOptions, scope: str) -> tuple[float, bool]:
     """What the journal in the state directory recorded for the teacher ``scope``: money spent, and whether it
     holds answered batches (nothing when there is no journal yet). Read only: spend recorded under an older
     spelling of the teacher's address is merged by the run, which checks the cap again exactly."""
     if opts.money_cap is None:
-        return {"spent_money": 0.0, "journal_has_answers": False}
+        return 0.0, False
     path = opts.state_locations(state_dir(opts.state_dir, create=False)).journal
     if not _journal_exists(path):
-        return {"spent_money": 0.0, "journal_has_answers": False}
+        return 0.0, False
     from ..teachers import Journal
 
     with Journal(path) as journal:
-        return {"spent_money": journal.total_spend(scope), "journal_has_answers": journal.count(scope) > 0}
+        return journal.total_spend(scope), journal.count(scope) > 0
 
 
 def _journal_exists(path: str | Path) -> bool:

@@ -397,7 +397,7 @@ def _plan_student(st: Mapping[str, Any] | None) -> str:
                      if st["adapt"] else "; labels from its outputs re-weighted to equal class shares")
     return "".join(parts)
 
-def _fmt_eps(x: Any) -> str:
+def _fmt_eps(x: float | str | None) -> str:
     if x is None:
         return "-"
     if isinstance(x, str):

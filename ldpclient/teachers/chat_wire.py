@@ -173,12 +173,13 @@ class ChatWire:
             return ABSTAINED, "cannot_tell"
         return ABSTAINED, "off_list"
 
-    def answer_of(self, doc: Any, fmt: str) -> Answer:
+    def answer_of(self, doc: object, fmt: str) -> Answer:
         """The answer a chat completion ``doc`` gives to a request asked in ``fmt`` (an answer format); a document
         that is not a chat completion is an unreadable answer, declined (asking again would pay again)."""
-        doc = doc if isinstance(doc, dict) else {}
-        choices = doc.get("choices")
-        usage = doc.get("usage") if isinstance(doc.get("usage"), dict) else {}
+        completion: dict[str, object] = doc if isinstance(doc, dict) else {}
+        choices = completion.get("choices")
+        usage = completion.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
         tin, tout = token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return Answer(ABSTAINED, tin, tout, "unreadable")

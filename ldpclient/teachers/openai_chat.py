@@ -45,7 +45,7 @@ from .billing import BillingGuard
 from .chat_wire import ANSWER_FORMATS, CANNOT_TELL, QUESTION, Answer, ChatWire, answer_tokens
 from .encoding import to_png, to_wire
 from .errors import MalformedResponse, RetriesExhausted, TeacherRequestError
-from .http import HttpTransport, transport_from_options
+from .http import CallInfo, HttpTransport, transport_from_options
 from .identity import adapter_scope
 from .openai_batch import BatchRunner, BatchSettings
 from .registry import register_adapter
@@ -264,7 +264,7 @@ class ChatTeacher(Teacher):
             raise MalformedResponse(f"response is not JSON: {resp.text[:80]!r}", transient=False) from None
         return self.wire.answer_of(doc, fmt)
 
-    def _ask(self, png: bytes, request_id: str | None, billing: BillingGuard | None) -> tuple[Answer, Any]:
+    def _ask(self, png: bytes, request_id: str | None, billing: BillingGuard | None) -> tuple[Answer, CallInfo | None]:
         """One query's answer and its call info; a content-policy error on the image is that query's abstention."""
         paced = 0.0
         while True:

@@ -56,14 +56,14 @@ class AdapterEntry:
     name: str
     connect: Factory
     identity: Callable[[str], str] | None = None
-    takes: Callable[..., Any] | None = None
+    takes: Callable[..., object] | None = None
 
     def options(self) -> frozenset[str] | None:
         """The options this adapter takes (None: any; it refuses those it does not know itself)."""
         return declared_options(self.takes) if self.takes is not None else None
 
 
-def declared_options(takes: Callable[..., Any]) -> frozenset[str] | None:
+def declared_options(takes: Callable[..., object]) -> frozenset[str] | None:
     """The keyword options ``takes`` (a teacher class, or a factory) accepts: its parameters after the first (the
     address), with the transport's (:data:`~ldpclient.teachers.transport.TRANSPORT_OPTIONS`) where it passes
     ``**transport_options`` on to one; None where it takes any other ``**`` keywords."""
@@ -91,7 +91,7 @@ _LOADED = False
 
 
 def register_adapter(
-    name: str, *, identity: Callable[[str], str] | None = None, takes: Callable[..., Any] | None = None
+    name: str, *, identity: Callable[[str], str] | None = None, takes: Callable[..., object] | None = None
 ) -> Callable[[F], F]:
     """Decorator for a built-in adapter's factory, in its own module of ``ldpclient.teachers``:
     ``@register_adapter("oip", identity=oip_model_url, takes=OIPTeacher)``; ``takes`` declares the adapter's
