@@ -19,6 +19,7 @@ from .plan import RunPlan
 from .verdict import Verdict
 
 if TYPE_CHECKING:
+    from ..io.folders import Skipped
     from .ui import UI
 
 
@@ -88,7 +89,7 @@ class RunOutcome:
     query_batch_size: int
     baseline: Baseline | None
     #: files of the ``--public`` folder that were not used, with reasons (as the private folder's ``skipped``)
-    public_skipped: tuple[Any, ...] = ()
+    public_skipped: tuple[Skipped, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,7 @@ def _transfer(
     return RunOutcome(result=result, spent_after=spent_after, stats_private=stats_private,
                       client_report=client.report(), ledger_cap=ledger.cap_epsilon, ledger_path=ledger.location,
                       query_batch_size=setup.plan.query_batch_size, baseline=baseline,
-                      public_skipped=tuple(getattr(public_images, "skipped", ())))
+                      public_skipped=public_images.skipped if public_images is not None else ())
 
 
 def _merge_timings(timer: StageTimer, result: TransferResult) -> None:
