@@ -234,7 +234,7 @@ class Ledger(LedgerReader):
         _check_scope(scope)
         records = check_records(records)
         record_shape = tuple(int(s) for s in records.shape[1:])
-        keys = self._identities(records, sources, mechanism.domain)
+        keys = self._identities(records, sources, getattr(mechanism, "domain", None))  # non-Mechanism: TypeError below
         with self._lock:
             mech = self._mechanism(mechanism, record_shape)
             first: dict[bytes, int] = {}  # unique keys, first occurrence order
@@ -304,7 +304,7 @@ class Ledger(LedgerReader):
         first copy of a duplicate). Samples nothing, charges nothing."""
         _check_scope(scope)
         records = check_records(records)
-        keys = self._identities(records, sources, mechanism.domain)
+        keys = self._identities(records, sources, getattr(mechanism, "domain", None))  # non-Mechanism: TypeError below
         record_shape = tuple(int(s) for s in records.shape[1:])
         with self._lock:
             mech = self._mechanism(mechanism, record_shape)

@@ -43,7 +43,7 @@ def save_student(ctx: RunContext, trained: Trained, student: nn.Module, plan: Qu
         return
     students = settings.students
     save_checkpoint(settings.checkpoint, student, trained.student_name, trained.student_kwargs, extra={
-        "mode": ctx.mode, "plan": plan.fingerprint, "guarantee": released.release.guarantee.as_dict(),
+        "mode": str(ctx.mode), "plan": plan.fingerprint, "guarantee": released.release.guarantee.as_dict(),
         "students": students,
         "labels_from": "this student" if students == 1 else f"the mean output of these {students} students",
         "adapted_on_clean_private_records": settings.adapt,
