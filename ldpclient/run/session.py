@@ -5,6 +5,7 @@ them in that order (what opened is closed again when a later one fails); leaving
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -46,7 +47,7 @@ class LabelSession:
             raise
         self.client = self._client(journal)
         try:
-            self.cluster = self._cluster()
+            self.cluster = self._cluster(where.ledger_key)
         except BaseException:
             self.client.close()
             self.ledger.close()
@@ -64,9 +65,9 @@ class LabelSession:
         return QueryClient(setup.teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal,
                            cost=cost, scope=setup.scope)
 
-    def _cluster(self) -> Cluster | None:
+    def _cluster(self, key: Path | None) -> Cluster | None:
         """The cluster named by ``--cluster`` (None without; ``validate()`` refused ``--cluster`` without
-        ``--state``), joined."""
+        ``--state``), joined; its workers open the ledger with the key file ``key``."""
         opts = self.setup.opts
         if opts.cluster is None or opts.state is None:
             return None
@@ -74,7 +75,6 @@ class LabelSession:
 
         engine = open_engine(opts.cluster, timeout=min(10.0, opts.network.timeout))
         self.setup.ui.info(f"cluster: {engine.joined}")
-        key = self.setup.opts.state_locations(self.setup.state).ledger_key
         return Cluster(engine, opts.state, str(key) if key is not None else None, self.ledger.cap_epsilon,
                        self.ledger.cap_delta)
 

@@ -44,8 +44,6 @@ from .stream import BatchStream
 log = logging.getLogger("ldpclient.teachers.client")
 
 
-
-
 def _slice(d: Derived, start: int, stop: int) -> Derived:
     ids = d.ids[start:stop] if d.ids is not None else None
     return dataclasses.replace(d, values=d.values[start:stop], sources=d.sources[start:stop], ids=ids)

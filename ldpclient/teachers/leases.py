@@ -40,14 +40,16 @@ class BatchLeases:
 
     @property
     def shared(self) -> bool:
+        """Whether other runs share the journal (a database): only then are batches leased."""
         return self.journal is not None and self.journal.shared
 
     def claim(self, scope: str, batch_id: str, stopping: threading.Event) -> JournalEntry | None:
         """Before sending a batch: None when this run may send it (it now holds the lease, or the journal is not
         shared), else the journal's entry another run answered it with, waited for while that run held the lease.
         :class:`Interrupted` when ``stopping`` is set while waiting."""
-        if self.journal is None or not self.journal.shared:
+        if not self.shared:
             return None
+        assert self.journal is not None  # shared: there is one
         while True:
             found = self.journal.claim(scope, batch_id, self.run_id, lease=LEASE_S)
             if found is None:
@@ -71,7 +73,8 @@ class BatchLeases:
         once (a journal that cannot be written keeps them until they lapse)."""
         with self._lock:
             self._held.clear()
-        if self.journal is not None and self.journal.shared:
+        if self.shared:
+            assert self.journal is not None  # shared: there is one
             try:
                 self.journal.release_leases(scope, self.run_id)
             except Exception as exc:
