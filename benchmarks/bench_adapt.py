@@ -425,7 +425,9 @@ def mirror_verdict(
     if public is None:
         return None
     release = public_release(public, Domain(0.0, 1.0))
-    check = mirror_check(release, public_seed(release.values) if seed is None else seed)
+    side = min(release.record_shape[-2:])
+    check = mirror_check(release, public_seed(release.values) if seed is None else seed,
+                         defaults.mirror_check_images(len(release), side), defaults.train_crop(side, True))
     if check is None:
         return None
     with torch.no_grad():

@@ -4,7 +4,7 @@ For each set, the cached benchmark teacher (``bench_adapt.cached_teacher``) labe
 ``bench_adapt.py --public`` sends, then the check's mirrored and shifted copies of a sample of them
 (:func:`ldpclient.transfer.mirror_check.mirror_check`, :data:`~ldpclient.transfer.defaults.MIRROR_CHECK_IMAGES`
 images): the share of the sample whose label the mirror kept, the share the shift kept, and the verdict
-(:func:`ldpclient.transfer.defaults.flip`). ``run`` is the sample a label run draws (seeded by the images'
+(:func:`ldpclient.transfer.mirror_check.flip`). ``run`` is the sample a label run draws (seeded by the images'
 values); the other rows draw the sample from seeds 0, 1, ... to show how much the shares move with it::
 
     .venv/bin/python benchmarks/bench_mirror.py --seeds 5

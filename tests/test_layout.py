@@ -269,12 +269,31 @@ def test_the_orchestrator_and_the_commands_stay_short() -> None:
     assert [c.name for c in commands if c.end_lineno - c.lineno + 1 >= 40] == []  # type: ignore[operator]
 
 
-def test_only_the_resolving_module_of_the_transfer_resolves_defaults() -> None:
-    """``grep -rn "defaults\\." ldpclient/transfer/`` finds the resolving module only (and the defaults themselves)."""
-    found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((PACKAGE / "transfer").rglob("*.py"))
-             if path.name not in ("resolve.py", "defaults.py")
-             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if "defaults." in line]
-    assert found == []
+#: The modules holding the defaults (one function per default).
+DEFAULTS = {"ldpclient.transfer.defaults", "ldpclient.privacy.defaults"}
+#: Who may read them: where options are declared with their defaults (the command line, the library's option and
+#: settings objects, the demo's and the audit's), where a run's settings are resolved (the transfer's ``resolve``,
+#: the run's plan and its mechanism), and the report's note on the epsilon ceiling. No stage of a run is here.
+READS_DEFAULTS = {
+    "ldpclient.cli.audit", "ldpclient.cli.commands", "ldpclient.cli.options", "ldpclient.run.options",
+    "ldpclient.run.demo", "ldpclient.run.audit", "ldpclient.transfer.settings",
+    "ldpclient.transfer.resolve", "ldpclient.run.plan", "ldpclient.run.mechanism",
+    "ldpclient.report.notes", "ldpclient.transfer.defaults",
+}
+
+
+def test_no_stage_reads_a_default_and_the_transfer_resolves_in_one_place() -> None:
+    graph = _graph()
+    assert {name for name, edges in graph.items() if edges & DEFAULTS} <= READS_DEFAULTS
+    # the stages read the settings ``resolve`` made (through their context); the orchestrator and the run's plan
+    # call it, the context holds its result
+    callers = {name for name, edges in graph.items() if "ldpclient.transfer.resolve" in edges}
+    assert callers == {"ldpclient.transfer.pipeline", "ldpclient.run.plan", "ldpclient.transfer.context"}
+    assert not any(name.startswith("ldpclient.transfer.stages") for name in callers)
+
+
+def test_the_default_check_sees_a_stage_that_reads_one() -> None:
+    assert "ldpclient.transfer.defaults" in _imports_in("from ..defaults import epochs\n", "ldpclient.transfer.stages")
 
 
 def _bare_any(annotation: ast.expr | None) -> bool:

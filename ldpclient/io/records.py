@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from typing import Callable, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterator, Protocol, Sequence, TypeAlias, Union, runtime_checkable
 
 import numpy as np
 import torch
@@ -253,6 +253,10 @@ class SubsetRecords:
         return ids
 
 
+#: Records as the library takes them: a float ``(N, *record shape)`` tensor, or a :class:`RecordSource`.
+Records: TypeAlias = Union[torch.Tensor, RecordSource]
+
+
 def as_record_source(records: RecordSource | torch.Tensor) -> RecordSource:
     """Wrap a tensor as :class:`TensorRecords`; pass a source through unchanged."""
     if isinstance(records, torch.Tensor):
@@ -276,6 +280,7 @@ def iter_batches(
 
 __all__ = [
     "DiskRecords",
+    "Records",
     "MappedRecords",
     "RecordSource",
     "SubsetRecords",

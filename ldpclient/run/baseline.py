@@ -36,7 +36,7 @@ def baseline_transfer(setup: RunSetup, session: LabelSession, seeds: Seeds) -> K
     plan = setup.plan
     assert plan.free_mechanism is not None  # planned with --baseline
     base_seed = (seeds.seed * 1_000_003 + 0xB45E) % (2**31)
-    settings = plan.settings.as_kwargs()
+    settings = plan.settings._asdict()
     settings["plan"] = replace(settings["plan"], postprocess=plan.free_postprocess)
     return KnowledgeTransfer(
         setup.teacher, plan.free_mechanism, mode=Mode.DATA_FREE, seed=base_seed,

@@ -159,7 +159,7 @@ def _transfer(
     transfer = KnowledgeTransfer(
         setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode,
         seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,
-        stages=session.cluster, result_cache=result_cache(setup, seeds), **setup.plan.settings.as_kwargs(),
+        stages=session.cluster, result_cache=result_cache(setup, seeds), **setup.plan.settings._asdict(),
     )
     public_images = public_checked(setup, ledger, transfer, images, public_images)
     public = public_images.records if public_images is not None else None

@@ -24,7 +24,7 @@ from .facts import TeacherFacts
 from .network import NetworkOptions
 
 if TYPE_CHECKING:
-    from ..transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
+    from ..transfer.settings import Given
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,13 +157,14 @@ class LabelOptions(SharedOptions):
         return self.output.with_name(self.output.stem + ".html")
 
     def transfer_settings(
-        self, *, num_queries: int | None, query_batch_size: int, public_repeats: int | None = None,
+        self, *, num_queries: int | None, query_batch_size: int | None, public_repeats: int | None = None,
         crop: int | None = None,
-    ) -> TransferSettings:
-        """The ``KnowledgeTransfer`` settings these options stand for (counts as the run's plan settled them)."""
-        from ..transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
+    ) -> Given:
+        """The ``KnowledgeTransfer`` settings these options stand for (counts as the run's plan settled them, or
+        None: the transfer's defaults)."""
+        from ..transfer.settings import AdaptationSettings, Given, PlanSettings, TrainingSettings
 
-        return TransferSettings(
+        return Given(
             plan=PlanSettings(augment=self.augment, num_queries=num_queries, postprocess=self.postprocess,
                               query_batch_size=query_batch_size, query_rounds=self.query_rounds),
             training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
@@ -275,19 +276,6 @@ class NoiseOptions(SharedOptions):
             raise ValueError("--size and --preview must be >= 1")
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"--out {str(self.out)!r} exists and is not a directory")
-
-
-@dataclass(frozen=True)
-class TransferSettings:
-    """The pipeline settings a label run's options stand for (made in one place: ``LabelOptions.transfer_settings``)."""
-
-    plan: PlanSettings
-    training: TrainingSettings
-    adaptation: AdaptationSettings
-
-    def as_kwargs(self) -> dict[str, Any]:
-        """``plan=``, ``training=``, ``adaptation=`` for ``KnowledgeTransfer``."""
-        return {"plan": self.plan, "training": self.training, "adaptation": self.adaptation}
 
 
 def _check_mechanism_options(

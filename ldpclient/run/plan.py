@@ -23,13 +23,14 @@ from ..names import Mode
 from ..privacy import defaults as privacy_defaults
 from ..privacy.guarantee import release_caution
 from ..teachers.base import TeacherMetadata
-from ..transfer import defaults, resolve
+from ..transfer import defaults
 from ..transfer.augment import check_sup_queries
+from ..transfer.resolve import Facts, resolve
 from ..transfer.rounds import round_ends
-from ..transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
+from ..transfer.settings import Given
 from .mechanism import mechanism_for
 from .memory import check_memory_for_shape
-from .options import LabelOptions, SharedOptions, TransferSettings
+from .options import LabelOptions, SharedOptions
 
 if TYPE_CHECKING:
     from ..privacy.base import Mechanism
@@ -47,8 +48,10 @@ class RunPlan:
     ``free_postprocess``: the data-free baseline's blank queries (None without ``--baseline``); ``records`` and
     ``public``: images to label and public images; ``num_queries``: private (or blank) queries, None for SIDP
     (each release is sent once); ``query_batch_size``: queries per request; ``public_repeats``: times per epoch
-    the student trains on each public image (0 without any); ``settings``: the pipeline's plan, training and
-    adaptation settings.
+    the student trains on each public image (0 without any); ``mirror_check_images``: public images the mirror
+    check sends a mirrored and a shifted copy of (0: none; :mod:`ldpclient.transfer.mirror_check`); ``settings``:
+    the pipeline's plan, training and adaptation settings, as :func:`ldpclient.transfer.resolve.resolve` settled
+    them for these counts.
     """
 
     opts: LabelOptions
@@ -65,7 +68,8 @@ class RunPlan:
     num_queries: int | None
     query_batch_size: int
     public_repeats: int
-    settings: TransferSettings
+    mirror_check_images: int
+    settings: Given
 
     def with_counts(self, records: int, public: int) -> "RunPlan":
         """The same plan for ``records`` private and ``public`` public images: the folders' decodable ones, when
@@ -92,15 +96,6 @@ class RunPlan:
         least = min(ends[1] * self.query_batch_size, self.num_queries) if len(ends) > 1 else self.num_queries
         # the baseline's data-free run sends its own rounds under the same rule
         return {**most, "private": least, "baseline": least if most["baseline"] else 0}
-
-    @property
-    def mirror_check_images(self) -> int:
-        """Public images the mirror check sends a mirrored and a shifted copy of (``ldpclient.transfer.mirror_check``):
-        with ``--public`` and neither ``--flip`` nor ``--no-flip``, :func:`~ldpclient.transfer.defaults.
-        mirror_check_images` (100 public images or more, of 16 px or more)."""
-        if self.opts.flip is not None or self.mode == Mode.SIDP or not self.public:
-            return 0
-        return resolve.mirror_check_images(self.public, min(self.shape[-2:]))
 
     def describe(self) -> dict[str, Any]:
         """The plan in words and numbers (JSON-able, no pixels): what would be released, sent, spent and trained."""
@@ -174,66 +169,57 @@ def resolve_plan(
     TeacherLimits().check_value_range(meta.value_range, identity)  # before the noise is scaled by it
     if len(shape) != 3:
         raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
-    query_batch_size = resolve.query_batch_size(opts.batch_size, meta)
-    check_memory_for_shape(shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
-                           query_batch=query_batch_size)
     opts = resolve_shape_defaults(opts, shape)  # basis, then reduce and postprocess from the shape
-    opts = dataclasses.replace(opts, student=resolve.student(opts.student, shape, public > 0))
     mechanism = build_mechanism(opts, meta.value_range, shape)
     free_mechanism, free_postprocess = None, None
     if opts.baseline:  # the data-free baseline's blank queries, noised at the free level
         free_mechanism = build_free_query_mechanism(opts, meta.value_range, shape)
         free_postprocess = free_query_shape_settings(opts, shape)[1]
     mode = Mode.DATA_FREE if opts.data_free else (Mode.LDPKIT if opts.augment != "none" else Mode.SIDP)
+    given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size)
     skeleton = RunPlan(
-        opts=opts,
-        identity=identity,
-        scope=scope,
-        meta=meta,
-        shape=shape,
-        mode=mode,
-        mechanism=mechanism,
-        free_mechanism=free_mechanism,
-        free_postprocess=free_postprocess,
-        records=0,
-        public=0,
-        num_queries=None,
-        query_batch_size=query_batch_size,
-        public_repeats=0,
-        settings=TransferSettings(PlanSettings(), TrainingSettings(), AdaptationSettings()),
+        opts=opts, identity=identity, scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
+        free_mechanism=free_mechanism, free_postprocess=free_postprocess, records=0, public=0, num_queries=None,
+        query_batch_size=0, public_repeats=0, mirror_check_images=0, settings=given,
     )
-    return _counted(skeleton, records, public)
+    plan = _counted(skeleton, records, public)
+    check_memory_for_shape(shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
+                           query_batch=plan.query_batch_size)
+    return plan
 
 
 def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
-    """``plan`` with what follows from the image counts: the query budget, the public images' repeats, the
-    pipeline settings."""
+    """``plan`` with what follows from the image counts, resolved as the pipeline resolves it
+    (:func:`ldpclient.transfer.resolve.resolve`): the query budget, the student, the public images' repeats and
+    mirror check, and the pipeline settings with those values filled in."""
     opts = plan.opts
-    num_queries = _queries(opts, records)
-    repeats = resolve.public_repeats(None, num_queries, public) if public and num_queries else 0
-    settings = opts.transfer_settings(num_queries=num_queries, query_batch_size=plan.query_batch_size,
-                                      public_repeats=repeats or None,
-                                      crop=resolve.train_crop(None, min(plan.shape[-2:]), public > 0))
-    return dataclasses.replace(plan, records=records, public=public, num_queries=num_queries,
-                               public_repeats=repeats, settings=settings)
+    _check_queries(opts, records)
+    given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size)
+    # the plan's seed is drawn later (runs.json); nothing read here depends on the student's seed
+    settled = resolve(given, Facts(records, plan.shape, public, plan.meta), mechanism=plan.mechanism, mode=plan.mode,
+                      seed=0)
+    opts = dataclasses.replace(opts, student=settled.student)
+    num_queries = None if settled.kind == "identity" else settled.queries
+    repeats = settled.public_repeats if num_queries else 0
+    settings = opts.transfer_settings(num_queries=num_queries, query_batch_size=settled.query_batch_size,
+                                      public_repeats=repeats or None, crop=settled.crop)
+    return dataclasses.replace(plan, opts=opts, records=records, public=public, num_queries=num_queries,
+                               query_batch_size=settled.query_batch_size, public_repeats=repeats,
+                               mirror_check_images=settled.mirror_check_images, settings=settings)
 
 
-def _queries(opts: LabelOptions, n: int) -> int | None:
-    """The query budget for ``n`` images: ``--queries``, else :func:`~ldpclient.transfer.resolve.num_queries`;
-    None for SIDP (``--augment none``: each release is sent once)."""
-    if opts.augment == "none":
-        return None
+def _check_queries(opts: LabelOptions, n: int) -> None:
+    """ValueError naming the option when ``--queries`` (or the Sup default) cannot be planned for ``n`` images."""
     if opts.augment == "sup" and n < 2:
         raise ValueError(f"--augment sup needs at least 2 images, the folder has {n}; use --augment rand or none")
-    if opts.queries is None:
-        return resolve.num_queries(None, n, opts.augment)
+    if opts.queries is None or opts.augment == "none":
+        return
     if opts.augment == "sup":
         check_sup_queries(opts.queries, n, option="--queries", instead="--augment rand")
     most = defaults.MAX_QUERIES_PER_RECORD * max(n, 1)
     if opts.queries > most:
         raise ValueError(f"--queries {opts.queries} is more than {defaults.MAX_QUERIES_PER_RECORD} per image "
                          f"({most} for {n} images); each query is paid and trained on")
-    return opts.queries
 
 
 def basis_asked(basis: str | None, coefficients: int | None, clip_norm: float | None) -> str | None:

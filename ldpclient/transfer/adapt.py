@@ -41,8 +41,7 @@ import torch
 from torch import nn
 
 from ..io.records import RecordSource, SubsetRecords, as_record_source
-from .affine import RandomRotateShift, flip_crop
-from .defaults import MIN_AUGMENT_SIDE
+from .affine import MIN_AUGMENT_SIDE, RandomRotateShift, flip_crop
 from .prior import aligned, target_shares
 from .student import batch_in_layout, predict_proba, to_compute_layout
 

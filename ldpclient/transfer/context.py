@@ -9,7 +9,7 @@ threaded parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Protocol
 
 import numpy as np
 import torch
@@ -21,7 +21,7 @@ from ..privacy.base import Mechanism
 from ..privacy.release import Derived, Release
 from .resolve import Resolved
 from .result_cache import ResultCache
-from .settings import AdaptationSettings, PlanSettings, TrainingSettings
+from .settings import Given
 from .student import Progress, predict_proba
 
 if TYPE_CHECKING:
@@ -45,14 +45,6 @@ class StageRunner(Protocol):
     def predict_proba(self, model: nn.Module, records: RecordSource) -> torch.Tensor:
         """``model``'s softmax (float32 ``(N, K)``) on every record, in order (:func:`~.student.predict_proba`)."""
         ...
-
-
-class Given(NamedTuple):
-    """The settings objects as given (a kept result is keyed by them; :class:`~.resolve.Resolved` reads them)."""
-
-    plan: PlanSettings
-    training: TrainingSettings
-    adaptation: AdaptationSettings
 
 
 class LabelClient(Protocol):
@@ -184,7 +176,6 @@ class RunContext:
 
 __all__ = [
     "MODES",
-    "Given",
     "LabelClient",
     "RunContext",
     "StageRunner",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..privacy.defaults import MIN_RELEASED_SIDE, epsilon_element, reduction
+from .affine import MIN_AUGMENT_SIDE
 
 #: Teacher queries per private record when the user gives no ``--queries``.
 QUERIES_PER_RECORD = 20
@@ -22,11 +23,6 @@ MAX_QUERY_BATCH = 256
 def augment() -> str:
     """The query expansion a run uses unless told otherwise (a name of ``ldpclient.names.AUGMENTATIONS``): Sup pairs."""
     return "sup"
-
-
-#: Smallest image side (pixels) that gets geometric augmentation in training and adaptation, and the residual
-#: student: below it a one-pixel shift is a large move (measured on 8x8 digits: augmentation there cost accuracy).
-MIN_AUGMENT_SIDE = 16
 
 
 def student(record_shape: Sequence[int], public: bool) -> str:
@@ -60,41 +56,25 @@ def train_crop(image_size: int, public: bool) -> int:
     return int(image_size) // 8 if public and int(image_size) >= MIN_AUGMENT_SIDE else 0
 
 
-#: Most public images whose mirrored and shifted copies the teacher labels to decide :func:`flip` (twice as many
-#: queries): enough that the two agreements' sampling error (about 3 points each at 200) is far below the gap
-#: between photos and digits measured below.
+#: Most public images whose mirrored and shifted copies the teacher labels to decide
+#: :func:`~ldpclient.transfer.mirror_check.flip` (twice as many queries): enough that the two agreements' sampling
+#: error (about 3 points each at 200) is far below the gap between photos and digits measured below.
 MIRROR_CHECK_IMAGES = 200
 #: Fewest public images the check decides on; with fewer, runs do not mirror. From the binomial error of the two
 #: shares measured below (as independent): at 100 images scikit-learn digits (the closest set, mirror 44 % against
 #: shift 82 %) would pass the rule by sampling chance about once in 800 runs, CIFAR-10 (72 / 71 %) fail it about
 #: once in 3,000; at 50 images about once in 60 and in 130.
 MIRROR_CHECK_MIN_IMAGES = 100
-#: Share of the shift's agreement that the mirror's must reach for :func:`flip` (see there).
-MIRROR_KEEPS_SHARE = 0.75
 
 
 def mirror_check_images(public_images: int, image_size: int) -> int:
-    """Public images a run checks under a mirror and a shift to decide :func:`flip` (``label --public`` without
-    ``--flip``/``--no-flip``): up to :data:`MIRROR_CHECK_IMAGES` of them; none (and no mirrored rows) with fewer
-    than :data:`MIRROR_CHECK_MIN_IMAGES` public images or below :data:`MIN_AUGMENT_SIDE` pixels a side (no
-    training shift to compare the mirror with)."""
+    """Public images a run checks under a mirror and a shift to decide :func:`~ldpclient.transfer.mirror_check.flip`
+    (``label --public`` without ``--flip``/``--no-flip``): up to :data:`MIRROR_CHECK_IMAGES` of them; none (and no
+    mirrored rows) with fewer than :data:`MIRROR_CHECK_MIN_IMAGES` public images or below :data:`MIN_AUGMENT_SIDE`
+    pixels a side (no training shift to compare the mirror with)."""
     if int(image_size) < MIN_AUGMENT_SIDE or int(public_images) < MIRROR_CHECK_MIN_IMAGES:
         return 0
     return min(int(public_images), MIRROR_CHECK_IMAGES)
-
-
-def flip(mirror_agreement: float, shift_agreement: float) -> bool:
-    """Whether training also mirrors rows, from a check on public images (:mod:`~ldpclient.transfer.mirror_check`):
-    yes when the teacher kept an image's label under a left-right mirror at least :data:`MIRROR_KEEPS_SHARE` times
-    as often as under the training shift (both shares in [0, 1], over the same images).
-
-    The shift is the reference because the student is trained with it anyway, and because it calibrates the rule
-    to how steady the teacher is. Measured with the benchmark teachers: the
-    mirror kept the label as often as the shift on CIFAR-10 photos (ratio 0.94-1.13 over six samples of 200, with
-    either teacher), and 0.33-0.59 times as often on colour digits, MNIST and scikit-learn digits, where a mirror
-    changes the class.
-    """
-    return float(mirror_agreement) >= MIRROR_KEEPS_SHARE * float(shift_agreement) and float(shift_agreement) > 0
 
 
 def blur_postprocess(input_shape: tuple[int, ...]) -> str:

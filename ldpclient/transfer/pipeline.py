@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from ..io.records import RecordSource
+from ..io.records import Records, as_record_source
 from ..names import Mode
 from ..privacy.base import Mechanism
 from .augment import QueryPlan
-from .context import Given, LabelClient, RunContext, StageRunner, check_wiring, checked_records, teacher_and_client
+from .context import LabelClient, RunContext, StageRunner, check_wiring, checked_records, teacher_and_client
 from .mirror_check import MirrorCheck
 from .query_book import PublicQueries, QueryBook
-from .resolve import Resolved
+from .resolve import Facts, Resolved, check_given, resolve
 from .result import TransferResult
 from .result_cache import ResultCache
 from .rounds import round_ends
-from .settings import AdaptationSettings, PlanSettings, TrainingSettings
+from .settings import AdaptationSettings, Given, PlanSettings, TrainingSettings
 from .stages.adapt import adapt_student
 from .stages.keep import result_key, save_student
 from .stages.label import label_queries
@@ -55,7 +55,8 @@ class KnowledgeTransfer:
     ``mode``: ``ldpkit`` | ``sidp`` | ``data-free``.
 
     ``plan``, ``training``, ``adaptation``: :class:`~.settings.PlanSettings`, :class:`~.settings.TrainingSettings`
-    and :class:`~.settings.AdaptationSettings` (defaults: the CLI's); :attr:`settings` holds them resolved.
+    and :class:`~.settings.AdaptationSettings` (defaults: the CLI's), kept as given in :attr:`given` and resolved
+    against each run's records and public images (:meth:`resolved`).
     ``seed``: plan and training seed (the release noise still comes from the OS CSPRNG unless
     ``release_generator`` is given, for tests and benchmarks only). ``progress(stage, done, total, metrics)``:
     stages ``release``, ``label``, ``train``, ``epoch``, ``round`` (query rounds), ``warmup``, ``adapt``,
@@ -78,21 +79,27 @@ class KnowledgeTransfer:
         self.mode = Mode(mode)
         self.release_generator, self.progress = release_generator, progress
         self.stages, self.result_cache = stages, result_cache
-        self.settings = Resolved.of(*self.given, mechanism=mechanism, mode=self.mode, seed=self.seed)
+        check_given(self.given, self.mode)
         self._prepared = Prepared()
 
-    def _context(self, records: torch.Tensor | RecordSource) -> RunContext:
-        """A run's context over ``records``, checked against the teacher's input shape (ValueError)."""
+    def resolved(self, records: Records, public: Records | None = None) -> Resolved:
+        """The settings a run on ``records`` (and ``public``) uses, every default resolved (:mod:`.resolve`)."""
+        return self._context(records, public).settings
+
+    def _context(self, records: Records, public: Records | None = None) -> RunContext:
+        """A run's context over ``records`` beside ``public`` images, checked against the teacher's input shape
+        (ValueError), its settings resolved on them."""
         meta = self.teacher.metadata()
-        return RunContext(self.teacher, self.client, self.mechanism, self.settings, self.given,
-                          checked_records(records, meta), meta,
+        source = checked_records(records, meta)
+        n_public = len(as_record_source(public)) if public is not None else 0
+        facts = Facts(len(source), tuple(source.record_shape), n_public, meta)
+        settings = resolve(self.given, facts, mechanism=self.mechanism, mode=self.mode, seed=self.seed)
+        return RunContext(self.teacher, self.client, self.mechanism, settings, self.given, source, meta,
                           mode=self.mode, seed=self.seed, ledger=self.ledger, scope=self.scope,
                           release_generator=self.release_generator, progress=self.progress, stages=self.stages,
                           result_cache=self.result_cache)
 
-    def query_plans(
-        self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None = None
-    ) -> list[QueryPlan]:
+    def query_plans(self, records: Records, public: Records | None = None) -> list[QueryPlan]:
         """The query plans :meth:`run` would have the teacher label for ``records`` (and ``public``), in the order it
         sends them: the public images' and the mirror check's copies', then the private (or blank) queries'. Each
         batch ``b`` of a plan is sent as ``plan.batch_id(b)`` (a journal that answered it is not paid again).
@@ -101,26 +108,22 @@ class KnowledgeTransfer:
         plan, prepared = self._plans_for(records, public)
         return [plan] if prepared is None else [s.plan for s in prepared.segments()] + [plan]
 
-    def mirror_check(
-        self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource
-    ) -> MirrorCheck | None:
+    def mirror_check(self, records: Records, public: Records) -> MirrorCheck | None:
         """The mirrored and shifted copies of ``public`` images that :meth:`run` would send for the mirror check
         (None: it sends none), prepared as :meth:`query_plans` prepares them. Nothing is released or sent."""
         prepared = self._plans_for(records, public)[1]
         return prepared.check if prepared is not None else None
 
-    def _plans_for(
-        self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None
-    ) -> tuple[QueryPlan, PublicQueries | None]:
+    def _plans_for(self, records: Records, public: Records | None) -> tuple[QueryPlan, PublicQueries | None]:
         """The private (or blank) queries' plan for ``records``, and the public images' queries (None without
         them, or in ``sidp`` mode), prepared once for :meth:`run`."""
-        ctx = self._context(records)
+        ctx = self._context(records, public)
         plan = plan_for(ctx)
         if public is None or self.mode == Mode.SIDP:
             return plan, None
         return plan, self._prepared.public(ctx, public, plan)
 
-    def records_to_release(self, records: torch.Tensor | RecordSource) -> np.ndarray | None:
+    def records_to_release(self, records: Records) -> np.ndarray | None:
         """The private records this run releases (and charges), sorted indices, when its queries use only some of
         them (a query budget the folder could carry many times over: LDPKiT-Sup pairs or Rand copies of fewer
         records than there are); None when it releases them all (every record is used, SIDP, data-free). The plan
@@ -128,9 +131,7 @@ class KnowledgeTransfer:
         every record is labelled by the student either way. Nothing is released or charged."""
         return self._prepared.records_used(plan_for(self._context(records)), self.mode)
 
-    def run(
-        self, records: torch.Tensor | RecordSource, public: torch.Tensor | RecordSource | None = None
-    ) -> TransferResult:
+    def run(self, records: Records, public: Records | None = None) -> TransferResult:
         """Label ``records``: float ``(N, *teacher input shape)`` in the teacher's value range,
         as a tensor or a :class:`~ldpclient.io.records.RecordSource` (read in batches).
 
@@ -139,7 +140,7 @@ class KnowledgeTransfer:
         queries' (and anchors the adaptation). Not with ``mode="sidp"`` (no student). With ``flip`` None, mirrored
         and shifted copies of up to 200 of them (when there are 100 or more) are sent too, to decide whether
         training mirrors rows (:mod:`~ldpclient.transfer.mirror_check`)."""
-        ctx = self._context(records)
+        ctx = self._context(records, public)
         if public is not None and self.mode == Mode.SIDP:
             raise ValueError("public images train a student: SIDP (augment 'none') has none")
         plan = plan_for(ctx)
@@ -150,9 +151,9 @@ class KnowledgeTransfer:
             book.public = self._prepared.public(ctx, public, book.plan)
             if book.public.confusion is not None:
                 release_confusion(ctx, book.public)
-        elif self.settings.confusion:
+        elif ctx.settings.confusion:
             raise ValueError("confusion: the teacher's confusion is measured on public images; give some")
-        ends = round_ends(book.plan.num_batches, self.settings.query_rounds if self.mode != Mode.SIDP else 1)
+        ends = round_ends(book.plan.num_batches, ctx.settings.query_rounds if self.mode != Mode.SIDP else 1)
         store, public_counts = label_queries(ctx, book, ends[0])
         if self.mode == Mode.SIDP:
             return TransferResult(labels=torch.from_numpy(store.get(np.arange(ctx.n))), confidences=None, student=None,
@@ -177,7 +178,7 @@ class KnowledgeTransfer:
         trained = train_student(ctx, book, store, measured_confusion(book, store))
         trained, rounds = query_rounds(ctx, book, store, trained, ends)
         members = [trained, *(train_student(ctx, book, store, trained.confusion, member)
-                              for member in range(1, self.settings.students))]  # each on every answer
+                              for member in range(1, ctx.settings.students))]  # each on every answer
         adapted = [adapt_student(ctx, m, book, store) for m in members]
         student = trained.trainer.model if len(members) == 1 else StudentMean(m.trainer.model for m in members)
         save_student(ctx, trained, student, book.plan, released)

@@ -1,17 +1,19 @@
-"""The one place where a transfer's unset settings become values.
+"""The one place where a transfer's settings become the values its stages read.
 
-A setting left ``None`` resolves from the run's facts (record count and shape, the teacher's batch limits, how
-many public images there are) through :mod:`ldpclient.transfer.defaults` (one function per default).
-:class:`Resolved` holds a run's settings after that, as the stages read them; the functions below resolve
-the settings that need a fact only a running stage knows. :mod:`ldpclient.run.plan` builds on the same
-functions, so a dry run states the values the run uses.
+:func:`resolve` takes the settings as given (:class:`~.settings.Given`, a field left ``None`` meaning "the
+default") and the run's :class:`Facts` (its records' count and shape, how many public images there are, what
+the teacher publishes) and returns :class:`Resolved`: every default filled in through
+:mod:`ldpclient.transfer.defaults` (one function per default), the post-processing parsed. The stages read
+:class:`Resolved` and decide nothing; :mod:`ldpclient.run.plan` resolves through the same function, so a dry run
+states the values the run uses. What only the teacher's answers decide (whether training mirrors rows, when
+:attr:`Resolved.mirror_check_images` asks it; how many query rounds are sent) is measured by the stages.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
@@ -19,8 +21,9 @@ from ..names import PLAN_KINDS, Mode
 from ..privacy.base import Mechanism
 from ..privacy.release import Release
 from . import defaults
+from .augment import check_sup_queries
 from .postprocess import ReleaseRows, Transform, parse_postprocess
-from .settings import AdaptationSettings, PlanSettings, TrainingSettings
+from .settings import Given
 from .student import build_student
 
 if TYPE_CHECKING:
@@ -28,84 +31,54 @@ if TYPE_CHECKING:
     from .adapt import SelfTrainingAdapter
 
 
-def query_batch_size(given: int | None, meta: TeacherMetadata) -> int:
-    """Queries per plan batch: ``given``, else the default for the teacher's largest request (a Batch API job's
-    size for a teacher that has one)."""
-    return given or defaults.query_batch_size(meta.max_batch_size, meta.batch_api)
+@dataclass(frozen=True)
+class Facts:
+    """What a transfer's settings resolve from besides themselves: ``records`` private records of ``record_shape``
+    ``(C, H, W)``, ``public`` public images (0: none) and what the teacher publishes (``meta``: its batch limits,
+    its classes)."""
 
+    records: int
+    record_shape: tuple[int, ...]
+    public: int
+    meta: TeacherMetadata
 
-def num_queries(given: int | None, n_records: int, kind: str) -> int | None:
-    """The plan's query budget: ``given``, else the default for ``n_records`` and the plan ``kind``."""
-    return given if given is not None else defaults.num_queries(n_records, kind)
-
-
-def student(given: str | None, record_shape: Sequence[int], public: bool) -> str:
-    """The student's zoo name: ``given``, else the default for the records' shape, beside public images or not."""
-    return given or defaults.student(record_shape, public)
-
-
-def train_crop(given: int | None, image_size: int, public: bool) -> int:
-    """Most pixels a training row is shifted by: ``given``, else the default for the records' side."""
-    return given if given is not None else defaults.train_crop(image_size, public)
-
-
-def public_shift(image_size: int) -> int:
-    """The shift beside public images (the warm-up's, and the mirror check's shifted copies)."""
-    return defaults.train_crop(image_size, True)
-
-
-def public_repeats(given: int | None, n_queries: int, n_public: int) -> int:
-    """Times per training epoch each public image is trained on: ``given``, else the default for the plan's
-    ``n_queries`` and the ``n_public`` images."""
-    return given or defaults.public_repeats(n_queries, n_public)
-
-
-def public_held_out(n_public: int) -> int:
-    """Public images held out of training to score the student by (0: none)."""
-    return defaults.public_held_out(n_public)
-
-
-def confusion_queries(classes: int, n_public: int, kind: str) -> int:
-    """Queries that measure the teacher's confusion on noised images, for ``classes`` and ``n_public`` images."""
-    return defaults.confusion_queries(classes, n_public, kind)
-
-
-def mirror_check_images(n_public: int, image_size: int) -> int:
-    """Public images the mirror check copies (0: no check)."""
-    return defaults.mirror_check_images(n_public, image_size)
-
-
-def mirror_flip(mirror_agreement: float, shift_agreement: float) -> bool:
-    """Whether training mirrors rows, from the mirror check's agreements (shares in [0, 1])."""
-    return defaults.flip(mirror_agreement, shift_agreement)
-
-
-def member_seed(student_seed: int, member: int) -> int:
-    """The seed of the run's ``member``-th student's draws (member 0: ``student_seed`` itself)."""
-    return defaults.member_seed(student_seed, member)
+    @property
+    def side(self) -> int:
+        """The records' smaller side, in pixels."""
+        return min(int(self.record_shape[-2]), int(self.record_shape[-1]))
 
 
 @dataclass(frozen=True)
 class Resolved:
-    """A transfer's settings as its stages read them: every default that needs no fact of the run resolved,
-    the post-processing parsed, the student's name checked by a trial build. The fields that stay ``None``
-    (``num_queries``, ``query_batch_size``, ``student``, ``crop``, ``public_repeats``, ``flip``) resolve through
-    the module's functions once the stage that needs them knows its facts."""
+    """A transfer's settings as its stages read them, none left to decide.
 
+    ``kind``: the query plan's kind (``identity`` for SIDP, else the augment's: :data:`~ldpclient.names.PLAN_KINDS`);
+    ``queries``: the plan's queries Q (SIDP: one per record); ``n_blank`` blank releases mixed in at
+    ``blank_fraction`` (0 and 0.0: none); ``student``: the zoo name; ``crop``: pixels a training row is shifted by;
+    ``flip``: train on mirrored rows, unless ``mirror_check_images`` (> 0) public images' mirrored and shifted
+    copies are sent for the teacher to decide it; ``public_shift``: the shift of the warm-up and the check's
+    copies; ``public_repeats``, ``public_held_out``: per public image, times trained on per epoch, and how many are
+    held out (0 without public images); ``confusion_queries``: queries that measure the teacher's confusion (0:
+    not measured); ``member_seeds``: the seed of each student's draws (the first is ``student_seed``).
+    ``checkpoint`` None: the student is not saved; ``adapter`` None: the built-in self-training adapts.
+    """
+
+    mode: Mode
+    kind: str
     augment: str
-    num_queries: Optional[int]
+    queries: int
     transforms: tuple[Transform, ...]
     upsample_mode: str
     clip_queries: bool
-    query_batch_size: Optional[int]
+    query_batch_size: int
     rand_scale: float
     blank_fraction: float
-    n_blank: Optional[int]
+    n_blank: int
     blank_mechanism: Mechanism
     free_images: str
     query_rounds: int
     min_round_gain: float
-    student: Optional[str]
+    student: str
     student_kwargs: dict[str, Any]
     epochs: int
     batch_size: int
@@ -113,64 +86,97 @@ class Resolved:
     val_fraction: float
     device: str
     checkpoint: Optional[Path]
-    public_repeats: Optional[int]
-    crop: Optional[int]
-    flip: Optional[bool]
+    public_repeats: int
+    public_held_out: int
+    crop: int
+    flip: bool
+    mirror_check_images: int
+    public_shift: int
     warmup: int
     confusion: bool
+    confusion_queries: int
     student_seed: int
-    students: int
+    member_seeds: tuple[int, ...]
     adapt: bool
     adapter: Optional[SelfTrainingAdapter]
     fuse: bool
 
-    @classmethod
-    def of(
-        cls, plan: PlanSettings, training: TrainingSettings, adaptation: AdaptationSettings, *,
-        mechanism: Mechanism, mode: Mode, seed: int,
-    ) -> Resolved:
-        """The settings of a run in ``mode`` whose private records are noised by ``mechanism`` and whose plan is
-        drawn from ``seed``; ValueError where they contradict each other."""
-        t = training
-        if t.student is not None:
-            with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
-                build_student(t.student, **{**(t.student_kwargs or {}), "num_classes": 2})
-        transforms = (
-            parse_postprocess(plan.postprocess)
-            if plan.postprocess is None or isinstance(plan.postprocess, str)
-            else list(plan.postprocess)
-        )
-        resolved = cls(
-            augment=plan.augment, num_queries=plan.num_queries, transforms=tuple(transforms),
-            upsample_mode=plan.upsample_mode, clip_queries=plan.clip_queries, query_batch_size=plan.query_batch_size,
-            rand_scale=plan.rand_scale, blank_fraction=plan.blank_fraction, n_blank=plan.n_blank,
-            blank_mechanism=plan.blank_mechanism if plan.blank_mechanism is not None else mechanism,
-            free_images=plan.free_images,
-            query_rounds=plan.query_rounds if plan.query_rounds is not None else defaults.query_rounds(),
-            min_round_gain=plan.min_round_gain, student=t.student, student_kwargs=dict(t.student_kwargs or {}),
-            epochs=t.epochs if t.epochs is not None else defaults.epochs(),
-            batch_size=t.batch_size if t.batch_size is not None else defaults.train_batch_size(),
-            lr=t.lr, val_fraction=t.val_fraction, device=t.device,
-            checkpoint=Path(t.checkpoint) if t.checkpoint is not None else None,
-            public_repeats=t.public_repeats, crop=t.crop, flip=t.flip, warmup=t.warmup, confusion=t.confusion,
-            student_seed=t.student_seed if t.student_seed is not None else int(seed),
-            students=t.students if t.students is not None else defaults.students(),
-            adapt=bool(adaptation.adapt), adapter=adaptation.adapter, fuse=bool(adaptation.fuse),
-        )
-        if resolved.query_rounds > 1 and mode == Mode.SIDP:
-            raise ValueError("query_rounds: SIDP sends each release once and trains no student to judge rounds by")
-        if resolved.query_rounds > 1 and resolved.val_fraction <= 0:
-            raise ValueError("query_rounds: the rounds are judged on held-out queries; val_fraction must be > 0")
-        return resolved
+    @property
+    def students(self) -> int:
+        """How many students learn from the same answers."""
+        return len(self.member_seeds)
 
     def postprocessed(self, release: Release) -> ReleaseRows:
         """``release`` post-processed on demand as the private releases are (the transforms, the resize back)."""
         return ReleaseRows(release, self.transforms, self.upsample_mode)
 
-    def plan_kind(self, mode: Mode) -> str:
-        """The query plan's kind: ``identity`` for SIDP, else the augment's (:data:`~ldpclient.names.PLAN_KINDS`)."""
-        return "identity" if mode == Mode.SIDP else PLAN_KINDS[self.augment]
+
+def check_given(given: Given, mode: Mode) -> None:
+    """ValueError where the settings as given cannot run in ``mode`` whatever the records: a student that cannot
+    be built, query rounds without a student or a held-out share to judge them by."""
+    t = given.training
+    if t.student is not None:
+        with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
+            build_student(t.student, **{**(t.student_kwargs or {}), "num_classes": 2})
+    rounds = given.plan.query_rounds if given.plan.query_rounds is not None else defaults.query_rounds()
+    if rounds > 1 and mode == Mode.SIDP:
+        raise ValueError("query_rounds: SIDP sends each release once and trains no student to judge rounds by")
+    if rounds > 1 and t.val_fraction <= 0:
+        raise ValueError("query_rounds: the rounds are judged on held-out queries; val_fraction must be > 0")
 
 
-__all__ = ["Resolved", "confusion_queries", "member_seed", "mirror_check_images", "mirror_flip", "num_queries",
-           "public_held_out", "public_repeats", "public_shift", "query_batch_size", "student", "train_crop"]
+def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, seed: int) -> Resolved:
+    """The settings of a run in ``mode`` on ``facts``, whose private records ``mechanism`` noises and whose plan is
+    drawn from ``seed``; ValueError where they contradict each other or the facts."""
+    check_given(given, mode)
+    p, t, a = given
+    kind = "identity" if mode == Mode.SIDP else PLAN_KINDS[p.augment]
+    queries = _queries(p.num_queries, facts.records, kind)
+    n_blank = (p.n_blank or facts.records) if p.blank_fraction > 0 and kind != "identity" else 0
+    public = facts.public > 0
+    student_seed = t.student_seed if t.student_seed is not None else int(seed)
+    students = t.students if t.students is not None else defaults.students()
+    transforms = parse_postprocess(p.postprocess) if p.postprocess is None or isinstance(p.postprocess, str) \
+        else list(p.postprocess)
+    return Resolved(
+        mode=mode, kind=kind, augment=p.augment, queries=queries, transforms=tuple(transforms),
+        upsample_mode=p.upsample_mode, clip_queries=p.clip_queries,
+        query_batch_size=p.query_batch_size or defaults.query_batch_size(facts.meta.max_batch_size,
+                                                                         facts.meta.batch_api),
+        rand_scale=p.rand_scale, blank_fraction=p.blank_fraction if n_blank else 0.0, n_blank=n_blank,
+        blank_mechanism=p.blank_mechanism if p.blank_mechanism is not None else mechanism,
+        free_images=p.free_images,
+        query_rounds=p.query_rounds if p.query_rounds is not None else defaults.query_rounds(),
+        min_round_gain=p.min_round_gain,
+        student=t.student or defaults.student(facts.record_shape, public),
+        student_kwargs=dict(t.student_kwargs or {}),
+        epochs=t.epochs if t.epochs is not None else defaults.epochs(),
+        batch_size=t.batch_size if t.batch_size is not None else defaults.train_batch_size(),
+        lr=t.lr, val_fraction=t.val_fraction, device=t.device,
+        checkpoint=Path(t.checkpoint) if t.checkpoint is not None else None,
+        public_repeats=(t.public_repeats or defaults.public_repeats(queries, facts.public)) if public else 0,
+        public_held_out=defaults.public_held_out(facts.public),
+        crop=t.crop if t.crop is not None else defaults.train_crop(facts.side, public),
+        flip=bool(t.flip),
+        mirror_check_images=defaults.mirror_check_images(facts.public, facts.side) if t.flip is None and public else 0,
+        public_shift=defaults.train_crop(facts.side, True),
+        warmup=t.warmup, confusion=t.confusion,
+        confusion_queries=defaults.confusion_queries(facts.meta.num_classes, facts.public, kind) if t.confusion else 0,
+        student_seed=student_seed,
+        member_seeds=tuple(defaults.member_seed(student_seed, m) for m in range(students)),
+        adapt=bool(a.adapt), adapter=a.adapter, fuse=bool(a.fuse),
+    )
+
+
+def _queries(given: int | None, n_records: int, kind: str) -> int:
+    """The plan's queries: ``given``, else the default for ``n_records`` and the plan ``kind``; SIDP's plan sends
+    each record once. ValueError for more Sup queries than the records make pairs."""
+    if kind == "identity":
+        return n_records
+    queries = given if given is not None else defaults.num_queries(n_records, kind) or 0
+    if kind == "sup":
+        check_sup_queries(queries, n_records, option="num_queries", instead="augment='rand'")
+    return queries
+
+
+__all__ = ["Facts", "Resolved", "check_given", "resolve"]

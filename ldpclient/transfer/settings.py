@@ -4,7 +4,7 @@
 instead of two dozen keywords: :class:`PlanSettings` (which queries are sent),
 :class:`TrainingSettings` (how the student learns from the teacher's labels) and
 :class:`AdaptationSettings` (what happens on the device afterwards). A field left
-``None`` is resolved once, when the transfer is built or when its stage knows the facts it needs
+``None`` is resolved once per run, against its records and public images
 (:mod:`ldpclient.transfer.resolve`, on :mod:`ldpclient.transfer.defaults`, the functions the CLI uses);
 each object checks its values when it is made, with a message naming the field.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence, Union
+from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 
 from ..names import AUGMENTATIONS, FREE_IMAGES
 from .defaults import MAX_QUERY_ROUNDS, MAX_SEED, MAX_STUDENTS
@@ -32,11 +32,11 @@ class PlanSettings:
     """Which queries are sent.
 
     ``augment``: ``sup`` | ``rand`` | ``none``. ``num_queries``: Q (None:
-    :func:`~ldpclient.transfer.resolve.num_queries`). ``postprocess``: transforms or a spec
+    :func:`~ldpclient.transfer.defaults.num_queries`). ``postprocess``: transforms or a spec
     such as ``"blur:1,clip"`` applied to the releases (None: the shape's default).
     ``upsample_mode``: how reduced releases are resized back. ``clip_queries``: clip every
     query to the teacher's value range. ``query_batch_size``: queries per teacher batch
-    (None: :func:`~ldpclient.transfer.resolve.query_batch_size`). ``rand_scale``: Rand noise
+    (None: :func:`~ldpclient.transfer.defaults.query_batch_size`). ``rand_scale``: Rand noise
     multiplier. ``blank_fraction``/``n_blank``: public blank-record queries mixed in.
     ``blank_mechanism``: the mechanism that noises the blank records (public input: its epsilon is a
     noise level, never charged; None: the run's own mechanism). ``free_images``: what the free records of the
@@ -44,7 +44,7 @@ class PlanSettings:
     by ``blank_mechanism``, or ``procedural`` images (:mod:`~ldpclient.transfer.procedural`) sent as they are.
     ``query_rounds``: send the plan's queries in up to this many rounds of doubling size and stop when a round
     raised the student's held-out agreement with the teacher by less than ``min_round_gain`` (a share in [0, 1]):
-    :mod:`~ldpclient.transfer.rounds` (None: :class:`~ldpclient.transfer.resolve.Resolved`, 1: all at once).
+    :mod:`~ldpclient.transfer.rounds` (None: :func:`~ldpclient.transfer.defaults.query_rounds`, 1: all at once).
     """
 
     augment: str = field(default_factory=default_augment)
@@ -79,12 +79,12 @@ class PlanSettings:
 @dataclass(frozen=True)
 class TrainingSettings:
     """How the student learns: ``student`` (a name of ``ldpclient.transfer.student.STUDENTS``; None:
-    :func:`~ldpclient.transfer.resolve.student` for the records' shape, with or without public images) built
+    :func:`~ldpclient.transfer.defaults.student` for the records' shape, with or without public images) built
     with ``student_kwargs``; ``epochs``, ``batch_size`` (None: the defaults), ``lr``, ``val_fraction``
     (held-out teacher labels), ``device``; ``checkpoint``: a path to save the trained student to;
     ``public_repeats``: times per epoch each public image is trained on (None:
-    :func:`~ldpclient.transfer.resolve.public_repeats`). Each row trained on is shifted at random by up to
-    ``crop`` pixels (None: :func:`~ldpclient.transfer.resolve.train_crop` for the records' side, with or
+    :func:`~ldpclient.transfer.defaults.public_repeats`). Each row trained on is shifted at random by up to
+    ``crop`` pixels (None: :func:`~ldpclient.transfer.defaults.train_crop` for the records' side, with or
     without public images; 0: not shifted) and, with ``flip``, mirrored left to right half of the time (for
     images whose class a mirror keeps, such as photos of objects; not digits or text). ``flip`` None (the
     default): decided by asking the teacher about mirrored and shifted copies of up to 200 public images
@@ -95,13 +95,13 @@ class TrainingSettings:
     shifts of its training rows, the held-out share, adaptation; None, the default: the run's ``seed``, which also
     draws the plan), so that one release and its answers can be learnt from again with other draws.
     ``confusion``: measure the teacher's confusion on noised queries made from the public images (released through
-    the run's mechanism, public: no privacy cost; :func:`~ldpclient.transfer.resolve.confusion_queries` more
+    the run's mechanism, public: no privacy cost; :func:`~ldpclient.transfer.defaults.confusion_queries` more
     queries, paid) and train on the noised queries through it (forward correction, :mod:`~ldpclient.transfer.confusion`;
     needs public images; off by default). ``students``: how many students learn from the same answers, each with
-    draws of its own (member ``k`` takes :func:`~ldpclient.transfer.resolve.member_seed` of ``student_seed``;
+    draws of its own (member ``k`` takes :func:`~ldpclient.transfer.defaults.member_seed` of ``student_seed``;
     member 0 is the one student of ``students=1``), each trained and adapted in turn; the labels come from the mean
     of their outputs (an ensemble: the spread between runs that differ only in the student's draws shrinks, at
-    ``students`` times the training and adaptation time; None: :class:`~ldpclient.transfer.resolve.Resolved`); the
+    ``students`` times the training and adaptation time; None: :func:`~ldpclient.transfer.defaults.students`); the
     result's ``student`` and the ``checkpoint`` are then all of them, read as one
     (:class:`~ldpclient.transfer.student.StudentMean`)."""
 
@@ -157,7 +157,16 @@ class AdaptationSettings:
         return self.balance and not with_public
 
 
+class Given(NamedTuple):
+    """The settings objects as given: a kept result is keyed by them, :func:`~ldpclient.transfer.resolve.resolve`
+    reads them."""
+
+    plan: PlanSettings
+    training: TrainingSettings
+    adaptation: AdaptationSettings
+
+
 SETTINGS: tuple[type, ...] = (PlanSettings, TrainingSettings, AdaptationSettings)
 
 
-__all__ = ["AdaptationSettings", "PlanSettings", "SETTINGS", "TrainingSettings"]
+__all__ = ["AdaptationSettings", "Given", "PlanSettings", "SETTINGS", "TrainingSettings"]

@@ -4,7 +4,7 @@ Model zoo (factory functions like torchvision's, never downloading weights):
 
 * :func:`small_cnn` - three conv layers, suited to small images (8x8 to 64x64): the default, except
 * :func:`small_resnet` - a small residual network with a stride-1 stem: the default for colour images of 16 px
-  and more beside public images (:func:`~ldpclient.transfer.resolve.student`);
+  and more beside public images (:func:`~ldpclient.transfer.defaults.student`);
 * :func:`resnet18` and :func:`mobilenet_v2` - torchvision's architectures
   (``weights=None``) with the stem adapted to ``in_channels`` and, for small
   images (< 64 px), a stride-1 stem without the first max-pool.
@@ -112,7 +112,7 @@ def small_resnet(
     *, num_classes: int = 10, in_channels: int = 3, image_size: int = 32, width: int = 16
 ) -> nn.Module:
     """A small residual network for small photos (the default student for colour images beside public images,
-    :func:`~ldpclient.transfer.resolve.student`): a stride-1 3x3 stem of ``width`` channels (no pooling, so a
+    :func:`~ldpclient.transfer.defaults.student`): a stride-1 3x3 stem of ``width`` channels (no pooling, so a
     32x32 photo keeps its detail), three residual blocks of ``width``, ``2 x width`` and ``4 x width`` channels
     (the last two stride 2), global average pooling and a linear layer (78,000 weights at width 16, 309,000 at 32;
     ``small_cnn`` has 131,000 for 32x32 colour). Width 16: on CIFAR-10 with public photos width 32 labelled about 2

@@ -80,7 +80,8 @@ def test_cli_options_and_library_share_the_defaults() -> None:
     kt = KnowledgeTransfer(
         LocalTeacher(torch.nn.Flatten(), input_shape=(1, 2, 2), num_classes=4), laplace(1.0, per="element")
     )
-    assert kt.settings.epochs == defaults.epochs() and kt.settings.batch_size == defaults.train_batch_size()
+    settled = kt.resolved(torch.rand(3, 1, 2, 2))
+    assert settled.epochs == defaults.epochs() and settled.batch_size == defaults.train_batch_size()
     help_text = CliRunner().invoke(app, ["label", "--help"], terminal_width=200).output
     assert re.search(rf"\[default: {defaults.train_batch_size()}[;\]]", help_text)  # '[default: 32; x>=1]'
 

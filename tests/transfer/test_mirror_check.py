@@ -9,7 +9,7 @@ from ldpclient.privacy.guarantee import Domain
 from ldpclient.privacy.public import public_release
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
-from ldpclient.transfer.mirror_check import MirrorCheck, mirror_check
+from ldpclient.transfer.mirror_check import MIRROR_KEEPS_SHARE, MirrorCheck, flip, mirror_check
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 
@@ -47,9 +47,9 @@ def _channel_teacher(side=SIDE):
 
 
 def test_the_rule_compares_the_mirror_with_the_shift():
-    assert defaults.flip(0.733, 0.735) and defaults.flip(0.76, 0.70)  # photos: as often as the shift
-    assert not defaults.flip(0.33, 0.84) and not defaults.flip(0.43, 0.82)  # digits: about half as often
-    assert not defaults.flip(0.0, 0.0)  # a teacher that changes every answer under a shift: no evidence
+    assert flip(0.733, 0.735) and flip(0.76, 0.70)  # photos: as often as the shift
+    assert not flip(0.33, 0.84) and not flip(0.43, 0.82)  # digits: about half as often
+    assert not flip(0.0, 0.0)  # a teacher that changes every answer under a shift: no evidence
     assert defaults.mirror_check_images(5000, 32) == defaults.MIRROR_CHECK_IMAGES
     assert defaults.mirror_check_images(150, 16) == 150
     assert defaults.mirror_check_images(defaults.MIRROR_CHECK_MIN_IMAGES - 1, 32) == 0  # too few to decide on
@@ -58,7 +58,7 @@ def test_the_rule_compares_the_mirror_with_the_shift():
 
 def test_the_copies_are_mirrors_and_shifts_of_a_sample_drawn_from_the_seed():
     x = torch.rand(300, 3, 32, 32, generator=torch.Generator().manual_seed(0))
-    check = mirror_check(_release(x), seed=7)
+    check = mirror_check(_release(x), seed=7, images=defaults.mirror_check_images(300, 32), shift=4)
     assert check is not None and check.size == defaults.MIRROR_CHECK_IMAGES and check.pad == 4
     assert len(set(check.sample.tolist())) == check.size and check.images.shape == (400, 3, 32, 32)
     sampled = x[torch.from_numpy(check.sample)]
@@ -68,19 +68,19 @@ def test_the_copies_are_mirrors_and_shifts_of_a_sample_drawn_from_the_seed():
     for i in range(0, 200, 37):  # each shifted copy is a 32x32 window of its own image's padded copy
         windows = padded[i].unfold(1, 32, 1).unfold(2, 32, 1)  # (3, 9, 9, 32, 32)
         assert any(torch.equal(windows[:, r, c], shifted[i]) for r in range(9) for c in range(9))
-    again = mirror_check(_release(x), seed=7)
+    again = mirror_check(_release(x), seed=7, images=defaults.mirror_check_images(300, 32), shift=4)
     assert again is not None and torch.equal(again.images, check.images)
-    other = mirror_check(_release(x), seed=8)
+    other = mirror_check(_release(x), seed=8, images=defaults.mirror_check_images(300, 32), shift=4)
     assert other is not None and not np.array_equal(other.sample, check.sample)
-    assert mirror_check(_release(torch.rand(150, 3, 8, 8)), seed=0) is None  # too small to shift
-    assert mirror_check(_release(torch.rand(99, 3, 32, 32)), seed=0) is None  # too few
+    assert mirror_check(_release(torch.rand(150, 3, 8, 8)), seed=0, images=150, shift=0) is None  # no shift
+    assert mirror_check(_release(torch.rand(99, 3, 32, 32)), seed=0, images=0, shift=4) is None  # too few
 
 
 def test_the_verdict_counts_kept_labels_and_unanswered_queries_as_changes():
     check = MirrorCheck(torch.zeros(8, 3, SIDE, SIDE), np.arange(4), 2)
     v = check.verdict(np.array([0, 1, 2, -1]), np.array([0, 1, 0, -1, 0, 1, 2, -1]))
     assert (v.mirror_agreement, v.shift_agreement, v.images) == (0.5, 0.75, 4)
-    assert v.flip is defaults.flip(0.5, 0.75)
+    assert v.flip is flip(0.5, 0.75)
     assert v.as_dict() == {"mirror_agreement": 0.5, "shift_agreement": 0.75, "images": 4}
     with pytest.raises(ValueError, match="need 4 labels"):
         check.verdict(np.zeros(3), np.zeros(8))
@@ -192,7 +192,7 @@ def test_a_label_run_sends_the_copies_as_public_queries_once_and_reports_the_ver
     assert report["queries"]["public_sent"] == 300 and report["cost"]["spent_public_run"] == pytest.approx(3.0)
     student = report["student"]
     assert student["flip"] is True and student["mirror_check"]["images"] == 100
-    assert student["mirror_check"]["mirror_agreement"] >= defaults.MIRROR_KEEPS_SHARE * student["mirror_check"][
+    assert student["mirror_check"]["mirror_agreement"] >= MIRROR_KEEPS_SHARE * student["mirror_check"][
         "shift_agreement"]
     # the baseline asked the same public queries and copies: answered by the journal, paid once
     assert billed == 60 + 100 + 200 + report["baseline"]["queries_sent"]

@@ -172,7 +172,7 @@ def test_settings_objects_and_one_teacher():
     mech = laplace(1.0, per="record")
     kt = KnowledgeTransfer(client, mech, plan=PlanSettings(num_queries=120, query_batch_size=64),
                            training=TrainingSettings(epochs=1), adaptation=AdaptationSettings(adapt=False))
-    assert kt.teacher is teacher and kt.client is client and kt.settings.num_queries == 120 and not kt.settings.adapt
+    assert kt.teacher is teacher and kt.client is client and kt.resolved(x).queries == 120 and not kt.resolved(x).adapt
     assert len(kt.run(x).labels) == 20 and client.stats.queries_sent == 120
     # the settings are taken in their objects only: a field given as a plain keyword is refused, by name
     with pytest.raises(TypeError, match="unexpected keyword argument 'num_queries'"):

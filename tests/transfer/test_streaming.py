@@ -160,9 +160,9 @@ def test_data_free_releases_blanks_without_reading_the_records() -> None:
             raise AssertionError("a data-free release must not read the private records")
 
     # the data-free run reads the clean records only to label them locally at the end, never to release
-    context = _transfer(mode="data-free", adapt=False)._context(Unreadable(_records(10)))
+    context = _transfer(mode="data-free", adapt=False)._context(Unreadable(_records(20)))
     released = release_stage.release_records(context)
-    assert len(released.release) == 10 and released.counts["releases_fresh"] == 0
+    assert len(released.release) == 20 and released.counts["releases_fresh"] == 0
     assert released.release.guarantee.epsilon_record == 0.0
 
 

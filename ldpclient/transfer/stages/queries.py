@@ -13,8 +13,7 @@ from ...names import Mode
 from ...privacy.guarantee import Domain
 from ...privacy.public import public_release, public_seed
 from ...privacy.release import Release, ReleaseBuilder
-from .. import resolve
-from ..augment import QueryPlan, check_sup_queries
+from ..augment import QueryPlan
 from ..context import RunContext
 from ..mirror_check import mirror_check
 from ..postprocess import ClipToDomain, ReleaseRows, SubsetRows
@@ -23,22 +22,12 @@ from .release import release_all, release_in_chunks
 
 
 def plan_for(ctx: RunContext) -> QueryPlan:
-    """The private (or blank) queries' plan for the run's N records: kind from the mode and the augment, the
-    query budget, the batch size, the blank share; drawn from the run's seed and nothing else."""
-    settings, n = ctx.settings, ctx.n
-    kind = settings.plan_kind(ctx.mode)
-    q = None
-    if kind in ("sup", "rand"):
-        q = resolve.num_queries(settings.num_queries, n, kind)
-        if kind == "sup" and q is not None:
-            check_sup_queries(q, n, option="num_queries", instead="augment='rand'")
-    n_blank = 0
-    if settings.blank_fraction > 0 and kind != "identity":
-        n_blank = settings.n_blank or n
-    return QueryPlan(kind=kind, n=n, num_queries=q, seed=ctx.seed,
-                     batch_size=resolve.query_batch_size(settings.query_batch_size, ctx.meta),
-                     rand_scale=settings.rand_scale, n_blank=n_blank,
-                     blank_fraction=settings.blank_fraction if n_blank else 0.0)
+    """The private (or blank) queries' plan for the run's N records, as the settings resolved it (kind, queries,
+    batch size, blank share); drawn from the run's seed and nothing else."""
+    settings = ctx.settings
+    return QueryPlan(kind=settings.kind, n=ctx.n, num_queries=None if settings.kind == "identity" else settings.queries,
+                     seed=ctx.seed, batch_size=settings.query_batch_size, rand_scale=settings.rand_scale,
+                     n_blank=settings.n_blank, blank_fraction=settings.blank_fraction)
 
 
 def prepare_queries(ctx: RunContext, release: Release, plan: QueryPlan, used: np.ndarray | None = None) -> QueryBook:
@@ -78,12 +67,12 @@ def prepare_public(ctx: RunContext, public: RecordSource, plan: QueryPlan) -> Pu
     seed = public_seed(released.values)
     images = Segment("public", QueryPlan(kind="identity", n=len(public), seed=seed, batch_size=plan.batch_size),
                      plan.total, ReleaseRows(released, (), settings.upsample_mode))
-    out = PublicQueries(images, repeats=resolve.public_repeats(settings.public_repeats, plan.total, len(public)))
-    held = resolve.public_held_out(len(public))
+    out = PublicQueries(images, repeats=settings.public_repeats)
+    held = settings.public_held_out
     if held:  # drawn from the images' values alone, as their batch ids: the same images, the same hold-out
         order = torch.randperm(len(public), generator=torch.Generator().manual_seed(seed))
         out.held_out = np.sort(order[:held].numpy())
-    check = mirror_check(released, seed) if settings.flip is None else None
+    check = mirror_check(released, seed, settings.mirror_check_images, settings.public_shift)
     end = images.end
     if check is not None:  # the copies' plan seeded like the public images': by their values alone
         copies = public_release(check.images, domain)
@@ -96,7 +85,7 @@ def prepare_public(ctx: RunContext, public: RecordSource, plan: QueryPlan) -> Pu
         )
         end = out.mirror_check.end
     if settings.confusion:  # seeded by the images' values too, apart from their identity plan's batch ids
-        count = resolve.confusion_queries(ctx.meta.num_classes, len(public), plan.kind)
+        count = settings.confusion_queries
         out.confusion = Segment("confusion", QueryPlan(
             kind=plan.kind, n=len(public), num_queries=None if plan.kind == "identity" else count,
             seed=(seed + 1) % 2**63, batch_size=plan.batch_size, rand_scale=plan.rand_scale), end)

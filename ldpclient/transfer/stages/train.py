@@ -12,7 +12,6 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from .. import resolve
 from ..affine import flip_crop
 from ..confusion import Confusion, estimate_confusion
 from ..context import RunContext
@@ -78,21 +77,19 @@ def train_student(
     """Build a seeded student (warmed up first with ``warmup`` epochs) and train it on the labelled queries, each
     row shifted (and mirrored with ``flip``, or when the mirror check found the teacher keeps labels under a
     mirror) anew each time it is read; adds its seconds to timings["train"], the warm-up's apart.
-    ``member``: which of the run's ``students`` (its draws: :func:`~..resolve.member_seed`)."""
+    ``member``: which of the run's ``students`` (its draws: the settings' ``member_seeds``)."""
     t = time.perf_counter()
     settings = ctx.settings
-    seed = resolve.member_seed(settings.student_seed, member)
+    seed = settings.member_seeds[member]
     c, h, w = ctx.records.record_shape
-    public = book.public is not None
-    name = resolve.student(settings.student, ctx.records.record_shape, public)
-    pad = resolve.train_crop(settings.crop, min(h, w), public)
+    name, pad = settings.student, settings.crop
     verdict = mirror_verdict(book, store)
-    flip = settings.flip if settings.flip is not None else (verdict is not None and verdict.flip)
+    flip = verdict.flip if verdict is not None else settings.flip
     kwargs = {"num_classes": ctx.meta.num_classes, "in_channels": c, "image_size": min(h, w), **settings.student_kwargs}
     with torch.random.fork_rng(devices=[]):  # seed the student's init without touching the caller's RNG
         torch.manual_seed(seed)
         model = build_student(name, **kwargs)
-        warm = _warm_student(ctx, model, min(h, w)) if settings.warmup else 0.0
+        warm = _warm_student(ctx, model) if settings.warmup else 0.0
     trainer = Trainer(
         model, epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
         val_fraction=settings.val_fraction, device=settings.device, seed=seed, progress=ctx.progress,
@@ -106,7 +103,7 @@ def train_student(
     return Trained(trainer, name, kwargs, history, pad, flip, seed, verdict, confusion)
 
 
-def _warm_student(ctx: RunContext, model: torch.nn.Module, side: int) -> float:
+def _warm_student(ctx: RunContext, model: torch.nn.Module) -> float:
     """The rotation pretext on the clean records (:mod:`..warmup`; local, no privacy cost), each shifted by the
     shift beside public images; its seconds, also added to timings["warmup"].
     Runs inside the student's seeded RNG fork: its order comes from one draw of that RNG, its dropout from it."""
@@ -114,7 +111,7 @@ def _warm_student(ctx: RunContext, model: torch.nn.Module, side: int) -> float:
     epochs = ctx.settings.warmup
     seed = int(torch.randint(0, 2**31 - 1, (1,)))
     ctx.report("warmup", 0, epochs)
-    rotation_warmup(model, ctx.records, epochs=epochs, pad=resolve.public_shift(side), seed=seed,
+    rotation_warmup(model, ctx.records, epochs=epochs, pad=ctx.settings.public_shift, seed=seed,
                     device=select_device(ctx.settings.device), on_epoch=lambda done: ctx.report("warmup", done, epochs))
     seconds = time.perf_counter() - t
     ctx.add_time("warmup", seconds)
