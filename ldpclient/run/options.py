@@ -98,8 +98,6 @@ class SharedOptions:
 
 #: Most requests in flight at once (``--workers``): each holds a thread and a connection.
 MAX_WORKERS = 64
-#: Largest training batch (``--train-batch-size``): 65,536 rows of a 224x224 colour image are 39 GB.
-MAX_TRAIN_BATCH = 65536
 
 
 @dataclass(frozen=True)
@@ -189,23 +187,19 @@ class LabelOptions(SharedOptions):
 
     def _check_numbers(self) -> None:
         """The counts, ranges and money options within their bounds."""
-        for name, value in (("--queries", self.queries), ("--batch-size", self.batch_size)):
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if not 1 <= self.query_rounds <= defaults.MAX_QUERY_ROUNDS:
-            raise ValueError(f"--query-rounds must be from 1 to {defaults.MAX_QUERY_ROUNDS}, got {self.query_rounds}")
-        if not 0 <= self.warmup <= defaults.MAX_WARMUP_EPOCHS:
-            raise ValueError(f"--warmup must be from 0 to {defaults.MAX_WARMUP_EPOCHS} epochs, got {self.warmup}")
-        if not 1 <= self.students <= defaults.MAX_STUDENTS:
-            raise ValueError(f"--students must be from 1 to {defaults.MAX_STUDENTS}, got {self.students}")
+        from ..transfer.settings import check_count
+
+        for option, setting, value in (
+            ("--queries", "num_queries", self.queries), ("--batch-size", "query_batch_size", self.batch_size),
+            ("--query-rounds", "query_rounds", self.query_rounds), ("--warmup", "warmup", self.warmup),
+            ("--students", "students", self.students), ("--epochs", "epochs", self.epochs),
+            ("--train-batch-size", "batch_size", self.train_batch_size),
+        ):
+            check_count(setting, value, option)
         if not (math.isfinite(self.price) and self.price >= 0):
             raise ValueError(f"--price must be a finite number >= 0, got {self.price}")
         if self.money_cap is not None and not (math.isfinite(self.money_cap) and self.money_cap >= 0):
             raise ValueError(f"--money-cap must be a finite number >= 0, got {self.money_cap}")
-        if not 1 <= self.epochs <= defaults.MAX_EPOCHS:
-            raise ValueError(f"--epochs must be from 1 to {defaults.MAX_EPOCHS}, got {self.epochs}")
-        if not 1 <= self.train_batch_size <= MAX_TRAIN_BATCH:
-            raise ValueError(f"--train-batch-size must be from 1 to {MAX_TRAIN_BATCH}, got {self.train_batch_size}")
         if not 1 <= self.workers <= MAX_WORKERS:
             raise ValueError(f"--workers must be from 1 to {MAX_WORKERS}, got {self.workers}")
 

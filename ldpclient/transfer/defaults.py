@@ -283,11 +283,14 @@ MAX_EPOCHS = 1000
 MAX_WARMUP_EPOCHS = 200
 #: Most students a run accepts (``--students``): each is a full training and adaptation.
 MAX_STUDENTS = 16
+#: Largest training batch (``--train-batch-size``): 65,536 rows of a 224x224 colour image are 39 GB.
+MAX_TRAIN_BATCH = 65536
 
 
 __all__ = [
     "augment",
     "MAX_EPOCHS",
+    "MAX_TRAIN_BATCH",
     "MAX_QUERIES_PER_RECORD",
     "MAX_QUERY_BATCH",
     "PUBLIC_HELD_OUT_MAX",

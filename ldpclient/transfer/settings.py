@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 
 from ..names import AUGMENTATIONS, FREE_IMAGES
-from .defaults import MAX_QUERY_ROUNDS, MAX_SEED, MAX_STUDENTS
+from .defaults import MAX_EPOCHS, MAX_QUERY_ROUNDS, MAX_SEED, MAX_STUDENTS, MAX_TRAIN_BATCH, MAX_WARMUP_EPOCHS
 from .defaults import augment as default_augment
 from .defaults import min_round_gain as default_min_round_gain
 
@@ -25,6 +25,30 @@ if TYPE_CHECKING:
     from ..privacy.base import Mechanism
     from .adapt import SelfTrainingAdapter
     from .postprocess import Transform
+
+
+#: The range of each count the settings hold, by setting name: ``(least, most)``, ``most`` None for no bound. The
+#: label options that stand for these settings are checked against the same table.
+BOUNDS: dict[str, tuple[int, int | None]] = {
+    "num_queries": (1, None), "query_batch_size": (1, None), "query_rounds": (1, MAX_QUERY_ROUNDS),
+    "epochs": (1, MAX_EPOCHS), "batch_size": (1, MAX_TRAIN_BATCH), "warmup": (0, MAX_WARMUP_EPOCHS),
+    "students": (1, MAX_STUDENTS), "public_repeats": (1, None), "crop": (0, None),
+}
+#: What a count is counted in, where a message should say.
+_UNITS = {"warmup": " epochs", "crop": " pixels"}
+
+
+def check_count(setting: str, value: int | None, option: str | None = None) -> None:
+    """ValueError naming ``option`` (default: the ``setting``'s own name) when ``value`` is outside the setting's
+    :data:`BOUNDS`; None (the default) passes."""
+    if value is None:
+        return
+    least, most = BOUNDS[setting]
+    name, unit = option or setting, _UNITS.get(setting, "")
+    if most is None and value < least:
+        raise ValueError(f"{name} must be >= {least}{unit}, got {value}")
+    if most is not None and not least <= value <= most:
+        raise ValueError(f"{name} must be from {least} to {most}{unit}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -62,18 +86,14 @@ class PlanSettings:
     min_round_gain: float = field(default_factory=default_min_round_gain)
 
     def __post_init__(self) -> None:
-        if self.query_rounds is not None and not 1 <= self.query_rounds <= MAX_QUERY_ROUNDS:
-            raise ValueError(f"query_rounds must be from 1 to {MAX_QUERY_ROUNDS}, got {self.query_rounds}")
+        for setting in ("num_queries", "query_batch_size", "query_rounds"):
+            check_count(setting, getattr(self, setting))
         if not (math.isfinite(self.min_round_gain) and -1.0 <= self.min_round_gain <= 1.0):
             raise ValueError(f"min_round_gain must be a share from -1 to 1, got {self.min_round_gain}")
         if self.augment not in AUGMENTATIONS:
             raise ValueError(f"augment must be one of {AUGMENTATIONS}, got {self.augment!r}")
         if self.free_images not in FREE_IMAGES:
             raise ValueError(f"free_images must be one of {FREE_IMAGES}, got {self.free_images!r}")
-        if self.num_queries is not None and self.num_queries < 1:
-            raise ValueError(f"num_queries must be >= 1, got {self.num_queries}")
-        if self.query_batch_size is not None and self.query_batch_size < 1:
-            raise ValueError(f"query_batch_size must be >= 1, got {self.query_batch_size}")
 
 
 @dataclass(frozen=True)
@@ -122,20 +142,10 @@ class TrainingSettings:
     students: int | None = None
 
     def __post_init__(self) -> None:
-        if self.students is not None and not 1 <= self.students <= MAX_STUDENTS:
-            raise ValueError(f"students must be from 1 to {MAX_STUDENTS}, got {self.students}")
+        for setting in ("students", "warmup", "public_repeats", "crop", "epochs", "batch_size"):
+            check_count(setting, getattr(self, setting))
         if self.student_seed is not None and not 0 <= self.student_seed < MAX_SEED:
             raise ValueError(f"student_seed must be an integer from 0 to 2**63-1, got {self.student_seed}")
-        if self.warmup < 0:
-            raise ValueError(f"warmup must be >= 0 epochs, got {self.warmup}")
-        if self.public_repeats is not None and self.public_repeats < 1:
-            raise ValueError(f"public_repeats must be >= 1, got {self.public_repeats}")
-        if self.crop is not None and self.crop < 0:
-            raise ValueError(f"crop must be >= 0 pixels, got {self.crop}")
-        if self.epochs is not None and self.epochs < 1:
-            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
 
 
 @dataclass(frozen=True)
@@ -169,4 +179,4 @@ class Given(NamedTuple):
 SETTINGS: tuple[type, ...] = (PlanSettings, TrainingSettings, AdaptationSettings)
 
 
-__all__ = ["AdaptationSettings", "Given", "PlanSettings", "SETTINGS", "TrainingSettings"]
+__all__ = ["AdaptationSettings", "BOUNDS", "Given", "check_count", "PlanSettings", "SETTINGS", "TrainingSettings"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -14,6 +16,7 @@ from ldpclient.run.options import LabelOptions, NoiseOptions
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
 from ldpclient.transfer.pipeline import KnowledgeTransfer
+from ldpclient.transfer.settings import BOUNDS, PlanSettings, TrainingSettings
 
 
 def test_reduction_keeps_at_least_seven_pixels_per_side_and_divides_both_axes() -> None:
@@ -119,3 +122,29 @@ def test_the_student_and_the_training_shift_follow_the_image_shape() -> None:
     # without them (noised queries alone): the small CNN, no shift, whatever the shape
     assert {defaults.student(s, False) for s in ((3, 32, 32), (1, 28, 28), (3, 224, 224))} == {"small_cnn"}
     assert {defaults.train_crop(s, False) for s in (8, 28, 32, 224)} == {0}
+
+
+#: The label options that stand for a transfer setting with bounds, by the setting's name.
+OPTION_FOR_SETTING = {"num_queries": ("--queries", "queries"), "query_batch_size": ("--batch-size", "batch_size"),
+                      "query_rounds": ("--query-rounds", "query_rounds"), "epochs": ("--epochs", "epochs"),
+                      "batch_size": ("--train-batch-size", "train_batch_size"), "warmup": ("--warmup", "warmup"),
+                      "students": ("--students", "students")}
+
+
+@pytest.mark.parametrize("setting", sorted(BOUNDS))
+def test_a_count_has_one_range_for_the_library_and_the_command_line(setting: str) -> None:
+    least, most = BOUNDS[setting]
+    owner = PlanSettings if setting in {f.name for f in dataclasses.fields(PlanSettings)} else TrainingSettings
+    outside = [least - 1] + ([most + 1] if most is not None else [])
+    for value in outside:
+        with pytest.raises(ValueError, match=f"^{setting} must be"):
+            owner(**{setting: value})
+        if setting in OPTION_FOR_SETTING:
+            option, field = OPTION_FOR_SETTING[setting]
+            with pytest.raises(ValueError, match=f"^{option} must be"):
+                LabelOptions(private_dir=".", teacher="t", **{field: value}).validate()  # type: ignore[arg-type]
+    for value in [least] + ([most] if most is not None else []):
+        owner(**{setting: value})
+        if setting in OPTION_FOR_SETTING:
+            option, field = OPTION_FOR_SETTING[setting]
+            LabelOptions(private_dir=".", teacher="t", **{field: value}).validate()  # type: ignore[arg-type]
