@@ -10,13 +10,11 @@ from typing import TYPE_CHECKING
 from ..io.folders import check_private_folder
 from ..io.records import RecordSource
 from ..state import state_dir
-from ..teachers.http import redact_url
-from .caps import check_plan_money, check_release_fits
+from .caps import check_plan_money
 from .handoffs import LabelRun
 from .images import find_images, image_counts, image_names
 from .options import LabelOptions
-from .plan import resolve_plan
-from .prepare import connect_teacher, priced_by_teacher, read_check, with_held_cap
+from .prepare import connect_teacher, plan_under_caps, read_check
 
 if TYPE_CHECKING:
     from ..teachers.base import Teacher
@@ -33,17 +31,11 @@ def dry_run(
     if records is None:
         check_private_folder(opts.folder(), max_pixels=opts.max_pixels)
     state = state_dir(opts.state_dir, create=False)
-    held = with_held_cap(opts, state)
     teacher, meta = connect_teacher(opts, token=token, teacher=teacher, state=state)
-    held = priced_by_teacher(held, teacher)
     try:
         found = find_images(opts, records, public)
-        n, n_public = image_counts(found, records, public)
-        plan = resolve_plan(held, meta, identity=redact_url(opts.teacher),
-                            scope=str(teacher.journal_scope), records=n, public=n_public)
+        plan = plan_under_caps(opts, teacher, meta, state, image_counts(found, records, public))
         read_check(opts, meta, image_names(found, records))
-        if opts.privacy_cap is not None:
-            check_release_fits(plan)
         spent, answered = _money_so_far(opts, plan.scope)
         warnings = check_plan_money(plan, spent_money=spent, journal_has_answers=answered)
     finally:

@@ -17,13 +17,13 @@ from .check_file import CheckSet, check_indices, parse_check_rows, read_check_fi
 from .connect import connect_options, open_teacher
 from .handoffs import RunSetup
 from .options import LabelOptions
-from .plan import resolve_plan
+from .plan import RunPlan, resolve_plan
 
 if TYPE_CHECKING:
     from ..teachers.base import Teacher, TeacherMetadata
     from .ui import UI
 
-__all__ = ["connect_teacher", "prepare", "priced_by_teacher", "read_check", "with_held_cap"]
+__all__ = ["connect_teacher", "plan_under_caps", "prepare", "priced_by_teacher", "read_check", "with_held_cap"]
 
 
 def connect_teacher(
@@ -72,13 +72,23 @@ def prepare(
     (every check before any data is read)."""
     with timer.stage("connect"):
         teacher, meta = connect_teacher(opts, token=token, teacher=teacher, state=state)
+    plan = plan_under_caps(opts, teacher, meta, state, counts)
+    return RunSetup(plan=plan, token=token, ui=ui, timer=timer, state=state, teacher=teacher)
+
+
+def plan_under_caps(
+    opts: LabelOptions, teacher: Teacher, meta: TeacherMetadata, state: Path, counts: tuple[int, int]
+) -> RunPlan:
+    """The plan of a run (and of its dry run) for ``counts`` (private, public) images against ``teacher``: each
+    query booked at the teacher's price, under the privacy cap the run holds, its release checked against a
+    ``--privacy-cap`` (what the ledger would charge; reuse is free)."""
     opts = priced_by_teacher(opts, teacher)
     n, n_public = counts
     plan = resolve_plan(with_held_cap(opts, state), meta, identity=redact_url(opts.teacher),
                         scope=str(teacher.journal_scope), records=n, public=n_public)
-    if opts.privacy_cap is not None:  # a held cap is checked against what the ledger would charge (reuse is free)
+    if opts.privacy_cap is not None:
         check_release_fits(plan)
-    return RunSetup(plan=plan, token=token, ui=ui, timer=timer, state=state, teacher=teacher)
+    return plan
 
 
 def with_held_cap(opts: LabelOptions, state: Path) -> LabelOptions:
