@@ -205,11 +205,9 @@ class ChatTeacher(Teacher):
             raise ValueError("give prices= or price_input_tokens=/price_output_tokens=, not both")
         self.base_url = base
         self.url = f"{base}/chat/completions"
-        self.model = str(model)
         self.prices = prices
-        self.max_tokens = int(max_tokens) if max_tokens is not None else answer_tokens(names)
-        self.wire = ChatWire(self.model, names, class_descriptions, max_tokens=self.max_tokens,
-                             answer_format=answer_format)
+        self.wire = ChatWire(str(model), names, class_descriptions, answer_format=answer_format,
+                             max_tokens=int(max_tokens) if max_tokens is not None else answer_tokens(names))
         self._shape = shape
         self._value_range = (float(value_range[0]), float(value_range[1]))
         self.batch = BatchSettings() if batch is True else (batch or None)
@@ -225,6 +223,16 @@ class ChatTeacher(Teacher):
         )
         asked = hashlib.sha256(json.dumps([self.wire.prompt, answer_format, self.max_tokens]).encode()).hexdigest()
         self.journal_scope = f"{adapter_scope('openai', self.url)}?model={self.model}&prompt={asked[:12]}"
+
+    @property
+    def model(self) -> str:
+        """The model asked, as the requests name it."""
+        return self.wire.model
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest answer a request allows, in tokens."""
+        return self.wire.max_tokens
 
     def metadata(self) -> TeacherMetadata:
         return self._meta

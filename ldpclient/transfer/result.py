@@ -4,7 +4,7 @@ the teacher got them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, TypedDict
 
 import numpy as np
 import torch
@@ -70,6 +70,18 @@ class TrainingSummary:
     def from_dict(cls, kept: Mapping[str, Any]) -> "TrainingSummary":
         """The summary :meth:`as_dict` wrote (keys it does not know are left out)."""
         return cls(**{f.name: kept[f.name] for f in fields(cls) if f.name in kept})
+
+
+class Outcome(TypedDict):
+    """The fields of :class:`TransferResult` every run has, whether it trained a student or not."""
+
+    guarantee: Guarantee
+    mode: Mode
+    counts: dict[str, int]
+    timings: dict[str, float]
+    teacher_label_histogram: list[int]
+    plan: QueryPlan
+    sent_sample: Optional[SentSample]
 
 
 @dataclass
@@ -161,4 +173,4 @@ class TransferResult:
         return out
 
 
-__all__ = ["SAMPLE_SIZE", "SentSample", "TrainingSummary", "TransferResult"]
+__all__ = ["Outcome", "SAMPLE_SIZE", "SentSample", "TrainingSummary", "TransferResult"]

@@ -3,11 +3,9 @@ student was trained."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..context import RunContext
 from ..query_book import QueryBook
-from ..result import TrainingSummary
+from ..result import Outcome, TrainingSummary
 from ..student import LabelStore
 from .release import Released
 from .train import Trained
@@ -15,15 +13,15 @@ from .train import Trained
 
 def outcome(
     ctx: RunContext, released: Released, book: QueryBook, store: LabelStore, public_counts: dict[str, int]
-) -> dict[str, Any]:
+) -> Outcome:
     """The guarantee, the counts (releases, queries labelled (declined ones apart), queries the plan holds (public
     segments included), the plan's batches sent, the public segments'), the timings, the teacher's answers per
     class, the plan and a sample of what was sent, as they stand now."""
-    return {"guarantee": released.release.guarantee, "mode": ctx.mode,
-            "counts": {**released.counts, "queries": store.num_labelled, "queries_planned": book.labelled_total,
-                       "batches": book.batches_sent, **public_counts},
-            "timings": ctx.timings, "teacher_label_histogram": store.histogram().tolist(), "plan": book.plan,
-            "sent_sample": book.sent_sample(store)}
+    return Outcome(guarantee=released.release.guarantee, mode=ctx.mode,
+                   counts={**released.counts, "queries": store.num_labelled, "queries_planned": book.labelled_total,
+                           "batches": book.batches_sent, **public_counts},
+                   timings=ctx.timings, teacher_label_histogram=store.histogram().tolist(), plan=book.plan,
+                   sent_sample=book.sent_sample(store))
 
 
 def training_summary(ctx: RunContext, trained: Trained, students: int) -> TrainingSummary:
