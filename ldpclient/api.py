@@ -14,7 +14,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:  # torch is imported when label() runs, not when ldpclient is imported
     from typing import Unpack
@@ -123,8 +123,14 @@ def _result(run: LabelRun) -> LabelResult:
     assert result is not None and run.verdict is not None  # a dry run is the command line's (label --dry-run)
     confidences = result.confidences if result.confidences is not None else torch.full((len(run.paths),), float("nan"))
     return LabelResult(labels=result.labels, confidences=confidences.to(torch.float32), names=run.paths,
-                       guarantee=result.guarantee, counts=dict(run.report.get("counts", {})),
-                       cost=dict(run.report.get("cost", {})), report=run.report, verdict=run.verdict)
+                       guarantee=result.guarantee, counts=_section(run.report, "counts"),
+                       cost=_section(run.report, "cost"), report=run.report, verdict=run.verdict)
+
+
+def _section(report: Mapping[str, object], key: str) -> dict[str, Any]:
+    """The run report's ``key`` section, as the front door hands it over (empty when the report has none)."""
+    part = report.get(key)
+    return dict(part) if isinstance(part, dict) else {}
 
 
 def _images(given: object, name: str) -> "tuple[Path | None, RecordSource | None]":

@@ -18,7 +18,7 @@ noise-free queries (no-noise), and for a random *other* record used as the
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -104,12 +104,12 @@ def _linked_attack(
     teacher: Optional[Classifier],
     data_range: float,
     low: float,
-) -> tuple[dict[str, Any], Optional[dict]]:
+) -> tuple[dict[str, object], Optional[dict]]:
     """Linked (least-squares per record) attacker with its baselines; returns (figures, examples or None)."""
     n = originals.shape[0]
     estimates, covered = least_squares_records(queries, sources, n)
     idx = covered.nonzero().flatten()
-    linked: dict[str, Any] = {"records_covered": int(idx.numel())}
+    linked: dict[str, object] = {"records_covered": int(idx.numel())}
     if not idx.numel():
         return linked, None
     lrecon = rb.candidates[rb.best](estimates[idx])

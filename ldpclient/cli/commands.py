@@ -139,7 +139,9 @@ def label(
     if json_out:
         ui.print_json(result, secrets=(token,))
     elif opts.dry_run:
-        ui.plan_summary(result["plan"], result.get("warnings", ()))
+        plan, warnings = result["plan"], result.get("warnings", [])
+        assert isinstance(plan, dict) and isinstance(warnings, list)  # what label_run's dry run reports
+        ui.plan_summary(plan, warnings)
     else:
         ui.summary(result)
 

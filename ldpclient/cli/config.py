@@ -29,7 +29,7 @@ from __future__ import annotations
 import difflib
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
 SECRET_KEYS = frozenset({"token", "api_key", "apikey", "password", "secret", "authorization", "bearer"})
@@ -46,7 +46,7 @@ class ConfigError(ValueError):
     """A config file problem; the message is one line and names the file (and key)."""
 
 
-def _toml_loads(text: str) -> dict[str, Any]:
+def _toml_loads(text: str) -> dict[str, object]:
     try:
         import tomllib  # Python 3.11+
     except ModuleNotFoundError:  # pragma: no cover - Python 3.10 only
@@ -63,7 +63,7 @@ def _norm(key: str) -> str:
     return key.strip().replace("-", "_").lower()
 
 
-def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_config(path: str | os.PathLike[str]) -> dict[str, object]:
     """Parse a TOML config file. Raises :class:`ConfigError` naming the file on any problem."""
     p = Path(path)
     try:
@@ -81,14 +81,14 @@ def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def options_for_command(
-    config: Mapping[str, Any],
+    config: Mapping[str, object],
     command: str,
     allowed: Iterable[str],
     *,
     source: str = "config",
     commands: Iterable[str] = (),
     known: Iterable[str] = (),
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Option values for ``command`` from a parsed config (normalised to ``snake_case`` names).
 
     ``allowed``: the command's option names. ``commands``: names of all commands, whose tables are skipped when
@@ -100,8 +100,8 @@ def options_for_command(
     allowed_set = {_norm(a) for a in allowed}
     known_set = allowed_set | {_norm(a) for a in known}
     command_tables = {_norm(c) for c in commands} | {_norm(command)}
-    top: dict[str, Any] = {}
-    table: dict[str, Any] = {}
+    top: dict[str, object] = {}
+    table: dict[str, object] = {}
     for key, value in config.items():
         k = _norm(key)
         if isinstance(value, Mapping):

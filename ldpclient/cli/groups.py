@@ -24,7 +24,7 @@ class OptionGroup:
 
     APART: ClassVar[frozenset[str]] = frozenset()
 
-    def values(self) -> dict[str, Any]:
+    def values(self) -> dict[str, object]:
         """The fields' values by name, a choice as its string (``Mechanism.laplace`` -> ``"laplace"``)."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
@@ -70,7 +70,7 @@ def options_from(target: type[T], *groups: OptionGroup, **given: Any) -> T:
     """A ``target`` dataclass (a run's options) from the groups' values (but their ``APART`` fields) and ``given``,
     by field name. TypeError where a group's field is neither one of ``target``'s nor in its ``APART``."""
     wanted = {f.name for f in dataclasses.fields(target)}  # type: ignore[arg-type]
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for group in groups:
         for name, value in group.values().items():
             if name in group.APART:

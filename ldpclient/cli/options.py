@@ -69,7 +69,7 @@ def _load_config(ctx: typer.Context, param: Any, value: Optional[Path]) -> Optio
     return value
 
 
-def _check_config_types(params: Any, values: dict[str, Any], source: str) -> None:
+def _check_config_types(params: Any, values: dict[str, object], source: str) -> None:
     """ConfigError for a config value of the wrong kind: a flag takes true/false, an integer option an integer
     (``warmup = true`` is not 1 epoch), a number option a number, any other option not true/false."""
     by_name = {p.name: p for p in params}

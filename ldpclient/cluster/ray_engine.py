@@ -204,7 +204,7 @@ class RayEngine:
             return announced, f"the Ray cluster this user started at {announced}"
         return None, "a Ray started for this run, on 127.0.0.1 only"
 
-    def map_blocks(self, stage: type, kwargs: dict[str, Any], blocks: Iterable[Block]) -> Iterator[Block]:
+    def map_blocks(self, stage: type, kwargs: dict[str, object], blocks: Iterable[Block]) -> Iterator[Block]:
         import ray
         from ray.data.block import BlockAccessor
 

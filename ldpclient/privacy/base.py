@@ -9,7 +9,7 @@ ledger can check the per-record cap *before* any sampling.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
@@ -57,7 +57,7 @@ class Mechanism(ABC):
         """
 
     @abstractmethod
-    def config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, object]:
         """JSON-serialisable parameters identifying this mechanism (ledger key, reports)."""
 
     def reconstruction(self, record_shape: Sequence[int]) -> Reconstruction | None:

@@ -5,7 +5,7 @@ at the free level, with the run's public images; how far its labels agree with t
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -17,6 +17,7 @@ from .progress import StageProgress
 from .run_keys import Seeds, result_cache
 
 if TYPE_CHECKING:
+    from ..teachers.client_stats import ClientStats
     from ..transfer.pipeline import KnowledgeTransfer
     from ..transfer.result import TransferResult
     from .session import LabelSession
@@ -48,9 +49,10 @@ def baseline_transfer(setup: RunSetup, session: LabelSession, seeds: Seeds) -> K
 
 def run_baseline(
     setup: RunSetup, session: LabelSession, base: KnowledgeTransfer, records: RecordSource, result: TransferResult,
-    stats_private: Mapping[str, Any], public: RecordSource | None,
+    stats_private: ClientStats, spent_private: float, public: RecordSource | None,
 ) -> Baseline:
-    """Run the data-free baseline ``base`` (:func:`baseline_transfer`); how far it agrees with the private run."""
+    """Run the data-free baseline ``base`` (:func:`baseline_transfer`); how far it agrees with the private run
+    (whose client counters and money spent were ``stats_private`` and ``spent_private``)."""
     client, n = session.client, len(records)
     with setup.timer.stage("baseline"):
         base_result = base.run(records, public=public)
@@ -64,9 +66,9 @@ def run_baseline(
         "mode": str(Mode.DATA_FREE) + (" with the public images" if public is not None else ""),
         "epsilon_record": 0.0,
         "blank_query_noise": base.mechanism.config(),
-        "queries_sent": client.stats.queries_sent - stats_private["queries_sent"],
-        "queries_from_journal": client.stats.queries_from_journal - stats_private["queries_from_journal"],
-        "spent": client.cost.spent_run - stats_private["spent_run"],
+        "queries_sent": client.stats.queries_sent - stats_private.queries_sent,
+        "queries_from_journal": client.stats.queries_from_journal - stats_private.queries_from_journal,
+        "spent": client.cost.spent_run - spent_private,
         "agreement_with_private_run": agree,
         "student_val_accuracy": last_val_accuracy(base_result),
         "label_histogram": label_histogram(base_result.labels, setup.meta.num_classes),

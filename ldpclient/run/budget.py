@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..privacy.ledger import Ledger
@@ -26,7 +26,7 @@ def parse_set_cap(text: str) -> float | None:
 def ledger_summary(
     state_dir: Path | None, set_cap: str | None = None, *, html: Path | None = None, private_dir: Path | None = None,
     state: str | None = None, ledger_key_file: Path | None = None, init: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The ledger's aggregate summary for ``ldpclient budget`` (creates nothing when there is no ledger).
 
     ``set_cap``: first set the privacy cap the ledger holds (:func:`parse_set_cap`: raise, lower or ``none``),

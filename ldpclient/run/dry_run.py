@@ -40,10 +40,9 @@ def dry_run(
         warnings = check_plan_money(plan, spent_money=spent, journal_has_answers=answered)
     finally:
         teacher.close()
-    described = plan.describe()
     booking = getattr(teacher, "booking", None)
-    if booking is not None and opts.facts.token_priced:  # what the cap holds on, per query, in tokens
-        described["spend"]["booking"] = booking.describe()
+    # what the cap holds on, per query, in tokens
+    described = plan.describe(booking=booking.describe() if booking is not None and opts.facts.token_priced else None)
     return LabelRun(report={"dry_run": True, "plan": described, "warnings": warnings}, result=None, paths=())
 
 

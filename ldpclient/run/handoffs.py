@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..privacy.base import Mechanism
 from ..report.label_files import StageTimer
 from ..teachers.base import Teacher, TeacherMetadata
+from ..teachers.client_stats import ClientStats
 from ..transfer.result import TransferResult
 from .check_file import CheckSet
 from .options import LabelOptions
@@ -69,7 +70,7 @@ class RunSetup:
 class Baseline:
     """The data-free baseline run: its report section, its labels and confidences, its unadapted labels."""
 
-    section: dict[str, Any]
+    section: dict[str, object]
     labels: torch.Tensor
     confidences: torch.Tensor
     unadapted: torch.Tensor | None
@@ -78,12 +79,17 @@ class Baseline:
 @dataclass(frozen=True)
 class RunOutcome:
     """What the transfer step leaves: the private result, the records' total spend after it, the client's
-    figures, the baseline."""
+    figures, the baseline. ``stats_private``: the client's counters right after the private run (a baseline sends
+    its own after it) and ``spent_private`` the money spent by then; ``spent_run``, ``spent_total`` and ``billing``:
+    the client's money at the end of the run, in this run and over the journal's life."""
 
     result: TransferResult
     spent_after: torch.Tensor
-    stats_private: dict[str, Any]
-    client_report: dict[str, Any]
+    stats_private: ClientStats
+    spent_private: float
+    spent_run: float
+    spent_total: float
+    billing: dict[str, object]
     ledger_cap: float | None
     ledger_path: str  # where the ledger is, as printed (a file's path, or a database URL without its password)
     query_batch_size: int
@@ -105,7 +111,7 @@ class LabelRun:
     """A finished label run: its ``report`` (the dict written as JSON), the ``result`` of the pipeline
     (labels, confidences, guarantee, counts) and the record names in label order."""
 
-    report: dict[str, Any]
+    report: dict[str, object]
     result: TransferResult | None  # None for a dry run (``report`` is then ``{"dry_run": True, "plan": ...}``)
     paths: tuple[str, ...]
     #: what the labels are worth (None for a dry run); also the report's ``verdict`` section

@@ -18,7 +18,7 @@ record.
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..io.folders import check_private_folder
@@ -175,10 +175,12 @@ def _transfer(
         result = transfer.run(records, public=public)
     progress.close()
     spent_after = ledger.spent(records).epsilon
-    stats_private = {**asdict(client.stats), "spent_run": client.cost.spent_run}
-    baseline = run_baseline(setup, session, base, records, result, stats_private, public) if base is not None else None
-    return RunOutcome(result=result, spent_after=spent_after, stats_private=stats_private,
-                      client_report=client.report(), ledger_cap=ledger.cap_epsilon, ledger_path=ledger.location,
+    stats_private, spent_private = client.stats.snapshot(), client.cost.spent_run
+    baseline = (run_baseline(setup, session, base, records, result, stats_private, spent_private, public)
+                if base is not None else None)
+    return RunOutcome(result=result, spent_after=spent_after, stats_private=stats_private, spent_private=spent_private,
+                      spent_run=client.cost.spent_run, spent_total=client.cost.spent_total, billing=client.billing(),
+                      ledger_cap=ledger.cap_epsilon, ledger_path=ledger.location,
                       query_batch_size=setup.plan.query_batch_size, baseline=baseline,
                       public_skipped=public_images.skipped if public_images is not None else ())
 

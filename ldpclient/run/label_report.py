@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ..privacy.ledger import Ledger
     from ..teachers.base import Teacher
     from ..teachers.client import QueryClient
+    from ..teachers.client_stats import ClientStats
     from ..transfer.result import TransferResult
     from .handoffs import RunOutcome, RunSetup, WrittenOutputs
     from .images import Images
@@ -65,14 +66,13 @@ def judge_run(setup: RunSetup, names: Sequence[str], outcome: RunOutcome) -> Ver
                  public_held_out=((result.public_held_out["agree"], result.public_held_out["images"])
                                   if result.public_held_out else None),
                  class_names=[str(c) for c in meta.class_names] if meta.class_names else None,
-                 abstained=_abstained(outcome.stats_private), declined=outcome.stats_private.get("declined"))
+                 abstained=_abstained(outcome.stats_private), declined=outcome.stats_private.declined)
 
 
-def _abstained(stats: Mapping[str, Any]) -> tuple[int, int] | None:
+def _abstained(stats: ClientStats) -> tuple[int, int] | None:
     """``(declined, answered)`` over the run's private queries, for the verdict (None: none declined)."""
-    answered = int(stats.get("queries_sent", 0)) + int(stats.get("queries_from_journal", 0))
-    declined = int(stats.get("abstained", 0))
-    return (declined, answered) if declined else None
+    answered = stats.queries_sent + stats.queries_from_journal
+    return (stats.abstained, answered) if stats.abstained else None
 
 
 def build_report(
@@ -147,7 +147,7 @@ def _guarantee_note(result: TransferResult, measured: str | None) -> str:
 def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labelled: int) -> dict[str, Any]:
     """The report's ``counts``, ``queries``, ``cost`` and ``ledger`` sections, in that order."""
     opts, counts, n = setup.opts, outcome.result.counts, len(images)
-    stats, client_report = outcome.stats_private, outcome.client_report
+    stats = outcome.stats_private
     return {
         "counts": CountsSection(
             files_found=n + sum(1 for s in images.skipped if not s.path.endswith("/")),
@@ -164,16 +164,16 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
         "queries": _queries_section(setup, outcome),
         "cost": CostSection(
             price_per_query=opts.price,
-            spent_run=client_report["spent_run"],
-            spent_total=client_report["spent_total"],
+            spent_run=outcome.spent_run,
+            spent_total=outcome.spent_total,
             cap=opts.money_cap,
-            billing=client_report["billing"],
+            billing=outcome.billing,
             spent_public_run=opts.price * int(counts.get("public_sent", 0)),
             price_input_tokens=opts.facts.price_input_tokens if opts.facts.token_priced else None,
             price_output_tokens=opts.facts.price_output_tokens if opts.facts.token_priced else None,
-            input_tokens=int(stats.get("input_tokens", 0)),
-            output_tokens=int(stats.get("output_tokens", 0)),
-            usage_not_reported=int(stats.get("unbilled", 0)),
+            input_tokens=stats.input_tokens,
+            output_tokens=stats.output_tokens,
+            usage_not_reported=stats.unbilled,
             batch_price_factor=BatchSettings().price_factor if opts.facts.batch_api and opts.facts.token_priced
             else None,
         ),
@@ -196,25 +196,24 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
 def _queries_section(setup: RunSetup, outcome: RunOutcome) -> QueriesSection:
     """The report's ``queries``: what was planned, sent and read back, declined, and waited for."""
     counts, stats = outcome.result.counts, outcome.stats_private
-    waits = stats.get("waits") or {}
     return QueriesSection(
         planned=int(counts.get("queries_planned", counts.get("queries", 0))),
         batches=int(counts.get("batches", 0)),
-        sent=stats["queries_sent"],
-        from_journal=stats["queries_from_journal"],
-        requests=stats["requests"],
+        sent=stats.queries_sent,
+        from_journal=stats.queries_from_journal,
+        requests=stats.requests,
         batch_size=outcome.query_batch_size,
         plan_seed_source="--seed" if setup.opts.seed is not None else "runs.json",
         answers_histogram=list(outcome.result.teacher_label_histogram),
         public_sent=int(counts.get("public_sent", 0)),
         public_from_journal=int(counts.get("public_from_journal", 0)),
         rounds=[r.as_dict() for r in outcome.result.query_rounds] or None,
-        abstained=int(stats.get("abstained", 0)),
-        declined=dict(stats.get("declined") or {}) or None,
-        collected_earlier=int(stats.get("collected_earlier", 0)),
-        busy=int(waits.get("busy", 0)),
-        busy_wait_s=round(float(waits.get("busy_s", 0.0)), 3),
-        paced_s=round(float(waits.get("paced_s", 0.0)), 3),
+        abstained=stats.abstained,
+        declined=dict(stats.declined) or None,
+        collected_earlier=stats.collected_earlier,
+        busy=stats.waits.busy,
+        busy_wait_s=round(stats.waits.busy_s, 3),
+        paced_s=round(stats.waits.paced_s, 3),
     )
 
 

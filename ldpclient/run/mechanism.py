@@ -11,7 +11,6 @@ the integers 0..255), ``record_shape`` ``(C, H, W)``, ``basis`` the release basi
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
@@ -47,7 +46,7 @@ def mechanism_for(
     """
     entry = mechanism_entry(name)
     reduce = reduce or 1
-    kwargs: dict[str, Any] = {"epsilon": epsilon, "per": per, "reduction": reduce,
+    kwargs: dict[str, object] = {"epsilon": epsilon, "per": per, "reduction": reduce,
                               **_basis_options(entry, basis, reduce, per, coefficients, clip_norm)}
     if entry.takes_delta:
         kwargs["delta"] = delta if delta is not None else privacy_defaults.delta()
@@ -81,7 +80,7 @@ def _too_large(epsilon: float) -> ValueError:
 
 
 def _basis_options(entry: MechanismEntry, basis: str, reduce: int, per: str, coefficients: int | None,
-                   clip_norm: float | None) -> dict[str, Any]:
+                   clip_norm: float | None) -> dict[str, object]:
     """The mechanism's options of the release basis (none for ``pool``); ValueError for options that do not go
     with it."""
     if basis == "pool":

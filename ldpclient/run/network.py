@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -31,13 +31,13 @@ class NetworkOptions:
         if self.ca_bundle is not None and not Path(self.ca_bundle).is_file():
             raise ValueError(f"--ca-bundle {str(self.ca_bundle)!r} is not a file")
 
-    def transport_options(self, address: str) -> dict[str, Any]:
+    def transport_options(self, address: str) -> dict[str, object]:
         """Transport keyword options for a URL adapter at ``address`` (none for ``local:`` and other non-URLs)."""
         if "://" not in address:
             return {}
         from ..teachers.http import RetryPolicy
 
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "timeout": (min(10.0, self.timeout), self.timeout),
             "retry": RetryPolicy(max_total=self.max_retry_time, max_attempts=6 if self.max_retry_time > 0 else 1),
         }

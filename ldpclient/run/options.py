@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional
+from typing import TYPE_CHECKING, ClassVar, Mapping, Optional
 
 import torch
 
@@ -143,7 +143,7 @@ class LabelOptions(SharedOptions):
     cluster: Optional[str] = None
     #: hand labels of some private images, to score the labels written: a ``file,label`` CSV (``--check``), or
     #: (the library) a mapping image name -> class name or index; read on this device only, never sent
-    check: Optional[Path | Mapping[str, Any]] = None
+    check: Optional[Path | Mapping[str, object]] = None
 
     zero_epsilon_means: ClassVar[str | None] = "data-free, nothing private sent"
 

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -94,7 +94,7 @@ def page_images(setup: RunSetup, images: Images, outcome: RunOutcome) -> PageIma
     return PageImages(sample=sample, value_range=value_range, clean=clean, clean_names={k: names[k] for k in shown})
 
 
-def write_page(setup: RunSetup, report: dict[str, Any], page_images: PageImages) -> None:
+def write_page(setup: RunSetup, report: dict[str, object], page_images: PageImages) -> None:
     """Write the ``--html`` page (its path is in the report's ``outputs``), peer text escaped, secrets scrubbed."""
     from ..io.output import atomic_write_text, scrub
     from ..report.label_page import label_page

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Mapping, TypeVar
 
 from ..names import Mode
 from ..privacy import defaults as privacy_defaults
@@ -25,7 +25,7 @@ from ..privacy.guarantee import release_caution
 from ..teachers.base import TeacherMetadata
 from ..transfer import defaults
 from ..transfer.augment import check_sup_queries
-from ..transfer.resolve import Facts, resolve
+from ..transfer.resolve import Facts, query_batch_size, resolve
 from ..transfer.rounds import round_ends
 from ..transfer.settings import Given
 from .mechanism import mechanism_for
@@ -97,14 +97,15 @@ class RunPlan:
         # the baseline's data-free run sends its own rounds under the same rule
         return {**most, "private": least, "baseline": least if most["baseline"] else 0}
 
-    def describe(self) -> dict[str, Any]:
-        """The plan in words and numbers (JSON-able, no pixels): what would be released, sent, spent and trained."""
+    def describe(self, booking: Mapping[str, object] | None = None) -> dict[str, object]:
+        """The plan in words and numbers (JSON-able, no pixels): what would be released, sent, spent and trained;
+        ``booking``: what a query is booked at, in tokens, for a teacher billed in them."""
         opts, g = self.opts, self.mechanism.guarantee(self.shape)
         data_free = self.mode == Mode.DATA_FREE
         sent = self.queries_sent_at_most()
         n_sent = sum(sent.values())
         at_least = self.queries_sent_at_least()
-        release: dict[str, Any] = {
+        release: dict[str, object] = {
             "mechanism": opts.mechanism,
             "basis": opts.basis,
             "reduce": opts.reduce,
@@ -141,6 +142,7 @@ class RunPlan:
                 "money_cap": opts.money_cap,
                 "note": "upper bounds: an image with a stored release for this teacher and mechanism is reused at no "
                         "cost, and a batch already in the journal is not paid again",
+                **({"booking": dict(booking)} if booking is not None else {}),
             },
             "student": None if self.mode == Mode.SIDP else {
                 "model": opts.student, "epochs": opts.epochs, "train_batch_size": opts.train_batch_size,
@@ -169,6 +171,8 @@ def resolve_plan(
     TeacherLimits().check_value_range(meta.value_range, identity)  # before the noise is scaled by it
     if len(shape) != 3:
         raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
+    check_memory_for_shape(shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
+                           query_batch=query_batch_size(opts.batch_size, meta))  # before anything is built
     opts = resolve_shape_defaults(opts, shape)  # basis, then reduce and postprocess from the shape
     mechanism = build_mechanism(opts, meta.value_range, shape)
     free_mechanism, free_postprocess = None, None
@@ -182,10 +186,7 @@ def resolve_plan(
         free_mechanism=free_mechanism, free_postprocess=free_postprocess, records=0, public=0, num_queries=None,
         query_batch_size=0, public_repeats=0, mirror_check_images=0, settings=given,
     )
-    plan = _counted(skeleton, records, public)
-    check_memory_for_shape(shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
-                           query_batch=plan.query_batch_size)
-    return plan
+    return _counted(skeleton, records, public)
 
 
 def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:

@@ -16,7 +16,7 @@ import base64
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from .result import ABSTAINED, name_key
 from .token_booking import text_tokens, token_count
@@ -54,7 +54,7 @@ def prompt_text(class_names: Sequence[str], descriptions: Mapping[str, str] | No
     )
 
 
-def answer_schema(class_names: Sequence[str]) -> dict[str, Any]:
+def answer_schema(class_names: Sequence[str]) -> dict[str, object]:
     """The Structured Outputs ``response_format``: an object whose ``label`` is a class name or :data:`CANNOT_TELL`."""
     return {
         "type": "json_schema",
@@ -131,11 +131,11 @@ class ChatWire:
             return "ask_in_text"
         return None
 
-    def request_body(self, png: bytes, fmt: str | None = None) -> dict[str, Any]:
+    def request_body(self, png: bytes, fmt: str | None = None) -> dict[str, object]:
         """The Chat Completions request for one query's PNG, asking for answers in ``fmt`` (default: the
         answer format asked in now)."""
         url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-        body: dict[str, Any] = {
+        body: dict[str, object] = {
             "model": self.model,
             "messages": [
                 {"role": "system", "content": self.prompt},
@@ -184,7 +184,7 @@ class ChatWire:
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return Answer(ABSTAINED, tin, tout, "unreadable")
         choice = choices[0]
-        message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+        message: dict[str, object] = choice["message"] if isinstance(choice.get("message"), dict) else {}
         finish = choice.get("finish_reason")
         if message.get("refusal"):
             return Answer(ABSTAINED, tin, tout, "refusal")

@@ -25,7 +25,7 @@ import os
 import threading
 import time
 import uuid
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 
@@ -392,10 +392,14 @@ class QueryClient:
         """Server-reported billed units vs queries answered in this client's runs."""
         return self.cost.reconcile()
 
-    def report(self) -> dict[str, Any]:
+    def billing(self) -> dict[str, object]:
+        """The report's billing section: the units the server billed against the queries answered
+        (:func:`~.client_stats.billing_section`)."""
+        return billing_section(self.reconcile(), self.stats, token_billed=self.teacher.most_per_query() is not None)
+
+    def report(self) -> dict[str, object]:
         """Counters, spend and reconciliation as a JSON-able dict (contains no secrets)."""
         s = self.stats
-        r = self.reconcile()
         return {
             "teacher": self.scope,
             "run_id": self.run_id,
@@ -404,7 +408,7 @@ class QueryClient:
             "spent_total": self.cost.spent_total,
             "spent_unconfirmed": self.cost.unconfirmed,
             "cap": self.cost.cap,
-            "billing": billing_section(r, s, token_billed=self.teacher.most_per_query() is not None),
+            "billing": self.billing(),
         }
 
     def close(self) -> None:

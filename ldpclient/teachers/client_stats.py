@@ -3,9 +3,9 @@ report's billing section made from those counts and the cost meter's reconciliat
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -74,6 +74,10 @@ class ClientStats:
             for kind, n in p.declined.items():
                 self.declined[kind] = self.declined.get(kind, 0) + n
 
+    def snapshot(self) -> ClientStats:
+        """A copy of the counters as they stand now, apart from the ones that go on counting."""
+        return copy.deepcopy(self)
+
     def add_journaled(self, labels: torch.Tensor) -> None:
         """Count one batch read back from the journal, with its ``labels``."""
         self.batches_from_journal += 1
@@ -81,7 +85,7 @@ class ClientStats:
         self.abstained += int((labels == ABSTAINED).sum())
 
 
-def billing_section(r: Reconciliation, stats: ClientStats, *, token_billed: bool) -> dict[str, Any]:
+def billing_section(r: Reconciliation, stats: ClientStats, *, token_billed: bool) -> dict[str, object]:
     """The report's billing: the units the server billed against the queries, and the line that says so; for a
     teacher billed in tokens, the line gives the tokens its answers reported and the answers whose usage was not
     believed."""

@@ -118,7 +118,7 @@ class OIPTeacher(Teacher):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.version = version
-        self._overrides: dict[str, Any] = dict(
+        self._overrides: dict[str, object] = dict(
             input_name=input_name, output_name=output_name, num_classes=num_classes,
             class_names=tuple(class_names) if class_names is not None else None, datatype=datatype,
             value_range=tuple(float(v) for v in value_range) if value_range is not None else None,

@@ -162,7 +162,7 @@ class BatchRunner:
         out.calls += 1
         return result
 
-    def _job(self, job_id: str, out: Collected) -> dict[str, Any]:
+    def _job(self, job_id: str, out: Collected) -> dict[str, object]:
         doc = self._call("GET", f"/batches/{job_id}", out, what=f"look at batch job {job_id[:40]}")
         if not isinstance(doc, dict) or not isinstance(doc.get("status"), str):
             raise MalformedResponse(f"batch job {job_id[:40]}: expected a batch object, got {str(doc)[:100]}")
@@ -219,7 +219,7 @@ class BatchRunner:
         return found
 
     # -- waiting and reading -----------------------------------------------------------------------
-    def _wait(self, job_id: str, billing: BillingGuard | None, out: Collected) -> dict[str, Any]:
+    def _wait(self, job_id: str, billing: BillingGuard | None, out: Collected) -> dict[str, object]:
         """The job once it has ended (polled at growing intervals); Interrupted when the run is stopped."""
         started, pause = time.monotonic(), self.settings.poll_s
         while True:
@@ -243,7 +243,7 @@ class BatchRunner:
                 raise Interrupted(stopped)
             time.sleep(min(0.2, max(0.0, until - time.monotonic())))
 
-    def _lines(self, file_id: object, out: Collected) -> Iterator[dict[str, Any]]:
+    def _lines(self, file_id: object, out: Collected) -> Iterator[dict[str, object]]:
         if not isinstance(file_id, str) or not file_id:
             return
         data = self._call("GET", f"/files/{file_id}/content", out, what=f"read batch file {file_id[:40]}", raw=True)
@@ -304,7 +304,7 @@ class BatchRunner:
         if settle is not None and self.booking.prices.given:  # else the caller prices the queries itself
             settle(total, cost, earlier=earlier)
 
-    def _answer(self, line: dict[str, Any], fmt: str) -> Answer | None:
+    def _answer(self, line: dict[str, object], fmt: str) -> Answer | None:
         """A line's answer, an abstention for a content-policy error, else None (to be sent again, in plain text
         when the server refused the schema)."""
         response = line.get("response")
@@ -398,14 +398,14 @@ class BatchRunner:
             "(expired or failed); run the command again to send them once more", status=0)
 
 
-def _errors(job: dict[str, Any]) -> list[dict[str, Any]]:
+def _errors(job: dict[str, object]) -> list[dict[str, object]]:
     """The entries of a failed job's ``errors.data`` that are objects (a hostile job may send anything)."""
     errors = job.get("errors")
     data = errors.get("data") if isinstance(errors, dict) else None
     return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
 
 
-def _lines_of(job: dict[str, Any], most: int) -> int:
+def _lines_of(job: dict[str, object], most: int) -> int:
     """The lines a job says it held (``request_counts.total``), at most ``most`` (what was sent in it; a larger
     count would unbook money never booked), 0 when it says nothing usable."""
     counts = job.get("request_counts")

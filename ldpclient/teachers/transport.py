@@ -482,7 +482,7 @@ TRANSPORT_OPTIONS: frozenset[str] = frozenset(
 
 def transport_from_options(
     transport: HttpTransport | None,
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     *,
     adapter: str,
     name: str,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 
@@ -79,7 +79,7 @@ class Resolved:
     query_rounds: int
     min_round_gain: float
     student: str
-    student_kwargs: dict[str, Any]
+    student_kwargs: dict[str, object]
     epochs: int
     batch_size: int
     lr: float
@@ -141,8 +141,7 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, see
     return Resolved(
         mode=mode, kind=kind, augment=p.augment, queries=queries, transforms=tuple(transforms),
         upsample_mode=p.upsample_mode, clip_queries=p.clip_queries,
-        query_batch_size=p.query_batch_size or defaults.query_batch_size(facts.meta.max_batch_size,
-                                                                         facts.meta.batch_api),
+        query_batch_size=query_batch_size(p.query_batch_size, facts.meta),
         rand_scale=p.rand_scale, blank_fraction=p.blank_fraction if n_blank else 0.0, n_blank=n_blank,
         blank_mechanism=p.blank_mechanism if p.blank_mechanism is not None else mechanism,
         free_images=p.free_images,
@@ -168,6 +167,13 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, see
     )
 
 
+def query_batch_size(given: int | None, meta: TeacherMetadata) -> int:
+    """Queries per plan batch: ``given``, else the default for the teacher's largest request (a Batch API job's
+    size for a teacher that has one). Apart from :func:`resolve` because a run checks its memory with it before it
+    builds anything."""
+    return given or defaults.query_batch_size(meta.max_batch_size, meta.batch_api)
+
+
 def _queries(given: int | None, n_records: int, kind: str) -> int:
     """The plan's queries: ``given``, else the default for ``n_records`` and the plan ``kind``; SIDP's plan sends
     each record once. ValueError for more Sup queries than the records make pairs."""
@@ -179,4 +185,4 @@ def _queries(given: int | None, n_records: int, kind: str) -> int:
     return queries
 
 
-__all__ = ["Facts", "Resolved", "check_given", "resolve"]
+__all__ = ["Facts", "Resolved", "check_given", "query_batch_size", "resolve"]

@@ -81,7 +81,8 @@ class ResultCache:
             model, info = load_checkpoint(student)
         except Exception:  # noqa: BLE001 - missing, damaged or unsafe: whatever it is, the run trains anew
             return None
-        if (info.get("extra") or {}).get("result_key") != key:  # a student written for another result
+        extra = info.get("extra")
+        if not isinstance(extra, dict) or extra.get("result_key") != key:  # a student written for another result
             return None
         fields = {name: blob.get(name) for name in _KEPT}
         history, adaptation, training = blob.get("history"), blob.get("adaptation"), blob.get("training")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
+from typing import TYPE_CHECKING, NamedTuple, Sequence, Union
 
 from ..names import AUGMENTATIONS, FREE_IMAGES
 from .defaults import MAX_EPOCHS, MAX_QUERY_ROUNDS, MAX_SEED, MAX_STUDENTS, MAX_TRAIN_BATCH, MAX_WARMUP_EPOCHS
@@ -126,7 +126,7 @@ class TrainingSettings:
     (:class:`~ldpclient.transfer.student.StudentMean`)."""
 
     student: str | None = None
-    student_kwargs: dict[str, Any] | None = None
+    student_kwargs: dict[str, object] | None = None
     epochs: int | None = None
     batch_size: int | None = None
     lr: float = 1e-3

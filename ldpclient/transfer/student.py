@@ -546,7 +546,7 @@ class StudentMean(nn.Module):
 
 
 def save_checkpoint(
-    path: str | Path, model: nn.Module, name: str, config: dict[str, Any], extra: dict | None = None
+    path: str | Path, model: nn.Module, name: str, config: dict[str, object], extra: dict | None = None
 ) -> None:
     """Save ``{"schema", "student": name, "config": factory kwargs, "state_dict": ..., "extra": ...}``; a
     :class:`StudentMean` (``model`` of several students, each a ``name`` built from ``config``) is saved as
@@ -560,7 +560,7 @@ def save_checkpoint(
     path.parent.mkdir(parents=True, exist_ok=True)
     members = list(model.members) if isinstance(model, StudentMean) else [model]
     states = [{k: v.detach().cpu() for k, v in m.state_dict().items()} for m in members]
-    blob: dict[str, Any] = {"schema": 2 if len(states) == 1 else 3, "student": name, "config": dict(config),
+    blob: dict[str, object] = {"schema": 2 if len(states) == 1 else 3, "student": name, "config": dict(config),
                             "extra": dict(extra or {})}
     blob.update({"state_dict": states[0]} if len(states) == 1 else {"members": states})
     tmp = path.with_name(path.name + ".tmp")
@@ -568,7 +568,7 @@ def save_checkpoint(
     tmp.replace(path)
 
 
-def load_checkpoint(path: str | Path, *, device: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:
+def load_checkpoint(path: str | Path, *, device: str = "cpu") -> tuple[nn.Module, dict[str, object]]:
     """Rebuild the student from a checkpoint (safe load: ``weights_only=True``): one student, or a
     :class:`StudentMean` of the several a run with ``students > 1`` saved.
 

@@ -17,7 +17,6 @@ import sqlite3
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import Any
 
 from ...state.database import LEDGER_NAMESPACE, Database, is_database_url
 from .errors import CapRaiseRefused
@@ -111,7 +110,7 @@ def set_caps(c: Database, caps: Caps, origin: str) -> Caps:
     return caps
 
 
-def cap_history(c: Database) -> list[dict[str, Any]]:
+def cap_history(c: Database) -> list[dict[str, object]]:
     """Every cap set on the ledger, oldest first: ``epsilon``, ``delta`` (None: no cap), ``origin``, ``set_at``
     (seconds since the epoch)."""
     rows = c.execute("SELECT epsilon, delta, origin, created FROM caps ORDER BY id").fetchall()

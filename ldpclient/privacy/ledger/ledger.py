@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -166,7 +166,7 @@ class Ledger(LedgerReader):
         with self._lock:
             self._caps = set_caps(self._db, caps, origin)
 
-    def cap_history(self) -> list[dict[str, Any]]:
+    def cap_history(self) -> list[dict[str, object]]:
         """Every cap set on this ledger, oldest first (:func:`~.cap_history.cap_history`)."""
         with self._lock:
             return cap_history(self._db)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -219,7 +219,7 @@ class LedgerReader:
         with self._lock:
             return sorted(r[0] for r in self._db.execute("SELECT DISTINCT scope FROM releases"))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """Aggregate figures for ``ldpclient budget`` (no pixels, no record keys).
 
         Keys: ``path``, ``records`` (sources with any spend: images, for a folder run),

@@ -10,7 +10,7 @@ ledger's per-tensor spend (``legacy_spend``, per ``k[:32]``) until its source is
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 
@@ -221,7 +221,7 @@ def epsilon_per_record_by_scope(c: Database) -> dict[str, list[float]]:
     return out
 
 
-def aggregate(c: Database, caps: Caps) -> dict[str, Any]:
+def aggregate(c: Database, caps: Caps) -> dict[str, object]:
     """Over every record: ``records``, ``legacy_records``, ``epsilon``/``delta`` ``{"total", "max", "mean"}``
     (per record), ``records_at_cap`` (no epsilon or delta budget left under ``caps``) and ``records_over_cap``
     (of those, spent more than a cap: charged before the cap was lowered below their spend)."""

@@ -13,7 +13,6 @@ import json
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -181,7 +180,7 @@ def assemble(
     )
 
 
-def by_mechanism(c: Database) -> list[dict[str, Any]]:
+def by_mechanism(c: Database) -> list[dict[str, object]]:
     """One entry per (mechanism, scope) with stored releases: name, config, record shape, scope, count and
     the per-record charge of each release."""
     rows = c.execute(

@@ -72,7 +72,7 @@ def adapt_student(ctx: RunContext, trained: Trained, book: QueryBook, store: Lab
 
     rounds = len(adapter.schedule)
     # where the labels are not to keep the teacher's answer shares, the rounds learn the records' own
-    prior = label_prior(ctx, store, book.public, int(trained.student_kwargs["num_classes"]))
+    prior = label_prior(ctx, store, book.public, ctx.meta.num_classes)
     ctx.report("adapt", 0, rounds)
     adaptation = adapter.adapt(model, ctx.records, anchor, probs=before,
                                on_round=lambda done: ctx.report("adapt", done, rounds), prior=prior)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import torch
@@ -30,7 +30,7 @@ class Trained:
 
     trainer: Trainer
     student_name: str
-    student_kwargs: dict[str, Any]
+    student_kwargs: dict[str, object]
     history: TrainHistory
     crop_pixels: int
     flip: bool
