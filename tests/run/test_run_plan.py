@@ -126,3 +126,37 @@ def test_colour_images_plan_the_residual_student_with_shifts_beside_public_image
         assert "small_cnn, 5 epochs, batch 32, rows shifted up to 2 px, mirrored half the time" in " ".join(
             shown.split()
         )
+
+
+@pytest.mark.parametrize("extra", [{}, {"augment": "rand", "batch_size": 50}, {"flip": True, "students": 2}])
+def test_the_dry_run_and_the_transfer_resolve_the_same_values(extra: dict) -> None:
+    """``resolve_plan`` (the dry run's numbers) and the transfer resolve through one function: what the plan states
+    is what the stages read."""
+    import torch
+
+    from ldpclient.run.options import LabelOptions
+    from ldpclient.run.plan import resolve_plan
+    from ldpclient.teachers.local import LocalTeacher
+    from ldpclient.transfer.pipeline import KnowledgeTransfer
+
+    teacher = LocalTeacher(lambda x: x.mean((2, 3)), (3, 16, 16), 3, name="channel")
+    opts = LabelOptions(private_dir=Path("."), teacher="t", public=Path("."), **extra)
+    plan = resolve_plan(opts, teacher.metadata(), identity="t", scope="t", records=40, public=120)
+    transfer = KnowledgeTransfer(teacher, plan.mechanism, mode=plan.mode, **plan.settings._asdict())
+    settled = transfer.resolved(torch.rand(40, 3, 16, 16), torch.rand(120, 3, 16, 16))
+    assert (settled.queries, settled.query_batch_size, settled.public_repeats, settled.crop, settled.student,
+            settled.mirror_check_images, settled.students) == (
+        plan.num_queries, plan.query_batch_size, plan.public_repeats, plan.settings.training.crop, plan.opts.student,
+        plan.mirror_check_images, plan.opts.students)
+    assert settled.mirror_check_images == (0 if extra.get("flip") else 120) and settled.crop == 2
+
+
+def test_the_resolved_settings_leave_nothing_to_decide() -> None:
+    """Every field of the transfer's resolved settings holds a value; None is one only where it means "none": no file
+    to save the student to, the built-in adapter."""
+    import dataclasses
+
+    from ldpclient.transfer.resolve import Resolved
+
+    optional = {f.name for f in dataclasses.fields(Resolved) if "Optional[" in str(f.type) or "None" in str(f.type)}
+    assert optional == {"checkpoint", "adapter"}
