@@ -318,7 +318,7 @@ def test_few_parameters_or_fields_are_typed_any() -> None:
 
 #: ``Any`` in the package's source (its name as a token: imports, annotations, casts), as counted now; the aim is
 #: under 100. Most are ``dict[str, Any]`` of a report or a peer's JSON document. The count may only fall.
-MOST_ANY = 360
+MOST_ANY = 359
 
 
 def test_any_is_not_used_more_than_now() -> None:

@@ -23,7 +23,7 @@ import csv
 import shutil
 import socket
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -238,7 +238,7 @@ def _run_methods(server: RunningServer, root: Path, data: _PrivateData, opts: _D
     url = server.model_url
     reference = _teacher_on_clean(server, data.images, data.labels)
     ui.info(f"demo: mock teacher at {url}")
-    common: dict[str, Any] = dict(
+    common = LabelOptions(
         private_dir=data.folder,
         teacher=url,
         mechanism=privacy_defaults.mechanism(),
@@ -253,22 +253,21 @@ def _run_methods(server: RunningServer, root: Path, data: _PrivateData, opts: _D
     )
     ui.info("demo: LDPKiT-Sup (noise each image once, query averages of pairs, train a student)")
     sup = label_run(
-        LabelOptions(**common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
-                     output=root / "labels_sup.csv", html_private=opts.html is not None,
-                     check=check_file_for(data.folder)),
+        replace(common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
+                output=root / "labels_sup.csv", html_private=opts.html is not None, check=check_file_for(data.folder)),
         ui=ui,
     ).report
     ui.stop_progress()
     ui.info("demo: SIDP (send the same releases, take the teacher's answers as labels)")
-    sidp = label_run(LabelOptions(**common, augment="none", output=root / "labels_sidp.csv"), ui=ui).report
+    sidp = label_run(replace(common, augment="none", output=root / "labels_sidp.csv"), ui=ui).report
     ui.stop_progress()
     public = None
     if opts.public:
         ui.info(f"demo: LDPKiT-Sup beside {PUBLIC_IMAGES} public digits of classes 0-4 only (the same releases, "
                 "reused)")
         public = label_run(
-            LabelOptions(**common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
-                         public=root / "public", output=root / "labels_public.csv", check=check_file_for(data.folder)),
+            replace(common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
+                    public=root / "public", output=root / "labels_public.csv", check=check_file_for(data.folder)),
             ui=ui,
         ).report
         ui.stop_progress()
