@@ -139,9 +139,7 @@ def label(
     if json_out:
         ui.print_json(result, secrets=(token,))
     elif opts.dry_run:
-        plan, warnings = result["plan"], result.get("warnings", [])
-        assert isinstance(plan, dict) and isinstance(warnings, list)  # what label_run's dry run reports
-        ui.plan_summary(plan, warnings)
+        ui.plan_summary(result)
     else:
         ui.summary(result)
 

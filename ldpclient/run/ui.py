@@ -12,7 +12,7 @@ import logging
 import sys
 import textwrap
 from contextlib import contextmanager, redirect_stdout
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping
 
 from rich.console import Console
 from rich.progress import (
@@ -244,11 +244,12 @@ class UI:
         self._table("ldpclient label: done" + (f"; the labels are {standing.upper()}" if level and standing != "usable"
                                                else ""), rows)
 
-    def plan_summary(self, plan: Mapping[str, Any], warnings: Sequence[str] = ()) -> None:
-        """``label --dry-run``: the resolved plan (:meth:`ldpclient.run.plan.RunPlan.describe`), nothing done, and
-        ``warnings``: what the plan may cross (a cap it can only bound)."""
+    def plan_summary(self, report: Mapping[str, Any]) -> None:
+        """``label --dry-run``'s ``report``: the resolved plan (:meth:`ldpclient.run.plan.RunPlan.describe`), nothing
+        done, and its ``warnings``: what the plan may cross (a cap it can only bound)."""
         if self.quiet:
             return
+        plan, warnings = report["plan"], report.get("warnings", ())
         rows = _plan_rows(plan)
         if plan.get("baseline"):
             rows.append(("baseline", f"data-free, blank queries noised as {plan['baseline']['blank_query_noise']}"))
