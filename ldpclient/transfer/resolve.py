@@ -59,13 +59,11 @@ class Resolved:
     copies are sent for the teacher to decide it; ``public_shift``: the shift of the warm-up and the check's
     copies; ``public_repeats``, ``public_held_out``: per public image, times trained on per epoch, and how many are
     held out (0 without public images); ``confusion_queries``: queries that measure the teacher's confusion (0:
-    not measured); ``member_seeds``: the seed of each student's draws (the first is ``student_seed``).
+    not measured); ``member_seeds``: the seed of each student's draws (the first is :attr:`student_seed`).
     ``checkpoint`` None: the student is not saved; ``adapter`` None: the built-in self-training adapts.
     """
 
-    mode: Mode
     kind: str
-    augment: str
     queries: int
     transforms: tuple[Transform, ...]
     upsample_mode: str
@@ -95,7 +93,6 @@ class Resolved:
     warmup: int
     confusion: bool
     confusion_queries: int
-    student_seed: int
     member_seeds: tuple[int, ...]
     adapt: bool
     adapter: Optional[SelfTrainingAdapter]
@@ -105,6 +102,11 @@ class Resolved:
     def students(self) -> int:
         """How many students learn from the same answers."""
         return len(self.member_seeds)
+
+    @property
+    def student_seed(self) -> int:
+        """The seed of the student's side of the run: the first student's draws, the held-out share."""
+        return self.member_seeds[0]
 
     def postprocessed(self, release: Release) -> ReleaseRows:
         """``release`` post-processed on demand as the private releases are (the transforms, the resize back)."""
@@ -127,8 +129,8 @@ def check_given(given: Given, mode: Mode) -> None:
 
 def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, seed: int) -> Resolved:
     """The settings of a run in ``mode`` on ``facts``, whose private records ``mechanism`` noises and whose plan is
-    drawn from ``seed``; ValueError where they contradict each other or the facts."""
-    check_given(given, mode)
+    drawn from ``seed``; ValueError where they contradict the facts (:func:`check_given`, which needs none, is the
+    transfer's to call once)."""
     p, t, a = given
     kind = "identity" if mode == Mode.SIDP else PLAN_KINDS[p.augment]
     queries = _queries(p.num_queries, facts.records, kind)
@@ -139,7 +141,7 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, see
     transforms = parse_postprocess(p.postprocess) if p.postprocess is None or isinstance(p.postprocess, str) \
         else list(p.postprocess)
     return Resolved(
-        mode=mode, kind=kind, augment=p.augment, queries=queries, transforms=tuple(transforms),
+        kind=kind, queries=queries, transforms=tuple(transforms),
         upsample_mode=p.upsample_mode, clip_queries=p.clip_queries,
         query_batch_size=query_batch_size(p.query_batch_size, facts.meta),
         rand_scale=p.rand_scale, blank_fraction=p.blank_fraction if n_blank else 0.0, n_blank=n_blank,
@@ -161,7 +163,6 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, see
         public_shift=defaults.train_crop(facts.side, True),
         warmup=t.warmup, confusion=t.confusion,
         confusion_queries=defaults.confusion_queries(facts.meta.num_classes, facts.public, kind) if t.confusion else 0,
-        student_seed=student_seed,
         member_seeds=tuple(defaults.member_seed(student_seed, m) for m in range(students)),
         adapt=bool(a.adapt), adapter=a.adapter, fuse=bool(a.fuse),
     )
