@@ -98,6 +98,14 @@ class SharedOptions:
 
 #: Most requests in flight at once (``--workers``): each holds a thread and a connection.
 MAX_WORKERS = 64
+#: The label options that stand for a bounded count of the transfer's settings, each checked against that
+#: setting's range (:data:`ldpclient.transfer.settings.BOUNDS`): ``(option, setting, LabelOptions field)``.
+COUNT_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("--queries", "num_queries", "queries"), ("--batch-size", "query_batch_size", "batch_size"),
+    ("--query-rounds", "query_rounds", "query_rounds"), ("--warmup", "warmup", "warmup"),
+    ("--students", "students", "students"), ("--epochs", "epochs", "epochs"),
+    ("--train-batch-size", "batch_size", "train_batch_size"),
+)
 
 
 @dataclass(frozen=True)
@@ -189,13 +197,8 @@ class LabelOptions(SharedOptions):
         """The counts, ranges and money options within their bounds."""
         from ..transfer.settings import check_count
 
-        for option, setting, value in (
-            ("--queries", "num_queries", self.queries), ("--batch-size", "query_batch_size", self.batch_size),
-            ("--query-rounds", "query_rounds", self.query_rounds), ("--warmup", "warmup", self.warmup),
-            ("--students", "students", self.students), ("--epochs", "epochs", self.epochs),
-            ("--train-batch-size", "batch_size", self.train_batch_size),
-        ):
-            check_count(setting, value, option)
+        for option, setting, name in COUNT_OPTIONS:
+            check_count(setting, getattr(self, name), option)
         if not (math.isfinite(self.price) and self.price >= 0):
             raise ValueError(f"--price must be a finite number >= 0, got {self.price}")
         if self.money_cap is not None and not (math.isfinite(self.money_cap) and self.money_cap >= 0):

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from ldpclient.cli.commands import app
 from ldpclient.privacy import defaults as privacy_defaults
 from ldpclient.privacy import laplace
-from ldpclient.run.options import LabelOptions, NoiseOptions
+from ldpclient.run.options import COUNT_OPTIONS, LabelOptions, NoiseOptions
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
 from ldpclient.transfer.pipeline import KnowledgeTransfer
@@ -125,14 +125,14 @@ def test_the_student_and_the_training_shift_follow_the_image_shape() -> None:
 
 
 #: The label options that stand for a transfer setting with bounds, by the setting's name.
-OPTION_FOR_SETTING = {"num_queries": ("--queries", "queries"), "query_batch_size": ("--batch-size", "batch_size"),
-                      "query_rounds": ("--query-rounds", "query_rounds"), "epochs": ("--epochs", "epochs"),
-                      "batch_size": ("--train-batch-size", "train_batch_size"), "warmup": ("--warmup", "warmup"),
-                      "students": ("--students", "students")}
+OPTION_FOR_SETTING = {setting: (option, field) for option, setting, field in COUNT_OPTIONS}
 
 
 @pytest.mark.parametrize("setting", sorted(BOUNDS))
 def test_a_count_has_one_range_for_the_library_and_the_command_line(setting: str) -> None:
+    assert set(OPTION_FOR_SETTING) == set(BOUNDS) - {"public_repeats", "crop"}  # those two have no option
+    assert [OPTION_FOR_SETTING[s][0] for s in ("num_queries", "epochs", "batch_size")] == [
+        "--queries", "--epochs", "--train-batch-size"]
     least, most = BOUNDS[setting]
     owner = PlanSettings if setting in {f.name for f in dataclasses.fields(PlanSettings)} else TrainingSettings
     outside = [least - 1] + ([most + 1] if most is not None else [])
