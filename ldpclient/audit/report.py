@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..io.document import number_or_none
 from ..names import AUGMENTATIONS, PLAN_KINDS
 from ..transfer.augment import QueryPlan
 from .denoise import build_denoisers
@@ -475,8 +476,8 @@ def _audit_rme(
     ref = mechanism if mechanism is not None else (sweep[min(sweep)] if sweep else None)
     if ref is not None:
         params = ref.guarantee(tuple(private.shape[1:])).params  # the record's shape: a reduction needs (H, W)
-        scale_b = params.get("b") or params.get("sigma")
-    report["rme"] = rme_linkage_audit(feats, float(scale_b) if scale_b else 1.0, seed=s.seed)
+        scale_b = number_or_none(params, "b") or number_or_none(params, "sigma")
+    report["rme"] = rme_linkage_audit(feats, scale_b or 1.0, seed=s.seed)
 
 
 def run_audit(

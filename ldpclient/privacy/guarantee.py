@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+
+from ..io.document import Document, JSONDict, integer, number, text
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Domain:
         """Per-element sensitivity: the largest change of one element, ``high - low``."""
         return self.high - self.low
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONDict:
         return {"low": self.low, "high": self.high, "integer": self.integer}
 
 
@@ -71,7 +72,7 @@ class Guarantee:
     delta_record: float
     elements_per_record: int
     domain: Domain
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: Document = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     public_input: bool = False
 
@@ -123,7 +124,7 @@ class Guarantee:
         """How the noise was drawn (secure integer path or float64), as the mechanism states it."""
         return str(self.params.get("sampling", "unknown"))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONDict:
         return {
             "mechanism": self.mechanism,
             "per_record": {"epsilon": self.epsilon_record, "delta": self.delta_record},
@@ -141,20 +142,20 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def coefficient_treatment(params: Mapping[str, Any]) -> str:
+def coefficient_treatment(params: Document) -> str:
     """What a ``dct`` release did to its coefficient vector, from its guarantee's ``params``: "clipped to L1 norm
     8 and noised" (Laplace, Gaussian) or "quantised into a 138-bit code and released by randomized response"
     (``quantised-rr``)."""
     if "code_bits" in params:
-        return f"quantised into a {int(params['code_bits'])}-bit code and released by randomized response"
-    return f"clipped to {params['clip_norm_kind']} norm {float(params['clip_norm']):.4g} and noised"
+        return f"quantised into a {integer(params, 'code_bits')}-bit code and released by randomized response"
+    return f"clipped to {text(params, 'clip_norm_kind')} norm {number(params, 'clip_norm'):.4g} and noised"
 
 
-def release_caution(params: Mapping[str, Any]) -> str | None:
+def release_caution(params: Document) -> str | None:
     """What a user must read before choosing a release that passes the record on nearly intact (``quantised-rr``:
     the true code with ``params["truth_probability"]``); None for a release that noises every value."""
     if "truth_probability" not in params:
         return None
-    share = 100.0 * float(params["truth_probability"])
+    share = 100.0 * number(params, "truth_probability")
     return (f"this release is as informative as its epsilon allows: the teacher receives the image's quantised low "
             f"frequencies themselves in {share:.3g} % of releases (docs/privacy.md)")

@@ -29,7 +29,7 @@ import hashlib
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
@@ -71,7 +71,9 @@ def model_spectrum(layout: DctLayout, domain: Domain) -> tuple[torch.Tensor, tor
     return torch.cat(means), torch.cat(scales)
 
 
-def check_spectrum(spectrum: Any, coefficients: int) -> tuple[torch.Tensor, torch.Tensor]:
+def check_spectrum(
+    spectrum: tuple[Sequence[float], Sequence[float]], coefficients: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A caller's ``(mean, scale)`` pair as float64 ``(K,)`` tensors: finite, scales > 0, ``K == coefficients``."""
     try:
         mean, scale = spectrum

@@ -167,7 +167,7 @@ def test_records_far_apart_release_distributions_the_guarantee_can_bound() -> No
     grid sensitivity, so the Laplace privacy loss of any output is at most the stated epsilon."""
     mech = laplace(10.0, per="record", basis="dct", coefficients=9, clip_norm=1.5)
     plan = mech._plan((1, 12, 12))
-    layout, grid = plan.values["layout"], plan.values["grid"]
+    layout, grid = plan.values.coefficient_layout, plan.values.secure_grid
     a, b = torch.zeros(1, 1, 12, 12, dtype=torch.float64), torch.ones(1, 1, 12, 12, dtype=torch.float64)
     b[..., ::2, :] = 0.0  # stripes: energy outside the DC too
     ja = snap_into_ball(layout.clip(layout.forward(a))[0], grid.gamma, grid.units // 2, "l1")

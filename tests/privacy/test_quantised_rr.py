@@ -107,7 +107,7 @@ def test_release_is_the_true_code_or_a_uniform_one_with_the_stated_probabilities
     """8x8 records, 4 coefficients, a 4-bit code (16 codes), epsilon 2: P(true code) = e^2 / (e^2 + 15)."""
     m = qrr(2.0, coefficients=4, bits=4)
     plan = m._plan((1, 8, 8))
-    code, layout = plan.values["code"], plan.values["layout"]
+    code, layout = plan.values.code, plan.values.coefficient_layout
     records = torch.rand(1, 1, 8, 8, generator=torch.Generator().manual_seed(1)).expand(60_000, 1, 8, 8)
     rel = m.release(records, generator=torch.Generator().manual_seed(2))
     assert rel.values.shape == (60_000, 4)
@@ -133,7 +133,7 @@ def test_the_empirical_epsilon_audit_passes_and_a_whole_code_event_comes_close_t
     a = m.release(low, generator=torch.Generator().manual_seed(3)).values
     b = m.release(high, generator=torch.Generator().manual_seed(4)).values
     plan = m._plan((1, 4, 4))
-    code, layout = plan.values["code"], plan.values["layout"]
+    code, layout = plan.values.code, plan.values.coefficient_layout
     target = code.decode(code.encode(layout.forward(low[:1])))[0].float()  # the true code of x, as released
     pa = float((a == target).all(1).double().mean())
     pb = float((b == target).all(1).double().mean())
@@ -193,7 +193,7 @@ def test_rand_noise_has_the_quantisation_error_scale() -> None:
     m = qrr(30.0, coefficients=6)
     plan = m._plan((1, 8, 8))
     noise = m._noise((20_000, 6), plan, torch.Generator().manual_seed(0))
-    assert torch.allclose(noise.std(0), plan.values["code"].error_scale(), rtol=0.05)
+    assert torch.allclose(noise.std(0), plan.values.code.error_scale(), rtol=0.05)
     pixels = m.noise((5, 1, 8, 8), generator=torch.Generator().manual_seed(0))
     assert pixels.shape == (5, 1, 8, 8)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Callable
 
 
 class LedgerError(Exception):
@@ -42,7 +42,7 @@ class BudgetExceeded(LedgerError):
         self.cap_epsilon = cap_epsilon
         self.cap_delta = cap_delta
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Callable[[str], BudgetExceeded], tuple[str]]:
         """Pickled with its attributes (a worker's refusal reaches the driver whole)."""
         return partial(type(self), **self.__dict__), (str(self),)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
@@ -10,13 +10,24 @@ from .. import discrete as dsc
 from ..guarantee import Domain
 from ..preprocess import check_epsilon, check_probability
 from ..sampling import DiscreteLaplaceSampler, discrete_laplace_sampler
-from .elementwise import Elementwise, Plan, fmt
+from .elementwise import Elementwise, Plan, PlanValues, fmt
 from .grid import check_noise_scale
 from .registry import register_mechanism
 
 
+@dataclass(frozen=True, kw_only=True)
+class DiscreteTLDPValues(PlanValues):
+    """``sampler``: keep-or-noise offsets in one integer draw; ``b``: the discrete Laplace scale (integer units)."""
+
+    sampler: DiscreteLaplaceSampler
+    b: float
+
+    def noise_scales(self) -> dict[str, float]:
+        return {"b": self.b}
+
+
 @register_mechanism("discrete-tldp", rank=60)
-class DiscreteTLDPMechanism(Elementwise):
+class DiscreteTLDPMechanism(Elementwise[DiscreteTLDPValues]):
     """Discrete TLDP on an integer domain: keep with probability p, else add discrete Laplace(b) noise.
 
     Exact per-element loss ``ln(1 + p/((1-p) c)) + D/b`` (D = high - low,
@@ -63,7 +74,7 @@ class DiscreteTLDPMechanism(Elementwise):
         if self.epsilon is None or self.per == "element":
             self._plan_for_elements(1)  # validate now (feasibility, sampler range): independent of I here
 
-    def _extra_config(self) -> dict[str, Any]:
+    def _extra_config(self) -> dict[str, object]:
         return {"epsilon": self.epsilon, "p": self.p, "b": self.b, "round_inputs": self.round_inputs}
 
     def _solve(self, eps_target: float | None) -> tuple[float, float]:
@@ -85,7 +96,7 @@ class DiscreteTLDPMechanism(Elementwise):
 
     def _make_plan(
         self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
-    ) -> Plan:
+    ) -> Plan[DiscreteTLDPValues]:
         d = self.sensitivity
         target = None if self.epsilon is None else self._eps_element(self.epsilon, n_elem)
         p, b = self._solve(target)
@@ -122,15 +133,15 @@ class DiscreteTLDPMechanism(Elementwise):
             f"inputs are clipped to {{{int(self.domain.low)}..{int(self.domain.high)}}} and rounded to integers"
             " before noise; outputs are integers and are not clipped (clip as post-processing if wanted)",
         )
-        return self._pure_plan(eps_true, n_elem, params, notes, {"sampler": sampler, "b": b})
+        return self._pure_plan(eps_true, n_elem, params, notes, DiscreteTLDPValues(sampler=sampler, b=b))
 
-    def _apply(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _apply(self, x: torch.Tensor, plan: Plan[DiscreteTLDPValues], gen: torch.Generator) -> torch.Tensor:
         # keep-or-noise in one draw: the offset law is p 1[z=0] + (1-p) c e^(-|z|/b)
-        z: torch.Tensor = plan.values["sampler"].sample(x.shape, gen)
+        z = plan.values.sampler.sample(x.shape, gen)
         return z.add_(x.to(torch.int64))
 
-    def _noise(self, shape: tuple[int, ...], plan: Plan, gen: torch.Generator) -> torch.Tensor:
-        return discrete_laplace_sampler(plan.values["b"], 0.0).sample(shape, gen).to(torch.float64)
+    def _noise(self, shape: tuple[int, ...], plan: Plan[DiscreteTLDPValues], gen: torch.Generator) -> torch.Tensor:
+        return discrete_laplace_sampler(plan.values.b, 0.0).sample(shape, gen).to(torch.float64)
 
 
 #: The factory by its CLI name: ``discrete_tldp(epsilon=None, p=None, b=None, per=..., domain=..., reduction=...,

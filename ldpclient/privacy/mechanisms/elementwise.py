@@ -16,8 +16,8 @@ after reduction. Sensitivity is ``Δ = domain.high - domain.low`` per element.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence, TypedDict
+from dataclasses import dataclass
+from typing import ClassVar, Generic, Sequence, TypedDict, TypeVar
 
 import torch
 
@@ -27,7 +27,7 @@ from ..guarantee import Domain, Guarantee
 from ..preprocess import check_domain, check_per, check_reduction, elements, prepare, released_shape
 from ..release import _RELEASE_TOKEN, Release
 from ..sampling import make_generator
-from .grid import check_noise_scale, grid_of
+from .grid import SecureGrid, check_noise_scale
 
 #: How each path draws its noise (``Guarantee.params["sampling"]``; reports show it for every run).
 FLOAT_SAMPLING = "float64 (not hardened against the floating-point attack)"
@@ -69,16 +69,53 @@ def fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-@dataclass
-class Plan:
+#: A guarantee's parameters as reports state them (JSON values: numbers, strings, lists).
+Params = dict[str, object]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanValues:
+    """What a mechanism samples with for one record shape, beside its guarantee.
+
+    ``layout``: the DCT layout of a ``dct`` release (None: pixels); ``grid``: the secure path's lattice (None: the
+    float path). Each mechanism adds its own noise's values (domain units) in a subclass.
+    """
+
+    layout: DctLayout | None = None
+    grid: SecureGrid | None = None
+
+    def noise_scales(self) -> dict[str, float]:
+        """The noise scales by name (``b``, ``sigma``; domain units) that must be representable."""
+        return {}
+
+    @property
+    def coefficient_layout(self) -> DctLayout:
+        """The layout of a ``dct`` release; a pixel plan has none."""
+        if self.layout is None:
+            raise TypeError("a pixel release has no coefficient layout")
+        return self.layout
+
+    @property
+    def secure_grid(self) -> SecureGrid:
+        """The grid of a secure release; a float-path plan has none."""
+        if self.grid is None:
+            raise TypeError("a float-path release has no grid")
+        return self.grid
+
+
+V = TypeVar("V", bound=PlanValues)
+
+
+@dataclass(frozen=True)
+class Plan(Generic[V]):
     """Shape-dependent parameters of one mechanism for one record shape."""
 
     guarantee: Guarantee
     elements: int
-    values: dict[str, Any] = field(default_factory=dict)
+    values: V
 
 
-class Elementwise(Mechanism):
+class Elementwise(Mechanism, Generic[V]):
     """Shared release path: validate, clip, reduce, noise each element; float64 inside, float32 out."""
 
     name = "abstract"
@@ -115,7 +152,7 @@ class Elementwise(Mechanism):
                     "(per='record', --epsilon-unit record)"
                 )
         self.round_inputs = False  # integer domains: refuse non-integer floats unless a mechanism opts in
-        self._plans: dict[tuple[Any, ...], Plan] = {}
+        self._plans: dict[tuple[int | str, ...], Plan[V]] = {}
 
     # -- subclasses ---------------------------------------------------------------------------
     def _guarantee(
@@ -125,7 +162,7 @@ class Elementwise(Mechanism):
         eps_r: float,
         delta_r: float,
         n_elem: int,
-        params: dict[str, Any],
+        params: Params,
         notes: Sequence[str],
     ) -> Guarantee:
         """The guarantee of one release: epsilon (nats) and delta per element and per record of ``n_elem``."""
@@ -143,26 +180,26 @@ class Elementwise(Mechanism):
 
     def _make_plan(
         self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
-    ) -> Plan:
+    ) -> Plan[V]:
         """Parameters and guarantee for one record shape (``noise_only``: element parameters suffice)."""
         raise NotImplementedError
 
-    def _apply(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _apply(self, x: torch.Tensor, plan: Plan[V], gen: torch.Generator) -> torch.Tensor:
         raise NotImplementedError
 
-    def _noise(self, shape: tuple[int, ...], plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _noise(self, shape: tuple[int, ...], plan: Plan[V], gen: torch.Generator) -> torch.Tensor:
         raise NotImplementedError
 
-    def _extra_config(self) -> dict[str, Any]:
+    def _extra_config(self) -> dict[str, object]:
         return {}
 
-    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan:
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan[V]:
         """Calibration and guarantee of a record-level release of ``layout``'s coefficient vector
         (sensitivity ``2 * layout.clip_norm`` in ``layout.norm``); mechanisms with a ``coefficient_norm``."""
         raise NotImplementedError
 
     # -- Mechanism API ------------------------------------------------------------------------
-    def _plan(self, record_shape: Sequence[int]) -> Plan:
+    def _plan(self, record_shape: Sequence[int]) -> Plan[V]:
         key = tuple(int(s) for s in record_shape)
         plan = self._plans.get(key)
         if plan is None:
@@ -173,7 +210,7 @@ class Elementwise(Mechanism):
             else:
                 rel = released_shape(key, self.reduction)
                 plan = self._make_plan(key, rel, elements(rel))
-            check_noise_scale(self.name, plan.values)
+            check_noise_scale(self.name, plan.values.noise_scales())
             self._plans[key] = plan
         return plan
 
@@ -204,13 +241,13 @@ class Elementwise(Mechanism):
             record_shape,
             reduction=self.reduction,
             clipped_elements=clipped,
-            basis=plan.values.get("layout"),
+            basis=plan.values.layout,
             _token=_RELEASE_TOKEN,
         )
 
     def reconstruction(self, record_shape: Sequence[int]) -> DctLayout | None:
         """The DCT layout of a ``dct`` release of records of ``record_shape``; None for pixels."""
-        return self._plan(record_shape).values.get("layout") if self.basis == "dct" else None
+        return self._plan(record_shape).values.layout if self.basis == "dct" else None
 
     def noise(
         self,
@@ -230,7 +267,7 @@ class Elementwise(Mechanism):
             raise ValueError(f"noise shape must be (Q, *released_shape) with positive sizes, got {shape}")
         if self.basis == "dct":  # noise on the coefficients of records of shape[1:], mapped to pixels
             plan = self._plan(shape[1:])
-            layout: DctLayout = plan.values["layout"]
+            layout = plan.values.coefficient_layout
             coef_noise = self._noise((shape[0], layout.coefficients), plan, make_generator(generator))
             return layout.inverse(coef_noise.to(torch.float64), origin=False).to(torch.float32)
         n_elem = elements(shape[1:]) if elements_per_record is None else int(elements_per_record)
@@ -239,24 +276,24 @@ class Elementwise(Mechanism):
         plan = self._plan_for_elements(n_elem)
         return self._noise(shape, plan, make_generator(generator)).to(torch.float32)
 
-    def _release_coefficients(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _release_coefficients(self, x: torch.Tensor, plan: Plan[V], gen: torch.Generator) -> torch.Tensor:
         """Basis ``dct``: transform, clip each record's vector into the norm ball, noise it: ``(N, K)`` float64
         (the release's :meth:`~ldpclient.privacy.Release.upsampled` rebuilds the records).
 
         Secure path: the clipped coefficients are snapped toward zero onto the grid (their integer norm checked,
         :func:`~ldpclient.privacy.basis.snap_into_ball`) and get integer noise in grid units.
         """
-        layout: DctLayout = plan.values["layout"]
+        layout = plan.values.coefficient_layout
         coef, _ = layout.clip(layout.forward(x))
-        if plan.values.get("grid") is not None:
-            grid = grid_of(plan.values)
+        grid = plan.values.grid
+        if grid is not None:
             j = snap_into_ball(coef, grid.gamma, grid.units // 2, layout.norm)
             noisy = j.add_(grid.sampler.sample(j.shape, gen)).to(torch.float64).mul_(grid.gamma)
         else:
             noisy = coef + self._noise(tuple(coef.shape), plan, gen).to(torch.float64)
         return noisy
 
-    def _plan_for_elements(self, n_elem: int) -> Plan:
+    def _plan_for_elements(self, n_elem: int) -> Plan[V]:
         # The noising branch depends only on I (not on weights or the spatial layout). Cached:
         # LDPKiT-Rand asks for noise once per query, and calibration (e.g. analytic Gaussian) is costly.
         key = ("noise", n_elem)
@@ -265,9 +302,10 @@ class Elementwise(Mechanism):
             plan = self._plans[key] = self._make_plan((n_elem,), (n_elem,), n_elem, noise_only=True)
         return plan
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, object]:
         """JSON-serialisable parameters (ledger key, reports)."""
-        cfg = {"name": self.name, "per": self.per, "domain": self.domain.as_dict(), "reduction": self.reduction}
+        cfg: dict[str, object] = {"name": self.name, "per": self.per, "domain": self.domain.as_dict(),
+                                  "reduction": self.reduction}
         if self.basis != "pool":  # pooled configs keep their old keys: a ledger's stored releases still match
             cfg.update({"basis": self.basis, "coefficients": self.coefficients, "clip_norm": self.clip_norm})
         cfg.update(self._extra_config())
@@ -282,8 +320,8 @@ class Elementwise(Mechanism):
         return epsilon if self.per == "element" else epsilon / n_elem
 
     def _pure_plan(
-        self, eps_element: float, n_elem: int, params: dict[str, Any], notes: tuple[str, ...], values: dict[str, Any]
-    ) -> Plan:
+        self, eps_element: float, n_elem: int, params: Params, notes: tuple[str, ...], values: V
+    ) -> Plan[V]:
         """Plan of a pure-LDP mechanism: delta 0, the record's n_elem elements compose to n_elem x eps."""
         g = Guarantee(
             mechanism=self.name,
@@ -298,7 +336,7 @@ class Elementwise(Mechanism):
         )
         return Plan(g, n_elem, values)
 
-    def _coefficient_params(self, layout: DctLayout) -> dict[str, Any]:
+    def _coefficient_params(self, layout: DctLayout) -> Params:
         """The guarantee's parameters every basis-``dct`` release states (sensitivity: record level, 2C)."""
         return {
             "per": "record",
@@ -323,7 +361,7 @@ class Elementwise(Mechanism):
             " one coefficient may carry the whole sensitivity, so the per-element figures equal the per-record ones",
         ]
 
-    def _common_params(self, n_elem: int, rel_shape: tuple[int, ...]) -> dict[str, Any]:
+    def _common_params(self, n_elem: int, rel_shape: tuple[int, ...]) -> Params:
         return {
             "per": self.per,
             "sensitivity": self.domain.width,

@@ -4,7 +4,7 @@ the discrete Gaussian on a grid by default."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
@@ -14,13 +14,23 @@ from ..basis import DctLayout
 from ..guarantee import Domain
 from ..preprocess import check_delta, check_epsilon
 from ..sampling import gaussian_noise
-from .elementwise import DEFAULT_DELTA, FLOAT_SAMPLING, SECURE_GAUSSIAN_SAMPLING, Elementwise, Plan, fmt
-from .grid import Grid, check_noise_scale, check_secure, fit_below, gaussian_grid, grid_of
+from .elementwise import DEFAULT_DELTA, FLOAT_SAMPLING, SECURE_GAUSSIAN_SAMPLING, Elementwise, Plan, PlanValues, fmt
+from .grid import GaussianGrid, check_noise_scale, check_secure, fit_below, gaussian_grid
 from .registry import register_mechanism
 
 
+@dataclass(frozen=True, kw_only=True)
+class GaussianValues(PlanValues):
+    """``sigma``: the standard deviation of each element's (coefficient's) noise, domain units."""
+
+    sigma: float
+
+    def noise_scales(self) -> dict[str, float]:
+        return {"sigma": self.sigma}
+
+
 @register_mechanism("gaussian", rank=20)
-class GaussianMechanism(Elementwise):
+class GaussianMechanism(Elementwise[GaussianValues]):
     """Gaussian noise at (epsilon, delta) per element or per record.
 
     ``secure=True`` (default): the discrete Gaussian on a grid (Canonne, Kamath &
@@ -62,12 +72,12 @@ class GaussianMechanism(Elementwise):
         self.delta = check_delta(delta, allow_large=allow_large_delta)
         self.secure = check_secure(secure)
 
-    def _extra_config(self) -> dict[str, Any]:
+    def _extra_config(self) -> dict[str, object]:
         return {"epsilon": self.epsilon, "delta": self.delta, "secure": self.secure}
 
     def _make_plan(
         self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
-    ) -> Plan:
+    ) -> Plan[GaussianValues]:
         d = self.domain.width
         l2_rec = d * math.sqrt(n_elem)
         sigma = ag.calibrate_sigma(self.epsilon, self.delta, d if self.per == "element" else l2_rec)
@@ -104,9 +114,9 @@ class GaussianMechanism(Elementwise):
             "float sampling path (not hardened against the floating-point attack; secure=True is)",
         )
         g = self._guarantee(eps_e, self.delta, eps_r, self.delta, n_elem, params, notes)
-        return Plan(g, n_elem, {"sigma": sigma})
+        return Plan(g, n_elem, GaussianValues(sigma=sigma))
 
-    def _fit_discrete_gaussian(self, domain: Domain, rho_scale: int, copies: int) -> tuple[Grid, float, float]:
+    def _fit_discrete_gaussian(self, domain: Domain, rho_scale: int, copies: int) -> tuple[GaussianGrid, float, float]:
         """The grid (on ``domain``) and the zCDP ``rho`` of one grid-sensitivity unit such that ``rho_scale`` of
         them, plus the sampler's rounding on ``copies`` coordinates, meet (epsilon, delta): the realised
         ``epsilon_for(rho_scale * rho, delta_ideal) + copies * excess`` and ``delta_ideal + copies * tv`` are at
@@ -115,7 +125,9 @@ class GaussianMechanism(Elementwise):
         delta_ideal = self.delta * (1.0 - 1e-6)
         for _ in range(2):
 
-            def bound(target: float, delta_ideal: float = delta_ideal) -> tuple[float, Any, float]:
+            def bound(
+                target: float, delta_ideal: float = delta_ideal
+            ) -> tuple[float, tuple[GaussianGrid, float], float]:
                 grid, rho = gaussian_grid(domain, zcdp.rho_for(target, delta_ideal) / rho_scale, self.name)
                 eps = zcdp.epsilon_for(rho_scale * rho, delta_ideal) + copies * grid.sampler.epsilon_excess(grid.units)
                 return eps, (grid, rho), target
@@ -135,11 +147,11 @@ class GaussianMechanism(Elementwise):
         # pragma: no cover
         raise ValueError(f"{self.name}: could not fit the sampler's rounding below delta={self.delta}")
 
-    def _secure_plan(self, rel_shape: tuple[int, ...], n_elem: int) -> Plan:
+    def _secure_plan(self, rel_shape: tuple[int, ...], n_elem: int) -> Plan[GaussianValues]:
         """Discrete Gaussian: fit the grid variance so the realised figure (with sampler excess) meets the target."""
         scale = 1 if self.per == "element" else n_elem  # the target is stated for 1 or for all I elements
 
-        def realised(grid: Grid, rho_e: float, delta_ideal: float) -> tuple[float, float, float, float]:
+        def realised(grid: GaussianGrid, rho_e: float, delta_ideal: float) -> tuple[float, float, float, float]:
             excess, tv = grid.sampler.epsilon_excess(grid.units), grid.sampler.tv_bound()
             eps_e = zcdp.epsilon_for(rho_e, delta_ideal) + excess
             eps_r = zcdp.epsilon_for(n_elem * rho_e, delta_ideal) + n_elem * excess
@@ -182,9 +194,9 @@ class GaussianMechanism(Elementwise):
             "grid",
         )
         g = self._guarantee(eps_e, delta_e, eps_r, delta_r, n_elem, params, notes)
-        return Plan(g, n_elem, {"grid": grid, "sigma": sigma})
+        return Plan(g, n_elem, GaussianValues(grid=grid, sigma=sigma))
 
-    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan:
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan[GaussianValues]:
         """Basis ``dct``: Gaussian noise on each of the K coefficients of a vector clipped to L2 norm C, at
         (epsilon, delta) per record for the L2 sensitivity 2C (secure: discrete Gaussian, zCDP, CKS Cor 13)."""
         k, c = layout.coefficients, layout.clip_norm
@@ -200,7 +212,7 @@ class GaussianMechanism(Elementwise):
                          f" sensitivity {fmt(2 * c)})")
             notes.append("float sampling path (not hardened against the floating-point attack; secure=True is)")
             g = self._guarantee(self.epsilon, self.delta, self.epsilon, self.delta, k, params, notes)
-            return Plan(g, k, {"layout": layout, "sigma": sigma})
+            return Plan(g, k, GaussianValues(layout=layout, sigma=sigma))
         ball = Domain(-c, c)  # the grid's width 2C is the L2 sensitivity, in grid units ``grid.units``
         grid, rho, delta_ideal = self._fit_discrete_gaussian(ball, 1, k)  # each of the K coefficients may differ
         eps_bound = zcdp.epsilon_for(rho, delta_ideal) + k * grid.sampler.epsilon_excess(grid.units)
@@ -229,17 +241,17 @@ class GaussianMechanism(Elementwise):
             f" by CKS 2020 Cor 13; the sampler's rounding over {k} coefficients is included"
         )
         g = self._guarantee(self.epsilon, self.delta, self.epsilon, self.delta, k, params, notes)
-        return Plan(g, k, {"layout": layout, "grid": grid, "sigma": sigma})
+        return Plan(g, k, GaussianValues(layout=layout, grid=grid, sigma=sigma))
 
-    def _apply(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _apply(self, x: torch.Tensor, plan: Plan[GaussianValues], gen: torch.Generator) -> torch.Tensor:
         if self.secure:
-            return grid_of(plan.values).apply(x, gen)
-        return x + gaussian_noise(x.shape, plan.values["sigma"], gen)
+            return plan.values.secure_grid.apply(x, gen)
+        return x + gaussian_noise(x.shape, plan.values.sigma, gen)
 
-    def _noise(self, shape: tuple[int, ...], plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _noise(self, shape: tuple[int, ...], plan: Plan[GaussianValues], gen: torch.Generator) -> torch.Tensor:
         if self.secure:
-            return grid_of(plan.values).noise(shape, gen)
-        return gaussian_noise(shape, plan.values["sigma"], gen)
+            return plan.values.secure_grid.noise(shape, gen)
+        return gaussian_noise(shape, plan.values.sigma, gen)
 
 
 #: The factory by its CLI name: ``gaussian(epsilon, delta=1e-5, per=..., domain=..., reduction=..., secure=...)``.

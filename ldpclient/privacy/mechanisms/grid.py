@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Generic, Mapping, Protocol, Sequence, TypeVar
 
 import torch
 
-from ..discrete_gaussian import MAX_VARIANCE_UNITS, discrete_gaussian_sampler
+from ..discrete_gaussian import MAX_VARIANCE_UNITS, DiscreteGaussianSampler, discrete_gaussian_sampler
 from ..guarantee import Domain
-from ..sampling import discrete_laplace_sampler
+from ..sampling import DiscreteLaplaceSampler, discrete_laplace_sampler
 
 #: Largest noise scale (domain units) a release can carry: noised values are stored as float32
 #: (max about 3.4e38), and a draw may reach about 50 scales. Beyond it the release would hold inf.
@@ -24,19 +24,32 @@ MAX_NOISE_SCALE = 1e30
 MAX_GRID_BITS = 20
 
 
-def check_noise_scale(name: str, values: dict[str, Any]) -> None:
-    """Refuse, before any sampling or charge, a calibration whose noise cannot be represented."""
-    for key in ("b", "sigma"):
-        scale = values.get(key)
-        if scale is not None and not (math.isfinite(float(scale)) and float(scale) <= MAX_NOISE_SCALE):
+def check_noise_scale(name: str, scales: Mapping[str, float]) -> None:
+    """Refuse, before any sampling or charge, a calibration whose noise cannot be represented (``scales``: the
+    noise scales by name, ``b`` or ``sigma``, domain units)."""
+    for key, scale in scales.items():
+        if not (math.isfinite(float(scale)) and float(scale) <= MAX_NOISE_SCALE):
             raise ValueError(
                 f"{name}: this epsilon gives a noise scale {key} = {float(scale):.3g} (domain units), too large for "
                 f"a release to hold (limit {MAX_NOISE_SCALE:.0e}); choose a larger --epsilon"
             )
 
 
+class IntegerSampler(Protocol):
+    """A secure sampler of integer noise in grid units (the discrete Laplace and discrete Gaussian tables)."""
+
+    def sample(self, shape: Sequence[int], generator: torch.Generator) -> torch.Tensor:
+        """int64 noise of ``shape``."""
+
+    def epsilon_excess(self, sensitivity: int) -> float:
+        """The epsilon (nats) the tables' rounding adds for a sensitivity of ``sensitivity`` grid units."""
+
+
+S = TypeVar("S", bound=IntegerSampler, covariant=True)
+
+
 @dataclass(frozen=True)
-class Grid:
+class Grid(Generic[S]):
     """The secure path's lattice: values ``low + j * gamma`` (j an int), integer noise in grid units.
 
     ``units``: the per-element sensitivity in grid units (``Δ / gamma``, a power of two);
@@ -46,7 +59,7 @@ class Grid:
     low: float
     gamma: float
     units: int
-    sampler: Any
+    sampler: S
 
     def snap(self, x: torch.Tensor) -> torch.Tensor:
         """Grid index of each (clipped) value: ``round((x - low) / gamma)``, kept in ``0..units`` (int64).
@@ -71,10 +84,10 @@ class Grid:
         return out
 
 
-def grid_of(values: dict[str, Any]) -> Grid:
-    """The secure grid a plan holds (``values["grid"]``), typed."""
-    grid: Grid = values["grid"]
-    return grid
+#: The grid of each secure sampler, and of either.
+LaplaceGrid = Grid[DiscreteLaplaceSampler]
+GaussianGrid = Grid[DiscreteGaussianSampler]
+SecureGrid = Grid[IntegerSampler]
 
 
 def check_secure(secure: object) -> bool:
@@ -93,7 +106,7 @@ def grid_bits_for(scale_over_width: float) -> int:
     return min(MAX_GRID_BITS, max(1, math.floor(math.log2(1024.0 / scale_over_width))))
 
 
-def gaussian_grid(domain: Domain, rho_element: float, name: str) -> tuple[Grid, float]:
+def gaussian_grid(domain: Domain, rho_element: float, name: str) -> tuple[GaussianGrid, float]:
     """Grid and discrete Gaussian sampler giving at most ``rho_element``-zCDP per element; returns (grid, realised
     rho)."""
     bits = grid_bits_for(1.0 / math.sqrt(2.0 * rho_element))
@@ -108,7 +121,7 @@ def gaussian_grid(domain: Domain, rho_element: float, name: str) -> tuple[Grid, 
     return grid, units * units / (2.0 * variance)
 
 
-def laplace_grid(domain: Domain, eps_element: float, grid_bits: int | None) -> Grid:
+def laplace_grid(domain: Domain, eps_element: float, grid_bits: int | None) -> LaplaceGrid:
     """Grid and secure discrete Laplace sampler of scale ``units / eps_element`` grid units (no fitting).
 
     ``grid_bits=None``: :func:`grid_bits_for` the scale ``b = Δ / eps_element``.
@@ -117,7 +130,10 @@ def laplace_grid(domain: Domain, eps_element: float, grid_bits: int | None) -> G
     return Grid(domain.low, domain.width / units, units, discrete_laplace_sampler(units / eps_element))
 
 
-def fit_below(target: float, bound: Callable[[float], tuple[float, Any, float]]) -> tuple[float, Any, float]:
+T = TypeVar("T")
+
+
+def fit_below(target: float, bound: Callable[[float], tuple[float, T, float]]) -> tuple[float, T, float]:
     """Shrink the parameter target until the rigorous bound (ideal + rounding excess) is <= target."""
     t = target
     for _ in range(8):

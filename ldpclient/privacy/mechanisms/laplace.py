@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
@@ -10,13 +10,23 @@ from ..basis import DctLayout
 from ..guarantee import Domain
 from ..preprocess import check_epsilon
 from ..sampling import laplace_noise
-from .elementwise import FLOAT_SAMPLING, SECURE_LAPLACE_SAMPLING, Elementwise, Plan, fmt
-from .grid import Grid, check_noise_scale, check_secure, fit_below, grid_of, laplace_grid
+from .elementwise import FLOAT_SAMPLING, SECURE_LAPLACE_SAMPLING, Elementwise, Plan, PlanValues, fmt
+from .grid import LaplaceGrid, check_noise_scale, check_secure, fit_below, laplace_grid
 from .registry import register_mechanism
 
 
+@dataclass(frozen=True, kw_only=True)
+class LaplaceValues(PlanValues):
+    """``b``: the Laplace scale of each element's (coefficient's) noise, domain units."""
+
+    b: float
+
+    def noise_scales(self) -> dict[str, float]:
+        return {"b": self.b}
+
+
 @register_mechanism("laplace", rank=10)
-class LaplaceMechanism(Elementwise):
+class LaplaceMechanism(Elementwise[LaplaceValues]):
     """Laplace noise, scale ``b = Δ / eps_elem`` per element: pure eps_elem-LDP per element,
     ``I * eps_elem`` per record (exact: all I elements may change).
 
@@ -53,15 +63,15 @@ class LaplaceMechanism(Elementwise):
             raise ValueError(f"grid_bits must be None or an int in [1, 30], got {grid_bits!r}")
         self.grid_bits = grid_bits
 
-    def _extra_config(self) -> dict[str, Any]:
-        cfg: dict[str, Any] = {"epsilon": self.epsilon, "secure": self.secure}
+    def _extra_config(self) -> dict[str, object]:
+        cfg: dict[str, object] = {"epsilon": self.epsilon, "secure": self.secure}
         if self.secure:
             cfg["grid_bits"] = self.grid_bits
         return cfg
 
     def _make_plan(
         self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
-    ) -> Plan:
+    ) -> Plan[LaplaceValues]:
         delta_w = self.domain.width
         eps_e = self._eps_element(self.epsilon, n_elem)
         params = self._common_params(n_elem, rel_shape)
@@ -70,17 +80,16 @@ class LaplaceMechanism(Elementwise):
             f" the record's {n_elem} elements compose to {n_elem} x {fmt(eps_e)} (all may change)",
             f"inputs are clipped to the declared domain [{self.domain.low}, {self.domain.high}] before noise",
         ]
-        values: dict[str, Any] = {}
         if not self.secure:
             b = delta_w / eps_e
             eps_true = eps_e
             params.update({"b": b, "secure": False, "sampling": FLOAT_SAMPLING})
-            values["b"] = b
+            values = LaplaceValues(b=b)
             notes.append("float sampling path (not hardened against the floating-point attack; secure=True is)")
         else:
             check_noise_scale(self.name, {"b": delta_w / eps_e})
 
-            def bound(target: float) -> tuple[float, Grid, float]:
+            def bound(target: float) -> tuple[float, LaplaceGrid, float]:
                 grid = laplace_grid(self.domain, target, self.grid_bits)
                 return grid.units / grid.sampler.scale + grid.sampler.epsilon_excess(grid.units), grid, target
 
@@ -100,7 +109,7 @@ class LaplaceMechanism(Elementwise):
                     "sampling": SECURE_LAPLACE_SAMPLING,
                 }
             )
-            values.update({"grid": grid, "b": b})
+            values = LaplaceValues(grid=grid, b=b)
             notes.append(
                 f"secure path: input snapped to a grid of {fmt(grid.gamma)}, discrete Laplace noise from integer"
                 f" tables; table rounding adds at most {excess:.2g} to the per-element epsilon (included in the "
@@ -108,23 +117,22 @@ class LaplaceMechanism(Elementwise):
             )
         return self._pure_plan(eps_true, n_elem, params, tuple(notes), values)
 
-    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan:
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan[LaplaceValues]:
         """Basis ``dct``: Laplace noise of scale ``b = 2C / epsilon`` on each of the K coefficients of a vector
         clipped to L1 norm C: pure epsilon-LDP per record (L1 sensitivity 2C)."""
         k, c = layout.coefficients, layout.clip_norm
         ball = Domain(-c, c)  # the grid's width 2C is the L1 sensitivity
         params = self._coefficient_params(layout)
         notes = self._coefficient_notes(layout)
-        values: dict[str, Any] = {"layout": layout}
         if not self.secure:
             b = 2.0 * c / self.epsilon
             params.update({"b": b, "secure": False, "sampling": FLOAT_SAMPLING})
-            values["b"] = b
+            values = LaplaceValues(layout=layout, b=b)
             notes.append("float sampling path (not hardened against the floating-point attack; secure=True is)")
         else:
             check_noise_scale(self.name, {"b": 2.0 * c / self.epsilon})
 
-            def bound(target: float) -> tuple[float, Grid, float]:
+            def bound(target: float) -> tuple[float, LaplaceGrid, float]:
                 grid = laplace_grid(ball, target, self.grid_bits)
                 excess = k * grid.sampler.epsilon_excess(grid.units)  # each of the K coefficients may differ
                 return grid.units / grid.sampler.scale + excess, grid, target
@@ -135,28 +143,28 @@ class LaplaceMechanism(Elementwise):
             params.update({"b": b, "epsilon_record_bound": eps_bound, "secure": True, "grid": grid.gamma,
                            "grid_bits": grid.units.bit_length() - 1, "scale_grid_units": grid.sampler.scale,
                            "epsilon_quantisation_excess": k * excess, "sampling": SECURE_LAPLACE_SAMPLING})
-            values.update({"grid": grid, "b": b})
+            values = LaplaceValues(layout=layout, grid=grid, b=b)
             notes.append(
                 f"secure path: coefficients snapped toward zero onto a grid of {fmt(grid.gamma)} (their integer L1 norm"
                 f" checked), discrete Laplace noise from integer tables; table rounding adds at most {k * excess:.2g}"
                 " to the per-record epsilon (included in the figures)"
             )
-        notes.append(f"Laplace noise of scale b = {fmt(values['b'])} on each coefficient: pure LDP, epsilon"
+        notes.append(f"Laplace noise of scale b = {fmt(values.b)} on each coefficient: pure LDP, epsilon"
                      f" {fmt(self.epsilon)} per record")
         g = self._guarantee(self.epsilon, 0.0, self.epsilon, 0.0, k, params, notes)
         return Plan(g, k, values)
 
-    def _apply(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _apply(self, x: torch.Tensor, plan: Plan[LaplaceValues], gen: torch.Generator) -> torch.Tensor:
         v = plan.values
         if not self.secure:
-            return laplace_noise(x.shape, v["b"], gen).add_(x)
-        return grid_of(v).apply(x, gen)
+            return laplace_noise(x.shape, v.b, gen).add_(x)
+        return v.secure_grid.apply(x, gen)
 
-    def _noise(self, shape: tuple[int, ...], plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _noise(self, shape: tuple[int, ...], plan: Plan[LaplaceValues], gen: torch.Generator) -> torch.Tensor:
         v = plan.values
         if not self.secure:
-            return laplace_noise(shape, v["b"], gen)
-        return grid_of(v).noise(shape, gen)
+            return laplace_noise(shape, v.b, gen)
+        return v.secure_grid.noise(shape, gen)
 
 
 #: The factory by its CLI name: ``laplace(epsilon, per=..., domain=..., reduction=..., secure=..., grid_bits=...)``.

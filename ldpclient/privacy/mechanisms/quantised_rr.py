@@ -25,9 +25,10 @@ spreads its noise over every coefficient and carries far less.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
@@ -36,7 +37,7 @@ from ..guarantee import Domain, release_caution
 from ..preprocess import check_epsilon
 from ..quantise import MAX_BITS, CoefficientCode, best_total_bits, check_spectrum, code_for, spectrum_of
 from ..sampling import ONE, gaussian_noise, uniform_int62
-from .elementwise import Elementwise, Plan, fmt
+from .elementwise import Elementwise, Params, Plan, PlanValues, fmt
 from .registry import register_mechanism
 
 #: How the release is drawn (``Guarantee.params["sampling"]``).
@@ -70,8 +71,17 @@ def truth_probability(total_bits: int, units: int) -> float:
     return 1.0 - share * (1.0 - 2.0 ** -total_bits)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CodeValues(PlanValues):
+    """``code``: the coefficients' quantisation into one code; ``units``: the chance of a uniform code, in units of
+    ``2**-62``."""
+
+    code: CoefficientCode
+    units: int
+
+
 @register_mechanism("quantised-rr", rank=70)
-class QuantisedRandomizedResponse(Elementwise):
+class QuantisedRandomizedResponse(Elementwise[CodeValues]):
     """k-ary randomized response on a B-bit code of the record's K lowest DCT coefficients: pure epsilon-LDP per
     record (see module doc). Epsilon is per record; the basis is ``dct`` only.
 
@@ -111,14 +121,14 @@ class QuantisedRandomizedResponse(Elementwise):
         self.bits = bits
         self.spectrum = spectrum
 
-    def _extra_config(self) -> dict[str, Any]:
-        cfg: dict[str, Any] = {"epsilon": self.epsilon, "bits": self.bits}
+    def _extra_config(self) -> dict[str, object]:
+        cfg: dict[str, object] = {"epsilon": self.epsilon, "bits": self.bits}
         if self.spectrum is not None:
             mean, scale = self.spectrum
             cfg["spectrum"] = spectrum_of([*mean, *scale])
         return cfg
 
-    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan:
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan[CodeValues]:
         k = layout.coefficients
         spectrum = None if self.spectrum is None else check_spectrum(self.spectrum, k)
         capacity = k * MAX_BITS
@@ -133,7 +143,7 @@ class QuantisedRandomizedResponse(Elementwise):
         realised = min(math.nextafter(float(loss), math.inf), self.epsilon)  # a float never below the loss
         p_true = truth_probability(total, units)
         coded = int((code.bits > 0).sum())
-        params: dict[str, Any] = {
+        params: Params = {
             "per": "record", "basis": "dct", "coefficients": k, "luminance_coefficients": int(layout.kept[0].numel()),
             "code_bits": total, "coded_coefficients": coded, "most_bits": int(code.bits.max()),
             "spectrum": "model" if spectrum is None else "given", "truth_probability": p_true,
@@ -152,23 +162,22 @@ class QuantisedRandomizedResponse(Elementwise):
             " one coefficient may carry the whole difference, so the per-element figures equal the per-record ones",
         ]
         g = self._guarantee(self.epsilon, 0.0, self.epsilon, 0.0, k, params, notes)
-        return Plan(g, k, {"layout": layout, "code": code, "units": units})
+        return Plan(g, k, CodeValues(layout=layout, code=code, units=units))
 
-    def _release_coefficients(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _release_coefficients(self, x: torch.Tensor, plan: Plan[CodeValues], gen: torch.Generator) -> torch.Tensor:
         """Coded coefficients ``(N, K)`` float64: each record's true code, or with probability ``T / 2**62`` a
         uniform code (both drawn for every record, so the draws do not depend on the data)."""
-        layout: DctLayout = plan.values["layout"]
-        code: CoefficientCode = plan.values["code"]
+        layout, code = plan.values.coefficient_layout, plan.values.code
         levels = code.encode(layout.forward(x))
         n = levels.shape[0]
-        resample = uniform_int62((n,), gen) < plan.values["units"]
+        resample = uniform_int62((n,), gen) < plan.values.units
         fresh = code.uniform(uniform_int62((n, levels.shape[1]), gen))
         return code.decode(torch.where(resample.unsqueeze(1), fresh, levels))
 
-    def _noise(self, shape: tuple[int, ...], plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _noise(self, shape: tuple[int, ...], plan: Plan[CodeValues], gen: torch.Generator) -> torch.Tensor:
         """LDPKiT-Rand's second layer: Gaussian noise at each coefficient's quantisation error scale
         (``scale * 2**-bits``; post-processing of a release)."""
-        code: CoefficientCode = plan.values["code"]
+        code = plan.values.code
         return gaussian_noise(shape, 1.0, gen) * code.error_scale()
 
 

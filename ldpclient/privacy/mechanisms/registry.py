@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Callable, Mapping, TypeVar
 
 from ..base import Mechanism
 
@@ -59,7 +59,7 @@ class MechanismEntry:
         param = inspect.signature(self.factory).parameters.get(keyword)
         return param is not None and param.default is inspect.Parameter.empty
 
-    def default(self, keyword: str) -> Any:
+    def default(self, keyword: str) -> object:
         """The factory's default for ``keyword`` (None when it has none)."""
         param = inspect.signature(self.factory).parameters.get(keyword)
         return None if param is None or param.default is inspect.Parameter.empty else param.default
@@ -121,7 +121,7 @@ def mechanism_entry(name: str) -> MechanismEntry:
     return entry
 
 
-def make_mechanism(name: str, **kwargs: Any) -> Mechanism:
+def make_mechanism(name: str, **kwargs: object) -> Mechanism:
     """Build a mechanism from its registered name (``laplace``, ``gaussian``, ``tldp-laplace``, ...).
 
     Underscores are accepted for dashes. Keyword arguments go to the factory; an unknown

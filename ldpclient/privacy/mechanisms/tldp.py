@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from .. import analytic_gaussian as ag
 from .. import zcdp
+from ..discrete_gaussian import DiscreteGaussianSampler
 from ..guarantee import Domain
 from ..preprocess import check_delta, check_epsilon, check_probability, check_weights
 from ..sampling import bernoulli_positions, gaussian_noise, laplace_noise
@@ -24,12 +26,14 @@ from .elementwise import (
     SECURE_GAUSSIAN_SAMPLING,
     SECURE_LAPLACE_SAMPLING,
     Elementwise,
+    Params,
     Plan,
+    PlanValues,
     exp_up,
     fmt,
     logaddexp,
 )
-from .grid import Grid, check_noise_scale, check_secure, gaussian_grid, grid_of, laplace_grid
+from .grid import SecureGrid, check_noise_scale, check_secure, gaussian_grid, laplace_grid
 from .registry import register_mechanism
 
 if TYPE_CHECKING:
@@ -38,7 +42,21 @@ if TYPE_CHECKING:
     from .elementwise import ReleaseOptions
 
 
-class TLDPMechanism(Elementwise):
+@dataclass(frozen=True, kw_only=True)
+class TLDPValues(PlanValues):
+    """``scales``: the base noise's scale by name (``b`` Laplace, ``sigma`` Gaussian; domain units per element);
+    ``log_p_max``: the largest keep probability of an element (nats); ``thin``: each position's share of it
+    (weighted TLDP; None: every element keeps with ``p_max``)."""
+
+    scales: dict[str, float]
+    log_p_max: float
+    thin: torch.Tensor | None
+
+    def noise_scales(self) -> dict[str, float]:
+        return dict(self.scales)
+
+
+class TLDPMechanism(Elementwise[TLDPValues]):
     """TLDP exactly as published: keep each element with probability p, else add Laplace/Gaussian noise.
 
     Laplace base: ``b = Δ/eps``, ``p = e^(eps - IΔ/b) / (2b + e^(eps - IΔ/b))``.
@@ -92,8 +110,8 @@ class TLDPMechanism(Elementwise):
         else:
             self.name = f"tldp-{base}"
 
-    def _extra_config(self) -> dict[str, Any]:
-        cfg: dict[str, Any] = {"epsilon": self.epsilon, "base": self.base, "secure": self.secure}
+    def _extra_config(self) -> dict[str, object]:
+        cfg: dict[str, object] = {"epsilon": self.epsilon, "base": self.base, "secure": self.secure}
         if self.base == "gaussian":
             cfg["delta"] = self.delta
         if self.p is not None:
@@ -106,7 +124,7 @@ class TLDPMechanism(Elementwise):
 
     def _make_plan(
         self, record_shape: tuple[int, ...], rel_shape: tuple[int, ...], n_elem: int, noise_only: bool = False
-    ) -> Plan:
+    ) -> Plan[TLDPValues]:
         """Plan of one record shape: noise scale, keep probabilities (log space) and the guarantee (nats, per
         element/record)."""
         eps_e = self._eps_element(self.epsilon, n_elem)
@@ -122,41 +140,39 @@ class TLDPMechanism(Elementwise):
         eps_elem, delta_elem, eps_rec, delta_rec, mix = figures
         notes = self._plan_notes(n_elem, log_p, log_p_published, log_p_max, grid, excess, mix)
         g = self._guarantee(eps_elem, delta_elem, eps_rec, delta_rec, n_elem, params, notes)
-        values: dict[str, Any] = dict(scale)
-        values.update({"log_p_max": log_p_max, "thin": thin, "grid": grid})
-        return Plan(g, n_elem, values)
+        return Plan(g, n_elem, TLDPValues(scales=scale, log_p_max=log_p_max, thin=thin, grid=grid))
 
-    def _calibrate(self, eps_e: float, n_elem: int) -> tuple[float, dict[str, Any], Grid | None, float]:
+    def _calibrate(self, eps_e: float, n_elem: int) -> tuple[float, dict[str, float], SecureGrid | None, float]:
         """Published per-element noise scale and log keep probability (nats); returns (log p, scale, grid, rho_e)."""
         d = self.domain.width
         expo = eps_e - n_elem * eps_e  # eps - I Δ/b (Laplace) = eps - I Δ²/(2σ²) (Gaussian) = eps (1 - I)
-        grid: Grid | None = None
+        grid: SecureGrid | None = None
         rho_e = eps_e  # Gaussian base: Δ²/(2σ²) with the published σ² = Δ²/(2 eps)
         if self.base == "laplace":
             b = d / eps_e
             log_p = expo - logaddexp(math.log(2.0 * b), expo)
             if self.secure:
                 check_noise_scale(self.name, {"b": b})
-                grid = laplace_grid(self.domain, eps_e, None)
-                b = grid.sampler.scale * grid.gamma
-            scale: dict[str, Any] = {"b": b}
+                laplace = laplace_grid(self.domain, eps_e, None)
+                grid, b = laplace, laplace.sampler.scale * laplace.gamma
+            scale = {"b": b}
         else:
             sigma = d / math.sqrt(2.0 * eps_e)
             log_p = expo - logaddexp(math.log(sigma * math.sqrt(2.0 * math.pi)), expo)
             if self.secure:
                 check_noise_scale(self.name, {"sigma": sigma})
-                grid, rho_e = gaussian_grid(self.domain, eps_e, self.name)
-                sigma = grid.sampler.sigma * grid.gamma
+                gaussian, rho_e = gaussian_grid(self.domain, eps_e, self.name)
+                grid, sigma = gaussian, gaussian.sampler.sigma * gaussian.gamma
             scale = {"sigma": sigma}
         return log_p, scale, grid, rho_e
 
     def _keep_probabilities(
         self, log_p: float, record_shape: tuple[int, ...], n_elem: int, noise_only: bool
-    ) -> tuple[float, float, torch.Tensor | None, dict[str, Any]]:
+    ) -> tuple[float, float, torch.Tensor | None, Params]:
         """Per-element keep probabilities of one released record, log space: (log p_max, log q per record, thin,
         info)."""
         thin = None
-        w_info: dict[str, Any] = {}
+        w_info: Params = {}
         log_q: float | None
         if self.weights is None or noise_only:
             log_p_max = log_p
@@ -193,11 +209,11 @@ class TLDPMechanism(Elementwise):
         n_elem: int,
         rel_shape: tuple[int, ...],
         eps_e: float,
-        scale: dict[str, Any],
-        grid: Grid | None,
+        scale: dict[str, float],
+        grid: SecureGrid | None,
         log_ps: tuple[float, float, float, float],
-        w_info: dict[str, Any],
-    ) -> tuple[dict[str, Any], float, float]:
+        w_info: Params,
+    ) -> tuple[Params, float, float]:
         """Guarantee params (log_ps: log p, published log p, log p_max, log q; per element except q); returns
         (params, excess nats, tv)."""
         log_p, log_p_published, log_p_max, log_q = log_ps
@@ -228,7 +244,7 @@ class TLDPMechanism(Elementwise):
         if grid is not None:
             excess, tv = (
                 grid.sampler.epsilon_excess(grid.units),
-                (grid.sampler.tv_bound() if self.base == "gaussian" else 0.0),
+                (grid.sampler.tv_bound() if isinstance(grid.sampler, DiscreteGaussianSampler) else 0.0),
             )
             params.update({"grid": grid.gamma, "epsilon_quantisation_excess": excess, "delta_sampler_tv": tv})
         return params, excess, tv
@@ -236,14 +252,14 @@ class TLDPMechanism(Elementwise):
     def _figures(
         self,
         n_elem: int,
-        scale: dict[str, Any],
-        grid: Grid | None,
+        scale: dict[str, float],
+        grid: SecureGrid | None,
         rho_e: float,
         excess: float,
         tv: float,
         p_max: float,
         q: float,
-        params: dict[str, Any],
+        params: Params,
     ) -> tuple[float, float, float, float, str]:
         """(eps_elem, delta_elem, eps_rec, delta_rec, note): epsilon in nats, delta a probability; sets
         params["delta"] (Gaussian)."""
@@ -280,7 +296,7 @@ class TLDPMechanism(Elementwise):
         log_p: float,
         log_p_published: float,
         log_p_max: float,
-        grid: Grid | None,
+        grid: SecureGrid | None,
         excess: float,
         mix: str,
     ) -> tuple[str, ...]:
@@ -308,31 +324,31 @@ class TLDPMechanism(Elementwise):
             notes.append("float sampling path (not hardened against the floating-point attack; secure=True is)")
         return tuple(notes)
 
-    def _base_noise(self, shape: tuple[int, ...], values: dict[str, Any], gen: torch.Generator) -> torch.Tensor:
-        if values["grid"] is not None:
-            return grid_of(values).noise(shape, gen)
+    def _base_noise(self, shape: tuple[int, ...], values: TLDPValues, gen: torch.Generator) -> torch.Tensor:
+        if values.grid is not None:
+            return values.grid.noise(shape, gen)
         if self.base == "laplace":
-            return laplace_noise(shape, values["b"], gen)
-        return gaussian_noise(shape, values["sigma"], gen)
+            return laplace_noise(shape, values.scales["b"], gen)
+        return gaussian_noise(shape, values.scales["sigma"], gen)
 
-    def _apply(self, x: torch.Tensor, plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _apply(self, x: torch.Tensor, plan: Plan[TLDPValues], gen: torch.Generator) -> torch.Tensor:
         v = plan.values
-        grid: Grid | None = v["grid"]
+        grid = v.grid
         if grid is not None:
             j = grid.snap(x)
             z = grid.sampler.sample(x.shape, gen)
-            kept = bernoulli_positions(x.numel(), v["log_p_max"], gen, thin=v["thin"])
+            kept = bernoulli_positions(x.numel(), v.log_p_max, gen, thin=v.thin)
             if kept.numel():
                 z.view(-1)[kept] = 0  # a kept element is released as its grid value
             return grid.value(j.add_(z))
         x32 = x.to(torch.float32)
         y = self._base_noise(x.shape, v, gen).to(torch.float32).add_(x32)
-        kept = bernoulli_positions(x.numel(), v["log_p_max"], gen, thin=v["thin"])
+        kept = bernoulli_positions(x.numel(), v.log_p_max, gen, thin=v.thin)
         if kept.numel():
             y.view(-1)[kept] = x32.reshape(-1)[kept]
         return y
 
-    def _noise(self, shape: tuple[int, ...], plan: Plan, gen: torch.Generator) -> torch.Tensor:
+    def _noise(self, shape: tuple[int, ...], plan: Plan[TLDPValues], gen: torch.Generator) -> torch.Tensor:
         return self._base_noise(shape, plan.values, gen)
 
 
