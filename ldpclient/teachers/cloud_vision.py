@@ -19,7 +19,7 @@ import base64
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import requests
@@ -29,10 +29,13 @@ from .base import Queries, Teacher, TeacherMetadata
 from .billing import BillingGuard
 from .encoding import to_png, to_wire
 from .errors import MalformedResponse
-from .http import HttpTransport, transport_from_options
+from .http import HttpTransport, TransportOptions, transport_from_options
 from .identity import adapter_scope
 from .registry import register_adapter
 from .result import ABSTAINED, InferResult, name_key
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: Most images one ``images:annotate`` request may carry (the API's limit).
 MAX_IMAGES = 16
@@ -91,13 +94,15 @@ class VisionTeacher(Teacher):
         value_range: tuple[float, float] = (0.0, 1.0),
         auth: str = "api-key",
         transport: HttpTransport | None = None,
-        **transport_options: Any,
+        **transport_options: Unpack[TransportOptions],
     ) -> None:
         if auth not in ("api-key", "bearer"):
             raise ValueError(f"auth must be 'api-key' or 'bearer', got {auth!r}")
-        header = {"auth_header": "X-Goog-Api-Key", "auth_scheme": ""} if auth == "api-key" and transport is None else {}
+        defaults: TransportOptions = {"token_env": ("LDPCLIENT_TOKEN", "GOOGLE_API_KEY")}
+        if auth == "api-key" and transport is None:
+            defaults.update({"auth_header": "X-Goog-Api-Key", "auth_scheme": ""})
         self.http = transport_from_options(transport, transport_options, adapter="VisionTeacher", name="vision",
-                                           url=base_url, token_env=("LDPCLIENT_TOKEN", "GOOGLE_API_KEY"), **header)
+                                           url=base_url, **defaults)
         base = base_url.strip().rstrip("/")
         if not base.startswith(("http://", "https://")):
             raise ValueError(f"Cloud Vision is addressed vision+https://vision.googleapis.com/v1, got {base_url!r}")

@@ -79,6 +79,7 @@ from .transport import (
     HttpTransport,
     RetryHint,
     Timeout,
+    TransportOptions,
     redact_url,
     server_error_text,
     transport_from_options,
@@ -88,6 +89,7 @@ __all__ = [
     # transport
     "HttpTransport",
     "TRANSPORT_OPTIONS",
+    "TransportOptions",
     "transport_from_options",
     "RetryPolicy",
     "RetryHint",

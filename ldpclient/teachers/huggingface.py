@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import requests
@@ -29,10 +29,13 @@ from .base import Queries, Teacher, TeacherMetadata
 from .billing import BillingGuard
 from .encoding import to_png, to_wire
 from .errors import MalformedResponse, TeacherError
-from .http import HttpTransport, transport_from_options
+from .http import HttpTransport, TransportOptions, transport_from_options
 from .identity import adapter_scope
 from .registry import register_adapter
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 DEFAULT_ENDPOINT = "https://router.huggingface.co/hf-inference/models"
 DEFAULT_HUB = "https://huggingface.co"
@@ -59,7 +62,7 @@ class HFTeacher(Teacher):
         hub_url: str = DEFAULT_HUB,
         value_range: tuple[float, float] = (0.0, 1.0),
         transport: HttpTransport | None = None,
-        **transport_options: Any,
+        **transport_options: Unpack[TransportOptions],
     ) -> None:
         model_id = model_id.strip("/")
         # first, so that an unknown keyword is a TypeError whatever else is wrong

@@ -28,7 +28,7 @@ import logging
 import math
 import threading
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import quote, urlsplit
 
 import numpy as np
@@ -40,14 +40,17 @@ from .base import Queries, Teacher, TeacherMetadata
 from .billing import BillingGuard
 from .encoding import INPUT_DATATYPES, to_wire
 from .errors import MalformedResponse, TeacherRequestError, TransientTeacherError
-from .http import HttpTransport, redact_url, transport_from_options
+from .http import HttpTransport, TransportOptions, redact_url, transport_from_options
 from .identity import adapter_scope
 from .limits import TeacherLimits
 from .oip_codec import HEADER_LENGTH, OIPCodec
-from .oip_metadata import DEFAULT_VALUE_RANGE, FactConflict, MetadataReader, ModelDescription, check_facts
+from .oip_metadata import DEFAULT_VALUE_RANGE, FactConflict, MetadataReader, ModelDescription, ModelFacts, check_facts
 from .registry import register_adapter
 from .result import InferResult
 from .wire import WIRE_FORMATS, WireMemory
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger("ldpclient.teachers.oip")
 
@@ -108,7 +111,7 @@ class OIPTeacher(Teacher):
         limits: TeacherLimits | None = None,
         check_ready: bool = True,
         transport: HttpTransport | None = None,
-        **transport_options: Any,
+        **transport_options: Unpack[TransportOptions],
     ) -> None:
         # first, so that an unknown keyword is a TypeError whatever else is wrong
         self.http = transport_from_options(transport, transport_options, adapter="OIPTeacher", name=f"oip:{model}",
@@ -118,7 +121,7 @@ class OIPTeacher(Teacher):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.version = version
-        self._overrides: dict[str, object] = dict(
+        self._facts = ModelFacts(
             input_name=input_name, output_name=output_name, num_classes=num_classes,
             class_names=tuple(class_names) if class_names is not None else None, datatype=datatype,
             value_range=tuple(float(v) for v in value_range) if value_range is not None else None,
@@ -217,7 +220,7 @@ class OIPTeacher(Teacher):
 
     def _read_description(self) -> ModelDescription:
         reader = MetadataReader(
-            self._overrides, model=self.model, where=self.address, limits=self.limits,
+            self._facts, model=self.model, where=self.address, limits=self.limits,
             classification=self._classification_opt, config_max_batch=self._config_max_batch,
             server_extensions=lambda: self.http.get_json(f"{self.base_url}/v2", what="server metadata", optional=True),
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from .base import TeacherMetadata
 from .encoding import FLOAT_DATATYPES, INPUT_DATATYPES, INTEGER_DATATYPES
@@ -23,6 +23,42 @@ from .errors import MalformedResponse, TeacherError
 from .limits import TeacherLimits
 
 DEFAULT_VALUE_RANGE = (0.0, 1.0)
+#: A JSON object a server published (its values unchecked).
+Entry = dict[str, object]
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """The model facts the user supplied (None: not given), checked by :func:`check_facts`."""
+
+    input_name: str | None = None
+    output_name: str | None = None
+    num_classes: int | None = None
+    class_names: tuple[str, ...] | None = None
+    datatype: str | None = None
+    value_range: tuple[float, ...] | None = None
+    input_shape: tuple[int, ...] | None = None
+    max_batch_size: int | None = None
+
+
+def _published_int(value: object) -> int:
+    """A number the server published, as an int; ``TypeError`` for what is not a number (the caller's one-line
+    malformed-metadata error)."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def _published_float(value: object) -> float:
+    if isinstance(value, (int, float, str)):
+        return float(value)
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def _published_list(value: object) -> list[object]:
+    if isinstance(value, list):
+        return value
+    raise TypeError(f"expected a list, got {type(value).__name__}")
 
 
 @dataclass(frozen=True)
@@ -43,23 +79,21 @@ class ModelDescription:
 class MetadataReader:
     """Reads one model's description (see the module docstring).
 
-    ``facts``: the user's facts by name (``input_name``, ``output_name``, ``num_classes``,
-    ``class_names``, ``datatype``, ``value_range``, ``input_shape``, ``max_batch_size``; None when
-    not given); ``classification``: ``"auto"``, True or False; ``config_max_batch()``: the batch
+    ``facts``: the user's facts; ``classification``: ``"auto"``, True or False; ``config_max_batch()``: the batch
     limit from the model's config endpoint, or None; ``server_extensions()``: the server's
     ``GET /v2`` document, or None. ``where``: the model's address as printed in errors.
     """
 
     def __init__(
         self,
-        facts: dict[str, Any],
+        facts: ModelFacts,
         *,
         model: str,
         where: str,
         limits: TeacherLimits,
         classification: bool | str,
         config_max_batch: Callable[[], int | None],
-        server_extensions: Callable[[], Any],
+        server_extensions: Callable[[], object],
     ) -> None:
         self.facts = facts
         self.model = model
@@ -84,9 +118,9 @@ class MetadataReader:
         if not isinstance(md, dict):
             raise MalformedResponse(f"model metadata from {where} is not a JSON object: "
                                     f"{str(md)[:200]}", transient=False)
-        params: dict[str, Any] = md["parameters"] if isinstance(md.get("parameters"), dict) else {}
-        inputs: list[Any] = md["inputs"] if isinstance(md.get("inputs"), list) else []
-        outputs: list[Any] = md["outputs"] if isinstance(md.get("outputs"), list) else []
+        params: Entry = md["parameters"] if isinstance(md.get("parameters"), dict) else {}
+        inputs: list[object] = md["inputs"] if isinstance(md.get("inputs"), list) else []
+        outputs: list[object] = md["outputs"] if isinstance(md.get("outputs"), list) else []
         inp = self._metadata_input(inputs, where)
         out = self._metadata_output(outputs, where)
         self.input_name, self.output_name = str(inp["name"]), str(out["name"])
@@ -97,7 +131,7 @@ class MetadataReader:
             max_batch = self._config_max_batch()
         classes = self._classes(params, out, where)
         if max_batch is not None:
-            max_batch = min(int(max_batch), self.limits.max_batch_size)
+            max_batch = min(max_batch, self.limits.max_batch_size)
         self._check_label_output(classes, where)
         self.use_classification = self._wants_classification(classes.scores)
         value_range, assumed = self._value_range(params, where)
@@ -107,35 +141,35 @@ class MetadataReader:
             datatype=datatype,
             num_classes=int(classes.num_classes),
             class_names=classes.names,
-            max_batch_size=int(max_batch) if max_batch else None,
-            value_range=(float(value_range[0]), float(value_range[1])),
+            max_batch_size=max_batch or None,
+            value_range=(value_range[0], value_range[1]),
             assumed=tuple(assumed),
         )
 
-    def _metadata_input(self, inputs: list[Any], where: str) -> dict[str, Any]:
+    def _metadata_input(self, inputs: list[object], where: str) -> Entry:
         """The input tensor entry from metadata ``inputs`` (by ``input_name`` if given), else from the user's facts."""
         ov = self.facts
         if inputs:
-            return pick_entry(inputs, ov["input_name"], "input", where)
-        if ov["input_name"] and ov["input_shape"] and ov["datatype"]:
-            return {"name": ov["input_name"], "datatype": ov["datatype"], "shape": [-1, *ov["input_shape"]]}
+            return pick_entry(inputs, ov.input_name, "input", where)
+        if ov.input_name and ov.input_shape and ov.datatype:
+            return {"name": ov.input_name, "datatype": ov.datatype, "shape": [-1, *ov.input_shape]}
         raise TeacherError(
             f"model metadata from {where} declares no inputs; pass input_name=, input_shape= and datatype= "
             "(CLI: --input-name, --input-shape, --datatype)"
         )
 
-    def _metadata_output(self, outputs: list[Any], where: str) -> dict[str, Any]:
+    def _metadata_output(self, outputs: list[object], where: str) -> Entry:
         """The output tensor entry: from metadata ``outputs`` (by ``output_name`` if given), else the user's name."""
         ov = self.facts
         if outputs:
-            return pick_entry(outputs, ov["output_name"], "output", where)
-        if ov["output_name"]:
-            return {"name": ov["output_name"], "shape": [-1]}  # datatype: whatever the answers carry
+            return pick_entry(outputs, ov.output_name, "output", where)
+        if ov.output_name:
+            return {"name": ov.output_name, "shape": [-1]}  # datatype: whatever the answers carry
         raise TeacherError(f"model metadata from {where} lists no outputs; pass output_name= (CLI: --output-name)")
 
-    def _input_datatype(self, inp: dict[str, Any], where: str) -> str:
+    def _input_datatype(self, inp: Entry, where: str) -> str:
         """The wire datatype: the user's ``datatype`` or the input entry's ``datatype``; must be one we can send."""
-        datatype = self.facts["datatype"] or str(inp.get("datatype", "")).upper()
+        datatype = self.facts.datatype or str(inp.get("datatype", "")).upper()
         if datatype not in INPUT_DATATYPES:
             raise TeacherError(
                 f"model at {where} takes {datatype or 'an undeclared datatype'}; supported: {INPUT_DATATYPES}"
@@ -144,24 +178,24 @@ class MetadataReader:
         return datatype
 
     def _input_shape(
-        self, inp: dict[str, Any], params: dict[str, Any], where: str
+        self, inp: Entry, params: Entry, where: str
     ) -> tuple[tuple[int, ...], int | None]:
         """Per-record shape from the input's ``shape`` (batch axis dropped) and ``parameters.max_batch_size``."""
         ov = self.facts
-        shape = [int(s) for s in inp.get("shape", [])]
+        shape = [_published_int(s) for s in _published_list(inp.get("shape", []))]
         published_batch = params.get("max_batch_size")
-        max_batch = ov["max_batch_size"] or (int(published_batch) if published_batch is not None else None)
+        max_batch = ov.max_batch_size or (_published_int(published_batch) if published_batch is not None else None)
         if shape and shape[0] == -1:
             input_shape = tuple(shape[1:])
         elif len(shape) >= 2 and shape[0] == 1:  # fixed batch of one
             input_shape, max_batch = tuple(shape[1:]), 1
         else:
             input_shape = tuple(shape)
-        if ov["input_shape"] is not None:
-            if input_shape and all(s > 0 for s in input_shape) and input_shape != ov["input_shape"]:
-                raise FactConflict(f"teacher {where} declares input shape {input_shape}, but {ov['input_shape']} "
+        if ov.input_shape is not None:
+            if input_shape and all(s > 0 for s in input_shape) and input_shape != ov.input_shape:
+                raise FactConflict(f"teacher {where} declares input shape {input_shape}, but {ov.input_shape} "
                                    "was given")
-            input_shape = ov["input_shape"]
+            input_shape = ov.input_shape
         if not input_shape or any(s < 1 for s in input_shape):
             raise TeacherError(
                 f"model at {where} has a variable input shape {shape}; pass input_shape= (CLI: --input-shape C,H,W)"
@@ -172,21 +206,22 @@ class MetadataReader:
                                     "1)", transient=False)
         return input_shape, max_batch
 
-    def _classes(self, params: dict[str, Any], out: dict[str, Any], where: str) -> Classes:
+    def _classes(self, params: Entry, out: Entry, where: str) -> Classes:
         """Classes from ``parameters.num_classes``/``class_names``, else a float output's last ``shape`` axis."""
         ov = self.facts
-        published_names = tuple(str(c) for c in params["class_names"]) if params.get("class_names") else None
-        class_names = ov["class_names"] or published_names
-        published_k = params.get("num_classes")
-        out_shape = [int(s) for s in out.get("shape", [])]
+        published_names = (tuple(str(c) for c in _published_list(params["class_names"]))
+                           if params.get("class_names") else None)
+        class_names = ov.class_names or published_names
+        published = params.get("num_classes")
+        published_k = None if published is None else _published_int(published)
+        out_shape = [_published_int(s) for s in _published_list(out.get("shape", []))]
         scores = self.output_datatype in FLOAT_DATATYPES
         if published_k is None and scores and out_shape and out_shape[-1] > 0:
             published_k = out_shape[-1]
-        if published_k is not None:
-            published_k = int(published_k)
-        num_classes = ov["num_classes"] or published_k or (len(class_names) if class_names else None)
-        for label, given, published in (("num_classes", ov["num_classes"], published_k),
-                                        ("class_names", ov["class_names"], published_names)):
+        num_classes = ov.num_classes or published_k or (len(class_names) if class_names else None)
+        facts: tuple[tuple[str, object, object], ...] = (("num_classes", ov.num_classes, published_k),
+                                                         ("class_names", ov.class_names, published_names))
+        for label, given, published in facts:
             if given is not None and published is not None and given != published:
                 if isinstance(given, tuple) and isinstance(published, tuple):  # class names: never echoed
                     raise FactConflict(  # (names given from a file: the file could be anything)
@@ -221,18 +256,20 @@ class MetadataReader:
         server = self._server_extensions()
         return isinstance(server, dict) and "classification" in (server.get("extensions") or [])
 
-    def _value_range(self, params: dict[str, Any], where: str) -> tuple[tuple[float, ...], list[str]]:
+    def _value_range(self, params: Entry, where: str) -> tuple[tuple[float, ...], list[str]]:
         """Input units from the user's ``value_range`` or ``parameters.value_range`` (else [0, 1], noted as assumed)."""
         ov = self.facts
-        published_range = params.get("value_range")
+        published = params.get("value_range")
+        published_range = None if published is None else _published_list(published)
         assumed: list[str] = []
-        if ov["value_range"] is not None:
-            value_range = ov["value_range"]
-            if published_range is not None and tuple(float(v) for v in published_range) != value_range:
+        value_range: tuple[float, ...]
+        if ov.value_range is not None:
+            value_range = ov.value_range
+            if published_range is not None and tuple(_published_float(v) for v in published_range) != value_range:
                 raise FactConflict(f"teacher {where} publishes value_range {list(published_range)}, but "
                                    f"{list(value_range)} was given")
         elif published_range is not None:
-            value_range = tuple(float(v) for v in published_range)
+            value_range = tuple(_published_float(v) for v in published_range)
         else:
             value_range = DEFAULT_VALUE_RANGE
             assumed.append(f"value_range [{value_range[0]:g}, {value_range[1]:g}] (pass --value-range LO,HI if the "
@@ -283,7 +320,7 @@ def check_facts(
         raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
 
 
-def pick_entry(items: list[Any], name: str | None, kind: str, where: str) -> dict[str, Any]:
+def pick_entry(items: list[object], name: str | None, kind: str, where: str) -> Entry:
     if name is not None:
         for it in items:
             if isinstance(it, dict) and it.get("name") == name:
@@ -295,4 +332,5 @@ def pick_entry(items: list[Any], name: str | None, kind: str, where: str) -> dic
     return items[0]
 
 
-__all__ = ["DEFAULT_VALUE_RANGE", "FactConflict", "MetadataReader", "ModelDescription", "check_facts", "pick_entry"]
+__all__ = ["DEFAULT_VALUE_RANGE", "FactConflict", "MetadataReader", "ModelDescription", "ModelFacts", "check_facts",
+           "pick_entry"]

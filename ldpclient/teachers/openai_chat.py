@@ -34,7 +34,7 @@ import re
 import threading
 import time
 import uuid
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import requests
@@ -45,12 +45,15 @@ from .billing import BillingGuard
 from .chat_wire import ANSWER_FORMATS, CANNOT_TELL, QUESTION, Answer, ChatWire, answer_tokens
 from .encoding import to_png, to_wire
 from .errors import MalformedResponse, RetriesExhausted, TeacherRequestError
-from .http import CallInfo, HttpTransport, transport_from_options
+from .http import CallInfo, HttpTransport, TransportOptions, transport_from_options
 from .identity import adapter_scope
 from .openai_batch import BatchRunner, BatchSettings
 from .registry import register_adapter
 from .result import ABSTAINED, InferResult, name_key
 from .token_booking import TokenBooking, TokenPrices
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 log = logging.getLogger("ldpclient.teachers.openai_chat")
 
@@ -190,7 +193,7 @@ class ChatTeacher(Teacher):
         image_tokens: int | None = None,
         batch: bool | BatchSettings = False,
         transport: HttpTransport | None = None,
-        **transport_options: Any,
+        **transport_options: Unpack[TransportOptions],
     ) -> None:
         base = base_url.strip().rstrip("/")
         self.http = transport_from_options(transport, transport_options, adapter="ChatTeacher", name=f"openai:{model}",

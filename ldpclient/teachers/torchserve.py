@@ -27,7 +27,7 @@ import functools
 import json
 import math
 import threading
-from typing import Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 from urllib.parse import quote, urlsplit
 
 import numpy as np
@@ -38,10 +38,13 @@ from .base import Queries, Teacher, TeacherMetadata
 from .billing import BillingGuard
 from .encoding import INPUT_DATATYPES, to_png, to_wire
 from .errors import MalformedResponse, TeacherError
-from .http import CallInfo, HttpTransport, transport_from_options
+from .http import CallInfo, HttpTransport, TransportOptions, transport_from_options
 from .identity import adapter_scope
 from .registry import register_adapter
 from .result import InferResult, best_of_scores, label_to_index, validate_labels
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 T = TypeVar("T")
 
@@ -69,7 +72,7 @@ class TorchServeTeacher(Teacher):
         max_batch_size: int | None = None,
         check_ready: bool = True,
         transport: HttpTransport | None = None,
-        **transport_options: Any,
+        **transport_options: Unpack[TransportOptions],
     ) -> None:
         # first, so that an unknown keyword is a TypeError whatever else is wrong
         self.http = transport_from_options(

@@ -12,7 +12,6 @@ The public toolkit for adapter authors re-exports it: :mod:`ldpclient.teachers.h
 from __future__ import annotations
 
 import errno
-import inspect
 import ipaddress
 import json
 import os
@@ -20,7 +19,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Mapping, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypedDict, TypeVar, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
@@ -43,6 +42,9 @@ from .retry import RETRY_STATUSES, RetryPolicy, Waits, parse_retry_after, with_r
 
 T = TypeVar("T")
 Timeout = Union[float, tuple[float, float]]
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 #: An adapter's reading of a retryable error answer: the wait (seconds) it asks for, or None.
 RetryHint = Callable[[requests.Response], Union[float, None]]
 
@@ -474,20 +476,35 @@ class HttpTransport:
         return f"HttpTransport(name={self.name!r}, token={'***' if self.has_token else None}, verify={self.verify!r})"
 
 
-#: The keyword options :class:`HttpTransport` takes besides ``name`` (an adapter's compatibility keywords).
-TRANSPORT_OPTIONS: frozenset[str] = frozenset(
-    p for p in inspect.signature(HttpTransport.__init__).parameters if p not in ("self", "name")
-)
+class TransportOptions(TypedDict, total=False):
+    """The keyword options :class:`HttpTransport` takes besides ``name``, which every HTTP adapter passes on to the
+    transport it builds (see :class:`HttpTransport` for each)."""
+
+    token: str | None
+    token_env: str | tuple[str, ...] | None
+    auth_header: str
+    auth_scheme: str
+    timeout: Timeout
+    verify: bool | str
+    retry: RetryPolicy | None
+    headers: dict[str, str] | None
+    pool_maxsize: int
+    max_response_bytes: int
+    deadline: float | None
+
+
+#: The names of :class:`TransportOptions` (an adapter's compatibility keywords).
+TRANSPORT_OPTIONS: frozenset[str] = frozenset(TransportOptions.__annotations__)
 
 
 def transport_from_options(
     transport: HttpTransport | None,
-    options: Mapping[str, object],
+    options: TransportOptions,
     *,
     adapter: str,
     name: str,
     url: str | None = None,
-    **defaults: Any,
+    **defaults: Unpack[TransportOptions],
 ) -> HttpTransport:
     """The transport an adapter uses: ``transport`` when given, else a new :class:`HttpTransport`
     named ``name`` from the keyword ``options`` over the adapter's ``defaults`` (e.g.
@@ -502,7 +519,8 @@ def transport_from_options(
     if unknown:
         raise TypeError(f"{adapter}() got an unexpected keyword argument {unknown[0]!r}")
     if transport is None:
-        made = HttpTransport(name=name, **{**defaults, **options})
+        merged: TransportOptions = {**defaults, **options}
+        made = HttpTransport(name=name, **merged)
         if url is not None:
             made.refuse_clear_token(url)
         return made

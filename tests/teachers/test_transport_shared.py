@@ -164,3 +164,17 @@ def test_the_public_module_names_what_plugin_authors_use():
     assert http.TRANSPORT_OPTIONS >= {"token", "token_env", "auth_header", "auth_scheme", "timeout", "verify",
                                       "retry", "headers", "max_response_bytes", "deadline"}
     assert "name" not in http.TRANSPORT_OPTIONS
+
+
+def test_the_transport_options_are_exactly_what_the_transport_takes():
+    """TransportOptions (what every HTTP adapter's ``**transport_options`` are typed as) names each keyword of
+    HttpTransport but ``name``, with the same annotation."""
+    import inspect
+    import typing
+
+    params = inspect.signature(HttpTransport.__init__).parameters
+    taken = {name: p.annotation for name, p in params.items() if name not in ("self", "name")}
+    assert http.TRANSPORT_OPTIONS == set(taken)
+    declared = typing.get_type_hints(http.TransportOptions)
+    hinted = typing.get_type_hints(HttpTransport.__init__)
+    assert {name: declared[name] for name in taken} == {name: hinted[name] for name in taken}
