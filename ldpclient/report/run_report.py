@@ -15,24 +15,31 @@ from __future__ import annotations
 
 import json
 import os
+import types
+import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Mapping, TypeVar
+from typing import TYPE_CHECKING, Mapping, TypeVar, Union
+
+from ..io.document import Document, JSONDict
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 SCHEMA = 1
 
 _S = TypeVar("_S")
 
 
-def _section_dict(obj: Any) -> dict[str, Any]:
+def _section_dict(obj: DataclassInstance | type[DataclassInstance]) -> JSONDict:
     """A small section dataclass as a dict, in field order (not deep-copied)."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
-def _document(report: Any) -> dict[str, Any]:
+def _document(report: Report) -> JSONDict:
     """A report dataclass as its JSON document: ``schema`` first, then the fields in order, section
     dataclasses as dicts."""
-    out: dict[str, Any] = {"schema": report.schema}
+    out: JSONDict = {"schema": report.schema}
     for f in fields(report):
         if f.name != "schema":
             value = getattr(report, f.name)
@@ -40,7 +47,7 @@ def _document(report: Any) -> dict[str, Any]:
     return out
 
 
-def _check_keys(d: Mapping[str, Any], names: list[str], where: str, optional: frozenset[str] = frozenset()) -> None:
+def _check_keys(d: Document, names: list[str], where: str, optional: frozenset[str] = frozenset()) -> None:
     """ValueError (one line, naming ``where``) on the first key of ``names`` missing from ``d`` (``optional`` ones
     may be: a report may lack them) or key of ``d`` not in them."""
     missing = [k for k in names if k not in d and k not in optional]
@@ -51,21 +58,59 @@ def _check_keys(d: Mapping[str, Any], names: list[str], where: str, optional: fr
         raise ValueError(f"{where}: unknown key {unknown[0]!r}")
 
 
+def _fits(value: object, hint: object) -> bool:
+    """Whether a JSON value has a report field's type (``int``, ``float`` (an int too), ``str``, ``bool``, ``None``,
+    ``list[X]``, ``dict[str, X]``, ``object``, and unions of them)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) and _fits(v, args[1]) for k, v in value.items())
+    if hint is object:
+        return True
+    if hint is type(None):
+        return value is None
+    if hint in (int, float):
+        return isinstance(value, (int, float) if hint is float else int) and not isinstance(value, bool)
+    return isinstance(hint, type) and isinstance(value, hint)
+
+
+def _typed_fields(cls: type, d: Document, where: str, sections: Mapping[str, type] | None = None) -> JSONDict:
+    """``d``'s values for ``cls``'s fields, each checked against the field's type (section dataclasses built by
+    :func:`_section`); ValueError naming ``where`` and the key on a value of another type."""
+    hints = typing.get_type_hints(cls)
+    out: JSONDict = {}
+    for name in (f.name for f in fields(cls)):
+        if name not in d:
+            continue
+        if sections and name in sections:
+            out[name] = _section(sections[name], d[name], name, where)
+        elif _fits(d[name], hints[name]):
+            out[name] = d[name]
+        else:
+            shown = getattr(hints[name], "__name__", str(hints[name]))
+            raise ValueError(f"{where}: key {name!r} must be {shown}, got {type(d[name]).__name__}")
+    return out
+
+
 def _section(cls: type[_S], d: object, name: str, where: str = "run report") -> _S:
-    """Build a section dataclass from its dict; ValueError naming the section on a missing or unknown key."""
+    """Build a section dataclass from its dict; ValueError naming the section on a missing or unknown key, or a
+    value of another type than its field's."""
     if not isinstance(d, Mapping):
         raise ValueError(f"{where}: section {name!r} is not an object")
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
     optional = frozenset(f.name for f in fields(cls) if f.default is not MISSING)  # type: ignore[arg-type]
     _check_keys(d, names, f"{where}: section {name!r}", optional)
-    return cls(**{k: d[k] for k in names if k in d})
+    return cls(**_typed_fields(cls, d, f"{where}: section {name!r}"))
 
 
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def _stopped_why(d: Mapping[str, Any]) -> str:
+def _stopped_why(d: Document) -> str:
     """``"<reason>: <message>"`` of a stop report's ``stopped`` section, as far as it says."""
     stopped = d.get("stopped")
     if not isinstance(stopped, Mapping):
@@ -83,7 +128,7 @@ class TeacherSection:
     num_classes: int
     value_range: list[float]
     wire: str | None
-    assumed: list[Any]
+    assumed: list[str]
 
 
 @dataclass(frozen=True)
@@ -93,7 +138,7 @@ class MechanismSection:
     epsilon_unit: str
     delta: float | None
     reduce: int | None
-    config: dict[str, Any]
+    config: JSONDict
 
 
 @dataclass(frozen=True)
@@ -135,7 +180,7 @@ class QueriesSection:
     #: the query rounds as they went (``--query-rounds``: :meth:`ldpclient.transfer.rounds.QueryRound.as_dict`
     #: each: queries sent by its end, held-out queries, agreement, the previous round's student's, gain); None when
     #: every query went at once; a report may lack it (0 then)
-    rounds: list[dict[str, Any]] | None = None
+    rounds: list[dict[str, float | int | None]] | None = None
     #: of ``sent`` and ``from_journal``, the queries the teacher declined to label ("cannot tell", a refusal, a
     #: content-policy error, an answer outside the class list): never trained on
     abstained: int = 0
@@ -157,7 +202,7 @@ class CostSection:
     spent_run: float
     spent_total: float
     cap: float | None
-    billing: dict[str, Any]
+    billing: JSONDict
     #: of ``spent_run``, what the public images' queries cost (their count times the price per query)
     spent_public_run: float = 0.0
     #: a teacher billed in tokens: money per million input and output tokens, and the tokens this run's answers
@@ -208,7 +253,7 @@ class StudentSection:
     students: int = 1
     #: what decided ``flip`` when ``--flip``/``--no-flip`` was not given: the shares of the checked public images
     #: whose label the teacher kept under a mirror and under a shift, and how many were checked (None: no check)
-    mirror_check: dict[str, Any] | None = None
+    mirror_check: JSONDict | None = None
     #: the student and its labels are those a run before trained on the same records, releases, answers and settings
     #: (kept in the run state): nothing was trained, adapted or predicted again
     reused: bool = False
@@ -234,40 +279,40 @@ class RunReport:
     private_dir: str | None  # None: records handed over in memory
     teacher: TeacherSection
     mechanism: MechanismSection
-    guarantee: dict[str, Any]
+    guarantee: JSONDict
     guarantee_note: str
     augment: str
     postprocess: str | None
-    plan: dict[str, Any] | None
+    plan: JSONDict | None
     counts: CountsSection
     queries: QueriesSection
     cost: CostSection
     ledger: LedgerSection
     student: StudentSection
-    adaptation: dict[str, Any] | None
-    baseline: dict[str, Any] | None
+    adaptation: JSONDict | None
+    baseline: JSONDict | None
     label_histogram: list[int]
     timings: dict[str, float]
-    skipped: list[dict[str, Any]]
+    skipped: list[dict[str, str]]
     escaped_names: list[str]
     outputs: dict[str, str]
     versions: dict[str, str]
     #: Every setting of the run as resolved before it touched data (``RunPlan.describe``: what ``label
     #: --dry-run`` prints); None where a report lacks it.
-    run_plan: dict[str, Any] | None = None
+    run_plan: JSONDict | None = None
     #: What the labels are worth (``ldpclient.run.verdict.Verdict.as_dict``: level, headline, reasons, evidence);
     #: None where a report lacks it.
-    verdict: dict[str, Any] | None = None
+    verdict: JSONDict | None = None
     #: Files of the ``--public`` folder that were not used, ``{"path", "reason"}`` as ``skipped``.
-    public_skipped: list[dict[str, Any]] = field(default_factory=list)
+    public_skipped: list[dict[str, str]] = field(default_factory=list)
     schema: int = SCHEMA
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """The report as the JSON document ``label`` writes (``schema`` first, then the fields in order)."""
         return _document(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], *, where: str = "run report") -> RunReport:
+    def from_dict(cls, d: Document, *, where: str = "run report") -> RunReport:
         """Read a report back (e.g. a parsed ``.report.json``).
 
         ValueError (one line, starting with ``where``) on another schema, another command's report, the stop
@@ -288,8 +333,7 @@ class RunReport:
             )
         names = [f.name for f in fields(cls)]
         _check_keys(d, names, where, optional=frozenset({"run_plan", "verdict"}))
-        kwargs = {k: _section(_SECTIONS[k], d[k], k, where) if k in _SECTIONS else d[k] for k in names if k in d}
-        return cls(**kwargs)
+        return cls(**_typed_fields(cls, d, where, _SECTIONS))  # type: ignore[arg-type]  # each value checked
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> RunReport:
@@ -342,15 +386,15 @@ class StopReport:
     ok: bool
     stopped: StoppedSection
     private_dir: str | None  # None: records handed over in memory
-    teacher: dict[str, Any]
+    teacher: JSONDict
     queries: StopQueriesSection
-    cost: dict[str, Any]
+    cost: JSONDict
     ledger: StopLedgerSection
     outputs: dict[str, str]
     versions: dict[str, str]
     schema: int = SCHEMA
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return _document(self)
 
 
@@ -378,13 +422,17 @@ class NoiseReport:
     ok: bool
     private_dir: str
     scope: str
-    guarantee: dict[str, Any]
+    guarantee: JSONDict
     counts: NoiseCountsSection
     ledger: NoiseLedgerSection
-    skipped: list[dict[str, Any]]
-    outputs: dict[str, Any]
+    skipped: list[dict[str, str]]
+    outputs: JSONDict
     versions: dict[str, str]
     schema: int = SCHEMA
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return _document(self)
+
+
+#: Each report of a command.
+Report = Union[RunReport, StopReport, NoiseReport]

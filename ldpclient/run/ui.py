@@ -12,13 +12,14 @@ import logging
 import sys
 import textwrap
 from contextlib import contextmanager, redirect_stdout
-from typing import Any, Callable, Iterator, Mapping
+from typing import Callable, Iterator
 
 from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
@@ -26,6 +27,7 @@ from rich.progress import (
 )
 from rich.table import Column, Table
 
+from ..io.document import Document, as_number, integer, items, number, number_or_none, rows, section, section_or_none
 from ..io.output import scrub, to_json
 from ..io.text import printable
 from ..privacy.guarantee import coefficient_treatment
@@ -66,14 +68,10 @@ class StageProgress:
             self._on_progress(self._stage, float(completed), self._total)
         if self._progress is None or self._task is None:
             return
-        kwargs: dict[str, Any] = {}
-        if completed is not None:
-            kwargs["completed"] = completed
-        if total is not None:
-            kwargs["total"] = total
-        if info is not None:
-            kwargs["info"] = printable(info)
-        self._progress.update(self._task, **kwargs)
+        if info is None:
+            self._progress.update(self._task, completed=completed, total=total)
+        else:
+            self._progress.update(self._task, completed=completed, total=total, info=printable(info))
 
 
 class UI:
@@ -161,7 +159,7 @@ class UI:
                 self._progress.refresh()
 
     @staticmethod
-    def _columns() -> tuple[Any, ...]:
+    def _columns() -> tuple[ProgressColumn, ...]:
         """The bar's columns: the stage, the bar, done/total, time spent and left keep their width at any terminal
         width (80 columns included); the stage's own words take what is left and end in "..." when it is not
         enough."""
@@ -194,7 +192,7 @@ class UI:
                                      break_long_words=False, break_on_hyphens=False)
             self.console.print(line, markup=False, soft_wrap=True)
 
-    def summary(self, report: RunReport | Mapping[str, Any]) -> None:
+    def summary(self, report: RunReport | Document) -> None:
         """Final summary of ``ldpclient label`` (a :class:`RunReport`, or its dict, ``LabelRun.report``)."""
         self.stop_progress()
         if self.quiet:
@@ -222,7 +220,7 @@ class UI:
             ("student", _student_line(r.student)),
         ]
         if r.adaptation:
-            changed = r.adaptation.get("labels_changed")
+            changed = number_or_none(r.adaptation, "labels_changed")
             rows.append(("adaptation", "fine-tuned on the clean private images on this device"
                          + (f" ({100 * changed:.1f}% of labels changed)" if changed is not None else "")
                          + "; the student has seen them: keep it here"))
@@ -244,77 +242,80 @@ class UI:
         self._table("ldpclient label: done" + (f"; the labels are {standing.upper()}" if level and standing != "usable"
                                                else ""), rows)
 
-    def plan_summary(self, report: Mapping[str, Any]) -> None:
+    def plan_summary(self, report: Document) -> None:
         """``label --dry-run``'s ``report``: the resolved plan (:meth:`ldpclient.run.plan.RunPlan.describe`), nothing
         done, and its ``warnings``: what the plan may cross (a cap it can only bound)."""
         if self.quiet:
             return
-        plan, warnings = report["plan"], report.get("warnings", ())
-        rows = _plan_rows(plan)
-        if plan.get("baseline"):
-            rows.append(("baseline", f"data-free, blank queries noised as {plan['baseline']['blank_query_noise']}"))
-        rows.append(("note", plan["spend"]["note"]))
-        rows += [("warning", w) for w in warnings]
-        self._table("ldpclient label --dry-run: nothing decoded, noised, sent or charged", rows)
+        plan = section(report, "plan")
+        lines = _plan_rows(plan)
+        if baseline := section_or_none(plan, "baseline"):
+            lines.append(("baseline", f"data-free, blank queries noised as {baseline['blank_query_noise']}"))
+        lines.append(("note", str(section(plan, "spend")["note"])))
+        lines += [("warning", str(w)) for w in items(report, "warnings")]
+        self._table("ldpclient label --dry-run: nothing decoded, noised, sent or charged", lines)
 
-    def noise_summary(self, result: Mapping[str, Any]) -> None:
+    def noise_summary(self, result: Document) -> None:
         if self.quiet:
             return
         self.stop_progress()
-        rows = [
-            ("noised", f"{result['counts']['noised']} records -> {result['outputs']['dir']}"),
-            ("preview", str(result["outputs"]["preview"])),
-            ("privacy", _guarantee_line(result["guarantee"])),
-            ("sampling", str(result["guarantee"].get("sampling", "unknown"))),
-            ("ledger", _ledger_line(result.get("ledger", {}))),
+        counts, outputs, guarantee = section(result, "counts"), section(result, "outputs"), section(result, "guarantee")
+        lines = [
+            ("noised", f"{counts['noised']} records -> {outputs['dir']}"),
+            ("preview", str(outputs["preview"])),
+            ("privacy", _guarantee_line(guarantee)),
+            ("sampling", str(guarantee.get("sampling", "unknown"))),
+            ("ledger", _ledger_line(section_or_none(result, "ledger") or {})),
         ]
-        if result["counts"]["skipped"]:
-            rows.append(("skipped", "; ".join(f"{s['path']}: {s['reason']}" for s in result["skipped"][:5])))
-        self._table("ldpclient noise: done", rows)
+        if counts["skipped"]:
+            lines.append(("skipped", "; ".join(f"{s['path']}: {s['reason']}" for s in rows(result, "skipped")[:5])))
+        self._table("ldpclient noise: done", lines)
 
-    def budget_summary(self, s: Mapping[str, Any]) -> None:
-        rows = [
+    def budget_summary(self, s: Document) -> None:
+        epsilon = section(s, "epsilon")
+        lines = [
             ("ledger", str(s["path"])),
             ("records", f"{s['records']} images (sources) with spend, {s['releases']} stored releases"),
-            ("epsilon", f"per record: max {s['epsilon']['max']:.4g}, mean {s['epsilon']['mean']:.4g}"),
-            ("delta", f"per record: max {s['delta']['max']:.3g}"),
+            ("epsilon", f"per record: max {epsilon['max']:.4g}, mean {epsilon['mean']:.4g}"),
+            ("delta", f"per record: max {section(s, 'delta')['max']:.3g}"),
             ("cap", "none" if s.get("cap_epsilon") is None else f"epsilon {s['cap_epsilon']:.4g} per record; "
              f"{s['records_at_cap']} records at the cap" + (
                  f", {s['records_over_cap']} of them over it (charged before the cap was lowered; frozen)"
                  if s.get("records_over_cap") else "")),
         ]
-        history = s.get("cap_history") or []
+        history = rows(s, "cap_history")
         if history:
             last = history[-1]
-            rows.append(("cap set", f"by {last['origin']} on {_when(last['set_at'])}"
-                         + (f" ({len(history)} changes in all)" if len(history) > 1 else "")))
+            lines.append(("cap set", f"by {last['origin']} on {_when(number(last, 'set_at'))}"
+                          + (f" ({len(history)} changes in all)" if len(history) > 1 else "")))
         if s.get("legacy_records"):
-            rows.append(("legacy", f"{s['legacy_records']} records from an older ledger are still counted per "
-                         "decoded tensor: their source image is not known until a run sees them again"))
-        for m in s.get("by_mechanism", []):
-            rows.append((f"  {m['mechanism']}", f"scope {m['scope']}: {m['releases']} releases, "
-                         f"epsilon {m['epsilon_per_release']:.4g} per record each"))
-        if "html" in s.get("outputs", {}):
-            rows.append(("page", f"{s['outputs']['html']} (open it in a browser)"))
-        self._table("ldpclient budget", rows)
+            lines.append(("legacy", f"{s['legacy_records']} records from an older ledger are still counted per "
+                          "decoded tensor: their source image is not known until a run sees them again"))
+        for m in rows(s, "by_mechanism"):
+            lines.append((f"  {m['mechanism']}", f"scope {m['scope']}: {m['releases']} releases, "
+                          f"epsilon {m['epsilon_per_release']:.4g} per record each"))
+        outputs = section_or_none(s, "outputs") or {}
+        if "html" in outputs:
+            lines.append(("page", f"{outputs['html']} (open it in a browser)"))
+        self._table("ldpclient budget", lines)
 
-    def demo_summary(self, result: Mapping[str, Any]) -> None:
+    def demo_summary(self, result: Document) -> None:
         self.stop_progress()
         table = Table(title="ldpclient demo: accuracy of the labels against the true digits", title_justify="left")
         for col in ("method", "accuracy (truth)", "eps per element", "eps per record", "queries", "money"):
             table.add_column(col, justify="right" if col != "method" else "left")
-        for row in result["rows"]:
+        for row in rows(result, "rows"):
             table.add_row(
-                row["method"],
-                f"{100 * row['accuracy']:.1f}%",
+                str(row["method"]),
+                f"{100 * number(row, 'accuracy'):.1f}%",
                 _fmt_eps(row["epsilon_element"]),
                 _fmt_eps(row["epsilon_record"]),
                 str(row["queries"]),
                 f"{row['money']:.2f}",
             )
         self.console.print(table)
-        for line in result.get("notes", []):
-            self.console.print(line, markup=False)
+        for line in items(result, "notes"):
+            self.console.print(str(line), markup=False)
 
 
 def _when(seconds: float) -> str:
@@ -325,32 +326,32 @@ def _when(seconds: float) -> str:
 
 
 
-def _plan_rows(plan: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _plan_rows(plan: Document) -> list[tuple[str, str]]:
     """The dry run's rows: the teacher, the images, the release, the privacy, the queries, the money, the student."""
-    t, rel, sp, im = plan["teacher"], plan["release"], plan["spend"], plan["images"]
+    t, rel, sp, im = (section(plan, key) for key in ("teacher", "release", "spend", "images"))
     mech = f"{rel['mechanism']} on {rel['basis']}" + (f" (reduce {rel['reduce']})" if rel["basis"] == "pool" else "")
     public = f", {im['public']} public (sent as they are)" if im["public"] else ""
     note = f"; {rel['note']}" if rel.get("note") else ""
     cap = "no cap" if sp["privacy_cap"] is None else f"cap {sp['privacy_cap']:g} per image"
     return [
-        ("teacher", f"{t['address']}: input {'x'.join(map(str, t['input_shape']))}, {t['num_classes']} classes"),
+        ("teacher", f"{t['address']}: input {'x'.join(map(str, items(t, 'input_shape')))}, {t['num_classes']} classes"),
         ("images", f"{im['private']} private{public}"),
         ("release", f"{mech}, post-processing {rel['postprocess'] or 'none'}{note}"),
         ("privacy", f"epsilon {_fmt_eps(rel['epsilon_record'])} per image ({_fmt_eps(rel['epsilon_element'])} per "
                     f"element over {rel['elements_per_record']}), delta {rel['delta_record']:.3g}; {cap}"),
         ("queries", _plan_queries(plan)),
-        ("money", _plan_money(plan["queries"], sp)),
-        ("student", _plan_student(plan["student"])),
+        ("money", _plan_money(section(plan, "queries"), sp)),
+        ("student", _plan_student(section_or_none(plan, "student"))),
     ]
 
 
-def _plan_queries(plan: Mapping[str, Any]) -> str:
+def _plan_queries(plan: Document) -> str:
     """The dry run's queries row: how many, in what batches, in rounds, through the Batch API."""
-    q = plan["queries"]
+    q = section(plan, "queries")
     per = "job" if q.get("batch_api") else "request"
     words = (f"{plan['mode']}: at most {q['private']} private (--augment {q['augment']}), {q['public']} public, "
              f"{q['baseline']} baseline; {q['batch_size']} per {per}, at most {q['requests_at_most']} {per}s")
-    if q.get("rounds", 1) > 1:
+    if _rounds(q) > 1:
         words += (f"; in up to {q['rounds']} rounds of doubling size, at least {q['private_at_least']} private (the "
                   "first two rounds)")
     if q.get("batch_api"):
@@ -358,26 +359,31 @@ def _plan_queries(plan: Mapping[str, Any]) -> str:
     return words
 
 
-def _plan_money(q: Mapping[str, Any], sp: Mapping[str, Any]) -> str:
+def _rounds(queries: Document) -> int:
+    """The query rounds a dry run's plan holds (1 where it does not say)."""
+    return integer(queries, "rounds") if "rounds" in queries else 1
+
+
+def _plan_money(q: Document, sp: Document) -> str:
     """The dry run's money row: at least (in rounds), at most, the cap, the Batch API's price."""
-    words = f"at least {sp['money_at_least']:.4g}, " if q.get("rounds", 1) > 1 else ""
+    words = f"at least {sp['money_at_least']:.4g}, " if _rounds(q) > 1 else ""
     words += f"at most {sp['money_at_most']:.4g}"
     if sp["money_cap"] is not None:
         words += f" (cap {sp['money_cap']:g})"
     if q.get("batch_api"):
         words += f"; at the Batch API's price, at most {sp['money_per_query']:.4g} a query"
-    if b := sp.get("booking"):
+    if b := section_or_none(sp, "booking"):
         words += (f"; each query booked at {sp['money_per_query']:.4g}: {b['input_tokens']:,} input and "
                   f"{b['output_tokens']:,} output tokens (an image's tokens: {b['image_tokens_from']})")
     return words
 
 
-def _plan_student(st: Mapping[str, Any] | None) -> str:
+def _plan_student(st: Document | None) -> str:
     """The dry run's student row: the model and how it trains, adapts and labels."""
     if st is None:
         return "none (SIDP: the teacher's answers are the labels)"
     parts = [f"{st['model']}, {st['epochs']} epochs, batch {st['train_batch_size']}"]
-    if st.get("students", 1) > 1:
+    if "students" in st and integer(st, "students") > 1:
         parts.append(f", {st['students']} of them (labels from their mean output)")
     if st.get("crop_pixels"):
         parts.append(f", rows shifted up to {st['crop_pixels']} px")
@@ -398,12 +404,13 @@ def _plan_student(st: Mapping[str, Any] | None) -> str:
                      if st["adapt"] else "; labels from its outputs re-weighted to equal class shares")
     return "".join(parts)
 
-def _fmt_eps(x: float | str | None) -> str:
+def _fmt_eps(x: object) -> str:
+    """An epsilon as a report holds it: a number, words (``"(no privacy)"``) or None."""
     if x is None:
         return "-"
     if isinstance(x, str):
         return x
-    return f"{float(x):.4g}"
+    return f"{as_number(x):.4g}"
 
 
 def _assumed_rows(teacher: TeacherSection) -> list[tuple[str, str]]:
@@ -428,7 +435,7 @@ def _sent_words(q: QueriesSection) -> str:
     return f"{fresh} sent, collected {q.collected_earlier} from a Batch job sent earlier (paid once)"
 
 
-def _money_line(cost: CostSection, baseline: Mapping[str, Any] | None) -> str:
+def _money_line(cost: CostSection, baseline: Document | None) -> str:
     unpriced = unpriced_note(cost.price_per_query, cost.billing)
     if unpriced is not None:  # (a money cap needs a price: never both)
         return unpriced
@@ -457,13 +464,13 @@ def _student_line(student: StudentSection) -> str:
     return line + (f"; predictions {student.inference}" if student.inference else "")
 
 
-def _guarantee_line(g: Mapping[str, Any]) -> str:
+def _guarantee_line(g: Document) -> str:
     if g.get("public_input"):
         return DATA_FREE_NOTE
-    pr, pe = g["per_record"], g["per_element"]
+    pr, pe = section(g, "per_record"), section(g, "per_element")
     delta = f", delta {pr['delta']:.3g}" if pr.get("delta") else ""
-    weak = weak_privacy_note(float(pr["epsilon"]))
-    params = g.get("params") or {}
+    weak = weak_privacy_note(number(pr, "epsilon"))
+    params = section_or_none(g, "params") or {}
     if params.get("basis") == "dct":  # a record-level vector: no per-element composition to state
         what = f"{g['elements_per_record']} DCT coefficients {coefficient_treatment(params)}"
         return f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {what})" + (
@@ -475,7 +482,7 @@ def _guarantee_line(g: Mapping[str, Any]) -> str:
     )
 
 
-def _ledger_line(ledger: Mapping[str, Any]) -> str:
+def _ledger_line(ledger: Document) -> str:
     if not ledger:
         return "-"
     cap = ledger.get("cap_epsilon")
@@ -486,15 +493,15 @@ def _ledger_line(ledger: Mapping[str, Any]) -> str:
     )
 
 
-def _verdict_rows(verdict: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+def _verdict_rows(verdict: Document | None) -> list[tuple[str, str]]:
     """The verdict's lines: its level and deciding reason, then the other reasons (none for a report without a
     verdict)."""
     if not verdict:
         return []
-    reasons = list(verdict.get("reasons") or [])
+    reasons = list(items(verdict, "reasons"))
     return [("verdict", str(verdict["headline"])), *(("", str(why)) for why in reasons[1:])]
 
 
-def _agreement_line(b: Mapping[str, Any]) -> str:
-    agr = b.get("agreement_with_private_run")
+def _agreement_line(b: Document) -> str:
+    agr = number_or_none(b, "agreement_with_private_run")
     return "n/a" if agr is None else f"its labels agree with the private run's on {100 * agr:.1f}% of records"
