@@ -3,8 +3,9 @@ privacy warning, the data-free run's note, where accuracy was measured, money th
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
+from ..io.document import Document, number_or_none
 from ..names import DECLINE_KINDS
 from ..privacy import defaults as privacy_defaults
 
@@ -51,11 +52,11 @@ def unpriced_note(price_per_query: float | None, billing: object) -> str | None:
     return f"not counted: no --price given{told}"
 
 
-def money_parts(spent_run: float, spent_public: float | None, baseline: Mapping[str, Any] | None) -> str:
+def money_parts(spent_run: float, spent_public: float | None, baseline: Document | None) -> str:
     """What a run's money went on, in words: `` (private queries X, data-free baseline Y, public images Z)`` with
     the parts it has (money in the unit of ``--price``); ``""`` where all of it went on the private queries."""
     public = float(spent_public or 0.0)
-    base = float(baseline.get("spent") or 0.0) if baseline else 0.0
+    base = (number_or_none(baseline, "spent") or 0.0) if baseline else 0.0
     if not public and not base:
         return ""
     parts = [f"private queries {spent_run - public - base:.4g}"]

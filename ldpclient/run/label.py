@@ -122,9 +122,10 @@ def _write(setup: RunSetup, images: Images, outcome: RunOutcome, shown: PageImag
     report_path = report_path_for(setup.opts)
     written = write_outputs(setup, images, outcome, report_path)
     verdict = judge_run(setup, images.printable_paths, outcome)
-    report = build_report(setup, images, outcome, written, verdict).to_dict()
+    run_report = build_report(setup, images, outcome, written, verdict)
+    report = run_report.to_dict()
     if shown is not None:
-        write_page(setup, report, shown)
+        write_page(setup, run_report, shown)
     if report_path is not None:
         write_json(report_path, report, secrets=(setup.token,))
     return LabelRun(report=report, result=outcome.result, paths=images.printable_paths, verdict=verdict)

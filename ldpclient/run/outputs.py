@@ -18,6 +18,7 @@ from .output_paths import check_output_paths
 
 if TYPE_CHECKING:
     from ..report.label_page import PageImages
+    from ..report.run_report import RunReport
     from .images import Images
 
 __all__ = ["check_label_outputs", "page_images", "sibling", "write_outputs", "write_page"]
@@ -94,7 +95,7 @@ def page_images(setup: RunSetup, images: Images, outcome: RunOutcome) -> PageIma
     return PageImages(sample=sample, value_range=value_range, clean=clean, clean_names={k: names[k] for k in shown})
 
 
-def write_page(setup: RunSetup, report: dict[str, object], page_images: PageImages) -> None:
+def write_page(setup: RunSetup, report: RunReport, page_images: PageImages) -> None:
     """Write the ``--html`` page (its path is in the report's ``outputs``), peer text escaped, secrets scrubbed."""
     from ..io.output import atomic_write_text, scrub
     from ..report.label_page import label_page
