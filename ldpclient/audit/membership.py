@@ -11,7 +11,7 @@ same figures for it (the no-noise baseline).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, TypedDict
 
 import torch
 import torch.nn as nn
@@ -41,6 +41,18 @@ def _attack(model: nn.Module, members, member_labels, nonmembers, nonmember_labe
         "mean_loss_members": float(-s_in.mean()),
         "mean_loss_nonmembers": float(-s_out.mean()),
     }
+
+
+class MembershipInputs(TypedDict, total=False):
+    """The keyword arguments of :func:`membership_inference` (``baseline_model`` and ``fpr`` may be left out)."""
+
+    model: nn.Module
+    members: torch.Tensor
+    member_labels: torch.Tensor
+    nonmembers: torch.Tensor
+    nonmember_labels: torch.Tensor
+    baseline_model: Optional[nn.Module]
+    fpr: float
 
 
 def membership_inference(

@@ -19,27 +19,31 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..io.document import number_or_none
+from ..io.document import JSONDict, number_or_none
 from ..names import AUGMENTATIONS, PLAN_KINDS
 from ..transfer.augment import QueryPlan
-from .denoise import build_denoisers
+from .denoise import DenoiserBank, build_denoisers
 from .empirical_epsilon import audit_mechanism
 from .linkage import linkage_attack
-from .membership import membership_inference
+from .membership import MembershipInputs, membership_inference
 from .noise_model import NoiseModel
 from .reconstruction import reconstruction_attack
 from .rme import rme_linkage_audit
 
 if TYPE_CHECKING:
     from ..privacy.base import Mechanism
+    from ..privacy.guarantee import Guarantee
+    from ..transfer.postprocess import Transform
 
 Classifier = Callable[[torch.Tensor], torch.Tensor]
+#: A query plan as ``load_plan`` takes it: itself, a dict of its fields, or a JSON file holding one.
+PlanSpec = Union[QueryPlan, Mapping[str, object], str, "os.PathLike[str]"]
 #: A QueryPlan's kind -> the augment that builds it
 AUGMENT_OF_PLAN = {v: k for k, v in PLAN_KINDS.items()}
 
@@ -84,12 +88,12 @@ def load_query_log(
     return torch.cat(chunks), segments
 
 
-def load_plan(spec: QueryPlan | Mapping[str, Any] | str | os.PathLike[str]) -> QueryPlan:
+def load_plan(spec: PlanSpec) -> QueryPlan:
     """A :class:`QueryPlan` from itself, a dict of its fields, or a JSON file holding one
     (at the top level or under ``"plan"``)."""
     if isinstance(spec, QueryPlan):
         return spec
-    obj: Any = spec
+    obj: object = spec
     if not isinstance(spec, Mapping):
         try:
             obj = json.loads(Path(spec).read_text())
@@ -151,7 +155,7 @@ def simulate_client(
     augment: str,
     *,
     queries_per_record: float = 2.0,
-    transforms: Sequence[Any] = (),
+    transforms: Sequence[Transform] = (),
     upsample_mode: str = "bilinear",
     seed: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,7 +200,7 @@ def audit_queries(
     cnn_steps: int = 200,
     max_queries: int = 2000,
     seed: int = 0,
-    banks: dict[str, Any] | None = None,
+    banks: dict[str, DenoiserBank] | None = None,
 ) -> dict:
     """Reconstruction and linkage on one set of queries of one ``augment``.
 
@@ -244,10 +248,10 @@ def audit_queries(
     }
 
 
-def _summary_row(eps: float | None, augment: str, res: dict, guarantee: Any | None) -> dict:
+def _summary_row(eps: float | None, augment: str, res: dict, guarantee: Guarantee | None) -> JSONDict:
     rec, link = res["reconstruction"], res["linkage"]
     pq, li = rec["per_query"], rec["linked"]
-    row = {
+    row: JSONDict = {
         "epsilon_element": eps,
         "epsilon_record": None if guarantee is None else guarantee.epsilon_record,
         "augment": augment,
@@ -279,7 +283,7 @@ class _Setup:
     low: float
     high: float
     clip: tuple[float, float] | None
-    transforms: Sequence[Any]
+    transforms: Sequence[Transform]
     upsample_mode: str
     teacher: Optional[Classifier]
     distractors: torch.Tensor | None
@@ -294,7 +298,7 @@ class _Setup:
         sources: torch.Tensor,
         nm: NoiseModel,
         augment: str,
-        banks: dict[str, Any] | None = None,
+        banks: dict[str, DenoiserBank] | None = None,
     ) -> dict:
         """:func:`audit_queries` on one query set (domain units) with these settings."""
         return audit_queries(
@@ -324,7 +328,7 @@ def _check_private(private: torch.Tensor) -> None:
         raise ValueError("private records contain NaN or inf")
 
 
-def _report_header(private: torch.Tensor, low: float, high: float) -> dict[str, Any]:
+def _report_header(private: torch.Tensor, low: float, high: float) -> JSONDict:
     """The report's first keys: the records, their domain (mechanism units) and the attacker model."""
     return {
         "num_records": int(private.shape[0]),
@@ -350,7 +354,7 @@ def _logged_queries(
     s: _Setup,
     queries: torch.Tensor | str | os.PathLike[str],
     sources: torch.Tensor | None,
-    plan: QueryPlan | Mapping[str, Any] | str | os.PathLike[str] | None,
+    plan: PlanSpec | None,
 ) -> tuple[torch.Tensor, torch.Tensor, QueryPlan | None]:
     """The logged queries ``(Q, C, H, W)`` (domain units), their source records ``(Q, k)`` and the plan, if any."""
     segments: list[tuple[str | None, int]] | None = None
@@ -374,10 +378,10 @@ def _logged_queries(
 
 def _audit_logged(
     s: _Setup,
-    report: dict[str, Any],
+    report: JSONDict,
     queries: torch.Tensor | str | os.PathLike[str],
     sources: torch.Tensor | None,
-    plan: QueryPlan | Mapping[str, Any] | str | os.PathLike[str] | None,
+    plan: PlanSpec | None,
     mechanism: Mechanism | None,
     augment: str | None,
 ) -> dict[str, torch.Tensor] | None:
@@ -405,20 +409,22 @@ def _audit_logged(
 
 def _audit_sweep(
     s: _Setup,
-    report: dict[str, Any],
-    sweep: Mapping[float, Any],
+    report: JSONDict,
+    sweep: Mapping[float, Mechanism],
     sweep_augments: Sequence[str],
     queries_per_record: float,
     examples: dict[str, torch.Tensor] | None,
 ) -> dict[str, torch.Tensor] | None:
     """Simulate the client at each per-element epsilon and attack each augment; returns the example images."""
-    rows = report.setdefault("summary", [])
-    report["sweep"] = []
+    logged = report.get("summary")
+    rows: list[object] = logged if isinstance(logged, list) else []
+    attacked: list[JSONDict] = []
+    report["summary"], report["sweep"] = rows, attacked
     for eps in sorted(sweep):
         mech = sweep[eps]
         gu = mech.guarantee(tuple(s.private.shape[1:]))
         nm = NoiseModel.from_mechanism(mech, transforms=s.transforms, upsample_mode=s.upsample_mode, clip=s.clip)
-        banks: dict[str, Any] = {}
+        banks: dict[str, DenoiserBank] = {}
         for k in sweep_augments:
             s.say(f"simulating {k} queries at epsilon {eps:g} per element")
             qs, ss = simulate_client(s.private, mech, k, queries_per_record=queries_per_record,
@@ -429,16 +435,16 @@ def _audit_sweep(
             ex = res["reconstruction"].pop("examples", None)
             if examples is None and ex is not None and k == "none":
                 examples = {f"{name} eps={eps:g}" if name != "original" else name: v for name, v in ex.items()}
-            report["sweep"].append({"epsilon_element": eps, "guarantee": gu.as_dict(), **res})
+            attacked.append({"epsilon_element": eps, "guarantee": gu.as_dict(), **res})
             rows.append(_summary_row(eps, k, res, gu))
     return examples
 
 
 def _audit_empirical(
     s: _Setup,
-    report: dict[str, Any],
+    report: JSONDict,
     mechanism: Mechanism | None,
-    sweep: Mapping[float, Any] | None,
+    sweep: Mapping[float, Mechanism] | None,
     paper_epsilon: float | None,
     samples: int,
 ) -> None:
@@ -448,25 +454,26 @@ def _audit_empirical(
         mechs["client"] = mechanism
     for eps, m in (sweep or {}).items():
         mechs[f"sweep eps={eps:g}"] = m
-    report["empirical_epsilon"] = {}
+    found: dict[str, dict] = {}
     for name, m in mechs.items():
         s.say(f"empirical epsilon of {name}")
-        report["empirical_epsilon"][name] = audit_mechanism(
+        found[name] = audit_mechanism(
             m, tuple(s.private.shape[1:]), paper_epsilon=paper_epsilon, samples=samples, seed=s.seed
         )
+    report["empirical_epsilon"] = found
     report["flags"] = [
         f"{name}: empirical lower bound {r['epsilon_lb']:.3g} exceeds the reported per-element epsilon "
         f"{r['claimed_epsilon']:.3g} (delta {r['claimed_delta']:.3g})"
-        for name, r in report["empirical_epsilon"].items() if r["violated"]
+        for name, r in found.items() if r["violated"]
     ] + [
         f"{name}: the pure epsilon {r['paper_epsilon']:.3g} claimed by the paper is refuted "
         f"(lower bound {r['epsilon_lb_pure']:.3g} ignoring delta)"
-        for name, r in report["empirical_epsilon"].items() if r.get("paper_claim_violated")
+        for name, r in found.items() if r.get("paper_claim_violated")
     ]
 
 
 def _audit_rme(
-    s: _Setup, report: dict[str, Any], mechanism: Mechanism | None, sweep: Mapping[float, Any] | None
+    s: _Setup, report: JSONDict, mechanism: Mechanism | None, sweep: Mapping[float, Mechanism] | None
 ) -> None:
     """Reverse Manifold Embedding audit on the records as 7x7 feature vectors; fills ``rme``."""
     s.say("Reverse Manifold Embedding audit")
@@ -485,20 +492,20 @@ def run_audit(
     *,
     queries: torch.Tensor | str | os.PathLike[str] | None = None,
     sources: torch.Tensor | None = None,
-    plan: QueryPlan | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    plan: PlanSpec | None = None,
     mechanism: Mechanism | None = None,
     augment: str | None = None,
-    transforms: Sequence[Any] = (),
+    transforms: Sequence[Transform] = (),
     upsample_mode: str = "bilinear",
     clip_queries: tuple[float, float] | str | None = "domain",
     teacher: Optional[Classifier] = None,
-    sweep: Mapping[float, Any] | None = None,
+    sweep: Mapping[float, Mechanism] | None = None,
     sweep_augments: Sequence[str] = AUGMENTATIONS,
     queries_per_record: float = 2.0,
     empirical: bool = True,
     empirical_samples: int = 200_000,
     paper_epsilon: float | None = None,
-    membership: Mapping[str, Any] | None = None,
+    membership: MembershipInputs | None = None,
     rme: bool = True,
     distractors: torch.Tensor | None = None,
     out_dir: str | os.PathLike[str] | None = None,
@@ -506,7 +513,7 @@ def run_audit(
     max_queries: int = 2000,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
-) -> dict:
+) -> JSONDict:
     """Run the privacy audit; returns the report dict (and writes it under ``out_dir``).
 
     ``private``: the private records ``(N, C, H, W)`` in the mechanism's domain units

@@ -48,6 +48,11 @@ def integer(doc: Document, key: str) -> int:
     raise _wrong(key, "an integer", value)
 
 
+def integer_or_none(doc: Document, key: str) -> int | None:
+    """The integer at ``key``, or None where the key is missing or null."""
+    return None if doc.get(key) is None else integer(doc, key)
+
+
 def text(doc: Document, key: str, default: str | None = None) -> str:
     """The string at ``key``; ``default`` where the key is missing or null (an error without one)."""
     value = doc.get(key)

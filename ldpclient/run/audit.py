@@ -18,8 +18,21 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
+from ..io.document import (
+    Document,
+    JSONDict,
+    as_number,
+    as_section,
+    integer_or_none,
+    items,
+    number_or_none,
+    rows,
+    section,
+    section_or_none,
+    text,
+)
 from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from ..privacy import defaults as privacy_defaults
 from ..privacy.mechanisms import mechanism_names
@@ -29,6 +42,7 @@ from ..transfer import defaults
 if TYPE_CHECKING:  # torch/numpy are imported where used, so `ldpclient --help` stays fast
     import torch
 
+    from ..audit.membership import MembershipInputs
     from ..privacy.base import Mechanism
     from ..privacy.guarantee import Domain
 
@@ -76,7 +90,11 @@ def _read_run(path: Path) -> RunReport:
     return report
 
 
-def _pick(given: object, recorded: object, default: object) -> Any:
+T = TypeVar("T")
+D = TypeVar("D")
+
+
+def _pick(given: T | None, recorded: T | None, default: D) -> T | D:
     """An explicit option wins over the run report, which wins over the default."""
     if given is not None:
         return given
@@ -166,7 +184,7 @@ class _ClientSettings:
     basis: str = "pool"
     coefficients: Optional[int] = None
     clip_norm: Optional[float] = None
-    plan: Optional[dict[str, Any]] = None
+    plan: Optional[JSONDict] = None
     value_range: Optional[tuple[float, float]] = None
     input_shape: Optional[tuple[int, int, int]] = None
 
@@ -199,11 +217,11 @@ def _client_settings(o: AuditOptions) -> _ClientSettings:
 
     config = m.config if m else {}
     basis = basis_asked(o.basis, o.coefficients, o.clip_norm) or (
-        config.get("basis", "pool") if run is not None  # what the run used: a report without one pooled
+        text(config, "basis", "pool") if run is not None  # what the run used: a report without one pooled
         else privacy_defaults.basis(mechanism, per, given_reduce, epsilon if epsilon is not None else 1.0)
     )
-    coefficients = _pick(o.coefficients, config.get("coefficients"), None)
-    clip_norm = _pick(o.clip_norm, config.get("clip_norm"), None)
+    coefficients = _pick(o.coefficients, integer_or_none(config, "coefficients"), None)
+    clip_norm = _pick(o.clip_norm, number_or_none(config, "clip_norm"), None)
     if basis not in BASES:
         raise ValueError(f"--basis must be {choice_list(BASES)}, got {basis!r}")
     if mechanism not in mechanism_names():
@@ -217,12 +235,13 @@ def _client_settings(o: AuditOptions) -> _ClientSettings:
             raise ValueError(f"--augment must be {choice_list(AUGMENTATIONS)}, got {augment!r}")
     if (o.student is None) != (o.holdout is None):
         raise ValueError("membership inference needs both --student and --holdout")
-    basis_settings = {"basis": basis, "coefficients": coefficients, "clip_norm": clip_norm}
     if run is None:
-        return _ClientSettings(mechanism, epsilon, per, delta, given_reduce, postprocess, augment, **basis_settings)
+        return _ClientSettings(mechanism, epsilon, per, delta, given_reduce, postprocess, augment, basis=basis,
+                               coefficients=coefficients, clip_norm=clip_norm)
     t = run.teacher
     return _ClientSettings(
-        mechanism, epsilon, per, delta, given_reduce, postprocess, augment, **basis_settings, plan=run.plan,
+        mechanism, epsilon, per, delta, given_reduce, postprocess, augment, basis=basis, coefficients=coefficients,
+        clip_norm=clip_norm, plan=run.plan,
         value_range=(float(t.value_range[0]), float(t.value_range[1])) if t.value_range else None,
         input_shape=(int(t.input_shape[0]), int(t.input_shape[1]), int(t.input_shape[2])),
     )
@@ -270,7 +289,7 @@ def _judge(o: AuditOptions, r: _Records) -> Optional[Callable[[torch.Tensor], to
 
 def _membership(
     o: AuditOptions, r: _Records, judge: Optional[Callable[[torch.Tensor], torch.Tensor]]
-) -> Optional[dict[str, Any]]:
+) -> Optional[MembershipInputs]:
     """Keyword arguments of the membership-inference attack (``--student``, ``--holdout``), or None."""
     if o.student is None or o.holdout is None:
         return None
@@ -291,8 +310,8 @@ def _audit_report(
     st: _ClientSettings,
     r: _Records,
     judge: Optional[Callable[[torch.Tensor], torch.Tensor]],
-    membership: Optional[dict[str, Any]],
-) -> dict:
+    membership: Optional[MembershipInputs],
+) -> JSONDict:
     """Run :func:`ldpclient.audit.run_audit` with the resolved settings; returns its report."""
     from ..audit import run_audit
     from ..transfer.postprocess import parse_postprocess
@@ -320,7 +339,7 @@ def _audit_report(
     )
 
 
-def run_audit_command(o: AuditOptions) -> dict[str, Any]:
+def run_audit_command(o: AuditOptions) -> JSONDict:
     """The body of ``ldpclient audit``: resolve the client's settings, load the records, attack; the report.
     ValueError (or OSError) for bad input."""
     st = _client_settings(o)
@@ -330,10 +349,10 @@ def run_audit_command(o: AuditOptions) -> dict[str, Any]:
     return _audit_report(o, st, records, judge, membership)
 
 
-def summary_lines(report: dict[str, Any]) -> list[str]:
+def summary_lines(report: Document) -> list[str]:
     """The audit report in words, one finding a line."""
-    lines = [f"privacy audit of {report['num_records']} records {tuple(report['record_shape'])}"]
-    for r in report.get("summary", []):
+    lines = [f"privacy audit of {report['num_records']} records {tuple(items(report, 'record_shape'))}"]
+    for r in rows(report, "summary"):
         eps_r = r.get("epsilon_record")
         line = (
             f"  eps/elem {r['epsilon_element']:g} (per record {eps_r:.4g}) {r['augment']:>4}: "
@@ -345,25 +364,27 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         if "recon_teacher_agreement" in r:
             line += f"; teacher agrees {r['recon_teacher_agreement']:.3f} (chance {r['recon_teacher_chance']:.3f})"
         lines.append(line)
-    for name, e in report.get("empirical_epsilon", {}).items():
+    for name, found in (section_or_none(report, "empirical_epsilon") or {}).items():
+        e = as_section(found, name)
         lines.append(
             f"  empirical epsilon [{name}]: lower bound {e['epsilon_lb']:.3f} vs reported {e['claimed_epsilon']:.4g}"
             f" (delta {e['claimed_delta']:.3g}); ignoring delta {e['epsilon_lb_pure']:.3f}"
         )
-    for flag in report.get("flags", []):
+    for flag in items(report, "flags"):
         lines.append(f"  FLAG: {flag}")
     if "membership" in report:
-        s = report["membership"]["student"]
+        s = section(section(report, "membership"), "student")
         lines.append(f"  membership inference: AUC {s['auc']:.3f}, TPR@1%FPR {s['tpr_at_0.01_fpr']:.3f} (chance "
                      "0.5 / 0.01)")
     if "rme" in report:
-        r = report["rme"]
+        r = section(report, "rme")
+        folding = [as_number(v, "folding") for v in section(r, "folding").values()]
         lines.append(
             f"  RME: linkage plain {r['plain_l1']:.3f}, invertible RME after exact inversion "
-            f"{r['invertible']['attacker_inverts_l1']:.3f}, folding RME {max(r['folding'].values()):.3f} (chance "
+            f"{section(r, 'invertible')['attacker_inverts_l1']:.3f}, folding RME {max(folding):.3f} (chance "
             f"{r['chance']:.4f})"
         )
-    for k, v in report.get("files", {}).items():
+    for k, v in (section_or_none(report, "files") or {}).items():
         lines.append(f"  {k}: {v}")
     return lines
 
