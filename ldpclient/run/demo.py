@@ -25,15 +25,17 @@ import socket
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, Union
 
 import torch
 
+from ..io.document import Document, JSONDict, integer, number, section, section_or_none
 from ..io.folders import to_uint8_image
 from ..names import PRIVACY_BOUGHT
 from ..privacy import defaults as privacy_defaults
 from ..privacy.guarantee import coefficient_treatment
 from ..report.label_files import read_labels
+from ..report.run_report import RunReport
 from ..transfer import defaults
 from .label import LabelOptions, label_run
 from .ui import UI
@@ -105,10 +107,22 @@ class _Answers:
     """The label reports of LDPKiT-Sup, SIDP and LDPKiT-Sup beside the public images (None: not run), and the
     teacher's accuracy on clean images (None: unknown)."""
 
-    sup: dict[str, Any]
-    sidp: dict[str, Any]
+    sup: RunReport
+    sidp: RunReport
     reference: float | None
-    public: dict[str, Any] | None = None
+    public: RunReport | None = None
+
+
+class DemoRow(TypedDict):
+    """One method's row: accuracy against the true digits in [0, 1], epsilon per element and per record (``"inf"``:
+    no privacy), queries sent or read back, money spent on its own queries."""
+
+    method: str
+    accuracy: float
+    epsilon_element: Union[float, str]
+    epsilon_record: Union[float, str]
+    queries: int
+    money: float
 
 
 def run_demo(
@@ -126,7 +140,7 @@ def run_demo(
     html: Path | None = None,
     ui: UI | None = None,
     public: bool = True,
-) -> dict[str, Any]:
+) -> JSONDict:
     """Run the demo (see module doc); returns rows ``{method, accuracy, epsilon_element, epsilon_record, queries,
     money}``.
 
@@ -161,7 +175,7 @@ def run_demo(
         notes = _notes(answers, rows, root, kept=tmp is None)
         if html is not None:  # out of the work directory, which may be a temporary one
             html.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(answers.sup["outputs"]["html"], html)
+            shutil.copyfile(answers.sup.outputs["html"], html)
             notes.append(f"page: {html} (open it in a browser: what was sent, the guarantee, counts, the student)")
         return {"schema": 1, "command": "demo", "ok": True, "records": len(data.names), "rows": rows, "notes": notes}
     finally:
@@ -212,12 +226,24 @@ def write_check_file(path: Path, labels: dict[str, int]) -> None:
         writer.writerows(sorted(labels.items()))
 
 
-def _server_options(seed: int, teacher_epochs: int | None) -> dict[str, Any]:
+class _ServerOptions(TypedDict, total=False):
+    """The options of ``mock_server.serve`` the demo sets."""
+
+    model: str
+    image_size: int
+    seed: int
+    price_per_image: float
+    port: int
+    epochs: int
+    no_cache: bool
+
+
+def _server_options(seed: int, teacher_epochs: int | None) -> _ServerOptions:
     """Options for ``mock_server.serve``: the 28x28 digits teacher at :data:`DEMO_PRICE` per query."""
-    server_options: dict[str, Any] = {"model": "digits", "image_size": 28, "seed": seed, "price_per_image": DEMO_PRICE,
+    server_options: _ServerOptions = {"model": "digits", "image_size": 28, "seed": seed, "price_per_image": DEMO_PRICE,
                                       "port": DEMO_PORT if _port_free(DEMO_PORT) else 0}
     if teacher_epochs is not None:
-        server_options.update(epochs=teacher_epochs, no_cache=True)
+        server_options.update({"epochs": teacher_epochs, "no_cache": True})
     return server_options
 
 
@@ -252,48 +278,42 @@ def _run_methods(server: RunningServer, root: Path, data: _PrivateData, opts: _D
         seed=None,
     )
     ui.info("demo: LDPKiT-Sup (noise each image once, query averages of pairs, train a student)")
-    sup = label_run(
+    sup = RunReport.from_dict(label_run(
         replace(common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
                 output=root / "labels_sup.csv", html_private=opts.html is not None, check=check_file_for(data.folder)),
         ui=ui,
-    ).report
+    ).report)
     ui.stop_progress()
     ui.info("demo: SIDP (send the same releases, take the teacher's answers as labels)")
-    sidp = label_run(replace(common, augment="none", output=root / "labels_sidp.csv"), ui=ui).report
+    sidp_run = label_run(replace(common, augment="none", output=root / "labels_sidp.csv"), ui=ui)
+    sidp = RunReport.from_dict(sidp_run.report)
     ui.stop_progress()
     public = None
     if opts.public:
         ui.info(f"demo: LDPKiT-Sup beside {PUBLIC_IMAGES} public digits of classes 0-4 only (the same releases, "
                 "reused)")
-        public = label_run(
+        public = RunReport.from_dict(label_run(
             replace(common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
                     public=root / "public", output=root / "labels_public.csv", check=check_file_for(data.folder)),
             ui=ui,
-        ).report
+        ).report)
         ui.stop_progress()
     return _Answers(sup, sidp, reference, public)
 
 
-def _rows(root: Path, data: _PrivateData, answers: _Answers, opts: _DemoOptions) -> list[dict[str, Any]]:
+def _rows(root: Path, data: _PrivateData, answers: _Answers, opts: _DemoOptions) -> list[DemoRow]:
     """One row per method (accuracy in [0, 1], epsilon per element and per record, queries, money spent)."""
     sup, sidp, reference, truth = answers.sup, answers.sidp, answers.reference, data.truth
     adapt = opts.adapt
-    g = sup["guarantee"]
-    outputs = sup["outputs"]
-    rows = [_row("LDPKiT-Sup" + (", adapted" if adapt else ""), _accuracy(root / "labels_sup.csv", truth), g, sup)]
+    outputs = sup.outputs
+    rows = [_row("LDPKiT-Sup" + (", adapted" if adapt else ""), _accuracy(root / "labels_sup.csv", truth), sup)]
     if "unadapted_labels" in outputs:  # same run, same queries: the student before adaptation
         rows.append({**rows[0], "method": "LDPKiT-Sup, unadapted", "money": 0.0,
                      "accuracy": _accuracy(Path(outputs["unadapted_labels"]), truth)})
-    rows.append(_row("SIDP", _accuracy(root / "labels_sidp.csv", truth), sidp["guarantee"], sidp))
-    if opts.baseline and sup.get("baseline"):
-        base = {
-            "method": "data-free baseline" + (", adapted" if adapt else ""),
-            "accuracy": _accuracy(Path(outputs["baseline_labels"]), truth),
-            "epsilon_element": 0.0,
-            "epsilon_record": 0.0,
-            "queries": sup["baseline"]["queries_sent"] + sup["baseline"]["queries_from_journal"],
-            "money": sup["baseline"]["queries_sent"] * DEMO_PRICE,
-        }
+    rows.append(_row("SIDP", _accuracy(root / "labels_sidp.csv", truth), sidp))
+    if opts.baseline and sup.baseline:
+        base = _baseline_row("data-free baseline" + (", adapted" if adapt else ""),
+                             _accuracy(Path(outputs["baseline_labels"]), truth), sup.baseline)
         rows.append(base)
         if "baseline_unadapted_labels" in outputs:
             rows.append({**base, "method": "data-free baseline, unadapted", "money": 0.0,
@@ -317,19 +337,14 @@ BOUGHT_WORDS = dict(zip(PRIVACY_BOUGHT, ("a measurable gain (the verdict's sign 
                                          "measurably worse labels (the verdict's sign test)"), strict=True))
 
 
-def _public_rows(root: Path, report: dict[str, Any], truth: dict[str, int], opts: _DemoOptions) -> list[dict[str, Any]]:
+def _public_rows(root: Path, report: RunReport, truth: dict[str, int], opts: _DemoOptions) -> list[DemoRow]:
     """The second case: LDPKiT-Sup beside the public digits of classes 0-4, and its data-free run beside the same
     public images (its queries and money count the public images and the mirror check's copies of them)."""
     adapted = ", adapted" if opts.adapt else ""
-    rows = [_row(f"LDPKiT-Sup {BESIDE_PUBLIC}{adapted}", _accuracy(root / "labels_public.csv", truth),
-                 report["guarantee"], report)]
-    base = report.get("baseline")
-    if opts.baseline and base:
-        rows.append({"method": f"data-free baseline {BESIDE_PUBLIC}{adapted}",
-                     "accuracy": _accuracy(Path(report["outputs"]["baseline_labels"]), truth),
-                     "epsilon_element": 0.0, "epsilon_record": 0.0,
-                     "queries": base["queries_sent"] + base["queries_from_journal"],
-                     "money": base["queries_sent"] * DEMO_PRICE})
+    rows = [_row(f"LDPKiT-Sup {BESIDE_PUBLIC}{adapted}", _accuracy(root / "labels_public.csv", truth), report)]
+    if opts.baseline and report.baseline:
+        rows.append(_baseline_row(f"data-free baseline {BESIDE_PUBLIC}{adapted}",
+                                  _accuracy(Path(report.outputs["baseline_labels"]), truth), report.baseline))
     return rows
 
 
@@ -345,7 +360,7 @@ CASE_MEANING = {
 }
 
 
-def _gain_notes(rows: list[dict[str, Any]], answers: _Answers) -> list[str]:
+def _gain_notes(rows: list[DemoRow], answers: _Answers) -> list[str]:
     """What the privacy bought in each case: the points over its data-free run on the demo's 359 digits, what the
     run's verdict concluded from the check set, and what the case means for the user's own data (none without the
     baseline rows)."""
@@ -358,7 +373,7 @@ def _gain_notes(rows: list[dict[str, Any]], answers: _Answers) -> list[str]:
         if private not in accuracy or free not in accuracy or report is None:
             continue
         points = 100 * (accuracy[private] - accuracy[free])
-        bought = (report.get("verdict") or {}).get("privacy_bought")
+        bought = (report.verdict or {}).get("privacy_bought")
         said = f"; on the check set, {BOUGHT_WORDS[bought]}" if bought in BOUGHT_WORDS else ""
         notes.append(f"what the privacy bought, {case}: {100 * accuracy[private]:.1f}% against "
                      f"{100 * accuracy[free]:.1f}% for its data-free run, {points:+.1f} points{said}. What it means: "
@@ -370,9 +385,9 @@ def _gain_notes(rows: list[dict[str, Any]], answers: _Answers) -> list[str]:
     return notes
 
 
-def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: bool) -> list[str]:
+def _notes(answers: _Answers, rows: list[DemoRow], root: Path, *, kept: bool) -> list[str]:
     """The report's notes: what each method is, the privacy guarantee, the money spent, where outputs are kept."""
-    g = answers.sup["guarantee"]
+    g = answers.sup.guarantee
     notes = [
         "LDPKiT-Sup: what `ldpclient label` does (noise each image once, query averages of pairs, train a "
         "student). SIDP: send the same releases and take the teacher's answers. Data-free baseline: the same "
@@ -380,7 +395,8 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
         "clean private images on this device (no query, no privacy cost; unadapted rows are the same run's "
         "student before that). Teacher on clean images: the reference you would get by sending the raw images "
         "(no privacy at all; not done by ldpclient).",
-        f"privacy: each private image was noised once; per record epsilon {g['per_record']['epsilon']:.4g} "
+        f"privacy: each private image was noised once; per record epsilon "
+        f"{number(section(g, 'per_record'), 'epsilon'):.4g} "
         f"{_released(g)}. {_sidp_releases(answers)}",
         "per record is what bounds what the teacher can learn about one whole image; it is large here, "
         "so read the accuracy against the data-free baseline, which uses no private information at all.",
@@ -388,17 +404,17 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
         + "; ".join(f"{r['method']} {r['money']:.4g}" for r in rows if r["money"]) + ".",
     ]
     notes[1:1] = _gain_notes(rows, answers)
-    beside = (answers.public or {}).get("verdict")
+    beside = answers.public.verdict if answers.public is not None else None
     if beside:
         notes.insert(0, f"verdict on the labels {BESIDE_PUBLIC}: {beside['headline']}")
-    verdict = answers.sup.get("verdict")
+    verdict = answers.sup.verdict
     if verdict:
         notes.insert(0, f"verdict on the LDPKiT-Sup labels (what every label run says): {verdict['headline']}")
-        if verdict.get("check"):
+        if check := section_or_none(verdict, "check"):
             notes.insert(1, "accuracy: the table's is against the true digits of all "
-                            f"{answers.sup['counts']['labelled']} "
+                            f"{answers.sup.counts.labelled} "
                             f"private images (the demo knows them); the verdict's is estimated from the "
-                            f"{verdict['check']['images']} hand-labelled images of the check set, as a run on your "
+                            f"{check['images']} hand-labelled images of the check set, as a run on your "
                             "own images, without the truth, estimates it.")
     if kept:
         notes.append(f"outputs and state kept in {root}; label that folder yourself with a mock teacher running "
@@ -411,20 +427,20 @@ def _notes(answers: _Answers, rows: list[dict[str, Any]], root: Path, *, kept: b
 
 def _sidp_releases(answers: _Answers) -> str:
     """How SIDP came by a release of every image: the ones LDPKiT-Sup made, and any its queries did not use."""
-    fresh, reused = answers.sidp["ledger"]["fresh"], answers.sidp["ledger"]["reused"]
+    fresh, reused = answers.sidp.ledger.fresh, answers.sidp.ledger.reused
     if not fresh:
         return f"SIDP reused the stored releases: 0 images noised again ({reused} reused)."
     return (f"SIDP sends a release of every image: it reused the {reused} stored by LDPKiT-Sup and noised the {fresh} "
             "its queries did not use (released once each, now).")
 
 
-def _released(g: dict[str, Any]) -> str:
+def _released(g: Document) -> str:
     """What one release holds, for the privacy note: the DCT coefficients of a ``dct`` release, else elements."""
-    params = g.get("params") or {}
+    params = section_or_none(g, "params") or {}
     if params.get("basis") == "dct":
         return (f"on {g['elements_per_record']} low-frequency DCT coefficients of the image (one record-level "
                 f"release, {coefficient_treatment(params)})")
-    return f"over {g['elements_per_record']} released elements (per element {g['per_element']['epsilon']:.4g})"
+    return f"over {g['elements_per_record']} released elements (per element {section(g, 'per_element')['epsilon']:.4g})"
 
 
 def _teacher_on_clean(server: RunningServer, images: torch.Tensor, labels: torch.Tensor) -> float | None:
@@ -436,12 +452,20 @@ def _teacher_on_clean(server: RunningServer, images: torch.Tensor, labels: torch
     return float((torch.as_tensor(predicted).reshape(-1) == labels).float().mean())
 
 
-def _row(method: str, accuracy: float, g: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+def _row(method: str, accuracy: float, report: RunReport) -> DemoRow:
+    g = report.guarantee
     return {
         "method": method,
         "accuracy": accuracy,
-        "epsilon_element": g["per_element"]["epsilon"],
-        "epsilon_record": g["per_record"]["epsilon"],
-        "queries": report["queries"]["sent"] + report["queries"]["from_journal"],
-        "money": report["queries"]["sent"] * DEMO_PRICE,  # this method's own queries (not the baseline's)
+        "epsilon_element": number(section(g, "per_element"), "epsilon"),
+        "epsilon_record": number(section(g, "per_record"), "epsilon"),
+        "queries": report.queries.sent + report.queries.from_journal,
+        "money": report.queries.sent * DEMO_PRICE,  # this method's own queries (not the baseline's)
     }
+
+
+def _baseline_row(method: str, accuracy: float, baseline: Document) -> DemoRow:
+    """A data-free run's row: epsilon 0, its queries sent and read back, the money of those it sent."""
+    sent = integer(baseline, "queries_sent")
+    return {"method": method, "accuracy": accuracy, "epsilon_element": 0.0, "epsilon_record": 0.0,
+            "queries": sent + integer(baseline, "queries_from_journal"), "money": sent * DEMO_PRICE}
