@@ -51,9 +51,9 @@ class LabelResult:
     confidences: "torch.Tensor"
     names: tuple[str, ...]
     guarantee: "Guarantee"
-    counts: dict[str, Any]
-    cost: dict[str, Any]
-    report: dict[str, Any]
+    counts: dict[str, object]
+    cost: dict[str, object]
+    report: dict[str, object]
     verdict: "Verdict"
 
 
@@ -127,7 +127,7 @@ def _result(run: LabelRun) -> LabelResult:
                        cost=_section(run.report, "cost"), report=run.report, verdict=run.verdict)
 
 
-def _section(report: Mapping[str, object], key: str) -> dict[str, Any]:
+def _section(report: Mapping[str, object], key: str) -> dict[str, object]:
     """The run report's ``key`` section, as the front door hands it over (empty when the report has none)."""
     part = report.get(key)
     return dict(part) if isinstance(part, dict) else {}

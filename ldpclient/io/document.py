@@ -8,7 +8,11 @@ reader asks for a key as the type it needs (:func:`number`, :func:`integer`, :fu
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import types
+import typing
+from collections import abc
+from dataclasses import fields
+from typing import Callable, Mapping, Sequence, Union
 
 #: A JSON object as read: keys are strings, values anything JSON holds.
 Document = Mapping[str, object]
@@ -94,3 +98,42 @@ def items(doc: Document, key: str) -> Sequence[object]:
 def rows(doc: Document, key: str) -> list[Document]:
     """The JSON array of objects at ``key`` (empty where the key is missing or null)."""
     return [as_section(row, key) for row in items(doc, key)]
+
+
+def _fits(value: object, hint: object) -> bool:
+    """Whether a JSON value has a report field's type (``int``, ``float`` (an int too), ``str``, ``bool``, ``None``,
+    ``list[X]``, ``dict[str, X]``, ``object``, and unions of them)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        return any(_fits(value, arg) for arg in args)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(item, args[0]) for item in value)
+    if origin in (dict, Mapping, abc.Mapping):
+        return isinstance(value, dict) and all(isinstance(k, str) and _fits(v, args[1]) for k, v in value.items())
+    if hint is object:
+        return True
+    if hint is type(None):
+        return value is None
+    if hint in (int, float):
+        return isinstance(value, (int, float) if hint is float else int) and not isinstance(value, bool)
+    return isinstance(hint, type) and isinstance(value, hint)
+
+
+def typed_fields(cls: type, d: Document, where: str,
+                 sections: Mapping[str, Callable[[object, str, str], object]] | None = None) -> JSONDict:
+    """``d``'s values for the dataclass ``cls``'s fields, each checked against the field's type; ``sections``: the
+    fields whose value ``sections[name](d[name], name, where)`` builds instead (a nested dataclass). ValueError naming
+    ``where`` and the key on a value of another type."""
+    hints = typing.get_type_hints(cls)
+    out: JSONDict = {}
+    for name in (f.name for f in fields(cls)):
+        if name not in d:
+            continue
+        if sections and name in sections:
+            out[name] = sections[name](d[name], name, where)
+        elif _fits(d[name], hints[name]):
+            out[name] = d[name]
+        else:
+            shown = getattr(hints[name], "__name__", str(hints[name]))
+            raise ValueError(f"{where}: key {name!r} must be {shown}, got {type(d[name]).__name__}")
+    return out

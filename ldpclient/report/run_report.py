@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import types
-import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, TypeVar, Union
 
-from ..io.document import Document, JSONDict
+from ..io.document import Document, JSONDict, typed_fields
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -58,43 +57,6 @@ def _check_keys(d: Document, names: list[str], where: str, optional: frozenset[s
         raise ValueError(f"{where}: unknown key {unknown[0]!r}")
 
 
-def _fits(value: object, hint: object) -> bool:
-    """Whether a JSON value has a report field's type (``int``, ``float`` (an int too), ``str``, ``bool``, ``None``,
-    ``list[X]``, ``dict[str, X]``, ``object``, and unions of them)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (Union, types.UnionType):
-        return any(_fits(value, arg) for arg in args)
-    if origin is list:
-        return isinstance(value, list) and all(_fits(item, args[0]) for item in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(isinstance(k, str) and _fits(v, args[1]) for k, v in value.items())
-    if hint is object:
-        return True
-    if hint is type(None):
-        return value is None
-    if hint in (int, float):
-        return isinstance(value, (int, float) if hint is float else int) and not isinstance(value, bool)
-    return isinstance(hint, type) and isinstance(value, hint)
-
-
-def _typed_fields(cls: type, d: Document, where: str, sections: Mapping[str, type] | None = None) -> JSONDict:
-    """``d``'s values for ``cls``'s fields, each checked against the field's type (section dataclasses built by
-    :func:`_section`); ValueError naming ``where`` and the key on a value of another type."""
-    hints = typing.get_type_hints(cls)
-    out: JSONDict = {}
-    for name in (f.name for f in fields(cls)):
-        if name not in d:
-            continue
-        if sections and name in sections:
-            out[name] = _section(sections[name], d[name], name, where)
-        elif _fits(d[name], hints[name]):
-            out[name] = d[name]
-        else:
-            shown = getattr(hints[name], "__name__", str(hints[name]))
-            raise ValueError(f"{where}: key {name!r} must be {shown}, got {type(d[name]).__name__}")
-    return out
-
-
 def _section(cls: type[_S], d: object, name: str, where: str = "run report") -> _S:
     """Build a section dataclass from its dict; ValueError naming the section on a missing or unknown key, or a
     value of another type than its field's."""
@@ -103,7 +65,7 @@ def _section(cls: type[_S], d: object, name: str, where: str = "run report") -> 
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
     optional = frozenset(f.name for f in fields(cls) if f.default is not MISSING)  # type: ignore[arg-type]
     _check_keys(d, names, f"{where}: section {name!r}", optional)
-    return cls(**_typed_fields(cls, d, f"{where}: section {name!r}"))
+    return cls(**typed_fields(cls, d, f"{where}: section {name!r}"))
 
 
 def _one_line(text: object) -> str:
@@ -333,7 +295,8 @@ class RunReport:
             )
         names = [f.name for f in fields(cls)]
         _check_keys(d, names, where, optional=frozenset({"run_plan", "verdict"}))
-        return cls(**_typed_fields(cls, d, where, _SECTIONS))  # type: ignore[arg-type]  # each value checked
+        builders = {key: partial(_section, section) for key, section in _SECTIONS.items()}
+        return cls(**typed_fields(cls, d, where, builders))  # type: ignore[arg-type]  # each value checked
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> RunReport:

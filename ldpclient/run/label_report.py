@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence, TypedDict
 
 import torch
 
+from ..io.document import JSONDict, section_or_none
 from ..io.output import versions, write_json
 from ..io.records import RecordSource
 from ..report.notes import DATA_FREE_NOTE, utility_note, weak_privacy_note
@@ -144,7 +145,14 @@ def _guarantee_note(result: TransferResult, measured: str | None) -> str:
     )))
 
 
-def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labelled: int) -> dict[str, Any]:
+class _UsageSections(TypedDict):
+    counts: CountsSection
+    queries: QueriesSection
+    cost: CostSection
+    ledger: LedgerSection
+
+
+def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labelled: int) -> _UsageSections:
     """The report's ``counts``, ``queries``, ``cost`` and ``ledger`` sections, in that order."""
     opts, counts, n = setup.opts, outcome.result.counts, len(images)
     stats = outcome.stats_private
@@ -224,8 +232,8 @@ ADAPTATION_NOTE = (
 )
 
 
-def _adaptation_section(result: TransferResult, num_classes: int) -> dict[str, Any] | None:
-    summary = result.summary().get("adaptation")
+def _adaptation_section(result: TransferResult, num_classes: int) -> JSONDict | None:
+    summary = section_or_none(result.summary(), "adaptation")
     if summary is None:
         return None
     changed, before = None, None

@@ -64,8 +64,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
+from ..io.document import Document, JSONDict, number, section_or_none
 from ..names import PRIVACY_BOUGHT, VERDICT_LEVELS
 from ..report.notes import declined_words
 from . import check_estimate
@@ -144,14 +145,14 @@ class Verdict:
 
     level: str
     reasons: list[str]
-    check: dict[str, Any] | None = None
-    collapse: dict[str, Any] = field(default_factory=dict)
+    check: JSONDict | None = None
+    collapse: JSONDict = field(default_factory=dict)
     same_as_free: float | None = None
     held_out_agreement: float | None = None
     majority_answer_share: float | None = None
     #: the final student against the teacher on the public images held out of training: ``images``, ``agree``,
     #: ``agreement``, ``low``, ``high`` (95 % Wilson interval); None without them
-    public_held_out: dict[str, Any] | None = None
+    public_held_out: JSONDict | None = None
     #: what the privacy spent bought against the data-free run: :data:`BOUGHT_MORE`, :data:`BOUGHT_NOTHING` or
     #: :data:`BOUGHT_LESS`; None when the run was not compared with one (no ``--baseline``)
     privacy_bought: str | None = None
@@ -171,23 +172,23 @@ class Verdict:
             return self.standing
         return f"{self.standing}{': ' if self.standing == self.level else '; '}{self.reasons[0]}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONDict:
         return {"level": self.level, "standing": self.standing, "headline": self.headline, **asdict(self)}
 
 
-def accuracy_words(verdict: Mapping[str, Any] | None) -> str | None:
+def accuracy_words(verdict: Document | None) -> str | None:
     """The check set's score in words (with the data-free run's beside it), None without a check set: what a
     summary says where it would otherwise say that the accuracy was not measured."""
-    check = (verdict or {}).get("check")
+    check = section_or_none(verdict, "check") if verdict else None
     if not check:
         return None
     adjusted = (
         ", adjusted by the labels' confidences" if check.get("method") == check_estimate.CONFIDENCE_ADJUSTED else ""
     )
-    words = (f"{_pct(check['accuracy'])} on the check set of {check['images']} hand-labelled images{adjusted} (95% "
-             f"interval {_pct(check['low'])}-{_pct(check['high'])})")
-    base = check.get("baseline")
-    return words + (f"; the data-free run {_pct(base['accuracy'])} on the same images" if base else "")
+    words = (f"{_pct(number(check, 'accuracy'))} on the check set of {check['images']} hand-labelled images{adjusted} "
+             f"(95% interval {_pct(number(check, 'low'))}-{_pct(number(check, 'high'))})")
+    base = section_or_none(check, "baseline")
+    return words + (f"; the data-free run {_pct(number(base, 'accuracy'))} on the same images" if base else "")
 
 
 def _pct(x: float) -> str:
@@ -265,12 +266,12 @@ def _privacy_bought(check: CheckEvidence | None, same_as_free: float | None) -> 
 
 def _check_findings(
     check: CheckEvidence, floor: float, num_classes: int, found: list[tuple[str, str]]
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[JSONDict, bool]:
     """What the check set says, appended to ``found``: the accuracy against chance and against mostly right, the
     data-free run's on the same images, how wide the interval is. Also the check's dict for the report, and
     whether the labels are surely better than chance."""
     s = check.score
-    check_dict = {**asdict(s), "floor": floor, "missing": check.missing,
+    check_dict: JSONDict = {**asdict(s), "floor": floor, "missing": check.missing,
                   "baseline": asdict(check.baseline) if check.baseline is not None else None,
                   "wins_over_baseline": check.wins, "losses_to_baseline": check.losses}
     acc = f"{_pct(s.accuracy)} right on the check set ({s.words}; 95% interval {_pct(s.low)}-{_pct(s.high)})"
@@ -380,7 +381,7 @@ def _public_misses(answers: Mapping[str, Sequence[int]]) -> str | None:
             "labels towards their own classes; compare a run without --public")
 
 
-def _public_evidence(agree: int, images: int, *, floor: float, decides: bool) -> tuple[dict[str, Any], tuple[str, str]]:
+def _public_evidence(agree: int, images: int, *, floor: float, decides: bool) -> tuple[JSONDict, tuple[str, str]]:
     """The held-out public images' evidence and its (level, reason): rule 3 of the module doc when it
     ``decides`` (no check set), else a reason at the usable level (reported, deciding nothing)."""
     share = agree / images

@@ -3,13 +3,14 @@ the teacher got them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Optional, TypedDict
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, TypedDict
 
 import numpy as np
 import torch
 from torch import nn
 
+from ..io.document import Document, JSONDict, typed_fields
 from ..names import Mode
 from ..privacy.guarantee import Guarantee
 from .adapt import AdaptHistory
@@ -59,17 +60,18 @@ class TrainingSummary:
     mirror_check: Optional[Mapping[str, float | int]] = None
     reused: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONDict:
         """The summary as the report has it (``reused`` only when true)."""
-        out: dict[str, Any] = {"student": self.student, "crop_pixels": self.crop_pixels, "flip": self.flip,
+        out: JSONDict = {"student": self.student, "crop_pixels": self.crop_pixels, "flip": self.flip,
                                "warmup_epochs": self.warmup_epochs, "students": self.students,
                                "mirror_check": dict(self.mirror_check) if self.mirror_check is not None else None}
         return {**out, "reused": True} if self.reused else out
 
     @classmethod
-    def from_dict(cls, kept: Mapping[str, Any]) -> "TrainingSummary":
-        """The summary :meth:`as_dict` wrote (keys it does not know are left out)."""
-        return cls(**{f.name: kept[f.name] for f in fields(cls) if f.name in kept})
+    def from_dict(cls, kept: Document) -> "TrainingSummary":
+        """The summary :meth:`as_dict` wrote (keys it does not know are left out); ValueError naming a key whose
+        value is not of its field's type."""
+        return cls(**typed_fields(cls, kept, "kept training summary"))  # type: ignore[arg-type]  # each checked
 
 
 class Outcome(TypedDict):
@@ -130,7 +132,7 @@ class TransferResult:
     answers_apart: Optional[dict[str, list[int]]] = None
     #: the teacher's confusion on noised queries the student was trained through (``TrainingSettings.confusion``):
     #: :meth:`~.confusion.Confusion.as_dict`; None without
-    confusion: Optional[dict[str, Any]] = None
+    confusion: Optional[JSONDict] = None
 
     @property
     def epsilon_record(self) -> float:
@@ -140,9 +142,9 @@ class TransferResult:
     def epsilon_element(self) -> float:
         return self.guarantee.epsilon_element
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONDict:
         """JSON-serialisable summary (for reports and the CLI)."""
-        out: dict[str, Any] = {
+        out: JSONDict = {
             "mode": self.mode,
             "guarantee": self.guarantee.as_dict(),
             "counts": dict(self.counts),
