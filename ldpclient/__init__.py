@@ -17,9 +17,77 @@ Names are imported on first use, so ``import ldpclient`` stays light.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what a type checker sees of the lazy exports below (the redundant aliases re-export them)
+    from .api import (
+        LabelResult as LabelResult,
+    )
+    from .api import (
+        label as label,
+    )
+    from .io.records import (
+        TensorRecords as TensorRecords,
+    )
+    from .privacy import (
+        Domain as Domain,
+    )
+    from .privacy import (
+        Guarantee as Guarantee,
+    )
+    from .privacy import (
+        Ledger as Ledger,
+    )
+    from .privacy import (
+        discrete_tldp as discrete_tldp,
+    )
+    from .privacy import (
+        gaussian as gaussian,
+    )
+    from .privacy import (
+        laplace as laplace,
+    )
+    from .privacy import (
+        make_mechanism as make_mechanism,
+    )
+    from .privacy import (
+        tldp_gaussian as tldp_gaussian,
+    )
+    from .privacy import (
+        tldp_laplace as tldp_laplace,
+    )
+    from .privacy import (
+        weighted_tldp as weighted_tldp,
+    )
+    from .teachers import (
+        CostMeter as CostMeter,
+    )
+    from .teachers import (
+        Journal as Journal,
+    )
+    from .teachers import (
+        QueryClient as QueryClient,
+    )
+    from .teachers import (
+        Teacher as Teacher,
+    )
+    from .teachers import (
+        connect as connect,
+    )
+    from .transfer.pipeline import (
+        KnowledgeTransfer as KnowledgeTransfer,
+    )
+    from .transfer.settings import (
+        AdaptationSettings as AdaptationSettings,
+    )
+    from .transfer.settings import (
+        PlanSettings as PlanSettings,
+    )
+    from .transfer.settings import (
+        TrainingSettings as TrainingSettings,
+    )
 
 #: Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
@@ -50,7 +118,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ldpclient' has no attribute {name!r}")

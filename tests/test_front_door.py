@@ -164,3 +164,15 @@ def test_the_front_door_reports_progress_to_a_callback_and_on_a_terminal(tmp_pat
         ldpclient.label(folder, srv.model_url, epsilon=20, queries=24, epochs=1, state_dir=tmp_path / "s",
                         quiet=True)
         assert capsys.readouterr().err == ""
+
+
+def test_a_type_checker_sees_every_lazy_export_from_its_module() -> None:
+    """``ldpclient/__init__.py`` imports each lazy export for the type checker (so that ``ldpclient.label`` has its
+    signature there, not Any), from the module ``_EXPORTS`` names."""
+    import ast
+
+    tree = ast.parse(Path(ldpclient.__file__).read_text(encoding="utf-8"))
+    guarded = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    seen = {alias.name: f"ldpclient.{node.module}" for node in guarded.body if isinstance(node, ast.ImportFrom)
+            for alias in node.names}
+    assert seen == ldpclient._EXPORTS

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
+from ..io.document import Document, JSONDict, items, number_or_none, rows, section
 from .html import bar_chart, render
 
 
@@ -60,11 +61,11 @@ def _spend_axis(cap: float | None) -> str:
     return "per-record epsilon spent" + ("" if cap is None else " (the last bar: at the cap)")
 
 
-def budget_page(summary: Mapping[str, Any], spend: LedgerSpend, private_dir: Path | None) -> str:
+def budget_page(summary: Document, spend: LedgerSpend, private_dir: Path | None) -> str:
     """The HTML document of ``ldpclient budget --html`` (see the module doc): ``templates/budget.html.j2`` filled
     with what each of its sections says."""
-    cap = summary.get("cap_epsilon")
-    eps = summary["epsilon"]
+    cap = number_or_none(summary, "cap_epsilon")
+    eps = section(summary, "epsilon")
     counts, names = spend_histogram(spend.overall, cap)
     return render(
         "budget.html.j2",
@@ -87,24 +88,23 @@ def budget_page(summary: Mapping[str, Any], spend: LedgerSpend, private_dir: Pat
     )
 
 
-def _teachers(summary: Mapping[str, Any], spend: LedgerSpend, cap: float | None) -> list[dict[str, Any]]:
+def _teachers(summary: Document, spend: LedgerSpend, cap: float | None) -> list[JSONDict]:
     """Per teacher identity (scope): the mechanisms its releases used and the histogram of what it cost each image."""
-    teachers = []
+    teachers: list[JSONDict] = []
     for scope, values in spend.by_scope.items():
         counts, names = spend_histogram(values, cap)
         teachers.append({
             "scope": scope,
-            "mechanisms": [(m["mechanism"], "x".join(str(s) for s in m["record_shape"]), m["releases"],
+            "mechanisms": [(m["mechanism"], "x".join(str(s) for s in items(m, "record_shape")), m["releases"],
                             f"{m['epsilon_per_release']:.4g}")
-                           for m in summary.get("by_mechanism", []) if m["scope"] == scope],
+                           for m in rows(summary, "by_mechanism") if m["scope"] == scope],
             "chart": bar_chart(f"images by per-record epsilon spent on this teacher ({len(values)} images)",
                                counts, names, xlabel=_spend_axis(cap), colour="#7a9cc6"),
         })
     return teachers
 
 
-def _at_cap(summary: Mapping[str, Any], spend: LedgerSpend, cap: float | None,
-            private_dir: Path | None) -> dict[str, Any]:
+def _at_cap(summary: Document, spend: LedgerSpend, cap: float | None, private_dir: Path | None) -> JSONDict:
     """The images with no budget left: named (at most :data:`MAX_NAMED`) when a folder was given, counted otherwise."""
     if cap is None:
         return {"words": "No cap was given: pass --privacy-cap to see which images have no budget left.",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Mapping
 
+from . import ui as terminal
 from .ui import UI
 
 if TYPE_CHECKING:
@@ -36,13 +38,13 @@ class StageProgress:
         self.ui = ui
         self.prefix = prefix
         self.client = client
-        self._bars: dict[str, Any] = {}
-        self._contexts: list[Any] = []
+        self._bars: dict[str, terminal.StageProgress] = {}
+        self._contexts: list[AbstractContextManager[terminal.StageProgress]] = []
         self._t0: dict[str, float] = {}
         self._epoch_info = ""
         self._label_start: float | None = None
 
-    def _bar(self, stage: str, total: int) -> Any:
+    def _bar(self, stage: str, total: int) -> terminal.StageProgress:
         if stage not in self._bars:
             cm = self.ui.stage(f"{self.prefix}{self.NAMES[stage]}", total)
             self._contexts.append(cm)
@@ -50,7 +52,7 @@ class StageProgress:
             self._t0[stage] = time.perf_counter()
         return self._bars[stage]
 
-    def __call__(self, stage: str, done: int, total: int, metrics: Mapping[str, Any]) -> None:
+    def __call__(self, stage: str, done: int, total: int, metrics: Mapping[str, float]) -> None:
         if stage == "epoch":
             val = metrics.get("val_acc")
             val_s = "" if val is None or val != val else f" val acc {100 * val:.1f}%"

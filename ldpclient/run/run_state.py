@@ -8,8 +8,9 @@ import json
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
+from ..io.document import Document, JSONDict, integer
 from ..io.output import write_json
 from ..state import check_schema
 
@@ -33,7 +34,7 @@ class RunState:
         self.database = database
 
     def seed_for(
-        self, key: Mapping[str, Any], explicit: int | None, legacy_keys: Sequence[Mapping[str, Any]] = ()
+        self, key: Document, explicit: int | None, legacy_keys: Sequence[Document] = ()
     ) -> int:
         """The plan seed of the run ``key`` names: ``explicit``, else the one stored for ``key`` (or, once,
         for one of ``legacy_keys``: how an older ldpclient keyed the same run), else a new random one."""
@@ -48,9 +49,9 @@ class RunState:
             # small: the pipeline derives seeds from it
             data[digest] = dict(legacy) if legacy else {"seed": secrets.randbits(31), "created": time.time()}
             write_json(self.path, {_SCHEMA_KEY: SCHEMA_VERSION, **data})
-        return int(data[digest]["seed"])
+        return integer(data[digest], "seed")
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, JSONDict]:
         """The run plans in the file (its schema entry checked and left out); {} without a file."""
         try:
             loaded = json.loads(self.path.read_text(encoding="utf-8"))
@@ -83,5 +84,5 @@ def _seed_in_database(url: str, digest: str, legacy: list[str]) -> int:
         return journal.plan_seed(digest, legacy, secrets.randbits(31))
 
 
-def _digest(key: Mapping[str, Any]) -> str:
+def _digest(key: Document) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]

@@ -9,7 +9,7 @@ threaded parameters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional, Protocol
 
 import numpy as np
 import torch
@@ -131,7 +131,7 @@ class RunContext:
         """The private records' count."""
         return len(self.records)
 
-    def report(self, stage: str, done: int, total: int, **metrics: Any) -> None:
+    def report(self, stage: str, done: int, total: int, **metrics: float) -> None:
         """Tell the progress callback (when there is one) that ``stage`` has done ``done`` of ``total``."""
         if self.progress is not None:
             self.progress(stage, done, total, metrics)
@@ -144,7 +144,7 @@ class RunContext:
         """Who the releases are for: ``scope`` when given, else the teacher's identity (its journal scope)."""
         return self.scope or str(self.teacher.journal_scope)
 
-    def release(self, records: torch.Tensor, *, public: bool, sources: list[Any] | None = None) -> Release:
+    def release(self, records: torch.Tensor, *, public: bool, sources: list[bytes | str] | None = None) -> Release:
         """Noise ``records``: through the ledger when there is one (``sources``: their source ids, see
         :func:`~ldpclient.io.records.source_ids`); ``public`` blank inputs are neither charged nor stored."""
         g = self.release_generator

@@ -161,8 +161,7 @@ class KnowledgeTransfer:
         key = result_key(ctx, released, book, store) if len(ends) == 1 else None
         kept = self.result_cache.load(self.mode, key) if self.result_cache and key else None
         if kept is not None:  # the same records, releases, answers and settings: the result trained before
-            return TransferResult(**kept, **outcome(ctx, released, book, store, public_counts),
-                                  answers_apart=book.answers_apart(store))
+            return kept.restore(outcome(ctx, released, book, store, public_counts), book.answers_apart(store))
         result, trained = self._learn(ctx, released, book, store, ends, public_counts)
         if self.result_cache is not None and key is not None:
             self.result_cache.save(self.mode, key, result, trained.student_name, trained.student_kwargs)

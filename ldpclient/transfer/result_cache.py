@@ -22,24 +22,62 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable, Optional
 
 import numpy as np
 import torch
+from torch import nn
 
+from ..io.document import JSONDict, typed_fields
 from ..names import Mode
 from .adapt import AdaptHistory
 from .result import TrainingSummary
 from .student import TrainHistory, load_checkpoint, save_checkpoint
 
 if TYPE_CHECKING:
-    from .result import TransferResult
+    from .result import Outcome, TransferResult
 
 #: The layout of a kept result (:meth:`ResultCache.save`); another one is not read (the run trains anew).
 CACHE_SCHEMA = 1
-#: The fields of a :class:`~.result.TransferResult` a kept result restores (the others are the run's own).
-_KEPT = ("labels", "confidences", "unadapted_labels", "unfused_labels", "fusion_informativeness", "public_held_out",
-         "confusion")
+
+
+@dataclass(frozen=True)
+class _KeptValues:
+    """The values of a :class:`~.result.TransferResult` a kept result holds as they are (tensors, numbers)."""
+
+    labels: torch.Tensor
+    confidences: Optional[torch.Tensor]
+    unadapted_labels: Optional[torch.Tensor]
+    unfused_labels: Optional[torch.Tensor]
+    fusion_informativeness: Optional[float]
+    public_held_out: Optional[dict[str, int]]
+    confusion: Optional[JSONDict]
+
+
+#: The fields of a :class:`~.result.TransferResult` kept as they are (the others are rebuilt, or the run's own).
+_KEPT = tuple(f.name for f in dataclasses.fields(_KeptValues))
+
+
+@dataclass(frozen=True)
+class KeptResult:
+    """A result a run before trained: its values, its student (adapted), the histories and its training summary."""
+
+    values: _KeptValues
+    student: nn.Module
+    history: Optional[TrainHistory]
+    adaptation: Optional[AdaptHistory]
+    training: TrainingSummary
+
+    def restore(self, outcome: Outcome, answers_apart: Optional[dict[str, list[int]]]) -> TransferResult:
+        """The :class:`~.result.TransferResult` of this run: the kept result beside the run's own ``outcome``."""
+        from .result import TransferResult
+
+        v = self.values
+        return TransferResult(labels=v.labels, confidences=v.confidences, unadapted_labels=v.unadapted_labels,
+                              unfused_labels=v.unfused_labels, fusion_informativeness=v.fusion_informativeness,
+                              public_held_out=v.public_held_out, confusion=v.confusion, student=self.student,
+                              history=self.history, adaptation=self.adaptation, training=self.training,
+                              answers_apart=answers_apart, **outcome)
 
 
 @dataclass(frozen=True)
@@ -69,10 +107,9 @@ class ResultCache:
         slot = hashlib.sha256(f"{self.data_key}\x00{mode}".encode()).hexdigest()[:32]
         return self.directory / f"{slot}.result.pt", self.directory / f"{slot}.student.pt"
 
-    def load(self, mode: Mode, key: str) -> dict[str, Any] | None:
-        """The fields kept under ``key`` (with ``student``, ``history``, ``adaptation`` and ``training`` rebuilt, the
-        training marked ``reused``), or None when none is kept, another key is, or the files cannot be read (the
-        run then trains anew)."""
+    def load(self, mode: Mode, key: str) -> KeptResult | None:
+        """The result kept under ``key`` (the training marked ``reused``), or None when none is kept, another key
+        is, or the files cannot be read or do not hold what was kept (the run then trains anew)."""
         result, student = self._paths(mode)
         try:
             blob = torch.load(result, map_location="cpu", weights_only=True)
@@ -84,23 +121,27 @@ class ResultCache:
         extra = info.get("extra")
         if not isinstance(extra, dict) or extra.get("result_key") != key:  # a student written for another result
             return None
-        fields = {name: blob.get(name) for name in _KEPT}
         history, adaptation, training = blob.get("history"), blob.get("adaptation"), blob.get("training")
-        fields["history"] = TrainHistory(**history) if isinstance(history, dict) else None
-        fields["adaptation"] = AdaptHistory(**adaptation) if isinstance(adaptation, dict) else None
-        fields["training"] = TrainingSummary.from_dict({**(training if isinstance(training, dict) else {}),
-                                                        "reused": True})
-        fields["student"] = model
-        return fields
+        try:
+            values = _KeptValues(**typed_fields(_KeptValues, blob, "kept result"))  # type: ignore[arg-type]
+            return KeptResult(
+                values, model,
+                history=TrainHistory(**history) if isinstance(history, dict) else None,
+                adaptation=AdaptHistory(**adaptation) if isinstance(adaptation, dict) else None,
+                training=TrainingSummary.from_dict({**(training if isinstance(training, dict) else {}),
+                                                    "reused": True}))
+        except (TypeError, ValueError):  # not what this ldpclient kept
+            return None
 
     def save(self, mode: Mode, key: str, result: "TransferResult", student_name: str,
-             student_kwargs: dict[str, Any]) -> None:
+             student_kwargs: dict[str, object]) -> None:
         """Keep ``result`` (its student built as ``student_name`` with ``student_kwargs``) under ``key``; files
         readable by this user only. A failure to write is not the run's: it is skipped."""
         if result.student is None:
             return
         path, student = self._paths(mode)
-        blob: dict[str, Any] = {"schema": CACHE_SCHEMA, "key": key, **{name: getattr(result, name) for name in _KEPT}}
+        blob: dict[str, object] = {"schema": CACHE_SCHEMA, "key": key}
+        blob.update({name: getattr(result, name) for name in _KEPT})
         blob["training"] = result.training.as_dict()
         blob["history"] = dataclasses.asdict(result.history) if result.history is not None else None
         blob["adaptation"] = ({**dataclasses.asdict(result.adaptation), "probs": None}

@@ -23,7 +23,7 @@ import copy
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 
 import numpy as np
 import torch
@@ -32,7 +32,7 @@ from torch import nn
 from ..io.records import RecordSource, TensorRecords, iter_batches
 from .confusion import forward_corrected_log_probs
 
-Progress = Callable[[str, int, int, dict], None]
+Progress = Callable[[str, int, int, Mapping[str, float]], None]
 """``progress(stage, done, total, metrics)``; the CLI draws it as a bar."""
 
 
