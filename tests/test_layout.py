@@ -316,9 +316,12 @@ def test_few_parameters_or_fields_are_typed_any() -> None:
     assert len(found) < 20, found
 
 
-#: ``Any`` in the package's source (its name as a token: imports, annotations, casts), as counted now; the aim is
-#: under 100. Most are ``dict[str, Any]`` of a report or a peer's JSON document. The count may only fall.
-MOST_ANY = 359
+#: ``Any`` in the package's source (its name as a token: imports, annotations, casts), as counted now. What is left
+#: is where values cross a boundary by name or from a library without types: an adapter's ``**opts`` through the
+#: registry, options built into a dataclass by name, psycopg and Ray (optional, untyped), typer's vendored click, a
+#: user's duck-typed teacher, a peer's JSON before it is checked. JSON documents are ``io.document`` values
+#: (``object``), read through its typed readers. The count may only fall.
+MOST_ANY = 72
 
 
 def test_any_is_not_used_more_than_now() -> None:
@@ -328,7 +331,7 @@ def test_any_is_not_used_more_than_now() -> None:
     count = sum(1 for path in PACKAGE.rglob("*.py")
                 for token in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline)
                 if token.type == tokenize.NAME and token.string == "Any")
-    assert count <= MOST_ANY
+    assert count <= MOST_ANY < 100
 
 
 def test_the_module_map_names_every_module() -> None:

@@ -29,7 +29,7 @@ class OptionGroup:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-def _plain(value: object) -> Any:
+def _plain(value: object) -> object:
     return value.value if isinstance(value, Enum) else value
 
 

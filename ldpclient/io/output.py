@@ -15,7 +15,7 @@ import platform
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from .. import __version__
 from .text import json_text, redact
@@ -53,7 +53,7 @@ def scrub(text: str, secrets: Iterable[str | None]) -> str:
     return redact(text, secrets)
 
 
-def _jsonable(obj: object) -> Any:
+def _jsonable(obj: object) -> object:
     if isinstance(obj, Mapping):
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

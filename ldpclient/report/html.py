@@ -20,7 +20,7 @@ import base64
 import html
 import io
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
@@ -69,7 +69,7 @@ def _environment() -> "jinja2.Environment":
     return env
 
 
-def render(template: str, **context: Any) -> str:
+def render(template: str, **context: object) -> str:
     """The document ``templates/<template>`` makes of ``context`` (see the module doc)."""
     return _environment().get_template(template).render(**context)
 

@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from ..io.output import atomic_write_lines
 from ..io.text import csv_cell, from_csv_cell, json_text
@@ -35,7 +35,7 @@ class LabelRow:
     label_name: str | None
     confidence: float
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "path": self.path,
             "label": int(self.label),
@@ -95,8 +95,8 @@ def _label_lines(rows: Iterable[LabelRow], fmt: str) -> Iterator[str]:
         writer.writerow(LABEL_COLUMNS)
         for r in rows:
             d = r.as_dict()
-            name = "" if d["label_name"] is None else csv_cell(d["label_name"])
-            writer.writerow([csv_cell(d["path"]), d["label"], name, d["confidence"]])
+            name = "" if r.label_name is None else csv_cell(r.label_name)
+            writer.writerow([csv_cell(r.path), d["label"], name, d["confidence"]])
             yield buf.getvalue()
             buf.seek(0)
             buf.truncate()

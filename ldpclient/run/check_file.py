@@ -9,7 +9,7 @@ import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 #: Largest check file read (bytes): a check set is a few hundred hand-labelled images, not a data set.
 MAX_CHECK_BYTES = 16 * 2**20
@@ -58,7 +58,7 @@ def read_check_file(path: str | Path, class_names: Sequence[str] | None, num_cla
 
 
 def parse_check_rows(
-    rows: Sequence[Sequence[Any]], class_names: Sequence[str] | None, num_classes: int, where: str = "check set",
+    rows: Sequence[Sequence[object]], class_names: Sequence[str] | None, num_classes: int, where: str = "check set",
     *, reading: str | None = None,
 ) -> CheckSet:
     """A :class:`CheckSet` from ``(name, label)`` rows (see :func:`read_check_file`). ``reading``: ``"class"``
@@ -67,7 +67,7 @@ def parse_check_rows(
     of the two every one of them can be, and a file whose labels read as both, with different classes, is
     refused (its header row must say which)."""
     index = {str(name): k for k, name in enumerate(class_names or ())}
-    parsed: list[tuple[int, str, Any]] = []
+    parsed: list[tuple[int, str, object]] = []
     for line, row in enumerate(rows, 1):
         if len(row) != 2:
             raise ValueError(f"{where}: row {line} has {len(row)} fields; each row is 'file,label'")

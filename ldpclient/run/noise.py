@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -38,7 +38,7 @@ class _NoiseTarget:
     scope: str
 
 
-def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = None) -> dict[str, Any]:
+def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = None) -> dict[str, object]:
     """Release every image of the folder once (charged in the ledger) and write what a teacher would see.
 
     Writes ``OUT/<relative path>.png`` per record (the post-processed release,

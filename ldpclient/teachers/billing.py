@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Callable, Protocol, TypeVar
 
 from .errors import MalformedResponse, RequestNotSent, TeacherError, TransientTeacherError
 
@@ -76,7 +76,7 @@ def billed_attempt(
             guard.after_attempt(outcome, units)
 
 
-def takes_billing(infer: Callable[..., Any]) -> bool:
+def takes_billing(infer: Callable[..., object]) -> bool:
     """Whether an ``infer`` method accepts ``billing=`` (a parameter of that name, or ``**kwargs``).
 
     A bound method is judged by its function, whose signature is read once (callers ask per batch)."""
@@ -88,11 +88,11 @@ def takes_billing(infer: Callable[..., Any]) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _function_takes_billing(func: Callable[..., Any]) -> bool:
+def _function_takes_billing(func: Callable[..., object]) -> bool:
     return _reads_billing(func)
 
 
-def _reads_billing(func: Callable[..., Any]) -> bool:
+def _reads_billing(func: Callable[..., object]) -> bool:
     try:
         params = inspect.signature(func).parameters
     except (TypeError, ValueError):

@@ -19,7 +19,7 @@ import base64
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import requests
@@ -49,7 +49,7 @@ def read_label_map(source: str | os.PathLike[str] | Mapping[str, Sequence[str]],
     name -> list of Knowledge Graph ``mid``s (``"/m/..."``, ``"/g/..."``) and description synonyms. Every key must
     be one of ``class_names``; a mid or a synonym may name one class only. ValueError otherwise."""
     if isinstance(source, Mapping):
-        doc: Any = source
+        doc: object = source
         where = "label map"
     else:
         where = f"label map {str(source)!r}"
@@ -155,7 +155,7 @@ class VisionTeacher(Teacher):
                 best, best_score = k, float(score)
         return best
 
-    def _parse(self, n: int) -> Any:
+    def _parse(self, n: int) -> Callable[[requests.Response], list[tuple[int, str | None]]]:
         def parse(resp: requests.Response) -> list[tuple[int, str | None]]:
             try:
                 doc = resp.json()

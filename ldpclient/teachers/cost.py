@@ -6,7 +6,6 @@ import logging
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 from .errors import CostCapReached
 
@@ -78,7 +77,7 @@ class CostMeter:
     _unreported: int = field(default=0, init=False, repr=False)
     #: money booked for attempts that may have been billed but brought no usable answer (part of spent_run)
     unconfirmed: float = field(default=0.0, init=False)
-    _diffs: list[Any] = field(default_factory=list, init=False, repr=False)
+    _diffs: list[BillingDifference] = field(default_factory=list, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -57,7 +57,7 @@ class HFTeacher(Teacher):
         *,
         input_shape: Sequence[int] | None = None,
         class_names: Sequence[str] | None = None,
-        id2label: Mapping[Any, str] | None = None,
+        id2label: Mapping[int | str, str] | None = None,
         endpoint: str | None = None,
         hub_url: str = DEFAULT_HUB,
         value_range: tuple[float, float] = (0.0, 1.0),

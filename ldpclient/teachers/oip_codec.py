@@ -49,13 +49,13 @@ class OIPCodec:
         """Request body and headers for one chunk ``(N, *input_shape)`` already in the wire datatype
         (``binary``: use the binary tensor extension)."""
         model = self.model
-        inp: dict[str, Any] = {"name": model.input_name, "shape": list(chunk.shape), "datatype": model.meta.datatype}
-        out: dict[str, Any] = {"name": model.output_name}
+        inp: dict[str, object] = {"name": model.input_name, "shape": list(chunk.shape), "datatype": model.meta.datatype}
+        out: dict[str, object] = {"name": model.output_name}
         if model.use_classification:
             out["parameters"] = {"classification": 1}
         elif binary:
             out["parameters"] = {"binary_data": True}
-        header: dict[str, Any] = {}
+        header: dict[str, object] = {}
         if request_id is not None:
             header["id"] = request_id
         header["inputs"] = [inp]
@@ -170,7 +170,7 @@ class OIPCodec:
         return validate_labels(arr.astype(np.int64), n, meta.num_classes, meta.name)
 
 
-def _flat(data: object) -> list[Any]:
+def _flat(data: object) -> list[object]:
     if isinstance(data, list) and data and isinstance(data[0], list):
         return [x for row in data for x in _flat(row)]
     return data if isinstance(data, list) else []

@@ -131,7 +131,7 @@ class Collected:
     earlier: int = 0
 
 
-def _hook(billing: BillingGuard | None, name: str) -> Callable[..., Any] | None:
+def _hook(billing: BillingGuard | None, name: str) -> Callable[..., object] | None:
     found = getattr(billing, name, None)
     return found if callable(found) else None
 

@@ -211,7 +211,7 @@ class TorchServeTeacher(Teacher):
         return f"TorchServeTeacher({self.url!r}, mode={self.mode!r}, token={'***' if self.http.has_token else None})"
 
 
-def _json(resp: requests.Response) -> Any:
+def _json(resp: requests.Response) -> object:
     try:
         return resp.json()
     except ValueError:

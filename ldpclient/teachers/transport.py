@@ -447,14 +447,14 @@ class HttpTransport:
                               fail_fast=(TeacherUnreachable,) if first_contact else (), waits=info.waits)
         return result, info
 
-    def get_json(self, url: str, *, what: str, allow_404: bool = False, optional: bool = False) -> Any:
+    def get_json(self, url: str, *, what: str, allow_404: bool = False, optional: bool = False) -> object:
         """GET a JSON document with retries (``allow_404``: return None on 404).
 
         ``optional``: a probe for something servers may not offer (one attempt; any
         failure returns None).
         """
 
-        def parse(resp: requests.Response) -> Any:
+        def parse(resp: requests.Response) -> object:
             try:
                 return resp.json()
             except ValueError:

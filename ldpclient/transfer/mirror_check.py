@@ -17,11 +17,12 @@ so a baseline run over the same public images asks the same queries (a journal a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 import torch
 
+from ..io.document import number
 from ..privacy.release import Release
 from .affine import flip_crop
 
@@ -104,14 +105,15 @@ def mirror_check(public: Release, seed: int, images: int, shift: int) -> MirrorC
     return MirrorCheck(copies, sample.numpy(), shift)
 
 
-def mirror_note(flip: bool, check: Mapping[str, Any] | None) -> str:
+def mirror_note(flip: bool, check: Mapping[str, object] | None) -> str:
     """How a run's training treated mirrors, in words (the terminal summary and the page): ``flip`` and, when the
     mirror check decided it, the check's :meth:`MirrorVerdict.as_dict` (numbers only, none from a peer's text)."""
     done = "trained on mirrored images too" if flip else "not trained on mirrored images"
     if not check:
         return done + (" (--flip)" if flip else "")
-    return (f"{done} (the teacher kept {100 * float(check['mirror_agreement']):.0f}% of {int(check['images'])} "
-            f"public images' labels under a mirror, {100 * float(check['shift_agreement']):.0f}% under a shift)")
+    return (f"{done} (the teacher kept {100 * number(check, 'mirror_agreement'):.0f}% of "
+            f"{int(number(check, 'images'))} public images' labels under a mirror, "
+            f"{100 * number(check, 'shift_agreement'):.0f}% under a shift)")
 
 
 __all__ = ["MIRROR_KEEPS_SHARE", "MirrorCheck", "MirrorVerdict", "flip", "mirror_check", "mirror_note"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -248,7 +248,7 @@ class Step:
     """One post-processing step of the spec language: how to build it from ``name[:argument]``."""
 
     make: Callable[..., Transform]
-    parse: Callable[[str], Any] | None  # parses the text after ``:``; None: the step takes no argument
+    parse: Callable[[str], object] | None  # parses the text after ``:``; None: the step takes no argument
     usage: str
 
 

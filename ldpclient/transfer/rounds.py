@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Sequence
+
+from ..io.document import Document, integer, integer_or_none, number, section_or_none
 
 
 def round_ends(num_batches: int, rounds: int) -> list[int]:
@@ -62,15 +64,18 @@ def learnt_too_little(last: QueryRound, min_gain: float) -> bool:
     return last.gain is not None and last.gain < min_gain
 
 
-def rounds_in_words(rounds: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None) -> str:
+def rounds_in_words(rounds: Sequence[Document], plan: Document | None) -> str:
     """The query rounds in words (``--query-rounds``): the queries sent and the held-out agreement by each round's
     end, what the last one added, and whether the rest of the plan was left unsent."""
     steps = "; ".join(
-        f"{int(r['queries'])} queries: {100 * r['agreement']:.1f}% agreement on {int(r['held_out'])} held-out"
-        + ("" if r.get("gain") is None else f" ({100 * r['gain']:+.1f} points over the previous round's student)")
+        f"{integer(r, 'queries')} queries: {100 * number(r, 'agreement'):.1f}% agreement on "
+        f"{integer(r, 'held_out')} held-out"
+        + ("" if r.get("gain") is None else f" ({100 * number(r, 'gain'):+.1f} points over the previous round's "
+           "student)")
         for r in rounds)
-    planned = ((plan or {}).get("queries") or {}).get("private")  # the run plan's (RunPlan.describe)
-    sent = int(rounds[-1]["queries"])
+    queries = section_or_none(plan, "queries") if plan else None  # the run plan's (RunPlan.describe)
+    planned = integer_or_none(queries, "private") if queries else None
+    sent = integer(rounds[-1], "queries")
     end = (f"stopped there: {planned - sent} of the {planned} planned queries not sent (not paid)"
            if planned and sent < planned else "every planned query sent")
     return f"{steps}; {end}"

@@ -74,6 +74,26 @@ def test_from_dict_refuses_a_section_missing_a_key(label_run: tuple[dict[str, An
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(("where", "key", "value", "message"), [
+    (None, "label_histogram", "12", "key 'label_histogram' must be list"),
+    (None, "guarantee", [1, 2], "key 'guarantee' must be dict"),
+    ("counts", "labelled", "6", "section 'counts': key 'labelled' must be int"),
+    ("counts", "labelled", True, "section 'counts': key 'labelled' must be int"),
+    ("cost", "cap", "none", "section 'cost': key 'cap' must be float | None"),
+    ("queries", "answers_histogram", [1, "x"], "section 'queries': key 'answers_histogram'"),
+])
+def test_from_dict_refuses_a_value_of_another_type_naming_its_key(
+    label_run: tuple[dict[str, Any], Path], where: str | None, key: str, value: object, message: str
+) -> None:
+    """A report is read typed: each value is checked against its field's type, so a hand-edited or damaged report
+    is one line naming the key, not a crash later in whatever reads it."""
+    doc = json.loads(json.dumps(label_run[0]))
+    (doc if where is None else doc[where])[key] = value
+    with pytest.raises(ValueError) as err:
+        RunReport.from_dict(doc)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
 def test_summary_reads_a_run_report_or_its_dict(
     label_run: tuple[dict[str, Any], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,7 +5,7 @@ are kept: int8 per query id in a :class:`~ldpclient.transfer.student.LabelStore`
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -63,7 +63,7 @@ def label_private(ctx: RunContext, book: QueryBook, store: LabelStore, start: in
 
 def _labelled(
     ctx: RunContext, plan: QueryPlan, batches: Iterator[tuple[str, Derived]]
-) -> Iterator[tuple[np.ndarray, Any]]:
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The teacher's answers to ``batches`` of ``plan``: ``(query ids in the plan, labels)`` per batch, checked."""
     index = {plan.batch_id(b): b for b in range(plan.num_batches)}
     for bid, labels in ctx.label(batches):

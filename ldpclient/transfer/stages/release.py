@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -30,7 +30,7 @@ def release_chunk(record_shape: Sequence[int]) -> int:
 
 
 def release_in_chunks(
-    source: RecordSource, release: Callable[[torch.Tensor, list[Any] | None], Release]
+    source: RecordSource, release: Callable[[torch.Tensor, list[bytes | str] | None], Release]
 ) -> Iterator[tuple[np.ndarray, Release]]:
     """Read ``source`` in chunks of :func:`release_chunk` records and ``release(records, source_ids)`` each, in
     order: ``(indices, release)`` per chunk. Each chunk is charged (through a ledger) before the next is read,
