@@ -39,7 +39,7 @@ browser:
 test: $(STAMP) browser
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m mypy --strict ldpclient/privacy ldpclient/teachers
+	$(PY) -m mypy --strict --follow-imports=silent ldpclient/privacy ldpclient/teachers
 	$(PY) -m pytest -q --durations=25
 
 demo: $(DEMO_STAMP)
