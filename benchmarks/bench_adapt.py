@@ -104,7 +104,7 @@ def load_dataset(name: str, size: int) -> tuple[str, torch.Tensor, torch.Tensor,
 PUBLIC_SHIFTS = ("none", "classes", "scale")
 
 
-def public_images(name: str, size: int, n: int, shift: str = "none") -> torch.Tensor:
+def public_images(name: str, size: int, n: int | None, shift: str = "none") -> torch.Tensor:
     """``n`` images of the dataset that are neither the teacher's nor the private ones (its held-out part:
     digits 359, MNIST 500; CIFAR-10: its public part, 5,000), for ``--public``: float ``(n, C, H, W)`` in
     [0, 1], like the private part.
@@ -112,7 +112,7 @@ def public_images(name: str, size: int, n: int, shift: str = "none") -> torch.Te
     ``shift`` (``--public-shift``, issue 46 item 5) draws them from another distribution than the private
     images: ``classes``, only images of the lower half of the classes (0-4 of 10: the private images' other
     half is never seen in public); ``scale``, every image shrunk to :data:`SHIFT_SCALE` of its side, centred on
-    its own border colour (the median of its edge pixels, per channel)."""
+    its own border colour (the median of its edge pixels, per channel). ``n`` None: all of them."""
     if name == "cifar10":
         import cifar10
 
@@ -137,7 +137,7 @@ def public_images(name: str, size: int, n: int, shift: str = "none") -> torch.Te
         part = shrunk(part, SHIFT_SCALE)
     elif shift != "none":
         raise SystemExit(f"--public-shift {shift!r}: one of {', '.join(PUBLIC_SHIFTS)}")
-    if n > len(part):
+    if n is not None and n > len(part):
         raise SystemExit(
             f"--public {n}: {name} has {len(part)} held-out images" + (f" ({shift})" if shift != "none" else "")
         )
