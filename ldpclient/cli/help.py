@@ -42,7 +42,7 @@ _TERM_PIECES = re.compile(r"[^ |,]+[ |,]*|[ |,]+")
 START_HERE = "Start here"
 HELP_GROUPS: dict[str, tuple[str, ...]] = {
     START_HERE: ("teacher", "check", "output", "dry_run", "html"),
-    "Input and output": ("public", "public_skip_copies", "format", "report", "html_private", "out", "preview",
+    "Input and output": ("public", "public_skip_copies", "decode", "format", "report", "html_private", "out", "preview",
                          "private", "workdir", "run", "plan", "sources", "size", "channels", "max_pixels",
                          "max_memory", "json_out", "as_json", "quiet"),
     "Privacy": ("mechanism", "epsilon", "epsilon_unit", "delta", "secure", "allow_large_delta",

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Optional
 
 import typer
 
-from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, STUDENT_NAMES, choice_list
+from ..names import AUGMENTATIONS, BASES, DECODINGS, EPSILON_UNITS, STUDENT_NAMES, choice_list
 from ..privacy import defaults as privacy_defaults
 from ..privacy.basis import DEFAULT_COEFFICIENTS
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
@@ -38,6 +38,7 @@ Mechanism = Enum("Mechanism", {name: name for name in mechanism_names()}, type=s
 EpsilonUnit = Enum("EpsilonUnit", {name: name for name in EPSILON_UNITS}, type=str)  # type: ignore[misc]
 Augment = Enum("Augment", {name: name for name in AUGMENTATIONS}, type=str)  # type: ignore[misc]
 Basis = Enum("Basis", {name: name for name in BASES}, type=str)  # type: ignore[misc]
+Decode = Enum("Decode", {name: name for name in DECODINGS}, type=str)  # type: ignore[misc]
 DEFAULT_AUGMENT = Augment(defaults.augment())
 Wire = Enum("Wire", {choice: choice for choice in WIRE_CHOICES}, type=str)  # type: ignore[misc]
 
@@ -373,6 +374,12 @@ class QueryGroup(OptionGroup):
         "queries. An image also in PRIVATE_DIR is refused, and so is a near copy of a private image (named with "
         "it) unless --public-skip-copies.",
         show_default=False)
+    decode: Decode = typer.Option(
+        "none", help="With --public (200 images or more) and a --basis dct release: send each release decoded by a "
+        "model trained on the public images, each released as the private ones are (post-processing: no privacy "
+        "cost). auto: only when the teacher, asked about some public images and private releases sent raw and "
+        "decoded (paid queries, no privacy cost), answers the decoded ones clearly better and alike on both; "
+        "always: without asking; none: never.")
     public_skip_copies: bool = typer.Option(
         False, "--public-skip-copies/--no-public-skip-copies",
         help="Leave out the --public images that are near copies of private images (this run's, or any the ledger "
@@ -463,6 +470,6 @@ class OutputGroup(OptionGroup):
         "nothing is decoded, noised, sent or charged; the teacher is asked only for its metadata.")
 
 
-__all__ = ["Augment", "Basis", "DEFAULT_AUGMENT", "DEFAULT_MAX_PIXELS", "EpsilonUnit", "LabelFormat", "Mechanism",
-           "MoneyGroup", "OutputGroup", "PrivacyGroup", "PrivateDirArgument", "QueryGroup", "RunGroup", "StateGroup",
-           "StudentGroup", "TOKEN_ENV", "TeacherGroup", "TeacherUrlOption", "Wire"]
+__all__ = ["Augment", "Basis", "Decode", "DEFAULT_AUGMENT", "DEFAULT_MAX_PIXELS", "EpsilonUnit", "LabelFormat",
+           "Mechanism", "MoneyGroup", "OutputGroup", "PrivacyGroup", "PrivateDirArgument", "QueryGroup", "RunGroup",
+           "StateGroup", "StudentGroup", "TOKEN_ENV", "TeacherGroup", "TeacherUrlOption", "Wire"]

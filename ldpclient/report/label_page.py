@@ -29,6 +29,7 @@ from ..io.document import (
 )
 from ..names import PRIVACY_BOUGHT, VERDICT_LEVELS
 from ..privacy.guarantee import coefficient_treatment
+from ..transfer.decode_check import decoding_note
 from ..transfer.mirror_check import mirror_note
 from ..transfer.result import SentSample
 from ..transfer.rounds import rounds_in_words
@@ -295,6 +296,9 @@ def _counts(report: RunReport) -> JSONDict:
                       c.public_images),
                      ("of the queries sent, public images", q.public_sent),
                      ("of the queries from the journal, public images", q.public_from_journal)]
+    if report.decoding:
+        rows.append(("decoding (--decode)", decoding_note(report.decoding)
+                     + (f"; the check sent {c.decode_check_queries:,} queries" if c.decode_check_queries else "")))
     if report.baseline:
         b = report.baseline
         rows += [("baseline queries sent (blank images)", b.get("queries_sent", 0)),

@@ -116,6 +116,9 @@ class CountsSection:
     #: mirrored and shifted copies of public images sent to decide ``flip`` (the mirror check); a report may
     #: lack it (0 then)
     mirror_check_queries: int = 0
+    #: public images and private releases sent raw and decoded to decide whether to decode (``--decode auto``);
+    #: a report may lack it (0 then)
+    decode_check_queries: int = 0
     #: files of the ``--public`` folder that were not used (reasons in the report's ``public_skipped``)
     public_skipped: int = 0
     #: private images no query is made from, so neither released nor charged (labelled by the student all the
@@ -267,6 +270,9 @@ class RunReport:
     verdict: JSONDict | None = None
     #: Files of the ``--public`` folder that were not used, ``{"path", "reason"}`` as ``skipped``.
     public_skipped: list[dict[str, str]] = field(default_factory=list)
+    #: Whether the releases were sent decoded and why (``--decode``; the result's ``decoding``); None when not
+    #: asked, or where a report lacks it.
+    decoding: JSONDict | None = None
     schema: int = SCHEMA
 
     def to_dict(self) -> JSONDict:
@@ -294,7 +300,7 @@ class RunReport:
                 "settings and query plan; finish the run (run the same 'ldpclient label' again) and use its report"
             )
         names = [f.name for f in fields(cls)]
-        _check_keys(d, names, where, optional=frozenset({"run_plan", "verdict"}))
+        _check_keys(d, names, where, optional=frozenset({"run_plan", "verdict", "decoding"}))
         builders = {key: partial(_section, section) for key, section in _SECTIONS.items()}
         return cls(**typed_fields(cls, d, where, builders))  # type: ignore[arg-type]  # each value checked
 

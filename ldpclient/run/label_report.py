@@ -6,7 +6,6 @@ and builds the sections of :class:`~ldpclient.report.run_report.RunReport`.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, TypedDict
 
@@ -98,7 +97,7 @@ def build_report(
         postprocess=opts.postprocess,
         # the full query plan: with the teacher's query log it maps every logged query to its records
         # (`ldpclient audit --run REPORT --queries LOG --private DIR`)
-        plan=asdict(result.plan) if result.plan is not None else None,
+        plan=result.plan.as_dict() if result.plan is not None else None,
         **_usage_sections(setup, images, outcome, written.labelled),
         student=StudentSection(
             model=result.training.student if result.student is not None else None,
@@ -128,6 +127,7 @@ def build_report(
         run_plan=setup.plan.describe(),
         verdict=judged,
         public_skipped=[s.as_dict() for s in outcome.public_skipped],
+        decoding=dict(result.decoding) if result.decoding is not None else None,
     )
 
 
@@ -166,6 +166,7 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
             releases_reused=int(counts.get("releases_reused", 0)),
             public_images=int(counts.get("public_queries", 0)),
             mirror_check_queries=int(counts.get("mirror_check_queries", 0)),
+            decode_check_queries=int(counts.get("decode_check_queries", 0)),
             public_skipped=len(outcome.public_skipped),
             not_released=int(counts.get("not_released", 0)),
         ),

@@ -14,7 +14,7 @@ import torch
 
 from ..cluster.engine import check_cluster_options
 from ..io.folders import DEFAULT_MAX_PIXELS
-from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
+from ..names import AUGMENTATIONS, BASES, DECODINGS, EPSILON_UNITS, choice_list
 from ..privacy import defaults as privacy_defaults
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ..report.label_files import label_format_for
@@ -143,6 +143,9 @@ class LabelOptions(SharedOptions):
     train_batch_size: int = defaults.train_batch_size()
     public: Optional[Path] = None  # a folder of images declared not private: sent as they are (no noise, no charge)
     public_skip_copies: bool = False  # leave out public images that are near copies of private ones (else refuse)
+    #: send the releases decoded by a decoder learnt from the public images: ``auto`` (when a check says it
+    #: helps), ``none`` or ``always`` (:data:`~ldpclient.names.DECODINGS`)
+    decode: str = "none"
     html: bool = False  # also write <output stem>.html: what was sent, the guarantee, counts, the student
     html_private: bool = False  # show the clean private images on that page too (implies html)
     dry_run: bool = False  # resolve and show the plan only: nothing decoded, noised, sent or charged
@@ -172,7 +175,8 @@ class LabelOptions(SharedOptions):
 
         return Given(
             plan=PlanSettings(augment=self.augment, num_queries=num_queries, postprocess=self.postprocess,
-                              query_batch_size=query_batch_size, query_rounds=self.query_rounds),
+                              query_batch_size=query_batch_size, query_rounds=self.query_rounds,
+                              decode=self.decode),
             training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
                                       device=self.device, public_repeats=public_repeats, crop=crop,
                                       flip=self.flip, warmup=self.warmup, students=self.students),
@@ -199,6 +203,8 @@ class LabelOptions(SharedOptions):
 
         for option, setting, name in COUNT_OPTIONS:
             check_count(setting, getattr(self, name), option)
+        if self.decode not in DECODINGS:
+            raise ValueError(f"--decode must be one of {', '.join(DECODINGS)}, got {self.decode!r}")
         if not (math.isfinite(self.price) and self.price >= 0):
             raise ValueError(f"--price must be a finite number >= 0, got {self.price}")
         if self.money_cap is not None and not (math.isfinite(self.money_cap) and self.money_cap >= 0):

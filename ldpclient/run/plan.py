@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, TypeVar
 
 from ..names import Mode
@@ -25,7 +25,8 @@ from ..privacy.guarantee import release_caution
 from ..teachers.base import TeacherMetadata
 from ..transfer import defaults
 from ..transfer.augment import check_sup_queries
-from ..transfer.resolve import Facts, query_batch_size, resolve
+from ..transfer.decoder import decodable, training_steps
+from ..transfer.resolve import Decoding, Facts, query_batch_size, resolve
 from ..transfer.rounds import round_ends
 from ..transfer.settings import Given
 from .mechanism import mechanism_for
@@ -70,6 +71,8 @@ class RunPlan:
     public_repeats: int
     mirror_check_images: int
     settings: Given
+    #: whether the releases are sent decoded, and the check's size (``--decode``)
+    decoding: Decoding = field(default_factory=Decoding)
 
     def with_counts(self, records: int, public: int) -> "RunPlan":
         """The same plan for ``records`` private and ``public`` public images: the folders' decodable ones, when
@@ -83,7 +86,11 @@ class RunPlan:
         the baseline's blank queries. The journal answers those already paid for, so these are upper bounds."""
         private = self.num_queries if self.num_queries is not None else self.records
         baseline = (self.num_queries or 0) if self.free_mechanism is not None and self.mode != Mode.DATA_FREE else 0
-        return {"private": private, "public": self.public + 2 * self.mirror_check_images, "baseline": baseline}
+        free = self.free_mechanism
+        baseline_checks = bool(baseline) and free is not None and decodable(free, self.shape) is None
+        check = self.decoding.check_queries + (2 * self.decoding.check_images if baseline_checks else 0)
+        return {"private": private, "public": self.public + 2 * self.mirror_check_images, "baseline": baseline,
+                "decode_check": check}
 
     def queries_sent_at_least(self) -> dict[str, int]:
         """:meth:`queries_sent_at_most`, less the query rounds a run may leave unsent (``--query-rounds``: the first
@@ -152,10 +159,21 @@ class RunPlan:
                 "public_repeats": self.public_repeats, "adapt": opts.adapt,
                 "balance": self.settings.adaptation.balances(bool(self.public)),
             },
+            "decoding": self._decoding(),
             "baseline": None if self.free_mechanism is None or data_free else {
                 "blank_query_noise": self.free_mechanism.config(), "postprocess": self.free_postprocess,
             },
         }
+
+    def _decoding(self) -> dict[str, object] | None:
+        """The plan's decoder (``--decode``) in numbers: asked, why not, the check's size, the training's steps."""
+        d = self.decoding
+        if self.opts.decode == "none":
+            return None
+        trained = self.public - d.check_images if d.decode != "none" else 0
+        return {"decode": self.opts.decode, "used": d.decode, "note": d.note, "check_images": d.check_images,
+                "check_records": d.check_records, "check_queries": d.check_queries,
+                "trained_on_public_images": trained, "training_steps": training_steps(trained)}
 
 
 def resolve_plan(
@@ -206,7 +224,8 @@ def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
                                       public_repeats=repeats or None, crop=settled.crop)
     return dataclasses.replace(plan, opts=opts, records=records, public=public, num_queries=num_queries,
                                query_batch_size=settled.query_batch_size, public_repeats=repeats,
-                               mirror_check_images=settled.mirror_check_images, settings=settings)
+                               mirror_check_images=settled.mirror_check_images, settings=settings,
+                               decoding=settled.decoding)
 
 
 def _check_queries(opts: LabelOptions, n: int) -> None:

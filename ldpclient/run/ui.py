@@ -42,6 +42,7 @@ from ..report.notes import (
     weak_privacy_note,
 )
 from ..report.run_report import CostSection, LedgerSection, QueriesSection, RunReport, StudentSection, TeacherSection
+from ..transfer.decode_check import decoding_note
 from ..transfer.mirror_check import mirror_note
 from ..transfer.rounds import rounds_in_words
 from .verdict import accuracy_words
@@ -212,9 +213,11 @@ class UI:
                 "sent as they are" + (f" and {r.counts.mirror_check_queries} mirrored and shifted copies of them, "
                                       "for the mirror check" if r.counts.mirror_check_queries else "")
                 if r.counts.public_images else "")
+             + (f"; {r.counts.decode_check_queries} for the decoder check" if r.counts.decode_check_queries else "")
              + (f"; the teacher declined {q.abstained} of them (never trained on"
                 + (f": {declined_words(q.declined)}" if q.declined else "") + ")" if q.abstained else "")
              + (f"; {waits}" if (waits := waits_words(q.busy, q.busy_wait_s, q.paced_s)) else "")),
+            *([("decoding", decoding_note(r.decoding))] if r.decoding else []),
             *([("rounds", rounds_in_words(q.rounds, r.run_plan))] if q.rounds else []),
             ("money", _money_line(r.cost, r.baseline)),
             ("student", _student_line(r.student)),
@@ -342,7 +345,20 @@ def _plan_rows(plan: Document) -> list[tuple[str, str]]:
         ("queries", _plan_queries(plan)),
         ("money", _plan_money(section(plan, "queries"), sp)),
         ("student", _plan_student(section_or_none(plan, "student"))),
+        *([("decoding", _plan_decoding(d))] if (d := section_or_none(plan, "decoding")) else []),
     ]
+
+
+def _plan_decoding(d: Document) -> str:
+    """The dry run's decoding row: why not, or the decoder's training and the check that decides."""
+    if d.get("note"):
+        return f"not decoded: {d['note']}"
+    words = (f"a decoder learnt from {d['trained_on_public_images']} public images "
+             f"({d['training_steps']:,} training steps, on this device)")
+    if d.get("check_queries"):
+        return (words + f"; used if the teacher reads it better: asked with {d['check_images']} public images and "
+                        f"{d['check_records']} private releases, raw and decoded ({d['check_queries']} queries)")
+    return words + "; used without a check (--decode always)"
 
 
 def _plan_queries(plan: Document) -> str:
@@ -350,7 +366,9 @@ def _plan_queries(plan: Document) -> str:
     q = section(plan, "queries")
     per = "job" if q.get("batch_api") else "request"
     words = (f"{plan['mode']}: at most {q['private']} private (--augment {q['augment']}), {q['public']} public, "
-             f"{q['baseline']} baseline; {q['batch_size']} per {per}, at most {q['requests_at_most']} {per}s")
+             f"{q['baseline']} baseline" + (f", {q['decode_check']} for the decoder check" if q.get("decode_check")
+                                            else "")
+             + f"; {q['batch_size']} per {per}, at most {q['requests_at_most']} {per}s")
     if _rounds(q) > 1:
         words += (f"; in up to {q['rounds']} rounds of doubling size, at least {q['private_at_least']} private (the "
                   "first two rounds)")

@@ -162,6 +162,8 @@ class QueryPlan:
     ``batch_size``: queries per batch (a batch is the journal's unit).
     ``rand_scale``: multiplier of the base noise scale for Rand (1 = same scale).
     ``n_blank``/``blank_fraction``: mixing with public blank releases (see module doc).
+    ``decoder``: the key of the decoder the rows are made by (:mod:`~ldpclient.transfer.decoder`; empty: the
+    releases rebuilt and post-processed); other rows, other batch ids.
     """
 
     kind: str
@@ -172,6 +174,7 @@ class QueryPlan:
     rand_scale: float = 1.0
     n_blank: int = 0
     blank_fraction: float = 0.0
+    decoder: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -226,10 +229,15 @@ class QueryPlan:
     def num_batches(self) -> int:
         return -(-self.total // self.batch_size)
 
+    def as_dict(self) -> dict[str, object]:
+        """The plan's configuration (JSON values; what the report holds and the fingerprint hashes); ``decoder``
+        only when there is one, so a plan without a decoder has the ids and the report it has always had."""
+        return {k: v for k, v in asdict(self).items() if k != "decoder" or v}
+
     @property
     def fingerprint(self) -> str:
         """16 hex chars identifying this plan (config + seed); part of every batch id."""
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        blob = json.dumps(self.as_dict(), sort_keys=True).encode()
         return hashlib.sha256(b"ldpclient.QueryPlan.v1" + blob).hexdigest()[:16]
 
     def batch_id(self, batch_index: int) -> str:

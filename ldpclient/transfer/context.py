@@ -27,6 +27,7 @@ from .student import Progress, predict_proba
 if TYPE_CHECKING:
     from ..privacy.ledger import Ledger
     from ..teachers.base import Teacher, TeacherMetadata
+    from .augment import QueryPlan
 
 #: The modes' values (:class:`~ldpclient.names.Mode`), as messages list them.
 MODES = tuple(m.value for m in Mode)
@@ -161,6 +162,21 @@ class RunContext:
             return
         for bid, d in batches:
             yield bid, self.teacher.classify(d)
+
+    def answers(
+        self, plan: QueryPlan, batches: Iterable[tuple[str, Derived]]
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The teacher's answers to ``batches`` of ``plan``: ``(query ids in the plan, labels)`` per batch, checked
+        (RuntimeError for an unknown batch or a wrong count)."""
+        index = {plan.batch_id(b): b for b in range(plan.num_batches)}
+        for bid, labels in self.label(batches):
+            if bid not in index:
+                raise RuntimeError(f"teacher client returned an unknown batch id {bid!r}")
+            ids = plan.batch_ids(index[bid])
+            labels = torch.as_tensor(labels).reshape(-1)
+            if len(labels) != len(ids):
+                raise RuntimeError(f"batch {bid}: {len(labels)} labels for {len(ids)} queries")
+            yield ids, labels.numpy()
 
     def client_counts(self) -> tuple[int, int]:
         """Queries the client has sent and read back from its journal so far ((0, 0) without a client)."""

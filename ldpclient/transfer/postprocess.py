@@ -19,9 +19,10 @@ smooth.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -30,6 +31,9 @@ import torch.nn.functional as F
 from ..privacy.basis import dct_matrix, frequency_band, zigzag
 from ..privacy.guarantee import Domain
 from ..privacy.release import Derived, Releasable, Release, as_derived
+
+if TYPE_CHECKING:
+    from .decoder import ReleaseDecoder
 
 
 class Transform:
@@ -187,6 +191,9 @@ class ReleaseRows:
     release at once; memory is O(n x released elements) for the release plus
     O(rows x record) per call, instead of O(n x record) for a post-processed copy.
     Post-processing only: no privacy cost.
+
+    ``decoder`` (a :class:`~.decoder.ReleaseDecoder`, see :meth:`with_decoder`): the rows are the releases decoded
+    instead, without the transforms (they were chosen for the rebuilt releases).
     """
 
     def __init__(self, release: Release, transforms: Sequence[Transform] = (), upsample_mode: str = "bilinear") -> None:
@@ -195,6 +202,13 @@ class ReleaseRows:
         self.release = release
         self.transforms = list(transforms)
         self.upsample_mode = upsample_mode
+        self.decoder: ReleaseDecoder | None = None
+
+    def with_decoder(self, decoder: ReleaseDecoder | None) -> "ReleaseRows":
+        """The same rows made by ``decoder`` from the releases (None: rebuilt and post-processed as without one)."""
+        rows = copy.copy(self)
+        rows.decoder = decoder
+        return rows
 
     def __len__(self) -> int:
         return len(self.release)
@@ -207,6 +221,8 @@ class ReleaseRows:
     def rows(self, index: torch.Tensor) -> Derived:
         """Post-processed rows ``index`` (int64 ``(K,)``), in that order; ``sources`` index within ``index``."""
         part = self.release[index]
+        if self.decoder is not None:
+            return self.decoder.decoded(part)
         d = part.upsampled(self.upsample_mode) if part.released_shape != part.record_shape else part
         return apply_all(d, self.transforms)
 

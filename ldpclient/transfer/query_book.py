@@ -17,6 +17,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import torch
 
+from ..io.document import JSONDict
 from ..privacy.base import Mechanism
 from ..privacy.release import Derived
 from .augment import QueryPlan
@@ -117,6 +118,8 @@ class QueryBook:
     first_sent: Optional[tuple[np.ndarray, torch.Tensor]] = None
     #: the public images' queries, labelled and trained on beside the plan's (None: no public images)
     public: Optional[PublicQueries] = None
+    #: whether the plan's rows are decoded, and why (:mod:`~.stages.decode`; None: not asked)
+    decoding: Optional[JSONDict] = None
     #: the plan's batches the teacher has answered, a prefix of the plan (query rounds); None: every batch
     sent_batches: Optional[int] = None
 

@@ -11,7 +11,7 @@ states the values the run uses. What only the teacher's answers decide (whether 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -22,6 +22,7 @@ from ..privacy.base import Mechanism
 from ..privacy.release import Release
 from . import defaults
 from .augment import check_sup_queries
+from .decoder import decodable
 from .postprocess import ReleaseRows, Transform, parse_postprocess
 from .settings import Given
 from .student import build_student
@@ -49,6 +50,23 @@ class Facts:
 
 
 @dataclass(frozen=True)
+class Decoding:
+    """Whether a run sends its releases decoded (:mod:`.decoder`): ``decode`` ``auto`` (ask the teacher, on
+    ``check_images`` public images held out of the decoder's training and ``check_records`` private releases),
+    ``always`` or ``none``; ``note``: why a run asked to decode does not (None: it does, or was not asked)."""
+
+    decode: str = "none"
+    note: Optional[str] = None
+    check_images: int = 0
+    check_records: int = 0
+
+    @property
+    def check_queries(self) -> int:
+        """Queries the check sends: each of its public images and private releases, raw and decoded."""
+        return 2 * (self.check_images + self.check_records)
+
+
+@dataclass(frozen=True)
 class Resolved:
     """A transfer's settings as its stages read them, none left to decide.
 
@@ -60,6 +78,7 @@ class Resolved:
     copies; ``public_repeats``, ``public_held_out``: per public image, times trained on per epoch, and how many are
     held out (0 without public images); ``confusion_queries``: queries that measure the teacher's confusion (0:
     not measured); ``member_seeds``: the seed of each student's draws (the first is :attr:`student_seed`).
+    ``decoding``: whether the releases are sent decoded (:class:`Decoding`).
     ``checkpoint`` None: the student is not saved; ``adapter`` None: the built-in self-training adapts.
     """
 
@@ -97,6 +116,7 @@ class Resolved:
     adapt: bool
     adapter: Optional[SelfTrainingAdapter]
     fuse: bool
+    decoding: Decoding = field(default_factory=lambda: Decoding())
 
     @property
     def students(self) -> int:
@@ -165,7 +185,26 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, see
         confusion_queries=defaults.confusion_queries(facts.meta.num_classes, facts.public, kind) if t.confusion else 0,
         member_seeds=tuple(defaults.member_seed(student_seed, m) for m in range(students)),
         adapt=bool(a.adapt), adapter=a.adapter, fuse=bool(a.fuse),
+        decoding=_decoding(p.decode, facts, mechanism, mode, t.confusion),
     )
+
+
+def _decoding(decode: str, facts: Facts, mechanism: Mechanism, mode: Mode, confusion: bool) -> Decoding:
+    """Whether a run asked to ``decode`` does, and with what check; why not, when it cannot."""
+    if decode == "none":
+        return Decoding()
+    why = ("SIDP (augment 'none') has no public images to learn from" if mode == Mode.SIDP
+           else decodable(mechanism, facts.record_shape))
+    if why is None and facts.public < defaults.DECODE_MIN_PUBLIC:
+        why = f"a decoder learns from {defaults.DECODE_MIN_PUBLIC} public images or more (--public)"
+    if why is None and confusion:
+        why = "the teacher's confusion is measured on releases as they are sent without a decoder (--confusion)"
+    if why is not None:
+        return Decoding(note=why)
+    if decode == "always":
+        return Decoding(decode)
+    return Decoding(decode, None, defaults.decode_check_images(facts.public),
+                    defaults.decode_check_records(facts.records) if mode == Mode.LDPKIT else 0)
 
 
 def query_batch_size(given: int | None, meta: TeacherMetadata) -> int:
@@ -186,4 +225,4 @@ def _queries(given: int | None, n_records: int, kind: str) -> int:
     return queries
 
 
-__all__ = ["Facts", "Resolved", "check_given", "query_batch_size", "resolve"]
+__all__ = ["Decoding", "Facts", "Resolved", "check_given", "query_batch_size", "resolve"]

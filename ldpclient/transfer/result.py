@@ -84,6 +84,7 @@ class Outcome(TypedDict):
     teacher_label_histogram: list[int]
     plan: QueryPlan
     sent_sample: Optional[SentSample]
+    decoding: Optional[JSONDict]
 
 
 @dataclass
@@ -133,6 +134,9 @@ class TransferResult:
     #: the teacher's confusion on noised queries the student was trained through (``TrainingSettings.confusion``):
     #: :meth:`~.confusion.Confusion.as_dict`; None without
     confusion: Optional[JSONDict] = None
+    #: whether the queries were made by a decoder learnt from the public images, and why
+    #: (:func:`~.stages.decode.decode_releases`); None when not asked
+    decoding: Optional[JSONDict] = None
 
     @property
     def epsilon_record(self) -> float:
@@ -157,6 +161,8 @@ class TransferResult:
             out["query_rounds"] = [r.as_dict() for r in self.query_rounds]
         if self.confusion is not None:
             out["confusion"] = dict(self.confusion)
+        if self.decoding is not None:
+            out["decoding"] = dict(self.decoding)
         if self.adaptation is not None:
             out["adaptation"] = {
                 "selected": list(self.adaptation.selected),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Sequence, Union
 
-from ..names import AUGMENTATIONS, FREE_IMAGES
+from ..names import AUGMENTATIONS, DECODINGS, FREE_IMAGES
 from .defaults import MAX_EPOCHS, MAX_QUERY_ROUNDS, MAX_SEED, MAX_STUDENTS, MAX_TRAIN_BATCH, MAX_WARMUP_EPOCHS
 from .defaults import augment as default_augment
 from .defaults import min_round_gain as default_min_round_gain
@@ -69,6 +69,9 @@ class PlanSettings:
     ``query_rounds``: send the plan's queries in up to this many rounds of doubling size and stop when a round
     raised the student's held-out agreement with the teacher by less than ``min_round_gain`` (a share in [0, 1]):
     :mod:`~ldpclient.transfer.rounds` (None: :func:`~ldpclient.transfer.defaults.query_rounds`, 1: all at once).
+    ``decode``: send the releases decoded by a decoder trained on the public images
+    (:mod:`~ldpclient.transfer.decoder`; :data:`~ldpclient.names.DECODINGS`): ``auto`` when the teacher's answers
+    on a check say it helps (:mod:`~ldpclient.transfer.decode_check`), ``none`` (the default), ``always``.
     """
 
     augment: str = field(default_factory=default_augment)
@@ -84,6 +87,7 @@ class PlanSettings:
     free_images: str = "blank"
     query_rounds: int | None = None
     min_round_gain: float = field(default_factory=default_min_round_gain)
+    decode: str = "none"
 
     def __post_init__(self) -> None:
         for setting in ("num_queries", "query_batch_size", "query_rounds"):
@@ -92,6 +96,8 @@ class PlanSettings:
             raise ValueError(f"min_round_gain must be a share from -1 to 1, got {self.min_round_gain}")
         if self.augment not in AUGMENTATIONS:
             raise ValueError(f"augment must be one of {AUGMENTATIONS}, got {self.augment!r}")
+        if self.decode not in DECODINGS:
+            raise ValueError(f"decode must be one of {DECODINGS}, got {self.decode!r}")
         if self.free_images not in FREE_IMAGES:
             raise ValueError(f"free_images must be one of {FREE_IMAGES}, got {self.free_images!r}")
 

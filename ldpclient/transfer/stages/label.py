@@ -5,16 +5,11 @@ are kept: int8 per query id in a :class:`~ldpclient.transfer.student.LabelStore`
 from __future__ import annotations
 
 import time
-from typing import Iterator
 
-import numpy as np
-import torch
-
-from ...privacy.release import Derived
-from ..augment import QueryPlan
 from ..context import RunContext
 from ..query_book import QueryBook
 from ..student import LabelStore
+from .decode import decode_releases
 
 
 def label_queries(ctx: RunContext, book: QueryBook, end: int) -> tuple[LabelStore, dict[str, int]]:
@@ -35,7 +30,7 @@ def label_queries(ctx: RunContext, book: QueryBook, end: int) -> tuple[LabelStor
             if segment is public.confusion and book.clip is not None:  # noised like the plan's
                 clip = book.clip
                 stream = ((bid, clip(d)) for bid, d in stream)
-            for ids, labels in _labelled(ctx, segment.plan, stream):
+            for ids, labels in ctx.answers(segment.plan, stream):
                 store.set(segment.ids(ids), labels)
                 ctx.report("label", store.num_answered, book.labelled_total)
         after = ctx.client_counts()
@@ -43,6 +38,9 @@ def label_queries(ctx: RunContext, book: QueryBook, end: int) -> tuple[LabelStor
                   "public_from_journal": after[1] - before[1], "public_repeats": public.repeats,
                   "mirror_check_queries": public.mirror_check.plan.total if public.mirror_check is not None else 0,
                   "confusion_queries": public.confusion.plan.total if public.confusion is not None else 0}
+    book.decoding = decode_releases(ctx, book, store)
+    if book.decoding is not None and book.decoding.get("check_queries"):
+        counts["decode_check_queries"] = ctx.settings.decoding.check_queries
     label_private(ctx, book, store, 0, end)
     ctx.timings["label"] = time.perf_counter() - t
     return store, counts
@@ -54,26 +52,11 @@ def label_private(ctx: RunContext, book: QueryBook, store: LabelStore, start: in
     t = time.perf_counter()
     whole = (start, end) == (0, book.plan.num_batches)
     stream = book.keeping(book.stream(None if whole else range(start, end)), start)
-    for ids, labels in _labelled(ctx, book.plan, stream):
+    for ids, labels in ctx.answers(book.plan, stream):
         store.set(ids, labels)
         ctx.report("label", store.num_answered, book.labelled_total)
     book.sent_batches = None if end == book.plan.num_batches else end
     return time.perf_counter() - t
-
-
-def _labelled(
-    ctx: RunContext, plan: QueryPlan, batches: Iterator[tuple[str, Derived]]
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The teacher's answers to ``batches`` of ``plan``: ``(query ids in the plan, labels)`` per batch, checked."""
-    index = {plan.batch_id(b): b for b in range(plan.num_batches)}
-    for bid, labels in ctx.label(batches):
-        if bid not in index:
-            raise RuntimeError(f"teacher client returned an unknown batch id {bid!r}")
-        ids = plan.batch_ids(index[bid])
-        labels = torch.as_tensor(labels).reshape(-1)
-        if len(labels) != len(ids):
-            raise RuntimeError(f"batch {bid}: {len(labels)} labels for {len(ids)} queries")
-        yield ids, labels.numpy()
 
 
 __all__ = ["label_private", "label_queries"]

@@ -21,7 +21,7 @@ def outcome(
                    counts={**released.counts, "queries": store.num_labelled, "queries_planned": book.labelled_total,
                            "batches": book.batches_sent, **public_counts},
                    timings=ctx.timings, teacher_label_histogram=store.histogram().tolist(), plan=book.plan,
-                   sent_sample=book.sent_sample(store))
+                   sent_sample=book.sent_sample(store), decoding=book.decoding)
 
 
 def training_summary(ctx: RunContext, trained: Trained, students: int) -> TrainingSummary:
