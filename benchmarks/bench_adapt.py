@@ -281,7 +281,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
             augment: str = "sup", free_images: str = "blank", hold: str = "none", query_rounds: int | None = None,
             min_round_gain: float | None = None, confusion: bool = False, students: int | None = None,
-            student_seed: int | None = None, device: str = "cpu") -> dict:
+            student_seed: int | None = None, device: str = "cpu", decode: str | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -300,7 +300,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     (``TrainingSettings.confusion``); ``students``: students trained on the same answers, labels from their mean
     output (``label --students``; None: the library's default); ``student_seed``: the seed of the student's draws
     alone (``TrainingSettings.student_seed``), in place of the one ``hold`` gives; ``device``: where the student
-    trains and labels (``TrainingSettings.device``: every table here is ``cpu``, one thread)."""
+    trains and labels (``TrainingSettings.device``: every table here is ``cpu``, one thread); ``decode``: send the
+    releases decoded by a decoder learnt from the public images (``PlanSettings.decode``: auto, always, none)."""
     run_seed, held_seed = {"none": (seed, None), "data": (0, seed), "student": (seed, 0)}[hold]
     student_seed = student_seed if student_seed is not None else held_seed
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
@@ -319,7 +320,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         adaptation["adapter"] = SelfTrainingAdapter(seed=seed if student_seed is None else student_seed,
                                                     selection_sample=sample,
                                                     max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
-    given_plan = {"query_rounds": query_rounds, "min_round_gain": min_round_gain}
+    given_plan = {"query_rounds": query_rounds, "min_round_gain": min_round_gain, "decode": decode}
     given_training = {"student": student, "public_repeats": public_repeats, "crop": crop, "flip": flip,
                       "student_seed": student_seed, "confusion": confusion or None, "students": students}
     plan.update({k: v for k, v in given_plan.items() if v is not None})  # None: the library's default
@@ -358,6 +359,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         "queries_sent": res.counts["queries"],
         "rounds": [r.as_dict() for r in res.query_rounds],
         "confusion_informativeness": (res.confusion or {}).get("informativeness"),
+        "decoding": res.decoding,
         "wall_s": round(wall, 2),
         "adapt_s": round(res.timings.get("adapt", 0.0), 2),
         "eps_element": res.guarantee.epsilon_element,
@@ -716,6 +718,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="students trained on the same answers, labels from their mean output (label --students)")
     p.add_argument("--confusion", action="store_true",
                    help="with --public: measure the teacher's confusion on noised public images and train through it")
+    p.add_argument("--decode", choices=("auto", "always"), default=None,
+                   help="with --public and --basis dct: send the releases decoded (label --decode; default: none)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")
@@ -752,6 +756,8 @@ def main(argv: list[str] | None = None) -> None:
         variant["public_shift"] = args.public_shift
     if args.warmup:
         variant["warmup"] = args.warmup
+    if args.decode is not None:  # keyed apart: rows from before have no such key (nothing decoded)
+        variant["decode"] = args.decode
     if args.long_tail is not None:
         variant["long_tail"] = args.long_tail
     if args.classes is not None:
@@ -840,7 +846,8 @@ def main(argv: list[str] | None = None) -> None:
                                         adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,
                                         augment=args.augment, free_images=args.free_images, hold=args.hold,
                                         query_rounds=args.query_rounds, min_round_gain=args.min_round_gain,
-                                        confusion=args.confusion, students=args.students, device=args.device)
+                                        confusion=args.confusion, students=args.students, device=args.device,
+                                        decode=args.decode)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:

@@ -213,3 +213,16 @@ def test_label_decode_auto_asks_the_teacher_and_says_what_it_chose(tmp_path: Pat
     page = (tmp_path / "labels.html").read_text()
     assert "decoding (--decode)" in page and "the check sent 140 queries" in page
     assert wrong.exit_code == 2 and "sometimes" in wrong.output
+
+
+def test_a_refused_decoder_leaves_the_run_as_it_would_be_without_one() -> None:
+    x, _ = quadrant_records(60, seed=0)
+    pool, classes = quadrant_records(1200, seed=1)
+    public = pool[classes == 0][:240]  # public images of one class of four: the decoder draws everything as it
+    refused = _transfer("auto").run(x, public=public)
+    plain = _transfer("none").run(x, public=public)
+    assert refused.decoding is not None and refused.decoding["chosen"] is False
+    assert "less than a fifth as many private releases" in str(refused.decoding["reason"])
+    assert refused.plan is not None and plain.plan is not None and refused.plan.fingerprint == plain.plan.fingerprint
+    assert torch.equal(refused.labels, plain.labels)  # the same queries, answers and training: the same labels
+    assert refused.counts["queries"] == plain.counts["queries"]
