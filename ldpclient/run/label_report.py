@@ -177,7 +177,8 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
             spent_total=outcome.spent_total,
             cap=opts.money_cap,
             billing=outcome.billing,
-            spent_public_run=opts.price * int(counts.get("public_sent", 0)),
+            spent_public_run=_spent_public(opts.price, int(counts.get("public_sent", 0)), outcome.spent_run,
+                                           stats.queries_sent if opts.facts.token_priced else None),
             price_input_tokens=opts.facts.price_input_tokens if opts.facts.token_priced else None,
             price_output_tokens=opts.facts.price_output_tokens if opts.facts.token_priced else None,
             input_tokens=stats.input_tokens,
@@ -200,6 +201,15 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
             not_released=int(counts.get("not_released", 0)),
         ),
     }
+
+
+def _spent_public(price: float, public_sent: int, spent_run: float, sent: int | None) -> float:
+    """Money this run spent on the public images' queries: ``public_sent`` at ``price`` each; for a teacher billed in
+    tokens (``sent``: every query the run sent), their share of what it spent, as every image costs the same input
+    tokens (``price`` is then the booked price of a query, above what a query is billed)."""
+    if sent is None:
+        return price * public_sent
+    return spent_run * public_sent / sent if sent else 0.0
 
 
 def _queries_section(setup: RunSetup, outcome: RunOutcome) -> QueriesSection:

@@ -138,3 +138,16 @@ def test_the_dry_run_states_the_booking_the_money_cap_holds_on(demo: Path, tmp_p
         assert res.exit_code == 0, res.output
     assert "OpenAI gpt-4o" in said[()].output and "given (--image-tokens)" in said[("--image-tokens", "170")].output
     assert "each query booked at" in said[()].output
+
+
+def test_a_token_billed_run_splits_its_money_between_public_images_and_private_queries(demo: Path,
+                                                                                         tmp_path: Path) -> None:
+    facts = ("--model", "digits", "--class-names", str(demo / "classes.json"), "--input-shape", "1,28,28",
+             "--price-input-tokens", "0.15", "--price-output-tokens", "0.6")
+    with mock_server.serve(model="digits", image_size=28) as srv:
+        run = _label(demo, tmp_path, "public", f"openai+{srv.url}/v1", *facts, "--public", str(demo / "public"))
+    cost, queries = run["cost"], run["queries"]
+    assert 0 < cost["spent_public_run"] < cost["spent_run"]  # each image is billed the same input tokens
+    assert cost["spent_public_run"] == pytest.approx(cost["spent_run"] * queries["public_sent"] / queries["sent"])
+    private = cost["spent_run"] - cost["spent_public_run"]
+    assert f"private queries {private:.4g}" in run["stdout"]
