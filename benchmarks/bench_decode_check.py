@@ -12,8 +12,9 @@ with the set's cached teacher in process (no student is trained):
 
 Public images: ``same`` (the set's held-out part), ``classes`` (its images of classes 0-4 only), ``other`` (another
 source: MNIST for scikit-learn digits, scikit-learn digits for MNIST, colourised MNIST for colour digits). Columns:
-the teacher's accuracy against the truth on all private releases, raw and decoded, and how many seeds chose the
-decoder (with the first refusal's reason)::
+the teacher's accuracy against the truth on all private releases, raw and decoded; the shares of them a chat teacher
+that declines below 50 % confidence would decline (the teacher's top softmax probability below 0.5); how many seeds
+chose the decoder (with the first refusal's reason)::
 
     .venv/bin/python benchmarks/bench_decode_check.py --dataset digits mnist colour-digits --eps 20 50 100 --seeds 3
 """
@@ -46,9 +47,18 @@ def labels(teacher: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
         return torch.cat([teacher(part).argmax(1) for part in images.split(512)])
 
 
+def unsure(teacher: torch.nn.Module, images: torch.Tensor, below: float = 0.5) -> float:
+    """The share of ``images`` the teacher's top softmax probability is below ``below`` on: what a chat teacher that
+    says "cannot tell" below it (the mock's ``--chat-abstain-below``) would decline."""
+    with torch.no_grad():
+        top = torch.cat([teacher(part).softmax(1).amax(1) for part in images.split(512)])
+    return float((top < below).float().mean())
+
+
 def one(teacher: torch.nn.Module, eps: float, px: torch.Tensor, py: torch.Tensor, public: torch.Tensor,
-        seed: int) -> tuple[float, float, bool, str]:
-    """Raw and decoded accuracy on every private release, and the check's decision and reason."""
+        seed: int) -> tuple[float, float, bool, str, float, float]:
+    """Raw and decoded accuracy on every private release, the check's decision and reason, and the shares of the
+    private releases, raw and decoded, that a teacher declining below 50 % confidence would decline."""
     mech = laplace(eps, per="record", basis="dct", coefficients=64)
     release = mech.release(px, generator=torch.Generator().manual_seed(seed))
     order = torch.randperm(len(public), generator=torch.Generator().manual_seed(100 + seed))
@@ -63,7 +73,8 @@ def one(teacher: torch.nn.Module, eps: float, px: torch.Tensor, py: torch.Tensor
     verdict = decode_verdict(clean.numpy(), raw.numpy(), labels(teacher, decoder.decoded(held).values).numpy(),
                              raw_all[:m].numpy(), decoded_all[:m].numpy())
     return (float((raw_all == py).float().mean()), float((decoded_all == py).float().mean()), verdict.chosen,
-            verdict.reason)
+            verdict.reason, unsure(teacher, release.upsampled().values.clamp(0, 1)),
+            unsure(teacher, decoder.decoded(release).values))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -88,19 +99,21 @@ def main(argv: list[str] | None = None) -> None:
         clean = 100 * float((labels(teacher, px) == py).float().mean())
         print(f"\n{label}: {len(px)} private images, teacher {clean:.1f} % on the clean ones; public images: "
               + ", ".join(f"{k} {len(publics[k])}" for k in args.public))
-        print("\n| public | epsilon | raw | decoded | decoder chosen | a reason it was refused |")
-        print("|---|---|---|---|---|---|")
+        print("\n| public | epsilon | raw | decoded | declined below 50 %: raw / decoded | decoder chosen "
+              "| a reason it was refused |")
+        print("|---|---|---|---|---|---|---|")
         for kind in args.public:
             if decode_check_images(len(publics[kind])) == 0:
-                print(f"| {kind} | - | - | - | never | fewer than 200 public images: the library trains no decoder |")
+                print(f"| {kind} | - | - | - | - | never | fewer than 200 public images: no decoder |")
                 continue
             for eps in args.eps:
                 t0 = time.perf_counter()
                 runs = [one(teacher, eps, px, py, publics[kind], seed) for seed in range(args.seeds)]
-                raw, dec = ([r[i] for r in runs] for i in (0, 1))
+                raw, dec, raw_unsure, dec_unsure = ([r[i] for r in runs] for i in (0, 1, 4, 5))
                 refused = next((r[3] for r in runs if not r[2]), "")
-                print(f"| {kind} | {eps:g} | {_ms(raw)} | {_ms(dec)} | {sum(r[2] for r in runs)} of {len(runs)} | "
-                      f"{refused} |  ({time.perf_counter() - t0:.0f} s)", flush=True)
+                print(f"| {kind} | {eps:g} | {_ms(raw)} | {_ms(dec)} | {_ms(raw_unsure)} / {_ms(dec_unsure)} | "
+                      f"{sum(r[2] for r in runs)} of {len(runs)} | {refused} |  ({time.perf_counter() - t0:.0f} s)",
+                      flush=True)
 
 
 def _ms(values: list[float]) -> str:
