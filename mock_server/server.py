@@ -83,6 +83,14 @@ class MockTeacherServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         self.server_name, self.server_port = str(host), int(port)
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that hung up before its answer was written (a TLS client hello that got a 400, a client that
+        gave up) is not the server's error: no traceback for it on stderr; anything else as the standard library
+        reports it."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]
+
     @property
     def port(self) -> int:
         return int(self.server_address[1])

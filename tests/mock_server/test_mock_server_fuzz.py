@@ -169,3 +169,21 @@ def test_fuzzed_auth_headers_are_401_or_200():
             assert (r.status_code == 200) == (scheme.lower() == "bearer" and rest.strip() == token), value
         assert seen == {200, 401}
         assert token not in json.dumps(s.usage())
+
+
+def test_a_client_that_hangs_up_before_its_answer_leaves_no_traceback(srv, capsys):
+    """A TLS client hello sent to the plain-HTTP mock gets a 400 that the client may have hung up on already
+    (a race): that is no error of the server's, and it prints nothing. Any other failure is reported as before."""
+    server = srv.server
+    assert server is not None  # in process
+    for gone in (ConnectionResetError(104, "Connection reset by peer"), BrokenPipeError(32, "Broken pipe")):
+        try:
+            raise gone
+        except OSError:
+            server.handle_error(None, ("127.0.0.1", 1))
+    assert capsys.readouterr().err == ""
+    try:
+        raise ValueError("a real bug")
+    except ValueError:
+        server.handle_error(None, ("127.0.0.1", 1))
+    assert "ValueError: a real bug" in capsys.readouterr().err
