@@ -98,6 +98,13 @@ def decoder_key(mechanism: Mechanism, public: torch.Tensor, seed: int) -> str:
     return h.hexdigest()[:16]
 
 
+def untrained_decoder(mechanism: Mechanism, public: torch.Tensor, generator: torch.Generator) -> ReleaseDecoder:
+    """A decoder sized for ``mechanism``'s releases of records like ``public`` ``(N, C, H, W)`` (the released shape
+    read off one public release, its noise drawn from ``generator``), with fresh weights from the global generator."""
+    probe = mechanism.release(public[:1], generator=generator, public=True)
+    return ReleaseDecoder(math.prod(probe.released_shape), public.shape[1:], mechanism.domain)
+
+
 def train_decoder(mechanism: Mechanism, public: torch.Tensor, *, seed: int) -> ReleaseDecoder:
     """A decoder for ``mechanism``'s releases, trained on ``public`` images ``(N, C, H, W)`` in the mechanism's
     domain, each released anew every epoch (``public=True``: epsilon 0); the same images, mechanism and ``seed``
@@ -108,8 +115,7 @@ def train_decoder(mechanism: Mechanism, public: torch.Tensor, *, seed: int) -> R
     noise = torch.Generator().manual_seed(int(seed) % 2**63)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed) % 2**63)
-        probe = mechanism.release(public[:1], generator=noise, public=True)
-        decoder = ReleaseDecoder(math.prod(probe.released_shape), public.shape[1:], mechanism.domain)
+        decoder = untrained_decoder(mechanism, public, noise)
         optimiser = torch.optim.Adam(decoder.parameters(), lr=1e-3)
         target = public.clamp(mechanism.domain.low, mechanism.domain.high)
         for _ in range(training_steps(len(public)) // math.ceil(len(public) / DECODER_BATCH)):
@@ -122,4 +128,5 @@ def train_decoder(mechanism: Mechanism, public: torch.Tensor, *, seed: int) -> R
     return decoder.eval()
 
 
-__all__ = ["DECODER_MAX_VALUES", "ReleaseDecoder", "decodable", "decoder_key", "train_decoder", "training_steps"]
+__all__ = ["DECODER_MAX_VALUES", "ReleaseDecoder", "decodable", "decoder_key", "train_decoder", "training_steps",
+           "untrained_decoder"]

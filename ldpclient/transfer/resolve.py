@@ -116,7 +116,7 @@ class Resolved:
     adapt: bool
     adapter: Optional[SelfTrainingAdapter]
     fuse: bool
-    decoding: Decoding = field(default_factory=lambda: Decoding())
+    decoding: Decoding = field(default_factory=Decoding)
 
     @property
     def students(self) -> int:

@@ -22,7 +22,7 @@ from ...privacy.release import Derived
 from ..augment import QueryPlan
 from ..context import RunContext
 from ..decode_check import DecodeVerdict, decode_verdict
-from ..decoder import ReleaseDecoder, decoder_key, train_decoder
+from ..decoder import ReleaseDecoder, decoder_key, train_decoder, untrained_decoder
 from ..query_book import QueryBook
 from ..student import LabelStore
 
@@ -59,8 +59,7 @@ def _decoder(ctx: RunContext, public: torch.Tensor, seed: int) -> tuple[ReleaseD
     before (in the state directory, beside the kept results)."""
     key = decoder_key(ctx.mechanism, public, seed)
     path = ctx.result_cache.directory / "decoders" / f"{key}.pt" if ctx.result_cache is not None else None
-    probe = ctx.mechanism.release(public[:1], generator=torch.Generator().manual_seed(0), public=True)
-    decoder = ReleaseDecoder(int(np.prod(probe.released_shape)), public.shape[1:], ctx.mechanism.domain)
+    decoder = untrained_decoder(ctx.mechanism, public, torch.Generator().manual_seed(0))
     if path is not None and _load(decoder, path):
         return decoder.eval(), key, True
     decoder = train_decoder(ctx.mechanism, public, seed=seed)
