@@ -28,9 +28,12 @@ from .options import (
     AdaptOption,
     Augment,
     ConfigOption,
+    Decode,
     EpsilonOption,
     LabelEpsilonOption,
     MoneyGroup,
+    NoiseDecodeOption,
+    NoisePublicOption,
     OutputGroup,
     PrivacyGroup,
     PrivateDirArgument,
@@ -147,18 +150,18 @@ def label(
 @app.command(cls=HelpCommand)
 @with_groups
 def noise(
-    private_dir: Path = typer.Argument(..., metavar="PRIVATE_DIR", help="Folder of private "
-                                                                        "images.", show_default=False),
+    private_dir: Path = typer.Argument(..., metavar="PRIVATE_DIR", help="Folder of private images.",
+                                       show_default=False),
     out: Path = typer.Option(..., "--out", help="Where noised copies (PNG) and preview.png go.", show_default=False),
-    teacher: Optional[str] = typer.Option(None, "--teacher", "-t", help="Take the input shape from this teacher, "
-                                                                        "and release for it (the label run then "
-                                                                        "reuses these releases)."),
+    teacher: Optional[str] = typer.Option(None, "--teacher", "-t", help="Take the input shape from this teacher, and "
+                                          "release for it (the label run then reuses these releases)."),
     size: int = typer.Option(28, min=1, help="Image side when no --teacher is given."),
     channels: int = typer.Option(1, help="1 (grey) or 3 (RGB) when no --teacher is given."),
-    epsilon: float = EpsilonOption,
-    *, privacy_group: PrivacyGroup,
+    epsilon: float = EpsilonOption, *, privacy_group: PrivacyGroup,
     augment: Augment = typer.Option(DEFAULT_AUGMENT, help="Augmentation shown in the preview's third row."),
     preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
+    public: Optional[Path] = NoisePublicOption,
+    decode: Decode = NoiseDecodeOption,
     state_group: StateGroup, run_group: RunGroup, teacher_group: TeacherGroup,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
@@ -176,7 +179,7 @@ def noise(
         token = check_token(run_group.token)
         opts = options_from(NoiseOptions, privacy_group, state_group, run_group, private_dir=private_dir, out=out,
                             teacher=teacher, size=size, channels=channels, epsilon=epsilon, augment=augment.value,
-                            preview=preview, **teacher_group.run_options())
+                            preview=preview, public=public, decode=decode.value, **teacher_group.run_options())
         opts.validate()
         use_available_cores()
         with ui.stdout_kept_for_json():

@@ -217,6 +217,14 @@ MaxMemoryOption = typer.Option(
     "decoded; refused above it). Default: half of this machine's RAM.",
     show_default=False,
 )
+NoisePublicOption = typer.Option(
+    None, "--public", file_okay=False, show_default=False,
+    help="Folder of images you state are NOT private, for a release decoder to learn from (--decode); one also in "
+    "PRIVATE_DIR, or a near copy of a private image, is refused.")
+NoiseDecodeOption = typer.Option(
+    "none", help="With --public (200 images or more) and a --basis dct release: write each release decoded by the "
+    "model `label --decode` trains on the same public images (kept in the state; post-processing: no privacy cost). "
+    "auto: where a label run's check chose it for this --teacher; always; none.")
 TokenOption = typer.Option(
     None,
     "--token",
@@ -471,5 +479,6 @@ class OutputGroup(OptionGroup):
 
 
 __all__ = ["Augment", "Basis", "Decode", "DEFAULT_AUGMENT", "DEFAULT_MAX_PIXELS", "EpsilonUnit", "LabelFormat",
-           "Mechanism", "MoneyGroup", "OutputGroup", "PrivacyGroup", "PrivateDirArgument", "QueryGroup", "RunGroup",
-           "StateGroup", "StudentGroup", "TOKEN_ENV", "TeacherGroup", "TeacherUrlOption", "Wire"]
+           "Mechanism", "MoneyGroup", "NoiseDecodeOption", "NoisePublicOption", "OutputGroup", "PrivacyGroup",
+           "PrivateDirArgument", "QueryGroup", "RunGroup", "StateGroup", "StudentGroup", "TOKEN_ENV", "TeacherGroup",
+           "TeacherUrlOption", "Wire"]

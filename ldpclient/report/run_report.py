@@ -398,6 +398,8 @@ class NoiseReport:
     outputs: JSONDict
     versions: dict[str, str]
     schema: int = SCHEMA
+    #: Whether the releases were written decoded and why (``--decode``); None when not asked
+    decoding: JSONDict | None = None
 
     def to_dict(self) -> JSONDict:
         return _document(self)

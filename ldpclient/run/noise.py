@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
+from ..io.document import JSONDict
 from ..io.folders import SpooledImages, spool_private_folder, to_uint8_image, to_value_range
 from ..io.output import preview_grid, versions
 from ..names import PLAN_KINDS
@@ -18,6 +19,7 @@ from ..teachers.http import redact_url
 from ..teachers.limits import TeacherLimits
 from .connect import connect_options, open_teacher
 from .memory import check_memory_for_shape
+from .noise_decoding import noise_decoding
 from .options import NoiseOptions
 from .output_paths import check_output_paths
 from .plan import build_mechanism, resolve_shape_defaults
@@ -49,7 +51,8 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     """
     ui = ui or UI(quiet=True)
     opts.validate()
-    check_output_paths({}, output_folders={"--out": Path(opts.out)}, input_folders={"PRIVATE_DIR": opts.private_dir},
+    folders = {"PRIVATE_DIR": opts.private_dir, **({"--public": opts.public} if opts.public is not None else {})}
+    check_output_paths({}, output_folders={"--out": Path(opts.out)}, input_folders=folders,
                        state=opts.state_locations(state_dir(opts.state_dir, create=False)))
     state = state_dir(opts.state_dir)
     with state_lock(state):  # one run at a time per state dir
@@ -81,6 +84,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
             skipped=[s.as_dict() for s in images.skipped],
             outputs={"dir": str(opts.out), "preview": str(preview_path), "files": n},
             versions=versions(),
+            decoding=noised.decoding,
         ).to_dict()
 
 
@@ -92,13 +96,15 @@ class _Noised:
     rows: ReleaseRows
     max_spent: float
     cap: float | None
+    decoding: JSONDict | None
 
 
 def _noise_and_write(
     opts: NoiseOptions, images: SpooledImages, mechanism: Mechanism, target: _NoiseTarget, state: Path, ui: UI
 ) -> _Noised:
     """Release the records in chunks through the ledger and write each one's post-processed release as
-    ``OUT/<relative path>.png`` (clipped to the value range, quantised to 8 bits: free post-processing)."""
+    ``OUT/<relative path>.png`` (clipped to the value range, quantised to 8 bits: free post-processing), decoded
+    with ``--decode`` where ``label`` decodes (:mod:`.noise_decoding`)."""
     from ..privacy.ledger import Ledger
     from ..privacy.release import ReleaseBuilder
     from ..teachers.identity import merge_scope_aliases
@@ -113,23 +119,25 @@ def _noise_and_write(
     whole = ReleaseBuilder(len(images))
     where = opts.state_locations(state)
     with Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=opts.privacy_cap,
-                cap_origin="--privacy-cap") as ledger, \
-            ui.stage("noising", len(images)) as bar:
+                cap_origin="--privacy-cap") as ledger:
         merge_scope_aliases(ledger, target.scope)
+        decoding = noise_decoding(opts, state, ledger, images, mechanism, target.value_range, target.scope, ui)
         chunks = release_in_chunks(images.records, lambda records, ids: ledger.release(
             mechanism, records, scope=target.scope, generator=generator, sources=ids))
-        for idx, release in chunks:
-            whole.add(release)
-            values = ReleaseRows(release, transforms, "bilinear").rows(torch.arange(len(release))).values
-            for k, row in zip(idx.tolist(), values, strict=True):
-                rel = images.paths[k]
-                path = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                to_uint8_image((row - lo) / (hi - lo)).save(path)
-            bar.update(int(idx[-1]) + 1)
+        with ui.stage("noising", len(images)) as bar:
+            for idx, release in chunks:
+                whole.add(release)
+                rows = ReleaseRows(release, transforms, "bilinear").with_decoder(decoding.decoder)
+                for k, row in zip(idx.tolist(), rows.rows(torch.arange(len(release))).values, strict=True):
+                    rel = images.paths[k]
+                    path = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    to_uint8_image((row - lo) / (hi - lo)).save(path)
+                bar.update(int(idx[-1]) + 1)
         max_spent = float(ledger.spent(images.records).epsilon.max())
         cap = ledger.cap_epsilon
-    return _Noised(ReleaseRows(whole.build(), transforms, "bilinear"), max_spent, cap)
+    rows = ReleaseRows(whole.build(), transforms, "bilinear").with_decoder(decoding.decoder)
+    return _Noised(rows, max_spent, cap, decoding.report)
 
 
 def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseTarget:

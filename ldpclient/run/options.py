@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 class SharedOptions:
     """The options ``label`` and ``noise`` share (keyword-only): the mechanism and its privacy settings,
     the augmentation and post-processing, the ledger's per-record cap, the state (its directory, and a
-    PostgreSQL database with the ledger's key file), decoding,
-    the seed, the network and the model facts.
+    PostgreSQL database with the ledger's key file), the image size limit,
+    the seed, the network, the model facts, the public images and the release decoder.
 
     ``epsilon`` is in nats, per ``epsilon_unit`` (``element`` or ``record``); ``privacy_cap`` is a
     per-record epsilon cap enforced by the ledger over all runs; ``seed`` seeds *all* randomness
@@ -61,6 +61,12 @@ class SharedOptions:
     max_memory: Optional[float] = None
     network: NetworkOptions = NetworkOptions()
     facts: TeacherFacts = TeacherFacts()
+    #: a folder of images declared not private: ``label`` sends each as it is (no noise, no charge); a release
+    #: decoder learns from them in both commands
+    public: Optional[Path] = None
+    #: the releases decoded by a decoder learnt from the public images: ``auto`` (where a label run's check says it
+    #: helps), ``none`` or ``always`` (:data:`~ldpclient.names.DECODINGS`)
+    decode: str = "none"
 
     def state_locations(self, directory: Path) -> StateLocations:
         """Where this command's ledger, journal and plan seeds are, beside the state directory ``directory``."""
@@ -87,6 +93,8 @@ class SharedOptions:
             raise ValueError(f"--augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}")
         if self.postprocess is not None:
             _check_postprocess(self.postprocess)
+        if self.decode not in DECODINGS:
+            raise ValueError(f"--decode must be one of {', '.join(DECODINGS)}, got {self.decode!r}")
         if self.privacy_cap is not None and not (math.isfinite(self.privacy_cap) and self.privacy_cap > 0):
             raise ValueError(f"--privacy-cap must be a finite number > 0 (per-record epsilon), got {self.privacy_cap}")
         if self.max_memory is not None and not (math.isfinite(self.max_memory) and self.max_memory > 0):
@@ -141,11 +149,7 @@ class LabelOptions(SharedOptions):
     workers: int = 1
     device: str = "auto"
     train_batch_size: int = defaults.train_batch_size()
-    public: Optional[Path] = None  # a folder of images declared not private: sent as they are (no noise, no charge)
     public_skip_copies: bool = False  # leave out public images that are near copies of private ones (else refuse)
-    #: send the releases decoded by a decoder learnt from the public images: ``auto`` (when a check says it
-    #: helps), ``none`` or ``always`` (:data:`~ldpclient.names.DECODINGS`)
-    decode: str = "none"
     html: bool = False  # also write <output stem>.html: what was sent, the guarantee, counts, the student
     html_private: bool = False  # show the clean private images on that page too (implies html)
     dry_run: bool = False  # resolve and show the plan only: nothing decoded, noised, sent or charged
@@ -203,8 +207,6 @@ class LabelOptions(SharedOptions):
 
         for option, setting, name in COUNT_OPTIONS:
             check_count(setting, getattr(self, name), option)
-        if self.decode not in DECODINGS:
-            raise ValueError(f"--decode must be one of {', '.join(DECODINGS)}, got {self.decode!r}")
         if not (math.isfinite(self.price) and self.price >= 0):
             raise ValueError(f"--price must be a finite number >= 0, got {self.price}")
         if self.money_cap is not None and not (math.isfinite(self.money_cap) and self.money_cap >= 0):

@@ -26,7 +26,7 @@ from ..teachers.base import TeacherMetadata
 from ..transfer import defaults
 from ..transfer.augment import check_sup_queries
 from ..transfer.decoder import decodable, training_steps
-from ..transfer.resolve import Decoding, Facts, query_batch_size, resolve
+from ..transfer.resolve import Decoding, Facts, decoding, query_batch_size, resolve
 from ..transfer.rounds import round_ends
 from ..transfer.settings import Given
 from .mechanism import mechanism_for
@@ -319,5 +319,13 @@ def free_query_shape_settings(opts: SharedOptions, record_shape: tuple[int, ...]
     return defaults.shape_settings(record_shape, None, None, "pool", level, "record")
 
 
+def resolve_noise_decoding(opts: SharedOptions, mechanism: Mechanism, record_shape: tuple[int, ...],
+                           public: int) -> Decoding:
+    """What ``noise --decode`` does beside ``public`` public images: what ``label`` resolves for the same images
+    (the check's held-out images, which the decoder does not learn from), or why it cannot."""
+    return decoding(opts.decode, mechanism, record_shape, public)
+
+
 __all__ = ["RunPlan", "basis_asked", "build_free_query_mechanism", "build_mechanism", "free_query_shape_settings",
-           "resolve_basis", "resolve_plan", "resolve_shape_defaults"]
+           "resolve_basis", "resolve_noise_decoding", "resolve_plan", "resolve_shape_defaults"]
+

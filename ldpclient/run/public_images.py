@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .handoffs import RunSetup
 
 __all__ = ["NAMED_COPIES", "known_private", "load_public", "public_checked", "public_overlap", "public_where",
-           "refuse_known_private", "without_copies"]
+           "refuse_known_private", "refuse_overlap", "without_copies"]
 
 
 def load_public(
@@ -41,17 +41,23 @@ def load_public(
         public = spool(setup, found, "public")
     else:
         return None
-    where = public_where(setup)
     try:
-        both = public_overlap(private, public.records, (float(meta.value_range[0]), float(meta.value_range[1])))
-        if both:
-            name = public.printable_paths[both[0]]
-            raise ValueError(f"{where}: {len(both)} image(s) are also in the private images (e.g. {name!r}); an "
-                             "image cannot be both public and private: remove it from one of them")
+        refuse_overlap(private, public, (float(meta.value_range[0]), float(meta.value_range[1])),
+                       public_where(setup))
     except BaseException:
         public.close()
         raise
     return public
+
+
+def refuse_overlap(private: RecordSource, public: Images, value_range: tuple[float, float], where: str) -> None:
+    """ValueError naming a ``public`` image that is also one of the ``private`` records (:func:`public_overlap`):
+    nothing private is ever sent without noise, or learnt from, because it was called public."""
+    both = public_overlap(private, public.records, value_range)
+    if both:
+        name = public.printable_paths[both[0]]
+        raise ValueError(f"{where}: {len(both)} image(s) are also in the private images (e.g. {name!r}); an "
+                         "image cannot be both public and private: remove it from one of them")
 
 
 def public_where(setup: RunSetup) -> str:

@@ -88,6 +88,6 @@ def plan_seeds(setup: RunSetup, data_key: str, old_data_key: str | None = None) 
 def result_cache(setup: RunSetup, seeds: Seeds) -> ResultCache | None:
     """Where the run keeps its trained result (:mod:`ldpclient.transfer.result_cache`): this host's state
     directory, under what the run labels."""
-    from ..transfer.result_cache import ResultCache
+    from ..transfer.result_cache import STUDENTS_FOLDER, ResultCache
 
-    return ResultCache(setup.state / "students", seeds.data_key) if seeds.data_key else None
+    return ResultCache(setup.state / STUDENTS_FOLDER, seeds.data_key) if seeds.data_key else None

@@ -269,6 +269,7 @@ class UI:
             ("privacy", _guarantee_line(guarantee)),
             ("sampling", str(guarantee.get("sampling", "unknown"))),
             ("ledger", _ledger_line(section_or_none(result, "ledger") or {})),
+            *([("decoding", decoding_note(d, "written"))] if (d := section_or_none(result, "decoding")) else []),
         ]
         if counts["skipped"]:
             lines.append(("skipped", "; ".join(f"{s['path']}: {s['reason']}" for s in rows(result, "skipped")[:5])))

@@ -145,15 +145,15 @@ def decode_verdict(clean: np.ndarray, raw: np.ndarray, decoded: np.ndarray,
                          public_kept, private_kept)
 
 
-def decoding_note(decoding: Mapping[str, object]) -> str:
-    """Whether a run sent its releases decoded and why, in words (the terminal summary and the page), from the
-    result's ``decoding`` (numbers and the verdict's own words only, none from a peer's text)."""
+def decoding_note(decoding: Mapping[str, object], done: str = "sent") -> str:
+    """Whether a run sent (or ``done``: wrote) its releases decoded and why, in words (the terminal summary and the
+    page), from the result's ``decoding`` (numbers and the verdict's own words only, none from a peer's text)."""
     reason = text(decoding, "reason")
     if not decoding.get("chosen"):
-        return f"releases sent as they are, not decoded: {reason}"
+        return f"releases {done} as they are, not decoded: {reason}"
     trained = integer_or_none(decoding, "public_images")
     kept = " (kept from a run before)" if decoding.get("reused") else ""
-    return (f"releases sent decoded by a model learnt from {trained} public images{kept}: {reason}")
+    return f"releases {done} decoded by a model learnt from {trained} public images{kept}: {reason}"
 
 
 __all__ = ["decoding_note", "DecodeVerdict", "MIN_CLASS_ANSWERS", "MIN_GAIN", "decode_verdict"]

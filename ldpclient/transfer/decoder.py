@@ -128,5 +128,5 @@ def train_decoder(mechanism: Mechanism, public: torch.Tensor, *, seed: int) -> R
     return decoder.eval()
 
 
-__all__ = ["DECODER_MAX_VALUES", "ReleaseDecoder", "decodable", "decoder_key", "train_decoder", "training_steps",
-           "untrained_decoder"]
+__all__ = ["DECODER_MAX_VALUES", "ReleaseDecoder", "decodable", "decoder_key", "train_decoder",
+           "training_steps", "untrained_decoder"]

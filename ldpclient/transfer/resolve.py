@@ -185,17 +185,21 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, see
         confusion_queries=defaults.confusion_queries(facts.meta.num_classes, facts.public, kind) if t.confusion else 0,
         member_seeds=tuple(defaults.member_seed(student_seed, m) for m in range(students)),
         adapt=bool(a.adapt), adapter=a.adapter, fuse=bool(a.fuse),
-        decoding=_decoding(p.decode, facts, mechanism, mode, t.confusion),
+        decoding=decoding(p.decode, mechanism, facts.record_shape, facts.public, mode=mode, confusion=t.confusion,
+                          records=facts.records),
     )
 
 
-def _decoding(decode: str, facts: Facts, mechanism: Mechanism, mode: Mode, confusion: bool) -> Decoding:
-    """Whether a run asked to ``decode`` does, and with what check; why not, when it cannot."""
+def decoding(decode: str, mechanism: Mechanism, record_shape: tuple[int, ...], public: int, *,
+             mode: Mode = Mode.LDPKIT, confusion: bool = False, records: int = 0) -> Decoding:
+    """Whether a run asked to ``decode`` releases of ``record_shape`` beside ``public`` public images does, and with
+    what check (on at most ``records`` private releases, ``mode`` LDPKiT); why not, when it cannot (``label`` and
+    ``noise`` alike)."""
     if decode == "none":
         return Decoding()
     why = ("SIDP (augment 'none') has no public images to learn from" if mode == Mode.SIDP
-           else decodable(mechanism, facts.record_shape))
-    if why is None and facts.public < defaults.DECODE_MIN_PUBLIC:
+           else decodable(mechanism, record_shape))
+    if why is None and public < defaults.DECODE_MIN_PUBLIC:
         why = f"a decoder learns from {defaults.DECODE_MIN_PUBLIC} public images or more (--public)"
     if why is None and confusion:
         why = "the teacher's confusion is measured on releases as they are sent without a decoder (--confusion)"
@@ -203,8 +207,8 @@ def _decoding(decode: str, facts: Facts, mechanism: Mechanism, mode: Mode, confu
         return Decoding(note=why)
     if decode == "always":
         return Decoding(decode)
-    return Decoding(decode, None, defaults.decode_check_images(facts.public),
-                    defaults.decode_check_records(facts.records) if mode == Mode.LDPKIT else 0)
+    return Decoding(decode, None, defaults.decode_check_images(public),
+                    defaults.decode_check_records(records) if mode == Mode.LDPKIT else 0)
 
 
 def query_batch_size(given: int | None, meta: TeacherMetadata) -> int:
@@ -225,4 +229,4 @@ def _queries(given: int | None, n_records: int, kind: str) -> int:
     return queries
 
 
-__all__ = ["Decoding", "Facts", "Resolved", "check_given", "query_batch_size", "resolve"]
+__all__ = ["Decoding", "Facts", "Resolved", "check_given", "decoding", "query_batch_size", "resolve"]

@@ -80,6 +80,10 @@ class KeptResult:
                               answers_apart=answers_apart, **outcome)
 
 
+#: The folder of a state directory that holds its kept results (and release decoders: :mod:`.decoder_store`).
+STUDENTS_FOLDER = "students"
+
+
 @dataclass(frozen=True)
 class ResultCache:
     """Where a label run keeps its trained result (``directory``) and what it labels (``data_key``: a digest of
@@ -159,4 +163,4 @@ class ResultCache:
             return
 
 
-__all__ = ["CACHE_SCHEMA", "ResultCache"]
+__all__ = ["CACHE_SCHEMA", "ResultCache", "STUDENTS_FOLDER"]

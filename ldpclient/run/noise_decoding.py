@@ -1,0 +1,94 @@
+"""``ldpclient noise --decode``: write the releases decoded where ``ldpclient label`` sends them decoded.
+
+The decoder is the label run's (:mod:`ldpclient.transfer.decoder_store`): learnt from the same ``--public`` images,
+held out and seeded by their values alone, and kept in the same state directory, so either command trains it once.
+``always`` decodes; ``auto`` follows the verdict a label run's check kept for that decoder and teacher, and
+writes the releases as they are where none is kept (``noise`` asks the teacher nothing). A public image that is a
+private one, or a near copy of one, is refused as ``label`` refuses it: the decoder never learns from a private image.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from ..io.document import JSONDict
+from ..io.folders import discover_images, spool_private_folder, to_value_range
+from ..privacy.public import public_release
+from ..transfer.decoder import ReleaseDecoder, decoder_key
+from ..transfer.decoder_store import ALWAYS, kept_decoder, kept_verdict, public_split
+from ..transfer.result_cache import STUDENTS_FOLDER
+from .plan import resolve_noise_decoding
+from .public_images import known_private, refuse_known_private, refuse_overlap
+
+if TYPE_CHECKING:
+    from ..io.folders import SpooledImages
+    from ..privacy.base import Mechanism
+    from ..privacy.ledger import Ledger
+    from .options import NoiseOptions
+    from .ui import UI
+
+__all__ = ["NoiseDecoding", "noise_decoding"]
+
+
+@dataclass(frozen=True)
+class NoiseDecoding:
+    """The decoder a noise run writes its releases with (None: as they are) and what the report says of it
+    (None: ``--decode none``)."""
+
+    decoder: ReleaseDecoder | None
+    report: JSONDict | None
+
+
+def noise_decoding(opts: NoiseOptions, state: Path, ledger: Ledger, private: SpooledImages, mechanism: Mechanism,
+                   value_range: tuple[float, float], scope: str, ui: UI) -> NoiseDecoding:
+    """The decoder of ``opts.decode`` for ``mechanism``'s releases of the ``private`` images for ``scope``,
+    learnt from the ``--public`` images (in ``value_range``, checked against ``private`` and the ``ledger``'s
+    images), kept in ``state``, trained under ``ui``'s progress; ValueError when a public image is a private one."""
+    if opts.decode == "none":
+        return NoiseDecoding(None, None)
+    public = _public_values(opts, state, ledger, private, mechanism, value_range)
+    asked = resolve_noise_decoding(opts, mechanism, private.records.record_shape, 0 if public is None else len(public))
+    if asked.note is not None or public is None:
+        return NoiseDecoding(None, {"asked": True, "chosen": False, "reason": asked.note or ""})
+    split = public_split(public, asked.check_images)
+    students = state / STUDENTS_FOLDER
+    trained_on = public[split.train]
+    out: JSONDict = {"asked": True, "decoder": decoder_key(mechanism, trained_on, split.seed),
+                     "public_images": len(split.train)}
+    if opts.decode == "auto":
+        verdict = kept_verdict(students, str(out["decoder"]), scope)
+        if verdict is None:
+            return NoiseDecoding(None, {**out, "chosen": False, "reason": (
+                "no label run has checked this decoder with this teacher: run `ldpclient label --decode auto` "
+                "with these --public images first, or give --decode always")})
+        if not verdict[0]:
+            return NoiseDecoding(None, {**out, "chosen": False, "reason": f"a label run's check refused it: "
+                                                                            f"{verdict[1]}"})
+        out["reason"] = f"a label run's check chose it: {verdict[1]}"
+    else:
+        out["reason"] = ALWAYS
+    with ui.stage("decoder", 1) as bar:  # trained here, or read from the state
+        kept = kept_decoder(mechanism, trained_on, split.seed, students)
+        bar.update(1)
+    return NoiseDecoding(kept.decoder, {**out, "chosen": True, "reused": kept.reused})
+
+
+def _public_values(opts: NoiseOptions, state: Path, ledger: Ledger, private: SpooledImages, mechanism: Mechanism,
+                   value_range: tuple[float, float]) -> torch.Tensor | None:
+    """The ``--public`` images at the private images' shape, as ``label`` sends them (``(N, C, H, W)`` in the
+    mechanism's domain); None without ``--public``. ValueError for a public image that is a private one."""
+    if opts.public is None:
+        return None
+    where = f"--public {str(opts.public)!r}"
+    with spool_private_folder(
+            discover_images(opts.public, what="--public folder"), private.records.record_shape, directory=state,
+            max_pixels=opts.max_pixels,
+            convert=lambda r: to_value_range(r, value_range, integer=mechanism.domain.integer)) as public:
+        refuse_overlap(private.records, public, value_range, where)
+        refuse_known_private(public, known_private(ledger, public, domain=mechanism.domain, private=private), where)
+        return public_release(public.records.read(np.arange(len(public.records))), mechanism.domain).values
