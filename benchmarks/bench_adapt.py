@@ -10,6 +10,7 @@ Two real datasets, the same code:
 * ``colour-digits``: the same digits as varied 32x32 colour photos (:func:`colour_photos`): either polarity,
   bright and dark backgrounds, shifted by up to 2 pixels, with sensor noise and a lighting gradient;
 * ``cifar10``: 32x32 RGB photos (``benchmarks/cifar10.py``: private 1,000, teacher 16,000, public 5,000).
+* ``fashion``: 28x28 grey Fashion-MNIST clothes (``benchmarks/fashion.py``: the same parts).
 
 A CNN teacher is trained on the teacher part (cached in ``benchmarks/.cache``); the private part is
 labelled by :class:`ldpclient.transfer.pipeline.KnowledgeTransfer` with an in-process
@@ -59,7 +60,7 @@ from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, Traini
 
 DELTA = 1e-5
 CACHE = Path(__file__).resolve().parent / ".cache"
-DATASETS = ("digits", "mnist", "mnist-colour", "colour-digits", "cifar10")
+DATASETS = ("digits", "mnist", "mnist-colour", "colour-digits", "cifar10", "fashion")
 FIELDS = ("mechanism", "eps_record", "reduce", "queries", "epochs", "train_batch")
 
 
@@ -91,13 +92,14 @@ def load_dataset(name: str, size: int) -> tuple[str, torch.Tensor, torch.Tensor,
         if name == "colour-digits":
             return "colour-digits32", colour_photos(tx, seed=1), ty, colour_photos(px, seed=2), py
         return "mnist-colour32", colourise(tx, seed=1), ty, colourise(px, seed=2), py
-    if name == "cifar10":
+    if name in ("cifar10", "fashion"):
         import cifar10
+        import fashion
 
-        photos = cifar10.split()
-        (tx, ty), (px, py) = (photos[p] for p in ("teacher", "private"))
-        return ("cifar10-32", torch.from_numpy(tx).float() / 255.0, torch.from_numpy(ty),
-                torch.from_numpy(px).float() / 255.0, torch.from_numpy(py))
+        parts = cifar10.split() if name == "cifar10" else fashion.split()
+        (tx, ty), (px, py) = (parts[p] for p in ("teacher", "private"))
+        return ("cifar10-32" if name == "cifar10" else "fashion28", torch.from_numpy(tx).float() / 255.0,
+                torch.from_numpy(ty), torch.from_numpy(px).float() / 255.0, torch.from_numpy(py))
     raise SystemExit(f"unknown dataset {name!r} ({', '.join(DATASETS)})")
 
 
@@ -106,17 +108,18 @@ PUBLIC_SHIFTS = ("none", "classes", "scale")
 
 def public_images(name: str, size: int, n: int | None, shift: str = "none") -> torch.Tensor:
     """``n`` images of the dataset that are neither the teacher's nor the private ones (its held-out part:
-    digits 359, MNIST 500; CIFAR-10: its public part, 5,000), for ``--public``: float ``(n, C, H, W)`` in
-    [0, 1], like the private part.
+    digits 359, MNIST 500; CIFAR-10 and Fashion-MNIST: their public part, 5,000), for ``--public``: float
+    ``(n, C, H, W)`` in [0, 1], like the private part.
 
     ``shift`` (``--public-shift``, issue 46 item 5) draws them from another distribution than the private
     images: ``classes``, only images of the lower half of the classes (0-4 of 10: the private images' other
     half is never seen in public); ``scale``, every image shrunk to :data:`SHIFT_SCALE` of its side, centred on
     its own border colour (the median of its edge pixels, per channel). ``n`` None: all of them."""
-    if name == "cifar10":
+    if name in ("cifar10", "fashion"):
         import cifar10
+        import fashion
 
-        images, labels = cifar10.split()["public"]
+        images, labels = (cifar10.split() if name == "cifar10" else fashion.split())["public"]
         part, classes = torch.from_numpy(images).float() / 255.0, torch.from_numpy(labels)
     elif name == "digits":
         x, y = load_digits_images(size)

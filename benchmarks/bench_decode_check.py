@@ -17,6 +17,9 @@ that declines below 50 % confidence would decline (the teacher's top softmax pro
 chose the decoder (with the first refusal's reason)::
 
     .venv/bin/python benchmarks/bench_decode_check.py --dataset digits mnist colour-digits --eps 20 50 100 --seeds 3
+
+``--same-count N`` gives the decoder more public images of the set's distribution than its public part holds (the
+teacher's own images make up the rest); ``--arch resnet`` asks the residual teacher.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ from ldpclient.transfer.decoder import train_decoder  # noqa: E402
 from ldpclient.transfer.defaults import decode_check_images, decode_check_records  # noqa: E402
 
 #: The public images of another source, per set.
-OTHER = {"digits": "mnist", "mnist": "digits", "colour-digits": "mnist-colour"}
+OTHER = {"digits": "mnist", "mnist": "digits", "colour-digits": "mnist-colour", "fashion": "mnist",
+         "cifar10": "mnist-colour"}
 
 
 def labels(teacher: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
@@ -83,12 +87,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--eps", type=float, nargs="+", default=[20.0, 50.0, 100.0])
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--public", nargs="+", default=["same", "classes", "other"], choices=["same", "classes", "other"])
+    p.add_argument("--same-count", type=int, default=None,
+                   help="public images of the same distribution: the set's public part first, then as many of the "
+                   "teacher's own images as it lacks (default: the public part)")
+    p.add_argument("--arch", default="small_cnn", choices=bench_adapt.TEACHERS, help="the teacher's network")
     args = p.parse_args(argv)
     torch.set_num_threads(2)
     for name in args.dataset:
         label, tx, ty, px, py = bench_adapt.load_dataset(name, 28)
-        teacher = bench_adapt.cached_teacher(label, tx, ty).eval()
-        publics = {"same": bench_adapt.public_images(name, 28, None),
+        teacher = bench_adapt.cached_teacher(label, tx, ty, args.arch).eval()
+        publics = {"same": _same(bench_adapt.public_images(name, 28, None), tx, args.same_count),
                    "classes": bench_adapt.public_images(name, 28, None, shift="classes"),
                    "other": bench_adapt.public_images(OTHER[name], 28, None)}
         for kind, images in publics.items():
@@ -97,7 +105,8 @@ def main(argv: list[str] | None = None) -> None:
                 images = images.expand(-1, px.shape[1], -1, -1).contiguous()
             publics[kind] = images
         clean = 100 * float((labels(teacher, px) == py).float().mean())
-        print(f"\n{label}: {len(px)} private images, teacher {clean:.1f} % on the clean ones; public images: "
+        print(f"\n{label} ({args.arch} teacher): {len(px)} private images, teacher {clean:.1f} % on the clean ones; "
+              "public images: "
               + ", ".join(f"{k} {len(publics[k])}" for k in args.public))
         print("\n| public | epsilon | raw | decoded | declined below 50 %: raw / decoded | decoder chosen "
               "| a reason it was refused |")
@@ -114,6 +123,13 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"| {kind} | {eps:g} | {_ms(raw)} | {_ms(dec)} | {_ms(raw_unsure)} / {_ms(dec_unsure)} | "
                       f"{sum(r[2] for r in runs)} of {len(runs)} | {refused} |  ({time.perf_counter() - t0:.0f} s)",
                       flush=True)
+
+
+def _same(public: torch.Tensor, teacher_images: torch.Tensor, count: int | None) -> torch.Tensor:
+    """``count`` public images of the set's distribution: its public part, then the teacher's images it lacks."""
+    if count is None:
+        return public
+    return torch.cat([public, teacher_images[:max(0, count - len(public))]])[:count]
 
 
 def _ms(values: list[float]) -> str:

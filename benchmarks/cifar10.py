@@ -32,9 +32,15 @@ def load() -> tuple[np.ndarray, np.ndarray, list[str]]:
 def split() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The fixed split (seeded): ``private`` 1,000, ``teacher`` 16,000, ``public`` 5,000, ``held_out`` 3,000."""
     x, y, _ = load()
-    order = np.random.default_rng(SPLIT_SEED).permutation(len(y))
+    return seeded_split(x, y, SPLIT_SEED, PARTS)
+
+
+def seeded_split(x: np.ndarray, y: np.ndarray, seed: int,
+                 parts: tuple[tuple[str, int], ...]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``x``, ``y`` cut into ``parts`` (name, size), in that order, from one permutation seeded by ``seed``."""
+    order = np.random.default_rng(seed).permutation(len(y))
     out, start = {}, 0
-    for name, size in PARTS:
+    for name, size in parts:
         idx = order[start : start + size]
         out[name] = (x[idx], y[idx])
         start += size
