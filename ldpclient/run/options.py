@@ -281,6 +281,9 @@ class NoiseOptions(SharedOptions):
             raise ValueError("--size and --preview must be >= 1")
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"--out {str(self.out)!r} exists and is not a directory")
+        if self.public is not None and self.decode == "none":
+            raise ValueError("--public is what a release decoder learns from here: give --decode always (or auto), "
+                             "or leave --public out")
 
 
 def _check_mechanism_options(

@@ -77,6 +77,8 @@ def test_noise_refuses_a_public_image_that_is_private_and_says_why_it_cannot_dec
     code, _, output = _noise(private, tmp_path, "copied", "--public", str(public), "--decode", "always")
     assert code != 0 and "are also in the private images" in output and "Traceback" not in output
     assert not (tmp_path / "copied").exists() or not any((tmp_path / "copied").iterdir())  # nothing written
+    code, _, output = _noise(private, tmp_path, "unused", "--public", str(public))
+    assert code == 2 and "--decode always" in output  # --public alone would do nothing: said, not ignored
     few = random_png_folder(tmp_path / "few", seed=2, n=30)
     code, doc, output = _noise(private, tmp_path, "few_out", "--public", str(few), "--decode", "always")
     assert code == 0, output
