@@ -15,7 +15,7 @@ import platform
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from .. import __version__
 from .text import json_text, redact
@@ -32,13 +32,33 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_lines(path: Path, pieces: Iterable[str]) -> None:
     """Write ``pieces`` in order to ``path`` via a temporary file in the same directory, fsync and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
+    def write(fd: int) -> None:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.writelines(pieces)
             fh.flush()
             os.fsync(fh.fileno())
+
+    _atomic_write(path, write)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory, fsync and a rename."""
+    def write(fd: int) -> None:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    _atomic_write(path, write)
+
+
+def _atomic_write(path: Path, write: Callable[[int], None]) -> None:
+    """``write`` the open descriptor of a temporary file of this writer's own beside ``path``, then rename it to
+    ``path``: two writers at once each leave a whole file, an interrupted one none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        write(fd)
         os.replace(tmp, path)
     except BaseException:
         try:

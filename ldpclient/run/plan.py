@@ -328,4 +328,3 @@ def resolve_noise_decoding(opts: SharedOptions, mechanism: Mechanism, record_sha
 
 __all__ = ["RunPlan", "basis_asked", "build_free_query_mechanism", "build_mechanism", "free_query_shape_settings",
            "resolve_basis", "resolve_noise_decoding", "resolve_plan", "resolve_shape_defaults"]
-

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from ..io.output import atomic_write_text
+from ..io.output import atomic_write_bytes, atomic_write_text
 from ..privacy.base import Mechanism
 from ..privacy.public import public_seed
 from .decoder import ReleaseDecoder, decoder_key, train_decoder, untrained_decoder
@@ -117,18 +116,13 @@ def _load(decoder: ReleaseDecoder, path: Path) -> bool:
 
 
 def _save(decoder: ReleaseDecoder, path: Path) -> None:
-    """Keep ``decoder``'s weights in ``path``, whole or not at all (a temporary file of this writer's own beside it,
-    then a rename: two hosts training the same decoder at once each leave a whole one). An OSError keeps nothing."""
+    """Keep ``decoder``'s weights in ``path``, whole or not at all (:func:`~ldpclient.io.output.atomic_write_bytes`:
+    two hosts training the same decoder at once each leave a whole one). An OSError keeps nothing."""
+    weights = io.BytesIO()
+    torch.save(decoder.state_dict(), weights)
     with contextlib.suppress(OSError):
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                torch.save(decoder.state_dict(), fh)
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        atomic_write_bytes(path, weights.getvalue())
 
 
 __all__ = ["ALWAYS", "DECODERS_FOLDER", "KeptDecoder", "PublicSplit", "keep_verdict", "kept_decoder", "kept_verdict",
