@@ -219,11 +219,11 @@ MaxMemoryOption = typer.Option(
 )
 NoisePublicOption = typer.Option(
     None, "--public", file_okay=False, show_default=False,
-    help="Folder of images you state are NOT private, for a release decoder to learn from (--decode); one also in "
+    help="Folder of images you state are NOT private, for a release decoder to decode into (--decode); one also in "
     "PRIVATE_DIR, or a near copy of a private image, is refused.")
 NoiseDecodeOption = typer.Option(
-    "none", help="With --public (200 images or more) and a --basis dct release: write each release decoded by the "
-    "model `label --decode` trains on the same public images (kept in the state; post-processing: no privacy cost). "
+    "none", help="With --public (200 images or more) and a --basis dct release: write each release decoded as "
+    "`label --decode` decodes it into the same public images (post-processing: no privacy cost). "
     "auto: where a label run's check chose it for this --teacher; always; none.")
 TokenOption = typer.Option(
     None,
@@ -383,11 +383,11 @@ class QueryGroup(OptionGroup):
         "it) unless --public-skip-copies.",
         show_default=False)
     decode: Decode = typer.Option(
-        "none", help="With --public (200 images or more) and a --basis dct release: send each release decoded by a "
-        "model trained on the public images, each released as the private ones are (post-processing: no privacy "
-        "cost). auto: only when the teacher, asked about some public images and private releases sent raw and "
-        "decoded (paid queries, no privacy cost), answers the decoded ones clearly better and alike on both; "
-        "always: without asking; none: never.")
+        "none", help="With --public (200 images or more) and a --basis dct release: send each release decoded into "
+        "the public images: their mean, each weighted by how likely the mechanism's noise makes it to have given the "
+        "release (post-processing: no privacy cost). auto: only when the teacher, asked about some public images and "
+        "private releases sent raw and decoded (paid queries, no privacy cost), answers the decoded ones clearly "
+        "better and alike on both; always: without asking; none: never.")
     public_skip_copies: bool = typer.Option(
         False, "--public-skip-copies/--no-public-skip-copies",
         help="Leave out the --public images that are near copies of private images (this run's, or any the ledger "

@@ -40,7 +40,7 @@ BASES: tuple[str, ...] = ("pool", "dct")
 #: What a run's free (public, epsilon 0) records are: blank images noised at the free level, or procedural images
 #: sent as they are (:mod:`ldpclient.transfer.procedural`). The data-free run and mixed-in free queries use them.
 FREE_IMAGES: tuple[str, ...] = ("blank", "procedural")
-#: Whether a run sends its releases decoded by a decoder learnt from its public images (``--decode``,
+#: Whether a run sends its releases decoded into its public images (``--decode``,
 #: :mod:`ldpclient.transfer.decoder`): when the teacher's answers on a check say it helps, never, or without the
 #: check.
 DECODINGS: tuple[str, ...] = ("auto", "none", "always")

@@ -53,7 +53,7 @@ class LabelKeywords(TypedDict, total=False):
     privacy_cap: float | None
     #: LDPKiT query expansion: ``"sup"``, ``"rand"`` or ``"none"`` (the releases sent as they are).
     augment: str
-    #: Send the releases decoded by a model learnt from the public images: ``"auto"`` (when the teacher's answers on
+    #: Send the releases decoded into the public images: ``"auto"`` (when the teacher's answers on
     #: a check say it helps), ``"none"`` or ``"always"``.
     decode: str
     # -- queries and money ----------------------------------------------------------------------------------

@@ -121,7 +121,7 @@ def _noise_and_write(
     with Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=opts.privacy_cap,
                 cap_origin="--privacy-cap") as ledger:
         merge_scope_aliases(ledger, target.scope)
-        decoding = noise_decoding(opts, state, ledger, images, mechanism, target.value_range, target.scope, ui)
+        decoding = noise_decoding(opts, state, ledger, images, mechanism, target.value_range, target.scope)
         chunks = release_in_chunks(images.records, lambda records, ids: ledger.release(
             mechanism, records, scope=target.scope, generator=generator, sources=ids))
         with ui.stage("noising", len(images)) as bar:

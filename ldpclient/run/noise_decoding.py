@@ -1,10 +1,10 @@
 """``ldpclient noise --decode``: write the releases decoded where ``ldpclient label`` sends them decoded.
 
-The decoder is the label run's (:mod:`ldpclient.transfer.decoder_store`): learnt from the same ``--public`` images,
-held out and seeded by their values alone, and kept in the same state directory, so either command trains it once.
-``always`` decodes; ``auto`` follows the verdict a label run's check kept for that decoder and teacher, and
-writes the releases as they are where none is kept (``noise`` asks the teacher nothing). A public image that is a
-private one, or a near copy of one, is refused as ``label`` refuses it: the decoder never learns from a private image.
+The decoder is the label run's (:mod:`ldpclient.transfer.decoder_store`): fitted to the same ``--public`` images,
+held out and seeded by their values alone, so both commands name the same decoder. ``always`` decodes; ``auto``
+follows the verdict a label run's check kept for that decoder and teacher, and writes the releases as they are
+where none is kept (``noise`` asks the teacher nothing). A public image that is a private one, or a near copy of
+one, is refused as ``label`` refuses it: the decoder never decodes into a private image.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import torch
 from ..io.document import JSONDict
 from ..io.folders import discover_images, spool_private_folder, to_value_range
 from ..privacy.public import public_release
-from ..transfer.decoder import ReleaseDecoder, decoder_key
-from ..transfer.decoder_store import ALWAYS, kept_decoder, kept_verdict, public_split
+from ..transfer.decoder import ReleaseDecoder, decoder_key, fit_decoder
+from ..transfer.decoder_store import ALWAYS, kept_verdict, public_split
 from ..transfer.result_cache import STUDENTS_FOLDER
 from .plan import resolve_noise_decoding
 from .public_images import known_private, refuse_known_private, refuse_overlap
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from ..privacy.base import Mechanism
     from ..privacy.ledger import Ledger
     from .options import NoiseOptions
-    from .ui import UI
 
 __all__ = ["NoiseDecoding", "noise_decoding"]
 
@@ -45,10 +44,10 @@ class NoiseDecoding:
 
 
 def noise_decoding(opts: NoiseOptions, state: Path, ledger: Ledger, private: SpooledImages, mechanism: Mechanism,
-                   value_range: tuple[float, float], scope: str, ui: UI) -> NoiseDecoding:
+                   value_range: tuple[float, float], scope: str) -> NoiseDecoding:
     """The decoder of ``opts.decode`` for ``mechanism``'s releases of the ``private`` images for ``scope``,
-    learnt from the ``--public`` images (in ``value_range``, checked against ``private`` and the ``ledger``'s
-    images), kept in ``state``, trained under ``ui``'s progress; ValueError when a public image is a private one."""
+    fitted to the ``--public`` images (in ``value_range``, checked against ``private`` and the ``ledger``'s
+    images), following a verdict kept in ``state``; ValueError when a public image is a private one."""
     if opts.decode == "none":
         return NoiseDecoding(None, None)
     public = _public_values(opts, state, ledger, private, mechanism, value_range)
@@ -57,9 +56,8 @@ def noise_decoding(opts: NoiseOptions, state: Path, ledger: Ledger, private: Spo
         return NoiseDecoding(None, {"asked": True, "chosen": False, "reason": asked.note or ""})
     split = public_split(public, asked.check_images)
     students = state / STUDENTS_FOLDER
-    trained_on = public[split.train]
-    out: JSONDict = {"asked": True, "decoder": decoder_key(mechanism, trained_on, split.seed),
-                     "public_images": len(split.train)}
+    prior = public[split.prior]
+    out: JSONDict = {"asked": True, "decoder": decoder_key(mechanism, prior, split.seed), "public_images": len(prior)}
     if opts.decode == "auto":
         verdict = kept_verdict(students, str(out["decoder"]), scope)
         if verdict is None:
@@ -72,10 +70,7 @@ def noise_decoding(opts: NoiseOptions, state: Path, ledger: Ledger, private: Spo
         out["reason"] = f"a label run's check chose it: {verdict[1]}"
     else:
         out["reason"] = ALWAYS
-    with ui.stage("decoder", 1) as bar:  # trained here, or read from the state
-        kept = kept_decoder(mechanism, trained_on, split.seed, students)
-        bar.update(1)
-    return NoiseDecoding(kept.decoder, {**out, "chosen": True, "reused": kept.reused})
+    return NoiseDecoding(fit_decoder(mechanism, prior, seed=split.seed), {**out, "chosen": True})
 
 
 def _public_values(opts: NoiseOptions, state: Path, ledger: Ledger, private: SpooledImages, mechanism: Mechanism,

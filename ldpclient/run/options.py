@@ -62,9 +62,9 @@ class SharedOptions:
     network: NetworkOptions = NetworkOptions()
     facts: TeacherFacts = TeacherFacts()
     #: a folder of images declared not private: ``label`` sends each as it is (no noise, no charge); a release
-    #: decoder learns from them in both commands
+    #: decoder decodes into them in both commands
     public: Optional[Path] = None
-    #: the releases decoded by a decoder learnt from the public images: ``auto`` (where a label run's check says it
+    #: the releases decoded into the public images: ``auto`` (where a label run's check says it
     #: helps), ``none`` or ``always`` (:data:`~ldpclient.names.DECODINGS`)
     decode: str = "none"
 
@@ -282,7 +282,7 @@ class NoiseOptions(SharedOptions):
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"--out {str(self.out)!r} exists and is not a directory")
         if self.public is not None and self.decode == "none":
-            raise ValueError("--public is what a release decoder learns from here: give --decode always (or auto), "
+            raise ValueError("--public is what a release decoder decodes into here: give --decode always (or auto), "
                              "or leave --public out")
 
 

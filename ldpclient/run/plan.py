@@ -25,7 +25,7 @@ from ..privacy.guarantee import release_caution
 from ..teachers.base import TeacherMetadata
 from ..transfer import defaults
 from ..transfer.augment import check_sup_queries
-from ..transfer.decoder import decodable, training_steps
+from ..transfer.decoder import decodable
 from ..transfer.resolve import Decoding, Facts, decoding, query_batch_size, resolve
 from ..transfer.rounds import round_ends
 from ..transfer.settings import Given
@@ -166,14 +166,14 @@ class RunPlan:
         }
 
     def _decoding(self) -> dict[str, object] | None:
-        """The plan's decoder (``--decode``) in numbers: asked, why not, the check's size, the training's steps."""
+        """The plan's decoder (``--decode``) in numbers: asked, why not, the check's size, the images it holds."""
         d = self.decoding
         if self.opts.decode == "none":
             return None
-        trained = self.public - d.check_images if d.decode != "none" else 0
+        prior = self.public - d.check_images if d.decode != "none" else 0
         return {"decode": self.opts.decode, "used": d.decode, "note": d.note, "check_images": d.check_images,
                 "check_records": d.check_records, "check_queries": d.check_queries,
-                "trained_on_public_images": trained, "training_steps": training_steps(trained)}
+                "public_images": prior}
 
 
 def resolve_plan(

@@ -351,11 +351,10 @@ def _plan_rows(plan: Document) -> list[tuple[str, str]]:
 
 
 def _plan_decoding(d: Document) -> str:
-    """The dry run's decoding row: why not, or the decoder's training and the check that decides."""
+    """The dry run's decoding row: why not, or the images the decoder decodes into and the check that decides."""
     if d.get("note"):
         return f"not decoded: {d['note']}"
-    words = (f"a decoder learnt from {d['trained_on_public_images']} public images "
-             f"({d['training_steps']:,} training steps, on this device)")
+    words = f"releases decoded into {d['public_images']} public images (nothing to train)"
     if d.get("check_queries"):
         return (words + f"; used if the teacher reads it better: asked with {d['check_images']} public images and "
                         f"{d['check_records']} private releases, raw and decoded ({d['check_queries']} queries)")

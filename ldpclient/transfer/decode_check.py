@@ -1,10 +1,10 @@
 """Whether a run sends its releases decoded (``label --decode auto``), asked of the teacher.
 
-A decoder (:mod:`.decoder`) helps when the public images it learnt from look like the private ones, and poisons
-the labels when they do not: one trained on digits 0-4 draws every digit as one it knows. So the teacher decides,
+A decoder (:mod:`.decoder`) helps when the public images it decodes into look like the private ones, and poisons
+the labels when they do not: one made from digits 0-4 draws every digit as one it knows. So the teacher decides,
 from what it answers to four sets of queries (money, no privacy):
 
-- ``images`` public images the decoder did not learn from (the check's images), each released through the run's
+- ``images`` public images the decoder does not hold (the check's images), each released through the run's
   mechanism (``public=True``), sent as the run sends releases today (``raw``) and decoded;
 - the first ``records`` private releases of the run (already released: sending them again costs no privacy),
   raw and decoded.
@@ -16,13 +16,17 @@ images loses agreement beyond two of its standard errors, and on the private rel
 the public ones:
 
 - no class among the raw answers to the private releases (:data:`MIN_CLASS_ANSWERS` or more of them) is answered
-  less than a fifth as often after decoding (a decoder from other classes erases them: on scikit-learn digits,
-  one learnt from classes 0-4 gave classes 5 and 7 none of the 19 and 36 private releases the raw answers gave
-  them; one learnt from all classes left each class at least 36 % of its raw count, as the noise draws raw
-  answers to a few classes and the decoder spreads them back);
+  less than a fifth as often after decoding (a decoder from other classes erases them);
 - the decoded answers keep the raw answer about as often on the private releases as on the public images (not
   lower by more than three standard errors of the difference): public images from another source are decoded
-  into something else (digits 0-4: 36 % against 57 %; all digits, 44 % against 54 %, within the spread).
+  into something else.
+
+The thresholds were set on scikit-learn digits with a network decoder learnt from public images (the first one
+measured, benchmarks/decoder.md). One made from classes 0-4 gave classes 5 and 7 none of the 19 and 36 private
+releases the raw answers gave them; one made from all classes left each class at least 36 % of its raw count, as
+the noise draws raw answers to a few classes and the decoder spreads them back. Decoded, the answers kept the raw
+one on 36 % of the private releases against 57 % of the public images for digits 0-4, and 44 % against 54 %
+(within the spread) for all digits.
 
 A data-free run has no private releases: its check is the public images' alone.
 """
@@ -151,9 +155,8 @@ def decoding_note(decoding: Mapping[str, object], done: str = "sent") -> str:
     reason = text(decoding, "reason")
     if not decoding.get("chosen"):
         return f"releases {done} as they are, not decoded: {reason}"
-    trained = integer_or_none(decoding, "public_images")
-    kept = " (kept from a run before)" if decoding.get("reused") else ""
-    return f"releases {done} decoded by a model learnt from {trained} public images{kept}: {reason}"
+    prior = integer_or_none(decoding, "public_images")
+    return f"releases {done} decoded into {prior} public images: {reason}"
 
 
 __all__ = ["decoding_note", "DecodeVerdict", "MIN_CLASS_ANSWERS", "MIN_GAIN", "decode_verdict"]

@@ -1,19 +1,21 @@
-"""A release decoder: what the teacher should see of a release in a reduced basis, learnt from public images only.
+"""A release decoder: what the teacher should see of a release in a reduced basis, computed from public images only.
 
 A release in a basis (the DCT's low-frequency coefficients, :mod:`ldpclient.privacy.basis`) is rebuilt into an
 image by the basis's inverse today: the noise comes back as a blur of speckles the teacher reads poorly. The noise
-is no secret (its distribution follows from the mechanism, epsilon, clip norm and basis, all public), so a model
-trained on public images, each released through the run's own mechanism, learns to map a release to the image it
-most likely came from. Computed from a release alone, its output is post-processing: no privacy cost.
+is no secret (its distribution follows from the mechanism, epsilon, clip norm and basis, all public), so how likely
+each public image is to have given a release can be computed exactly. The decoder sends the mean of the public
+images weighted by that likelihood: the posterior mean of the record when the records are drawn like the public
+images, which is the least mean-squared-error image given the release under that prior. It has nothing to learn and
+nothing to tune. Computed from a release alone, its output is post-processing: no privacy cost.
 
-The decoder never sees a private image: it is trained on the public images the user gave (``label --public``),
-released with ``public=True`` (the mechanism's noise, epsilon 0), from a seed drawn from the images' values, so its
-weights are a function of the public images, the mechanism and the seed alone. Whether a run sends decoded
-releases is decided by asking the teacher (:mod:`.decode_check`).
+The decoder never sees a private image: it holds the public images the user gave (``label --public``), their
+coefficients as the mechanism clips them, and the noise's scale measured on one release of those images
+(``public=True``: epsilon 0) drawn from a seed computed from their values. It is a function of the public images,
+the mechanism and the seed alone. Whether a run sends decoded releases is decided by asking the teacher
+(:mod:`.decode_check`).
 
-The model: an MLP from the release's values (flattened) to the record, two hidden layers of
-:data:`DECODER_HIDDEN` units, a sigmoid scaled to the domain; trained with mean squared error against the clean
-image, on a fresh release of every public image each epoch. Measured in benchmarks/decoder.md.
+The likelihood: Laplace noise for a release clipped in the L1 norm (the ``laplace`` mechanism's), Gaussian for one
+clipped in L2 (``gaussian``'s, and an approximation of ``quantised-rr``'s). Measured in benchmarks/decoder.md.
 """
 
 from __future__ import annotations
@@ -23,53 +25,58 @@ import math
 from typing import Sequence
 
 import torch
-from torch import nn
 
 from ..privacy.base import Mechanism
-from ..privacy.guarantee import Domain
+from ..privacy.basis import DctLayout
 from ..privacy.release import Derived, Release
 
-#: Hidden units of each of the decoder's two hidden layers.
-DECODER_HIDDEN = 256
-#: Epochs over the public images (each a fresh release of every one), and the most optimiser steps in all: 150
-#: epochs of the benchmark's 258 images are 750 steps; 1,000 images stop at 2,400.
-DECODER_EPOCHS = 150
-DECODER_MAX_STEPS = 2_400
-#: Public images per optimiser step.
-DECODER_BATCH = 64
-#: Most values (channels x height x width) of a record a decoder is built for: its output layer holds
-#: ``DECODER_HIDDEN`` weights per value (3 M at 64x64 RGB).
+#: Most values (channels x height x width) of a record a decoder is built for: each decoded release is a weighted
+#: sum of every public image, so its cost grows with their size (64x64 RGB: 12,288 multiply-adds per public image).
 DECODER_MAX_VALUES = 64 * 64 * 3
-#: The layout of the decoder and its training; part of its key (:func:`decoder_key`).
-DECODER_VERSION = 1
+#: Releases decoded at once: their likelihood under every public image is held as one ``(rows, public)`` matrix.
+DECODER_ROWS = 256
+#: The decoder's method; part of its key (:func:`decoder_key`).
+DECODER_VERSION = 2
 
 
-class ReleaseDecoder(nn.Module):
-    """Maps released values ``(N, *released_shape)`` to records ``(N, *record_shape)`` in ``domain``'s units.
+class ReleaseDecoder:
+    """Maps released coefficients ``(N, K)`` to records ``(N, *record_shape)`` in the domain's units: the public
+    images ``(P, *record_shape)`` weighted by how likely each is to have given the release.
 
-    Row-wise (no batch statistics), so :meth:`decoded` is post-processing that
-    :meth:`~ldpclient.privacy.release.Derived.map` accepts."""
+    ``coefficients``: the public images' clipped coefficients ``(P, K)``, as the mechanism computes them before its
+    noise; ``norm``: the mechanism's clipping norm (``"l1"``: Laplace noise of scale ``scale``, ``"l2"``: Gaussian
+    of standard deviation ``scale``, per coefficient). Row-wise (each release decoded on its own), so
+    :meth:`decoded` is post-processing that :meth:`~ldpclient.privacy.release.Derived.map` accepts."""
 
-    def __init__(self, released_values: int, record_shape: Sequence[int], domain: Domain,
-                 hidden: int = DECODER_HIDDEN) -> None:
-        super().__init__()
-        self.record_shape = tuple(int(s) for s in record_shape)
-        self.low, self.high = float(domain.low), float(domain.high)
-        self.net = nn.Sequential(
-            nn.Linear(int(released_values), hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-            nn.Linear(hidden, math.prod(self.record_shape)), nn.Sigmoid(),
-        )
+    def __init__(self, images: torch.Tensor, coefficients: torch.Tensor, norm: str, scale: float) -> None:
+        if len(images) < 1 or len(images) != len(coefficients):
+            raise ValueError("a decoder needs public images and one coefficient vector per image")
+        if norm not in ("l1", "l2") or not math.isfinite(scale) or scale <= 0:
+            raise ValueError(f"a decoder needs an l1 or l2 noise of positive finite scale, got {norm} {scale}")
+        self.record_shape = tuple(int(s) for s in images.shape[1:])
+        self.images = images.detach().to(torch.float64).flatten(1)
+        self.coefficients = coefficients.detach().to(torch.float64)
+        self.norm, self.scale = norm, float(scale)
 
-    def forward(self, released: torch.Tensor) -> torch.Tensor:
-        out = self.net(released.flatten(1).to(torch.float32))
-        return (self.low + (self.high - self.low) * out).reshape(len(released), *self.record_shape)
+    def __call__(self, released: torch.Tensor) -> torch.Tensor:
+        """The posterior mean of the record given each release ``(N, K)``: ``(N, *record_shape)`` float32 (computed
+        in float64, so that a row comes out the same whichever rows it is decoded with)."""
+        out = [self.posterior(part) @ self.images for part in released.split(DECODER_ROWS)]
+        return torch.cat(out).to(torch.float32).reshape(len(released), *self.record_shape)
+
+    def posterior(self, released: torch.Tensor) -> torch.Tensor:
+        """``(N, P)`` float64: each public image's probability of having given each release ``(N, K)`` (rows sum
+        to 1), when the records are drawn uniformly from the public images."""
+        released = released.flatten(1).to(torch.float64)
+        if self.norm == "l1":
+            log_likelihood = -torch.cdist(released, self.coefficients, p=1) / self.scale
+        else:
+            log_likelihood = -torch.cdist(released, self.coefficients).square() / (2 * self.scale ** 2)
+        return log_likelihood.softmax(dim=1)
 
     def decoded(self, release: Release) -> Derived:
         """``release`` decoded (post-processing: one more step on a :class:`~ldpclient.privacy.release.Derived`)."""
-        def decode(values: torch.Tensor) -> torch.Tensor:
-            with torch.no_grad():
-                return self(values)
-        return Derived.from_release(release).map(decode, "decode(public-image decoder)")
+        return Derived.from_release(release).map(self, "decode(public-image posterior)")
 
 
 def decodable(mechanism: Mechanism, record_shape: Sequence[int]) -> str | None:
@@ -82,51 +89,30 @@ def decodable(mechanism: Mechanism, record_shape: Sequence[int]) -> str | None:
     return None
 
 
-def training_steps(public_images: int) -> int:
-    """Optimiser steps :func:`train_decoder` takes on ``public_images`` images (what a dry run states of its
-    cost; 750 steps took 9 s on 2 cores for 28x28 images)."""
-    batches = math.ceil(int(public_images) / DECODER_BATCH)
-    return batches * max(1, min(DECODER_EPOCHS, DECODER_MAX_STEPS // max(batches, 1))) if batches else 0
-
-
 def decoder_key(mechanism: Mechanism, public: torch.Tensor, seed: int) -> str:
     """16 hex characters naming a decoder by everything that shapes it: the mechanism's configuration, the public
-    images it is trained on (their float32 values), the seed and :data:`DECODER_VERSION`."""
+    images it decodes into (their float32 values), the seed and :data:`DECODER_VERSION`."""
     h = hashlib.sha256(f"ldpclient.decoder.v{DECODER_VERSION}:{mechanism!r}:{sorted(mechanism.config().items())!r}:"
                        f"{int(seed)}".encode())
     h.update(public.detach().to(torch.float32).contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
-def untrained_decoder(mechanism: Mechanism, public: torch.Tensor, generator: torch.Generator) -> ReleaseDecoder:
-    """A decoder sized for ``mechanism``'s releases of records like ``public`` ``(N, C, H, W)`` (the released shape
-    read off one public release, its noise drawn from ``generator``), with fresh weights from the global generator."""
-    probe = mechanism.release(public[:1], generator=generator, public=True)
-    return ReleaseDecoder(math.prod(probe.released_shape), public.shape[1:], mechanism.domain)
-
-
-def train_decoder(mechanism: Mechanism, public: torch.Tensor, *, seed: int) -> ReleaseDecoder:
-    """A decoder for ``mechanism``'s releases, trained on ``public`` images ``(N, C, H, W)`` in the mechanism's
-    domain, each released anew every epoch (``public=True``: epsilon 0); the same images, mechanism and ``seed``
-    give the same weights. The global random state is left as it was."""
+def fit_decoder(mechanism: Mechanism, public: torch.Tensor, *, seed: int) -> ReleaseDecoder:
+    """The decoder of ``mechanism``'s releases into ``public`` images ``(N, C, H, W)`` in the mechanism's domain:
+    their coefficients, and the noise's scale measured on one release of them (``public=True``: epsilon 0) with
+    noise drawn from ``seed``. The same images, mechanism and ``seed`` give the same decoder."""
     if len(public) < 1:
-        raise ValueError("a decoder needs public images to learn from")
-    public = public.detach().to(torch.float32)
-    noise = torch.Generator().manual_seed(int(seed) % 2**63)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed) % 2**63)
-        decoder = untrained_decoder(mechanism, public, noise)
-        optimiser = torch.optim.Adam(decoder.parameters(), lr=1e-3)
-        target = public.clamp(mechanism.domain.low, mechanism.domain.high)
-        for _ in range(training_steps(len(public)) // math.ceil(len(public) / DECODER_BATCH)):
-            released = mechanism.release(public, generator=noise, public=True).values
-            for index in torch.randperm(len(public)).split(DECODER_BATCH):
-                loss = nn.functional.mse_loss(decoder(released[index]), target[index])
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-    return decoder.eval()
+        raise ValueError("a decoder needs public images to decode into")
+    layout = mechanism.reconstruction(tuple(public.shape[1:]))
+    if not isinstance(layout, DctLayout):
+        raise ValueError("a decoder is for releases in a basis")
+    images = public.detach().clamp(mechanism.domain.low, mechanism.domain.high)
+    coefficients, _ = layout.clip(layout.forward(images))
+    released = mechanism.release(images, generator=torch.Generator().manual_seed(int(seed) % 2**63), public=True)
+    noise = released.values.to(torch.float64) - coefficients
+    scale = noise.abs().mean() if layout.norm == "l1" else noise.square().mean().sqrt()
+    return ReleaseDecoder(images, coefficients, layout.norm, float(scale))
 
 
-__all__ = ["DECODER_MAX_VALUES", "ReleaseDecoder", "decodable", "decoder_key", "train_decoder",
-           "training_steps", "untrained_decoder"]
+__all__ = ["DECODER_MAX_VALUES", "ReleaseDecoder", "decodable", "decoder_key", "fit_decoder"]

@@ -220,8 +220,8 @@ def public_held_out(n_public: int) -> int:
     return 0 if n < PUBLIC_HELD_OUT_MIN_IMAGES else min(PUBLIC_HELD_OUT_MAX, n // 10)
 
 
-#: Most public images the decoder check holds out of the decoder's training (``--decode auto``), and fewest public
-#: images a decoder is trained with at all: the check's images are a quarter of them, 50 at the least.
+#: Most public images the decoder check holds out of the decoder (``--decode auto``), and fewest public images a
+#: decoder is made from at all: the check's images are a quarter of them, 50 at the least.
 DECODE_CHECK_IMAGES = 200
 DECODE_MIN_PUBLIC = 200
 #: Most private releases the decoder check sends raw and decoded (twice as many queries; no privacy cost).
@@ -229,7 +229,7 @@ DECODE_CHECK_RECORDS = 200
 
 
 def decode_check_images(public_images: int) -> int:
-    """Public images the decoder check holds out of the decoder's training and sends raw and decoded: a quarter of
+    """Public images the decoder check holds out of the decoder and sends raw and decoded: a quarter of
     them, at most :data:`DECODE_CHECK_IMAGES`; none (no decoder) below :data:`DECODE_MIN_PUBLIC`. With 200 the
     two agreements it compares are measured to about +-7 points each (95 %); the paired test it decides by is
     tighter, as most images agree both ways."""

@@ -52,7 +52,7 @@ class Facts:
 @dataclass(frozen=True)
 class Decoding:
     """Whether a run sends its releases decoded (:mod:`.decoder`): ``decode`` ``auto`` (ask the teacher, on
-    ``check_images`` public images held out of the decoder's training and ``check_records`` private releases),
+    ``check_images`` public images held out of the decoder and ``check_records`` private releases),
     ``always`` or ``none``; ``note``: why a run asked to decode does not (None: it does, or was not asked)."""
 
     decode: str = "none"
@@ -200,7 +200,7 @@ def decoding(decode: str, mechanism: Mechanism, record_shape: tuple[int, ...], p
     why = ("SIDP (augment 'none') has no public images to learn from" if mode == Mode.SIDP
            else decodable(mechanism, record_shape))
     if why is None and public < defaults.DECODE_MIN_PUBLIC:
-        why = f"a decoder learns from {defaults.DECODE_MIN_PUBLIC} public images or more (--public)"
+        why = f"a decoder decodes into {defaults.DECODE_MIN_PUBLIC} public images or more (--public)"
     if why is None and confusion:
         why = "the teacher's confusion is measured on releases as they are sent without a decoder (--confusion)"
     if why is not None:

@@ -134,7 +134,7 @@ class TransferResult:
     #: the teacher's confusion on noised queries the student was trained through (``TrainingSettings.confusion``):
     #: :meth:`~.confusion.Confusion.as_dict`; None without
     confusion: Optional[JSONDict] = None
-    #: whether the queries were made by a decoder learnt from the public images, and why
+    #: whether the queries were decoded into the public images, and why
     #: (:func:`~.stages.decode.decode_releases`); None when not asked
     decoding: Optional[JSONDict] = None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ import torch
 from torch import nn
 
 from ..io.document import JSONDict, typed_fields
+from ..io.output import atomic_write_bytes
 from ..names import Mode
 from .adapt import AdaptHistory
 from .result import TrainingSummary
@@ -154,11 +156,10 @@ class ResultCache:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             save_checkpoint(student, result.student, student_name, student_kwargs,
                             extra={"adapted_on_clean_private_records": True, "result_key": key})
-            tmp = path.with_name(path.name + ".tmp")
-            torch.save(blob, tmp)
-            for written in (tmp, student):
-                os.chmod(written, 0o600)
-            tmp.replace(path)
+            os.chmod(student, 0o600)
+            buffer = io.BytesIO()
+            torch.save(blob, buffer)
+            atomic_write_bytes(path, buffer.getvalue())  # readable by this user only, as mkstemp makes it
         except OSError:
             return
 

@@ -69,7 +69,7 @@ class PlanSettings:
     ``query_rounds``: send the plan's queries in up to this many rounds of doubling size and stop when a round
     raised the student's held-out agreement with the teacher by less than ``min_round_gain`` (a share in [0, 1]):
     :mod:`~ldpclient.transfer.rounds` (None: :func:`~ldpclient.transfer.defaults.query_rounds`, 1: all at once).
-    ``decode``: send the releases decoded by a decoder trained on the public images
+    ``decode``: send the releases decoded into the public images
     (:mod:`~ldpclient.transfer.decoder`; :data:`~ldpclient.names.DECODINGS`): ``auto`` when the teacher's answers
     on a check say it helps (:mod:`~ldpclient.transfer.decode_check`), ``none`` (the default), ``always``.
     """

@@ -1,4 +1,4 @@
-"""The release decoder (``--decode``): learnt from public images only, sent only where the teacher's answers say
+"""The release decoder (``--decode``): made from public images only, sent only where the teacher's answers say
 it helps, and never a step of the privacy accounting."""
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 import torch
 
+from ldpclient.privacy import gaussian as gaussian_mechanism
 from ldpclient.privacy import laplace
 from ldpclient.transfer.augment import QueryPlan
 from ldpclient.transfer.decode_check import MIN_CLASS_ANSWERS, decode_verdict, decoding_note
-from ldpclient.transfer.decoder import ReleaseDecoder, decodable, decoder_key, train_decoder
+from ldpclient.transfer.decoder import decodable, decoder_key, fit_decoder
+from ldpclient.transfer.decoder_store import public_split
 from ldpclient.transfer.pipeline import KnowledgeTransfer
 from ldpclient.transfer.result_cache import ResultCache
 from ldpclient.transfer.settings import PlanSettings, TrainingSettings
@@ -36,10 +38,11 @@ def _transfer(decode: str, cache: Path | None = None, **plan) -> KnowledgeTransf
 
 def test_a_decoder_is_a_function_of_the_public_images_the_mechanism_and_the_seed() -> None:
     public, _ = quadrant_records(64, seed=1)
-    first = train_decoder(_mechanism(), public, seed=3)
-    again = train_decoder(_mechanism(), public, seed=3)
-    for a, b in zip(first.state_dict().values(), again.state_dict().values(), strict=True):
-        assert torch.equal(a, b)
+    first = fit_decoder(_mechanism(), public, seed=3)
+    again = fit_decoder(_mechanism(), public, seed=3)
+    assert torch.equal(first.coefficients, again.coefficients) and first.scale == again.scale
+    assert first.norm == "l1" and first.scale == pytest.approx(2 * _mechanism().reconstruction((1, 8, 8)).clip_norm
+                                                                / 5.0, rel=0.15)  # Laplace b = 2C / epsilon
     assert decoder_key(_mechanism(), public, 3) == decoder_key(_mechanism(), public.clone(), 3)
     assert decoder_key(_mechanism(), public, 3) != decoder_key(_mechanism(), public, 4)
     assert decoder_key(_mechanism(), public, 3) != decoder_key(laplace(6.0, per="record", basis="dct",
@@ -48,6 +51,19 @@ def test_a_decoder_is_a_function_of_the_public_images_the_mechanism_and_the_seed
     decoded = first.decoded(release)
     assert decoded.values.shape == (4, 1, 8, 8) and decoded.guarantee == release.guarantee
     assert float(decoded.values.min()) >= 0 and float(decoded.values.max()) <= 1  # in the domain
+    assert torch.equal(decoded.values, again.decoded(release).values)
+
+
+def test_a_release_close_to_a_public_image_decodes_to_it() -> None:
+    public, _ = quadrant_records(64, seed=1)
+    sharp = laplace(500.0, per="record", basis="dct", coefficients=16)  # little noise: one image is far likelier
+    decoder = fit_decoder(sharp, public, seed=0)
+    release = sharp.release(public[:8], generator=torch.Generator().manual_seed(1))
+    decoded = decoder.decoded(release).values
+    nearest = torch.cdist(decoded.flatten(1), public.flatten(1)).argmin(1)
+    assert torch.equal(nearest, torch.arange(8))
+    gaussian = fit_decoder(gaussian_mechanism(50.0, 1e-5, per="record", basis="dct", coefficients=16), public, seed=0)
+    assert gaussian.norm == "l2" and gaussian.scale > 0
 
 
 def test_only_releases_in_a_basis_of_small_records_are_decoded() -> None:
@@ -125,7 +141,7 @@ def test_a_run_decodes_only_what_it_can_and_says_why_not() -> None:
     public, _ = quadrant_records(100, seed=1)
     result = _transfer("auto").run(x, public=public)
     assert result.decoding == {"asked": True, "chosen": False,
-                               "reason": "a decoder learns from 200 public images or more (--public)"}
+                               "reason": "a decoder decodes into 200 public images or more (--public)"}
     assert "decode_check_queries" not in result.counts
     pixels = KnowledgeTransfer(quadrant_teacher(), laplace(5.0, per="record"), seed=0,
                                plan=PlanSettings(num_queries=200, decode="always"))
@@ -140,23 +156,20 @@ def test_a_decoded_run_sends_decoded_releases_its_decoder_never_sees_a_private_i
     runs = []
     for seed in (0, 5):  # two different private folders, the same public images
         x, _ = quadrant_records(60, seed=seed)
-        cache = tmp_path / f"state{seed}"
-        result = _transfer("always", cache).run(x, public=public)
+        result = _transfer("always", tmp_path / f"state{seed}").run(x, public=public)
         assert result.decoding is not None and result.decoding["chosen"] is True
-        assert result.decoding["public_images"] == 240 and result.decoding["reused"] is False
-        (kept,) = (cache / "decoders").iterdir()
-        runs.append((result, torch.load(kept, weights_only=True)))
-    (first, weights), (second, other) = runs
-    assert first.decoding == second.decoding
-    for name in weights:
-        assert torch.equal(weights[name], other[name])  # whichever private images the run was given
+        assert result.decoding["public_images"] == 240
+        runs.append(result)
+    first, second = runs
+    assert first.decoding == second.decoding  # the same decoder, whichever private images the run was given
     plain = _transfer("none").run(quadrant_records(60, seed=0)[0], public=public)
     assert first.guarantee == plain.guarantee  # decoding is post-processing: the same epsilon
     assert first.plan is not None and plain.plan is not None
     assert first.plan.fingerprint != plain.plan.fingerprint and first.plan.decoder == first.decoding["decoder"]
     assert plain.plan.decoder == ""
-    decoder = ReleaseDecoder(16, (1, 8, 8), _mechanism().domain)
-    decoder.load_state_dict(weights)
+    split = public_split(public, 0)
+    decoder = fit_decoder(_mechanism(), public[split.prior], seed=split.seed)  # from the public images alone
+    assert first.decoding["decoder"] == decoder_key(_mechanism(), public[split.prior], split.seed)
     release = _mechanism().release(quadrant_records(60, seed=0)[0], generator=torch.Generator().manual_seed(7))
     sample = first.sent_sample
     assert sample is not None and sample.releases.shape == (len(sample.release_indices), 1, 8, 8)
@@ -164,15 +177,14 @@ def test_a_decoded_run_sends_decoded_releases_its_decoder_never_sees_a_private_i
     assert torch.allclose(sample.releases, expected, atol=1e-6)  # what the queries are made from: decoded
 
 
-def test_a_rerun_finds_its_decoder_and_its_answers(tmp_path: Path) -> None:
+def test_a_rerun_names_the_same_decoder_and_keeps_its_verdict(tmp_path: Path) -> None:
     public, _ = quadrant_records(240, seed=1)
     x, _ = quadrant_records(60, seed=0)
     first = _transfer("auto", tmp_path).run(x, public=public)
     again = _transfer("auto", tmp_path).run(x, public=public)
-    assert first.decoding is not None and again.decoding is not None
-    assert again.decoding["reused"] is True and first.decoding["reused"] is False
-    assert {k: v for k, v in again.decoding.items() if k != "reused"} == \
-        {k: v for k, v in first.decoding.items() if k != "reused"}
+    assert first.decoding is not None and again.decoding == first.decoding
+    (verdict,) = (tmp_path / "decoders").iterdir()
+    assert verdict.name.startswith(str(first.decoding["decoder"])) and verdict.suffix == ".json"
     assert first.counts["decode_check_queries"] == 2 * (60 + 60)  # a quarter of 240 public images, 60 records
 
 

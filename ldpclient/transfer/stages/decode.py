@@ -1,11 +1,11 @@
-"""Step 3a, with ``decode`` asked and public images: train the release decoder on the public images, ask the
+"""Step 3a, with ``decode`` asked and public images: fit the release decoder to the public images, ask the
 teacher whether it helps (:mod:`..decode_check`), and make the plan's rows with it when it does.
 
 Runs after the public images are labelled (the check's truth is their clean answers) and before any of the plan's
-queries is sent. The decoder learns from the public images outside the check's (all of them with ``always``),
-drawn by their values alone; it is kept in the state directory under its key, and the check's verdict beside it
-(:mod:`..decoder_store`), so a re-run trains nothing and ``noise --decode auto`` decodes as the run does. A plan
-sent decoded has other batch ids than the same plan sent raw.
+queries is sent. The decoder decodes into the public images outside the check's (all of them with ``always``),
+drawn by their values alone; the check's verdict is kept in the state directory under the decoder's key
+(:mod:`..decoder_store`), so ``noise --decode auto`` decodes as the run does. A plan sent decoded has other batch
+ids than the same plan sent raw.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from ...privacy.release import Derived
 from ..augment import QueryPlan
 from ..context import RunContext
 from ..decode_check import DecodeVerdict, decode_verdict
-from ..decoder import ReleaseDecoder
-from ..decoder_store import ALWAYS, keep_verdict, kept_decoder, public_split
+from ..decoder import ReleaseDecoder, decoder_key, fit_decoder
+from ..decoder_store import ALWAYS, keep_verdict, public_split
 from ..query_book import QueryBook
 from ..student import LabelStore
 
@@ -37,8 +37,8 @@ def decode_releases(ctx: RunContext, book: QueryBook, store: LabelStore) -> JSON
     public = book.public.images.built_rows().release.values
     split = public_split(public, asked.check_images)
     students = ctx.result_cache.directory if ctx.result_cache is not None else None
-    kept = kept_decoder(ctx.mechanism, public[split.train], split.seed, students)
-    decoder, key = kept.decoder, kept.key
+    decoder = fit_decoder(ctx.mechanism, public[split.prior], seed=split.seed)
+    key = decoder_key(ctx.mechanism, public[split.prior], split.seed)
     verdict = _check(ctx, book, store, decoder, key, split.check, split.seed) if asked.decode == "auto" else None
     if verdict is not None:
         keep_verdict(students, key, ctx.scope_name(), chosen=verdict.chosen, reason=verdict.reason)
@@ -49,8 +49,8 @@ def decode_releases(ctx: RunContext, book: QueryBook, store: LabelStore) -> JSON
             book.blank_source = book.blank_source.with_decoder(decoder)  # noised as the private ones: decoded too
         book.plan = replace(book.plan, decoder=key)
     ctx.add_time("decode", time.perf_counter() - t)
-    out: JSONDict = {"asked": True, "chosen": chosen, "decoder": key, "public_images": len(split.train),
-                     "reused": kept.reused, "check_queries": asked.check_queries}
+    out: JSONDict = {"asked": True, "chosen": chosen, "decoder": key, "public_images": len(split.prior),
+                     "check_queries": asked.check_queries}
     if verdict is None:
         return {**out, "reason": ALWAYS}
     return {**out, **verdict.as_dict()}
