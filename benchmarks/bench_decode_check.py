@@ -6,14 +6,16 @@ with the set's cached teacher in process (no student is trained):
 * the private images are released once (the default release: Laplace per record, 64 DCT coefficients, the default
   L1 clip; colour: 64 + 16 + 16);
 * a quarter of the public images (at most 200, :func:`ldpclient.transfer.defaults.decode_check_images`) is held
-  out; the decoder is trained on the rest (:func:`ldpclient.transfer.decoder.train_decoder`);
+  out; the decoder decodes into the rest (:func:`ldpclient.transfer.decoder.fit_decoder`);
 * the check (:func:`ldpclient.transfer.decode_check.decode_verdict`): the held-out images sent clean, raw and
   decoded, and the first 200 private releases raw and decoded.
 
 Public images: ``same`` (the set's held-out part), ``classes`` (its images of classes 0-4 only), ``other`` (another
 source: MNIST for scikit-learn digits, scikit-learn digits for MNIST, colourised MNIST for colour digits). Columns:
-the teacher's accuracy against the truth on all private releases, raw and decoded; the shares of them a chat teacher
-that declines below 50 % confidence would decline (the teacher's top softmax probability below 0.5); how many seeds
+the teacher's accuracy against the truth on all private releases, raw and decoded; how often the class with the most
+posterior weight (the teacher's clean answers on the decoder's public images, weighted by the posterior) is the
+truth, what the release tells of the class given these public images; the shares of them a chat teacher that
+declines below 50 % confidence would decline (the teacher's top softmax probability below 0.5); how many seeds
 chose the decoder (with the first refusal's reason)::
 
     .venv/bin/python benchmarks/bench_decode_check.py --dataset digits mnist colour-digits --eps 20 50 100 --seeds 3
@@ -37,8 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_adapt  # noqa: E402
 
 from ldpclient.privacy import laplace  # noqa: E402
+from ldpclient.privacy.release import Release  # noqa: E402
 from ldpclient.transfer.decode_check import decode_verdict  # noqa: E402
-from ldpclient.transfer.decoder import train_decoder  # noqa: E402
+from ldpclient.transfer.decoder import ReleaseDecoder, fit_decoder  # noqa: E402
 from ldpclient.transfer.defaults import decode_check_images, decode_check_records  # noqa: E402
 
 #: The public images of another source, per set.
@@ -60,15 +63,16 @@ def unsure(teacher: torch.nn.Module, images: torch.Tensor, below: float = 0.5) -
 
 
 def one(teacher: torch.nn.Module, eps: float, px: torch.Tensor, py: torch.Tensor, public: torch.Tensor,
-        seed: int) -> tuple[float, float, bool, str, float, float]:
-    """Raw and decoded accuracy on every private release, the check's decision and reason, and the shares of the
-    private releases, raw and decoded, that a teacher declining below 50 % confidence would decline."""
+        seed: int) -> tuple[float, float, bool, str, float, float, float]:
+    """Raw and decoded accuracy on every private release, the check's decision and reason, the shares of the
+    private releases, raw and decoded, that a teacher declining below 50 % confidence would decline, and the
+    accuracy of the class the posterior over the public images gives most weight (their clean answers weighted)."""
     mech = laplace(eps, per="record", basis="dct", coefficients=64)
     release = mech.release(px, generator=torch.Generator().manual_seed(seed))
     order = torch.randperm(len(public), generator=torch.Generator().manual_seed(100 + seed))
     k = decode_check_images(len(public))
     check, train = public[order[:k]], public[order[k:]]
-    decoder = train_decoder(mech, train, seed=seed)
+    decoder = fit_decoder(mech, train, seed=seed)
     held = mech.release(check, generator=torch.Generator().manual_seed(200 + seed), public=True)
     m = decode_check_records(len(px))
     raw_all = labels(teacher, release.upsampled().values.clamp(0, 1))
@@ -78,7 +82,17 @@ def one(teacher: torch.nn.Module, eps: float, px: torch.Tensor, py: torch.Tensor
                              raw_all[:m].numpy(), decoded_all[:m].numpy())
     return (float((raw_all == py).float().mean()), float((decoded_all == py).float().mean()), verdict.chosen,
             verdict.reason, unsure(teacher, release.upsampled().values.clamp(0, 1)),
-            unsure(teacher, decoder.decoded(release).values))
+            unsure(teacher, decoder.decoded(release).values), _posterior_class(teacher, decoder, release, py))
+
+
+def _posterior_class(teacher: torch.nn.Module, decoder: ReleaseDecoder, release: Release, truth: torch.Tensor) -> float:
+    """How often the class with the most posterior weight (the teacher's clean answers on the decoder's public
+    images) is the truth: what the release says of the class, given these public images, without the teacher's
+    reading of a decoded image."""
+    answers = labels(teacher, decoder.images.reshape(-1, *decoder.record_shape).to(torch.float32))
+    votes = torch.cat([decoder.posterior(part) @ torch.nn.functional.one_hot(answers, 10).to(torch.float64)
+                       for part in release.values.split(256)])
+    return float((votes.argmax(1) == truth).float().mean())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -108,19 +122,20 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n{label} ({args.arch} teacher): {len(px)} private images, teacher {clean:.1f} % on the clean ones; "
               "public images: "
               + ", ".join(f"{k} {len(publics[k])}" for k in args.public))
-        print("\n| public | epsilon | raw | decoded | declined below 50 %: raw / decoded | decoder chosen "
-              "| a reason it was refused |")
-        print("|---|---|---|---|---|---|---|")
+        print("\n| public | epsilon | raw | decoded | the posterior's class | declined below 50 %: raw / decoded "
+              "| decoder chosen | a reason it was refused |")
+        print("|---|---|---|---|---|---|---|---|")
         for kind in args.public:
             if decode_check_images(len(publics[kind])) == 0:
-                print(f"| {kind} | - | - | - | - | never | fewer than 200 public images: no decoder |")
+                print(f"| {kind} | - | - | - | - | - | never | fewer than 200 public images: no decoder |")
                 continue
             for eps in args.eps:
                 t0 = time.perf_counter()
                 runs = [one(teacher, eps, px, py, publics[kind], seed) for seed in range(args.seeds)]
-                raw, dec, raw_unsure, dec_unsure = ([r[i] for r in runs] for i in (0, 1, 4, 5))
+                raw, dec, raw_unsure, dec_unsure, vote = ([r[i] for r in runs] for i in (0, 1, 4, 5, 6))
                 refused = next((r[3] for r in runs if not r[2]), "")
-                print(f"| {kind} | {eps:g} | {_ms(raw)} | {_ms(dec)} | {_ms(raw_unsure)} / {_ms(dec_unsure)} | "
+                print(f"| {kind} | {eps:g} | {_ms(raw)} | {_ms(dec)} | {_ms(vote)} | {_ms(raw_unsure)} / "
+                      f"{_ms(dec_unsure)} | "
                       f"{sum(r[2] for r in runs)} of {len(runs)} | {refused} |  ({time.perf_counter() - t0:.0f} s)",
                       flush=True)
 
