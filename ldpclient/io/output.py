@@ -41,11 +41,14 @@ def atomic_write_lines(path: Path, pieces: Iterable[str]) -> None:
     _atomic_write(path, write)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory, fsync and a rename."""
+def atomic_torch_save(path: Path, obj: object) -> None:
+    """``torch.save`` ``obj`` to ``path`` via a temporary file in the same directory (readable by this user only,
+    as ``mkstemp`` makes it), fsync and a rename: two writers at once each leave a whole file."""
+    import torch
+
     def write(fd: int) -> None:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            torch.save(obj, fh)
             fh.flush()
             os.fsync(fh.fileno())
 

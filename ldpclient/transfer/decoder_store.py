@@ -23,7 +23,7 @@ import torch
 from ..io.output import atomic_write_text
 from ..privacy.public import public_seed
 
-#: The folder of the kept decoders and verdicts, in the directory of a state's kept results.
+#: The folder of the kept verdicts, in the directory of a state's kept results.
 DECODERS_FOLDER = "decoders"
 #: Why a decoder is used with ``--decode always``.
 ALWAYS = "decode 'always': used without a check"

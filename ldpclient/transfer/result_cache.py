@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ import torch
 from torch import nn
 
 from ..io.document import JSONDict, typed_fields
-from ..io.output import atomic_write_bytes
+from ..io.output import atomic_torch_save
 from ..names import Mode
 from .adapt import AdaptHistory
 from .result import TrainingSummary
@@ -157,9 +156,7 @@ class ResultCache:
             save_checkpoint(student, result.student, student_name, student_kwargs,
                             extra={"adapted_on_clean_private_records": True, "result_key": key})
             os.chmod(student, 0o600)
-            buffer = io.BytesIO()
-            torch.save(blob, buffer)
-            atomic_write_bytes(path, buffer.getvalue())  # readable by this user only, as mkstemp makes it
+            atomic_torch_save(path, blob)
         except OSError:
             return
 

@@ -20,7 +20,6 @@ Input values are in the teacher's value range (e.g. [0, 1] per element).
 from __future__ import annotations
 
 import copy
-import io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..io.output import atomic_write_bytes
+from ..io.output import atomic_torch_save
 from ..io.records import RecordSource, TensorRecords, iter_batches
 from .confusion import forward_corrected_log_probs
 
@@ -565,9 +564,7 @@ def save_checkpoint(
     blob: dict[str, object] = {"schema": 2 if len(states) == 1 else 3, "student": name, "config": dict(config),
                             "extra": dict(extra or {})}
     blob.update({"state_dict": states[0]} if len(states) == 1 else {"members": states})
-    buffer = io.BytesIO()
-    torch.save(blob, buffer)
-    atomic_write_bytes(path, buffer.getvalue())  # whole or not at all, whichever of two writers renames last
+    atomic_torch_save(path, blob)
 
 
 def load_checkpoint(path: str | Path, *, device: str = "cpu") -> tuple[nn.Module, dict[str, object]]:

@@ -37,8 +37,8 @@ def decode_releases(ctx: RunContext, book: QueryBook, store: LabelStore) -> JSON
     public = book.public.images.built_rows().release.values
     split = public_split(public, asked.check_images)
     students = ctx.result_cache.directory if ctx.result_cache is not None else None
-    decoder = fit_decoder(ctx.mechanism, public[split.prior], seed=split.seed)
-    key = decoder_key(ctx.mechanism, public[split.prior], split.seed)
+    prior = public[split.prior]
+    decoder, key = fit_decoder(ctx.mechanism, prior, seed=split.seed), decoder_key(ctx.mechanism, prior, split.seed)
     verdict = _check(ctx, book, store, decoder, key, split.check, split.seed) if asked.decode == "auto" else None
     if verdict is not None:
         keep_verdict(students, key, ctx.scope_name(), chosen=verdict.chosen, reason=verdict.reason)
