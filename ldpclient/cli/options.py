@@ -147,19 +147,21 @@ BasisOption = typer.Option(
     None,
     help="What the noise is added to: pool = the pixels, average-pooled by --reduce; dct = a record-level vector of "
     "low-frequency DCT coefficients clipped to --clip-norm (laplace: L1, gaussian: L2; needs --epsilon-unit record, "
-    "no --reduce), released as its reconstruction. Default: dct for laplace and gaussian per record without "
-    "--reduce, else pool.",
+    "no --reduce), released as its reconstruction; pca = the same, on the leading principal components of the "
+    "--public images (fitted on them alone; the same guarantee as dct for the same --coefficients and "
+    "--clip-norm). Default: dct for laplace and gaussian per record without --reduce, else pool.",
     show_default=False,
 )
 CoefficientsOption = typer.Option(
     None, min=1,
-    help="--basis dct: low-frequency coefficients kept per record (colour: luminance; chroma gets a quarter each). "
-    "Default: 64, or all of a smaller image's.",
+    help="--basis dct or pca: coefficients kept per record (colour: luminance; chroma gets a quarter each). "
+    "Default: dct 64, or all of a smaller image's; pca 16.",
     show_default=False,
 )
 ClipNormOption = typer.Option(
     None,
-    help="--basis dct: norm bound C of each record's coefficient vector, in the value range's units (sensitivity 2C). "
+    help="--basis dct or pca: norm bound C of each record's coefficient vector, in the value range's units "
+    "(sensitivity 2C). "
     "Default: the L2 norm of an image at 2/7 of the range per pixel (28x28 on [0,1] -> 8), times sqrt(K)/2 for L1 "
     "(-> 32).",
     show_default=False,
@@ -219,10 +221,10 @@ MaxMemoryOption = typer.Option(
 )
 NoisePublicOption = typer.Option(
     None, "--public", file_okay=False, show_default=False,
-    help="Folder of images you state are NOT private, for a release decoder to decode into (--decode); one also in "
-    "PRIVATE_DIR, or a near copy of a private image, is refused.")
+    help="Folder of images you state are NOT private, for a release decoder to decode into (--decode) and for "
+    "--basis pca to be fitted on; one also in PRIVATE_DIR, or a near copy of a private image, is refused.")
 NoiseDecodeOption = typer.Option(
-    "none", help="With --public (200 images or more) and a --basis dct release: write each release decoded as "
+    "none", help="With --public (200 images or more) and a --basis dct or pca release: write each release decoded as "
     "`label --decode` decodes it into the same public images (post-processing: no privacy cost). "
     "auto: where a label run's check chose it for this --teacher; always; none.")
 TokenOption = typer.Option(
@@ -379,14 +381,14 @@ class QueryGroup(OptionGroup):
         None, "--public", file_okay=False,
         help="Folder of images you state are NOT private: each is sent once as it is (no noise, no privacy cost, "
         "never in the ledger; billed and counted apart) and its answer trains the student beside the private "
-        "queries. An image also in PRIVATE_DIR is refused, and so is a near copy of a private image (named with "
-        "it) unless --public-skip-copies.",
+        "queries, and --basis pca is fitted on them. An image also in PRIVATE_DIR is refused, and so is a near copy "
+        "of a private image (named with it) unless --public-skip-copies.",
         show_default=False)
     decode: Decode = typer.Option(
-        "none", help="With --public (200 images or more) and a --basis dct release: send each release decoded into "
-        "the public images: their mean, each weighted by how likely the mechanism's noise makes it to have given the "
-        "release (post-processing: no privacy cost). auto: only when the teacher, asked about some public images and "
-        "private releases sent raw and decoded (paid queries, no privacy cost), answers the decoded ones clearly "
+        "none", help="With --public (200 images or more) and a --basis dct or pca release: send each release decoded "
+        "into the public images: their mean, each weighted by how likely the mechanism's noise makes it to have given "
+        "the release (post-processing: no privacy cost). auto: only when the teacher, asked about some public images "
+        "and private releases sent raw and decoded (paid queries, no privacy cost), answers the decoded ones clearly "
         "better and alike on both; always: without asking; none: never.")
     public_skip_copies: bool = typer.Option(
         False, "--public-skip-copies/--no-public-skip-copies",

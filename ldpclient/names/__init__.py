@@ -34,9 +34,10 @@ AUGMENTATIONS: tuple[str, ...] = ("sup", "rand", "none")
 PLAN_KINDS: dict[str, str] = {"sup": "sup", "rand": "rand", "none": "identity"}
 #: What an epsilon counts: one released element, or a whole record (the sum over its elements).
 EPSILON_UNITS: tuple[str, ...] = ("element", "record")
-#: Release bases, by the name ``--basis`` takes: pixels average-pooled, or low-frequency DCT coefficients
-#: (:mod:`ldpclient.privacy.basis`).
-BASES: tuple[str, ...] = ("pool", "dct")
+#: Release bases, by the name ``--basis`` takes: pixels average-pooled, low-frequency DCT coefficients
+#: (:mod:`ldpclient.privacy.basis`), or the leading principal components of the public images
+#: (:mod:`ldpclient.privacy.pca`).
+BASES: tuple[str, ...] = ("pool", "dct", "pca")
 #: What a run's free (public, epsilon 0) records are: blank images noised at the free level, or procedural images
 #: sent as they are (:mod:`ldpclient.transfer.procedural`). The data-free run and mixed-in free queries use them.
 FREE_IMAGES: tuple[str, ...] = ("blank", "procedural")

@@ -33,6 +33,7 @@ from .mechanisms import (
     tldp_laplace,
     weighted_tldp,
 )
+from .pca import PcaBasis, fit_pca
 from .release import Derived, Release
 from .trust import TrustPolicy
 
@@ -45,6 +46,8 @@ __all__ = [
     "Derived",
     # mechanisms and calibration
     "laplace",
+    "fit_pca",
+    "PcaBasis",
     "gaussian",
     "tldp_laplace",
     "tldp_gaussian",

@@ -142,8 +142,59 @@ def frequency_band(w: int, kept: Sequence[torch.Tensor]) -> tuple[int, int, list
     return rows, cols, [(k // w) * cols + (k % w) for k in kept]
 
 
+class CoefficientLayout:
+    """What a record-level release in a basis needs, whichever the basis: the record shape, the clip bound
+    ``clip_norm`` in ``norm`` (``"l1"`` or ``"l2"``), the coefficients kept per (opponent) channel, the transform
+    (:meth:`forward`) and its inverse. :class:`DctLayout` and :class:`ldpclient.privacy.pca.PcaLayout`."""
+
+    record_shape: tuple[int, ...]
+    clip_norm: float
+    norm: str
+
+    @property
+    def channel_coefficients(self) -> tuple[int, ...]:
+        """Coefficients kept per (opponent) channel: luminance first."""
+        raise NotImplementedError
+
+    @property
+    def coefficients(self) -> int:
+        """Coefficients released per record (all channels): the noised vector's length."""
+        return sum(self.channel_coefficients)
+
+    @property
+    def luminance_coefficients(self) -> int:
+        """Coefficients kept of the (luminance) channel."""
+        return self.channel_coefficients[0]
+
+    def describe(self) -> str:
+        """What the coefficients are, for the guarantee's notes (one phrase)."""
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Kept coefficients ``(N, K)`` float64 of records ``(N, *record_shape)`` (already clipped to the domain)."""
+        raise NotImplementedError
+
+    def inverse(self, coef: torch.Tensor, *, origin: bool = True) -> torch.Tensor:
+        """Records ``(N, *record_shape)`` float64 rebuilt from coefficients ``(N, K)``; ``origin=False`` leaves out
+        the constant the transform subtracted (for noise, which is linear)."""
+        raise NotImplementedError
+
+    def clip(self, coef: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scale each row into the ball of radius ``clip_norm`` in ``norm``; returns ``(clipped, was_clipped (N,))``."""
+        order = 1 if self.norm == "l1" else 2
+        norms = torch.linalg.vector_norm(coef, ord=order, dim=1)
+        over = norms > self.clip_norm
+        factor = torch.where(over, self.clip_norm / norms.clamp_min(1e-300), torch.ones_like(norms))
+        return coef * factor.unsqueeze(1), over
+
+
+def opponent(y: torch.Tensor, *, inverse: bool = False) -> torch.Tensor:
+    """Colour values ``(N, 3, ...)`` rotated into the orthonormal opponent space (``inverse``: back to RGB)."""
+    return torch.einsum("oc,no...->nc..." if inverse else "oc,nc...->no...", _OPPONENT, y)
+
+
 @dataclass(frozen=True)
-class DctLayout:
+class DctLayout(CoefficientLayout):
     """The DCT release of one record shape: which coefficients are kept, and the clip bound.
 
     ``record_shape``: ``(C, H, W)`` as the mechanism sees it (or ``(H, W)``); ``kept``: flat frequency indices
@@ -158,9 +209,11 @@ class DctLayout:
     origin: float
 
     @property
-    def coefficients(self) -> int:
-        """Coefficients released per record (all channels): the noised vector's length."""
-        return sum(int(k.numel()) for k in self.kept)
+    def channel_coefficients(self) -> tuple[int, ...]:
+        return tuple(int(k.numel()) for k in self.kept)
+
+    def describe(self) -> str:
+        return f"the {self.coefficients} lowest-frequency orthonormal DCT coefficients of the record"
 
     def _channels(self) -> tuple[int, int, int]:
         return _spatial(self.record_shape)
@@ -170,19 +223,17 @@ class DctLayout:
         return frequency_band(self._channels()[2], self.kept)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Kept coefficients ``(N, K)`` float64 of records ``(N, *record_shape)`` (already clipped to the domain)."""
         c, h, w = self._channels()
         rows, cols, kept = self._band()
         y = x.to(torch.float64).reshape(x.shape[0], c, h, w) - self.origin
         if c == 3:
-            y = torch.einsum("oc,nchw->nohw", _OPPONENT, y)
+            y = opponent(y)
         band = dct_matrix(h)[:rows] @ y @ dct_matrix(w)[:cols].T
         flat = band.reshape(x.shape[0], c, rows * cols)
         return torch.cat([flat[:, ch, idx] for ch, idx in enumerate(kept)], dim=1)
 
     def inverse(self, coef: torch.Tensor, *, origin: bool = True) -> torch.Tensor:
-        """Records ``(N, *record_shape)`` float64 rebuilt from coefficients ``(N, K)`` (the others taken as 0);
-        ``origin=False`` leaves out ``domain.low`` (for noise, which is linear)."""
+        """The others taken as 0; ``origin=False`` leaves out ``domain.low``."""
         c, h, w = self._channels()
         rows, cols, kept = self._band()
         n = coef.shape[0]
@@ -193,16 +244,9 @@ class DctLayout:
             start += idx.numel()
         y = dct_matrix(h)[:rows].T @ band.reshape(n, c, rows, cols) @ dct_matrix(w)[:cols]
         if c == 3:
-            y = torch.einsum("oc,nohw->nchw", _OPPONENT, y)
+            y = opponent(y, inverse=True)
         return (y + self.origin if origin else y).reshape(n, *self.record_shape)
 
-    def clip(self, coef: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Scale each row into the ball of radius ``clip_norm`` in ``norm``; returns ``(clipped, was_clipped (N,))``."""
-        order = 1 if self.norm == "l1" else 2
-        norms = torch.linalg.vector_norm(coef, ord=order, dim=1)
-        over = norms > self.clip_norm
-        factor = torch.where(over, self.clip_norm / norms.clamp_min(1e-300), torch.ones_like(norms))
-        return coef * factor.unsqueeze(1), over
 
 
 def dct_layout(
@@ -253,12 +297,14 @@ def snap_into_ball(coef: torch.Tensor, gamma: float, radius_units: int, norm: st
 
 __all__ = [
     "BASES",
+    "CoefficientLayout",
     "DctLayout",
     "check_basis",
     "check_clip_norm",
     "check_coefficients",
     "dct_layout",
     "dct_matrix",
+    "opponent",
     "default_clip_norm",
     "default_coefficients",
     "snap_into_ball",

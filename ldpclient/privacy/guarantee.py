@@ -142,8 +142,19 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
+def coefficients_named(params: Document) -> str | None:
+    """What the coefficients of a release in a basis are, from its guarantee's ``params`` ("low-frequency DCT
+    coefficients", "principal-component coefficients (fitted on the public images)"); None for pixels."""
+    basis = params.get("basis")
+    if basis == "dct":
+        return "low-frequency DCT coefficients"
+    if basis == "pca":
+        return "principal-component coefficients (fitted on the public images)"
+    return None
+
+
 def coefficient_treatment(params: Document) -> str:
-    """What a ``dct`` release did to its coefficient vector, from its guarantee's ``params``: "clipped to L1 norm
+    """What a release in a basis did to its coefficient vector, from its guarantee's ``params``: "clipped to L1 norm
     8 and noised" (Laplace, Gaussian) or "quantised into a 138-bit code and released by randomized response"
     (``quantised-rr``)."""
     if "code_bits" in params:

@@ -28,7 +28,7 @@ from ..io.document import (
     text,
 )
 from ..names import PRIVACY_BOUGHT, VERDICT_LEVELS
-from ..privacy.guarantee import coefficient_treatment
+from ..privacy.guarantee import coefficient_treatment, coefficients_named
 from ..transfer.decode_check import decoding_note
 from ..transfer.mirror_check import mirror_note
 from ..transfer.result import SentSample
@@ -170,8 +170,9 @@ def _guarantee(report: RunReport) -> JSONDict:
     pr, pe = section(g, "per_record"), section(g, "per_element")
     eps = number(pr, "epsilon")
     params = section_or_none(g, "params") or {}
-    if params.get("basis") == "dct":
-        what = (f"one record-level vector of {g['elements_per_record']} low-frequency DCT coefficients of the image "
+    named = coefficients_named(params)
+    if named is not None:
+        what = (f"one record-level vector of {g['elements_per_record']} {named} of the image "
                 f"was {coefficient_treatment(params)}; the teacher got its reconstruction as an image")
         per_element = "There is no per-element figure to state: the whole vector is one release."
     else:

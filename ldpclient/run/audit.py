@@ -224,6 +224,10 @@ def _client_settings(o: AuditOptions) -> _ClientSettings:
     clip_norm = _pick(o.clip_norm, number_or_none(config, "clip_norm"), None)
     if basis not in BASES:
         raise ValueError(f"--basis must be {choice_list(BASES)}, got {basis!r}")
+    if basis == "pca":
+        raise ValueError("the audit cannot rebuild a --basis pca release: its basis is fitted on the run's public "
+                         "images, which the audit is not given; its guarantee is that of --basis dct with the same "
+                         "--coefficients and --clip-norm")
     if mechanism not in mechanism_names():
         raise ValueError(f"--mechanism must be one of {', '.join(mechanism_names())}, got {mechanism!r}")
     if per not in EPSILON_UNITS:

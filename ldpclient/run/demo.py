@@ -33,7 +33,7 @@ from ..io.document import Document, JSONDict, integer, number, section, section_
 from ..io.folders import to_uint8_image
 from ..names import PRIVACY_BOUGHT
 from ..privacy import defaults as privacy_defaults
-from ..privacy.guarantee import coefficient_treatment
+from ..privacy.guarantee import coefficient_treatment, coefficients_named
 from ..report.label_files import read_labels
 from ..report.run_report import RunReport
 from ..transfer import defaults
@@ -435,10 +435,11 @@ def _sidp_releases(answers: _Answers) -> str:
 
 
 def _released(g: Document) -> str:
-    """What one release holds, for the privacy note: the DCT coefficients of a ``dct`` release, else elements."""
+    """What one release holds, for the privacy note: the coefficients of a release in a basis, else elements."""
     params = section_or_none(g, "params") or {}
-    if params.get("basis") == "dct":
-        return (f"on {g['elements_per_record']} low-frequency DCT coefficients of the image (one record-level "
+    named = coefficients_named(params)
+    if named is not None:
+        return (f"on {g['elements_per_record']} {named} of the image (one record-level "
                 f"release, {coefficient_treatment(params)})")
     return f"over {g['elements_per_record']} released elements (per element {section(g, 'per_element')['epsilon']:.4g})"
 

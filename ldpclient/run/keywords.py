@@ -41,11 +41,12 @@ class LabelKeywords(TypedDict, total=False):
     allow_weak_privacy: bool
     #: Average-pool records by this factor before noise.
     reduce: int | None
-    #: What the noise is added to: ``"pool"`` (pixels) or ``"dct"`` (low-frequency coefficients).
+    #: What the noise is added to: ``"pool"`` (pixels), ``"dct"`` (low-frequency coefficients) or ``"pca"`` (the
+    #: leading principal components of the public images).
     basis: str | None
-    #: ``basis="dct"``: the low-frequency coefficients kept per channel.
+    #: ``basis="dct"`` or ``"pca"``: the (luminance) coefficients kept per record.
     coefficients: int | None
-    #: ``basis="dct"``: the norm bound of each record's coefficient vector.
+    #: ``basis="dct"`` or ``"pca"``: the norm bound of each record's coefficient vector.
     clip_norm: float | None
     #: Post-processing of releases, e.g. ``"blur:2,clip"``.
     postprocess: str | None

@@ -107,7 +107,7 @@ def _label_images(
     public_images = None
     try:
         public_images = load_public(setup, images.records, public, public_found)
-        setup = replace(setup, plan=setup.plan.with_counts(len(images), len(public_images or ())))
+        setup = replace(setup, plan=setup.plan.with_images(len(images), getattr(public_images, "records", None)))
         seeds = plan_seeds(setup, data_key(setup, records, images.records), folder_key(setup, records))
         outcome = _run_transfer(setup, seeds, images, public_images)
         return setup, outcome, page_images(setup, images, outcome)  # before the spool is closed

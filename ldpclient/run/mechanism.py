@@ -5,7 +5,7 @@ per ``per`` (``element`` or ``record``), ``delta`` (mechanisms with a delta; def
 :func:`ldpclient.privacy.defaults.delta`), ``reduce`` the average-pooling factor before noise,
 ``value_range`` the teacher's input range (the mechanism's domain; ``discrete-tldp`` is always on
 the integers 0..255), ``record_shape`` ``(C, H, W)``, ``basis`` the release basis (``--basis``) with its
-``coefficients`` and ``clip_norm``.
+``coefficients`` and ``clip_norm``, and for ``pca`` the public images it is fitted on.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ..privacy import defaults as privacy_defaults
 from ..privacy.base import Mechanism
 from ..privacy.guarantee import Domain
 from ..privacy.mechanisms import MechanismEntry, basis_mechanism_names, make_mechanism, mechanism_entry
+from ..privacy.pca import PcaBasis, fit_pca
 
 
 def mechanism_for(
@@ -36,18 +37,24 @@ def mechanism_for(
     basis: str = "pool",
     coefficients: int | None = None,
     clip_norm: float | None = None,
+    public: torch.Tensor | None = None,
 ) -> Mechanism:
     """The mechanism ``name`` with these options, checked against ``record_shape`` before any data is touched.
 
-    ``basis`` (``--basis``): ``pool`` or ``dct`` (:mod:`ldpclient.privacy.basis`), with ``coefficients`` and
-    ``clip_norm`` (None: the record shape's defaults). A per-record epsilon above
-    :func:`~ldpclient.privacy.defaults.epsilon_ceiling` is refused unless ``allow_weak_privacy``
+    ``basis`` (``--basis``): ``pool``, ``dct`` (:mod:`ldpclient.privacy.basis`) or ``pca``
+    (:mod:`ldpclient.privacy.pca`), with ``coefficients`` and ``clip_norm`` (None: the record shape's defaults).
+    ``pca`` is fitted on ``public`` images ``(P, C, H, W)`` in ``value_range``'s units; without them it is
+    :meth:`~ldpclient.privacy.pca.PcaBasis.unfitted` (its guarantee is known; a release is refused). A per-record
+    epsilon above :func:`~ldpclient.privacy.defaults.epsilon_ceiling` is refused unless ``allow_weak_privacy``
     (CLI ``--allow-weak-privacy``).
     """
     entry = mechanism_entry(name)
     reduce = reduce or 1
     kwargs: dict[str, object] = {"epsilon": epsilon, "per": per, "reduction": reduce,
                               **_basis_options(entry, basis, reduce, per, coefficients, clip_norm)}
+    if basis == "pca":
+        domain = Domain(float(value_range[0]), float(value_range[1]))
+        kwargs.update(basis=_pca_basis(public, domain, record_shape, coefficients), coefficients=None)
     if entry.takes_delta:
         kwargs["delta"] = delta if delta is not None else privacy_defaults.delta()
         if entry.accepts("allow_large_delta"):
@@ -85,7 +92,7 @@ def _basis_options(entry: MechanismEntry, basis: str, reduce: int, per: str, coe
     with it."""
     if basis == "pool":
         if coefficients is not None or clip_norm is not None:
-            raise ValueError("--coefficients and --clip-norm apply to --basis dct only")
+            raise ValueError("--coefficients and --clip-norm apply to --basis dct and pca only")
         if not entry.releases_pixels:
             raise ValueError(f"--mechanism {entry.name} releases DCT coefficients only (--basis dct): give "
                              "--epsilon-unit record and no --reduce")
@@ -94,10 +101,17 @@ def _basis_options(entry: MechanismEntry, basis: str, reduce: int, per: str, coe
         raise ValueError(f"--basis {basis} takes --mechanism {choice_list(basis_mechanism_names())}, not "
                          f"{entry.name}")
     if reduce != 1:
-        raise ValueError(f"--basis {basis} releases low-frequency coefficients of the whole image: give --reduce 1")
+        raise ValueError(f"--basis {basis} releases coefficients of the whole image: give --reduce 1")
     if per != "record":
         raise ValueError(f"--basis {basis} releases one record-level vector: give --epsilon-unit record")
     return {"basis": basis, "coefficients": coefficients, "clip_norm": clip_norm}
+
+
+def _pca_basis(public: torch.Tensor | None, domain: Domain, record_shape: tuple[int, ...],
+               coefficients: int | None) -> PcaBasis:
+    if public is None:
+        return PcaBasis.unfitted(record_shape, coefficients)
+    return fit_pca(public, domain, coefficients)
 
 
 def check_epsilon_ceiling(epsilon_record: float, allow_weak_privacy: bool) -> None:

@@ -19,10 +19,10 @@ from ..teachers.http import redact_url
 from ..teachers.limits import TeacherLimits
 from .connect import connect_options, open_teacher
 from .memory import check_memory_for_shape
-from .noise_decoding import noise_decoding
+from .noise_decoding import noise_decoding, public_values
 from .options import NoiseOptions
 from .output_paths import check_output_paths
-from .plan import build_mechanism, resolve_shape_defaults
+from .plan import PCA_NEEDS_PUBLIC, build_mechanism, resolve_shape_defaults
 from .ui import UI
 
 if TYPE_CHECKING:
@@ -58,7 +58,9 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     with state_lock(state):  # one run at a time per state dir
         target = _noise_target(opts, token, state)
         opts = resolve_shape_defaults(opts, target.shape)
-        mechanism = build_mechanism(opts, target.value_range, target.shape)
+        if opts.basis == "pca" and opts.public is None:
+            raise ValueError(PCA_NEEDS_PUBLIC)
+        mechanism = build_mechanism(opts, target.value_range, target.shape)  # a pca basis: fitted once loaded
         lo, hi = target.value_range
         with ui.stage("loading", None) as bar:
             images = spool_private_folder(
@@ -68,7 +70,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
             )
         with images:
             noised = _noise_and_write(opts, images, mechanism, target, state, ui)
-            preview_path = _write_preview(opts, Path(opts.out), images.records, noised.rows, mechanism,
+            preview_path = _write_preview(opts, Path(opts.out), images.records, noised.rows, noised.mechanism,
                                           lambda v: (v - lo) / (hi - lo))
         release, n = noised.rows.release, len(images)
         fresh, reused = int((~release.reused).sum()), int(release.reused.sum())
@@ -90,10 +92,11 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
 
 @dataclass(frozen=True)
 class _Noised:
-    """A noise run's releases (post-processed on demand), the largest per-record spend after it and the cap the
-    ledger held it to (per record; None: no cap)."""
+    """A noise run's releases (post-processed on demand), the mechanism that made them (a ``pca`` basis fitted), the
+    largest per-record spend after it and the cap the ledger held it to (per record; None: no cap)."""
 
     rows: ReleaseRows
+    mechanism: Mechanism
     max_spent: float
     cap: float | None
     decoding: JSONDict | None
@@ -121,7 +124,11 @@ def _noise_and_write(
     with Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=opts.privacy_cap,
                 cap_origin="--privacy-cap") as ledger:
         merge_scope_aliases(ledger, target.scope)
-        decoding = noise_decoding(opts, state, ledger, images, mechanism, target.value_range, target.scope)
+        public = (public_values(opts, state, ledger, images, mechanism, target.value_range)
+                  if opts.decode != "none" or opts.basis == "pca" else None)
+        if opts.basis == "pca":
+            mechanism = build_mechanism(opts, target.value_range, target.shape, public=public)
+        decoding = noise_decoding(opts, state, images, mechanism, public, target.scope)
         chunks = release_in_chunks(images.records, lambda records, ids: ledger.release(
             mechanism, records, scope=target.scope, generator=generator, sources=ids))
         with ui.stage("noising", len(images)) as bar:
@@ -137,7 +144,7 @@ def _noise_and_write(
         max_spent = float(ledger.spent(images.records).epsilon.max())
         cap = ledger.cap_epsilon
     rows = ReleaseRows(whole.build(), transforms, "bilinear").with_decoder(decoding.decoder)
-    return _Noised(rows, max_spent, cap, decoding.report)
+    return _Noised(rows, mechanism, max_spent, cap, decoding.report)
 
 
 def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseTarget:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..privacy.ledger import Ledger
     from .options import NoiseOptions
 
-__all__ = ["NoiseDecoding", "noise_decoding"]
+__all__ = ["NoiseDecoding", "noise_decoding", "public_values"]
 
 
 @dataclass(frozen=True)
@@ -43,14 +43,12 @@ class NoiseDecoding:
     report: JSONDict | None
 
 
-def noise_decoding(opts: NoiseOptions, state: Path, ledger: Ledger, private: SpooledImages, mechanism: Mechanism,
-                   value_range: tuple[float, float], scope: str) -> NoiseDecoding:
+def noise_decoding(opts: NoiseOptions, state: Path, private: SpooledImages, mechanism: Mechanism,
+                   public: torch.Tensor | None, scope: str) -> NoiseDecoding:
     """The decoder of ``opts.decode`` for ``mechanism``'s releases of the ``private`` images for ``scope``,
-    fitted to the ``--public`` images (in ``value_range``, checked against ``private`` and the ``ledger``'s
-    images), following a verdict kept in ``state``; ValueError when a public image is a private one."""
+    fitted to the ``public`` images (:func:`public_values`), following a verdict kept in ``state``."""
     if opts.decode == "none":
         return NoiseDecoding(None, None)
-    public = _public_values(opts, state, ledger, private, mechanism, value_range)
     asked = resolve_noise_decoding(opts, mechanism, private.records.record_shape, 0 if public is None else len(public))
     if asked.note is not None or public is None:
         return NoiseDecoding(None, {"asked": True, "chosen": False, "reason": asked.note or ""})
@@ -73,8 +71,8 @@ def noise_decoding(opts: NoiseOptions, state: Path, ledger: Ledger, private: Spo
     return NoiseDecoding(fit_decoder(mechanism, prior, seed=split.seed), {**out, "chosen": True})
 
 
-def _public_values(opts: NoiseOptions, state: Path, ledger: Ledger, private: SpooledImages, mechanism: Mechanism,
-                   value_range: tuple[float, float]) -> torch.Tensor | None:
+def public_values(opts: NoiseOptions, state: Path, ledger: Ledger, private: SpooledImages, mechanism: Mechanism,
+                  value_range: tuple[float, float]) -> torch.Tensor | None:
     """The ``--public`` images at the private images' shape, as ``label`` sends them (``(N, C, H, W)`` in the
     mechanism's domain); None without ``--public``. ValueError for a public image that is a private one."""
     if opts.public is None:

@@ -281,8 +281,9 @@ class NoiseOptions(SharedOptions):
             raise ValueError("--size and --preview must be >= 1")
         if self.out.exists() and not self.out.is_dir():
             raise ValueError(f"--out {str(self.out)!r} exists and is not a directory")
-        if self.public is not None and self.decode == "none":
-            raise ValueError("--public is what a release decoder decodes into here: give --decode always (or auto), "
+        if self.public is not None and self.decode == "none" and self.basis != "pca":
+            raise ValueError("--public is what a release decoder decodes into and what --basis pca is fitted on "
+                             "here: give --decode always (or auto) or --basis pca, "
                              "or leave --public out")
 
 
@@ -313,7 +314,7 @@ def _check_basis_options(basis: str | None, coefficients: int | None, clip_norm:
     if clip_norm is not None and not (math.isfinite(clip_norm) and clip_norm > 0):
         raise ValueError(f"--clip-norm must be a finite number > 0, got {clip_norm}")
     if basis == "pool" and (coefficients is not None or clip_norm is not None):
-        raise ValueError("--coefficients and --clip-norm apply to --basis dct only")
+        raise ValueError("--coefficients and --clip-norm apply to --basis dct and pca only")
 
 
 def _check_postprocess(spec: str) -> None:

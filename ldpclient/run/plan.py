@@ -34,9 +34,15 @@ from .memory import check_memory_for_shape
 from .options import LabelOptions, SharedOptions
 
 if TYPE_CHECKING:
+    import torch
+
+    from ..io.records import RecordSource
     from ..privacy.base import Mechanism
 
 _Options = TypeVar("_Options", bound=SharedOptions)
+
+#: Why a ``--basis pca`` run without public images cannot start.
+PCA_NEEDS_PUBLIC = "--basis pca is fitted on public images: give --public DIR"
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,24 @@ class RunPlan:
     settings: Given
     #: whether the releases are sent decoded, and the check's size (``--decode``)
     decoding: Decoding = field(default_factory=Decoding)
+
+    def with_images(self, records: int, public: RecordSource | None) -> "RunPlan":
+        """:meth:`with_counts` for ``records`` private images and the ``public`` ones, releasing in the basis
+        fitted on them (``--basis pca``; other bases: the counted plan). ValueError (one line) without public
+        images."""
+        counted = self.with_counts(records, len(public) if public is not None else 0)
+        return counted._with_public_basis(public)
+
+    def _with_public_basis(self, public: RecordSource | None) -> "RunPlan":
+        if self.opts.basis != "pca" or self.opts.data_free:
+            return self
+        if public is None or not len(public):
+            raise ValueError(PCA_NEEDS_PUBLIC)
+        from ..privacy.pca import PCA_MAX_IMAGES
+
+        values = public.read(range(min(len(public), PCA_MAX_IMAGES)))
+        mechanism = build_mechanism(self.opts, self.meta.value_range, self.shape, public=values)
+        return dataclasses.replace(self, mechanism=mechanism)
 
     def with_counts(self, records: int, public: int) -> "RunPlan":
         """The same plan for ``records`` private and ``public`` public images: the folders' decodable ones, when
@@ -193,6 +217,7 @@ def resolve_plan(
                            query_batch=query_batch_size(opts.batch_size, meta))  # before anything is built
     opts = resolve_shape_defaults(opts, shape)  # basis, then reduce and postprocess from the shape
     mechanism = build_mechanism(opts, meta.value_range, shape)
+    _check_public_basis(opts, public)
     free_mechanism, free_postprocess = None, None
     if opts.baseline:  # the data-free baseline's blank queries, noised at the free level
         free_mechanism = build_free_query_mechanism(opts, meta.value_range, shape)
@@ -226,6 +251,20 @@ def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
                                query_batch_size=settled.query_batch_size, public_repeats=repeats,
                                mirror_check_images=settled.mirror_check_images, settings=settings,
                                decoding=settled.decoding)
+
+
+def _check_public_basis(opts: LabelOptions, public: int) -> None:
+    """ValueError (one line) when ``--basis pca`` has too few public images to be fitted on."""
+    from ..privacy.pca import DEFAULT_PCA_COEFFICIENTS
+
+    k = opts.coefficients or DEFAULT_PCA_COEFFICIENTS
+    if opts.basis != "pca" or opts.data_free:
+        return
+    if not public:
+        raise ValueError(PCA_NEEDS_PUBLIC)
+    if public <= k:
+        raise ValueError(f"--basis pca is fitted on the public images: {k} components need more than {k} of them "
+                         f"(--public gives {public})")
 
 
 def _check_queries(opts: LabelOptions, n: int) -> None:
@@ -275,8 +314,10 @@ def build_mechanism(
     opts: SharedOptions,
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
+    public: torch.Tensor | None = None,
 ) -> Mechanism:
-    """The mechanism the options name, on the teacher's value range, checked against the record shape.
+    """The mechanism the options name, on the teacher's value range, checked against the record shape; a ``pca``
+    basis is fitted on ``public`` images (None: planned, unfitted: :meth:`RunPlan.with_public_basis` fits it).
 
     At ``--epsilon 0`` (data-free) it is :func:`build_free_query_mechanism`'s: only blank images pass through it.
     """
@@ -286,7 +327,7 @@ def build_mechanism(
         opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure,
         allow_large_delta=opts.allow_large_delta, allow_weak_privacy=opts.allow_weak_privacy,
-        basis=resolve_basis(opts), coefficients=opts.coefficients, clip_norm=opts.clip_norm,
+        basis=resolve_basis(opts), coefficients=opts.coefficients, clip_norm=opts.clip_norm, public=public,
     )
 
 
@@ -326,5 +367,6 @@ def resolve_noise_decoding(opts: SharedOptions, mechanism: Mechanism, record_sha
     return decoding(opts.decode, mechanism, record_shape, public)
 
 
-__all__ = ["RunPlan", "basis_asked", "build_free_query_mechanism", "build_mechanism", "free_query_shape_settings",
-           "resolve_basis", "resolve_noise_decoding", "resolve_plan", "resolve_shape_defaults"]
+__all__ = ["PCA_NEEDS_PUBLIC", "RunPlan", "basis_asked", "build_free_query_mechanism", "build_mechanism",
+           "free_query_shape_settings", "resolve_basis", "resolve_noise_decoding", "resolve_plan",
+           "resolve_shape_defaults"]

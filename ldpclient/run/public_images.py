@@ -137,14 +137,18 @@ def public_checked(
     setup: RunSetup, ledger: Ledger, transfer: KnowledgeTransfer, images: Images, public: Images | None
 ) -> Images | None:
     """``public`` once no public image is a private one (:func:`known_private`): those that are left out with
-    ``--public-skip-copies`` (and the rest checked again, with the mirror check's copies of the rest), else the
-    run refused (ValueError) before anything is sent."""
+    ``--public-skip-copies`` (and the rest checked again, with the mirror check's copies of the rest; a ``--basis
+    pca`` run, whose basis was fitted on them all, is refused), else the run refused (ValueError) before anything is
+    sent."""
     if public is None:
         return None
     domain = setup.mechanism.domain
     copies = known_private(ledger, public, domain=domain, private=images,
                            check=transfer.mirror_check(images.records, public.records))
     if copies and setup.opts.public_skip_copies:
+        if setup.opts.basis == "pca":  # fitted on every public image: one that is private must not have shaped it
+            raise ValueError(f"{public_where(setup)}: {len(copies)} image(s) are near copies of private images, and "
+                             "--basis pca was fitted on them; remove them from the public images")
         public = without_copies(public, copies)
         if not len(public.records):
             raise ValueError(f"{public_where(setup)}: every public image is a private image or a copy of one; "

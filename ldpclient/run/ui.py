@@ -30,7 +30,7 @@ from rich.table import Column, Table
 from ..io.document import Document, as_number, integer, items, number, number_or_none, rows, section, section_or_none
 from ..io.output import scrub, to_json
 from ..io.text import printable
-from ..privacy.guarantee import coefficient_treatment
+from ..privacy.guarantee import coefficient_treatment, coefficients_named
 from ..report.notes import (
     DATA_FREE_NOTE,
     declined_words,
@@ -489,8 +489,9 @@ def _guarantee_line(g: Document) -> str:
     delta = f", delta {pr['delta']:.3g}" if pr.get("delta") else ""
     weak = weak_privacy_note(number(pr, "epsilon"))
     params = section_or_none(g, "params") or {}
-    if params.get("basis") == "dct":  # a record-level vector: no per-element composition to state
-        what = f"{g['elements_per_record']} DCT coefficients {coefficient_treatment(params)}"
+    named = coefficients_named(params)
+    if named is not None:  # a record-level vector: no per-element composition to state
+        what = f"{g['elements_per_record']} {named} {coefficient_treatment(params)}"
         return f"per record epsilon {pr['epsilon']:.4g}{delta} ({g['mechanism']}, {what})" + (
             f". {weak}" if weak else ""
         )

@@ -27,7 +27,7 @@ from typing import Sequence
 import torch
 
 from ..privacy.base import Mechanism
-from ..privacy.basis import DctLayout
+from ..privacy.basis import CoefficientLayout
 from ..privacy.release import Derived, Release
 
 #: Most values (channels x height x width) of a record a decoder is built for: each decoded release is a weighted
@@ -105,7 +105,7 @@ def fit_decoder(mechanism: Mechanism, public: torch.Tensor, *, seed: int) -> Rel
     if len(public) < 1:
         raise ValueError("a decoder needs public images to decode into")
     layout = mechanism.reconstruction(tuple(public.shape[1:]))
-    if not isinstance(layout, DctLayout):
+    if not isinstance(layout, CoefficientLayout):
         raise ValueError("a decoder is for releases in a basis")
     images = public.detach().clamp(mechanism.domain.low, mechanism.domain.high)
     coefficients, _ = layout.clip(layout.forward(images))

@@ -190,8 +190,8 @@ def test_colour_release_holds_the_sum_of_channel_coefficients_and_rebuilds_the_r
         ({"name": "tldp-laplace", "epsilon": 2.0, "basis": "dct"}, "unexpected keyword argument .basis."),
         ({"name": "laplace", "epsilon": 2.0, "per": "record", "basis": "dct", "reduction": 2}, "reduction 1"),
         ({"name": "laplace", "epsilon": 2.0, "per": "element", "basis": "dct"}, "per record"),
-        ({"name": "laplace", "epsilon": 2.0, "per": "element", "coefficients": 5}, "basis dct only"),
-        ({"name": "gaussian", "epsilon": 2.0, "per": "element", "clip_norm": 1.0}, "basis dct only"),
+        ({"name": "laplace", "epsilon": 2.0, "per": "element", "coefficients": 5}, "basis dct and pca only"),
+        ({"name": "gaussian", "epsilon": 2.0, "per": "element", "clip_norm": 1.0}, "basis dct and pca only"),
         ({"name": "laplace", "epsilon": 2.0, "per": "record", "basis": "wavelet"}, "basis must be one of"),
         ({"name": "laplace", "epsilon": 2.0, "per": "record", "basis": "dct", "clip_norm": -1.0}, "clip_norm"),
         ({"name": "laplace", "epsilon": 2.0, "per": "record", "basis": "dct", "coefficients": 0}, "coefficients"),
@@ -281,7 +281,7 @@ def test_label_with_basis_dct_sends_only_what_the_kept_coefficients_span(tmp_pat
                                                             "quantised-rr"),
         (["--basis", "dct", "--reduce", "2"], "give --reduce 1"),
         (["--basis", "dct", "--epsilon-unit", "element"], "give --epsilon-unit record"),
-        (["--basis", "pool", "--coefficients", "4"], "apply to --basis dct only"),
+        (["--basis", "pool", "--coefficients", "4"], "apply to --basis dct and pca only"),
         (["--basis", "dct", "--clip-norm", "0"], "--clip-norm must be a finite number > 0"),
         (["--basis", "dct", "--coefficients", "65"], "8x8 channel has only 64"),
     ],
@@ -308,7 +308,7 @@ def test_noise_command_with_basis_dct_states_the_coefficients(tmp_path) -> None:
                                       "--size", "8", "--state-dir", str(tmp_path / "s"), "--basis", "dct",
                                       "--mechanism", "gaussian", "--epsilon", "40", "--coefficients", "5"])
     assert result.exit_code == 0, result.output
-    assert "5 DCT coefficients clipped to L2 norm" in result.output
+    assert "5 low-frequency DCT coefficients clipped to L2 norm" in result.output
     assert (tmp_path / "out" / "preview.png").is_file()
 
 

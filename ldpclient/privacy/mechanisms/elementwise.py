@@ -5,8 +5,9 @@ mechanism supplies its plan (``_make_plan``: calibration and guarantee for one r
 and its sampling (``_apply`` / ``_noise``). Values are computed in float64 (or on the integer
 grid of the secure path) and released as float32.
 
-Laplace and Gaussian also release in the ``dct`` basis (:mod:`ldpclient.privacy.basis`): one record-level
-vector of clipped coefficients, calibrated by ``_make_coefficient_plan`` and noised by ``_release_coefficients``.
+Laplace and Gaussian also release in the ``dct`` basis (:mod:`ldpclient.privacy.basis`) and in a ``pca`` basis
+fitted on public images (:mod:`ldpclient.privacy.pca`): one record-level vector of clipped coefficients,
+calibrated by ``_make_coefficient_plan`` and noised by ``_release_coefficients``.
 
 Units: ``epsilon`` is per released element (``per="element"``) or per record
 (``per="record"``); ``I`` (``n_elem``) is the number of released elements of one record,
@@ -22,8 +23,9 @@ from typing import ClassVar, Generic, Sequence, TypedDict, TypeVar
 import torch
 
 from ..base import Mechanism
-from ..basis import DctLayout, check_basis, check_clip_norm, check_coefficients, dct_layout, snap_into_ball
+from ..basis import CoefficientLayout, check_basis, check_clip_norm, check_coefficients, dct_layout, snap_into_ball
 from ..guarantee import Domain, Guarantee
+from ..pca import PcaBasis
 from ..preprocess import check_domain, check_per, check_reduction, elements, prepare, released_shape
 from ..release import _RELEASE_TOKEN, Release
 from ..sampling import make_generator
@@ -77,11 +79,11 @@ Params = dict[str, object]
 class PlanValues:
     """What a mechanism samples with for one record shape, beside its guarantee.
 
-    ``layout``: the DCT layout of a ``dct`` release (None: pixels); ``grid``: the secure path's lattice (None: the
-    float path). Each mechanism adds its own noise's values (domain units) in a subclass.
+    ``layout``: the coefficient layout of a ``dct`` or ``pca`` release (None: pixels); ``grid``: the secure path's
+    lattice (None: the float path). Each mechanism adds its own noise's values (domain units) in a subclass.
     """
 
-    layout: DctLayout | None = None
+    layout: CoefficientLayout | None = None
     grid: SecureGrid | None = None
 
     def noise_scales(self) -> dict[str, float]:
@@ -89,8 +91,8 @@ class PlanValues:
         return {}
 
     @property
-    def coefficient_layout(self) -> DctLayout:
-        """The layout of a ``dct`` release; a pixel plan has none."""
+    def coefficient_layout(self) -> CoefficientLayout:
+        """The layout of a release in a basis; a pixel plan has none."""
         if self.layout is None:
             raise TypeError("a pixel release has no coefficient layout")
         return self.layout
@@ -119,7 +121,7 @@ class Elementwise(Mechanism, Generic[V]):
     """Shared release path: validate, clip, reduce, noise each element; float64 inside, float32 out."""
 
     name = "abstract"
-    #: The norm a record-level basis release (``basis="dct"``) clips its coefficients in: that of the noise's
+    #: The norm a record-level basis release (``dct`` or ``pca``) clips its coefficients in: that of the noise's
     #: sensitivity (``"l1"`` Laplace, ``"l2"`` Gaussian); None: the mechanism releases pixels only.
     coefficient_norm: ClassVar[str | None] = None
 
@@ -129,18 +131,25 @@ class Elementwise(Mechanism, Generic[V]):
         per: str | None,
         domain: Domain,
         reduction: int,
-        basis: str = "pool",
+        basis: str | PcaBasis = "pool",
         coefficients: int | None = None,
         clip_norm: float | None = None,
     ) -> None:
         self.per = check_per(per)
         self.domain = check_domain(domain)
         self.reduction = check_reduction(reduction)
-        self.basis = check_basis(basis)
+        self.pca = basis if isinstance(basis, PcaBasis) else None
+        self.basis = "pca" if self.pca is not None else check_basis(basis)
         self.coefficients = check_coefficients(coefficients)
         self.clip_norm = check_clip_norm(clip_norm)
         if self.basis == "pool" and (coefficients is not None or clip_norm is not None):
-            raise ValueError("coefficients and clip_norm apply to basis dct only")
+            raise ValueError("coefficients and clip_norm apply to basis dct and pca only")
+        if self.basis == "pca":
+            if self.pca is None:
+                raise ValueError("basis pca is fitted on public images: pass basis=fit_pca(images, domain)")
+            if coefficients is not None:
+                raise ValueError("basis pca keeps the components it was fitted with: give them to fit_pca")
+            self.coefficients = self.pca.luminance_coefficients
         if self.basis != "pool":
             if self.coefficient_norm is None:
                 raise ValueError(f"{self.name} releases pixels only; basis {self.basis} takes laplace or gaussian")
@@ -193,7 +202,7 @@ class Elementwise(Mechanism, Generic[V]):
     def _extra_config(self) -> dict[str, object]:
         return {}
 
-    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan[V]:
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: CoefficientLayout) -> Plan[V]:
         """Calibration and guarantee of a record-level release of ``layout``'s coefficient vector
         (sensitivity ``2 * layout.clip_norm`` in ``layout.norm``); mechanisms with a ``coefficient_norm``."""
         raise NotImplementedError
@@ -203,10 +212,8 @@ class Elementwise(Mechanism, Generic[V]):
         key = tuple(int(s) for s in record_shape)
         plan = self._plans.get(key)
         if plan is None:
-            if self.basis == "dct":
-                norm = str(self.coefficient_norm)
-                plan = self._make_coefficient_plan(key, dct_layout(key, self.domain, norm, self.coefficients,
-                                                                   self.clip_norm))
+            if self.basis != "pool":
+                plan = self._make_coefficient_plan(key, self._layout(key))
             else:
                 rel = released_shape(key, self.reduction)
                 plan = self._make_plan(key, rel, elements(rel))
@@ -233,7 +240,7 @@ class Elementwise(Mechanism, Generic[V]):
         x, clipped, record_shape = prepare(records, self.domain, self.reduction, round_inputs=self.round_inputs)
         plan = self._plan(record_shape)
         gen = make_generator(generator)
-        y = self._release_coefficients(x, plan, gen) if self.basis == "dct" else self._apply(x, plan, gen)
+        y = self._release_coefficients(x, plan, gen) if self.basis != "pool" else self._apply(x, plan, gen)
         g = plan.guarantee.for_public_input() if public else plan.guarantee
         return Release(
             y.to(torch.float32),
@@ -245,9 +252,15 @@ class Elementwise(Mechanism, Generic[V]):
             _token=_RELEASE_TOKEN,
         )
 
-    def reconstruction(self, record_shape: Sequence[int]) -> DctLayout | None:
-        """The DCT layout of a ``dct`` release of records of ``record_shape``; None for pixels."""
-        return self._plan(record_shape).values.layout if self.basis == "dct" else None
+    def _layout(self, record_shape: tuple[int, ...]) -> CoefficientLayout:
+        norm = str(self.coefficient_norm)
+        if self.pca is not None:
+            return self.pca.layout(record_shape, self.domain, norm, self.clip_norm)
+        return dct_layout(record_shape, self.domain, norm, self.coefficients, self.clip_norm)
+
+    def reconstruction(self, record_shape: Sequence[int]) -> CoefficientLayout | None:
+        """The coefficient layout of a ``dct`` or ``pca`` release of records of ``record_shape``; None for pixels."""
+        return self._plan(record_shape).values.layout if self.basis != "pool" else None
 
     def noise(
         self,
@@ -265,7 +278,7 @@ class Elementwise(Mechanism, Generic[V]):
         shape = tuple(int(s) for s in shape)
         if len(shape) < 2 or any(s <= 0 for s in shape):
             raise ValueError(f"noise shape must be (Q, *released_shape) with positive sizes, got {shape}")
-        if self.basis == "dct":  # noise on the coefficients of records of shape[1:], mapped to pixels
+        if self.basis != "pool":  # noise on the coefficients of records of shape[1:], mapped to pixels
             plan = self._plan(shape[1:])
             layout = plan.values.coefficient_layout
             coef_noise = self._noise((shape[0], layout.coefficients), plan, make_generator(generator))
@@ -277,8 +290,8 @@ class Elementwise(Mechanism, Generic[V]):
         return self._noise(shape, plan, make_generator(generator)).to(torch.float32)
 
     def _release_coefficients(self, x: torch.Tensor, plan: Plan[V], gen: torch.Generator) -> torch.Tensor:
-        """Basis ``dct``: transform, clip each record's vector into the norm ball, noise it: ``(N, K)`` float64
-        (the release's :meth:`~ldpclient.privacy.Release.upsampled` rebuilds the records).
+        """Basis ``dct`` or ``pca``: transform, clip each record's vector into the norm ball, noise it: ``(N, K)``
+        float64 (the release's :meth:`~ldpclient.privacy.Release.upsampled` rebuilds the records).
 
         Secure path: the clipped coefficients are snapped toward zero onto the grid (their integer norm checked,
         :func:`~ldpclient.privacy.basis.snap_into_ball`) and get integer noise in grid units.
@@ -308,6 +321,8 @@ class Elementwise(Mechanism, Generic[V]):
                                   "reduction": self.reduction}
         if self.basis != "pool":  # pooled configs keep their old keys: a ledger's stored releases still match
             cfg.update({"basis": self.basis, "coefficients": self.coefficients, "clip_norm": self.clip_norm})
+        if self.pca is not None:
+            cfg["basis_digest"] = self.pca.digest or None  # None: planned, not fitted yet
         cfg.update(self._extra_config())
         return cfg
 
@@ -336,13 +351,13 @@ class Elementwise(Mechanism, Generic[V]):
         )
         return Plan(g, n_elem, values)
 
-    def _coefficient_params(self, layout: DctLayout) -> Params:
-        """The guarantee's parameters every basis-``dct`` release states (sensitivity: record level, 2C)."""
+    def _coefficient_params(self, layout: CoefficientLayout) -> Params:
+        """The guarantee's parameters every release in a basis states (sensitivity: record level, 2C)."""
         return {
             "per": "record",
             "basis": self.basis,
             "coefficients": layout.coefficients,
-            "luminance_coefficients": int(layout.kept[0].numel()),
+            "luminance_coefficients": layout.luminance_coefficients,
             "clip_norm": layout.clip_norm,
             "clip_norm_kind": layout.norm.upper(),
             "sensitivity": 2.0 * layout.clip_norm,
@@ -351,10 +366,10 @@ class Elementwise(Mechanism, Generic[V]):
             "released_elements": layout.coefficients,
         }
 
-    def _coefficient_notes(self, layout: DctLayout) -> list[str]:
+    def _coefficient_notes(self, layout: CoefficientLayout) -> list[str]:
         return [
-            f"record-level release: the {layout.coefficients} lowest-frequency orthonormal DCT coefficients of the"
-            f" record, clipped to {layout.norm.upper()} norm {fmt(layout.clip_norm)}, so two records differ by at most"
+            f"record-level release: {layout.describe()}, clipped to {layout.norm.upper()} norm"
+            f" {fmt(layout.clip_norm)}, so two records differ by at most"
             f" {fmt(2 * layout.clip_norm)} (replacement); the noise is calibrated to that; rebuilding the image by"
             " the inverse transform (Release.upsampled) is post-processing",
             f"inputs are clipped to the declared domain [{self.domain.low}, {self.domain.high}] before the transform;"

@@ -10,8 +10,9 @@ import torch
 
 from .. import analytic_gaussian as ag
 from .. import zcdp
-from ..basis import DctLayout
+from ..basis import CoefficientLayout
 from ..guarantee import Domain
+from ..pca import PcaBasis
 from ..preprocess import check_delta, check_epsilon
 from ..sampling import gaussian_noise
 from .elementwise import DEFAULT_DELTA, FLOAT_SAMPLING, SECURE_GAUSSIAN_SAMPLING, Elementwise, Plan, PlanValues, fmt
@@ -62,7 +63,7 @@ class GaussianMechanism(Elementwise[GaussianValues]):
         reduction: int = 1,
         secure: bool = True,
         allow_large_delta: bool = False,
-        basis: str = "pool",
+        basis: str | PcaBasis = "pool",
         coefficients: int | None = None,
         clip_norm: float | None = None,
     ) -> None:
@@ -196,8 +197,8 @@ class GaussianMechanism(Elementwise[GaussianValues]):
         g = self._guarantee(eps_e, delta_e, eps_r, delta_r, n_elem, params, notes)
         return Plan(g, n_elem, GaussianValues(grid=grid, sigma=sigma))
 
-    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan[GaussianValues]:
-        """Basis ``dct``: Gaussian noise on each of the K coefficients of a vector clipped to L2 norm C, at
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: CoefficientLayout) -> Plan[GaussianValues]:
+        """Basis ``dct`` or ``pca``: Gaussian noise on each of the K coefficients of a vector clipped to L2 norm C, at
         (epsilon, delta) per record for the L2 sensitivity 2C (secure: discrete Gaussian, zCDP, CKS Cor 13)."""
         k, c = layout.coefficients, layout.clip_norm
         params = self._coefficient_params(layout)

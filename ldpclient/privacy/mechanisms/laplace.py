@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..basis import DctLayout
+from ..basis import CoefficientLayout
 from ..guarantee import Domain
+from ..pca import PcaBasis
 from ..preprocess import check_epsilon
 from ..sampling import laplace_noise
 from .elementwise import FLOAT_SAMPLING, SECURE_LAPLACE_SAMPLING, Elementwise, Plan, PlanValues, fmt
@@ -49,7 +50,7 @@ class LaplaceMechanism(Elementwise[LaplaceValues]):
         reduction: int = 1,
         secure: bool = True,
         grid_bits: int | None = None,
-        basis: str = "pool",
+        basis: str | PcaBasis = "pool",
         coefficients: int | None = None,
         clip_norm: float | None = None,
     ) -> None:
@@ -117,9 +118,9 @@ class LaplaceMechanism(Elementwise[LaplaceValues]):
             )
         return self._pure_plan(eps_true, n_elem, params, tuple(notes), values)
 
-    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan[LaplaceValues]:
-        """Basis ``dct``: Laplace noise of scale ``b = 2C / epsilon`` on each of the K coefficients of a vector
-        clipped to L1 norm C: pure epsilon-LDP per record (L1 sensitivity 2C)."""
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: CoefficientLayout) -> Plan[LaplaceValues]:
+        """Basis ``dct`` or ``pca``: Laplace noise of scale ``b = 2C / epsilon`` on each of the K coefficients of a
+        vector clipped to L1 norm C: pure epsilon-LDP per record (L1 sensitivity 2C)."""
         k, c = layout.coefficients, layout.clip_norm
         ball = Domain(-c, c)  # the grid's width 2C is the L1 sensitivity
         params = self._coefficient_params(layout)

@@ -32,7 +32,7 @@ from typing import Sequence
 
 import torch
 
-from ..basis import DctLayout
+from ..basis import CoefficientLayout, DctLayout
 from ..guarantee import Domain, release_caution
 from ..preprocess import check_epsilon
 from ..quantise import MAX_BITS, CoefficientCode, best_total_bits, check_spectrum, code_for, spectrum_of
@@ -128,7 +128,9 @@ class QuantisedRandomizedResponse(Elementwise[CodeValues]):
             cfg["spectrum"] = spectrum_of([*mean, *scale])
         return cfg
 
-    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: DctLayout) -> Plan[CodeValues]:
+    def _make_coefficient_plan(self, record_shape: tuple[int, ...], layout: CoefficientLayout) -> Plan[CodeValues]:
+        if not isinstance(layout, DctLayout):
+            raise ValueError(f"{self.name} releases a code of DCT coefficients: basis dct only")
         k = layout.coefficients
         spectrum = None if self.spectrum is None else check_spectrum(self.spectrum, k)
         capacity = k * MAX_BITS
