@@ -48,7 +48,7 @@ import torch
 from ldpclient.io.datasets import load_digits_images, split_indices
 from ldpclient.names import BASES, FREE_IMAGES
 from ldpclient.privacy import defaults as privacy_defaults
-from ldpclient.privacy import make_mechanism
+from ldpclient.privacy import fit_pca, make_mechanism
 from ldpclient.privacy.guarantee import Domain
 from ldpclient.privacy.public import public_release, public_seed
 from ldpclient.teachers.local import LocalTeacher
@@ -675,7 +675,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="mix this fraction of public blank queries, noised at per-record EPS, into every run")
     p.add_argument("--max-per-round", type=int, default=None,
                    help="adaptation's most pseudo-labelled records per round (default: the library's)")
-    p.add_argument("--basis", choices=BASES, default="pool", help="release basis (dct: reduce 1, postprocess clip)")
+    p.add_argument("--basis", choices=BASES, default="pool",
+                   help="release basis (dct, pca: reduce 1, postprocess clip; pca: fitted on the --public images)")
     p.add_argument("--coefficients", type=int, default=None, help="basis dct: luminance coefficients (default: size's)")
     p.add_argument("--clip-norm", type=float, default=None, help="basis dct: the clip bound C (default: size's)")
     p.add_argument("--no-adapt", action="store_true", help="measure without the adaptation stage (time only)")
@@ -804,6 +805,11 @@ def main(argv: list[str] | None = None) -> None:
             torch.set_num_threads(1)
             teacher = LocalTeacher(model, tuple(px.shape[1:]), 10, name=label)
             public = public_images(name, size, args.public, args.public_shift) if args.public else None
+            run_basis = basis
+            if args.basis == "pca":  # label --basis pca: fitted on the public images
+                if public is None:
+                    raise SystemExit("--basis pca needs --public N")
+                run_basis = {"basis": fit_pca(public, Domain(0.0, 1.0), args.coefficients), "clip_norm": args.clip_norm}
             with torch.no_grad():
                 t_acc = float((model(px).argmax(1) == py).float().mean())
             print(f"# {label}: teacher on clean private records {t_acc:.3f}, n={len(px)}", flush=True)
@@ -843,7 +849,7 @@ def main(argv: list[str] | None = None) -> None:
                                 continue
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
                                         args.val_fraction, tuple(args.blank) if args.blank else None,
-                                        args.max_per_round, basis=basis, public=public, student=args.student,
+                                        args.max_per_round, basis=run_basis, public=public, student=args.student,
                                         public_repeats=repeats, crop=args.crop, flip=flip,
                                         student_width=args.student_width,
                                         adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,

@@ -21,7 +21,8 @@ chose the decoder (with the first refusal's reason)::
     .venv/bin/python benchmarks/bench_decode_check.py --dataset digits mnist colour-digits --eps 20 50 100 --seeds 3
 
 ``--same-count N`` gives the decoder more public images of the set's distribution than its public part holds (the
-teacher's own images make up the rest); ``--arch resnet`` asks the residual teacher.
+teacher's own images make up the rest); ``--arch resnet`` asks the residual teacher; ``--basis pca`` releases on the
+principal components of the public images (``label --basis pca``: 16, colour 16 + 4 + 4, fitted on all of them).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_adapt  # noqa: E402
 
-from ldpclient.privacy import laplace  # noqa: E402
+from ldpclient.privacy import Domain, fit_pca, laplace  # noqa: E402
 from ldpclient.privacy.release import Release  # noqa: E402
 from ldpclient.transfer.decode_check import decode_verdict  # noqa: E402
 from ldpclient.transfer.decoder import ReleaseDecoder, fit_decoder  # noqa: E402
@@ -63,11 +64,14 @@ def unsure(teacher: torch.nn.Module, images: torch.Tensor, below: float = 0.5) -
 
 
 def one(teacher: torch.nn.Module, eps: float, px: torch.Tensor, py: torch.Tensor, public: torch.Tensor,
-        seed: int) -> tuple[float, float, bool, str, float, float, float]:
+        seed: int, basis: str = "dct") -> tuple[float, float, bool, str, float, float, float]:
     """Raw and decoded accuracy on every private release, the check's decision and reason, the shares of the
     private releases, raw and decoded, that a teacher declining below 50 % confidence would decline, and the
-    accuracy of the class the posterior over the public images gives most weight (their clean answers weighted)."""
-    mech = laplace(eps, per="record", basis="dct", coefficients=64)
+    accuracy of the class the posterior over the public images gives most weight (their clean answers weighted).
+    ``basis``: ``dct`` (64 coefficients) or ``pca`` (fitted on all the public images, as ``label`` fits it; its
+    default 16 components)."""
+    mech = laplace(eps, per="record", basis=fit_pca(public, Domain(0.0, 1.0)) if basis == "pca" else "dct",
+                   coefficients=None if basis == "pca" else 64)
     release = mech.release(px, generator=torch.Generator().manual_seed(seed))
     order = torch.randperm(len(public), generator=torch.Generator().manual_seed(100 + seed))
     k = decode_check_images(len(public))
@@ -105,6 +109,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="public images of the same distribution: the set's public part first, then as many of the "
                    "teacher's own images as it lacks (default: the public part)")
     p.add_argument("--arch", default="small_cnn", choices=bench_adapt.TEACHERS, help="the teacher's network")
+    p.add_argument("--basis", default="dct", choices=["dct", "pca"], help="the release basis (pca: --basis pca's "
+                   "default, fitted on the public images)")
     args = p.parse_args(argv)
     torch.set_num_threads(2)
     for name in args.dataset:
@@ -119,7 +125,8 @@ def main(argv: list[str] | None = None) -> None:
                 images = images.expand(-1, px.shape[1], -1, -1).contiguous()
             publics[kind] = images
         clean = 100 * float((labels(teacher, px) == py).float().mean())
-        print(f"\n{label} ({args.arch} teacher): {len(px)} private images, teacher {clean:.1f} % on the clean ones; "
+        print(f"\n{label} ({args.arch} teacher, basis {args.basis}): {len(px)} private images, teacher {clean:.1f} % "
+              "on the clean ones; "
               "public images: "
               + ", ".join(f"{k} {len(publics[k])}" for k in args.public))
         print("\n| public | epsilon | raw | decoded | the posterior's class | declined below 50 %: raw / decoded "
@@ -131,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             for eps in args.eps:
                 t0 = time.perf_counter()
-                runs = [one(teacher, eps, px, py, publics[kind], seed) for seed in range(args.seeds)]
+                runs = [one(teacher, eps, px, py, publics[kind], seed, args.basis) for seed in range(args.seeds)]
                 raw, dec, raw_unsure, dec_unsure, vote = ([r[i] for r in runs] for i in (0, 1, 4, 5, 6))
                 refused = next((r[3] for r in runs if not r[2]), "")
                 print(f"| {kind} | {eps:g} | {_ms(raw)} | {_ms(dec)} | {_ms(vote)} | {_ms(raw_unsure)} / "

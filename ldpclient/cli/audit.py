@@ -59,10 +59,12 @@ class AuditGroup(OptionGroup):
     basis: Optional[str] = typer.Option(None, "--basis", help=f"Release basis the client used: {'|'.join(BASES)} "
                                                               "(default: from --run, else label's default for the "
                                                               "mechanism and options).")
-    coefficients: Optional[int] = typer.Option(None, "--coefficients", help="--basis dct: coefficients kept per "
+    public: Optional[Path] = typer.Option(None, "--public", help="--basis pca: the public images the client's basis "
+                                                                 "was fitted on (label's --public).")
+    coefficients: Optional[int] = typer.Option(None, "--coefficients", help="--basis dct or pca: coefficients kept per "
                                                                             "record (default: from --run, else the "
                                                                             "record shape's).")
-    clip_norm: Optional[float] = typer.Option(None, "--clip-norm", help="--basis dct: the coefficient vector's "
+    clip_norm: Optional[float] = typer.Option(None, "--clip-norm", help="--basis dct or pca: the coefficient vector's "
                                                                         "norm bound (default: from --run, else the "
                                                                         "record shape's).")
     postprocess: Optional[str] = typer.Option(

@@ -59,15 +59,16 @@ def _parse_floats(spec: str | None, what: str) -> list[float]:
     return vals
 
 
-def _mechanism_factory(st: "_ClientSettings", reduction: int, shape: tuple[int, ...]) -> Callable[[float], Mechanism]:
-    """``make(epsilon)``: the run's mechanism (settings ``st``, pooled by ``reduction``) at another epsilon, built
-    as ``label`` builds it."""
+def _mechanism_factory(st: "_ClientSettings", reduction: int, shape: tuple[int, ...],
+                       public: torch.Tensor | None = None) -> Callable[[float], Mechanism]:
+    """``make(epsilon)``: the run's mechanism (settings ``st``, pooled by ``reduction``; a ``pca`` basis fitted on
+    ``public``) at another epsilon, built as ``label`` builds it."""
     from .mechanism import mechanism_for
 
     def make(eps: float) -> Mechanism:
         return mechanism_for(st.mechanism, epsilon=eps, per=st.per, delta=st.delta, reduce=reduction,
                              value_range=st.value_range or (0.0, 1.0), record_shape=shape,
-                             basis=st.basis, coefficients=st.coefficients, clip_norm=st.clip_norm,
+                             basis=st.basis, coefficients=st.coefficients, clip_norm=st.clip_norm, public=public,
                              allow_weak_privacy=True)  # the audit simulates locally: it must reach weak settings
 
     return make
@@ -166,6 +167,7 @@ class AuditOptions:
     rme: bool
     seed: int
     as_json: bool
+    public: Optional[Path] = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,7 @@ class _ClientSettings:
     basis: str = "pool"
     coefficients: Optional[int] = None
     clip_norm: Optional[float] = None
+    basis_digest: Optional[str] = None
     plan: Optional[JSONDict] = None
     value_range: Optional[tuple[float, float]] = None
     input_shape: Optional[tuple[int, int, int]] = None
@@ -224,10 +227,6 @@ def _client_settings(o: AuditOptions) -> _ClientSettings:
     clip_norm = _pick(o.clip_norm, number_or_none(config, "clip_norm"), None)
     if basis not in BASES:
         raise ValueError(f"--basis must be {choice_list(BASES)}, got {basis!r}")
-    if basis == "pca":
-        raise ValueError("the audit cannot rebuild a --basis pca release: its basis is fitted on the run's public "
-                         "images, which the audit is not given; its guarantee is that of --basis dct with the same "
-                         "--coefficients and --clip-norm")
     if mechanism not in mechanism_names():
         raise ValueError(f"--mechanism must be one of {', '.join(mechanism_names())}, got {mechanism!r}")
     if per not in EPSILON_UNITS:
@@ -245,7 +244,7 @@ def _client_settings(o: AuditOptions) -> _ClientSettings:
     t = run.teacher
     return _ClientSettings(
         mechanism, epsilon, per, delta, given_reduce, postprocess, augment, basis=basis, coefficients=coefficients,
-        clip_norm=clip_norm, plan=run.plan,
+        clip_norm=clip_norm, basis_digest=text(config, "basis_digest") if basis == "pca" else None, plan=run.plan,
         value_range=(float(t.value_range[0]), float(t.value_range[1])) if t.value_range else None,
         input_shape=(int(t.input_shape[0]), int(t.input_shape[1]), int(t.input_shape[2])),
     )
@@ -272,14 +271,34 @@ def _load_records(o: AuditOptions, st: _ClientSettings, shape: tuple[int, int, i
     reduction, postprocess = defaults.shape_settings(
         shape, st.reduce, st.postprocess, st.basis, st.epsilon, st.per
     )
-    make = _mechanism_factory(st, reduction, shape)
     from ..io.folders import load_private_folder
+
+    make = _mechanism_factory(st, reduction, shape, _public_basis_images(o, st, shape))
 
     records = load_private_folder(o.private, shape).records
     mech = make(st.epsilon) if st.epsilon is not None else None
     dom = (mech or make(_parse_floats(o.sweep, "--sweep")[0])).domain
     records = dom.low + (dom.high - dom.low) * records  # images are [0, 1]; the mechanism's domain may differ
     return _Records(records, shape, make, mech, dom, postprocess)
+
+
+def _public_basis_images(o: AuditOptions, st: _ClientSettings, shape: tuple[int, int, int]) -> torch.Tensor | None:
+    """The ``--public`` images a ``pca`` client fitted its basis on, in its value range (None for other bases);
+    ValueError without them, or when they fit another basis than the ``--run`` report's."""
+    if st.basis != "pca":
+        return None
+    if o.public is None:
+        raise ValueError("--basis pca: give --public DIR, the public images the client fitted its basis on")
+    from ..io.folders import load_private_folder
+    from ..privacy.pca import PCA_MAX_IMAGES
+
+    lo, hi = st.value_range or (0.0, 1.0)
+    values = lo + (hi - lo) * load_private_folder(o.public, shape).records[:PCA_MAX_IMAGES]
+    fitted = _mechanism_factory(st, 1, shape, values)(st.epsilon or 1.0).config().get("basis_digest")
+    if st.basis_digest is not None and fitted != st.basis_digest:
+        raise ValueError(f"--public: these images fit basis {fitted}, but the run's releases were in basis "
+                         f"{st.basis_digest}; give the --public folder the run was given")
+    return values
 
 
 def _judge(o: AuditOptions, r: _Records) -> Optional[Callable[[torch.Tensor], torch.Tensor]]:

@@ -44,8 +44,6 @@ def test_a_run_without_enough_public_images_stops_before_anything_is_sent(tmp_pa
         code, _, output = _label(srv.model_url, private, tmp_path, "few", "--public", str(few))
         assert code == 2 and "16 components need more than 16" in output and "Traceback" not in output
         assert srv.usage()["total"]["images"] == 0
-    audit = invoke(["audit", "--basis", "pca", "--sweep", "1,10", "--private", str(private)])
-    assert audit.exit_code != 0 and "public images" in audit.output and "Traceback" not in audit.output
 
 
 def test_noise_writes_pca_releases_fitted_on_its_public_images(tmp_path: Path) -> None:
@@ -60,3 +58,21 @@ def test_noise_writes_pca_releases_fitted_on_its_public_images(tmp_path: Path) -
     assert len(list((tmp_path / "out").glob("img*.png"))) == 8
     res = invoke([*args, "--out", str(tmp_path / "bare")])
     assert res.exit_code == 2 and "give --public DIR" in res.output
+
+
+def test_audit_simulates_a_pca_client_from_the_public_images_of_its_run(tmp_path: Path) -> None:
+    private = random_png_folder(tmp_path / "private", seed=0, n=12)
+    public = random_png_folder(tmp_path / "public", seed=1, n=40)
+    other = random_png_folder(tmp_path / "other", seed=3, n=40)
+    with mock_teacher() as srv:
+        code, _, output = _label(srv.model_url, private, tmp_path, "run", "--public", str(public), "--report",
+                                 str(tmp_path / "run.json"))
+        assert code == 0, output
+    args = ["audit", "--private", str(private), "--run", str(tmp_path / "run.json"), "--sweep", "50", "--no-rme",
+            "--no-empirical", "--cnn-steps", "0", "--max-queries", "20", "--out", str(tmp_path / "audit"), "--json"]
+    res = invoke(args)
+    assert res.exit_code == 2 and "give --public DIR" in res.output
+    res = invoke([*args, "--public", str(other)])
+    assert res.exit_code == 2 and "give the --public folder the run was given" in res.output
+    res = invoke([*args, "--public", str(public)])
+    assert res.exit_code == 0, res.output
