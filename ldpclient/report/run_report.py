@@ -273,6 +273,9 @@ class RunReport:
     #: Whether the releases were sent decoded and why (``--decode``; the result's ``decoding``); None when not
     #: asked, or where a report lacks it.
     decoding: JSONDict | None = None
+    #: How far the private releases sit from releases of the public images (the result's ``release_shift``); None
+    #: without public images, for releases of pixels, or where a report lacks it.
+    release_shift: JSONDict | None = None
     schema: int = SCHEMA
 
     def to_dict(self) -> JSONDict:
@@ -300,7 +303,7 @@ class RunReport:
                 "settings and query plan; finish the run (run the same 'ldpclient label' again) and use its report"
             )
         names = [f.name for f in fields(cls)]
-        _check_keys(d, names, where, optional=frozenset({"run_plan", "verdict", "decoding"}))
+        _check_keys(d, names, where, optional=frozenset({"run_plan", "verdict", "decoding", "release_shift"}))
         builders = {key: partial(_section, section) for key, section in _SECTIONS.items()}
         return cls(**typed_fields(cls, d, where, builders))  # type: ignore[arg-type]  # each value checked
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Sequence, TypedDict
 
 import torch
 
-from ..io.document import JSONDict, section_or_none
+from ..io.document import JSONDict, number, section_or_none
 from ..io.output import versions, write_json
 from ..io.records import RecordSource
 from ..report.notes import DATA_FREE_NOTE, utility_note, weak_privacy_note
@@ -66,7 +66,13 @@ def judge_run(setup: RunSetup, names: Sequence[str], outcome: RunOutcome) -> Ver
                  public_held_out=((result.public_held_out["agree"], result.public_held_out["images"])
                                   if result.public_held_out else None),
                  class_names=[str(c) for c in meta.class_names] if meta.class_names else None,
-                 abstained=_abstained(outcome.stats_private), declined=outcome.stats_private.declined)
+                 abstained=_abstained(outcome.stats_private), declined=outcome.stats_private.declined,
+                 release_shift=_shift(result.release_shift))
+
+
+def _shift(found: JSONDict | None) -> tuple[float, float] | None:
+    """``(shift, limit)`` of the result's ``release_shift`` (None without one)."""
+    return (number(found, "shift"), number(found, "limit")) if found is not None else None
 
 
 def _abstained(stats: ClientStats) -> tuple[int, int] | None:
@@ -128,6 +134,7 @@ def build_report(
         verdict=judged,
         public_skipped=[s.as_dict() for s in outcome.public_skipped],
         decoding=dict(result.decoding) if result.decoding is not None else None,
+        release_shift=dict(result.release_shift) if result.release_shift is not None else None,
     )
 
 

@@ -51,6 +51,10 @@ classes, 55 % for 2):
 6. Otherwise **usable**; with a check set whose 95 % interval reaches more than 5 points either side, about how
    many check images would narrow it to 5.
 
+Beside public images the private releases do not look like releases of (their coefficients' mean shifted beyond
+what alike images reach, :mod:`ldpclient.transfer.release_shift`), the labels are **doubtful** without a check set
+(a reason with one): the held-out public images, a decoder and a ``--basis pca`` rest on the two being alike.
+
 Beside public images whose teacher answers seldom hold (under a quarter of a chance share: a teacher's few errors
 on them do not count as holding a class) half or more of the classes the teacher often gave the queries (at least
 half a chance share of them), a reason says so without lowering the level: such images are most of
@@ -212,6 +216,7 @@ def judge(
     answers_apart: Mapping[str, Sequence[int]] | None = None,
     abstained: tuple[int, int] | None = None,
     declined: Mapping[str, int] | None = None,
+    release_shift: tuple[float, float] | None = None,
 ) -> Verdict:
     """The verdict from the run's evidence (see the module doc for the rules). ``label_counts``: images per
     class in the labels written; ``answer_counts``: the teacher's answers per class over the run's queries;
@@ -220,7 +225,9 @@ def judge(
     ``answers_apart``: with public images, the teacher's answers per class to the queries (``queries``) and to the
     public images (``public``) apart; ``abstained``: ``(declined, answered)``, the queries the teacher declined to
     label among those it answered (a chat or vision API); ``declined``: of them, how many for each reason (keys of
-    :data:`ldpclient.names.DECLINE_KINDS`), where the adapter said."""
+    :data:`ldpclient.names.DECLINE_KINDS`), where the adapter said; ``release_shift``: ``(shift, limit)``, how far
+    the private releases sit from releases of the public images and the most alike images reach
+    (:mod:`ldpclient.transfer.release_shift`)."""
     floor = informative_floor(num_classes)
     found: list[tuple[str, str]] = []  # (level, reason) in the order of the rules
     check_dict, checked_right = (
@@ -235,6 +242,8 @@ def judge(
         found.append(judged)
     if answers_apart is not None and (missed := _public_misses(answers_apart)) is not None:
         found.append((USABLE, missed))
+    if release_shift is not None and release_shift[0] > release_shift[1]:
+        found.append((DOUBTFUL if check is None else USABLE, _unlike_public(*release_shift)))
     if abstained is not None and abstained[0] and abstained[1]:
         found.append(_abstained_finding(*abstained, checked_right=checked_right, declined=declined))
     majority = max(answer_counts) / sum(answer_counts) if sum(answer_counts) else None
@@ -248,6 +257,12 @@ def judge(
     reasons = [r for lvl, r in found if lvl == level] + [r for lvl, r in found if lvl != level]
     return Verdict(level, reasons, check_dict, asdict(collapse), same_as_free, held_out_agreement, majority,
                    public_dict, bought)
+
+
+def _unlike_public(shift: float, limit: float) -> str:
+    return (f"the private releases do not look like releases of the public images (shift {shift:.3g}; alike images "
+            f"stay under {limit:.2g}): the public images are unlike the private ones, so what rests on them (the "
+            "held-out public images' agreement, a decoder, a --basis pca fitted on them) may not hold for these labels")
 
 
 def _privacy_bought(check: CheckEvidence | None, same_as_free: float | None) -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -98,21 +99,41 @@ def decoder_key(mechanism: Mechanism, public: torch.Tensor, seed: int) -> str:
     return h.hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class PublicCoefficients:
+    """Public images ``(P, C, H, W)`` (clipped to the mechanism's domain) as a release in a basis sees them: the
+    ``layout``, their clipped ``coefficients`` ``(P, K)`` float64 and the ``noise`` ``(P, K)`` one release of them
+    added (``public=True``: epsilon 0)."""
+
+    images: torch.Tensor
+    layout: CoefficientLayout
+    coefficients: torch.Tensor
+    noise: torch.Tensor
+
+
+def public_coefficients(mechanism: Mechanism, public: torch.Tensor, *, seed: int) -> PublicCoefficients:
+    """:class:`PublicCoefficients` of ``public`` images in ``mechanism``'s domain, the noise drawn from ``seed``;
+    ValueError without images or for a mechanism that releases pixels."""
+    if len(public) < 1:
+        raise ValueError("public images are needed")
+    layout = mechanism.reconstruction(tuple(public.shape[1:]))
+    if not isinstance(layout, CoefficientLayout):
+        raise ValueError("the releases are pixels, not coefficients of a basis")
+    images = public.detach().clamp(mechanism.domain.low, mechanism.domain.high)
+    coefficients, _ = layout.clip(layout.forward(images))
+    released = mechanism.release(images, generator=torch.Generator().manual_seed(int(seed) % 2**63), public=True)
+    return PublicCoefficients(images, layout, coefficients, released.values.to(torch.float64) - coefficients)
+
+
 def fit_decoder(mechanism: Mechanism, public: torch.Tensor, *, seed: int) -> ReleaseDecoder:
     """The decoder of ``mechanism``'s releases into ``public`` images ``(N, C, H, W)`` in the mechanism's domain:
     their coefficients, and the noise's scale measured on one release of them (``public=True``: epsilon 0) with
     noise drawn from ``seed``. The same images, mechanism and ``seed`` give the same decoder."""
-    if len(public) < 1:
-        raise ValueError("a decoder needs public images to decode into")
-    layout = mechanism.reconstruction(tuple(public.shape[1:]))
-    if not isinstance(layout, CoefficientLayout):
-        raise ValueError("a decoder is for releases in a basis")
-    images = public.detach().clamp(mechanism.domain.low, mechanism.domain.high)
-    coefficients, _ = layout.clip(layout.forward(images))
-    released = mechanism.release(images, generator=torch.Generator().manual_seed(int(seed) % 2**63), public=True)
-    noise = released.values.to(torch.float64) - coefficients
-    scale = noise.abs().mean() if layout.norm == "l1" else noise.square().mean().sqrt()
-    return ReleaseDecoder(images, coefficients, layout.norm, float(scale))
+    seen = public_coefficients(mechanism, public, seed=seed)
+    norm, noise = seen.layout.norm, seen.noise
+    scale = noise.abs().mean() if norm == "l1" else noise.square().mean().sqrt()
+    return ReleaseDecoder(seen.images, seen.coefficients, norm, float(scale))
 
 
-__all__ = ["DECODER_MAX_VALUES", "ReleaseDecoder", "decodable", "decoder_key", "fit_decoder"]
+__all__ = ["DECODER_MAX_VALUES", "PublicCoefficients", "ReleaseDecoder", "decodable", "decoder_key", "fit_decoder",
+           "public_coefficients"]

@@ -85,6 +85,7 @@ class Outcome(TypedDict):
     plan: QueryPlan
     sent_sample: Optional[SentSample]
     decoding: Optional[JSONDict]
+    release_shift: Optional[JSONDict]
 
 
 @dataclass
@@ -137,6 +138,9 @@ class TransferResult:
     #: whether the queries were decoded into the public images, and why
     #: (:func:`~.stages.decode.decode_releases`); None when not asked
     decoding: Optional[JSONDict] = None
+    #: how far the private releases sit from releases of the public images (:mod:`~.release_shift`); None without
+    #: public images or for releases of pixels
+    release_shift: Optional[JSONDict] = None
 
     @property
     def epsilon_record(self) -> float:
@@ -163,6 +167,8 @@ class TransferResult:
             out["confusion"] = dict(self.confusion)
         if self.decoding is not None:
             out["decoding"] = dict(self.decoding)
+        if self.release_shift is not None:
+            out["release_shift"] = dict(self.release_shift)
         if self.adaptation is not None:
             out["adaptation"] = {
                 "selected": list(self.adaptation.selected),

@@ -92,3 +92,14 @@ def test_a_decoder_decodes_pca_releases_into_the_public_images() -> None:
     decoder = fit_decoder(mech, public, seed=0)
     release = mech.release(public[:3], generator=torch.Generator().manual_seed(1))
     assert decoder.decoded(release).values.shape == (3, 1, 6, 6)
+
+
+def test_a_pca_mechanism_travels_to_a_worker_whole() -> None:
+    import pickle
+
+    mech = laplace(50, per="record", basis=fit_pca(_public(), UNIT))
+    copy = pickle.loads(pickle.dumps(mech))  # what a Ray worker gets
+    x = _public(3, seed=4)
+    assert copy.config() == mech.config()
+    assert torch.equal(copy.release(x, generator=torch.Generator().manual_seed(0)).values,
+                       mech.release(x, generator=torch.Generator().manual_seed(0)).values)
