@@ -7,9 +7,10 @@ spread (measured on one release of the public images, ``public=True``) is added 
 private images are drawn like the public ones, the mean of the private releases' coefficient ``k`` differs from the
 public images' by a normal error of variance ``v_k / P + (v_k + n_k) / N`` (``v_k``: the public coefficients'
 variance, ``n_k``: the noise's; ``P`` public images, ``N`` private releases). The **shift** is the mean over the
-K coefficients of the squared difference over that variance: about 1 when the images are alike (1.0 ± 0.1
-measured on digits, MNIST and Fashion-MNIST, DCT and PCA releases), and far above it when they are not (public
-images of classes 0-4 only: 2.6-89; another source of images: 81-313; benchmarks/decoder.md).
+K coefficients of the squared difference over that variance: about 1 when the images are alike (0.78-1.4 measured
+on digits, MNIST, colour digits, Fashion-MNIST and CIFAR-10, DCT and PCA releases at 100 per image), and far above it
+when they are not (public images of classes 0-4 only: 2.4-88; of another source: 5.6-318). Where the releases keep
+too little of the images it sees nothing (colour digits: 1.0-1.2 beside either; benchmarks/decoder.md).
 
 It is computed from releases and public images only: post-processing, nothing sent, nothing charged. Only for
 releases in a basis (``dct``, ``pca``).
