@@ -88,13 +88,19 @@ class PcaBasis:
         return PcaLayout(shape, bound, norm, self)
 
 
+def luminance_components(coefficients: int | None) -> int:
+    """K, the components a basis keeps of the (luminance) channel: ``coefficients``, or
+    :data:`DEFAULT_PCA_COEFFICIENTS` when None."""
+    return DEFAULT_PCA_COEFFICIENTS if coefficients is None else int(coefficients)
+
+
 def _counts(c: int, h: int, w: int, coefficients: int | None) -> list[int]:
-    """Components per (opponent) channel: K (``coefficients`` or :data:`DEFAULT_PCA_COEFFICIENTS`), and
-    ``K // 4`` (at least 1) per chroma axis."""
+    """Components per (opponent) channel: K (:func:`luminance_components`), and ``K // 4`` (at least 1) per chroma
+    axis."""
     if h * w > PCA_MAX_VALUES:
         raise ValueError(f"basis pca is fitted for images of at most {PCA_MAX_VALUES} values per channel, got "
                          f"{h}x{w}; use --basis dct")
-    k = DEFAULT_PCA_COEFFICIENTS if coefficients is None else int(coefficients)
+    k = luminance_components(coefficients)
     if k < 1 or k > h * w:
         raise ValueError(f"basis pca: {k} components asked, but a {h}x{w} channel has {h * w} values")
     return [k] + ([max(1, k // 4)] * 2 if c == 3 else [])
@@ -169,4 +175,5 @@ class PcaLayout(CoefficientLayout):
         return y.reshape(n, *self.record_shape)
 
 
-__all__ = ["DEFAULT_PCA_COEFFICIENTS", "PCA_MAX_IMAGES", "PCA_MAX_VALUES", "PcaBasis", "PcaLayout", "fit_pca"]
+__all__ = ["DEFAULT_PCA_COEFFICIENTS", "PCA_MAX_IMAGES", "PCA_MAX_VALUES", "PcaBasis", "PcaLayout", "fit_pca",
+           "luminance_components"]

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # torch/numpy are imported where used, so `ldpclient --help` 
     from ..audit.membership import MembershipInputs
     from ..privacy.base import Mechanism
     from ..privacy.guarantee import Domain
+    from ..privacy.pca import PcaBasis
 
 
 def _parse_floats(spec: str | None, what: str) -> list[float]:
@@ -60,15 +61,15 @@ def _parse_floats(spec: str | None, what: str) -> list[float]:
 
 
 def _mechanism_factory(st: "_ClientSettings", reduction: int, shape: tuple[int, ...],
-                       public: torch.Tensor | None = None) -> Callable[[float], Mechanism]:
-    """``make(epsilon)``: the run's mechanism (settings ``st``, pooled by ``reduction``; a ``pca`` basis fitted on
-    ``public``) at another epsilon, built as ``label`` builds it."""
+                       pca: PcaBasis | None = None) -> Callable[[float], Mechanism]:
+    """``make(epsilon)``: the run's mechanism (settings ``st``, pooled by ``reduction``; releasing in the basis
+    ``pca`` with ``--basis pca``) at another epsilon, built as ``label`` builds it."""
     from .mechanism import mechanism_for
 
     def make(eps: float) -> Mechanism:
         return mechanism_for(st.mechanism, epsilon=eps, per=st.per, delta=st.delta, reduce=reduction,
                              value_range=st.value_range or (0.0, 1.0), record_shape=shape,
-                             basis=st.basis, coefficients=st.coefficients, clip_norm=st.clip_norm, public=public,
+                             basis=st.basis, coefficients=st.coefficients, clip_norm=st.clip_norm, pca=pca,
                              allow_weak_privacy=True)  # the audit simulates locally: it must reach weak settings
 
     return make
@@ -273,7 +274,7 @@ def _load_records(o: AuditOptions, st: _ClientSettings, shape: tuple[int, int, i
     )
     from ..io.folders import load_private_folder
 
-    make = _mechanism_factory(st, reduction, shape, _public_basis_images(o, st, shape))
+    make = _mechanism_factory(st, reduction, shape, _public_basis(o, st, shape))
 
     records = load_private_folder(o.private, shape).records
     mech = make(st.epsilon) if st.epsilon is not None else None
@@ -282,23 +283,24 @@ def _load_records(o: AuditOptions, st: _ClientSettings, shape: tuple[int, int, i
     return _Records(records, shape, make, mech, dom, postprocess)
 
 
-def _public_basis_images(o: AuditOptions, st: _ClientSettings, shape: tuple[int, int, int]) -> torch.Tensor | None:
-    """The ``--public`` images a ``pca`` client fitted its basis on, in its value range (None for other bases);
-    ValueError without them, or when they fit another basis than the ``--run`` report's."""
+def _public_basis(o: AuditOptions, st: _ClientSettings, shape: tuple[int, int, int]) -> PcaBasis | None:
+    """The basis a ``pca`` client released in, fitted on the ``--public`` images (None for other bases); ValueError
+    without them, or when they fit another basis than the ``--run`` report's."""
     if st.basis != "pca":
         return None
     if o.public is None:
         raise ValueError("--basis pca: give --public DIR, the public images the client fitted its basis on")
     from ..io.folders import load_private_folder
-    from ..privacy.pca import PCA_MAX_IMAGES
+    from .mechanism import fit_public_basis
 
-    lo, hi = st.value_range or (0.0, 1.0)
-    values = lo + (hi - lo) * load_private_folder(o.public, shape).records[:PCA_MAX_IMAGES]
-    fitted = _mechanism_factory(st, 1, shape, values)(st.epsilon or 1.0).config().get("basis_digest")
-    if st.basis_digest is not None and fitted != st.basis_digest:
-        raise ValueError(f"--public: these images fit basis {fitted}, but the run's releases were in basis "
+    value_range = st.value_range or (0.0, 1.0)
+    lo, hi = value_range
+    basis = fit_public_basis(lo + (hi - lo) * load_private_folder(o.public, shape).records, value_range,
+                             st.coefficients)
+    if st.basis_digest is not None and basis.digest != st.basis_digest:
+        raise ValueError(f"--public: these images fit basis {basis.digest}, but the run's releases were in basis "
                          f"{st.basis_digest}; give the --public folder the run was given")
-    return values
+    return basis
 
 
 def _judge(o: AuditOptions, r: _Records) -> Optional[Callable[[torch.Tensor], torch.Tensor]]:

@@ -37,13 +37,13 @@ def mechanism_for(
     basis: str = "pool",
     coefficients: int | None = None,
     clip_norm: float | None = None,
-    public: torch.Tensor | None = None,
+    pca: PcaBasis | None = None,
 ) -> Mechanism:
     """The mechanism ``name`` with these options, checked against ``record_shape`` before any data is touched.
 
     ``basis`` (``--basis``): ``pool``, ``dct`` (:mod:`ldpclient.privacy.basis`) or ``pca``
     (:mod:`ldpclient.privacy.pca`), with ``coefficients`` and ``clip_norm`` (None: the record shape's defaults).
-    ``pca`` is fitted on ``public`` images ``(P, C, H, W)`` in ``value_range``'s units; without them it is
+    ``pca`` releases in the basis ``pca`` (:func:`fit_public_basis`); without one, in
     :meth:`~ldpclient.privacy.pca.PcaBasis.unfitted` (its guarantee is known; a release is refused). A per-record
     epsilon above :func:`~ldpclient.privacy.defaults.epsilon_ceiling` is refused unless ``allow_weak_privacy``
     (CLI ``--allow-weak-privacy``).
@@ -53,8 +53,7 @@ def mechanism_for(
     kwargs: dict[str, object] = {"epsilon": epsilon, "per": per, "reduction": reduce,
                               **_basis_options(entry, basis, reduce, per, coefficients, clip_norm)}
     if basis == "pca":
-        domain = Domain(float(value_range[0]), float(value_range[1]))
-        kwargs.update(basis=_pca_basis(public, domain, record_shape, coefficients), coefficients=None)
+        kwargs.update(basis=pca or PcaBasis.unfitted(record_shape, coefficients), coefficients=None)
     if entry.takes_delta:
         kwargs["delta"] = delta if delta is not None else privacy_defaults.delta()
         if entry.accepts("allow_large_delta"):
@@ -107,11 +106,10 @@ def _basis_options(entry: MechanismEntry, basis: str, reduce: int, per: str, coe
     return {"basis": basis, "coefficients": coefficients, "clip_norm": clip_norm}
 
 
-def _pca_basis(public: torch.Tensor | None, domain: Domain, record_shape: tuple[int, ...],
-               coefficients: int | None) -> PcaBasis:
-    if public is None:
-        return PcaBasis.unfitted(record_shape, coefficients)
-    return fit_pca(public, domain, coefficients)
+def fit_public_basis(public: torch.Tensor, value_range: tuple[float, float], coefficients: int | None) -> PcaBasis:
+    """The ``--basis pca`` basis of ``public`` images ``(P, C, H, W)`` in ``value_range``'s units, with
+    ``coefficients`` (None: the default): fitted once per command, then given to :func:`mechanism_for`."""
+    return fit_pca(public, Domain(float(value_range[0]), float(value_range[1])), coefficients)
 
 
 def check_epsilon_ceiling(epsilon_record: float, allow_weak_privacy: bool) -> None:
@@ -142,4 +140,4 @@ def centre_weights(hw: tuple[int, ...]) -> torch.Tensor:
     return torch.maximum(ys, xs).clamp(0, 1)
 
 
-__all__ = ["centre_weights", "check_epsilon_ceiling", "mechanism_for"]
+__all__ = ["centre_weights", "check_epsilon_ceiling", "fit_public_basis", "mechanism_for"]

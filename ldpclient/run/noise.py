@@ -18,6 +18,7 @@ from ..state import state_dir, state_lock
 from ..teachers.http import redact_url
 from ..teachers.limits import TeacherLimits
 from .connect import connect_options, open_teacher
+from .mechanism import fit_public_basis
 from .memory import check_memory_for_shape
 from .noise_decoding import noise_decoding, public_values
 from .options import NoiseOptions
@@ -127,7 +128,9 @@ def _noise_and_write(
         public = (public_values(opts, state, ledger, images, mechanism, target.value_range)
                   if opts.decode != "none" or opts.basis == "pca" else None)
         if opts.basis == "pca":
-            mechanism = build_mechanism(opts, target.value_range, target.shape, public=public)
+            assert public is not None  # --basis pca without --public was refused before loading
+            basis = fit_public_basis(public, target.value_range, opts.coefficients)
+            mechanism = build_mechanism(opts, target.value_range, target.shape, pca=basis)
         decoding = noise_decoding(opts, state, images, mechanism, public, target.scope)
         chunks = release_in_chunks(images.records, lambda records, ids: ledger.release(
             mechanism, records, scope=target.scope, generator=generator, sources=ids))

@@ -29,15 +29,14 @@ from ..transfer.decoder import decodable
 from ..transfer.resolve import Decoding, Facts, decoding, query_batch_size, resolve
 from ..transfer.rounds import round_ends
 from ..transfer.settings import Given
-from .mechanism import mechanism_for
+from .mechanism import fit_public_basis, mechanism_for
 from .memory import check_memory_for_shape
 from .options import LabelOptions, SharedOptions
 
 if TYPE_CHECKING:
-    import torch
-
     from ..io.records import RecordSource
     from ..privacy.base import Mechanism
+    from ..privacy.pca import PcaBasis
 
 _Options = TypeVar("_Options", bound=SharedOptions)
 
@@ -95,7 +94,8 @@ class RunPlan:
         from ..privacy.pca import PCA_MAX_IMAGES
 
         values = public.read(range(min(len(public), PCA_MAX_IMAGES)))
-        mechanism = build_mechanism(self.opts, self.meta.value_range, self.shape, public=values)
+        basis = fit_public_basis(values, self.meta.value_range, self.opts.coefficients)
+        mechanism = build_mechanism(self.opts, self.meta.value_range, self.shape, pca=basis)
         return dataclasses.replace(self, mechanism=mechanism)
 
     def with_counts(self, records: int, public: int) -> "RunPlan":
@@ -255,9 +255,9 @@ def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
 
 def _check_public_basis(opts: LabelOptions, public: int) -> None:
     """ValueError (one line) when ``--basis pca`` has too few public images to be fitted on."""
-    from ..privacy.pca import DEFAULT_PCA_COEFFICIENTS
+    from ..privacy.pca import luminance_components
 
-    k = opts.coefficients or DEFAULT_PCA_COEFFICIENTS
+    k = luminance_components(opts.coefficients)
     if opts.basis != "pca" or opts.data_free:
         return
     if not public:
@@ -314,10 +314,10 @@ def build_mechanism(
     opts: SharedOptions,
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
-    public: torch.Tensor | None = None,
+    pca: PcaBasis | None = None,
 ) -> Mechanism:
-    """The mechanism the options name, on the teacher's value range, checked against the record shape; a ``pca``
-    basis is fitted on ``public`` images (None: planned, unfitted: :meth:`RunPlan.with_public_basis` fits it).
+    """The mechanism the options name, on the teacher's value range, checked against the record shape; ``--basis
+    pca`` releases in ``pca`` (None: planned, unfitted; :meth:`RunPlan.with_images` fits it).
 
     At ``--epsilon 0`` (data-free) it is :func:`build_free_query_mechanism`'s: only blank images pass through it.
     """
@@ -327,7 +327,7 @@ def build_mechanism(
         opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure,
         allow_large_delta=opts.allow_large_delta, allow_weak_privacy=opts.allow_weak_privacy,
-        basis=resolve_basis(opts), coefficients=opts.coefficients, clip_norm=opts.clip_norm, public=public,
+        basis=resolve_basis(opts), coefficients=opts.coefficients, clip_norm=opts.clip_norm, pca=pca,
     )
 
 
