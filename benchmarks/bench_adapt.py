@@ -723,7 +723,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--confusion", action="store_true",
                    help="with --public: measure the teacher's confusion on noised public images and train through it")
     p.add_argument("--decode", choices=("auto", "always"), default=None,
-                   help="with --public and --basis dct: send the releases decoded (label --decode; default: none)")
+                   help="with --public and --basis dct or pca: send the releases decoded (label --decode; "
+                        "default: none)")
     p.add_argument("--out", type=Path, default=Path("bench_adapt.jsonl"), help="JSONL file the runs go to")
     p.add_argument("--merge", type=Path, nargs="*", default=[], help="with --table: more JSONL files to include")
     p.add_argument("--table", action="store_true")

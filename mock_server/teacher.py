@@ -179,14 +179,17 @@ def _resnet(in_channels: int, num_classes: int) -> nn.Module:
     return small_resnet(num_classes=num_classes, in_channels=in_channels, image_size=32, width=32)
 
 
-def train_resnet(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: int, seed: int) -> nn.Module:
+def train_resnet(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: int, seed: int,
+                 device: str = "cpu") -> nn.Module:
     """Train the ``resnet`` teacher on float32 images in [0, 1]: SGD (momentum 0.9, weight decay 5e-4), a
     one-cycle learning rate peaking at 0.1, batches of 128, each image flipped at random and shifted by up to
     an eighth of its side. On torch's threads (a larger model than ``SmallCNN``); deterministic for a seed and a
-    thread count."""
+    thread count. ``device`` (e.g. ``"cuda"``) computes the steps there; the order, flips and shifts are drawn
+    on the CPU as before, and the model comes back on the CPU."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = _resnet(x.shape[1], num_classes).to(memory_format=torch.channels_last)
+        model = _resnet(x.shape[1], num_classes).to(device, memory_format=torch.channels_last)
+        y = y.to(device)
         gen = torch.Generator().manual_seed(seed)
         batch = 128
         steps = epochs * -(-len(x) // batch)
@@ -198,13 +201,13 @@ def train_resnet(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: 
             order = torch.randperm(len(x), generator=gen)
             for i in range(0, len(x), batch):
                 idx = order[i : i + batch]
-                xb = flip_crop(x[idx], pad, generator=gen).contiguous(memory_format=torch.channels_last)
+                xb = flip_crop(x[idx], pad, generator=gen).to(device, memory_format=torch.channels_last)
                 opt.zero_grad(set_to_none=True)
-                nn.functional.cross_entropy(model(xb), y[idx]).backward()
+                nn.functional.cross_entropy(model(xb), y[idx.to(device)]).backward()
                 opt.step()
                 schedule.step()
     model.eval()
-    return model.to(memory_format=torch.contiguous_format)
+    return model.to("cpu", memory_format=torch.contiguous_format)
 
 
 def _train(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: int, seed: int) -> SmallCNN:
