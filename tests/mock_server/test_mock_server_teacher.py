@@ -150,3 +150,14 @@ def test_the_resnet_teacher_trains_with_flips_and_crops_caches_apart_and_round_t
     assert loaded.arch == t.arch and loaded.predict(probe).tolist() == t.predict(probe).tolist()
     with pytest.raises(ValueError, match="arch must be one of"):
         ServerConfig(arch="vit")
+
+
+def test_the_resnet_recipe_on_a_named_device_draws_as_on_the_default_and_comes_back_on_the_cpu():
+    from mock_server.teacher import train_resnet
+
+    x = torch.rand(40, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    y = torch.arange(40) % 2
+    default = train_resnet(x, y, 2, epochs=1, seed=3)
+    named = train_resnet(x, y, 2, epochs=1, seed=3, device="cpu")
+    for (name, a), b in zip(default.state_dict().items(), named.state_dict().values(), strict=True):
+        assert b.device.type == "cpu" and torch.equal(a, b), name
