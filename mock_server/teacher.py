@@ -185,10 +185,10 @@ def train_resnet(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: 
     one-cycle learning rate peaking at 0.1, batches of 128, each image flipped at random and shifted by up to
     an eighth of its side. On torch's threads (a larger model than ``SmallCNN``); deterministic for a seed and a
     thread count. ``device`` (e.g. ``"cuda"``) computes the steps there; the order, flips and shifts are drawn
-    on the CPU as before, and the model comes back on the CPU."""
+    on the CPU whatever the device, and the model comes back on the CPU."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = _resnet(x.shape[1], num_classes).to(device, memory_format=torch.channels_last)
+        model = _resnet(x.shape[1], num_classes).to(device).to(memory_format=torch.channels_last)
         y = y.to(device)
         gen = torch.Generator().manual_seed(seed)
         batch = 128
@@ -207,7 +207,7 @@ def train_resnet(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: 
                 opt.step()
                 schedule.step()
     model.eval()
-    return model.to("cpu", memory_format=torch.contiguous_format)
+    return model.to("cpu").to(memory_format=torch.contiguous_format)
 
 
 def _train(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: int, seed: int) -> SmallCNN:
