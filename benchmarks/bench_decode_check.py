@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_adapt  # noqa: E402
 
 from ldpclient.privacy import Domain, fit_pca, laplace  # noqa: E402
+from ldpclient.privacy.base import Mechanism  # noqa: E402
 from ldpclient.privacy.release import Release  # noqa: E402
 from ldpclient.transfer.decode_check import decode_verdict  # noqa: E402
 from ldpclient.transfer.decoder import ReleaseDecoder, fit_decoder  # noqa: E402
@@ -63,15 +64,21 @@ def unsure(teacher: torch.nn.Module, images: torch.Tensor, below: float = 0.5) -
     return float((top < below).float().mean())
 
 
+def release_mechanism(basis: str, eps: float, public: torch.Tensor) -> Mechanism:
+    """The default release at ``eps`` per record: ``dct`` (64 coefficients, colour 64 + 16 + 16) or ``pca`` (fitted on
+    all of ``public``, as ``label --basis pca`` fits it: 16 components, colour 16 + 4 + 4)."""
+    if basis == "pca":
+        return laplace(eps, per="record", basis=fit_pca(public, Domain(0.0, 1.0)))
+    return laplace(eps, per="record", basis="dct", coefficients=64)
+
+
 def one(teacher: torch.nn.Module, eps: float, px: torch.Tensor, py: torch.Tensor, public: torch.Tensor,
         seed: int, basis: str = "dct") -> tuple[float, float, bool, str, float, float, float]:
     """Raw and decoded accuracy on every private release, the check's decision and reason, the shares of the
     private releases, raw and decoded, that a teacher declining below 50 % confidence would decline, and the
     accuracy of the class the posterior over the public images gives most weight (their clean answers weighted).
-    ``basis``: ``dct`` (64 coefficients) or ``pca`` (fitted on all the public images, as ``label`` fits it; its
-    default 16 components)."""
-    mech = laplace(eps, per="record", basis=fit_pca(public, Domain(0.0, 1.0)) if basis == "pca" else "dct",
-                   coefficients=None if basis == "pca" else 64)
+    ``basis``: :func:`release_mechanism`'s."""
+    mech = release_mechanism(basis, eps, public)
     release = mech.release(px, generator=torch.Generator().manual_seed(seed))
     order = torch.randperm(len(public), generator=torch.Generator().manual_seed(100 + seed))
     k = decode_check_images(len(public))

@@ -36,25 +36,19 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_adapt  # noqa: E402
+from bench_decode_check import release_mechanism  # noqa: E402
 
-from ldpclient.privacy import Domain, fit_pca, laplace  # noqa: E402
 from ldpclient.transfer.decoder import fit_decoder  # noqa: E402
 
 EPOCHS = 200
 BATCH = 256
 
 
-def _mechanism(basis: str, eps: float, public: torch.Tensor):
-    if basis == "pca":
-        return laplace(eps, per="record", basis=fit_pca(public, Domain(0.0, 1.0)))
-    return laplace(eps, per="record", basis="dct", coefficients=64)
-
-
-def release_accuracy(mech, train_x: torch.Tensor, train_y: torch.Tensor, px: torch.Tensor, py: torch.Tensor,
+def release_accuracy(mech, train_x: torch.Tensor, train_y: torch.Tensor, test: torch.Tensor, py: torch.Tensor,
                      seed: int) -> float:
-    """The share of the private releases (seeded as ``bench_decode_check.one`` seeds them) whose class a network
-    trained on fresh releases of ``train_x`` (labels ``train_y``) names."""
-    test = mech.release(px, generator=torch.Generator().manual_seed(seed)).values.flatten(1)
+    """The share of the private releases ``test`` (their values) whose class ``py`` a network trained on fresh
+    releases of ``train_x`` (labels ``train_y``; its draws from ``seed``) names."""
+    test = test.flatten(1)
     scale = float(mech.release(train_x[:512], generator=torch.Generator().manual_seed(0), public=True).values.std())
     torch.manual_seed(seed)
     net = nn.Sequential(nn.Linear(test.shape[1], 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
@@ -72,14 +66,13 @@ def release_accuracy(mech, train_x: torch.Tensor, train_y: torch.Tensor, px: tor
         return float((net(test / scale).argmax(1) == py).float().mean())
 
 
-def posterior_accuracy(mech, train_x: torch.Tensor, train_y: torch.Tensor, px: torch.Tensor, py: torch.Tensor,
+def posterior_accuracy(mech, train_x: torch.Tensor, train_y: torch.Tensor, test: torch.Tensor, py: torch.Tensor,
                        seed: int) -> float:
-    """The share of the same private releases whose heaviest label, under the posterior over ``train_x``, is the
-    truth."""
-    test = mech.release(px, generator=torch.Generator().manual_seed(seed))
+    """The share of the private releases ``test`` whose heaviest label, under the posterior over ``train_x`` (the
+    decoder's noise drawn from ``seed``), is the truth ``py``."""
     decoder = fit_decoder(mech, train_x, seed=seed)
     onehot = nn.functional.one_hot(train_y, 10).to(torch.float64)
-    votes = torch.cat([decoder.posterior(part) @ onehot for part in test.values.split(128)])
+    votes = torch.cat([decoder.posterior(part) @ onehot for part in test.split(128)])
     return float((votes.argmax(1) == py).float().mean())
 
 
@@ -104,10 +97,12 @@ def main(argv: list[str] | None = None) -> None:
         public = bench_adapt.public_images(name, 28, None)
         for basis in args.basis:
             t0 = time.perf_counter()
-            mech = _mechanism(basis, args.eps, public)
-            seeds = range(args.seeds)
-            net = [release_accuracy(mech, tx, ty.long(), px, py.long(), seed) for seed in seeds]
-            post = [posterior_accuracy(mech, tx, ty.long(), px, py.long(), seed) for seed in seeds]
+            mech = release_mechanism(basis, args.eps, public)
+            net, post = [], []
+            for seed in range(args.seeds):  # the private releases bench_decode_check.one scores the teacher on
+                test = mech.release(px, generator=torch.Generator().manual_seed(seed)).values
+                net.append(release_accuracy(mech, tx, ty.long(), test, py.long(), seed))
+                post.append(posterior_accuracy(mech, tx, ty.long(), test, py.long(), seed))
             print(f"| {name} | {len(ty)} | {basis} | {args.eps:g} | {_ms(net)} | {_ms(post)} |  "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
 

@@ -22,9 +22,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_adapt  # noqa: E402
-from bench_decode_check import OTHER  # noqa: E402
+from bench_decode_check import OTHER, release_mechanism  # noqa: E402
 
-from ldpclient.privacy import Domain, fit_pca, laplace  # noqa: E402
 from ldpclient.privacy.public import public_seed  # noqa: E402
 from ldpclient.transfer.release_shift import release_shift  # noqa: E402
 
@@ -54,8 +53,7 @@ def main(argv: list[str] | None = None) -> None:
         px = px[:1000]
         for kind, public in publics(name, px.shape[1:]).items():
             for basis in ("dct", "pca"):
-                fitted = fit_pca(public, Domain(0.0, 1.0)) if basis == "pca" else "dct"
-                mech = laplace(100, per="record", basis=fitted)
+                mech = release_mechanism(basis, 100.0, public)
                 releases = [mech.release(px, generator=torch.Generator().manual_seed(s)).values
                             for s in range(args.seeds)]
                 found = [release_shift(mech, public, r, seed=public_seed(public)) for r in releases]

@@ -16,13 +16,16 @@ DEVICE=${DEVICE:-cuda}
 SETS=${SETS:-"cifar10 small_cnn 5000;fashion small_cnn 5000;cifar10 resnet 5000;colour-digits small_cnn 500"}
 export DEVICE
 mkdir -p "$OUT" /tmp/e2e-runs
+run_args() {  # set, teacher, public images, seed
+    echo "--dataset $1 --teacher $2 --public $3 --seeds 1 --seed-from $4 --device $DEVICE"
+}
 jobs_list() {
     # per set of SETS and seed: zero-privacy, pca with --decode auto, pca and dct without; then dct with auto
     IFS=";" read -ra sets <<<"$SETS"
     for set in "${sets[@]}"; do
         read -r d t n <<<"$set"
         for s in 0 1 2; do
-            common="--dataset $d --teacher $t --public $n --seeds 1 --seed-from $s --device $DEVICE"
+            common=$(run_args "$d" "$t" "$n" "$s")
             echo "$d-$t-free-$s $common --basis dct --modes data-free"
             echo "$d-$t-pca-auto-$s $common --basis pca --modes ldpkit --decode auto"
             echo "$d-$t-pca-none-$s $common --basis pca --modes ldpkit"
@@ -32,7 +35,7 @@ jobs_list() {
     for set in "${sets[@]}"; do
         read -r d t n <<<"$set"
         for s in 0 1 2; do
-            echo "$d-$t-dct-auto-$s --dataset $d --teacher $t --public $n --seeds 1 --seed-from $s --device $DEVICE --basis dct --modes ldpkit --decode auto"
+            echo "$d-$t-dct-auto-$s $(run_args "$d" "$t" "$n" "$s") --basis dct --modes ldpkit --decode auto"
         done
     done
 }

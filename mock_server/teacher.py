@@ -189,7 +189,6 @@ def train_resnet(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = _resnet(x.shape[1], num_classes).to(device).to(memory_format=torch.channels_last)
-        y = y.to(device)
         gen = torch.Generator().manual_seed(seed)
         batch = 128
         steps = epochs * -(-len(x) // batch)
@@ -203,7 +202,7 @@ def train_resnet(x: torch.Tensor, y: torch.Tensor, num_classes: int, *, epochs: 
                 idx = order[i : i + batch]
                 xb = flip_crop(x[idx], pad, generator=gen).to(device, memory_format=torch.channels_last)
                 opt.zero_grad(set_to_none=True)
-                nn.functional.cross_entropy(model(xb), y[idx.to(device)]).backward()
+                nn.functional.cross_entropy(model(xb), y[idx].to(device)).backward()
                 opt.step()
                 schedule.step()
     model.eval()
