@@ -40,7 +40,7 @@ test: $(STAMP) browser
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m mypy --strict --follow-imports=silent ldpclient/privacy ldpclient/teachers
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup --durations=25
 
 demo: $(DEMO_STAMP)
 	$(VENV)/bin/ldpclient demo --workdir out --html out/demo.html

@@ -142,7 +142,7 @@ def test_cost_cap_stops_before_crossing_and_resume_respects_total(tmp_path):
     with pytest.raises(CostCapReached) as info:
         for bid, _labels in client.label_batches(plan):
             got.append(bid)
-    assert got == ["b0", "b1"] and t.calls == ["b0", "b1"]
+    assert got == ["b0", "b1"] and sorted(t.calls) == ["b0", "b1"]  # two workers: sent in either order
     err = info.value
     assert err.next_batch == "b2" and err.done_batches == 2 and err.spent_run == pytest.approx(9.0)
     assert "was not sent" in str(err) and "cap of 10" in str(err)

@@ -281,7 +281,7 @@ def test_transient_statuses_are_retried_with_backoff(status):
     responses.add(responses.POST, INFER, json={"error": "busy"}, status=status)
     responses.add_callback(responses.POST, INFER, callback=label_reply([1, 1]))
     sleep = Recorder()
-    t = OIPTeacher(BASE, "digits", retry=fast_policy(sleep=sleep))
+    t = OIPTeacher(BASE, "digits", wire="json", retry=fast_policy(sleep=sleep))
     res = t.infer(queries(2))
     assert res.labels.tolist() == [1, 1] and res.attempts == 3
     assert len(sleep.waits) == 2 and all(0 < w <= 0.005 for w in sleep.waits)
@@ -295,7 +295,7 @@ def test_retry_after_seconds_and_http_date_are_honoured():
                   headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})  # in the past: no wait
     responses.add_callback(responses.POST, INFER, callback=label_reply([2]))
     sleep = Recorder()
-    t = OIPTeacher(BASE, "digits", retry=fast_policy(sleep=sleep))
+    t = OIPTeacher(BASE, "digits", wire="json", retry=fast_policy(sleep=sleep))
     assert t.classify(queries(1)).tolist() == [2]
     assert sleep.waits == [3.0, 0.0]
     assert parse_retry_after("Fri, 01 Jan 2100 00:00:10 GMT", now=4102444800.0) == pytest.approx(10.0)
@@ -309,7 +309,7 @@ def test_retry_after_beyond_budget_gives_up_at_once():
         responses.POST, INFER, json={"error": "come back tomorrow"}, status=429, headers={"Retry-After": "86400"}
     )
     sleep = Recorder()
-    t = OIPTeacher(BASE, "digits", retry=fast_policy(sleep=sleep, max_total=60))
+    t = OIPTeacher(BASE, "digits", wire="json", retry=fast_policy(sleep=sleep, max_total=60))
     with pytest.raises(RetriesExhausted, match="asked to wait 86400 s.*come back tomorrow"):
         t.classify(queries(1))
     assert sleep.waits == [] and len(responses.calls) == 3
@@ -331,7 +331,7 @@ def test_connection_errors_are_retried():
     responses.add(responses.POST, INFER, body=requests.exceptions.ConnectionError("connection reset by peer"))
     responses.add(responses.POST, INFER, body=requests.exceptions.ReadTimeout("read timed out"))
     responses.add_callback(responses.POST, INFER, callback=label_reply([5]))
-    t = OIPTeacher(BASE, "digits", retry=fast_policy())
+    t = OIPTeacher(BASE, "digits", wire="json", retry=fast_policy())
     res = t.infer(queries(1))
     assert res.labels.tolist() == [5] and res.attempts == 3
 
@@ -342,7 +342,7 @@ def test_other_4xx_fail_fast_with_server_text(status):
     add_meta(responses)
     responses.add(responses.POST, INFER, json={"error": f"problem {status}: input shape [2, 1, 28, 28] "
                                                         "refused"}, status=status)
-    t = OIPTeacher(BASE, "digits", retry=fast_policy())
+    t = OIPTeacher(BASE, "digits", wire="json", retry=fast_policy())
     with pytest.raises(TeacherRequestError, match=f"HTTP {status}.*problem {status}: input shape") as info:
         t.classify(queries(2))
     assert info.value.status == status
