@@ -1,33 +1,36 @@
-"""The manual stays true: every shell, Python and TOML example of README.md and docs/ runs, against a mock
-teacher this test starts, in a scratch folder holding a small private folder; the option tables are the
-``--help`` texts; the pages stay short.
+"""The manual stays true: every shell, Python and TOML example of docs/ runs, against a mock teacher this test
+starts, in a scratch folder holding a small private folder (README.md's run in a new shell, in order, as a newcomer
+runs them: tests/test_readme_new_shell.py); the option tables are the ``--help`` texts; the pages stay short.
 
 How a page marks its examples (an HTML comment on the line above a fence):
 
 * nothing: ``bash`` runs under ``bash -euo pipefail``, ``python`` as a script, ``toml`` as the ``--config``
-  of a ``label`` run (with a state directory of its own); each must exit 0. Blocks of one page run in order, in one
-  folder, so a later block
-  may read what an earlier one wrote.
+  of a ``label`` run (with a state directory of its own); each must exit 0.
 * ``<!-- example: prints -->`` above a ``text`` block: the Python block before it must print exactly that.
 * ``<!-- example: server (...) -->``: each line starts a server, which must say it listens; then it is
   stopped (``--port 0`` is added so that it never collides).
 * ``<!-- example: skip (why) -->``: not run; the reason is required.
+* ``<!-- example: after (why) -->``: runs after the example before it, in its folder (it reads what that one left:
+  a ledger, a file); the reason is required.
 * ``<!-- example: poor (why) -->`` above a ``bash`` block: a deliberately poor setting; it runs as any other, and
   every run report it writes must carry a verdict other than "usable". Every run report any other example
   writes must carry the verdict "usable": the manual's examples give labels worth having.
 
-The scratch folder holds ``out/private`` and ``out/check.csv`` as ``make demo`` writes them (the digits the mock
-``digits`` teacher never saw: the first :data:`DEMO_IMAGES`, with the true digits of 100 of them), and that
-teacher serves the examples.
+Each example (with those ``after`` it) is a test of its own, in a scratch folder of its own: the examples of a page
+are several label runs, and one test a page took up to a minute. The scratch folder holds ``out/private`` and
+``out/check.csv`` as ``make demo`` writes them (the digits the mock ``digits`` teacher never saw: the first
+:data:`DEMO_IMAGES`, with the true digits of 100 of them), that teacher serves the examples, and it holds what an
+example reads that an example before it on its page writes (:data:`WRITTEN_BEFORE`): the example that writes it must
+write the same bytes, so the two stay one.
 
 The address ``127.0.0.1:8080`` in an example is the mock teacher's, whatever port it got.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,9 +44,12 @@ from PIL import Image
 import mock_server
 from ldpclient.cli.reference import stale_pages
 from ldpclient.run.demo import write_demo_folder
-from support.doc_examples import DEMO_IMAGES, DOC_ADDRESS, PAGES, ROOT, examples
+from support.doc_examples import DEMO_IMAGES, DOC_ADDRESS, PAGES, ROOT, Example, examples, reports, verdicts_written
 
 MAX_LINES = 300
+#: Files an example reads that an example before it on its page writes: the scratch folder holds them, so that
+#: each example runs on its own (docs/teachers.md: the class names of the chat and Batch API examples).
+WRITTEN_BEFORE = {"digits.txt": "".join(f"{d}\n" for d in range(10))}
 
 
 def _images(folder: Path, n: int, size: int, channels: int, seed: int) -> None:
@@ -59,23 +65,20 @@ def _images(folder: Path, n: int, size: int, channels: int, seed: int) -> None:
         Image.fromarray(arr[..., 0] if channels == 1 else arr).save(folder / f"img{k:02d}.png")
 
 
-@pytest.fixture(scope="module")
-def teacher_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the mock ``digits`` teacher keeps its trained weights: trained once for all the pages."""
-    return tmp_path_factory.mktemp("teacher-cache")
-
-
 @pytest.fixture()
 def workspace(tmp_path: Path, teacher_cache: Path):
     """A scratch folder with ``out/private`` and ``out/check.csv`` (the demo's), ``private/`` (30 synthetic grey
     28x28 images), ``imgs/`` and ``photos/`` (class folders of 32x32 colour images, for the mock teacher's training
-    examples), and the mock ``digits`` teacher (the demo's) logging its queries."""
+    examples), the files of :data:`WRITTEN_BEFORE`, and the mock ``digits`` teacher (the demo's) logging its
+    queries, its weights also in the state directory's cache, where ``python -m mock_server`` looks for them."""
     write_demo_folder(tmp_path / "out", count=DEMO_IMAGES)
     _images(tmp_path / "private", 30, 28, 1, seed=1)
     for folder in ("imgs", "photos"):
         for c in range(3):
             _images(tmp_path / folder / f"class{c}", 4, 32, 3, seed=10 + c)
     (tmp_path / "home").mkdir()
+    for name, text in WRITTEN_BEFORE.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LDPCLIENT_", "HF_"))}
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
@@ -85,6 +88,8 @@ def workspace(tmp_path: Path, teacher_cache: Path):
     )
     with mock_server.serve(model="digits", image_size=28, seed=0, state_dir=str(teacher_cache),
                            query_log=str(tmp_path / "queries.jsonl")) as srv:
+        # `python -m mock_server` finds this teacher trained
+        shutil.copytree(teacher_cache / "mock_teacher", tmp_path / "state" / "mock_teacher")
         yield tmp_path, env, f"127.0.0.1:{srv.port}"
 
 
@@ -132,72 +137,86 @@ def _start_server(line: str, where: str, cwd: Path, env: dict[str, str]) -> None
             proc.stderr.close()
 
 
-def _reports(cwd: Path) -> dict[Path, int]:
-    """Every run report under ``cwd`` and its modification time (ns)."""
-    return {path: path.stat().st_mtime_ns for path in cwd.rglob("*.report.json")}
-
-
-def _verdicts_written(cwd: Path, before: dict[Path, int]) -> list[tuple[str, str]]:
-    """``(report file, verdict level)`` of every label run report under ``cwd`` written since ``before``."""
-    out = []
-    for path, mtime in sorted(_reports(cwd).items()):
-        if before.get(path) != mtime:
-            verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict")
-            if verdict is not None:
-                out.append((path.name, verdict["level"]))
+def cases(page: Path) -> list[list[Example]]:
+    """The examples of ``page`` that run, in order, each with the examples that run after it in its folder (a
+    ``prints`` block, an ``after`` example); a skipped example, and an ``after`` one, must say why."""
+    out: list[list[Example]] = []
+    for ex in examples(page):
+        if ex.kind in ("skip", "after"):
+            assert re.fullmatch(r"\(.+\)", ex.note), f"{ex.where}: a {ex.kind} example must say why: {ex.kind} (reason)"
+        if ex.kind == "skip":
+            continue
+        if ex.kind == "prints":
+            assert out and out[-1][-1].lang == "python", f"{ex.where}: 'prints' follows no Python example"
+            out[-1].append(ex)
+        elif ex.kind == "after":
+            assert out, f"{ex.where}: 'after' follows no example"
+            out[-1].append(ex)
+        elif ex.kind == "server" or ex.lang in ("bash", "python", "toml"):
+            out.append([ex])
     return out
 
 
-def run_page(page: Path, cwd: Path, env: dict[str, str], address: str) -> int:
-    """Run every example of ``page`` in order, checking the verdict of every run report each writes; returns how
-    many ran."""
-    ran = 0
-    last_stdout: str | None = None
-    for n, ex in enumerate(examples(page)):
-        before = _reports(cwd)
-        body = ex.body.replace(DOC_ADDRESS, address)
-        if ex.kind == "skip":
-            assert re.fullmatch(r"\(.+\)", ex.note), f"{ex.where}: a skipped example must say why: skip (reason)"
-            continue
+def run_case(case: list[Example], cwd: Path, env: dict[str, str], address: str) -> None:
+    """Run one example and those after it in its folder, in order, checking what each prints and the verdict of
+    every run report each writes."""
+    stdout = ""
+    for ex in case:
         if ex.kind == "prints":
-            assert last_stdout is not None, f"{ex.where}: 'prints' follows no Python example"
-            assert last_stdout == ex.body, f"{ex.where}: the example printed\n{last_stdout}"
-            continue
-        if ex.kind == "server":
-            for line in _server_lines(body):
-                _start_server(line, ex.where, cwd, env)
-            ran += 1
-            continue
-        if ex.kind == "poor":
-            assert ex.lang == "bash" and re.fullmatch(r"\(.+\)", ex.note), f"{ex.where}: poor (why) above bash"
-        if ex.lang == "bash":
-            last_stdout = _run(["bash", "-euo", "pipefail", "-c", body], ex.where, cwd, env)
-        elif ex.lang == "python":
-            script = cwd / f"example_{n}.py"
-            script.write_text(body, encoding="utf-8")
-            last_stdout = _run([sys.executable, str(script)], ex.where, cwd, env)
-        elif ex.lang == "toml":
-            config = cwd / f"example_{n}.toml"
-            config.write_text(body, encoding="utf-8")
-            # a state directory of its own: the page's earlier runs have spent these images' budget already
-            _run(["ldpclient", "label", "out/private", "--config", str(config), "--quiet", "--output",
-                  f"config_{n}.csv", "--state-dir", f"state_{n}"], ex.where, cwd, env)
+            assert stdout == ex.body, f"{ex.where}: the example printed\n{stdout}"
         else:
-            continue  # output shown to the reader (text), nothing to run
-        for report, level in _verdicts_written(cwd, before):
-            if ex.kind == "poor":
-                assert level != "usable", f"{ex.where}: a poor setting's {report} says the labels are usable"
-            else:
-                assert level == "usable", f"{ex.where}: {report} says the labels are {level}"
-        ran += 1
-    return ran
+            stdout = _run_example(ex, cwd, env, address)
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
-def test_every_example_on_the_page_runs(page: Path, workspace) -> None:
+def _run_example(ex: Example, cwd: Path, env: dict[str, str], address: str) -> str:
+    """Run one example in ``cwd``; its stdout."""
+    before = reports(cwd)
+    body = ex.body.replace(DOC_ADDRESS, address)
+    stdout = ""
+    if ex.kind == "server":
+        for line in _server_lines(body):
+            _start_server(line, ex.where, cwd, env)
+        return stdout
+    if ex.kind == "poor":
+        assert ex.lang == "bash" and re.fullmatch(r"\(.+\)", ex.note), f"{ex.where}: poor (why) above bash"
+    if ex.lang == "bash":
+        stdout = _run(["bash", "-euo", "pipefail", "-c", body], ex.where, cwd, env)
+    elif ex.lang == "python":
+        script = cwd / f"example_{ex.line}.py"
+        script.write_text(body, encoding="utf-8")
+        stdout = _run([sys.executable, str(script)], ex.where, cwd, env)
+    else:  # toml: a state directory of its own (the page's other runs may have spent these images' budget)
+        config = cwd / f"example_{ex.line}.toml"
+        config.write_text(body, encoding="utf-8")
+        _run(["ldpclient", "label", "out/private", "--config", str(config), "--quiet", "--output",
+              f"config_{ex.line}.csv", "--state-dir", f"state_{ex.line}"], ex.where, cwd, env)
+    for report, level in verdicts_written(cwd, before):
+        if ex.kind == "poor":
+            assert level != "usable", f"{ex.where}: a poor setting's {report} says the labels are usable"
+        else:
+            assert level == "usable", f"{ex.where}: {report} says the labels are {level}"
+    return stdout
+
+
+def run_page(page: Path, cwd: Path, env: dict[str, str], address: str) -> int:
+    """Run every example of ``page`` in order in ``cwd`` (:func:`run_case`); returns how many ran."""
+    ran = cases(page)
+    for case in ran:
+        run_case(case, cwd, env, address)
+    return len(ran)
+
+
+#: Every example of the pages but README.md's (tests/test_readme_new_shell.py runs those in order, as written, in a new
+#: shell, checked the same way).
+CASES = [case for page in PAGES if page.name != "README.md" for case in cases(page)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case[0].where for case in CASES])
+def test_the_example_runs(case: list[Example], workspace) -> None:
     cwd, env, address = workspace
-    runnable = [e for e in examples(page) if e.kind not in ("skip", "prints") and e.lang in ("bash", "python", "toml")]
-    assert run_page(page, cwd, env, address) == len(runnable)
+    run_case(case, cwd, env, address)
+    for name, text in WRITTEN_BEFORE.items():  # an example that writes one writes what the others read
+        assert (cwd / name).read_text(encoding="utf-8") == text, f"{case[0].where} wrote another {name}"
 
 
 def test_the_pages_are_short_and_their_option_tables_are_the_help_texts() -> None:
@@ -234,5 +253,13 @@ def test_a_stale_table_or_a_failing_example_is_caught(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="printed"):
         run_page(page, tmp_path, dict(os.environ), DOC_ADDRESS)
     page.write_text("<!-- example: skip -->\n```bash\ntrue\n```\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="must say why"):
+        run_page(page, tmp_path, dict(os.environ), DOC_ADDRESS)
+    page.write_text("```bash\necho 1 > one\n```\n<!-- example: after (reads one) -->\n```bash\ngrep -q 2 one\n```\n",
+                    encoding="utf-8")
+    assert len(cases(page)) == 1
+    with pytest.raises(AssertionError, match="page.md:5 exited 1"):
+        run_page(page, tmp_path, dict(os.environ), DOC_ADDRESS)
+    page.write_text("```bash\ntrue\n```\n<!-- example: after -->\n```bash\ntrue\n```\n", encoding="utf-8")
     with pytest.raises(AssertionError, match="must say why"):
         run_page(page, tmp_path, dict(os.environ), DOC_ADDRESS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,4 +38,21 @@ def examples(page: Path) -> list[Example]:
         line = text.count("\n", 0, m.start("lang")) + 1
         out.append(Example(page.name, line, m.group("lang"), m.group("kind") or "", (m.group("note") or "").strip(),
                            m.group("body")))
+    return out
+
+
+def reports(cwd: Path) -> dict[Path, int]:
+    """Every run report under ``cwd`` and its modification time (ns)."""
+    return {path: path.stat().st_mtime_ns for path in cwd.rglob("*.report.json")}
+
+
+def verdicts_written(cwd: Path, before: dict[Path, int]) -> list[tuple[str, str]]:
+    """``(report file, verdict level)`` of every label run report under ``cwd`` written since ``before``
+    (:func:`reports`)."""
+    out = []
+    for path, mtime in sorted(reports(cwd).items()):
+        if before.get(path) != mtime:
+            verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict")
+            if verdict is not None:
+                out.append((path.name, verdict["level"]))
     return out
