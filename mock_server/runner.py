@@ -66,6 +66,23 @@ class RunningServer:
             raise RuntimeError("fault_stats() needs an in-thread server")
         return self.server.faults.stats()
 
+    def wait_in_flight(self, timeout: float = 60.0) -> None:
+        """Until the server is answering a request (in-thread only); AssertionError after ``timeout`` seconds."""
+        if not self._in_thread().wait_in_flight(timeout):
+            raise AssertionError(f"the mock teacher got no request in {timeout:g} s")
+
+    def wait_idle(self, timeout: float = 60.0) -> None:
+        """Until every request a client sent has been answered and billed and every connection is closed (a client
+        that was killed or stopped: what it sent is in :meth:`usage` now; in-thread only); AssertionError after
+        ``timeout`` seconds."""
+        if not self._in_thread().wait_idle(timeout):
+            raise AssertionError(f"the mock teacher was still busy or connected after {timeout:g} s")
+
+    def _in_thread(self) -> MockTeacherServer:
+        if self.server is None:
+            raise RuntimeError("waiting on the server needs an in-thread server")
+        return self.server
+
     def stderr_text(self) -> str:
         """What a subprocess server wrote to stderr so far ("" in-thread)."""
         if not self._stderr_path:

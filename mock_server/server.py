@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import select
 import socket
 import sys
 import threading
@@ -144,6 +145,7 @@ class MockTeacherServer(ThreadingHTTPServer):
     def in_flight(self) -> Iterator[None]:
         with self._cond:
             self._active += 1
+            self._cond.notify_all()
         try:
             yield
         finally:
@@ -154,6 +156,25 @@ class MockTeacherServer(ThreadingHTTPServer):
     def track(self, conn: socket.socket, alive: bool) -> None:
         with self._cond:
             (self._conns.add if alive else self._conns.discard)(conn)
+            self._cond.notify_all()
+
+    def wait_in_flight(self, timeout: float) -> bool:
+        """Until a request is being answered (True), or ``timeout`` seconds (False)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._active > 0, timeout=timeout)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Until no request is being answered, no connection is open and none waits to be accepted (True: every
+        request a client sent before it hung up has been answered and billed), or ``timeout`` seconds (False)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._active == 0 and not self._conns and not select.select([self.socket], [], [], 0)[0]:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.05))  # a connection waiting to be accepted notifies nobody
 
     def graceful_stop(self, grace: float = 10.0) -> None:
         """Stop accepting, let requests in flight finish (up to ``grace`` s), close idle keep-alive connections."""

@@ -431,22 +431,21 @@ def test_ctrl_c_lets_the_request_in_flight_finish_and_records_it(tmp_path: Path)
     resume. Now what the teacher billed at the stop is exactly what the journal recorded."""
     import os
     import signal
-    import time
 
     from support.cli_runs import cli_command, wait_for_images
 
     folder = private_folder(tmp_path)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    with mock_teacher(latency=1.0) as srv:
+    with mock_teacher(latency=0.4) as srv:
         args = label_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4")
         proc = __import__("subprocess").Popen(cli_command(*args), env=env, stdout=-1, stderr=-1, text=True)
         wait_for_images(srv, 8, proc)
-        time.sleep(0.3)  # the next batch is in flight (1 s on the server)
+        srv.wait_in_flight()  # the next batch is in flight (0.4 s on the server)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
         assert "paid twice" not in err
-        time.sleep(1.5)
+        srv.wait_idle()
         billed = srv.usage()["total"]["images"]
         with sqlite3.connect(tmp_path / "state" / "journal.sqlite") as db:
             recorded = db.execute("SELECT COALESCE(SUM(n), 0) FROM batches").fetchone()[0]

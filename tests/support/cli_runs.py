@@ -75,7 +75,7 @@ def stop_after(srv: Any, args: list[str], env: dict[str, str], at_least: int, si
     wait_for_images(srv, at_least, proc)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    time.sleep(1.0)  # let a request that was in flight at the stop finish on the server (latency 0.2 s)
+    srv.wait_idle()  # a request that was in flight at the stop is answered (and billed) on the server
     return proc.returncode, err
 
 
