@@ -24,7 +24,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from typing import Callable, Iterable, Iterator
 
 import torch
@@ -37,7 +36,7 @@ from .cost import CostMeter, Reconciliation
 from .errors import CostCapReached, Interrupted, JournalMismatch
 from .identity import merge_scope_aliases
 from .journal import Journal, JournalEntry, MoneyCapInJournal
-from .leases import BatchLeases
+from .leases import BatchLeases, new_run_id
 from .result import InferResult, validate_labels
 from .stream import BatchStream
 
@@ -190,7 +189,7 @@ class QueryClient:
         self._scope = scope
         self.verify_queries = verify_queries
         self.stats = ClientStats()
-        self.run_id = uuid.uuid4().hex
+        self.run_id = new_run_id()
         self.leases = BatchLeases(self.journal, self.run_id)
         self._meta: TeacherMetadata | None = None
         self._lock = threading.Lock()

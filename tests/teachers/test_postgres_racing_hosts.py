@@ -106,6 +106,31 @@ def test_a_batch_another_run_holds_is_waited_for_and_a_lapsed_lease_is_taken_ove
         assert journal.claim("slow", "b2", "run-c", lease=0.0) is None  # past the lease: taken over
 
 
+def test_a_lease_whose_holder_ended_on_this_machine_is_taken_over_at_once(postgres_url: str) -> None:
+    """A run killed here (its process gone) leaves leases that need not lapse: the next run sends the batch at once.
+    One held by a process still running, or by a run elsewhere (another machine's or container's id, an id that
+    names no process), lapses as before."""
+    import os
+
+    from ldpclient.privacy import laplace
+    from ldpclient.teachers.leases import LEASE_S, holder_ended, new_run_id
+
+    ended = subprocess.run([sys.executable, "-c", "from ldpclient.teachers.leases import new_run_id; "
+                            "print(new_run_id())"], capture_output=True, text=True, check=True).stdout.strip()
+    here = new_run_id()
+    assert here.endswith(f":{os.getpid()}") and holder_ended(ended)
+    elsewhere = here.replace("@", "@another-machine-", 1).rsplit(":", 1)[0] + ":999999999"
+    assert not any(holder_ended(r) for r in (here, elsewhere, "run-a", "x@y:not-a-pid"))
+    x = laplace(5.0, per="record").release(torch.rand(4, 1, 4, 4), public=True)
+    with Journal(postgres_url) as journal:
+        assert journal.claim("slow", "b1", ended, lease=30) is None
+        teacher = _Slow(0.0)
+        started = time.monotonic()
+        got = dict(QueryClient(teacher, journal=journal, scope="slow").label_batches([("b1", x)]))
+        assert got["b1"].tolist() == [1] * 4 and teacher.sent == 4  # sent, without waiting for the lease to lapse
+        assert time.monotonic() - started < LEASE_S / 2
+
+
 def _digest_of(x) -> str:
     from ldpclient.privacy.release import as_derived
     from ldpclient.teachers.stream import query_digest as _digest
