@@ -34,17 +34,26 @@ def _topk_distances(queries: torch.Tensor, candidates: torch.Tensor, p: float, k
 
 
 def _best_pairs(queries: torch.Tensor, candidates: torch.Tensor, nearest: torch.Tensor, p: float) -> torch.Tensor:
-    """For each query, the pair of ``nearest`` candidates whose average is closest to it: ``(Q, 2)``."""
+    """For each query, the pair of ``nearest`` candidates whose average is closest to it: ``(Q, 2)``. In L2 from
+    inner products (``|(a + b) / 2 - q|^2 = |q|^2 - q.a - q.b + (|a|^2 + 2 a.b + |b|^2) / 4``, in float64), else
+    from the averages themselves."""
     m = nearest.shape[1]
     a, b = torch.triu_indices(m, m, offset=1)
     cand = candidates.flatten(1).float()
     q = queries.flatten(1).float()
     out = torch.empty(q.shape[0], 2, dtype=torch.long)
+    if p == 2.0:
+        gram = cand.double() @ cand.double().T  # (N, N)
+        across = q.double() @ cand.double().T  # (Q, N)
     for start in range(0, q.shape[0], 64):
         nb = nearest[start:start + 64]
         ia, ib = nb[:, a], nb[:, b]  # (B, P)
-        mix = (cand[ia] + cand[ib]) / 2  # (B, P, D)
-        d = (mix - q[start:start + 64, None]).abs().pow(p).sum(2)
+        if p == 2.0:
+            qa, qb = across[start:start + 64].gather(1, ia), across[start:start + 64].gather(1, ib)
+            d = (gram[ia, ia] + 2 * gram[ia, ib] + gram[ib, ib]) / 4 - qa - qb  # |q|^2 is the same for all pairs
+        else:
+            mix = (cand[ia] + cand[ib]) / 2  # (B, P, D)
+            d = (mix - q[start:start + 64, None]).abs().pow(p).sum(2)
         best = d.argmin(1)
         out[start:start + 64, 0] = ia.gather(1, best[:, None]).squeeze(1)
         out[start:start + 64, 1] = ib.gather(1, best[:, None]).squeeze(1)
