@@ -37,6 +37,7 @@ from .options import (
     OutputGroup,
     PrivacyGroup,
     PrivateDirArgument,
+    PublicSkipCopiesOption,
     QueryGroup,
     ReduceOption,
     RunGroup,
@@ -150,8 +151,7 @@ def label(
 @app.command(cls=HelpCommand)
 @with_groups
 def noise(
-    private_dir: Path = typer.Argument(..., metavar="PRIVATE_DIR", help="Folder of private images.",
-                                       show_default=False),
+    private_dir: Path = PrivateDirArgument,
     out: Path = typer.Option(..., "--out", help="Where noised copies (PNG) and preview.png go.", show_default=False),
     teacher: Optional[str] = typer.Option(None, "--teacher", "-t", help="Take the input shape from this teacher, and "
                                           "release for it (the label run then reuses these releases)."),
@@ -162,6 +162,7 @@ def noise(
     preview: int = typer.Option(8, min=1, help="Records shown in preview.png."),
     public: Optional[Path] = NoisePublicOption,
     decode: Decode = NoiseDecodeOption,
+    public_skip_copies: bool = PublicSkipCopiesOption,
     state_group: StateGroup, run_group: RunGroup, teacher_group: TeacherGroup,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
@@ -179,9 +180,9 @@ def noise(
         token = check_token(run_group.token)
         opts = options_from(NoiseOptions, privacy_group, state_group, run_group, private_dir=private_dir, out=out,
                             teacher=teacher, size=size, channels=channels, epsilon=epsilon, augment=augment.value,
-                            preview=preview, public=public, decode=decode.value, **teacher_group.run_options())
-        opts.validate()
-        use_available_cores()
+                            preview=preview, public=public, decode=decode.value,
+                            public_skip_copies=public_skip_copies, **teacher_group.run_options())
+        use_available_cores()  # run_noise validates the options first
         with ui.stdout_kept_for_json():
             result = run_noise(opts, token=token, ui=ui)
     if json_out:

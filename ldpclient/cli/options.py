@@ -223,6 +223,11 @@ NoisePublicOption = typer.Option(
     None, "--public", file_okay=False, show_default=False,
     help="Folder of images you state are NOT private, for a release decoder to decode into (--decode) and for "
     "--basis pca to be fitted on; one also in PRIVATE_DIR, or a near copy of a private image, is refused.")
+PublicSkipCopiesOption = typer.Option(
+    False, "--public-skip-copies/--no-public-skip-copies",
+    help="Leave out the --public images that are near copies of private images (this run's, or any the ledger "
+    "charged): never sent or decoded into, each listed in the report's public_skipped with the private image it "
+    "copies. Default: the run is refused, naming them.")
 NoiseDecodeOption = typer.Option(
     "none", help="With --public (200 images or more) and a --basis dct or pca release: write each release decoded as "
     "`label --decode` decodes it into the same public images (post-processing: no privacy cost). "
@@ -390,11 +395,7 @@ class QueryGroup(OptionGroup):
         "the release (post-processing: no privacy cost). auto: only when the teacher, asked about some public images "
         "and private releases sent raw and decoded (paid queries, no privacy cost), answers the decoded ones clearly "
         "better and alike on both; always: without asking; none: never.")
-    public_skip_copies: bool = typer.Option(
-        False, "--public-skip-copies/--no-public-skip-copies",
-        help="Leave out the --public images that are near copies of private images (this run's, or any the ledger "
-        "charged): never sent, each listed in the report's public_skipped with the private image it copies. "
-        "Default: the run is refused, naming them.")
+    public_skip_copies: bool = PublicSkipCopiesOption
     workers: int = typer.Option(1, min=1, help="Requests in flight at once.")
     cluster: Optional[str] = typer.Option(
         None, "--cluster", metavar="<auto|address>",
@@ -482,5 +483,5 @@ class OutputGroup(OptionGroup):
 
 __all__ = ["Augment", "Basis", "Decode", "DEFAULT_AUGMENT", "DEFAULT_MAX_PIXELS", "EpsilonUnit", "LabelFormat",
            "Mechanism", "MoneyGroup", "NoiseDecodeOption", "NoisePublicOption", "OutputGroup", "PrivacyGroup",
-           "PrivateDirArgument", "QueryGroup", "RunGroup", "StateGroup", "StudentGroup", "TOKEN_ENV", "TeacherGroup",
-           "TeacherUrlOption", "Wire"]
+           "PrivateDirArgument", "PublicSkipCopiesOption", "QueryGroup", "RunGroup", "StateGroup", "StudentGroup",
+           "TOKEN_ENV", "TeacherGroup", "TeacherUrlOption", "Wire"]

@@ -403,6 +403,8 @@ class NoiseReport:
     schema: int = SCHEMA
     #: Whether the releases were written decoded and why (``--decode``); None when not asked
     decoding: JSONDict | None = None
+    #: ``--public`` images left out as near copies of private images (``--public-skip-copies``), with the reason
+    public_skipped: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> JSONDict:
         return _document(self)

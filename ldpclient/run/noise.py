@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from ..io.document import JSONDict
-from ..io.folders import SpooledImages, spool_private_folder, to_uint8_image, to_value_range
+from ..io.folders import Skipped, SpooledImages, spool_private_folder, to_uint8_image, to_value_range
 from ..io.output import preview_grid, versions
 from ..names import PLAN_KINDS
 from ..report.run_report import NoiseCountsSection, NoiseLedgerSection, NoiseReport
@@ -85,6 +85,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
             ledger=NoiseLedgerSection(fresh=fresh, reused=reused, max_spent_epsilon=noised.max_spent,
                                       cap_epsilon=noised.cap),
             skipped=[s.as_dict() for s in images.skipped],
+            public_skipped=[s.as_dict() for s in noised.public_skipped],
             outputs={"dir": str(opts.out), "preview": str(preview_path), "files": n},
             versions=versions(),
             decoding=noised.decoding,
@@ -94,13 +95,15 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
 @dataclass(frozen=True)
 class _Noised:
     """A noise run's releases (post-processed on demand), the mechanism that made them (a ``pca`` basis fitted), the
-    largest per-record spend after it and the cap the ledger held it to (per record; None: no cap)."""
+    largest per-record spend after it, the cap the ledger held it to (per record; None: no cap), and the public
+    images left out as near copies of private ones (``--public-skip-copies``)."""
 
     rows: ReleaseRows
     mechanism: Mechanism
     max_spent: float
     cap: float | None
     decoding: JSONDict | None
+    public_skipped: tuple[Skipped, ...]
 
 
 def _noise_and_write(
@@ -125,8 +128,9 @@ def _noise_and_write(
     with Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=opts.privacy_cap,
                 cap_origin="--privacy-cap") as ledger:
         merge_scope_aliases(ledger, target.scope)
-        public = (public_values(opts, state, ledger, images, mechanism, target.value_range)
-                  if opts.decode != "none" or opts.basis == "pca" else None)
+        given = (public_values(opts, state, ledger, images, mechanism, target.value_range)
+                 if opts.decode != "none" or opts.basis == "pca" else None)
+        public = given.values if given is not None else None
         if opts.basis == "pca":
             assert public is not None  # --basis pca without --public was refused before loading
             basis = fit_public_basis(public, target.value_range, opts.coefficients)
@@ -147,7 +151,7 @@ def _noise_and_write(
         max_spent = float(ledger.spent(images.records).epsilon.max())
         cap = ledger.cap_epsilon
     rows = ReleaseRows(whole.build(), transforms, "bilinear").with_decoder(decoding.decoder)
-    return _Noised(rows, mechanism, max_spent, cap, decoding.report)
+    return _Noised(rows, mechanism, max_spent, cap, decoding.report, given.skipped if given is not None else ())
 
 
 def _noise_target(opts: NoiseOptions, token: str | None, state: Path) -> _NoiseTarget:

@@ -4,20 +4,21 @@ The decoder is the label run's (:mod:`ldpclient.transfer.decoder_store`): fitted
 held out and seeded by their values alone, so both commands name the same decoder. ``always`` decodes; ``auto``
 follows the verdict a label run's check kept for that decoder and teacher, and writes the releases as they are
 where none is kept (``noise`` asks the teacher nothing). A public image that is a private one, or a near copy of
-one, is refused as ``label`` refuses it: the decoder never decodes into a private image.
+one, is refused as ``label`` refuses it (or left out and named, with ``--public-skip-copies``): the decoder
+never decodes into a private image.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
 
 from ..io.document import JSONDict
-from ..io.folders import discover_images, spool_private_folder, to_value_range
+from ..io.folders import Skipped, discover_images, spool_private_folder, to_value_range
 from ..privacy.public import public_release
 from ..transfer.decoder import ReleaseDecoder, decoder_key, fit_decoder
 from ..transfer.decoder_store import ALWAYS, kept_verdict, public_split
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from ..privacy.ledger import Ledger
     from .options import NoiseOptions
 
-__all__ = ["NoiseDecoding", "noise_decoding", "public_values"]
+__all__ = ["NoiseDecoding", "PublicValues", "noise_decoding", "public_values"]
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,19 @@ def noise_decoding(opts: NoiseOptions, state: Path, private: SpooledImages, mech
     return NoiseDecoding(fit_decoder(mechanism, prior, seed=split.seed), {**out, "chosen": True})
 
 
+class PublicValues(NamedTuple):
+    """The ``--public`` images a noise run decodes into or fits its basis on (``(N, C, H, W)`` in the mechanism's
+    domain), and those left out as near copies of private images (``--public-skip-copies``), each with its reason."""
+
+    values: torch.Tensor
+    skipped: tuple[Skipped, ...]
+
+
 def public_values(opts: NoiseOptions, state: Path, ledger: Ledger, private: SpooledImages, mechanism: Mechanism,
-                  value_range: tuple[float, float]) -> torch.Tensor | None:
-    """The ``--public`` images at the private images' shape, as ``label`` sends them (``(N, C, H, W)`` in the
-    mechanism's domain); None without ``--public``. ValueError for a public image that is a private one."""
+                  value_range: tuple[float, float]) -> PublicValues | None:
+    """The ``--public`` images at the private images' shape, as ``label`` sends them; None without ``--public``.
+    ValueError for a public image that is a private one, or a near copy of one unless ``--public-skip-copies``
+    (then it is left out and named)."""
     if opts.public is None:
         return None
     where = f"--public {str(opts.public)!r}"
@@ -83,5 +93,11 @@ def public_values(opts: NoiseOptions, state: Path, ledger: Ledger, private: Spoo
             max_pixels=opts.max_pixels,
             convert=lambda r: to_value_range(r, value_range, integer=mechanism.domain.integer)) as public:
         refuse_overlap(private.records, public, value_range, where)
-        refuse_known_private(public, known_private(ledger, public, domain=mechanism.domain, private=private), where)
-        return public_release(public.records.read(np.arange(len(public.records))), mechanism.domain).values
+        copies = known_private(ledger, public, domain=mechanism.domain, private=private)
+        if not opts.public_skip_copies:
+            refuse_known_private(public, copies, where)
+        keep = np.array([k for k in range(len(public.records)) if k not in copies], dtype=np.int64)
+        if not len(keep):
+            raise ValueError(f"{where}: every public image is a private image or a copy of one")
+        skipped = tuple(Skipped(public.paths[k], f"not used: {why}") for k, why in copies.items())
+        return PublicValues(public_release(public.records.read(keep), mechanism.domain).values, skipped)

@@ -67,6 +67,8 @@ class SharedOptions:
     #: the releases decoded into the public images: ``auto`` (where a label run's check says it
     #: helps), ``none`` or ``always`` (:data:`~ldpclient.names.DECODINGS`)
     decode: str = "none"
+    #: leave out the public images that are near copies of private ones, each named in the report (else refuse the run)
+    public_skip_copies: bool = False
 
     def state_locations(self, directory: Path) -> StateLocations:
         """Where this command's ledger, journal and plan seeds are, beside the state directory ``directory``."""
@@ -149,7 +151,6 @@ class LabelOptions(SharedOptions):
     workers: int = 1
     device: str = "auto"
     train_batch_size: int = defaults.train_batch_size()
-    public_skip_copies: bool = False  # leave out public images that are near copies of private ones (else refuse)
     html: bool = False  # also write <output stem>.html: what was sent, the guarantee, counts, the student
     html_private: bool = False  # show the clean private images on that page too (implies html)
     dry_run: bool = False  # resolve and show the plan only: nothing decoded, noised, sent or charged

@@ -271,8 +271,9 @@ class UI:
             ("ledger", _ledger_line(section_or_none(result, "ledger") or {})),
             *([("decoding", decoding_note(d, "written"))] if (d := section_or_none(result, "decoding")) else []),
         ]
-        if counts["skipped"]:
-            lines.append(("skipped", "; ".join(f"{s['path']}: {s['reason']}" for s in rows(result, "skipped")[:5])))
+        for key in ("skipped", "public_skipped"):
+            if left_out := rows(result, key)[:5]:
+                lines.append((key.replace("_", " "), "; ".join(f"{s['path']}: {s['reason']}" for s in left_out)))
         self._table("ldpclient noise: done", lines)
 
     def budget_summary(self, s: Document) -> None:

@@ -85,3 +85,19 @@ def test_noise_refuses_a_public_image_that_is_private_and_says_why_it_cannot_dec
                                "--basis", "pool")
     assert code == 0, output
     assert doc["decoding"]["chosen"] is False and "pixels" in doc["decoding"]["reason"]
+
+
+def test_noise_leaves_out_a_near_copy_of_a_private_image_with_public_skip_copies(tmp_path: Path) -> None:
+    private, public = _folders(tmp_path)
+    Image.open(private / "img03.png").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(public / "mirrored.png")
+    code, _, output = _noise(private, tmp_path, "refused", "--public", str(public), "--decode", "always")
+    assert code != 0 and "mirrored.png" in output and "--public-skip-copies" in output and "Traceback" not in output
+    code, doc, output = _noise(private, tmp_path, "skipped", "--public", str(public), "--decode", "always",
+                               "--public-skip-copies")
+    assert code == 0, output
+    assert [s["path"] for s in doc["public_skipped"]] == ["mirrored.png"]
+    assert "img03.png" in doc["public_skipped"][0]["reason"]
+    (public / "mirrored.png").unlink()
+    code, without, output = _noise(private, tmp_path, "without", "--public", str(public), "--decode", "always")
+    assert code == 0, output
+    assert doc["decoding"]["decoder"] == without["decoding"]["decoder"]  # decoded into the images left alone

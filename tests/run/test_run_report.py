@@ -183,7 +183,7 @@ def test_noise_and_stop_reports_are_typed_with_the_documents_key_order() -> None
     noise = NoiseReport("noise", True, "p", "oip:http://h/v2/models/m", {}, NoiseCountsSection(3, 2, 1, 0),
                         NoiseLedgerSection(2, 1, 4.0, None), [], {"dir": "o"}, {}).to_dict()
     assert list(noise) == ["schema", "command", "ok", "private_dir", "scope", "guarantee", "counts", "ledger",
-                           "skipped", "outputs", "versions", "decoding"]
+                           "skipped", "outputs", "versions", "decoding", "public_skipped"]
     assert noise["counts"] == {"noised": 3, "fresh": 2, "reused": 1, "skipped": 0} and noise["schema"] == SCHEMA
     stop = StopReport("label", False, StoppedSection("money cap", "m"), "p", {"address": "a"},
                       StopQueriesSection(1, 2, 3), {}, StopLedgerSection("l", 1.0, None), {}, {}).to_dict()
