@@ -4,7 +4,7 @@ Runs in about a minute on 2 cores:
 
     .venv/bin/python examples/label_folder.py [WORKDIR]
 
-1. writes the demo's private data into WORKDIR: ``private/``, 359 digit images (28x28 PNGs from
+1. writes the demo's private data into WORKDIR: ``private/``, 150 digit images (28x28 PNGs from
    scikit-learn's bundled digits, the part the mock teacher never trained on) - stand-ins for your
    private, unlabelled images - and ``check.csv``, the true digits of 100 of them (what you would
    label by hand: read on this device only, never sent);
@@ -18,7 +18,7 @@ Runs in about a minute on 2 cores:
 4. runs it a second time with ``--epochs 1``: the releases come back from the ledger
    and the teacher's answers from the journal, so nothing is noised or paid again and
    only the student is retrained (the query plan does not depend on the epochs);
-5. prints the verdict, the first labels and how many of all 359 match the truth this script kept aside.
+5. prints the verdict, the first labels and how many of all 150 match the truth this script kept aside.
 """
 
 from __future__ import annotations

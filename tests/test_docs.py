@@ -18,8 +18,8 @@ How a page marks its examples (an HTML comment on the line above a fence):
 
 Each example (with those ``after`` it) is a test of its own, in a scratch folder of its own: the examples of a page
 are several label runs, and one test a page took up to a minute. The scratch folder holds ``out/private`` and
-``out/check.csv`` as ``make demo`` writes them (the digits the mock ``digits`` teacher never saw: the first
-:data:`DEMO_IMAGES`, with the true digits of 100 of them), that teacher serves the examples, and it holds what an
+``out/check.csv`` as ``make demo`` writes them (150 digits the mock ``digits`` teacher never saw, with the true
+digits of 100 of them), that teacher serves the examples, and it holds what an
 example reads that an example before it on its page writes (:data:`WRITTEN_BEFORE`): the example that writes it must
 write the same bytes, so the two stay one.
 
@@ -44,7 +44,7 @@ from PIL import Image
 import mock_server
 from ldpclient.cli.reference import stale_pages
 from ldpclient.run.demo import write_demo_folder
-from support.doc_examples import DEMO_IMAGES, DOC_ADDRESS, PAGES, ROOT, Example, examples, reports, verdicts_written
+from support.doc_examples import DOC_ADDRESS, PAGES, ROOT, Example, examples, reports, verdicts_written
 
 MAX_LINES = 300
 #: Files an example reads that an example before it on its page writes: the scratch folder holds them, so that
@@ -71,7 +71,7 @@ def workspace(tmp_path: Path, teacher_cache: Path):
     28x28 images), ``imgs/`` and ``photos/`` (class folders of 32x32 colour images, for the mock teacher's training
     examples), the files of :data:`WRITTEN_BEFORE`, and the mock ``digits`` teacher (the demo's) logging its
     queries, its weights also in the state directory's cache, where ``python -m mock_server`` looks for them."""
-    write_demo_folder(tmp_path / "out", count=DEMO_IMAGES)
+    write_demo_folder(tmp_path / "out")
     _images(tmp_path / "private", 30, 28, 1, seed=1)
     for folder in ("imgs", "photos"):
         for c in range(3):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import mock_server
 from ldpclient.run.demo import write_demo_folder
-from support.doc_examples import DEMO_IMAGES, DOC_ADDRESS, ROOT, examples, verdicts_written
+from support.doc_examples import DOC_ADDRESS, ROOT, examples, verdicts_written
 
 
 def test_the_readme_runs_in_order_in_a_new_shell_after_make_demo(tmp_path: Path, teacher_cache: Path) -> None:
@@ -25,7 +25,7 @@ def test_the_readme_runs_in_order_in_a_new_shell_after_make_demo(tmp_path: Path,
     assert [b.lang for b in runnable] == ["bash", "python"]  # `ldpclient label`, then the embedding example
     venv = Path(sys.executable).parent.parent
     (tmp_path / ".venv").symlink_to(venv)  # the checkout's environment, as `make demo` left it
-    write_demo_folder(tmp_path / "out", count=DEMO_IMAGES)  # what `make demo` wrote: out/private, out/check.csv
+    write_demo_folder(tmp_path / "out")  # what `make demo` wrote: out/private, out/check.csv
     (tmp_path / "home").mkdir()
     with mock_server.serve(model="digits", image_size=28, seed=0, state_dir=str(teacher_cache)) as srv:
         script = ["set -euo pipefail", activation[0].body]

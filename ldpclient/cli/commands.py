@@ -17,6 +17,7 @@ from typer.core import TyperGroup
 from .. import __version__
 from ..io.text import check_token
 from ..privacy import defaults as privacy_defaults
+from ..run.demo import FEW_CLASSES_CASE, FEW_CLASSES_QUERIES_PER_IMAGE, run_demo
 from ..run.ui import UI
 from ..transfer import defaults
 from .click_compat import NoArgsIsHelpError, UsageError
@@ -256,16 +257,17 @@ def demo(
     workdir: Optional[Path] = typer.Option(None, help="Where the private PNG folder and outputs go (default: a "
                                                       "temp dir)."),
     queries: Optional[int] = typer.Option(None, min=10, show_default=False, help="Teacher queries per method "
-                                          f"(default: label's, {defaults.QUERIES_PER_RECORD} per record)."),
+                                          f"(default: label's, {defaults.QUERIES_PER_RECORD} per record; "
+                                          f"{FEW_CLASSES_QUERIES_PER_IMAGE} per record in the folder of "
+                                          f"{FEW_CLASSES_CASE})."),
     epochs: int = typer.Option(defaults.epochs(), min=1, help="Student training epochs (label's default)."),
     epsilon: float = typer.Option(privacy_defaults.epsilon(), help="Per-record epsilon of the demo's "
                                                            f"{privacy_defaults.mechanism()} mechanism."),
     reduce: Optional[int] = ReduceOption,
     adapt: bool = AdaptOption,
-    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run the data-free baseline."),
-    public: bool = typer.Option(
-        True, "--public-case/--no-public-case", help="Also label the folder beside 150 public digits of classes 0-4 "
-        "only, with its own data-free baseline: the case where privacy pays."),
+    two_digits: bool = typer.Option(
+        True, "--two-digits/--no-two-digits", help=f"Also label a folder of the {FEW_CLASSES_CASE}, "
+        "beside its data-free baseline: the case where privacy pays."),
     seed: int = typer.Option(0, help="Seed of the demo's data split and training (the demo uses public data)."),
     teacher_epochs: Optional[int] = typer.Option(None, min=1, hidden=True, help="Mock teacher epochs, uncached "
                                                                                 "(tests)."),
@@ -274,14 +276,12 @@ def demo(
                                         "digits) here."),
     json_out: bool = typer.Option(False, "--json", help="Print the demo's figures as JSON on stdout."),
 ) -> None:
-    """End-to-end demo on real digits: mock teacher, private PNG folder, label, compare with SIDP."""
-    from ..run.demo import run_demo
-
+    """End-to-end demo on real digits: mock teacher, private folder, label, SIDP, and a folder where privacy pays."""
     ui = UI(quiet=json_out, json_mode=json_out)
     with user_errors(ui):
         result = run_demo(workdir=workdir, queries=queries, epochs=epochs, epsilon=epsilon, reduce=reduce,
-                          baseline=baseline, adapt=adapt, seed=seed, teacher_epochs=teacher_epochs, html=html, ui=ui,
-                          public=public)
+                          adapt=adapt, seed=seed, teacher_epochs=teacher_epochs, html=html, ui=ui,
+                          two_digits=two_digits)
     if json_out:
         ui.print_json(result)
     else:

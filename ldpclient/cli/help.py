@@ -44,7 +44,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
     START_HERE: ("teacher", "check", "output", "dry_run", "html"),
     "Input and output": ("public", "public_skip_copies", "decode", "format", "report", "html_private", "out", "preview",
                          "private", "workdir", "run", "plan", "sources", "size", "channels", "max_pixels",
-                         "max_memory", "json_out", "as_json", "quiet"),
+                         "max_memory", "json_out", "as_json", "quiet", "two_digits"),
     "Privacy": ("mechanism", "epsilon", "epsilon_unit", "delta", "secure", "allow_large_delta",
                 "allow_weak_privacy", "augment", "reduce", "basis", "coefficients", "clip_norm", "postprocess",
                 "privacy_cap", "set_cap", "paper_epsilon", "old_per", "old_reduction", "old_kind"),

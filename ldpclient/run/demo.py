@@ -1,20 +1,21 @@
-"""``ldpclient demo``: the whole story end to end, offline, on real data, in a few minutes.
+"""``ldpclient demo``: the whole story end to end, offline, on real digits, in under a minute.
 
 1. Starts the bundled mock teacher on a free loopback port: a small CNN trained on
    60% of scikit-learn's digits resized to 28x28 (cached after the first start).
-2. Writes 20% of the digits that the teacher never saw as a folder of PNGs: the
-   "private" data. The demo keeps their true labels aside (never in the folder).
-3. Runs the same flow as ``ldpclient label`` on that folder (LDPKiT-Sup), then
-   SIDP (send the releases, take the teacher's answers), which reuses the very same
-   releases from the ledger at no extra privacy cost, and the data-free baseline
-   (blank records, epsilon 0: what the teacher gives away without private data).
-4. Runs LDPKiT-Sup again beside public images of another class mix (150 digits of
-   classes 0-4 the teacher never trained on, ``public/``), reusing the same releases,
-   with its own data-free baseline beside the same public images: the case where
-   the private releases carry what the public images cannot.
-5. Prints each method's label accuracy against the truth, with the privacy
-   guarantee per element and per record, and the money spent, and what the privacy
-   bought in each case (the gain over its data-free run, measured on this folder).
+2. Writes :data:`PRIVATE_IMAGES` of the digits the teacher never saw as a folder of PNGs, the
+   "private" data (all ten digits), and the true digits of :data:`CHECK_IMAGES` of them as a
+   check set (``check.csv``, what a user would label by hand); the demo keeps the rest of the
+   truth aside (never in the folder).
+3. Runs the same flow as ``ldpclient label`` on that folder (LDPKiT-Sup), then SIDP (send the
+   releases, take the teacher's answers), which reuses the very same releases from the ledger
+   at no extra privacy cost.
+4. Labels a second folder (:data:`FEW_CLASSES_FOLDER`): every digit of :data:`FEW_CLASSES` the
+   teacher never trained on, with its data-free baseline beside it (blank records, epsilon 0:
+   what the teacher gives away without private data). A data-free run cannot know which of the
+   teacher's classes the images hold; the private releases tell the student: the case where
+   privacy pays (chosen by measurement, with the gain's spread over repeated runs).
+5. Prints each method's label accuracy against the truth, with the privacy guarantee per
+   element and per record, the money spent, and what the privacy bought in the second case.
 """
 
 from __future__ import annotations
@@ -48,12 +49,19 @@ DEMO_PRICE = 0.001  # money per query charged by the demo's mock teacher
 #: (``ldpclient serve-mock --port 8080``), so that the ledger files the demo's releases under the same teacher and
 #: that command reuses them. Another port when it is taken.
 DEMO_PORT = 8080
+#: Private images of the demo's folder: the first of the digits the teacher never saw (all ten digits).
+PRIVATE_IMAGES = 150
 #: Private images whose true digit the demo writes to ``check.csv`` (the check set a user would label by hand).
 CHECK_IMAGES = 100
-#: Public images of the second case: digits of these classes only, from the teacher's held-out part (neither
-#: private nor trained on), as many as :data:`PUBLIC_IMAGES`.
-PUBLIC_CLASSES = (0, 1, 2, 3, 4)
-PUBLIC_IMAGES = 150
+#: The second folder's digits: every digit of these classes the teacher never trained on (the part it never saw and
+#: its held-out part: 134 images), in :data:`FEW_CLASSES_FOLDER` beside the first folder.
+FEW_CLASSES = (0, 1)
+FEW_CLASSES_FOLDER = "two-digits"
+#: How the table and the notes name the second folder's runs.
+FEW_CLASSES_CASE = "digits 0 and 1 only"
+#: Queries per image of the second folder's runs (and its baseline's) unless ``--queries`` is given: at 20 (label's
+#: default) its verdict was "doubtful" in 2 of 8 demo runs; at 40 in none of 16 runs.
+FEW_CLASSES_QUERIES_PER_IMAGE = 40
 
 
 def write_private_folder(images: torch.Tensor, folder: Path, prefix: str = "record") -> list[str]:
@@ -84,16 +92,15 @@ class _DemoOptions:
     epochs: int | None
     epsilon: float | None
     reduce: int | None
-    baseline: bool
     adapt: bool
     postprocess: str | None
     html: Path | None = None
-    public: bool = True
+    two_digits: bool = True
 
 
 @dataclass(frozen=True)
 class _PrivateData:
-    """The demo's private folder, its file names, their true labels kept aside, and the clean images."""
+    """A private folder of the demo, its file names, their true labels kept aside, and the clean images."""
 
     folder: Path
     names: list[str]
@@ -104,13 +111,14 @@ class _PrivateData:
 
 @dataclass(frozen=True)
 class _Answers:
-    """The label reports of LDPKiT-Sup, SIDP and LDPKiT-Sup beside the public images (None: not run), and the
-    teacher's accuracy on clean images (None: unknown)."""
+    """The label reports of LDPKiT-Sup and SIDP on the demo's folder and of LDPKiT-Sup (with its data-free
+    baseline) on the second folder (None: not run), and the teacher's accuracy on the clean images (None:
+    unknown)."""
 
     sup: RunReport
     sidp: RunReport
     reference: float | None
-    public: RunReport | None = None
+    few: RunReport | None = None
 
 
 class DemoRow(TypedDict):
@@ -132,33 +140,33 @@ def run_demo(
     epochs: int | None = None,
     epsilon: float | None = None,
     reduce: int | None = None,
-    baseline: bool = True,
     adapt: bool = True,
     seed: int = 0,
     teacher_epochs: int | None = None,
     postprocess: str | None = None,
     html: Path | None = None,
     ui: UI | None = None,
-    public: bool = True,
+    two_digits: bool = True,
 ) -> JSONDict:
     """Run the demo (see module doc); returns rows ``{method, accuracy, epsilon_element, epsilon_record, queries,
     money}``.
 
-    ``workdir``: where the private folder, labels and state go (default: a fresh
+    ``workdir``: where the private folders, labels and state go (default: a fresh
     temporary directory, removed afterwards). ``epsilon`` is per record (default
     :func:`ldpclient.privacy.defaults.epsilon`, Laplace, after average pooling by ``reduce``;
     ``reduce``/``postprocess`` ``None``: the label defaults); the per-element figure is reported too.
-    ``queries``/``epochs``: per method; default: ``label``'s (:mod:`ldpclient.transfer.defaults`).
+    ``queries``/``epochs``: per method; default: ``label``'s (:mod:`ldpclient.transfer.defaults`), but
+    :data:`FEW_CLASSES_QUERIES_PER_IMAGE` per image in the second case.
     ``teacher_epochs``: train the mock teacher for this many epochs, uncached
     (tests); default: the mock server's own setting, cached after the first start.
-    ``public``: also run the second case, beside the public digits of classes 0-4 (:data:`PUBLIC_IMAGES`).
+    ``two_digits``: also run the second case, the folder of :data:`FEW_CLASSES` beside its data-free baseline.
     ``html``: write the LDPKiT-Sup run's page (``label --html-private``: the demo's private images are public
     digits, so they are shown beside their releases) to this file.
     """
     import mock_server
 
     ui = ui or UI(quiet=True)
-    opts = _DemoOptions(queries, epochs, epsilon, reduce, baseline, adapt, postprocess, html, public)
+    opts = _DemoOptions(queries, epochs, epsilon, reduce, adapt, postprocess, html, two_digits)
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="ldpclient-demo-")
@@ -168,10 +176,11 @@ def run_demo(
         root.mkdir(parents=True, exist_ok=True)
     try:
         data = write_demo_folder(root, seed, ui)
+        few = write_few_classes_folder(root / FEW_CLASSES_FOLDER, seed, ui) if two_digits else None
         ui.info("demo: starting the mock teacher (trains a small CNN on other digits the first time; cached after)")
         with mock_server.serve(**_server_options(seed, teacher_epochs)) as server:
-            answers = _run_methods(server, root, data, opts, ui)
-        rows = _rows(root, data, answers, opts)
+            answers = _run_methods(server, root, data, few, opts, ui)
+        rows = _rows(root, data, few, answers, opts)
         notes = _notes(answers, rows, root, kept=tmp is None)
         if html is not None:  # out of the work directory, which may be a temporary one
             html.parent.mkdir(parents=True, exist_ok=True)
@@ -183,38 +192,49 @@ def run_demo(
             tmp.cleanup()
 
 
-def write_demo_folder(root: Path, seed: int = 0, ui: UI | None = None, *, count: int | None = None) -> _PrivateData:
-    """The demo's private data under ``root``: ``private/``, the 359 digits (28x28 PNGs) that the mock teacher
-    started with ``seed`` never trained on (``count``: only the first ``count`` of them), and ``check.csv``, the
-    true digits of the first :data:`CHECK_IMAGES` of them (what a user would label by hand); the other true
-    digits are only returned. Beside them ``public/``: :data:`PUBLIC_IMAGES` digits of :data:`PUBLIC_CLASSES`
-    only, from the teacher's held-out part (a public set of another class mix)."""
+def write_demo_folder(root: Path, seed: int = 0, ui: UI | None = None, *,
+                      count: int | None = PRIVATE_IMAGES) -> _PrivateData:
+    """The demo's private data under ``root``: ``private/``, the first ``count`` (None: all 359) of the digits
+    (28x28 PNGs) that the mock teacher started with ``seed`` never saw, and ``check.csv``, the true digits of the
+    first :data:`CHECK_IMAGES` of them (what a user would label by hand); the other true digits are only
+    returned."""
+    from ..io.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
+
+    images, labels = load_digits_images(28)
+    _, _, unseen = split_indices(len(labels), DIGITS_TEACHER_SPLIT, seed)
+    return _write_private_data(root / "private", images, labels, unseen[:count], ui or UI(quiet=True))
+
+
+def write_few_classes_folder(root: Path, seed: int = 0, ui: UI | None = None) -> _PrivateData:
+    """The second case's private data under ``root`` (as :func:`write_demo_folder` writes the first's): every digit
+    of :data:`FEW_CLASSES` the mock teacher started with ``seed`` never trained on (the part it never saw, then its
+    held-out part), in ``private/``, with ``check.csv``."""
     from ..io.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices
 
     images, labels = load_digits_images(28)
     _, held_out, unseen = split_indices(len(labels), DIGITS_TEACHER_SPLIT, seed)
-    public = held_out[torch.isin(labels[held_out], torch.tensor(PUBLIC_CLASSES))][:PUBLIC_IMAGES]
-    write_private_folder(images[public], root / "public", prefix="public")
-    return _write_private_data(root / "private", images, labels, unseen[:count], ui or UI(quiet=True))
+    pool = torch.cat([unseen, held_out])
+    chosen = pool[torch.isin(labels[pool], torch.tensor(FEW_CLASSES))]
+    return _write_private_data(root / "private", images, labels, chosen, ui or UI(quiet=True))
 
 
 def _write_private_data(
-    private: Path, images: torch.Tensor, labels: torch.Tensor, unseen: torch.Tensor, ui: UI
+    private: Path, images: torch.Tensor, labels: torch.Tensor, chosen: torch.Tensor, ui: UI
 ) -> _PrivateData:
-    """Write the digits the teacher never saw (indices ``unseen``) as PNGs in ``private``, and the truth of the
-    first :data:`CHECK_IMAGES` of them as the check set ``check.csv`` beside the folder (what a user would label
-    by hand); the rest of the truth is kept aside."""
-    names = write_private_folder(images[unseen], private)
-    truth = {name: int(labels[i]) for name, i in zip(names, unseen.tolist(), strict=True)}
+    """Write the digits ``chosen`` (indices) as PNGs in ``private``, and the truth of the first
+    :data:`CHECK_IMAGES` of them as the check set ``check.csv`` beside the folder (what a user would label by hand);
+    the rest of the truth is kept aside."""
+    names = write_private_folder(images[chosen], private)
+    truth = {name: int(labels[i]) for name, i in zip(names, chosen.tolist(), strict=True)}
     write_check_file(check_file_for(private), {name: truth[name] for name in names[:CHECK_IMAGES]})
     ui.info(f"demo: {len(names)} private digit images (28x28) written to {private}; the true digits of "
             f"{min(CHECK_IMAGES, len(names))} of them in {check_file_for(private)} (the check set), the rest kept "
             "aside")
-    return _PrivateData(private, names, truth, images[unseen], labels[unseen])
+    return _PrivateData(private, names, truth, images[chosen], labels[chosen])
 
 
 def check_file_for(private: Path) -> Path:
-    """The demo's check set: ``check.csv`` beside its private folder."""
+    """The demo's check set of a private folder: ``check.csv`` beside it."""
     return private.parent / "check.csv"
 
 
@@ -259,8 +279,10 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _run_methods(server: RunningServer, root: Path, data: _PrivateData, opts: _DemoOptions, ui: UI) -> _Answers:
-    """Run LDPKiT-Sup (with the baseline) then SIDP against the running mock ``server``; outputs under ``root``."""
+def _run_methods(server: RunningServer, root: Path, data: _PrivateData, few: _PrivateData | None,
+                 opts: _DemoOptions, ui: UI) -> _Answers:
+    """Run LDPKiT-Sup then SIDP on the demo's folder, then LDPKiT-Sup with its data-free baseline on the second
+    folder, against the running mock ``server``; outputs under ``root``."""
     url = server.model_url
     reference = _teacher_on_clean(server, data.images, data.labels)
     ui.info(f"demo: mock teacher at {url}")
@@ -279,47 +301,45 @@ def _run_methods(server: RunningServer, root: Path, data: _PrivateData, opts: _D
     )
     ui.info("demo: LDPKiT-Sup (noise each image once, query averages of pairs, train a student)")
     sup = RunReport.from_dict(label_run(
-        replace(common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
-                output=root / "labels_sup.csv", html_private=opts.html is not None, check=check_file_for(data.folder)),
+        replace(common, augment="sup", queries=opts.queries, adapt=opts.adapt, output=root / "labels_sup.csv",
+                html_private=opts.html is not None, check=check_file_for(data.folder)),
         ui=ui,
     ).report)
     ui.stop_progress()
     ui.info("demo: SIDP (send the same releases, take the teacher's answers as labels)")
-    sidp_run = label_run(replace(common, augment="none", output=root / "labels_sidp.csv"), ui=ui)
-    sidp = RunReport.from_dict(sidp_run.report)
+    sidp = RunReport.from_dict(label_run(replace(common, augment="none", output=root / "labels_sidp.csv"),
+                                         ui=ui).report)
     ui.stop_progress()
-    public = None
-    if opts.public:
-        ui.info(f"demo: LDPKiT-Sup beside {PUBLIC_IMAGES} public digits of classes 0-4 only (the same releases, "
-                "reused)")
-        public = RunReport.from_dict(label_run(
-            replace(common, augment="sup", queries=opts.queries, baseline=opts.baseline, adapt=opts.adapt,
-                    public=root / "public", output=root / "labels_public.csv", check=check_file_for(data.folder)),
+    report = None
+    if few is not None:
+        ui.info(f"demo: LDPKiT-Sup on a folder of the {FEW_CLASSES_CASE}, beside its data-free baseline")
+        report = RunReport.from_dict(label_run(
+            replace(common, private_dir=few.folder, augment="sup", adapt=opts.adapt,
+                    queries=opts.queries or FEW_CLASSES_QUERIES_PER_IMAGE * len(few.names),
+                    baseline=True, output=root / "labels_few.csv", check=check_file_for(few.folder)),
             ui=ui,
         ).report)
         ui.stop_progress()
-    return _Answers(sup, sidp, reference, public)
+    return _Answers(sup, sidp, reference, report)
 
 
-def _rows(root: Path, data: _PrivateData, answers: _Answers, opts: _DemoOptions) -> list[DemoRow]:
+def _rows(root: Path, data: _PrivateData, few: _PrivateData | None, answers: _Answers,
+          opts: _DemoOptions) -> list[DemoRow]:
     """One row per method (accuracy in [0, 1], epsilon per element and per record, queries, money spent)."""
     sup, sidp, reference, truth = answers.sup, answers.sidp, answers.reference, data.truth
-    adapt = opts.adapt
-    outputs = sup.outputs
-    rows = [_row("LDPKiT-Sup" + (", adapted" if adapt else ""), _accuracy(root / "labels_sup.csv", truth), sup)]
-    if "unadapted_labels" in outputs:  # same run, same queries: the student before adaptation
+    adapted = ", adapted" if opts.adapt else ""
+    rows = [_row(f"LDPKiT-Sup{adapted}", _accuracy(root / "labels_sup.csv", truth), sup)]
+    if "unadapted_labels" in sup.outputs:  # same run, same queries: the student before adaptation
         rows.append({**rows[0], "method": "LDPKiT-Sup, unadapted", "money": 0.0,
-                     "accuracy": _accuracy(Path(outputs["unadapted_labels"]), truth)})
+                     "accuracy": _accuracy(Path(sup.outputs["unadapted_labels"]), truth)})
     rows.append(_row("SIDP", _accuracy(root / "labels_sidp.csv", truth), sidp))
-    if opts.baseline and sup.baseline:
-        base = _baseline_row("data-free baseline" + (", adapted" if adapt else ""),
-                             _accuracy(Path(outputs["baseline_labels"]), truth), sup.baseline)
-        rows.append(base)
-        if "baseline_unadapted_labels" in outputs:
-            rows.append({**base, "method": "data-free baseline, unadapted", "money": 0.0,
-                         "accuracy": _accuracy(Path(outputs["baseline_unadapted_labels"]), truth)})
-    if answers.public is not None:
-        rows += _public_rows(root, answers.public, truth, opts)
+    if answers.few is not None and few is not None:
+        rows.append(_row(f"LDPKiT-Sup{adapted}, {FEW_CLASSES_CASE}", _accuracy(root / "labels_few.csv", few.truth),
+                         answers.few))
+        if answers.few.baseline:
+            rows.append(_baseline_row(f"data-free baseline{adapted}, {FEW_CLASSES_CASE}",
+                                      _accuracy(Path(answers.few.outputs["baseline_labels"]), few.truth),
+                                      answers.few.baseline))
     if reference is not None:
         n = len(data.names)
         rows.append(
@@ -329,60 +349,35 @@ def _rows(root: Path, data: _PrivateData, answers: _Answers, opts: _DemoOptions)
     return rows
 
 
-#: The second case's rows: LDPKiT-Sup and its data-free run, each beside the public digits of classes 0-4.
-BESIDE_PUBLIC = "beside public 0-4"
 #: What the run's verdict concluded of the gain (``verdict.privacy_bought``), in the demo's words.
 BOUGHT_WORDS = dict(zip(PRIVACY_BOUGHT, ("a measurable gain (the verdict's sign test)",
                                          "no measurable gain (the verdict's sign test)",
                                          "measurably worse labels (the verdict's sign test)"), strict=True))
-
-
-def _public_rows(root: Path, report: RunReport, truth: dict[str, int], opts: _DemoOptions) -> list[DemoRow]:
-    """The second case: LDPKiT-Sup beside the public digits of classes 0-4, and its data-free run beside the same
-    public images (its queries and money count the public images and the mirror check's copies of them)."""
-    adapted = ", adapted" if opts.adapt else ""
-    rows = [_row(f"LDPKiT-Sup {BESIDE_PUBLIC}{adapted}", _accuracy(root / "labels_public.csv", truth), report)]
-    if opts.baseline and report.baseline:
-        rows.append(_baseline_row(f"data-free baseline {BESIDE_PUBLIC}{adapted}",
-                                  _accuracy(Path(report.outputs["baseline_labels"]), truth), report.baseline))
-    return rows
-
-
-#: What each case means for the user's own data, after its measured gain.
-CASE_MEANING = {
-    "the folder alone": "the teacher's answers to blank images teach a student much of what such images need, so on "
-                        "your own images run --baseline beside the private run and spend privacy only where it "
-                        "measurably wins.",
-    f"beside {PUBLIC_IMAGES} public digits of classes 0-4 only": "public images that miss classes your private "
-                        "images hold teach the student nothing of those classes, and the private releases carry them: "
-                        "there privacy pays (set it beside the run without the public images too, the first case's "
-                        "data-free row: the public images pull the labels towards their own classes).",
-}
+#: What the second case means for the user's own images, after its measured gain.
+FEW_CLASSES_MEANING = (
+    "a data-free run cannot know which of the teacher's classes your images hold, and spreads its labels over all of "
+    "them; the private releases tell the student. Where your images' class mix is unlike the teacher's, privacy "
+    "pays. On a folder of every class the data-free labels are often nearly as good: run --baseline "
+    "beside the private run on your own images and spend privacy only where it measurably wins.")
 
 
 def _gain_notes(rows: list[DemoRow], answers: _Answers) -> list[str]:
-    """What the privacy bought in each case: the points over its data-free run on the demo's 359 digits, what the
-    run's verdict concluded from the check set, and what the case means for the user's own data (none without the
-    baseline rows)."""
-    accuracy = {r["method"].removesuffix(", adapted"): r["accuracy"] for r in rows}
-    cases = [("the folder alone", "LDPKiT-Sup", "data-free baseline", answers.sup),
-             (f"beside {PUBLIC_IMAGES} public digits of classes 0-4 only", f"LDPKiT-Sup {BESIDE_PUBLIC}",
-              f"data-free baseline {BESIDE_PUBLIC}", answers.public)]
-    notes = []
-    for case, private, free, report in cases:
-        if private not in accuracy or free not in accuracy or report is None:
-            continue
-        points = 100 * (accuracy[private] - accuracy[free])
-        bought = (report.verdict or {}).get("privacy_bought")
-        said = f"; on the check set, {BOUGHT_WORDS[bought]}" if bought in BOUGHT_WORDS else ""
-        notes.append(f"what the privacy bought, {case}: {100 * accuracy[private]:.1f}% against "
-                     f"{100 * accuracy[free]:.1f}% for its data-free run, {points:+.1f} points{said}. What it means: "
-                     f"{CASE_MEANING[case]}")
-    if notes:
-        notes.append("these gains are measured on the demo's 359 digits in this one run (the release noise is new "
-                     "each run, so they move by a few points); the project's benchmarks measure both cases over 3 "
-                     "seeds, on other data sets too.")
-    return notes
+    """What the privacy bought in the second case: the points over its data-free run on its folder, what the run's
+    verdict concluded from the check set, and what the case means for the user's own images (none without the
+    second case)."""
+    accuracy = {r["method"].replace(", adapted", ""): r["accuracy"] for r in rows}
+    private, free = f"LDPKiT-Sup, {FEW_CLASSES_CASE}", f"data-free baseline, {FEW_CLASSES_CASE}"
+    report = answers.few
+    if private not in accuracy or free not in accuracy or report is None:
+        return []
+    points = 100 * (accuracy[private] - accuracy[free])
+    bought = (report.verdict or {}).get("privacy_bought")
+    said = f"; on the check set, {BOUGHT_WORDS[bought]}" if bought in BOUGHT_WORDS else ""
+    return [f"what the privacy bought on the folder of the {FEW_CLASSES_CASE}: {100 * accuracy[private]:.1f}% "
+            f"against {100 * accuracy[free]:.1f}% for its data-free run, {points:+.1f} points{said}. What it means: "
+            f"{FEW_CLASSES_MEANING}",
+            f"that gain is measured on the {report.counts.labelled} digits of that folder in this one run (the "
+            "release noise is new each run, so it moves by several points; README.md gives the spread over runs)."]
 
 
 def _notes(answers: _Answers, rows: list[DemoRow], root: Path, *, kept: bool) -> list[str]:
@@ -397,16 +392,16 @@ def _notes(answers: _Answers, rows: list[DemoRow], root: Path, *, kept: bool) ->
         "(no privacy at all; not done by ldpclient).",
         f"privacy: each private image was noised once; per record epsilon "
         f"{number(section(g, 'per_record'), 'epsilon'):.4g} "
-        f"{_released(g)}. {_sidp_releases(answers)}",
+        f"{_released(g)}. {_reuse(answers)}",
         "per record is what bounds what the teacher can learn about one whole image; it is large here, "
         "so read the accuracy against the data-free baseline, which uses no private information at all.",
         f"money: {sum(r['money'] for r in rows):.4g} in total at {DEMO_PRICE} per query (mock prices): "
         + "; ".join(f"{r['method']} {r['money']:.4g}" for r in rows if r["money"]) + ".",
     ]
     notes[1:1] = _gain_notes(rows, answers)
-    beside = answers.public.verdict if answers.public is not None else None
-    if beside:
-        notes.insert(0, f"verdict on the labels {BESIDE_PUBLIC}: {beside['headline']}")
+    few = answers.few.verdict if answers.few is not None else None
+    if few:
+        notes.insert(0, f"verdict on the labels of the folder of the {FEW_CLASSES_CASE}: {few['headline']}")
     verdict = answers.sup.verdict
     if verdict:
         notes.insert(0, f"verdict on the LDPKiT-Sup labels (what every label run says): {verdict['headline']}")
@@ -425,13 +420,18 @@ def _notes(answers: _Answers, rows: list[DemoRow], root: Path, *, kept: bool) ->
     return notes
 
 
-def _sidp_releases(answers: _Answers) -> str:
-    """How SIDP came by a release of every image: the ones LDPKiT-Sup made, and any its queries did not use."""
+def _reuse(answers: _Answers) -> str:
+    """How the later runs came by a release of every image: SIDP's from LDPKiT-Sup's (and any its queries did not
+    use), the second folder's from the first folder's where they are the same images."""
     fresh, reused = answers.sidp.ledger.fresh, answers.sidp.ledger.reused
-    if not fresh:
-        return f"SIDP reused the stored releases: 0 images noised again ({reused} reused)."
-    return (f"SIDP sends a release of every image: it reused the {reused} stored by LDPKiT-Sup and noised the {fresh} "
-            "its queries did not use (released once each, now).")
+    said = (f"SIDP reused the stored releases: 0 images noised again ({reused} reused)." if not fresh else
+            f"SIDP sends a release of every image: it reused the {reused} stored by LDPKiT-Sup and noised the "
+            f"{fresh} its queries did not use (released once each, now).")
+    if answers.few is not None:
+        led = answers.few.ledger
+        said += (f" The folder of the {FEW_CLASSES_CASE} reused the releases of {led.reused} images it shares with "
+                 f"the first folder and noised {led.fresh} others once each.")
+    return said
 
 
 def _released(g: Document) -> str:

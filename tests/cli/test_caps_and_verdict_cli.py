@@ -47,7 +47,7 @@ def test_a_money_cap_the_run_would_cross_is_refused_before_anything_is_noised_or
 def test_the_old_readme_command_on_the_demo_folder_is_refused_before_anything_is_charged(tmp_path: Path) -> None:
     """`--money-cap 5 --baseline` on the demo's 359 images (7,180 private and 7,180 baseline queries at 0.001: 14.36)
     is refused before any image is charged epsilon or any query is sent, not stopped at the cap half-way."""
-    write_demo_folder(tmp_path / "out")
+    write_demo_folder(tmp_path / "out", count=None)  # all 359
     with mock_teacher(image_size=28, price_per_image=0.001, max_batch_size=256) as srv:
         res = _run(["label", str(tmp_path / "out" / "private"), "--teacher", srv.model_url, "--price", "0.001",
                     "--money-cap", "5", "--privacy-cap", "200", "--baseline", "--state-dir", str(tmp_path / "state"),

@@ -14,16 +14,22 @@ from typer.testing import CliRunner
 mock_server = pytest.importorskip("mock_server")
 
 from ldpclient.cli.commands import app  # noqa: E402
+from ldpclient.io.datasets import DIGITS_TEACHER_SPLIT, load_digits_images, split_indices  # noqa: E402
 from ldpclient.names import VERDICT_LEVELS  # noqa: E402
-from ldpclient.run.demo import write_demo_folder  # noqa: E402
+from ldpclient.run.demo import write_demo_folder, write_private_folder  # noqa: E402
 
 CLASSES = [str(d) for d in range(10)]
+#: Public images beside the demo's folder (digits the teacher held out, none of them private).
+PUBLIC_IMAGES = 100
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("demo")
-    write_demo_folder(root, count=150)
+    write_demo_folder(root)
+    images, _ = load_digits_images(28)
+    held_out = split_indices(len(images), DIGITS_TEACHER_SPLIT, 0)[1]
+    write_private_folder(images[held_out[:PUBLIC_IMAGES]], root / "public", prefix="public")
     (root / "classes.json").write_text(json.dumps({c: f"the handwritten digit {c}" for c in CLASSES}))
     (root / "labels.json").write_text(json.dumps({c: [f"/m/mock_{c}"] for c in CLASSES}))
     return root

@@ -21,29 +21,26 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     methods = [r["method"] for r in doc["rows"]]
     assert methods == [
         "LDPKiT-Sup, adapted", "LDPKiT-Sup, unadapted", "SIDP",
-        "data-free baseline, adapted", "data-free baseline, unadapted",
-        "LDPKiT-Sup beside public 0-4, adapted", "data-free baseline beside public 0-4, adapted",
+        "LDPKiT-Sup, adapted, digits 0 and 1 only", "data-free baseline, adapted, digits 0 and 1 only",
         "teacher on clean images",
     ]
-    assert doc["records"] == 359  # the 20% of the digits the teacher never trained on
+    assert doc["records"] == 150  # the first of the digits the teacher never trained on
     for row in doc["rows"]:
         assert 0.0 <= row["accuracy"] <= 1.0
     rows = {r["method"]: r for r in doc["rows"]}
     sup, sup_raw, sidp = rows["LDPKiT-Sup, adapted"], rows["LDPKiT-Sup, unadapted"], rows["SIDP"]
-    base, base_raw = rows["data-free baseline, adapted"], rows["data-free baseline, unadapted"]
     # the default: 100 per record (the label default) on the 64 DCT coefficients of the default basis (one
     # record-level release: a single coefficient may carry the whole sensitivity, so per element reads 100 too)
     assert sup["epsilon_record"] == pytest.approx(100.0) and sup["epsilon_element"] == pytest.approx(100.0)
     assert any("64 low-frequency DCT coefficients" in note for note in doc["notes"])
     assert sup_raw["epsilon_record"] == sidp["epsilon_record"] == sup["epsilon_record"]
-    assert base["epsilon_record"] == base_raw["epsilon_record"] == 0.0
-    assert sup["queries"] == sup_raw["queries"] == 120 and sidp["queries"] == 359 and base["queries"] == 120
-    # SIDP sends a release of every image: Sup's, and (120 pairs use only some of the 359) the ones it made now
+    assert sup["queries"] == sup_raw["queries"] == 120 and sidp["queries"] == 150
+    # SIDP sends a release of every image: Sup's, and (120 pairs use only some of the 150) the ones it made now
     note = next(note for note in doc["notes"] if note.startswith("privacy:"))
     assert "noised again" not in note or "0 images noised again" in note
     assert "SIDP reused the stored releases" in note or "its queries did not use" in note
     private = tmp_path / "private"
-    assert len(list(private.glob("*.png"))) == 359
+    assert len(list(private.glob("*.png"))) == 150
     # the labels written by the label flow match the folder, and carry no truth
     header = (tmp_path / "labels_sup.csv").read_text().splitlines()[0]
     assert header == "path,label,label_name,confidence"
@@ -51,45 +48,44 @@ def test_demo_runs_and_reports_every_method(tmp_path: Path) -> None:
     check = (tmp_path / "check.csv").read_text().splitlines()
     assert check[0] == "file,label" and len(check) == 101 and check[1].startswith("record_00000.png,")
     verdict = json.loads((tmp_path / "labels_sup.report.json").read_text())["verdict"]
-    assert verdict["check"]["images"] == 100 and verdict["check"]["baseline"]["images"] == 100
+    assert verdict["check"]["images"] == 100 and verdict["check"]["baseline"] is None  # no data-free run here
     assert doc["notes"][0] == f"verdict on the LDPKiT-Sup labels (what every label run says): {verdict['headline']}"
     assert any(f"--check {tmp_path / 'check.csv'}" in note for note in doc["notes"])  # the next step
     # one figure per quantity, named: which accuracy is which, and the one money total with its parts
-    assert doc["notes"][1].startswith("accuracy: the table's is against the true digits of all 359 private images")
+    assert doc["notes"][1].startswith("accuracy: the table's is against the true digits of all 150 private images")
     assert "estimated from the 100 hand-labelled images of the check set" in doc["notes"][1]
     money = next(note for note in doc["notes"] if note.startswith("money:"))
     total = float(money.split()[1])
     parts = [float(part.rsplit(" ", 1)[1]) for part in money.split(": ", 2)[2].rstrip(".").split("; ")]
     assert total == pytest.approx(sum(r["money"] for r in doc["rows"])) and total == pytest.approx(sum(parts))
-    assert "LDPKiT-Sup, adapted" in money and "data-free baseline, adapted" in money and "unadapted" not in money
-    report = json.loads((tmp_path / "labels_sup.report.json").read_text())
-    assert report["baseline"]["spent"] == pytest.approx(base["money"])  # the page's part of the money
-    # the second case: the same releases beside 150 public digits of classes 0-4, with its own data-free run; each
-    # case's gain is stated with what it means
-    public = json.loads((tmp_path / "labels_public.report.json").read_text())
-    assert public["counts"]["public_images"] == 150 and public["ledger"]["fresh"] == 0
-    # the private queries come from the journal; the public images and the mirror check's copies of them are sent
-    assert public["queries"]["from_journal"] == 120 and public["queries"]["sent"] == public["queries"]["public_sent"]
-    assert public["queries"]["public_sent"] >= 150
-    beside = rows["LDPKiT-Sup beside public 0-4, adapted"]
-    assert beside["epsilon_record"] == sup["epsilon_record"]
-    assert beside["money"] == pytest.approx(public["queries"]["public_sent"] * 0.001)
-    assert doc["notes"][2] == f"verdict on the labels beside public 0-4: {public['verdict']['headline']}"
-    alone = next(note for note in doc["notes"] if note.startswith("what the privacy bought, the folder alone: "))
-    points = 100 * (sup["accuracy"] - base["accuracy"])
-    assert f"{points:+.1f} points" in alone and "--baseline" in alone
-    free = rows["data-free baseline beside public 0-4, adapted"]
-    paid = next(note for note in doc["notes"] if note.startswith("what the privacy bought, beside 150 public"))
-    assert f"{100 * (beside['accuracy'] - free['accuracy']):+.1f} points" in paid and "privacy pays" in paid
-    assert any("measured on the demo's 359 digits in this one run" in note for note in doc["notes"])
-    labels = {p.name for p in (tmp_path / "public").iterdir()}
-    assert len(labels) == 150 and not labels & {p.name for p in private.iterdir()}
+    assert "data-free baseline, adapted, digits 0 and 1 only" in money and "unadapted" not in money
+    # the second case: a folder of every digit 0 and 1 the teacher never trained on, beside its data-free run
+    few_dir = tmp_path / "two-digits"
+    few = json.loads((tmp_path / "labels_few.report.json").read_text())
+    assert few["counts"]["labelled"] == len(list((few_dir / "private").glob("*.png"))) == 134
+    shared = sum(1 for path in private.iterdir()  # the first folder's images that are in the second one too
+                 if any((few_dir / "private" / name).read_bytes() == path.read_bytes()
+                        for name in (p.name for p in (few_dir / "private").iterdir())))
+    led = few["ledger"]  # 120 queries leave some images unreleased; the rest are the first folder's or noised now
+    assert 0 < led["reused"] <= shared and led["reused"] + led["fresh"] + led["not_released"] == 134
+    assert few["verdict"]["check"]["images"] == 100 and few["verdict"]["check"]["baseline"]["images"] == 100
+    truth = dict(line.split(",") for line in (few_dir / "check.csv").read_text().splitlines()[1:])
+    assert set(truth.values()) == {"0", "1"}
+    case = "digits 0 and 1 only"
+    paid, free = rows[f"LDPKiT-Sup, adapted, {case}"], rows[f"data-free baseline, adapted, {case}"]
+    assert paid["epsilon_record"] == sup["epsilon_record"] and free["epsilon_record"] == 0.0
+    assert doc["notes"][2] == f"verdict on the labels of the folder of the {case}: {few['verdict']['headline']}"
+    gain = next(note for note in doc["notes"] if note.startswith("what the privacy bought on the folder"))
+    assert f"{100 * (paid['accuracy'] - free['accuracy']):+.1f} points" in gain and "privacy pays" in gain
+    assert "--baseline" in gain
+    assert f"reused the releases of {led['reused']} images it shares with the first folder and noised " \
+           f"{led['fresh']} others once each" in note
 
 
 def test_demo_writes_its_page_out_of_its_temporary_folder_and_says_where(tmp_path: Path) -> None:
     page = tmp_path / "out" / "demo.html"
     result = CliRunner().invoke(
-        app, ["demo", "--queries", "120", "--epochs", "1", "--teacher-epochs", "1", "--no-baseline", "--html",
+        app, ["demo", "--queries", "120", "--epochs", "1", "--teacher-epochs", "1", "--no-two-digits", "--html",
               str(page)], env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output

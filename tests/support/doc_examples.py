@@ -11,8 +11,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: The address the examples name: the mock teacher's, whatever port it got.
 DOC_ADDRESS = "127.0.0.1:8080"
-#: The images of the scratch folder's ``out/private``, as ``make demo`` writes them.
-DEMO_IMAGES = 150
 _FENCE = re.compile(r"(?:<!-- example: (?P<kind>[\w-]+)(?P<note>[^>]*)-->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 
 
