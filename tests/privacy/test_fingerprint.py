@@ -125,8 +125,11 @@ def test_mirrored_turned_inverted_and_greyscale_copies_are_found_and_distinct_im
     }
     for kind, made in copies.items():
         assert float(fp.fingerprint(made).mul(fp.fingerprint(private)).sum(1).max()) < fp.NEAR or kind == "greyscale"
-        found = fp.nearest(fp.stored(c), fp.query(made))
-        assert bool((found >= fp.NEAR).all()), (kind, found.min())
+        found = fp.closest(fp.stored(c), fp.query(made))
+        assert bool((found.similarity >= fp.NEAR).all()), (kind, found.similarity.min())
+        assert torch.equal(found.at, torch.arange(40)), kind  # each matched to its own original
+        symmetric = kind.startswith(("mirrored", "turned 9", "turned 1", "turned 2", "inverted,"))
+        assert bool(((found.variant > 0) & (found.variant < fp.SYMMETRIES)).all()) == symmetric, kind
     assert bool((fp.nearest(fp.stored(c), fp.query(others)) < fp.NEAR).all())
 
 
