@@ -35,6 +35,11 @@ from ldpclient.privacy.ledger import Ledger
 from ldpclient.transfer.student import predict_proba
 from support.cli_runs import cli_command, invoke, label_args, mock_teacher, private_folder, stop_after
 
+#: Seconds a Ray test may take. Idle here the longest takes 15 s; with two CPU-bound processes on the 2 cores, Ray's
+#: actor pools slowed them 10-20x (262 s the longest, alone), so the suite's 300 s would not be 3 times a busy run's.
+RAY_TIMEOUT = 900
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.timeout(RAY_TIMEOUT)]
+
 
 class KilledAfterCommit(ReleaseStage):
     """The release stage, but the actor that first commits the block at ``start`` SIGKILLs itself before answering."""
@@ -181,11 +186,12 @@ def test_the_driver_killed_mid_run_and_the_command_run_again(ray_local, postgres
         args = [*label_args(folder, srv.model_url, tmp_path, "--queries", "40", "--batch-size", "4", "--no-adapt"),
                 "--cluster", address,
                 "--state", postgres_url, "--ledger-key-file", str(tmp_path / "k")]
-        code, _ = stop_after(srv, args, env, 8, signal.SIGKILL)
+        code, _ = stop_after(srv, args, env, 8, signal.SIGKILL, timeout=RAY_TIMEOUT)
         assert code == -signal.SIGKILL
         before = srv.usage()["total"]["images"]
         assert 8 <= before < 40
-        done = subprocess.run(cli_command(*args, "--json"), env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(cli_command(*args, "--json"), env=env, capture_output=True, text=True,
+                              timeout=RAY_TIMEOUT)
         assert done.returncode == 0, done.stderr
         rep = json.loads(done.stdout)
         assert rep["ledger"]["fresh"] == 0  # the workers' releases, committed before the kill, were reused
@@ -194,7 +200,6 @@ def test_the_driver_killed_mid_run_and_the_command_run_again(ray_local, postgres
         assert srv.usage()["total"]["images"] - before == sent
 
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def test_a_cap_lowered_on_another_host_binds_the_workers_and_ends_the_run_in_one_line(

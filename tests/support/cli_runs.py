@@ -68,11 +68,12 @@ def wait_for_images(srv: Any, at_least: int, proc: subprocess.Popen[str], timeou
     raise AssertionError("the run did not get going")
 
 
-def stop_after(srv: Any, args: list[str], env: dict[str, str], at_least: int, sig: int) -> tuple[int, str]:
-    """Run the command line ``args`` in a process, send it ``sig`` once the mock answered ``at_least`` images;
-    its exit code and stderr."""
+def stop_after(srv: Any, args: list[str], env: dict[str, str], at_least: int, sig: int,
+               timeout: float = 60.0) -> tuple[int, str]:
+    """Run the command line ``args`` in a process, send it ``sig`` once the mock answered ``at_least`` images
+    (within ``timeout`` seconds); its exit code and stderr."""
     proc = subprocess.Popen(cli_command(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for_images(srv, at_least, proc)
+    wait_for_images(srv, at_least, proc, timeout)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     srv.wait_idle()  # a request that was in flight at the stop is answered (and billed) on the server
