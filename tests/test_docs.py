@@ -35,7 +35,9 @@ import signal
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -67,6 +69,13 @@ def _images(folder: Path, n: int, size: int, channels: int, seed: int) -> None:
 
 @pytest.fixture()
 def workspace(tmp_path: Path, teacher_cache: Path):
+    """:func:`scratch_folder` in the test's own temporary folder."""
+    with scratch_folder(tmp_path, teacher_cache) as made:
+        yield made
+
+
+@contextmanager
+def scratch_folder(tmp_path: Path, teacher_cache: Path) -> Iterator[tuple[Path, dict[str, str], str]]:
     """A scratch folder with ``out/private`` and ``out/check.csv`` (the demo's), ``private/`` (30 synthetic grey
     28x28 images), ``imgs/`` and ``photos/`` (class folders of 32x32 colour images, for the mock teacher's training
     examples), the files of :data:`WRITTEN_BEFORE`, and the mock ``digits`` teacher (the demo's) logging its
@@ -193,9 +202,13 @@ def _run_example(ex: Example, cwd: Path, env: dict[str, str], address: str) -> s
     for report, level in verdicts_written(cwd, before):
         if ex.kind == "poor":
             assert level != "usable", f"{ex.where}: a poor setting's {report} says the labels are usable"
-        else:
-            assert level == "usable", f"{ex.where}: {report} says the labels are {level}"
+        elif level != "usable":
+            raise LabelsNotUsable(f"{ex.where}: {report} says the labels are {level}")
     return stdout
+
+
+class LabelsNotUsable(AssertionError):
+    """A run report of an example that must give usable labels says otherwise."""
 
 
 def run_page(page: Path, cwd: Path, env: dict[str, str], address: str) -> int:
@@ -211,10 +224,27 @@ def run_page(page: Path, cwd: Path, env: dict[str, str], address: str) -> int:
 CASES = [case for page in PAGES if page.name != "README.md" for case in cases(page)]
 
 
+#: Runs of an example whose labels the verdict did not call usable before the test fails. The verdict is a
+#: statistical judgement of labels made from fresh noise: on 150 of the demo's digits the label defaults were usable
+#: in 31 of 32 runs (BENCHMARKS.md, "The demo's cases"), so a page's dozen label runs would fail now and then on
+#: chance alone; labels that are not worth having fail every time.
+VERDICT_TRIES = 2
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case[0].where for case in CASES])
-def test_the_example_runs(case: list[Example], workspace) -> None:
+def test_the_example_runs(case: list[Example], workspace, tmp_path: Path, teacher_cache: Path) -> None:
     cwd, env, address = workspace
-    run_case(case, cwd, env, address)
+    for again in range(VERDICT_TRIES):
+        try:
+            if again:  # a scratch folder of its own: fresh noise, a fresh student
+                with scratch_folder(tmp_path / f"again{again}", teacher_cache) as (cwd, env, address):
+                    run_case(case, cwd, env, address)
+            else:
+                run_case(case, cwd, env, address)
+            break
+        except LabelsNotUsable:
+            if again == VERDICT_TRIES - 1:
+                raise
     for name, text in WRITTEN_BEFORE.items():  # an example that writes one writes what the others read
         assert (cwd / name).read_text(encoding="utf-8") == text, f"{case[0].where} wrote another {name}"
 

@@ -16,6 +16,10 @@ import mock_server
 from ldpclient.run.demo import write_demo_folder
 from support.doc_examples import DOC_ADDRESS, ROOT, examples, verdicts_written
 
+#: Runs of the README before the test fails on a verdict other than "usable" (tests/test_docs.py's VERDICT_TRIES: a
+#: verdict is a statistical judgement of labels made from fresh noise).
+VERDICT_TRIES = 2
+
 
 def test_the_readme_runs_in_order_in_a_new_shell_after_make_demo(tmp_path: Path, teacher_cache: Path) -> None:
     blocks = examples(ROOT / "README.md")
@@ -23,12 +27,27 @@ def test_the_readme_runs_in_order_in_a_new_shell_after_make_demo(tmp_path: Path,
     assert len(activation) == 1, "the README shows how a new shell finds ldpclient"
     runnable = [b for b in blocks if b.kind not in ("skip", "prints", "server") and b.lang in ("bash", "python")]
     assert [b.lang for b in runnable] == ["bash", "python"]  # `ldpclient label`, then the embedding example
+    for again in range(VERDICT_TRIES):
+        where = tmp_path / f"try{again}"
+        where.mkdir()
+        stdout, written = _readme_in_a_new_shell(where, activation[0].body, runnable, teacher_cache)
+        usable = all(level == "usable" for _, level in written) and stdout.split(":")[0].split(",")[0] == "usable"
+        if usable or again == VERDICT_TRIES - 1:
+            break
+    assert [name for name, _ in written] == ["labels.report.json"]  # the embedding example writes no files
+    assert all(level == "usable" for _, level in written), written
+    assert stdout.split(":")[0].split(",")[0] == "usable"  # the embedding example's verdict
+
+
+def _readme_in_a_new_shell(tmp_path: Path, activation: str, runnable: list, teacher_cache: Path) -> tuple[str, list]:
+    """The README's blocks run in ``tmp_path`` after what ``make demo`` wrote: the embedding example's first line
+    and the run reports written, with their verdicts."""
     venv = Path(sys.executable).parent.parent
     (tmp_path / ".venv").symlink_to(venv)  # the checkout's environment, as `make demo` left it
     write_demo_folder(tmp_path / "out")  # what `make demo` wrote: out/private, out/check.csv
     (tmp_path / "home").mkdir()
     with mock_server.serve(model="digits", image_size=28, seed=0, state_dir=str(teacher_cache)) as srv:
-        script = ["set -euo pipefail", activation[0].body]
+        script = ["set -euo pipefail", activation]
         for block in runnable:
             body = block.body.replace(DOC_ADDRESS, f"127.0.0.1:{srv.port}")
             script.append(body if block.lang == "bash" else f"python - <<'README_PYTHON'\n{body}README_PYTHON")
@@ -39,7 +58,4 @@ def test_the_readme_runs_in_order_in_a_new_shell_after_make_demo(tmp_path: Path,
                               text=True, timeout=240)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert (tmp_path / "labels.csv").exists() and (tmp_path / "labels.html").exists()
-    written = verdicts_written(tmp_path, {})
-    assert [name for name, _ in written] == ["labels.report.json"]  # the embedding example writes no files
-    assert all(level == "usable" for _, level in written), written
-    assert done.stdout.splitlines()[0].split(":")[0].split(",")[0] == "usable"  # the embedding example's verdict
+    return (done.stdout.splitlines() or [""])[0], verdicts_written(tmp_path, {})
