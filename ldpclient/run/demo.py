@@ -95,7 +95,6 @@ class _DemoOptions:
     adapt: bool
     postprocess: str | None
     html: Path | None = None
-    two_digits: bool = True
 
 
 @dataclass(frozen=True)
@@ -166,7 +165,7 @@ def run_demo(
     import mock_server
 
     ui = ui or UI(quiet=True)
-    opts = _DemoOptions(queries, epochs, epsilon, reduce, adapt, postprocess, html, two_digits)
+    opts = _DemoOptions(queries, epochs, epsilon, reduce, adapt, postprocess, html)
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="ldpclient-demo-")
