@@ -65,9 +65,12 @@ def classify_error(exc: BaseException) -> tuple[int, str] | None:
     if isinstance(exc, (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)):
         return EXIT_USAGE, str(exc)
     from ..state import StateLocked
+    from ..state.database import StateDamaged, StateDatabaseError
 
     if isinstance(exc, StateLocked):
         return EXIT_FAILURE, str(exc)
+    if isinstance(exc, StateDatabaseError):
+        return (EXIT_FAILURE if isinstance(exc, StateDamaged) else EXIT_USAGE), str(exc)
     return _environment_error(exc)
 
 

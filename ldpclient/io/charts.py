@@ -45,6 +45,15 @@ _RC = {
 NAME_CHARS = 14
 
 
+def _save_png(fig: "Figure", path: Path, *, dpi: int) -> None:
+    """``fig`` as a PNG at ``path``, written atomically."""
+    from .output import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+    atomic_write_bytes(path, buffer.getvalue())
+
+
 @contextmanager
 def _figure(width_in: float, height_in: float) -> Iterator["Figure"]:
     import matplotlib
@@ -130,7 +139,7 @@ def line_chart_png(
         if series:
             ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         out = Path(path)
-        fig.savefig(out, format="png", dpi=100, metadata={"Software": None})
+        _save_png(fig, out, dpi=100)
         return out
 
 
@@ -160,5 +169,5 @@ def image_rows_png(rows: "Mapping[str, torch.Tensor | "
         for spine in ax.spines.values():
             spine.set_visible(False)
         out = Path(path)
-        fig.savefig(out, format="png", dpi=dpi, metadata={"Software": None})
+        _save_png(fig, out, dpi=dpi)
         return out

@@ -2,8 +2,8 @@
 made safe), the version stamp reports carry, and the preview grid of images for the data owner's own eyes.
 
 A leaf module: ``run`` (reports, label files) and ``audit`` (its report and figure) both write through it.
-Files are written atomically (temporary file + rename), so an interrupted run never leaves a half-written
-output behind.
+Files are written atomically (temporary file, fsync, rename, fsync of the folder), so an interrupted run, a full
+disk or a power cut never leaves a half-written output behind: the path holds the old file, the new one, or nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +41,26 @@ def atomic_write_lines(path: Path, pieces: Iterable[str]) -> None:
     _atomic_write(path, write)
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory, fsync and a rename."""
+    def write(fd: int) -> None:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    _atomic_write(path, write)
+
+
+def atomic_save_image(path: Path, image: "Image.Image", format: str = "PNG") -> None:
+    """Save the Pillow ``image`` to ``path`` (as ``format``) atomically (:func:`atomic_write_bytes`)."""
+    import io
+
+    buffer = io.BytesIO()
+    image.save(buffer, format=format)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
 def atomic_torch_save(path: Path, obj: object) -> None:
     """``torch.save`` ``obj`` to ``path`` via a temporary file in the same directory (readable by this user only,
     as ``mkstemp`` makes it), fsync and a rename: two writers at once each leave a whole file."""
@@ -63,12 +83,27 @@ def _atomic_write(path: Path, write: Callable[[int], None]) -> None:
     try:
         write(fd)
         os.replace(tmp, path)
+        _fsync_folder(path.parent)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort: not every platform opens folders)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:

@@ -38,7 +38,6 @@ def ledger_summary(
     the page names when they are at the cap (their file bytes are hashed here, as ``label`` does, and looked up;
     nothing is written about the others).
     """
-    from ..privacy.ledger import Ledger
     from ..state import state_dir as resolve_state_dir
     from ..state.locations import StateLocations, check_state_url
 
@@ -57,7 +56,7 @@ def ledger_summary(
                            state=where)
     if init and state is None:
         where.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with Ledger(where.ledger, key_file=where.ledger_key, start_with_key=init) as ledger:
+    with _open_ledger(where.ledger, where.ledger_key, init=init, writes=set_cap is not None) as ledger:
         if set_cap is not None:
             ledger.set_caps(new_cap, ledger.cap_delta, origin="budget --set-cap")
         summary = {"schema": 1, "command": "budget", "ok": True, **ledger.summary()}
@@ -76,6 +75,20 @@ def ledger_summary(
         atomic_write_text(html, budget_page(summary, spend, private_dir))
         summary["outputs"] = {"html": str(html)}
     return summary
+
+
+def _open_ledger(location: str | Path, key_file: Path | None, *, init: bool, writes: bool) -> Ledger:
+    """The ledger ``budget`` reads (and writes with ``writes``: a cap, or ``init``); a ledger file that cannot be
+    written (a read-only or full state) is opened only to be read when nothing is to be written."""
+    from ..privacy.ledger import Ledger
+    from ..state.database import StateUnwritable
+
+    try:
+        return Ledger(location, key_file=key_file, start_with_key=init)
+    except StateUnwritable:
+        if writes or init or not isinstance(location, Path):
+            raise
+        return Ledger(location, key_file=key_file, read_only=True)
 
 
 def images_at_cap(ledger: Ledger, private_dir: Path) -> list[str]:

@@ -11,7 +11,7 @@ import torch
 
 from ..io.document import JSONDict
 from ..io.folders import Skipped, SpooledImages, spool_private_folder, to_uint8_image, to_value_range
-from ..io.output import preview_grid, versions
+from ..io.output import atomic_save_image, preview_grid, versions
 from ..names import PLAN_KINDS
 from ..report.run_report import NoiseCountsSection, NoiseLedgerSection, NoiseReport
 from ..state import state_dir, state_lock
@@ -145,8 +145,7 @@ def _noise_and_write(
                 for k, row in zip(idx.tolist(), rows.rows(torch.arange(len(release))).values, strict=True):
                     rel = images.paths[k]
                     path = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    to_uint8_image((row - lo) / (hi - lo)).save(path)
+                    atomic_save_image(path, to_uint8_image((row - lo) / (hi - lo)))
                 bar.update(int(idx[-1]) + 1)
         max_spent = float(ledger.spent(images.records).epsilon.max())
         cap = ledger.cap_epsilon
@@ -206,5 +205,5 @@ def _write_preview(
         [to_unit(r) for r in aug_rows[:k]],
     ])
     preview_path = out / "preview.png"
-    grid.save(preview_path)
+    atomic_save_image(preview_path, grid)
     return preview_path

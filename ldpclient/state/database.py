@@ -16,6 +16,11 @@ it has to (:meth:`Database.ddl`). What differs in how the engines keep writers a
 A location is a file path or a ``postgresql://`` URL (:func:`is_database_url`); the password in a URL
 is never shown (:func:`display_location`).
 
+Every failure of either engine under a statement is raised as a :class:`StateDatabaseError` naming the database
+(``ledger``, ``query journal``) and where it is, and saying what to do: :class:`StateDamaged` for a file SQLite finds
+corrupt or foreign (restore it; it is never replaced), :class:`StateUnwritable` for a full disk, a read-only state, an
+I/O error or a lost server (nothing committed is lost; re-run once the cause is gone).
+
 A PostgreSQL connection may be closed by the server or a pooler while the run does long local work (training,
 adaptation) and leaves it idle (``idle_session_timeout``, a pooler's idle limit, a restart): before a statement or
 a transaction that follows :data:`IDLE_CHECK_SECONDS` or more of quiet, the connection is checked with a read
@@ -56,6 +61,39 @@ _DDL_TYPES = (
 )
 
 
+#: What each namespace's database is called in messages.
+_WHAT = {LEDGER_NAMESPACE: "ledger", JOURNAL_NAMESPACE: "query journal"}
+
+
+class StateDatabaseError(Exception):
+    """A state database failed under a statement; the message is one line that names it and says what to do."""
+
+
+class StateDamaged(StateDatabaseError):
+    """The database file is corrupt, truncated or not a database: refused, left as it is, never replaced."""
+
+
+class StateUnwritable(StateDatabaseError):
+    """The database cannot be written or reached now (a full disk, a read-only state, an I/O error, a lost server):
+    what was committed stays; the re-run completes once the cause is gone."""
+
+
+def state_database_error(what: str, location: str, exc: BaseException) -> StateDatabaseError:
+    """``exc``, an engine's error on the database ``what`` at ``location`` (as printed), as one line."""
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, sqlite3.DatabaseError) and str(getattr(exc, "sqlite_errorname", "")).startswith(
+            ("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+        return StateDamaged(
+            f"{what} {location} is damaged ({reason}); it was left as it is: restore it from a backup, or give the "
+            "run another --state-dir knowingly (what it recorded is then not counted there)")
+    if isinstance(exc, sqlite3.Error):
+        return StateUnwritable(
+            f"{what} {location}: {reason} (is the disk full or the state read-only? nothing committed is lost: "
+            "free the space or fix the permissions and re-run)")
+    return StateUnwritable(f"{what} {location}: {reason} (nothing committed is lost: bring the database back and "
+                           "re-run)")
+
+
 class DatabaseMissing(StateError):
     """A ``postgresql://`` location was given but psycopg is not installed (``pip install ldpclient[cluster]``)."""
 
@@ -88,11 +126,14 @@ class Database:
     (``fetchone``, ``fetchall``, iteration, ``rowcount``). Not for concurrent use by threads without
     the owner's lock (the ledger and the journal hold one)."""
 
-    def __init__(self, conn: Any, dialect: Dialect, location: str, *, reopen: Any = None) -> None:
+    def __init__(self, conn: Any, dialect: Dialect, location: str, *, reopen: Any = None,
+                 what: str = "state database") -> None:
         self._conn = conn
         self.dialect: Dialect = dialect
         #: Where the database is, as it may be printed (no password).
         self.location = location
+        #: What the database is called in messages (``ledger``, ``query journal``).
+        self.what = what
         #: opens the connection anew (PostgreSQL; None: never)
         self._reopen = reopen
         self._last_used = time.monotonic()
@@ -102,13 +143,49 @@ class Database:
         """A connection to the SQLite file or the PostgreSQL URL ``location``. In PostgreSQL, the tables are those
         of the schema ``namespace`` (made if missing): the ledger and the journal each keep their own
         (:data:`LEDGER_NAMESPACE`, :data:`JOURNAL_NAMESPACE`) in one database."""
+        what = _WHAT.get(namespace, "state database")
         if is_database_url(location):
             url = str(location)
             return cls(_pg_connect(url, namespace), "postgresql", display_location(url),
-                       reopen=lambda: _pg_connect(url, namespace))
+                       reopen=lambda: _pg_connect(url, namespace), what=what)
         path = Path(location)
-        return cls(sqlite3.connect(str(path), timeout=60.0, isolation_level=None, check_same_thread=False), "sqlite",
-                   str(path))
+        try:
+            conn = sqlite3.connect(str(path), timeout=60.0, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise state_database_error(what, str(path), exc) from exc
+        return cls(conn, "sqlite", str(path), what=what)
+
+    @classmethod
+    def open_to_read(cls, path: Path, *, namespace: str) -> "Database":
+        """The SQLite file ``path`` opened read-only, with nothing written beside it where nothing needs to be.
+
+        A file whose write-ahead log is absent or empty holds everything in itself (its last connection closed, or
+        none opened it in WAL mode): it is read as immutable, so a plan or ``--dry-run`` leaves no ``-wal``/``-shm``
+        file behind, on a read-only file system too. A log with content (a run under way, or one that was killed)
+        is read with the file, as SQLite means a live file to be read: nothing committed in it is missed.
+        :class:`StateUnwritable` when that cannot be done (a read-only state holding a killed run's log)."""
+        what = _WHAT.get(namespace, "state database")
+        uri = path.resolve().as_uri()
+        wal = Path(str(path) + "-wal")
+        live = wal.exists() and wal.stat().st_size > 0
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro" + ("" if live else "&immutable=1"), uri=True, timeout=60.0,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError as exc:
+            if not live:
+                raise state_database_error(what, str(path), exc) from exc
+            raise StateUnwritable(
+                f"{what} {path}: {' '.join(str(exc).split())}; its write-ahead log {wal} holds changes that cannot "
+                "be read without writing beside it (is the state read-only? make it writable once and re-run)"
+            ) from exc
+        except sqlite3.Error as exc:
+            raise state_database_error(what, str(path), exc) from exc
+        return cls(conn, "sqlite", str(path), what=what)
+
+    def _failed(self, exc: BaseException) -> StateDatabaseError:
+        """``exc`` (an engine's error) as one line naming this database."""
+        return state_database_error(self.what, self.location, exc)
 
     def _alive(self) -> None:
         """Before a statement outside a transaction: after :data:`IDLE_CHECK_SECONDS` of quiet, check the
@@ -143,19 +220,29 @@ class Database:
                 statement = pattern.sub(replacement, statement)
         return statement
 
-    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> "Rows":
         self._alive()
-        if self.postgresql:
-            return self._conn.execute(self.sql(statement), tuple(params) or None)
-        return self._conn.execute(statement, tuple(params))
+        try:
+            if self.postgresql:
+                return Rows(self._conn.execute(self.sql(statement), tuple(params) or None), self)
+            return Rows(self._conn.execute(statement, tuple(params)), self)
+        except Exception as exc:
+            if is_database_error(exc):
+                raise self._failed(exc) from exc
+            raise
 
     def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
         self._alive()
-        if self.postgresql:
-            with self._conn.cursor() as cur:
-                cur.executemany(self.sql(statement), list(rows))
-        else:
-            self._conn.executemany(statement, rows)
+        try:
+            if self.postgresql:
+                with self._conn.cursor() as cur:
+                    cur.executemany(self.sql(statement), list(rows))
+            else:
+                self._conn.executemany(statement, rows)
+        except Exception as exc:
+            if is_database_error(exc):
+                raise self._failed(exc) from exc
+            raise
 
     @property
     def in_transaction(self) -> bool:
@@ -168,13 +255,23 @@ class Database:
         """One transaction: SQLite's ``BEGIN IMMEDIATE`` (the file's write lock, held to the end) or
         PostgreSQL's ``BEGIN`` (READ COMMITTED); ``COMMIT`` at the end, ``ROLLBACK`` on any exception."""
         self._alive()
-        self._conn.execute("BEGIN" if self.postgresql else "BEGIN IMMEDIATE")
+        try:
+            self._conn.execute("BEGIN" if self.postgresql else "BEGIN IMMEDIATE")
+        except Exception as exc:
+            if is_database_error(exc):
+                raise self._failed(exc) from exc
+            raise
         try:
             yield self
             self._conn.execute("COMMIT")
-        except BaseException:
-            if self.in_transaction:
-                self._conn.execute("ROLLBACK")
+        except BaseException as exc:
+            try:
+                if self.in_transaction:
+                    self._conn.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001 - a dead connection or file: the transaction is gone either way
+                pass
+            if isinstance(exc, Exception) and is_database_error(exc):
+                raise self._failed(exc) from exc
             raise
 
     def lock(self, name: str, *, shared: bool = False) -> None:
@@ -204,6 +301,48 @@ class Database:
 
     def close(self) -> None:
         self._conn.close()
+
+
+class Rows:
+    """An engine's cursor whose failures while rows are fetched are raised as :class:`StateDatabaseError`, like
+    those of the statement itself: ``fetchone``, ``fetchall``, iteration and ``rowcount``."""
+
+    def __init__(self, cursor: Any, db: Database) -> None:
+        self._cursor = cursor
+        self._db = db
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._cursor.rowcount)
+
+    def fetchone(self) -> Any:
+        try:
+            return self._cursor.fetchone()
+        except Exception as exc:
+            if is_database_error(exc):
+                raise self._db._failed(exc) from exc
+            raise
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return list(self._cursor.fetchall())
+        except Exception as exc:
+            if is_database_error(exc):
+                raise self._db._failed(exc) from exc
+            raise
+
+    def __iter__(self) -> Iterator[Any]:
+        rows = iter(self._cursor)
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                return
+            except Exception as exc:
+                if is_database_error(exc):
+                    raise self._db._failed(exc) from exc
+                raise
+            yield row
 
 
 def _advisory_key(name: str) -> int:
@@ -257,6 +396,10 @@ def _psycopg() -> Any:
 __all__ = [
     "Database",
     "DatabaseMissing",
+    "Rows",
+    "StateDamaged",
+    "StateDatabaseError",
+    "StateUnwritable",
     "DatabaseUnavailable",
     "JOURNAL_NAMESPACE",
     "LEDGER_NAMESPACE",
@@ -265,4 +408,5 @@ __all__ = [
     "display_location",
     "is_database_error",
     "is_database_url",
+    "state_database_error",
 ]

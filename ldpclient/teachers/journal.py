@@ -20,6 +20,11 @@ run configuration where the run state is a database (:meth:`Journal.plan_seed`; 
 holds the ids of the jobs a batch API (:mod:`ldpclient.teachers.openai_batch`) runs a batch's queries in, so that a
 run started again collects them instead of sending the queries twice; a journal without it gets it on open.
 
+A journal file is never silently started afresh in place of one that was kept: a new journal gets an id, held in
+its ``meta`` and in a file beside it (:func:`journal_id_path`, ``journal.sqlite.id``), made once the journal is
+committed. A journal that is missing or emptied while that file is there, or one whose id is another's, is refused
+(:class:`~.errors.JournalError`): starting afresh would send and pay every answered batch again.
+
 In PostgreSQL (``Journal("postgresql://...")``) processes on several hosts share one journal: every attempt is
 booked under a lock per teacher that makes the money cap hold across all of them (:meth:`Journal.open_attempt`).
 Two runs with the same batches (two hosts labelling the same images at once) never both send one: a run
@@ -31,6 +36,7 @@ reuses it, and takes the batch over only when the lease lapses (its holder died)
 from __future__ import annotations
 
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -108,6 +114,21 @@ def _total(c: Database, scope: str | None) -> float:
     return float(done) + float(open_)
 
 
+def journal_id_path(path: Path) -> Path:
+    """The file beside the journal file ``path`` that holds its id (``journal.sqlite.id``)."""
+    return path.with_name(path.name + ".id")
+
+
+def _kept_id(path: Path) -> str | None:
+    """The journal id kept beside the journal file ``path``, None when there is no such file."""
+    try:
+        return journal_id_path(path).read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JournalError(f"cannot read {journal_id_path(path)}: {exc}") from None
+
+
 def default_journal_path() -> Path:
     """``journal.sqlite`` in the state directory (:func:`ldpclient.state.default_state_dir`)."""
     return default_state_dir() / "journal.sqlite"
@@ -165,7 +186,11 @@ class Journal:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
             with self._lock:
-                self._open_schema()
+                made = self._open_schema()
+            if made is not None and self.path is not None:
+                from ..io.output import atomic_write_text
+
+                atomic_write_text(journal_id_path(self.path), made + "\n")
         except NewerStateFile:
             self._close()
             raise
@@ -190,13 +215,30 @@ class Journal:
             raise JournalError("the query journal is closed")
         return self._db
 
-    def _open_schema(self) -> None:
-        """Check the journal's version (refuse a newer one), create the tables or stamp an unversioned journal, in
-        one transaction (PostgreSQL: under a lock, so that hosts opening a new journal at once do not race)."""
+    def _open_schema(self) -> str | None:
+        """Check the journal's version (refuse a newer one) and its id against the one kept beside the file, create
+        the tables or stamp an unversioned journal, in one transaction (PostgreSQL: under a lock, so that hosts
+        opening a new journal at once do not race). Returns the journal's id where the file beside it is to be
+        made (a journal file without one), else None."""
         c = self._conn
         with c.transaction():
             c.lock("ldpclient-journal-schema")
             tables = c.tables()
+            stored = None
+            if "meta" in tables:
+                row = c.execute("SELECT value FROM meta WHERE key = 'journal_id'").fetchone()
+                stored = None if row is None else str(row[0])
+            kept = _kept_id(self.path) if self.path is not None else None
+            if kept is not None and "batches" not in tables:
+                raise JournalError(
+                    f"query journal {self.location} is missing or empty, but {journal_id_path(Path(self.location))} "
+                    "says one was kept here: restore it (a new journal would send and pay every answered batch "
+                    "again), or move that file away to start a new journal knowingly")
+            if kept is not None and stored is not None and stored != kept:
+                raise JournalError(
+                    f"query journal {self.location} is not the one kept here (its id is not the one in "
+                    f"{journal_id_path(Path(self.location))}): restore the right journal, or move that file away "
+                    "to use this one knowingly")
             if "meta" in tables:
                 row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 if row is not None:
@@ -212,7 +254,11 @@ class Journal:
                 c.execute(c.ddl(statement))
             c.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key) DO NOTHING",
                       (str(SCHEMA_VERSION),))
+            if stored is None:
+                stored = secrets.token_hex(16)
+                c.execute("INSERT INTO meta(key, value) VALUES ('journal_id', ?)", (stored,))
             c.execute("SELECT scope, batch_id, n, labels, digest, cost FROM batches LIMIT 1").fetchall()
+        return stored if self.path is not None and kept is None else None
 
     def start_run(self, run_id: str, scope: str) -> None:
         with self._lock:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 
+from ..io.output import atomic_write_text
 from .http import redact_url
 
 WIRE_FORMATS = ("auto", "binary", "json")
@@ -54,11 +54,7 @@ class WireMemory:
         data = self._read()
         data[redact_url(url)] = wire
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".wire-", suffix=".json")
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
+            atomic_write_text(self.path, json.dumps(data, indent=1, sort_keys=True))
         except OSError as exc:
             log.warning("could not remember the wire format in %s: %s", self.path, exc)
 

@@ -109,7 +109,9 @@ def test_a_corrupt_journal_is_a_one_line_error(private, tmp_path):
     (tmp_path / "s" / "journal.sqlite").write_bytes(b"this is not a database" * 100)
     with HostileServer("labels:[0]") as srv:
         code, err, _ = _label(private, f"{srv.url}/v2/models/m", tmp_path)
-    assert code == EXIT_FAILURE and "journal problem" in err and "move it away" in err
+    journal = tmp_path / "s" / "journal.sqlite"
+    assert code == EXIT_FAILURE and f"query journal {journal} is damaged" in err and "restore it" in err
+    assert journal.read_bytes() == b"this is not a database" * 100  # left as it is
     assert len(err.splitlines()) == 1 and "Traceback" not in err
 
 

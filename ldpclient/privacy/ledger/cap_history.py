@@ -13,9 +13,7 @@ Units: epsilon per record in nats, delta a probability (per record).
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
-from contextlib import closing
 from pathlib import Path
 
 from ...state.database import LEDGER_NAMESPACE, Database, is_database_url
@@ -36,17 +34,19 @@ def stored_caps(c: Database) -> Caps:
 def held_caps(path: str | os.PathLike[str]) -> Caps:
     """The caps the ledger file at ``path`` holds, read only (no ledger, or one from before caps were kept: no
     caps); :class:`~ldpclient.state.NewerStateFile` for a ledger of a newer schema. For what runs before the
-    ledger is opened (the plan, ``--dry-run``), read as an immutable file: nothing is written beside it, and a
-    change still in the write-ahead log of a killed run is not seen; the ledger itself settles the caps again,
-    exactly, when a run opens it."""
+    ledger is opened (the plan, ``--dry-run``): read-only, with its write-ahead log where it has one with content
+    (:meth:`~ldpclient.state.database.Database.open_to_read`), so a cap a killed run left in the log holds here
+    too."""
     if is_database_url(path):
         return _held_caps_in_database(str(path))
     p = Path(path)
     if not p.exists():
         return Caps(None, None)
-    # immutable: no lock, no -wal/-shm file left beside it (a closed ledger has everything in its main file)
-    with closing(sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro&immutable=1", uri=True)) as raw:
-        return _held_caps_of(Database(raw, "sqlite", str(p)))
+    c = Database.open_to_read(p, namespace=LEDGER_NAMESPACE)
+    try:
+        return _held_caps_of(c)
+    finally:
+        c.close()
 
 
 def _held_caps_in_database(url: str) -> Caps:

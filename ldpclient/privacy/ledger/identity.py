@@ -8,8 +8,9 @@ A record has two identities, both ``HMAC-SHA256(secret, domain tag + bytes)``:
   mechanism's declared domain.
 
 The 32-byte secret lives beside the database (``<path>.key``, mode 0600), written once,
-atomically; :func:`load_or_create_key` refuses the combinations that would forget spend
-(a key without its ledger, a ledger without its key). Processes opening one SQLite ledger at once
+atomically, and only once the ledger holding its check is committed (:func:`commit_new_key`);
+:func:`load_or_create_key` refuses the combinations that would forget spend (a key without its ledger, a ledger
+without its key). Processes opening one SQLite ledger at once
 take its key and its schema in turn (:func:`first_steps_lock`), so none of them sees the key
 another has just made before that one's ledger exists.
 """
@@ -119,42 +120,85 @@ def _row_bytes(t: torch.Tensor) -> list[bytes]:
 
 
 def database_exists(path: Path) -> bool:
-    """Whether the ledger at ``path`` holds anything (it may live only in its WAL file until a checkpoint)."""
+    """Whether the ledger file at ``path`` holds anything (it may live only in its WAL file until a checkpoint)."""
     return any(p.exists() and p.stat().st_size > 0 for p in (path, Path(str(path) + "-wal")))
 
 
+def pending_key_path(key_path: Path) -> Path:
+    """Where a key made for a new ledger waits (``<key file>.new``) until that ledger is committed."""
+    return key_path.with_name(key_path.name + ".new")
+
+
 def load_or_create_key(
-    path: str | Path, key_path: Path, db_existed: bool, *, start_with_key: bool = False
+    path: str | Path, key_path: Path, ledger_exists: bool, *, start_with_key: bool = False
 ) -> tuple[LedgerKey, bool, bool]:
-    """The ledger's key, whether this call created it, and whether a new ledger starts with it: a key made now for
-    a ledger that does not exist yet, or, with ``start_with_key``, a key file that exists before its ledger (one
-    provisioned for it, e.g. by a secrets manager). Without ``start_with_key`` such a key file is refused: it may
-    be the key of a ledger that was lost, whose spend a fresh start would forget."""
-    if key_path.exists() and not db_existed and not start_with_key:
-        raise LedgerError(
-            f"ledger {path} is missing or empty but its key file {key_path} exists: restore the ledger (a fresh "
-            "start would forget the spend recorded with this key); if the key was made for a new ledger "
-            "(provisioned, never used), start the ledger with it once: ldpclient budget --init (the same --state, "
-            "--state-dir and --ledger-key-file)"
-        )
-    created = not key_path.exists()
-    if created:
-        if db_existed:
+    """The ledger's key, whether it is pending, and whether a new ledger starts with it.
+
+    A key made for a new ledger is written as :func:`pending_key_path` and becomes the key file only once the ledger
+    that holds its check is committed (:func:`commit_new_key`): a key file always has its ledger, whatever moment a
+    first open dies at (a full disk, a kill), and the next open starts the ledger afresh instead of refusing a key
+    without one. A pending key left by an open that died after its ledger committed is taken up (the ledger's key
+    check decides). With ``start_with_key`` a key file that exists before its ledger (one provisioned for it, e.g.
+    by a secrets manager) starts it; without, such a key file is refused: it may be the key of a ledger that was
+    lost, whose spend a fresh start would forget."""
+    pending = pending_key_path(key_path)
+    if key_path.exists():
+        if not ledger_exists and not start_with_key:
             raise LedgerError(
-                f"ledger key file {key_path} is missing but the ledger {path} exists: without its "
-                "key the ledger cannot recognise its records (every release would be charged "
-                "again). Restore the key file (for a shared ledger: copy it from a host that uses it), or "
-                "start a new ledger elsewhere."
+                f"ledger {path} is missing or empty but its key file {key_path} exists: restore the ledger (a fresh "
+                "start would forget the spend recorded with this key); if the key was made for a new ledger "
+                "(provisioned, never used), start the ledger with it once: ldpclient budget --init (the same "
+                "--state, --state-dir and --ledger-key-file)"
             )
-        key_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _create_key(key_path)
+        return read_key(key_path), False, not ledger_exists
+    if ledger_exists:
+        if pending.exists():  # its first open died between the ledger's commit and the key file's
+            return read_key(pending), True, False
+        raise LedgerError(
+            f"ledger key file {key_path} is missing but the ledger {path} exists: without its "
+            "key the ledger cannot recognise its records (every release would be charged "
+            "again). Restore the key file (for a shared ledger: copy it from a host that uses it), or "
+            "start a new ledger elsewhere."
+        )
+    key_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _write_key(pending)
+    return read_key(pending), True, True
+
+
+def commit_new_key(key_path: Path) -> None:
+    """Once the ledger holding its check is committed: the pending key becomes the key file (a hard link, which
+    never replaces a key file that exists), made durable."""
+    pending = pending_key_path(key_path)
+    try:
+        os.link(pending, key_path)
+    except FileExistsError:
+        pass  # another process opening the same new ledger made it first: the same key
+    except FileNotFoundError:
+        if not key_path.exists():
+            raise
+        return  # another process took the same pending key up first
+    _fsync_dir(key_path.parent)
+    pending.unlink(missing_ok=True)
+
+
+def forget_new_key(key_path: Path) -> None:
+    """After a first open that failed before its ledger was committed: remove the pending key (nothing was ever
+    charged under it)."""
+    try:
+        pending_key_path(key_path).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def read_key(key_path: Path) -> LedgerKey:
+    """The key in ``key_path``; :class:`LedgerError` when it cannot be read or is not a key."""
     try:
         data = key_path.read_bytes()
     except OSError as exc:
         raise LedgerError(f"cannot read ledger key file {key_path}: {exc.strerror or exc}") from exc
     if len(data) != KEY_BYTES:
         raise LedgerError(f"ledger key file {key_path} is corrupt: expected {KEY_BYTES} bytes, found {len(data)}")
-    return LedgerKey(data), created, not db_existed
+    return LedgerKey(data)
 
 
 @contextmanager
@@ -177,25 +221,9 @@ def first_steps_lock(path: Path) -> Iterator[None]:
             os.close(fd)  # closing the descriptor releases the lock
 
 
-def forget_new_key(path: Path, key_path: Path) -> None:
-    """After a failed first open (e.g. a full disk): remove the key that open created, and the empty
-    database, so that the next run starts the ledger instead of refusing a key with no ledger. Nothing
-    was ever charged under that key: the schema was never committed."""
-    for p in (path, Path(str(path) + "-wal"), Path(str(path) + "-shm")):
-        try:
-            if p.exists() and (p.stat().st_size == 0 or p != path):
-                p.unlink()
-        except OSError:
-            pass
-    if not path.exists() or path.stat().st_size == 0:
-        try:
-            key_path.unlink()
-        except OSError:
-            pass
-
-
-def _create_key(key_path: Path) -> None:
-    """Write a fresh secret atomically: temp file (0600) + fsync + hard link (never clobbers)."""
+def _write_key(key_path: Path) -> None:
+    """Write a fresh secret to ``key_path`` atomically (temp file, 0600, fsync, rename), replacing a pending key an
+    earlier open left (its ledger was never committed)."""
     fd, tmp = tempfile.mkstemp(prefix=key_path.name + ".", suffix=".tmp", dir=key_path.parent)
     try:
         os.fchmod(fd, 0o600)
@@ -203,18 +231,16 @@ def _create_key(key_path: Path) -> None:
         os.fsync(fd)
         os.close(fd)
         fd = -1
-        try:
-            os.link(tmp, key_path)  # atomic and fails if another process created the key first
-        except FileExistsError:
-            pass
+        os.replace(tmp, key_path)
         _fsync_dir(key_path.parent)
-    finally:
+    except BaseException:
         if fd >= 0:
             os.close(fd)
         try:
             os.unlink(tmp)
-        except FileNotFoundError:  # pragma: no cover
+        except FileNotFoundError:
             pass
+        raise
 
 
 def _fsync_dir(path: Path) -> None:

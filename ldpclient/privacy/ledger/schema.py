@@ -154,6 +154,22 @@ def init_schema(c: Database, *, path: str, key_path: os.PathLike[str], key_check
             )
 
 
+def check_to_read(c: Database, *, path: str, key_path: os.PathLike[str], key_check: str) -> None:
+    """A ledger opened read-only (nothing is made or migrated): it must hold a ledger of this schema whose key check
+    is ``key_check``; :class:`LedgerError` (one line) otherwise."""
+    rows = {str(k): str(v) for k, v in c.execute("SELECT key, value FROM meta").fetchall()} \
+        if "meta" in c.tables() else {}
+    if "schema_version" not in rows:
+        raise LedgerError(f"{path} is not an ldpclient ledger (no ledger metadata in it)")
+    check_schema("ledger", path, rows["schema_version"], SCHEMA_VERSION)
+    if rows["schema_version"] != str(SCHEMA_VERSION):
+        raise LedgerError(f"ledger {path} has schema version {rows['schema_version']}: it is brought up to date by "
+                          "the next run that may write it (a label run, or budget --set-cap)")
+    if not hmac.compare_digest(rows.get("key_check", ""), key_check):
+        raise LedgerError(f"ledger key file {os.fspath(key_path)} does not belong to ledger {path} (key check "
+                          "mismatch). Restore the right key file.")
+
+
 def _migrate_v1(c: Database) -> None:
     """Schema 1 -> 2 inside the caller's transaction: the per-tensor spend becomes ``legacy_spend``
     (adopted by a source when a run sees the tensor again), releases gain a ``source_key`` (NULL)."""
