@@ -48,7 +48,7 @@ EXCLUSIVE_GROUPS = {"cluster/": "ray", "cli/test_cli_demo.py": "demo-port"}
 #: The tests that take longest (each a few label runs, or a local Ray), by where they live: run first, so that the
 #: workers end together rather than one waiting on the other's last long test.
 LONGEST = ("test_docs.py::test_the_example_runs", "test_readme_new_shell.py", "cluster/",
-           "cli/test_cli_cloud_teachers.py")
+           "cli/test_cli_cloud_teachers.py", "state/test_storage_faults.py::test_killed_at")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -88,6 +88,17 @@ def source_id(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
+def content_id(image: Image.Image) -> bytes:
+    """What the image shows, for the privacy ledger (32 bytes): the SHA-256 of its first frame's pixels at its own
+    size, as 8-bit RGBA. A file renamed, copied or re-encoded without loss (PNG, BMP, TIFF, another compression,
+    metadata stripped) keeps it; an edit of one pixel changes it. A lossy re-encoding (JPEG) changes pixels, so it
+    changes this too."""
+    width, height = image.size
+    digest = hashlib.sha256(b"ldpclient-content-v1\x00" + f"{width}x{height}".encode() + b"\x00")
+    digest.update(image.convert("RGBA").tobytes())
+    return digest.digest()
+
+
 def decode_array(
     path: str | os.PathLike[str] | bytes,
     input_shape: Sequence[int],
@@ -104,6 +115,16 @@ def decode_array(
     including files with more than ``max_pixels`` pixels (checked from the header,
     before decoding) and Pillow's decompression-bomb warning or error.
     """
+    return decode_with_content(path, input_shape, max_pixels=max_pixels)[0]
+
+
+def decode_with_content(
+    path: str | os.PathLike[str] | bytes,
+    input_shape: Sequence[int],
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> tuple[np.ndarray, bytes]:
+    """:func:`decode_array`, and the image's :func:`content_id`."""
     c, h, w = _check_shape(input_shape)
     if max_pixels < 1:
         raise ValueError(f"max_pixels must be >= 1, got {max_pixels}")
@@ -120,6 +141,7 @@ def decode_array(
                 img.seek(0)
                 img.load()
                 arr = _to_array(img, c)
+                content = content_id(img)
     except ImageDecodeError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -131,13 +153,13 @@ def decode_array(
         raise ImageDecodeError(f"cannot decode image ({msg})") from None
     if arr.dtype == np.uint8:
         if arr.shape[0] == h and arr.shape[1] == w:  # 8-bit at the asked size: finite and in [0, 1] already
-            return arr.transpose(2, 0, 1).astype(np.float32, order="C") / 255.0
+            return arr.transpose(2, 0, 1).astype(np.float32, order="C") / 255.0, content
         arr = arr.astype(np.float32) / 255.0
     if arr.shape[0] != h or arr.shape[1] != w:
         arr = _resize(arr, h, w)
     if not np.isfinite(arr).all():
         raise ImageDecodeError("image has non-finite values")
-    return np.ascontiguousarray(np.clip(arr, 0.0, 1.0, dtype=np.float32).transpose(2, 0, 1))
+    return np.ascontiguousarray(np.clip(arr, 0.0, 1.0, dtype=np.float32).transpose(2, 0, 1)), content
 
 
 def _check_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
@@ -183,9 +205,9 @@ def _resize(arr: np.ndarray, h: int, w: int) -> np.ndarray:
     ]
     return np.stack(planes, axis=2)
 
-#: What :func:`decode_files` returns: the decoded block ``(B, C, H, W)`` float32, the B source ids,
-#: the B relative paths decoded, and ``(relative path, reason)`` for each file skipped.
-DecodedRun = tuple[np.ndarray, list[bytes], list[str], list[tuple[str, str]]]
+#: What :func:`decode_files` returns: the decoded block ``(B, C, H, W)`` float32, the B source ids, the B
+#: :func:`content_id` s, the B relative paths decoded, and ``(relative path, reason)`` for each file skipped.
+DecodedRun = tuple[np.ndarray, list[bytes], list[bytes], list[str], list[tuple[str, str]]]
 
 
 def decode_files(
@@ -200,20 +222,23 @@ def decode_files(
     shape = _check_shape(input_shape)
     arrays: list[np.ndarray] = []
     ids: list[bytes] = []
+    contents: list[bytes] = []
     decoded: list[str] = []
     skipped: list[tuple[str, str]] = []
     for rel in rels:
         try:
             data = read_image_file(os.path.join(root, rel))
-            arrays.append(decode_array(data, shape, max_pixels=max_pixels))
+            array, content = decode_with_content(data, shape, max_pixels=max_pixels)
+            arrays.append(array)
             ids.append(source_id(data))
+            contents.append(content)
             decoded.append(rel)
         except ImageDecodeError as exc:
             skipped.append((rel, exc.reason))
         if on_file is not None:
             on_file()
     block = np.stack(arrays) if arrays else np.empty((0, *shape), dtype=np.float32)
-    return block, ids, decoded, skipped
+    return block, ids, contents, decoded, skipped
 
 
 def ignore_interrupts() -> None:
@@ -222,6 +247,7 @@ def ignore_interrupts() -> None:
 
 
 __all__ = [
-    "DEFAULT_MAX_PIXELS", "DecodedRun", "ImageDecodeError", "MAX_FILE_BYTES", "decode_array", "decode_files",
+    "DEFAULT_MAX_PIXELS", "DecodedRun", "ImageDecodeError", "MAX_FILE_BYTES", "content_id", "decode_array",
+    "decode_files", "decode_with_content",
     "ignore_interrupts", "read_image_file", "source_id",
 ]

@@ -282,8 +282,8 @@ def load_private_folder(
     :func:`spool_private_folder` is the O(chunk) form.
     """
     blocks: list[torch.Tensor] = []
-    listing = _decode_folder(root, input_shape, max_pixels, progress, lambda block, _ids: blocks.append(block),
-                             workers)
+    listing = _decode_folder(root, input_shape, max_pixels, progress,
+                             lambda block, _ids, _contents: blocks.append(block), workers)
     return PrivateImages(listing.root, listing.paths, listing.skipped, torch.cat(blocks))
 
 
@@ -317,13 +317,14 @@ def spool_private_folder(
     Same files, order, skips and errors as :func:`load_private_folder`; ``convert`` maps each
     chunk of decoded records (float32 ``(B, C, H, W)`` in ``[0, 1]``) to the stored values
     (e.g. the teacher's value range). Each record's source id (:func:`source_id` of its file) is
-    kept with it, so the ledger sums its spend per image file. Memory: O(:func:`spool_chunk`
-    records) per decoding process plus 32 bytes a record, whatever N is.
+    kept with it, so the ledger sums its spend per image file, and so is what it shows (:func:`content_id`), so that
+    the ledger knows the same image under another file (:meth:`~ldpclient.privacy.ledger.Ledger.same_images`).
+    Memory: O(:func:`spool_chunk` records) per decoding process plus 64 bytes a record, whatever N is.
     """
     spool = DiskRecords(_check_shape(input_shape), directory)
 
-    def add(block: torch.Tensor, ids: list[bytes]) -> None:
-        spool.append(convert(block) if convert is not None else block, ids=ids)
+    def add(block: torch.Tensor, ids: list[bytes], contents: list[bytes]) -> None:
+        spool.append(convert(block) if convert is not None else block, ids=ids, contents=contents)
 
     try:
         listing = _decode_folder(root, input_shape, max_pixels, progress, add, workers)
@@ -378,7 +379,7 @@ def _decoded_runs(
                 pending.append(pool.submit(decode_files, str(root), runs[next_run], shape, max_pixels))
                 next_run += 1
             run = pending.pop(0).result()
-            done(len(run[2]) + len(run[3]))
+            done(len(run[3]) + len(run[4]))
             yield run
     except BrokenProcessPool:
         raise DataError(
@@ -394,11 +395,11 @@ def _decode_folder(
     input_shape: Sequence[int],
     max_pixels: int,
     progress: Callable[[int, int], None] | None,
-    sink: Callable[[torch.Tensor, list[bytes]], None],
+    sink: Callable[[torch.Tensor, list[bytes], list[bytes]], None],
     workers: int | None = None,
 ) -> DecodedFolder:
-    """Decode the folder's images in path order, handing each block of records (float32 ``(B, C, H, W)``)
-    and their :func:`source_id` s to ``sink``; the listing (DataError if none)."""
+    """Decode the folder's images in path order, handing each block of records (float32 ``(B, C, H, W)``),
+    their :func:`source_id` s and their :func:`content_id` s to ``sink``; the listing (DataError if none)."""
     shape = _check_shape(input_shape)
     found = root if isinstance(root, Discovery) else discover_images(root)
     if not found.files:
@@ -419,9 +420,9 @@ def _decode_folder(
             progress(count[0], len(found.files))
 
     workers = decoding_workers(len(found.files), workers)
-    for block, ids, decoded, refused in _decoded_runs(found.root, runs, shape, max_pixels, workers, done):
+    for block, ids, contents, decoded, refused in _decoded_runs(found.root, runs, shape, max_pixels, workers, done):
         if decoded:
-            sink(torch.from_numpy(block), ids)
+            sink(torch.from_numpy(block), ids, contents)
             paths.extend(decoded)
         skipped.extend(Skipped(rel, reason) for rel, reason in refused)
     if not paths:
@@ -474,7 +475,7 @@ def check_private_folder(path: Path, *, max_pixels: int = DEFAULT_MAX_PIXELS) ->
     probed = found.files[:PROBE_FILES]
     refused: list[tuple[str, str]] = []
     for rel in probed:
-        decoded, skipped = decode_files(str(found.root), [rel], (1, 8, 8), max_pixels)[2:]
+        decoded, skipped = decode_files(str(found.root), [rel], (1, 8, 8), max_pixels)[3:]
         if decoded:
             return
         refused.extend(skipped)

@@ -135,6 +135,7 @@ class DiskRecords:
         self._fd = self._file.fileno()
         self._n = 0
         self._ids = _SourceIds()
+        self._contents = _SourceIds()
 
     def source_ids(self, indices: Sequence[int] | np.ndarray) -> list[bytes]:
         """The SHA-256 of the file each record was decoded from (when every append gave ``ids``)."""
@@ -144,6 +145,15 @@ class DiskRecords:
     def has_source_ids(self) -> bool:
         return self._ids.known
 
+    def content_ids(self, indices: Sequence[int] | np.ndarray) -> list[bytes]:
+        """What each record's image shows (:func:`~ldpclient.io.decoding.content_id`; when every append gave
+        ``contents``)."""
+        return self._contents.get(indices)
+
+    @property
+    def has_content_ids(self) -> bool:
+        return self._contents.known
+
     @property
     def record_shape(self) -> tuple[int, ...]:
         return self._shape
@@ -151,12 +161,14 @@ class DiskRecords:
     def __len__(self) -> int:
         return self._n
 
-    def append(self, records: torch.Tensor, ids: Sequence[bytes] | None = None) -> None:
+    def append(self, records: torch.Tensor, ids: Sequence[bytes] | None = None,
+               contents: Sequence[bytes] | None = None) -> None:
         """Add ``(B, *record_shape)`` records at the end (stored as float32); ``ids``: their sources'
-        SHA-256 digests (32 bytes each), kept in memory (32 bytes a record)."""
+        SHA-256 digests, ``contents``: their images' content ids (32 bytes each), kept in memory."""
         if tuple(records.shape[1:]) != self._shape:
             raise ValueError(f"records of shape {tuple(records.shape[1:])} do not fit a source of {self._shape}")
         self._ids.add(ids, int(records.shape[0]))
+        self._contents.add(contents, int(records.shape[0]))
         data = records.detach().to(torch.float32).contiguous().numpy().tobytes()
         written = os.pwrite(self._fd, data, self._n * self._row_bytes)
         if written != len(data):  # pragma: no cover - a full disk raises OSError first

@@ -18,14 +18,15 @@ from ..io.folders import (
     spool_private_folder,
     to_value_range,
 )
-from ..io.records import MappedRecords, RecordSource
+from ..io.records import MappedRecords, RecordSource, source_ids
 
 if TYPE_CHECKING:
+    from ..privacy.ledger import Ledger
     from .handoffs import RunSetup
     from .options import LabelOptions
 
 __all__ = ["Found", "GivenImages", "Images", "KeptImages", "find_images", "given_records", "image_counts",
-           "image_names", "spool"]
+           "image_names", "show_ledger", "spool"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,21 @@ def given_records(setup: RunSetup, records: RecordSource) -> GivenImages:
     meta, integer = setup.meta, setup.mechanism.domain.integer
     source = MappedRecords(records, lambda r: to_value_range(r, meta.value_range, integer=integer))
     return GivenImages(Path("<records>"), tuple(str(i) for i in range(len(records))), (), source)
+
+
+def show_ledger(ledger: Ledger, records: RecordSource) -> None:
+    """Tell ``ledger`` what each decoded image file shows (:meth:`~ldpclient.privacy.ledger.Ledger.same_images`),
+    before anything is checked or charged: another file of an image it knows is then summed under that image.
+    Records without their files' contents (handed over in memory) are keyed by their values already."""
+    content_ids = getattr(records, "content_ids", None)
+    if content_ids is None or not getattr(records, "has_content_ids", False):
+        return
+    for idx in range(0, len(records), 4096):
+        chunk = list(range(idx, min(idx + 4096, len(records))))
+        ids = source_ids(records, chunk)
+        if ids is None:
+            return
+        ledger.same_images(ids, content_ids(chunk))
 
 
 def spool(setup: RunSetup, found: Discovery, stage: str) -> SpooledImages:

@@ -31,7 +31,7 @@ from .baseline import baseline_transfer, run_baseline
 from .caps import CapForeseen, foresee_money, foresee_privacy
 from .dry_run import dry_run
 from .handoffs import LabelRun, RunOutcome, RunSetup
-from .images import Images, find_images, given_records, image_counts, image_names, spool
+from .images import Images, find_images, given_records, image_counts, image_names, show_ledger, spool
 from .label_report import build_report, judge_run, report_path_for, write_stop_report
 from .options import LabelOptions
 from .outputs import check_label_outputs, page_images, write_outputs, write_page
@@ -157,6 +157,7 @@ def _transfer(
 
     opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
     records = images.records
+    show_ledger(ledger, records)
     transfer = KnowledgeTransfer(
         setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode,
         seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,

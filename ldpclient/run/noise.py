@@ -18,6 +18,7 @@ from ..state import state_dir, state_lock
 from ..teachers.http import redact_url
 from ..teachers.limits import TeacherLimits
 from .connect import connect_options, open_teacher
+from .images import show_ledger
 from .mechanism import fit_public_basis
 from .memory import check_memory_for_shape
 from .noise_decoding import noise_decoding, public_values
@@ -128,6 +129,7 @@ def _noise_and_write(
     with Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=opts.privacy_cap,
                 cap_origin="--privacy-cap") as ledger:
         merge_scope_aliases(ledger, target.scope)
+        show_ledger(ledger, images.records)
         given = (public_values(opts, state, ledger, images, mechanism, target.value_range)
                  if opts.decode != "none" or opts.basis == "pca" else None)
         public = given.values if given is not None else None

@@ -12,6 +12,7 @@ import pytest
 from ldpclient.cli.errors import EXIT_FAILURE, EXIT_USAGE
 from ldpclient.state import state_lock
 from support.cli_runs import invoke, label_args, mock_teacher, private_folder
+from support.faults import mounts  # noqa: F401 - a fixture
 
 
 def _args(*a):
@@ -26,29 +27,9 @@ def _one_line_error(result, code: int) -> str:
     return lines[0]
 
 
-@pytest.fixture
-def tmpfs(tmp_path: Path):
-    """Mount a small tmpfs (root only; skipped elsewhere): ``mount(size, readonly) -> Path``."""
-    mounted: list[Path] = []
-
-    def mount(size: str, *, readonly: bool = False) -> Path:
-        where = tmp_path / f"mnt{len(mounted)}"
-        where.mkdir()
-        opts = f"size={size}" + (",ro" if readonly else "")
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], capture_output=True)
-        if proc.returncode != 0:
-            pytest.skip("cannot mount a tmpfs here (needs root)")
-        mounted.append(where)
-        return where
-
-    yield mount
-    for where in mounted:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
-
-
-def test_a_full_state_disk_is_one_line_and_the_next_run_resumes(tmp_path: Path, tmpfs) -> None:
+def test_a_full_state_disk_is_one_line_and_the_next_run_resumes(tmp_path: Path, mounts) -> None:  # noqa: F811
     folder = private_folder(tmp_path, n=12, size=8)
-    small = tmpfs("1m")
+    small = mounts.tmpfs("1m")
     with mock_teacher() as srv:
         args = _args(folder, srv.model_url, tmp_path)
         args[args.index("--state-dir") + 1] = str(small / "state")
@@ -60,9 +41,9 @@ def test_a_full_state_disk_is_one_line_and_the_next_run_resumes(tmp_path: Path, 
         assert again.exit_code == 0, again.output
 
 
-def test_a_full_output_disk_is_one_line(tmp_path: Path, tmpfs) -> None:
+def test_a_full_output_disk_is_one_line(tmp_path: Path, mounts) -> None:  # noqa: F811
     folder = private_folder(tmp_path, n=12, size=8)
-    small = tmpfs("16k")
+    small = mounts.tmpfs("16k")
     (small / "filler").write_bytes(b"\0" * 14_000)
     with mock_teacher() as srv:
         args = _args(folder, srv.model_url, tmp_path)
@@ -70,9 +51,11 @@ def test_a_full_output_disk_is_one_line(tmp_path: Path, tmpfs) -> None:
         _one_line_error(invoke(args), EXIT_USAGE)
 
 
-def test_a_read_only_state_dir_is_one_line(tmp_path: Path, tmpfs) -> None:
+def test_a_read_only_state_dir_is_one_line(tmp_path: Path, mounts) -> None:  # noqa: F811
     folder = private_folder(tmp_path)
-    ro = tmpfs("1m", readonly=True)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mounts.read_only(ro)
     with mock_teacher() as srv:
         args = _args(folder, srv.model_url, tmp_path)
         args[args.index("--state-dir") + 1] = str(ro)

@@ -31,6 +31,7 @@ class Server:
     root: Path
     _run_as: list[str]
     _bin: Path
+    _options: str = ""
 
     def database(self, name: str) -> str:
         """A fresh database on this server; its URL."""
@@ -40,9 +41,19 @@ class Server:
             c.execute(f'CREATE DATABASE "{name}"')
         return self.url.rsplit("/", 1)[0] + f"/{name}"
 
-    def stop(self) -> None:
+    def crash(self) -> None:
+        """``pg_ctl stop -m immediate``: every connection cut, no shutdown checkpoint (a crash, for the server);
+        the data stay for :meth:`start_again`."""
         subprocess.run([*self._run_as, str(self._bin / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate",
                         "-w", "stop"], capture_output=True, timeout=60)
+
+    def start_again(self) -> None:
+        """Start the server after :meth:`crash` (it recovers from its write-ahead log), once it takes connections."""
+        _pg_ctl_start(self._run_as, self._bin, self.root, self._options)
+        _wait_for_connections(self)
+
+    def stop(self) -> None:
+        self.crash()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -90,21 +101,33 @@ def start(*, fsync: bool = False) -> Server:
         raise Unavailable(f"initdb failed: {init.stderr.strip()[-300:]}")
     port = _free_port()
     options = f"-h 127.0.0.1 -p {port} -k {root} -c fsync={'on' if fsync else 'off'} -c max_connections=60"
-    started = subprocess.run([*run_as, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options,
+    try:
+        _pg_ctl_start(run_as, bin_dir, root, options)
+    except Unavailable:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    server = Server(f"postgresql://ldp@127.0.0.1:{port}/postgres", root, run_as, bin_dir, options)
+    _wait_for_connections(server)
+    return server
+
+
+def _pg_ctl_start(run_as: list[str], bin_dir: Path, root: Path, options: str) -> None:
+    started = subprocess.run([*run_as, str(bin_dir / "pg_ctl"), "-D", str(root / "data"), "-o", options,
                               "-l", str(root / "log"), "-w", "-t", "60", "start"], capture_output=True, text=True,
                              timeout=90)
     if started.returncode != 0:
         log = (root / "log").read_text(errors="replace")[-300:] if (root / "log").exists() else started.stderr
-        shutil.rmtree(root, ignore_errors=True)
         raise Unavailable(f"pg_ctl start failed: {log.strip()}")
-    server = Server(f"postgresql://ldp@127.0.0.1:{port}/postgres", root, run_as, bin_dir)
+
+
+def _wait_for_connections(server: Server) -> None:
     deadline = time.monotonic() + 30
     import psycopg
 
     while True:
         try:
             psycopg.connect(server.url, connect_timeout=5).close()
-            return server
+            return
         except psycopg.OperationalError:
             if time.monotonic() > deadline:
                 server.stop()

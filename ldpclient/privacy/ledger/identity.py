@@ -43,6 +43,7 @@ KEY_BYTES = 32
 _KEY_CHECK_MESSAGE = b"ldpclient-ledger-key-check-v1"
 _RECORD_DOMAIN = b"ldpclient-record-v1\x00"
 _SOURCE_ID_DOMAIN = b"ldpclient-source-id-v1\x00"
+_CONTENT_ID_DOMAIN = b"ldpclient-content-id-v1\x00"
 _CANONICAL_DOMAIN = b"ldpclient-source-canonical-v1\x00"
 #: Steps of the canonical value scale over a declared domain (8-bit images keep every value).
 _CANONICAL_LEVELS = 255
@@ -87,6 +88,11 @@ class LedgerKey:
                 raise TypeError(f"each source id must be non-empty bytes or str, got {type(sid).__name__}")
             out.append(hmac.digest(self.secret, _SOURCE_ID_DOMAIN + bytes(sid), "sha256"))
         return out
+
+
+    def content_keys(self, contents: Sequence[bytes]) -> list[bytes]:
+        """Key of each image content id (:func:`~ldpclient.io.decoding.content_id`, 32 bytes)."""
+        return [hmac.digest(self.secret, _CONTENT_ID_DOMAIN + bytes(c), "sha256") for c in contents]
 
 
 def dtype_name(dtype: torch.dtype) -> str:

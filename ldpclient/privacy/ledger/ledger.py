@@ -17,6 +17,7 @@ from ...state.database import LEDGER_NAMESPACE, Database, display_location, is_d
 from ..base import Mechanism
 from ..release import Release
 from . import fingerprint as _fingerprint
+from . import same_images as _same_images
 from . import spend as _spend
 from . import store as _store
 from .cap_history import CAPS_LOCK, cap_history, set_caps, settle_caps, stored_caps
@@ -41,6 +42,10 @@ from .schema import (
     transaction,
 )
 from .spend import Caps
+
+
+class _SourcesAliased(Exception):
+    """Inside a release's transaction: a source it was keyed under has become another file's alias since."""
 
 
 def default_ledger_path() -> Path:
@@ -135,10 +140,12 @@ class Ledger(LedgerReader):
             if read_only and self.path is not None:
                 self._conn = self._open_to_read(self.path)
                 self._legacy = has_legacy(self._conn)
+                self._knows_images = "aliases" in self._conn.tables()
                 self._caps = stored_caps(self._conn)
                 return
             self._conn = self._open_store(path, start_with_key)
             self._legacy = has_legacy(self._conn)
+            self._knows_images = True
             if settled:
                 with transaction(self._conn) as c:
                     self._caps_now(c)
@@ -216,6 +223,18 @@ class Ledger(LedgerReader):
         with self._lock:
             self._caps = set_caps(self._db, caps, origin)
 
+    def same_images(self, sources: Sequence[bytes | str], contents: Sequence[bytes]) -> int:
+        """Tell the ledger what each source shows: ``contents[i]`` (:func:`~ldpclient.io.decoding.content_id`) is
+        the image of source id ``sources[i]``. From then on another file of an image seen before (re-encoded without
+        loss) is summed under that image's first source, with what it had spent (:mod:`.same_images`). Call it
+        before checking or charging those sources. Returns the sources found to be other files of an image."""
+        if len(sources) != len(contents):
+            raise ValueError(f"same_images needs one content per source: {len(contents)} for {len(sources)}")
+        source_keys = self._key.source_id_keys(sources)
+        content_keys = self._key.content_keys(contents)
+        with self._lock, transaction(self._db) as c:
+            return _same_images.register(c, source_keys, content_keys)
+
     def cap_history(self) -> list[dict[str, object]]:
         """Every cap set on this ledger, oldest first (:func:`~.cap_history.cap_history`)."""
         with self._lock:
@@ -284,13 +303,18 @@ class Ledger(LedgerReader):
         _check_scope(scope)
         records = check_records(records)
         record_shape = tuple(int(s) for s in records.shape[1:])
-        keys = self._identities(records, sources, getattr(mechanism, "domain", None))  # non-Mechanism: TypeError below
         with self._lock:
-            mech = self._mechanism(mechanism, record_shape)
-            first: dict[bytes, int] = {}  # unique keys, first occurrence order
-            for i, k in enumerate(keys):
-                first.setdefault(k, i)
-            stored, fresh_values = self._release_transaction(mechanism, records, first, mech, scope, generator)
+            while True:
+                keys = self._identities(records, sources, getattr(mechanism, "domain", None))  # not a Mechanism:
+                mech = self._mechanism(mechanism, record_shape)  # TypeError
+                first: dict[bytes, int] = {}  # unique keys, first occurrence order
+                for i, k in enumerate(keys):
+                    first.setdefault(k, i)
+                try:
+                    stored, fresh_values = self._release_transaction(mechanism, records, first, mech, scope, generator)
+                except _SourcesAliased:  # another file of one of these images became known meanwhile: key again
+                    continue
+                break
             self._hook("committed")
         return _store.assemble(mechanism, keys, first, stored, fresh_values, mech.guarantee, record_shape)
 
@@ -309,6 +333,8 @@ class Ledger(LedgerReader):
         uniq = list(first)
         with transaction(self._db) as c:  # write lock held from the check to the commit
             _spend.lock_sources(c, [k[32:] for k in uniq])  # PostgreSQL: these sources' rows, to the commit
+            if self._knows_images and _same_images.resolve_map(c, [k[32:] for k in uniq]):
+                raise _SourcesAliased
             if self._legacy:
                 self._legacy = _spend.adopt_legacy(c, uniq)
             stored = _store.stored_releases(c, uniq, mech.id, scope)

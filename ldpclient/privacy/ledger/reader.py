@@ -18,6 +18,7 @@ from ...io.records import RecordSource, as_record_source, iter_batches, source_i
 from ...state.database import Database
 from ..guarantee import Domain
 from . import fingerprint as _fingerprint
+from . import same_images as _same_images
 from . import spend as _spend
 from . import store as _store
 from .cap_history import cap_history
@@ -40,6 +41,8 @@ class LedgerReader:
     _key: LedgerKey
     _caps: Caps
     _legacy: bool
+    #: whether the ledger holds the tables of :mod:`.same_images` (a ledger read-only from before them: no)
+    _knows_images: bool
     _conn: Database | None
     _lock: threading.RLock
 
@@ -94,8 +97,17 @@ class LedgerReader:
             if len(sources) != records.shape[0]:
                 raise ValueError(f"sources must give one id per record: {len(sources)} ids for {records.shape[0]} "
                                  "records")
-            return self._key.source_id_keys(sources)
+            return self._id_keys(sources)
         return self._key.canonical_source_keys(records, domain if domain is not None else Domain())
+
+    def _id_keys(self, sources: Sequence[bytes | str]) -> list[bytes]:
+        """The key each source id's spend is summed under: its own, or, for another file of an image seen before,
+        that image's first source's (:mod:`.same_images`)."""
+        keys = self._key.source_id_keys(sources)
+        if not self._knows_images:
+            return keys
+        with self._lock:
+            return _same_images.resolve(self._db, keys)
 
     def _identities(
         self, records: torch.Tensor, sources: Sequence[bytes | str] | None, domain: Domain | None
@@ -197,7 +209,7 @@ class LedgerReader:
         """Per-record epsilon spent so far by each source id (as :meth:`source_keys` takes them; a folder's
         files: :func:`~ldpclient.io.folders.source_id` of their bytes), 0 for a source never charged. Only spend
         charged to sources counts: a schema-1 record no run has matched to its source yet is not found here."""
-        keys = self._key.source_id_keys(sources)
+        keys = self._id_keys(sources)
         with self._lock:
             spend = _spend.spend_of(self._db, keys)
         return [spend.get(k, (0.0, 0.0))[0] for k in keys]

@@ -59,6 +59,10 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS caps ("
     " id INTEGER PRIMARY KEY, epsilon REAL, delta REAL, origin TEXT NOT NULL, created REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS fingerprints (source_key BLOB PRIMARY KEY, print BLOB NOT NULL)",
+    # the same image under other files (:mod:`.same_images`): added to schema 4 as they are, since a ledger
+    # user that does not know them sums spend per file, as before them
+    "CREATE TABLE IF NOT EXISTS contents (content_key BLOB PRIMARY KEY, source_key BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS aliases (source_key BLOB PRIMARY KEY, canonical_key BLOB NOT NULL)",
 )
 
 
