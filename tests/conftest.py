@@ -86,12 +86,7 @@ def postgres_server():
     where PostgreSQL or psycopg is missing (LDPCLIENT_REQUIRE_POSTGRES=1 fails instead, as in .ci/run)."""
     from support import postgres_server as pg
 
-    try:
-        server = pg.start()
-    except pg.Unavailable as exc:
-        if os.environ.get("LDPCLIENT_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"PostgreSQL required here: {exc}")
-        pytest.skip(str(exc))
+    server = pg.start_for_tests()
     yield server
     server.stop()
 

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import shutil
 import socket
 import tempfile
@@ -32,6 +33,7 @@ import torch
 
 from ..io.document import Document, JSONDict, integer, number, section, section_or_none
 from ..io.folders import to_uint8_image
+from ..io.output import atomic_save_image, atomic_write_text
 from ..names import PRIVACY_BOUGHT
 from ..privacy import defaults as privacy_defaults
 from ..privacy.guarantee import coefficient_treatment, coefficients_named
@@ -74,7 +76,7 @@ def write_private_folder(images: torch.Tensor, folder: Path, prefix: str = "reco
     names = []
     for k, img in enumerate(images):
         name = f"{prefix}_{k:05d}.png"
-        to_uint8_image(img).save(folder / name)
+        atomic_save_image(folder / name, to_uint8_image(img), sync=False)
         names.append(name)
     return names
 
@@ -239,10 +241,11 @@ def check_file_for(private: Path) -> Path:
 
 def write_check_file(path: Path, labels: dict[str, int]) -> None:
     """Write hand labels as ``--check`` reads them: a ``file,label`` header, then one row per image."""
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["file", "label"])
-        writer.writerows(sorted(labels.items()))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["file", "label"])
+    writer.writerows(sorted(labels.items()))
+    atomic_write_text(path, buffer.getvalue())
 
 
 class _ServerOptions(TypedDict, total=False):

@@ -31,7 +31,7 @@ from .baseline import baseline_transfer, run_baseline
 from .caps import CapForeseen, foresee_money, foresee_privacy
 from .dry_run import dry_run
 from .handoffs import LabelRun, RunOutcome, RunSetup
-from .images import Images, find_images, given_records, image_counts, image_names, show_ledger, spool
+from .images import Images, find_images, given_records, image_counts, image_names, spool
 from .label_report import build_report, judge_run, report_path_for, write_stop_report
 from .options import LabelOptions
 from .outputs import check_label_outputs, page_images, write_outputs, write_page
@@ -138,7 +138,7 @@ def _run_transfer(setup: RunSetup, seeds: Seeds, images: Images, public_images: 
     from ..privacy.ledger import BudgetExceeded
     from ..teachers import CostCapReached
 
-    with LabelSession(setup) as session:
+    with LabelSession(setup, images.records) as session:
         try:
             return _transfer(setup, session, seeds, images, public_images)
         except CapForeseen:
@@ -157,7 +157,6 @@ def _transfer(
 
     opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
     records = images.records
-    show_ledger(ledger, records)
     transfer = KnowledgeTransfer(
         setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode,
         seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,

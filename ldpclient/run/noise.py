@@ -147,7 +147,7 @@ def _noise_and_write(
                 for k, row in zip(idx.tolist(), rows.rows(torch.arange(len(release))).values, strict=True):
                     rel = images.paths[k]
                     path = out / (rel + ".png" if not rel.lower().endswith(".png") else rel)
-                    atomic_save_image(path, to_uint8_image((row - lo) / (hi - lo)))
+                    atomic_save_image(path, to_uint8_image((row - lo) / (hi - lo)), sync=False)
                 bar.update(int(idx[-1]) + 1)
         max_spent = float(ledger.spent(images.records).epsilon.max())
         cap = ledger.cap_epsilon

@@ -9,10 +9,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from .images import show_ledger
 from .progress import StageProgress
 
 if TYPE_CHECKING:
     from ..cluster.engine import Cluster
+    from ..io.records import RecordSource
     from ..privacy.ledger import Ledger
     from ..teachers.client import QueryClient
     from ..teachers.journal import Journal
@@ -22,16 +24,18 @@ __all__ = ["LabelSession"]
 
 
 class LabelSession:
-    """The ledger, the journalled query client, its progress bars and the cluster (None: this host) of one run,
-    open between ``__enter__`` and ``__exit__``."""
+    """The ledger, the journalled query client, its progress bars and the cluster (None: this host) of one run on
+    ``records``, open between ``__enter__`` and ``__exit__``. The ledger is told what the decoded images show as it
+    opens (:func:`~.images.show_ledger`), before anything is checked or charged."""
 
     ledger: Ledger
     client: QueryClient
     progress: StageProgress
     cluster: Cluster | None
 
-    def __init__(self, setup: RunSetup) -> None:
+    def __init__(self, setup: RunSetup, records: RecordSource) -> None:
         self.setup = setup
+        self.records = records
 
     def __enter__(self) -> LabelSession:
         from ..privacy.ledger import Ledger
@@ -41,6 +45,7 @@ class LabelSession:
         self.ledger = Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=opts.privacy_cap,
                              cap_origin="--privacy-cap")
         try:
+            show_ledger(self.ledger, self.records)
             journal = Journal(where.journal)
         except BaseException:
             self.ledger.close()

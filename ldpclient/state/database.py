@@ -36,7 +36,7 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from . import StateError
@@ -126,7 +126,7 @@ class Database:
     (``fetchone``, ``fetchall``, iteration, ``rowcount``). Not for concurrent use by threads without
     the owner's lock (the ledger and the journal hold one)."""
 
-    def __init__(self, conn: Any, dialect: Dialect, location: str, *, reopen: Any = None,
+    def __init__(self, conn: Any, dialect: Dialect, location: str, *, reopen: Callable[[], object] | None = None,
                  what: str = "state database") -> None:
         self._conn = conn
         self.dialect: Dialect = dialect
@@ -303,11 +303,15 @@ class Database:
         self._conn.close()
 
 
+#: What an engine hands back, a cursor or a row: the two engines' types have nothing in common to name.
+_Engine = Any
+
+
 class Rows:
     """An engine's cursor whose failures while rows are fetched are raised as :class:`StateDatabaseError`, like
     those of the statement itself: ``fetchone``, ``fetchall``, iteration and ``rowcount``."""
 
-    def __init__(self, cursor: Any, db: Database) -> None:
+    def __init__(self, cursor: _Engine, db: Database) -> None:
         self._cursor = cursor
         self._db = db
 
@@ -315,7 +319,7 @@ class Rows:
     def rowcount(self) -> int:
         return int(self._cursor.rowcount)
 
-    def fetchone(self) -> Any:
+    def fetchone(self) -> _Engine:
         try:
             return self._cursor.fetchone()
         except Exception as exc:
@@ -323,7 +327,7 @@ class Rows:
                 raise self._db._failed(exc) from exc
             raise
 
-    def fetchall(self) -> list[Any]:
+    def fetchall(self) -> list[_Engine]:
         try:
             return list(self._cursor.fetchall())
         except Exception as exc:
@@ -331,7 +335,7 @@ class Rows:
                 raise self._db._failed(exc) from exc
             raise
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[_Engine]:
         rows = iter(self._cursor)
         while True:
             try:

@@ -57,6 +57,19 @@ class Server:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def start_for_tests(*, fsync: bool = False) -> Server:
+    """:func:`start`, or the test skipped with the reason where PostgreSQL or psycopg is missing
+    (``LDPCLIENT_REQUIRE_POSTGRES=1`` fails it instead, as in .ci/run)."""
+    import pytest
+
+    try:
+        return start(fsync=fsync)
+    except Unavailable as exc:
+        if os.environ.get("LDPCLIENT_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL required here: {exc}")
+        pytest.skip(str(exc))
+
+
 def find_bin() -> Path | None:
     explicit = os.environ.get("LDPCLIENT_PG_BIN")
     candidates = [explicit] if explicit else []

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import torch
 
 from ...state import default_state_dir
-from ...state.database import LEDGER_NAMESPACE, Database, display_location, is_database_error, is_database_url
+from ...state.database import Database, display_location, is_database_error, is_database_url
 from ..base import Mechanism
 from ..release import Release
 from . import fingerprint as _fingerprint
@@ -22,25 +22,9 @@ from . import spend as _spend
 from . import store as _store
 from .cap_history import CAPS_LOCK, cap_history, set_caps, settle_caps, stored_caps
 from .errors import LedgerError
-from .identity import (
-    commit_new_key,
-    database_exists,
-    first_steps_lock,
-    forget_new_key,
-    load_or_create_key,
-    read_key,
-)
+from .opening import open_ledger, open_to_read
 from .reader import LedgerReader, check_records
-from .schema import (
-    SCHEMA_LOCK,
-    check_to_read,
-    connect,
-    has_legacy,
-    init_database,
-    init_schema,
-    stored_schema,
-    transaction,
-)
+from .schema import has_legacy, transaction
 from .spend import Caps
 
 
@@ -132,18 +116,16 @@ class Ledger(LedgerReader):
         self._lock = threading.RLock()
         self._mechs: dict[str, _store.StoredMechanism] = {}
         self._conn: Database | None = None
-        #: whether this open made the key, pending until the new ledger is committed (a failed first open removes it)
-        self._key_pending = False
-        #: whether this open made the ledger's file (a failed first open removes it)
-        self._file_made = self.path is not None and not self.path.exists()
         try:
             if read_only and self.path is not None:
-                self._conn = self._open_to_read(self.path)
+                self._conn, self._key = open_to_read(self.path, self.location, self.key_path)
                 self._legacy = has_legacy(self._conn)
                 self._knows_images = "aliases" in self._conn.tables()
                 self._caps = stored_caps(self._conn)
                 return
-            self._conn = self._open_store(path, start_with_key)
+            url = os.fspath(path) if self.path is None and path is not None else None
+            self._conn, self._key = open_ledger(url, self.path, self.location, self.key_path,
+                                                start_with_key=start_with_key)
             self._legacy = has_legacy(self._conn)
             self._knows_images = True
             if settled:
@@ -153,68 +135,9 @@ class Ledger(LedgerReader):
                 self._caps = settle_caps(self._conn, given, cap_origin)
         except BaseException as exc:
             self.close()
-            self._forget_new_ledger()
             if is_database_error(exc):
                 raise LedgerError(f"cannot open ledger database {self.location}: {exc}") from exc
             raise
-
-    def _open_store(self, path: str | os.PathLike[str] | None, start_with_key: bool) -> Database:
-        """The ledger's database, opened with its key and its schema (both made on a first open, by one process
-        of those opening it at once; the key file appears once the ledger is committed)."""
-        if self.path is None:  # the database first: whether it holds a ledger decides about the key
-            conn = self._conn = connect(os.fspath(path) if path is not None else "")
-            with transaction(conn):  # processes opening a new ledger at once: one makes it, under the lock
-                conn.lock(SCHEMA_LOCK)
-                existed = stored_schema(conn) is not None
-                self._key, self._key_pending, starts = load_or_create_key(
-                    self.location, self.key_path, existed, start_with_key=start_with_key)
-                init_schema(conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
-                            key_created=starts)
-        else:
-            with first_steps_lock(self.path):  # others opening it wait for the key and the schema
-                conn = self._conn = connect(self.path)
-                tables = conn.tables()
-                if tables and "meta" not in tables:
-                    raise LedgerError(f"{self.location} is not an ldpclient ledger (it holds other tables: "
-                                      f"{', '.join(sorted(tables)[:3])}); restore the ledger or use another state")
-                self._key, self._key_pending, starts = load_or_create_key(
-                    self.path, self.key_path, stored_schema(conn) is not None, start_with_key=start_with_key)
-                init_database(conn, path=self.location, key_path=self.key_path, key_check=self._key.check(),
-                              key_created=starts)
-                self._commit_key()
-            return conn
-        self._commit_key()
-        return conn
-
-    def _open_to_read(self, path: Path) -> Database:
-        """The ledger file ``path`` opened read-only, checked against its key (see ``read_only``)."""
-        conn = self._conn = Database.open_to_read(path, namespace=LEDGER_NAMESPACE)
-        if not self.key_path.exists():
-            raise LedgerError(f"ledger key file {self.key_path} is missing: the ledger {path} cannot be read without "
-                              "it. Restore the key file.")
-        self._key = read_key(self.key_path)
-        check_to_read(conn, path=self.location, key_path=self.key_path, key_check=self._key.check())
-        return conn
-
-    def _commit_key(self) -> None:
-        """The new ledger is committed: its pending key becomes its key file."""
-        if self._key_pending:
-            commit_new_key(self.key_path)
-            self._key_pending = False
-
-    def _forget_new_ledger(self) -> None:
-        """After a failed open: where it failed before a new ledger was committed, remove the pending key and the
-        files this open made (nothing was ever charged in them); else only an empty file it made."""
-        if self._key_pending:
-            forget_new_key(self.key_path)
-        elif self.path is None or database_exists(self.path):
-            return
-        if self.path is not None and self._file_made:
-            for made in (self.path, Path(str(self.path) + "-wal"), Path(str(self.path) + "-shm")):
-                try:
-                    made.unlink(missing_ok=True)
-                except OSError:
-                    pass
 
     def set_caps(self, epsilon: float | None, delta: float | None = None, *, origin: str = "Ledger.set_caps") -> None:
         """Set the caps the ledger holds (raise, lower, or remove with None), recorded with ``origin``. Images whose

@@ -282,7 +282,7 @@ class LedgerReader:
             if not c.postgresql:  # PostgreSQL checks its own pages (checksums, amcheck): nothing to ask here
                 ic = [r[0] for r in c.execute("PRAGMA integrity_check").fetchall()]
                 problems = [] if ic == ["ok"] else ["integrity_check: " + "; ".join(ic)]
-            return problems + _spend.verify(c)
+            return problems + _spend.verify(c, aliases=self._knows_images)
 
 
 def _chunks_of(

@@ -58,20 +58,20 @@ def resolve(c: Database, source_keys: Sequence[bytes]) -> list[bytes]:
 
 def resolve_map(c: Database, source_keys: list[bytes]) -> dict[bytes, bytes]:
     """The aliased ones of ``source_keys``, each with the source its spend is summed under."""
-    out: dict[bytes, bytes] = {}
-    for chunk in chunks(list(dict.fromkeys(source_keys))):
-        q = f"SELECT source_key, canonical_key FROM aliases WHERE source_key IN ({placeholders(len(chunk))})"
-        for key, canonical in c.execute(q, chunk):
-            out[bytes(key)] = bytes(canonical)
-    return out
+    return _lookup(c, "aliases", "source_key", "canonical_key", source_keys)
 
 
 def _first_sources(c: Database, content_keys: list[bytes]) -> dict[bytes, bytes]:
+    """The known ones of ``content_keys``, each with the source first seen showing it."""
+    return _lookup(c, "contents", "content_key", "source_key", content_keys)
+
+
+def _lookup(c: Database, table: str, key: str, value: str, keys: list[bytes]) -> dict[bytes, bytes]:
     out: dict[bytes, bytes] = {}
-    for chunk in chunks(list(dict.fromkeys(content_keys))):
-        q = f"SELECT content_key, source_key FROM contents WHERE content_key IN ({placeholders(len(chunk))})"
-        for key, source in c.execute(q, chunk):
-            out[bytes(key)] = bytes(source)
+    for chunk in chunks(list(dict.fromkeys(keys))):
+        for k, v in c.execute(f"SELECT {key}, {value} FROM {table} WHERE {key} IN ({placeholders(len(chunk))})",
+                              chunk):
+            out[bytes(k)] = bytes(v)
     return out
 
 

@@ -253,11 +253,15 @@ def _count_past(c: Database, caps: Caps, slack: float, op: str) -> int:
     return int(c.execute(f"SELECT COUNT(*) FROM {_ALL_SPEND} WHERE {' OR '.join(conds)}", params).fetchone()[0])
 
 
-def verify(c: Database) -> list[str]:
+def verify(c: Database, *, aliases: bool = True) -> list[str]:
     """Problems with the accounting (empty when all is well): a stored release whose charge is not its
     mechanism's, a source (or schema-1 tensor) whose spend is not the sum and count of its stored
-    releases' charges, stored releases with no spend."""
+    releases' charges, stored releases with no spend. A release of another file of an image counts for the
+    source its spend is summed under (``aliases``: the ledger holds :mod:`.same_images`' tables)."""
     problems: list[str] = []
+    owner = ("(SELECT r.epsilon, r.delta, COALESCE(a.canonical_key, r.source_key) AS source_key FROM releases r"
+             " LEFT JOIN aliases a ON a.source_key = r.source_key WHERE r.source_key IS NOT NULL)"
+             if aliases else "(SELECT epsilon, delta, source_key FROM releases WHERE source_key IS NOT NULL)")
     bad = c.execute(
         "SELECT COUNT(*) FROM releases r JOIN mechanisms m ON m.id = r.mechanism_id"
         " WHERE r.epsilon != m.epsilon_record OR r.delta != m.delta_record"
@@ -267,7 +271,7 @@ def verify(c: Database) -> list[str]:
     rows = c.execute(
         "SELECT s.epsilon, s.delta, s.releases, t.eps, t.delta, t.n FROM spend s LEFT JOIN"
         " (SELECT source_key, SUM(epsilon) AS eps, SUM(delta) AS delta, COUNT(*) AS n"
-        "  FROM releases WHERE source_key IS NOT NULL GROUP BY source_key) t ON t.source_key = s.source_key"
+        f"  FROM {owner} AS owned GROUP BY source_key) t ON t.source_key = s.source_key"
     ).fetchall()
     rows += c.execute(
         "SELECT s.epsilon, s.delta, s.releases, t.eps, t.delta, t.n FROM legacy_spend s LEFT JOIN"
@@ -275,7 +279,8 @@ def verify(c: Database) -> list[str]:
         "  FROM releases WHERE source_key IS NULL GROUP BY record_key) t ON t.record_key = s.record_key"
     ).fetchall()
     orphans = c.execute(
-        "SELECT COUNT(DISTINCT source_key) FROM releases WHERE source_key NOT IN (SELECT source_key FROM spend)"
+        f"SELECT COUNT(DISTINCT source_key) FROM {owner} AS owned"
+        " WHERE source_key NOT IN (SELECT source_key FROM spend)"
     ).fetchone()[0]
     orphans += c.execute(
         "SELECT COUNT(DISTINCT record_key) FROM releases WHERE source_key IS NULL AND record_key NOT IN"
