@@ -159,26 +159,30 @@ class Database:
     def open_to_read(cls, path: Path, *, namespace: str) -> "Database":
         """The SQLite file ``path`` opened read-only, with nothing written beside it where nothing needs to be.
 
-        A file whose write-ahead log is absent or empty holds everything in itself (its last connection closed, or
-        none opened it in WAL mode): it is read as immutable, so a plan or ``--dry-run`` leaves no ``-wal``/``-shm``
-        file behind, on a read-only file system too. A log with content (a run under way, or one that was killed)
-        is read with the file, as SQLite means a live file to be read: nothing committed in it is missed.
-        :class:`StateUnwritable` when that cannot be done (a read-only state holding a killed run's log)."""
+        A file without a write-ahead log beside it holds everything in itself, and no connection has it open (the
+        last one to close removes the log): it is read as immutable, so a plan or ``--dry-run`` leaves no
+        ``-wal``/``-shm`` file behind, on a read-only file system too. A file with a log (a run under way, or one
+        that was killed) is read with it, as SQLite means a live file to be read: nothing committed in the log is
+        missed. Where that cannot be done (a read-only file system), an empty log is passed over; one with content
+        is :class:`StateUnwritable`."""
         what = _WHAT.get(namespace, "state database")
         uri = path.resolve().as_uri()
         wal = Path(str(path) + "-wal")
-        live = wal.exists() and wal.stat().st_size > 0
+        live = wal.exists()
         try:
-            conn = sqlite3.connect(f"{uri}?mode=ro" + ("" if live else "&immutable=1"), uri=True, timeout=60.0,
-                                   isolation_level=None, check_same_thread=False)
-            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            conn = _read_only(uri, immutable=not live)
         except sqlite3.OperationalError as exc:
             if not live:
                 raise state_database_error(what, str(path), exc) from exc
-            raise StateUnwritable(
-                f"{what} {path}: {' '.join(str(exc).split())}; its write-ahead log {wal} holds changes that cannot "
-                "be read without writing beside it (is the state read-only? make it writable once and re-run)"
-            ) from exc
+            if wal.stat().st_size > 0:
+                raise StateUnwritable(
+                    f"{what} {path}: {' '.join(str(exc).split())}; its write-ahead log {wal} holds changes that "
+                    "cannot be read without writing beside it (is the state read-only? make it writable once and "
+                    "re-run)") from exc
+            try:
+                conn = _read_only(uri, immutable=True)
+            except sqlite3.Error as again:
+                raise state_database_error(what, str(path), again) from again
         except sqlite3.Error as exc:
             raise state_database_error(what, str(path), exc) from exc
         return cls(conn, "sqlite", str(path), what=what)
@@ -347,6 +351,19 @@ class Rows:
                     raise self._db._failed(exc) from exc
                 raise
             yield row
+
+
+def _read_only(uri: str, *, immutable: bool) -> sqlite3.Connection:
+    """A read-only connection to the SQLite file at ``uri`` (``immutable``: its write-ahead log not read, nothing
+    written beside it), checked with a read."""
+    conn = sqlite3.connect(f"{uri}?mode=ro" + ("&immutable=1" if immutable else ""), uri=True, timeout=60.0,
+                           isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def _advisory_key(name: str) -> int:

@@ -81,7 +81,7 @@ def test_killed_at_24_seeded_moments_one_run_of_labels_and_every_release_charged
     folder = private_folder(tmp_path, n=IMAGES)
     log = tmp_path / "received.jsonl"
     rng = np.random.default_rng(89)
-    with mock_teacher(latency=0.05, query_log=str(log)) as srv:
+    with mock_teacher(latency=0.2, query_log=str(log)) as srv:
         started = time.monotonic()
         reference = _run(_sidp_args(folder, srv.model_url, tmp_path / "reference"))
         whole_run = time.monotonic() - started
