@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -53,19 +54,42 @@ def _run(args: list[str], timeout: float = 240) -> subprocess.CompletedProcess[s
     return subprocess.run(cli_command(*args), env=ENV, capture_output=True, text=True, timeout=timeout)
 
 
-def _ledger_rows(state: Path) -> tuple[dict[bytes, float], list[tuple[bytes, np.ndarray]]]:
-    """What the ledger file holds, read as a file: each source's epsilon spent, and each stored release (its
-    source and its values)."""
-    with sqlite3.connect(f"{(state / 'ledger.sqlite').as_uri()}?mode=ro", uri=True) as db:
-        spend = {bytes(k): float(e) for k, e in db.execute("SELECT source_key, epsilon FROM spend")}
-        releases = [(bytes(k), np.frombuffer(d, dtype=np.float32).reshape(json.loads(s)))
-                    for k, s, d in db.execute("SELECT source_key, shape, data FROM releases")]
-    return spend, releases
+def _ledger_rows(state: Path | str) -> tuple[dict[bytes, float], list[tuple[bytes, np.ndarray]]]:
+    """What the ledger holds, read as a file (a state directory) or a database (a URL): each source's epsilon spent,
+    and each stored release (its source and its values)."""
+    spend_sql = "SELECT source_key, epsilon FROM spend"
+    releases_sql = "SELECT source_key, shape, data FROM releases"
+    if isinstance(state, str):
+        import psycopg
+
+        with psycopg.connect(state) as db:
+            db.execute("SET search_path TO ldpclient_ledger")
+            spend_rows, release_rows = db.execute(spend_sql).fetchall(), db.execute(releases_sql).fetchall()
+    else:
+        with closing(sqlite3.connect(f"{(state / 'ledger.sqlite').as_uri()}?mode=ro", uri=True)) as db:
+            spend_rows, release_rows = db.execute(spend_sql).fetchall(), db.execute(releases_sql).fetchall()
+    releases = [(bytes(k), np.frombuffer(bytes(d), dtype=np.float32).reshape(json.loads(shape)))
+                for k, shape, d in release_rows]
+    return {bytes(k): float(e) for k, e in spend_rows}, releases
 
 
-def _budget(state: Path) -> dict[str, object]:
-    out = subprocess.run(cli_command("budget", "--state-dir", str(state), "--json"), env=ENV, capture_output=True,
-                         text=True, timeout=120)
+def _journal_total(state: Path | str) -> float:
+    """The money the journal holds: answered batches and booked attempts."""
+    sql = "SELECT (SELECT COALESCE(SUM(cost), 0) FROM batches) + (SELECT COALESCE(SUM(cost), 0) FROM pending)"
+    if isinstance(state, str):
+        import psycopg
+
+        with psycopg.connect(state) as db:
+            db.execute("SET search_path TO ldpclient_journal")
+            return float(db.execute(sql).fetchone()[0])
+    with closing(sqlite3.connect(state / "journal.sqlite")) as db:
+        return float(db.execute(sql).fetchone()[0])
+
+
+def _budget(state: Path, *database: str) -> dict[str, object]:
+    """``ldpclient budget --json`` of the state directory ``state`` (``database``: ``--state URL`` and its key)."""
+    out = subprocess.run(cli_command("budget", "--state-dir", str(state), *database, "--json"), env=ENV,
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -73,69 +97,91 @@ def _budget(state: Path) -> dict[str, object]:
 # ------------------------------------------------------------------ SIGKILL at seeded moments
 
 
-#: Kill points: 3 states, 8 kills each, at seeded moments over the length of an uninterrupted run.
-ROUNDS, KILLS_PER_ROUND = 3, 8
+#: Kill points: 3 states, 7 kills each (a database state: 7 more), at seeded moments through every stage.
+ROUNDS, KILLS_PER_ROUND = 3, 7
+#: The mock's answer time (s): long enough that kills land while a request is in flight.
+LATENCY = 0.2
 
 
-def test_killed_at_24_seeded_moments_one_run_of_labels_and_every_release_charged(tmp_path: Path) -> None:
+def _killed_at(args: list[str], srv, rng: np.random.Generator, kills: int, span: float,
+               landed: dict[str, int]) -> None:
+    """Run ``args`` until it has been killed (SIGKILL) ``kills`` times, each time at a seeded moment: while queries
+    are left to send, half of them once the teacher has answered a seeded number of images more (1 to 7: as an
+    answer arrives, before it is journaled); the others at a time within ``span`` seconds of the start (a run that
+    ends first sets ``span`` to its length: a re-run with less left to do is shorter). ``landed`` counts where the
+    kills fell: with images sent since the start, or not (starting, noising, training, adapting, writing)."""
+    left_to_send = True
+    while kills:
+        at, after_images = float(rng.uniform(0.0, span)), int(rng.integers(1, 8)) if rng.random() < 0.5 else 0
+        after_images *= left_to_send
+        images = srv.usage()["total"]["images"]
+        started = time.monotonic()
+        proc = subprocess.Popen(cli_command(*args), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while proc.poll() is None and (srv.usage()["total"]["images"] < images + after_images if after_images
+                                       else time.monotonic() - started < at):
+            time.sleep(0.005)
+        if proc.poll() is not None:
+            landed["finished first"] += 1
+            span, left_to_send = time.monotonic() - started, False
+        else:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
+            srv.wait_idle()
+            landed["while sending" if srv.usage()["total"]["images"] > images else "while not sending"] += 1
+            kills -= 1
+        _, err = proc.communicate()
+        assert proc.returncode in (0, -signal.SIGKILL), err
+
+
+def _check_after_kills(args: list[str], srv, where: Path, state: Path | str, billed_before: float,
+                       one_run_bill: float, kills: int, *database: str) -> float:
+    """The run completed once more: one whole set of labels, the bill within one run's plus a batch per kill, the
+    journal holding at least what was paid, and ``budget``: every image charged once, within the cap. The bill."""
+    final = _run(args)
+    assert final.returncode == 0, final.stderr
+    rows = read_labels(where / "out" / "labels.csv")
+    assert len(rows) == IMAGES and len({r.path for r in rows}) == IMAGES  # one whole set of labels
+    billed = srv.usage()["total"]["cost"] - billed_before
+    # each kill can catch one batch (4 queries at 0.01) answered and billed but not yet journaled
+    assert billed <= one_run_bill + kills * 4 * 0.01 + 1e-9, (billed, one_run_bill)
+    assert _journal_total(state) >= billed - 1e-9  # the journal never holds less than what was paid
+    summary = _budget(where / "state", *database)
+    assert summary["records"] == IMAGES and summary["epsilon"]["max"] <= CAP
+    return billed
+
+
+def test_killed_at_21_seeded_moments_one_run_of_labels_and_every_release_charged(tmp_path: Path) -> None:
     folder = private_folder(tmp_path, n=IMAGES)
     log = tmp_path / "received.jsonl"
     rng = np.random.default_rng(89)
-    with mock_teacher(latency=0.2, query_log=str(log)) as srv:
+    landed = dict.fromkeys(("while sending", "while not sending", "finished first"), 0)
+    with mock_teacher(latency=LATENCY, query_log=str(log)) as srv:
         started = time.monotonic()
         reference = _run(_sidp_args(folder, srv.model_url, tmp_path / "reference"))
         whole_run = time.monotonic() - started
         assert reference.returncode == 0, reference.stderr
         one_run_bill = srv.usage()["total"]["cost"]
-        landed: dict[str, int] = {"before sending": 0, "sending": 0, "after sending": 0, "finished": 0}
         for round_ in range(ROUNDS):
             where = tmp_path / f"round{round_}"
             args = _sidp_args(folder, srv.model_url, where)
             billed_before = srv.usage()["total"]["cost"]
-            for at in rng.uniform(0.0, whole_run, KILLS_PER_ROUND):
-                images = srv.usage()["total"]["images"]
-                proc = subprocess.Popen(cli_command(*args), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True)
-                try:
-                    proc.wait(timeout=float(at))
-                    landed["finished"] += 1
-                except subprocess.TimeoutExpired:
-                    proc.send_signal(signal.SIGKILL)
-                    proc.wait(timeout=60)
-                    sent = srv.usage()["total"]["images"] - images
-                    done = (where / "state" / "journal.sqlite").exists() and sent == 0
-                    landed["before sending" if sent == 0 and not done else "sending" if sent else "after sending"] += 1
-                out, err = proc.communicate()
-                assert proc.returncode in (0, -signal.SIGKILL), err
-                srv.wait_idle()
-            final = _run(args)
-            assert final.returncode == 0, final.stderr
-            rows = read_labels(where / "out" / "labels.csv")
-            assert len(rows) == IMAGES and len({r.path for r in rows}) == IMAGES  # one whole set of labels
-            assert not [p for p in (where / "out").iterdir() if p.name != "labels.csv" and p.suffix == ".csv"]
-            billed = srv.usage()["total"]["cost"] - billed_before
-            # each kill can catch one batch (4 queries at 0.01) answered and billed but not yet journaled
-            assert billed <= one_run_bill + KILLS_PER_ROUND * 4 * 0.01 + 1e-9, (billed, one_run_bill)
+            _killed_at(args, srv, rng, KILLS_PER_ROUND, whole_run, landed)
+            billed = _check_after_kills(args, srv, where, where / "state", billed_before, one_run_bill,
+                                        KILLS_PER_ROUND)
             print(f"round {round_}: billed {billed:.2f} against one run's {one_run_bill:.2f}")
-            journal = sqlite3.connect(where / "state" / "journal.sqlite")
-            with journal:
-                recorded = journal.execute("SELECT COALESCE(SUM(cost), 0) FROM batches").fetchone()[0] + \
-                    journal.execute("SELECT COALESCE(SUM(cost), 0) FROM pending").fetchone()[0]
-            journal.close()
-            assert recorded >= billed - 1e-9  # the journal never holds less than what was paid
-            summary = _budget(where / "state")
-            assert summary["records"] == IMAGES and summary["epsilon"]["max"] <= CAP
-        srv.wait_idle()
-    _check_each_round(tmp_path, log)
+    _check_the_teacher_saw_charged_releases(
+        log, [tmp_path / "reference" / "state", *(tmp_path / f"round{r}" / "state" for r in range(ROUNDS))])
     print("kills landed:", landed)
 
 
-def _check_each_round(tmp_path: Path, log: Path) -> None:
-    """Across the rounds' ledgers: every query the teacher received is a release one of them holds, charged."""
+def _check_the_teacher_saw_charged_releases(log: Path, states: list[Path | str]) -> None:
+    """Every query the teacher received (its own log) is a release one of the ledgers holds, charged to its image
+    once at least and within the cap; no ledger holds two releases of one image."""
     spend: dict[bytes, float] = {}
     releases: list[tuple[bytes, np.ndarray]] = []
-    for state in [tmp_path / "reference" / "state", *(tmp_path / f"round{r}" / "state" for r in range(ROUNDS))]:
+    for state in states:
         s, r = _ledger_rows(state)
+        assert len({k for k, _ in r}) == len(r)  # one release per image: none was noised afresh
         spend.update(s)
         releases += r
     stored = np.stack([np.clip(v, 0, 1) for _, v in releases])
@@ -338,18 +384,22 @@ def _stopped_midway(args: list[str], srv, fault) -> subprocess.CompletedProcess[
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def test_a_database_stopped_immediately_mid_run_is_one_line_and_the_rerun_completes(
-        tmp_path: Path, own_postgres) -> None:
+@pytest.mark.parametrize("how", ["stop -m immediate", "restart"])
+def test_a_database_that_stops_mid_run_is_one_line_and_the_rerun_completes(
+        tmp_path: Path, own_postgres, how: str) -> None:
     folder = private_folder(tmp_path, n=IMAGES)
-    database = own_postgres.database("crashed")
+    database = own_postgres.database("crashed" if how != "restart" else "restarted")
     with mock_teacher(latency=0.1) as srv:
         args = _pg_args(folder, srv.model_url, tmp_path, database)
-        stopped = _stopped_midway(args, srv, own_postgres.crash)
-        line = _one_line(stopped, EXIT_USAGE)
-        assert "127.0.0.1" in line and ("re-run" in line or "cannot reach" in line)
+        stopped = _stopped_midway(args, srv, own_postgres.crash if how != "restart" else own_postgres.restart)
         sent = srv.usage()["total"]["images"]
-        assert sent < IMAGES + 4  # nothing more was sent once the state could not record it
-        own_postgres.start_again()
+        if how != "restart" or stopped.returncode:  # a restart between two statements is reconnected
+            line = _one_line(stopped, EXIT_USAGE)
+            assert "127.0.0.1" in line and ("re-run" in line or "cannot reach" in line)
+            assert _journal_total(database) >= 0.01 * (sent - 4) - 1e-9 if how == "restart" else True
+        if how != "restart":
+            own_postgres.start_again()
+        assert _journal_total(database) >= 0.01 * (sent - 4) - 1e-9  # nothing was sent that it could not record
         done = _run([*args, "--json"])
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
@@ -438,3 +488,17 @@ def test_what_another_file_of_an_image_spent_before_the_ledger_knew_joins_that_i
         assert ledger.same_images([first, other], [content, content]) == 0  # told again: nothing changes
         assert ledger.spent_by_source([other]) == [32.0]
         assert ledger.verify() == []  # the spend is the sum of the image's releases, under either file
+
+
+def test_killed_at_7_seeded_moments_on_a_database_state(tmp_path: Path, own_postgres) -> None:
+    folder = private_folder(tmp_path, n=IMAGES)
+    database = own_postgres.database("killed")
+    log = tmp_path / "received.jsonl"
+    landed = dict.fromkeys(("while sending", "while not sending", "finished first"), 0)
+    with mock_teacher(latency=LATENCY, query_log=str(log)) as srv:
+        args = _pg_args(folder, srv.model_url, tmp_path, database)
+        _killed_at(args, srv, np.random.default_rng(90), KILLS_PER_ROUND, 6.0, landed)
+        billed = _check_after_kills(args, srv, tmp_path, database, 0.0, IMAGES * 0.01, KILLS_PER_ROUND,
+                                    "--state", database, "--ledger-key-file", str(tmp_path / "ledger.key"))
+    _check_the_teacher_saw_charged_releases(log, [database])
+    print(f"database state: billed {billed:.2f} against one run's {IMAGES * 0.01:.2f}; kills landed: {landed}")

@@ -47,6 +47,13 @@ class Server:
         subprocess.run([*self._run_as, str(self._bin / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate",
                         "-w", "stop"], capture_output=True, timeout=60)
 
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``: every connection cut, the server back at once."""
+        subprocess.run([*self._run_as, str(self._bin / "pg_ctl"), "-D", str(self.root / "data"), "-m", "fast",
+                        "-o", self._options, "-l", str(self.root / "log"), "-w", "restart"], capture_output=True,
+                       timeout=90)
+        _wait_for_connections(self)
+
     def start_again(self) -> None:
         """Start the server after :meth:`crash` (it recovers from its write-ahead log), once it takes connections."""
         _pg_ctl_start(self._run_as, self._bin, self.root, self._options)
