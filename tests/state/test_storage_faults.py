@@ -101,6 +101,9 @@ def _budget(state: Path, *database: str) -> dict[str, object]:
 ROUNDS, KILLS_PER_ROUND = 3, 7
 #: The mock's answer time (s): long enough that kills land while a request is in flight.
 LATENCY = 0.2
+#: The kill tests' timeout (s): each starts about 30 runs. Idle, the longer took 66 s; beside two CPU-bound
+#: processes, 127 s.
+KILL_TEST_TIMEOUT = 900
 
 
 def _killed_at(args: list[str], srv, rng: np.random.Generator, kills: int, span: float,
@@ -150,6 +153,7 @@ def _check_after_kills(args: list[str], srv, where: Path, state: Path | str, bil
     return billed
 
 
+@pytest.mark.timeout(KILL_TEST_TIMEOUT)
 def test_killed_at_21_seeded_moments_one_run_of_labels_and_every_release_charged(tmp_path: Path) -> None:
     folder = private_folder(tmp_path, n=IMAGES)
     log = tmp_path / "received.jsonl"
@@ -490,6 +494,7 @@ def test_what_another_file_of_an_image_spent_before_the_ledger_knew_joins_that_i
         assert ledger.verify() == []  # the spend is the sum of the image's releases, under either file
 
 
+@pytest.mark.timeout(KILL_TEST_TIMEOUT)
 def test_killed_at_7_seeded_moments_on_a_database_state(tmp_path: Path, own_postgres) -> None:
     folder = private_folder(tmp_path, n=IMAGES)
     database = own_postgres.database("killed")
