@@ -127,8 +127,8 @@ def open_schema(c: Database, path: Path | None) -> str | None:
             c.execute(c.ddl(statement))
         c.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?) ON CONFLICT(key) DO NOTHING",
                   (str(SCHEMA_VERSION),))
-        if stored is None:
-            stored = secrets.token_hex(16)
+        if stored is None:  # a new journal, or one without its id (older, or its meta lost): the id kept, or a new one
+            stored = kept if kept is not None else secrets.token_hex(16)
             c.execute("INSERT INTO meta(key, value) VALUES ('journal_id', ?)", (stored,))
         c.execute("SELECT scope, batch_id, n, labels, digest, cost FROM batches LIMIT 1").fetchall()
     return stored if path is not None and kept is None else None

@@ -122,5 +122,5 @@ def test_a_schema_1_ledger_is_migrated_once_and_its_spend_adopted_by_the_source(
         with pytest.raises(BudgetExceeded):  # 1 (schema 1) + 1 + 1 > 2.5
             led.release(make_mechanism(1.0), eight_bit(3, seed=5, shape=(1, 2, 2)), sources=[b"a", b"b", b"c"])
     con = sqlite3.connect(path)
-    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("5",)
     con.close()

@@ -8,7 +8,9 @@ schema-1 ledger charged per decoded tensor, until a run sees that tensor's sourc
 ``caps`` (every per-record cap set on this ledger, in order: the last row holds) and ``fingerprints`` (per
 source key, the perceptual fingerprint of the image a fresh release was made from:
 :mod:`.fingerprint`); since schema 4 a fingerprint holds a fifth print, of the image's luma (an older ldpclient
-would pass over those fingerprints, so it refuses the ledger). A ledger of an older schema is migrated in one
+would pass over those fingerprints, so it refuses the ledger); since schema 5 ``contents`` and ``aliases``
+(:mod:`.same_images`: the same image under other files, whose spend is summed under the first; an older ldpclient
+would sum them apart, so it refuses the ledger). A ledger of an older schema is migrated in one
 transaction; a newer one is refused
 (:class:`~ldpclient.state.NewerStateFile`). A PostgreSQL ledger starts at the current schema; its tables are
 created under an advisory lock, so that hosts opening a new one at once do not race.
@@ -26,7 +28,7 @@ from ...state import check_schema
 from ...state.database import LEDGER_NAMESPACE, Database
 from .errors import LedgerError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: SQLite page cache per ledger connection, KiB (measured: noising 300,000 records took 21 s at the default 2 MB,
 #: several times what it takes with this one).
@@ -59,8 +61,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS caps ("
     " id INTEGER PRIMARY KEY, epsilon REAL, delta REAL, origin TEXT NOT NULL, created REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS fingerprints (source_key BLOB PRIMARY KEY, print BLOB NOT NULL)",
-    # the same image under other files (:mod:`.same_images`): added to schema 4 as they are, since a ledger
-    # user that does not know them sums spend per file, as before them
+    # schema 5: the same image under other files (:mod:`.same_images`)
     "CREATE TABLE IF NOT EXISTS contents (content_key BLOB PRIMARY KEY, source_key BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS aliases (source_key BLOB PRIMARY KEY, canonical_key BLOB NOT NULL)",
 )
@@ -130,8 +131,8 @@ def init_schema(c: Database, *, path: str, key_path: os.PathLike[str], key_check
         rows["schema_version"] = "2"
     for stmt in _SCHEMA:
         c.execute(c.ddl(stmt))
-    # schema 3 only adds tables (created just above); schema 4 reads the fingerprints schema 3 stored as they are
-    if rows.get("schema_version") in ("2", "3") and key_matches:
+    # schemas 3 and 5 only add tables (created just above); schema 4 reads the fingerprints schema 3 stored as they are
+    if rows.get("schema_version") in ("2", "3", "4") and key_matches:
         c.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
         c.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                   (f"migrated_from_{rows['schema_version']}", repr(time.time())))
