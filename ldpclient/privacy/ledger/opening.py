@@ -11,6 +11,7 @@ the next one after a kill. One process of those opening a new ledger at once mak
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from ...state.database import LEDGER_NAMESPACE, Database
 from .errors import LedgerError
@@ -51,9 +52,7 @@ def _open_in_database(url: str, location: str, key_path: Path, start_with_key: b
     opened.append(conn)
     with transaction(conn):  # processes opening a new ledger at once: one makes it, under the lock
         conn.lock(SCHEMA_LOCK)
-        key, pending[0], starts = load_or_create_key(location, key_path, stored_schema(conn) is not None,
-                                                     start_with_key=start_with_key)
-        init_schema(conn, path=location, key_path=key_path, key_check=key.check(), key_created=starts)
+        key = _key_and_schema(conn, location, location, key_path, start_with_key, pending, init_schema)
     if pending[0]:
         commit_new_key(key_path)
     return conn, key
@@ -68,12 +67,20 @@ def _open_file(path: Path, location: str, key_path: Path, start_with_key: bool, 
         if tables and "meta" not in tables:
             raise LedgerError(f"{location} is not an ldpclient ledger (it holds other tables: "
                               f"{', '.join(sorted(tables)[:3])}); restore the ledger or use another state")
-        key, pending[0], starts = load_or_create_key(path, key_path, stored_schema(conn) is not None,
-                                                     start_with_key=start_with_key)
-        init_database(conn, path=location, key_path=key_path, key_check=key.check(), key_created=starts)
+        key = _key_and_schema(conn, path, location, key_path, start_with_key, pending, init_database)
         if pending[0]:
             commit_new_key(key_path)
     return conn, key
+
+
+def _key_and_schema(conn: Database, where: str | Path, location: str, key_path: Path, start_with_key: bool,
+                    pending: list[bool], init: Callable[..., None]) -> LedgerKey:
+    """The ledger's key (made pending for a new ledger: ``pending[0]``), then its schema made or checked by ``init``
+    (:func:`~.schema.init_schema` in the caller's transaction, or :func:`~.schema.init_database` for a file)."""
+    key, pending[0], starts = load_or_create_key(where, key_path, stored_schema(conn) is not None,
+                                                 start_with_key=start_with_key)
+    init(conn, path=location, key_path=key_path, key_check=key.check(), key_created=starts)
+    return key
 
 
 def _forget(path: Path | None, key_path: Path, *, pending: bool, made: bool) -> None:
