@@ -25,6 +25,7 @@ import mock_server
 from ldpclient.cli.errors import EXIT_FAILURE, EXIT_USAGE
 from ldpclient.report.label_files import read_labels
 from support.cli_runs import cli_command, label_args, mock_teacher, private_folder
+from support.fast_children import run_cli
 from support.faults import mounts  # noqa: F401 - a fixture
 
 IMAGES = 16
@@ -51,7 +52,9 @@ def _one_line(proc: subprocess.CompletedProcess[str] | object, code: int) -> str
 
 
 def _run(args: list[str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cli_command(*args), env=ENV, capture_output=True, text=True, timeout=timeout)
+    """``ldpclient ARGS`` run to its end in a process of its own, forked from one that imported ldpclient once
+    (:func:`~support.fast_children.run_cli`); the runs a test kills start a fresh interpreter."""
+    return run_cli(*args, env=ENV, timeout=timeout)
 
 
 def _ledger_rows(state: Path | str) -> tuple[dict[bytes, float], list[tuple[bytes, np.ndarray]]]:
@@ -88,8 +91,7 @@ def _journal_total(state: Path | str) -> float:
 
 def _budget(state: Path, *database: str) -> dict[str, object]:
     """``ldpclient budget --json`` of the state directory ``state`` (``database``: ``--state URL`` and its key)."""
-    out = subprocess.run(cli_command("budget", "--state-dir", str(state), *database, "--json"), env=ENV,
-                         capture_output=True, text=True, timeout=120)
+    out = _run(["budget", "--state-dir", str(state), *database, "--json"], timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
