@@ -87,7 +87,7 @@ def _atomic_write(path: Path, write: Callable[[int], None], *, sync: bool = True
         write(fd)
         os.replace(tmp, path)
         if sync:
-            _fsync_folder(path.parent)
+            fsync_folder(path.parent)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -96,7 +96,7 @@ def _atomic_write(path: Path, write: Callable[[int], None], *, sync: bool = True
         raise
 
 
-def _fsync_folder(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
     """Make a rename in ``folder`` durable (best effort: not every platform opens folders)."""
     try:
         fd = os.open(folder, os.O_RDONLY)

@@ -191,6 +191,16 @@ class Database:
         """``exc`` (an engine's error) as one line naming this database."""
         return state_database_error(self.what, self.location, exc)
 
+    @contextmanager
+    def failures_named(self) -> Iterator[None]:
+        """An engine's error raised inside as :class:`StateDatabaseError` naming this database; others as they are."""
+        try:
+            yield
+        except Exception as exc:
+            if is_database_error(exc):
+                raise self._failed(exc) from exc
+            raise
+
     def _alive(self) -> None:
         """Before a statement outside a transaction: after :data:`IDLE_CHECK_SECONDS` of quiet, check the
         connection with a read and open it anew when the server or a pooler closed it."""
@@ -226,27 +236,19 @@ class Database:
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> "Rows":
         self._alive()
-        try:
+        with self.failures_named():
             if self.postgresql:
                 return Rows(self._conn.execute(self.sql(statement), tuple(params) or None), self)
             return Rows(self._conn.execute(statement, tuple(params)), self)
-        except Exception as exc:
-            if is_database_error(exc):
-                raise self._failed(exc) from exc
-            raise
 
     def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> None:
         self._alive()
-        try:
+        with self.failures_named():
             if self.postgresql:
                 with self._conn.cursor() as cur:
                     cur.executemany(self.sql(statement), list(rows))
             else:
                 self._conn.executemany(statement, rows)
-        except Exception as exc:
-            if is_database_error(exc):
-                raise self._failed(exc) from exc
-            raise
 
     @property
     def in_transaction(self) -> bool:
@@ -259,12 +261,8 @@ class Database:
         """One transaction: SQLite's ``BEGIN IMMEDIATE`` (the file's write lock, held to the end) or
         PostgreSQL's ``BEGIN`` (READ COMMITTED); ``COMMIT`` at the end, ``ROLLBACK`` on any exception."""
         self._alive()
-        try:
+        with self.failures_named():
             self._conn.execute("BEGIN" if self.postgresql else "BEGIN IMMEDIATE")
-        except Exception as exc:
-            if is_database_error(exc):
-                raise self._failed(exc) from exc
-            raise
         try:
             yield self
             self._conn.execute("COMMIT")
@@ -324,33 +322,25 @@ class Rows:
         return int(self._cursor.rowcount)
 
     def fetchone(self) -> _Engine:
-        try:
+        with self._db.failures_named():
             return self._cursor.fetchone()
-        except Exception as exc:
-            if is_database_error(exc):
-                raise self._db._failed(exc) from exc
-            raise
 
     def fetchall(self) -> list[_Engine]:
-        try:
+        with self._db.failures_named():
             return list(self._cursor.fetchall())
-        except Exception as exc:
-            if is_database_error(exc):
-                raise self._db._failed(exc) from exc
-            raise
 
     def __iter__(self) -> Iterator[_Engine]:
         rows = iter(self._cursor)
         while True:
-            try:
-                row = next(rows)
-            except StopIteration:
+            with self._db.failures_named():
+                row = next(rows, _END)
+            if row is _END:
                 return
-            except Exception as exc:
-                if is_database_error(exc):
-                    raise self._db._failed(exc) from exc
-                raise
             yield row
+
+
+#: The end of a cursor's rows (a row is never this object).
+_END = object()
 
 
 def _read_only(uri: str, *, immutable: bool) -> sqlite3.Connection:

@@ -23,7 +23,6 @@ import json
 import os
 import secrets
 import sys
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Iterator, Sequence
 
 import torch
 
+from ...io.output import atomic_write_bytes, fsync_folder
 from ..guarantee import Domain
 from .errors import LedgerError
 
@@ -167,7 +167,7 @@ def load_or_create_key(
             "start a new ledger elsewhere."
         )
     key_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _write_key(pending)
+    atomic_write_bytes(pending, secrets.token_bytes(KEY_BYTES))  # 0600, as its temporary file is made
     return read_key(pending), True, True
 
 
@@ -183,7 +183,7 @@ def commit_new_key(key_path: Path) -> None:
         if not key_path.exists():
             raise
         return  # another process took the same pending key up first
-    _fsync_dir(key_path.parent)
+    fsync_folder(key_path.parent)
     pending.unlink(missing_ok=True)
 
 
@@ -225,38 +225,3 @@ def first_steps_lock(path: Path) -> Iterator[None]:
     finally:
         if fd >= 0:
             os.close(fd)  # closing the descriptor releases the lock
-
-
-def _write_key(key_path: Path) -> None:
-    """Write a fresh secret to ``key_path`` atomically (temp file, 0600, fsync, rename), replacing a pending key an
-    earlier open left (its ledger was never committed)."""
-    fd, tmp = tempfile.mkstemp(prefix=key_path.name + ".", suffix=".tmp", dir=key_path.parent)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, secrets.token_bytes(KEY_BYTES))
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, key_path)
-        _fsync_dir(key_path.parent)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
