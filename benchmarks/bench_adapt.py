@@ -283,7 +283,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
             student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
             augment: str = "sup", free_images: str = "blank", hold: str = "none", query_rounds: int | None = None,
-            min_round_gain: float | None = None, confusion: bool = False, students: int | None = None,
+            min_round_gain: float | None = None, students: int | None = None,
             student_seed: int | None = None, device: str = "cpu", decode: str | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
@@ -299,8 +299,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     the release noise are seed 0's, ``seed`` draws only the student's side: ``TrainingSettings.student_seed``),
     ``student`` (the student's draws are seed 0's, ``seed`` draws the plan and the noise), ``none``;
     ``query_rounds``, ``min_round_gain``: send the queries in rounds (``label --query-rounds``; None: the
-    library's defaults); ``confusion``: train through the teacher's confusion measured on the public images
-    (``TrainingSettings.confusion``); ``students``: students trained on the same answers, labels from their mean
+    library's defaults); ``students``: students trained on the same answers, labels from their mean
     output (``label --students``; None: the library's default); ``student_seed``: the seed of the student's draws
     alone (``TrainingSettings.student_seed``), in place of the one ``hold`` gives; ``device``: where the student
     trains and labels (``TrainingSettings.device``: every table here is ``cpu``, one thread); ``decode``: send the
@@ -310,7 +309,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
     plan: dict = {"augment": augment, "num_queries": setting["queries"], "postprocess": setting["postprocess"]}
     training: dict = {"epochs": setting["epochs"], "batch_size": setting["train_batch"], "device": device}
-    adaptation: dict = {"adapt": adapt, "fuse": True}
+    adaptation: dict = {"adapt": adapt}
     if blank is not None:
         plan["blank_fraction"] = blank[0]
         plan["blank_mechanism"] = mechanism(setting["mechanism"], blank[1], setting["reduce"], basis)
@@ -325,7 +324,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
                                                     max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
     given_plan = {"query_rounds": query_rounds, "min_round_gain": min_round_gain, "decode": decode}
     given_training = {"student": student, "public_repeats": public_repeats, "crop": crop, "flip": flip,
-                      "student_seed": student_seed, "confusion": confusion or None, "students": students}
+                      "student_seed": student_seed, "students": students}
     plan.update({k: v for k, v in given_plan.items() if v is not None})  # None: the library's default
     training.update({k: v for k, v in given_training.items() if v is not None})
     if student_width is not None:
@@ -351,17 +350,13 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     def accuracy(labels: torch.Tensor | None, default: float) -> float:
         return default if labels is None else float((labels == truth).float().mean())
 
-    acc = accuracy(res.labels, 0.0)  # final: adapted, then fused where fusion applies
-    adapted = accuracy(res.unfused_labels, acc)
+    adapted = accuracy(res.labels, 0.0)
     return {**prior_variants(res, truth),
         "accuracy": adapted,
         "accuracy_unadapted": accuracy(res.unadapted_labels, adapted),
-        "accuracy_fused": acc,
-        "fusion_informativeness": res.fusion_informativeness,
         "val_agreement": res.history.val_accuracy[-1] if res.history and res.history.val_accuracy else None,
         "queries_sent": res.counts["queries"],
         "rounds": [r.as_dict() for r in res.query_rounds],
-        "confusion_informativeness": (res.confusion or {}).get("informativeness"),
         "decoding": res.decoding,
         "wall_s": round(wall, 2),
         "adapt_s": round(res.timings.get("adapt", 0.0), 2),
@@ -371,7 +366,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
 
 
 def prior_variants(res: Any, truth: torch.Tensor) -> dict:
-    """The (adapted, unfused) student's labels as trained (``accuracy_as_trained``: its outputs' argmax, which
+    """The adapted student's labels as trained (``accuracy_as_trained``: its outputs' argmax, which
     ``accuracy`` was before the pipeline balanced them) and re-weighted to another label prior
     (``ldpclient.transfer.prior``): ``accuracy_em`` (the records' prior estimated by EM), ``accuracy_balanced``
     (every class alike: the pipeline's labels since), with the largest class's share of the labels under each;
@@ -555,9 +550,9 @@ def table(paths: list[Path]) -> None:
     runs = _read_runs(paths)
     best = strongest_baselines(runs)
     print("| dataset | mechanism | eps/record | reduce | post-processing | variant | queries | sample | seeds | "
-          "private, unadapted | private, adapted | private, fused | strongest data-free (its level) | gain over it | "
+          "private, unadapted | private, adapted | strongest data-free (its level) | gain over it | "
           "wall s |")
-    print("|" + "---|" * 15)
+    print("|" + "---|" * 14)
     rows: dict[tuple, dict[str, list[float]]] = {}
     for r in runs:
         if r["mode"] != "ldpkit":
@@ -565,7 +560,7 @@ def table(paths: list[Path]) -> None:
         k = (*_budget(r)[:5], r["mechanism"], r["eps_record"], r["reduce"], r["postprocess"], _variant(r),
              _budget(r)[5:])
         d = rows.setdefault(k, {})
-        for field_name in ("accuracy", "accuracy_unadapted", "accuracy_fused", "wall_s"):
+        for field_name in ("accuracy", "accuracy_unadapted", "wall_s"):
             d.setdefault(field_name, []).append(r[field_name])
     for k in sorted(rows, key=lambda k: (k[0], str(k[4] or ""), k[5], k[6], k[9])):
         d = rows[k]
@@ -573,7 +568,7 @@ def table(paths: list[Path]) -> None:
         gain = [a - statistics.mean(base) for a in d["accuracy"]] if base else []
         print(f"| {k[0]} | {k[5]} | {k[6]:g} | {k[7]} | {k[8]} | {k[9]} | {k[1]} | {k[4] or 'all'} | "
               f"{len(d['accuracy'])} | "
-              f"{_ms(d['accuracy_unadapted'])} | {_ms(d['accuracy'])} | {_ms(d['accuracy_fused'])} | "
+              f"{_ms(d['accuracy_unadapted'])} | {_ms(d['accuracy'])} | "
               f"{_ms(base)} ({level if level is None else f'{level:g}'}) | {_ms(gain)} | {_ms(d['wall_s'], 1.0)} |")
     print()
     print("| dataset | data-free noise level (eps/record of the blank queries) | variant | seeds | unadapted | "
@@ -720,8 +715,6 @@ def main(argv: list[str] | None = None) -> None:
                    help="with --query-rounds: the least held-out agreement gain worth the next round")
     p.add_argument("--students", type=int, default=None, metavar="N",
                    help="students trained on the same answers, labels from their mean output (label --students)")
-    p.add_argument("--confusion", action="store_true",
-                   help="with --public: measure the teacher's confusion on noised public images and train through it")
     p.add_argument("--decode", choices=("auto", "always"), default=None,
                    help="with --public and --basis dct or pca: send the releases decoded (label --decode; "
                         "default: none)")
@@ -780,10 +773,6 @@ def main(argv: list[str] | None = None) -> None:
         variant["query_rounds"] = args.query_rounds
     if args.min_round_gain is not None:
         variant["min_round_gain"] = args.min_round_gain
-    if args.confusion:  # keyed apart: rows from before have no such key (the plain loss)
-        if not args.public:
-            raise SystemExit("--confusion needs --public N")
-        variant["confusion"] = True
     if args.students is not None:  # keyed apart: rows from before have no such key (one student)
         variant["students"] = args.students
     if args.device != "cpu":  # keyed apart: rows from before have no such key (the cpu, one thread)
@@ -856,7 +845,7 @@ def main(argv: list[str] | None = None) -> None:
                                         adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,
                                         augment=args.augment, free_images=args.free_images, hold=args.hold,
                                         query_rounds=args.query_rounds, min_round_gain=args.min_round_gain,
-                                        confusion=args.confusion, students=args.students, device=args.device,
+                                        students=args.students, device=args.device,
                                         decode=args.decode)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
@@ -867,7 +856,7 @@ def main(argv: list[str] | None = None) -> None:
                             done.add(key)
                             print(f"{label} {setting['mechanism']}:{level:g} seed={seed} {mode:9s} "
                                   f"unadapted={r['accuracy_unadapted']:.3f} adapted={r['accuracy']:.3f} "
-                                  f"fused={r['accuracy_fused']:.3f} wall={r['wall_s']}s adapt={r['adapt_s']}s",
+                                  f"wall={r['wall_s']}s adapt={r['adapt_s']}s",
                                   flush=True)
 
 

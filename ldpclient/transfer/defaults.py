@@ -247,16 +247,6 @@ def decode_check_records(records: int) -> int:
 MAX_SEED = 2**63
 
 
-def confusion_queries(classes: int, public_images: int, augmentation: str) -> int:
-    """Queries made from noised public images to measure the teacher's confusion (``TrainingSettings.confusion``):
-    100 per class (1,000 for 10 classes: about 10 answers per entry of a 10 x 10 matrix), at most the distinct
-    queries the images make (``n(n-1)/2`` Sup pairs; Rand has no limit; ``identity``: the images themselves)."""
-    wanted = 100 * classes
-    if augmentation == "sup":
-        return min(wanted, public_images * (public_images - 1) // 2)
-    return wanted if augmentation == "rand" else min(wanted, public_images)
-
-
 def epochs() -> int:
     """Student training epochs over the query plan."""
     return 5

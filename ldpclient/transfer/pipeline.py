@@ -37,8 +37,8 @@ from .stages.label import label_queries
 from .stages.outcome import outcome, training_summary
 from .stages.predict import mean_output, predict_records, score_held_out
 from .stages.queries import Prepared, plan_for, prepare_queries
-from .stages.release import Released, release_confusion, release_records
-from .stages.train import Trained, measured_confusion, query_rounds, train_student
+from .stages.release import Released, release_records
+from .stages.train import Trained, query_rounds, train_student
 from .student import LabelStore, Progress, StudentMean
 
 if TYPE_CHECKING:
@@ -149,10 +149,6 @@ class KnowledgeTransfer:
         book = prepare_queries(ctx, released.release, plan, used)
         if public is not None:
             book.public = self._prepared.public(ctx, public, book.plan)
-            if book.public.confusion is not None:
-                release_confusion(ctx, book.public)
-        elif ctx.settings.confusion:
-            raise ValueError("confusion: the teacher's confusion is measured on public images; give some")
         ends = round_ends(book.plan.num_batches, ctx.settings.query_rounds if self.mode != Mode.SIDP else 1)
         store, public_counts = label_queries(ctx, book, ends[0])
         if self.mode == Mode.SIDP:
@@ -174,9 +170,9 @@ class KnowledgeTransfer:
         """Steps 4-6 on the first round's answers: train (in rounds, each next round sent while the student still
         learns), the other students on every answer, adapt each, save, label the records. Also the student that
         learnt from the plan's answers (the first of the students)."""
-        trained = train_student(ctx, book, store, measured_confusion(book, store))
+        trained = train_student(ctx, book, store)
         trained, rounds = query_rounds(ctx, book, store, trained, ends)
-        members = [trained, *(train_student(ctx, book, store, trained.confusion, member)
+        members = [trained, *(train_student(ctx, book, store, member)
                               for member in range(1, ctx.settings.students))]  # each on every answer
         adapted = [adapt_student(ctx, m, book, store) for m in members]
         student = trained.trainer.model if len(members) == 1 else StudentMean(m.trainer.model for m in members)
@@ -187,11 +183,9 @@ class KnowledgeTransfer:
             labels=predicted.labels, confidences=predicted.confidences, student=student,
             **outcome(ctx, released, book, store, public_counts), history=trained.history,
             unadapted_labels=mean_output(before).argmax(1) if before and len(before) == len(adapted) else None,
-            adaptation=adapted[0].adaptation, unfused_labels=predicted.unfused_labels,
-            fusion_informativeness=predicted.informativeness, training=training_summary(ctx, trained, len(members)),
+            adaptation=adapted[0].adaptation, training=training_summary(ctx, trained, len(members)),
             public_held_out=score_held_out(ctx, members, book.public, store), query_rounds=rounds,
             answers_apart=book.answers_apart(store),
-            confusion=trained.confusion.as_dict() if trained.confusion is not None else None,
         ), trained
 
 

@@ -2,10 +2,9 @@
 
 A run's label store (:class:`~ldpclient.transfer.student.LabelStore`) holds one int8 answer per query, by id.
 The ids are laid out in segments, each owning its range: ``plan`` (the private or blank queries, ids from 0),
-then, with public images, ``public`` (each image once, as it is), ``mirror_check`` (mirrored and shifted copies
-of some of them; never trained on) and ``confusion`` (the images noised as the plan's queries are; never trained
-on). :class:`QueryBook` holds the segments and builds the plan's batches from the releases, for the teacher
-and for each training epoch.
+then, with public images, ``public`` (each image once, as it is) and ``mirror_check`` (mirrored and shifted copies
+of some of them; never trained on). :class:`QueryBook` holds the segments and builds the plan's batches from the
+releases, for the teacher and for each training epoch.
 """
 
 from __future__ import annotations
@@ -70,8 +69,8 @@ class Segment:
 @dataclass
 class PublicQueries:
     """The queries of the images the user declared public, after the plan's ids: ``images`` (an identity plan over
-    their public releases, not post-processed), then ``mirror_check`` (the check's copies, with ``check``) and
-    ``confusion`` (the images noised as the plan's queries are), each when the run makes it."""
+    their public releases, not post-processed), then ``mirror_check`` (the check's copies, with ``check``) when the
+    run makes it."""
 
     images: Segment
     #: Times per training epoch each public image is trained on.
@@ -81,15 +80,14 @@ class PublicQueries:
     held_out: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     check: Optional[MirrorCheck] = None
     mirror_check: Optional[Segment] = None
-    confusion: Optional[Segment] = None
 
     def segments(self) -> list[Segment]:
-        """What the teacher labels, in id order: the images, the check's copies, the confusion's queries."""
-        return [s for s in (self.images, self.mirror_check, self.confusion) if s is not None]
+        """What the teacher labels, in id order: the images, the check's copies."""
+        return [s for s in (self.images, self.mirror_check) if s is not None]
 
     @property
     def labelled_total(self) -> int:
-        """Queries of the public images, of the mirror check's copies and of the confusion's noised images."""
+        """Queries of the public images and of the mirror check's copies."""
         return sum(s.plan.total for s in self.segments())
 
     def trained_mask(self, ids: np.ndarray) -> np.ndarray:

@@ -76,8 +76,8 @@ class Resolved:
     ``flip``: train on mirrored rows, unless ``mirror_check_images`` (> 0) public images' mirrored and shifted
     copies are sent for the teacher to decide it; ``public_shift``: the shift of the warm-up and the check's
     copies; ``public_repeats``, ``public_held_out``: per public image, times trained on per epoch, and how many are
-    held out (0 without public images); ``confusion_queries``: queries that measure the teacher's confusion (0:
-    not measured); ``member_seeds``: the seed of each student's draws (the first is :attr:`student_seed`).
+    held out (0 without public images); ``member_seeds``: the seed of each student's draws (the first is
+    :attr:`student_seed`).
     ``decoding``: whether the releases are sent decoded (:class:`Decoding`).
     ``checkpoint`` None: the student is not saved; ``adapter`` None: the built-in self-training adapts.
     """
@@ -110,12 +110,9 @@ class Resolved:
     mirror_check_images: int
     public_shift: int
     warmup: int
-    confusion: bool
-    confusion_queries: int
     member_seeds: tuple[int, ...]
     adapt: bool
     adapter: Optional[SelfTrainingAdapter]
-    fuse: bool
     decoding: Decoding = field(default_factory=Decoding)
 
     @property
@@ -181,17 +178,16 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, see
         flip=bool(t.flip),
         mirror_check_images=defaults.mirror_check_images(facts.public, facts.side) if t.flip is None and public else 0,
         public_shift=defaults.train_crop(facts.side, True),
-        warmup=t.warmup, confusion=t.confusion,
-        confusion_queries=defaults.confusion_queries(facts.meta.num_classes, facts.public, kind) if t.confusion else 0,
+        warmup=t.warmup,
         member_seeds=tuple(defaults.member_seed(student_seed, m) for m in range(students)),
-        adapt=bool(a.adapt), adapter=a.adapter, fuse=bool(a.fuse),
-        decoding=decoding(p.decode, mechanism, facts.record_shape, facts.public, mode=mode, confusion=t.confusion,
+        adapt=bool(a.adapt), adapter=a.adapter,
+        decoding=decoding(p.decode, mechanism, facts.record_shape, facts.public, mode=mode,
                           records=facts.records),
     )
 
 
 def decoding(decode: str, mechanism: Mechanism, record_shape: tuple[int, ...], public: int, *,
-             mode: Mode = Mode.LDPKIT, confusion: bool = False, records: int = 0) -> Decoding:
+             mode: Mode = Mode.LDPKIT, records: int = 0) -> Decoding:
     """Whether a run asked to ``decode`` releases of ``record_shape`` beside ``public`` public images does, and with
     what check (on at most ``records`` private releases, ``mode`` LDPKiT); why not, when it cannot (``label`` and
     ``noise`` alike)."""
@@ -201,8 +197,6 @@ def decoding(decode: str, mechanism: Mechanism, record_shape: tuple[int, ...], p
            else decodable(mechanism, record_shape))
     if why is None and public < defaults.DECODE_MIN_PUBLIC:
         why = f"a decoder decodes into {defaults.DECODE_MIN_PUBLIC} public images or more (--public)"
-    if why is None and confusion:
-        why = "the teacher's confusion is measured on releases as they are sent without a decoder (--confusion)"
     if why is not None:
         return Decoding(note=why)
     if decode == "always":

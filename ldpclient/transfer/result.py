@@ -116,10 +116,6 @@ class TransferResult:
     #: labels of the student before on-device adaptation (``None`` when adaptation was off or not applicable)
     unadapted_labels: Optional[torch.Tensor] = None
     adaptation: Optional[AdaptHistory] = None
-    #: labels of the (adapted) student before fusing the pair evidence (``None`` when fusion was off)
-    unfused_labels: Optional[torch.Tensor] = None
-    #: how informative the pair answers were (FusionResult.informativeness; ``None`` without fusion)
-    fusion_informativeness: Optional[float] = None
     #: the first releases and queries as the teacher got them, for a person to look at
     sent_sample: Optional[SentSample] = None
     #: how the student was trained (no student: the defaults, ``student`` None)
@@ -132,9 +128,6 @@ class TransferResult:
     #: with public images, the teacher's answers per class to the plan's queries and, apart, to the public images
     #: (each image once; the mirror check's copies in neither): ``{"queries": [...], "public": [...]}``; else None
     answers_apart: Optional[dict[str, list[int]]] = None
-    #: the teacher's confusion on noised queries the student was trained through (``TrainingSettings.confusion``):
-    #: :meth:`~.confusion.Confusion.as_dict`; None without
-    confusion: Optional[JSONDict] = None
     #: whether the queries were decoded into the public images, and why
     #: (:func:`~.stages.decode.decode_releases`); None when not asked
     decoding: Optional[JSONDict] = None
@@ -163,8 +156,6 @@ class TransferResult:
             out["plan"] = {"kind": self.plan.kind, "queries": self.plan.total, "fingerprint": self.plan.fingerprint}
         if self.query_rounds:
             out["query_rounds"] = [r.as_dict() for r in self.query_rounds]
-        if self.confusion is not None:
-            out["confusion"] = dict(self.confusion)
         if self.decoding is not None:
             out["decoding"] = dict(self.decoding)
         if self.release_shift is not None:

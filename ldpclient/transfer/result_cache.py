@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..io.document import JSONDict, typed_fields
+from ..io.document import typed_fields
 from ..io.output import atomic_torch_save
 from ..names import Mode
 from .adapt import AdaptHistory
@@ -49,10 +49,7 @@ class _KeptValues:
     labels: torch.Tensor
     confidences: Optional[torch.Tensor]
     unadapted_labels: Optional[torch.Tensor]
-    unfused_labels: Optional[torch.Tensor]
-    fusion_informativeness: Optional[float]
     public_held_out: Optional[dict[str, int]]
-    confusion: Optional[JSONDict]
 
 
 #: The fields of a :class:`~.result.TransferResult` kept as they are (the others are rebuilt, or the run's own).
@@ -75,8 +72,7 @@ class KeptResult:
 
         v = self.values
         return TransferResult(labels=v.labels, confidences=v.confidences, unadapted_labels=v.unadapted_labels,
-                              unfused_labels=v.unfused_labels, fusion_informativeness=v.fusion_informativeness,
-                              public_held_out=v.public_held_out, confusion=v.confusion, student=self.student,
+                              public_held_out=v.public_held_out, student=self.student,
                               history=self.history, adaptation=self.adaptation, training=self.training,
                               answers_apart=answers_apart, **outcome)
 

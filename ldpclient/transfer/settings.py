@@ -120,10 +120,7 @@ class TrainingSettings:
     default: none). ``student_seed``: the seed of the student's side alone (its initial weights, the order and
     shifts of its training rows, the held-out share, adaptation; None, the default: the run's ``seed``, which also
     draws the plan), so that one release and its answers can be learnt from again with other draws.
-    ``confusion``: measure the teacher's confusion on noised queries made from the public images (released through
-    the run's mechanism, public: no privacy cost; :func:`~ldpclient.transfer.defaults.confusion_queries` more
-    queries, paid) and train on the noised queries through it (forward correction, :mod:`~ldpclient.transfer.confusion`;
-    needs public images; off by default). ``students``: how many students learn from the same answers, each with
+    ``students``: how many students learn from the same answers, each with
     draws of its own (member ``k`` takes :func:`~ldpclient.transfer.defaults.member_seed` of ``student_seed``;
     member 0 is the one student of ``students=1``), each trained and adapted in turn; the labels come from the mean
     of their outputs (an ensemble: the spread between runs that differ only in the student's draws shrinks, at
@@ -144,7 +141,6 @@ class TrainingSettings:
     flip: bool | None = None
     warmup: int = 0
     student_seed: int | None = None
-    confusion: bool = False
     students: int | None = None
 
     def __post_init__(self) -> None:
@@ -159,13 +155,11 @@ class AdaptationSettings:
     """What the device does after training: ``adapt`` (fine-tune on the clean records, with ``adapter`` or the
     default self-training), ``balance`` (without public images, labels in equal class shares rather than the
     teacher's answer shares: adaptation's rounds pseudo-label from the student's outputs aligned to them, and
-    without adaptation from its outputs re-weighted to them; :mod:`ldpclient.transfer.prior`), ``fuse``
-    (combine each record's own Sup answers with the student)."""
+    without adaptation from its outputs re-weighted to them; :mod:`ldpclient.transfer.prior`)."""
 
     adapt: bool = True
     adapter: "SelfTrainingAdapter | None" = None
     balance: bool = True
-    fuse: bool = False
 
     def balances(self, with_public: bool) -> bool:
         """Whether the labels learn equal class shares: with ``balance`` and no public images (beside them the

@@ -31,7 +31,6 @@ from torch import nn
 
 from ..io.output import atomic_torch_save
 from ..io.records import RecordSource, TensorRecords, iter_batches
-from .confusion import forward_corrected_log_probs
 
 Progress = Callable[[str, int, int, Mapping[str, float]], None]
 """``progress(stage, done, total, metrics)``; the CLI draws it as a bar."""
@@ -288,10 +287,7 @@ class Trainer:
     ``(B, C, H, W)`` (e.g. :func:`~ldpclient.transfer.affine.flip_crop`), drawing from the global RNG, which
     :meth:`fit` seeds inside a fork (None: the rows as they are; validation rows are never transformed). On the
     CPU ``model`` is converted in place to :func:`compute_layout` (channels-last; values unchanged) and trained
-    on batches in that layout. ``confusion``: the teacher's confusion ``M`` (``(K, K)``, rows sum to 1,
-    :mod:`~ldpclient.transfer.confusion`) on the query ids ``noised(ids)`` says are noised (a bool mask; None:
-    all): their loss and agreement read the student's outputs through it (forward correction), the other
-    rows' (clean public images) do not.
+    on batches in that layout.
     """
 
     def __init__(
@@ -309,8 +305,6 @@ class Trainer:
         seed: int = 0,
         progress: Optional[Progress] = None,
         augment: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        confusion: np.ndarray | None = None,
-        noised: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         if epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {epochs}")
@@ -332,8 +326,6 @@ class Trainer:
         self.seed = seed
         self.progress = progress
         self.augment = augment
-        self.log_confusion = None if confusion is None else torch.log(torch.as_tensor(confusion, dtype=torch.float32))
-        self.noised = noised
         params = self.model.parameters()
         self.optimizer: torch.optim.Optimizer = (
             torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
@@ -343,9 +335,9 @@ class Trainer:
 
     def _chunks(
         self, stream: Iterable[Batch], labels: LabelStore, train: bool
-    ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """``(values, teacher labels, noised mask)`` chunks of ``batch_size`` rows: the training rows (``train``)
-        or the held-out ones; the mask says which rows :attr:`log_confusion` applies to."""
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """``(values, teacher labels)`` chunks of ``batch_size`` rows: the training rows (``train``) or the
+        held-out ones."""
         gen = torch.Generator().manual_seed(self.seed)
         for ids, x in stream:
             ids = np.asarray(ids, dtype=np.int64)
@@ -355,26 +347,11 @@ class Trainer:
                 continue
             xk = x[torch.from_numpy(np.nonzero(keep)[0])]
             yk = torch.from_numpy(y[keep])
-            nk = torch.from_numpy(self._noised(ids[keep]))
             if train:
                 perm = torch.randperm(len(yk), generator=gen)
-                xk, yk, nk = xk[perm], yk[perm], nk[perm]
+                xk, yk = xk[perm], yk[perm]
             for s in range(0, len(yk), self.batch_size):
-                yield xk[s : s + self.batch_size], yk[s : s + self.batch_size], nk[s : s + self.batch_size]
-
-    def _noised(self, ids: np.ndarray) -> np.ndarray:
-        if self.log_confusion is None:
-            return np.zeros(len(ids), dtype=bool)
-        return np.ones(len(ids), dtype=bool) if self.noised is None else np.asarray(self.noised(ids), dtype=bool)
-
-    def answer_log_probs(self, logits: torch.Tensor, noised: torch.Tensor) -> torch.Tensor:
-        """Log-probabilities of the teacher's answers ``(B, K)`` from the student's ``logits``: read through the
-        confusion on the ``noised`` rows (bool ``(B,)``), as they are on the others."""
-        log_p = torch.log_softmax(logits, dim=1)
-        if self.log_confusion is None or not bool(noised.any()):
-            return log_p
-        corrected = forward_corrected_log_probs(log_p, self.log_confusion.to(logits.device))
-        return torch.where(noised.to(logits.device).unsqueeze(1), corrected, log_p)
+                yield xk[s : s + self.batch_size], yk[s : s + self.batch_size]
 
     def fit(
         self,
@@ -404,12 +381,12 @@ class Trainer:
         for epoch in range(self.epochs):
             self.model.train()
             tot_loss, correct, seen = 0.0, 0, 0
-            for xb, yb, nb in self._chunks(make_stream(epoch), labels, train=True):
+            for xb, yb in self._chunks(make_stream(epoch), labels, train=True):
                 xb = xb.float() if self.augment is None else self.augment(xb.float())
                 xb = batch_in_layout(xb.to(self.device, non_blocking=True), self.device)
                 yb = yb.to(self.device)
                 self.optimizer.zero_grad(set_to_none=True)
-                out = self.answer_log_probs(self.model(xb), nb)
+                out = torch.log_softmax(self.model(xb), dim=1)
                 loss = loss_fn(out, yb)
                 loss.backward()
                 self.optimizer.step()
@@ -443,8 +420,8 @@ class Trainer:
         """Agreement with the teacher on the validation ids of ``stream`` (NaN if none)."""
         self.model.eval()
         correct = seen = 0
-        for xb, yb, nb in self._chunks(stream, labels, train=False):
-            pred = self.answer_log_probs(self.model(xb.to(self.device).float()), nb).argmax(1).cpu()
+        for xb, yb in self._chunks(stream, labels, train=False):
+            pred = self.model(xb.to(self.device).float()).argmax(1).cpu()
             correct += int((pred == yb).sum())
             seen += len(yb)
         return correct / seen if seen else float("nan")
@@ -533,7 +510,7 @@ CHECKPOINT_SCHEMA = 3
 class StudentMean(nn.Module):
     """Several students read as one model: its output is the log of their mean softmax, so that its softmax
     (:func:`predict_proba`) is the mean of theirs, which is how a run with ``students > 1`` labels (before any
-    prior or fusion step). ``members``: the students, each mapping ``(N, C, H, W)`` to ``(N, K)`` logits."""
+    prior step). ``members``: the students, each mapping ``(N, C, H, W)`` to ``(N, K)`` logits."""
 
     def __init__(self, members: Iterable[nn.Module]) -> None:
         super().__init__()

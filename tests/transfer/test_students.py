@@ -28,7 +28,7 @@ def _run(**training: object) -> tuple[torch.Tensor, torch.Tensor | None, object]
     """One run of the same plan and release (seed 3): its labels, the adapted outputs and the result."""
     kt = KnowledgeTransfer(_teacher(), laplace(50, per="record"), seed=3,
                            release_generator=torch.Generator().manual_seed(5), plan=PlanSettings(num_queries=90),
-                           adaptation=AdaptationSettings(fuse=False),
+                           adaptation=AdaptationSettings(),
                            training=TrainingSettings(epochs=2, **training))  # type: ignore[arg-type]
     result = kt.run(_images())
     assert result.adaptation is not None

@@ -61,12 +61,11 @@ def adapt_student(ctx: RunContext, trained: Trained, book: QueryBook, store: Lab
     sampled = isinstance(adapter, SelfTrainingAdapter) and adapter.samples(ctx.n)
     before = None if sampled else ctx.predict_all(model)
     first_pass = time.perf_counter() - t
-    clean_only = trained.confusion is not None  # the noised queries' answers are not their images' classes
 
     def anchor(rnd: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for ids, values in book.epoch_batches(10_000 + rnd, trained.seed):
             y = torch.from_numpy(store.get(ids))
-            keep = (y >= 0) & torch.from_numpy(ids >= book.plan.total) if clean_only else y >= 0
+            keep = y >= 0
             if bool(keep.any()):
                 yield values[keep], y[keep]
 

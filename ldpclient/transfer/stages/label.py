@@ -15,7 +15,7 @@ from .decode import decode_releases
 def label_queries(ctx: RunContext, book: QueryBook, end: int) -> tuple[LabelStore, dict[str, int]]:
     """Have the teacher label the public segments, then the plan's first ``end`` batches; timings["label"] in s.
     Also the public images' counts: ``public_queries`` (the images, in the store), ``mirror_check_queries`` (their
-    copies the mirror check sent), ``confusion_queries``, ``public_repeats`` (times per epoch training sees each)
+    copies the mirror check sent), ``public_repeats`` (times per epoch training sees each)
     and, through a client, ``public_sent`` and ``public_from_journal`` (the public segments' queries, billed apart
     by the caller)."""
     t = time.perf_counter()
@@ -27,17 +27,13 @@ def label_queries(ctx: RunContext, book: QueryBook, end: int) -> tuple[LabelStor
         for segment in public.segments():
             stream = segment.plan.batches(segment.built_rows(), mechanism=ctx.mechanism,
                                           noise_mode=ctx.settings.upsample_mode)
-            if segment is public.confusion and book.clip is not None:  # noised like the plan's
-                clip = book.clip
-                stream = ((bid, clip(d)) for bid, d in stream)
             for ids, labels in ctx.answers(segment.plan, stream):
                 store.set(segment.ids(ids), labels)
                 ctx.report("label", store.num_answered, book.labelled_total)
         after = ctx.client_counts()
         counts = {"public_queries": public.images.plan.total, "public_sent": after[0] - before[0],
                   "public_from_journal": after[1] - before[1], "public_repeats": public.repeats,
-                  "mirror_check_queries": public.mirror_check.plan.total if public.mirror_check is not None else 0,
-                  "confusion_queries": public.confusion.plan.total if public.confusion is not None else 0}
+                  "mirror_check_queries": public.mirror_check.plan.total if public.mirror_check is not None else 0}
     book.decoding = decode_releases(ctx, book, store)
     if book.decoding is not None and book.decoding.get("check_queries"):
         counts["decode_check_queries"] = ctx.settings.decoding.check_queries

@@ -1,5 +1,5 @@
-"""Step 6: label the clean private records with the students' mean output, locally (fused with the Sup pairs'
-answers when asked); and score the students on the public images held out of training."""
+"""Step 6: label the clean private records with the students' mean output, locally; and score the students on the
+public images held out of training."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ...names import Mode
 from ..context import RunContext
-from ..evidence import fuse_pair_evidence
 from ..query_book import PublicQueries, QueryBook
 from ..student import LabelStore, predict_proba
 from .adapt import Adapted, balanced_output
@@ -21,12 +19,10 @@ from .train import Trained
 
 @dataclass
 class Predicted:
-    """The labels: int64 ``(N,)`` labels, float32 ``(N,)`` confidences, pre-fusion labels, informativeness."""
+    """The labels: int64 ``(N,)`` labels, float32 ``(N,)`` confidences."""
 
     labels: torch.Tensor
     confidences: torch.Tensor
-    unfused_labels: Optional[torch.Tensor]
-    informativeness: Optional[float]
 
 
 def mean_output(outputs: list[torch.Tensor]) -> torch.Tensor:
@@ -37,9 +33,7 @@ def mean_output(outputs: list[torch.Tensor]) -> torch.Tensor:
 def predict_records(
     ctx: RunContext, members: list[Trained], adapted: list[Adapted], book: QueryBook, store: LabelStore
 ) -> Predicted:
-    """Label the clean records with the students' mean output (fused with Sup pair answers if asked);
-    timings["predict"] in s."""
-    plan = book.plan
+    """Label the clean records with the students' mean output; timings["predict"] in s."""
     t = time.perf_counter()
     n = ctx.n
     ctx.report("predict", 0, n)
@@ -52,19 +46,9 @@ def predict_records(
     if adapted[0].adaptation is None:  # an adapted student learnt balanced labels in its rounds already
         probs = balanced_output(ctx, probs, store, book.public)
     conf, labels = probs.max(dim=1)
-    unfused, alpha = None, None
-    if ctx.settings.fuse and ctx.mode == Mode.LDPKIT and plan.kind == "sup":
-        ids = np.arange(book.queries_sent)
-        recipe = plan.recipes(ids)
-        private = ~recipe["blank"]
-        fused = fuse_pair_evidence(probs, recipe["i"][private], recipe["j"][private],
-                                   store.get(ids)[private].astype(np.int64))
-        unfused, alpha = labels, fused.informativeness
-        conf_t, labels = fused.posterior.max(dim=1)
-        conf = conf_t.float()
     ctx.report("predict", n, n)
     ctx.timings["predict"] = time.perf_counter() - t
-    return Predicted(labels, conf, unfused, alpha)
+    return Predicted(labels, conf)
 
 
 def score_held_out(

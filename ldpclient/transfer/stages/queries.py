@@ -1,5 +1,5 @@
 """Step 2: the query plan, the lazy post-processing of the releases it is built from, the blank releases, and
-the public images' segments (each image once, the mirror check's copies, the confusion's queries)."""
+the public images' segments (each image once, the mirror check's copies)."""
 
 from __future__ import annotations
 
@@ -84,11 +84,6 @@ def prepare_public(ctx: RunContext, public: RecordSource, plan: QueryPlan) -> Pu
             ReleaseRows(copies, (), settings.upsample_mode),
         )
         end = out.mirror_check.end
-    if settings.confusion:  # seeded by the images' values too, apart from their identity plan's batch ids
-        count = settings.confusion_queries
-        out.confusion = Segment("confusion", QueryPlan(
-            kind=plan.kind, n=len(public), num_queries=None if plan.kind == "identity" else count,
-            seed=(seed + 1) % 2**63, batch_size=plan.batch_size, rand_scale=plan.rand_scale), end)
     return out
 
 

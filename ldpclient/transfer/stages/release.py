@@ -1,5 +1,5 @@
 """Step 1: release each private record once (through the ledger when there is one), in chunks; blank and
-procedural records for the data-free run and blank queries; the public images noised for the confusion."""
+procedural records for the data-free run and blank queries."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ...io.records import RecordSource, SubsetRecords, as_record_source, iter_batches, source_ids
+from ...io.records import RecordSource, SubsetRecords, iter_batches, source_ids
 from ...names import Mode
 from ...privacy.public import public_release
 from ...privacy.release import Release, ReleaseBuilder
 from ...teachers.identity import merge_scope_aliases
 from ..context import RunContext
 from ..procedural import procedural_images
-from ..query_book import PublicQueries
 
 #: Input elements released per chunk (2**21: 2,674 28x28 grey records): bounds the noising's working memory.
 RELEASE_CHUNK_ELEMENTS = 2**21
@@ -122,19 +121,5 @@ def _release_on_stages(ctx: RunContext, records: RecordSource) -> np.ndarray | N
     return ctx.stages.release(ctx.mechanism, ctx.scope_name(), records, on_block)
 
 
-def release_confusion(ctx: RunContext, public: PublicQueries) -> None:
-    """The public images released through the mechanism the plan's queries are noised by (the run's; the
-    blank mechanism in data-free mode), ``public=True``: no charge, no ledger. Post-processed as the private
-    releases are, for the ``confusion`` segment's queries."""
-    assert public.confusion is not None
-    mechanism = ctx.settings.blank_mechanism if ctx.mode == Mode.DATA_FREE else ctx.mechanism
-    images = as_record_source(public.images.built_rows().release.values)
-    whole = ReleaseBuilder(len(images))
-    for _, release in release_in_chunks(
-            images, lambda chunk, _ids: mechanism.release(chunk, generator=ctx.release_generator, public=True)):
-        whole.add(release)
-    public.confusion.rows = ctx.settings.postprocessed(whole.build())
-
-
-__all__ = ["RELEASE_CHUNK_ELEMENTS", "Released", "release_all", "release_chunk", "release_confusion",
-           "release_in_chunks", "release_records"]
+__all__ = ["RELEASE_CHUNK_ELEMENTS", "Released", "release_all", "release_chunk", "release_in_chunks",
+           "release_records"]

@@ -1,6 +1,5 @@
-"""Step 4: train a seeded student on the teacher's answers (warmed up first on the clean records when asked),
-through the teacher's measured confusion when there is one; in query rounds, send the next round only while
-the student still learns from them."""
+"""Step 4: train a seeded student on the teacher's answers (warmed up first on the clean records when asked); in
+query rounds, send the next round only while the student still learns from them."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import numpy as np
 import torch
 
 from ..affine import flip_crop
-from ..confusion import Confusion, estimate_confusion
 from ..context import RunContext
 from ..mirror_check import MirrorVerdict
 from ..query_book import QueryBook
@@ -38,27 +36,6 @@ class Trained:
     seed: int
     #: what the mirror check found (None: no check; ``flip`` was given or there were no public images)
     mirror_check: Optional[MirrorVerdict] = None
-    #: the teacher's confusion the student was trained through on the noised queries (None: plain loss)
-    confusion: Optional[Confusion] = None
-
-
-def measured_confusion(book: QueryBook, store: LabelStore) -> Optional[Confusion]:
-    """The teacher's confusion measured from its answers to the ``confusion`` segment, each query made from public
-    images whose class is its answer to them clean (:func:`~..confusion.estimate_confusion`); None without."""
-    public = book.public
-    if public is None or public.confusion is None:
-        return None
-    plan = public.confusion.plan
-    ids = np.arange(plan.total)
-    answers = store.get(public.confusion.ids(ids))
-    recipe = plan.recipes(ids)
-    first = store.get(public.images.ids(recipe["i"]))
-    second = store.get(public.images.ids(recipe["j"])) if plan.kind == "sup" else None
-    known = (answers >= 0) & (first >= 0) & (second >= 0 if second is not None else True)  # a declined answer
-    matrix = estimate_confusion(store.num_classes, answers[known], first[known],
-                                second[known] if second is not None else None)
-    images = store.histogram(public.images.ids())
-    return Confusion(matrix, int(plan.total), images.tolist())
 
 
 def mirror_verdict(book: QueryBook, store: LabelStore) -> Optional[MirrorVerdict]:
@@ -71,9 +48,7 @@ def mirror_verdict(book: QueryBook, store: LabelStore) -> Optional[MirrorVerdict
     return public.check.verdict(original, copies)
 
 
-def train_student(
-    ctx: RunContext, book: QueryBook, store: LabelStore, confusion: Optional[Confusion] = None, member: int = 0
-) -> Trained:
+def train_student(ctx: RunContext, book: QueryBook, store: LabelStore, member: int = 0) -> Trained:
     """Build a seeded student (warmed up first with ``warmup`` epochs) and train it on the labelled queries, each
     row shifted (and mirrored with ``flip``, or when the mirror check found the teacher keeps labels under a
     mirror) anew each time it is read; adds its seconds to timings["train"], the warm-up's apart.
@@ -94,13 +69,11 @@ def train_student(
         model, epochs=settings.epochs, batch_size=settings.batch_size, lr=settings.lr,
         val_fraction=settings.val_fraction, device=settings.device, seed=seed, progress=ctx.progress,
         augment=partial(flip_crop, pad=pad, flip=flip) if pad or flip else None,
-        confusion=confusion.matrix if confusion is not None else None,
-        noised=lambda ids: ids < book.plan.total,  # the public segments' ids follow the plan's
     )
     steps = -(-int(book.trained_per_epoch * (1 - settings.val_fraction)) // settings.batch_size)
     history = trainer.fit(lambda epoch: book.epoch_batches(epoch, seed), store, steps_per_epoch=steps)
     ctx.add_time("train", time.perf_counter() - t - warm)
-    return Trained(trainer, name, kwargs, history, pad, flip, seed, verdict, confusion)
+    return Trained(trainer, name, kwargs, history, pad, flip, seed, verdict)
 
 
 def _warm_student(ctx: RunContext, model: torch.nn.Module) -> float:
@@ -134,8 +107,6 @@ def agreement(ctx: RunContext, students: list[Trained], book: QueryBook, store: 
         held += len(teacher)
         for k, student in enumerate(students):
             probs = predict_proba(student.trainer.model, values[torch.from_numpy(mask)], device=settings.device)
-            if student.confusion is not None:  # the teacher's answers, as the student reads them
-                probs = probs.double() @ torch.from_numpy(student.confusion.matrix)
             agree[k] += int((probs.argmax(1) == teacher).sum())
     return held, [a / held if held else 0.0 for a in agree]
 
@@ -153,7 +124,7 @@ def query_rounds(
     rounds = [QueryRound(book.queries_sent, held, first)]
     for r in range(1, len(ends)):
         ctx.timings["label"] += label_private(ctx, book, store, ends[r - 1], ends[r])
-        latest = train_student(ctx, book, store, trained.confusion)  # trained anew
+        latest = train_student(ctx, book, store)  # trained anew
         held, (now, before) = agreement(ctx, [latest, trained], book, store)
         rounds.append(QueryRound(book.queries_sent, held, now, before))
         trained = latest
@@ -163,4 +134,4 @@ def query_rounds(
     return trained, rounds
 
 
-__all__ = ["Trained", "agreement", "measured_confusion", "mirror_verdict", "query_rounds", "train_student"]
+__all__ = ["Trained", "agreement", "mirror_verdict", "query_rounds", "train_student"]
