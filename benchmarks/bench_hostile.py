@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from hostile_server import HostileServer  # noqa: E402
 from peak_rss import cli_command, peak_rss_kb, without_peak_line  # noqa: E402
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parents[0] / "tests"))
+sys.path.insert(0, str(HERE.parents[0] / "tests" / "support"))
 from bench_scale import write_images  # noqa: E402
 from browser import open_page  # noqa: E402
 from peak_rss import cli_command  # noqa: E402

@@ -10,6 +10,11 @@ and the stages' seconds from the run report. Targets (issue 13): 50,000 records
 
     nice -n 10 .venv/bin/python benchmarks/bench_scale.py --records 10000 50000 --queries 20000
 
+With ``--units`` each label run's wall time and its adaptation are also given in *units*: one unit is a fixed raw
+torch workload timed right after the run in the same process tree (:func:`unit_seconds`: one epoch of a width-32
+``small_cnn`` over 5,000 28x28 samples at batch 32 with Adam, plus its predictions over 12,500, NCHW, on every
+core), so that runs on machines of different speeds compare.
+
 **Growing Q** (default): n private 28x28 records -> Laplace release -> blur + clip -> QueryPlan (Sup by
 default) -> batches streamed to an in-process synthetic teacher (a fixed random
 linear layer) -> labels kept in a LabelStore (int8 per query) -> optionally one
@@ -32,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from peak_rss import cli_command, peak_rss_kb  # noqa: E402
 
 from ldpclient.privacy import laplace
@@ -178,6 +183,38 @@ def raw_noising(records: int, elements: int, chunk: int = 2**21 // 784) -> float
     return seconds
 
 
+#: The unit of :func:`unit_seconds`: samples of one training epoch, its batch, and samples predicted after it.
+UNIT_TRAIN, UNIT_BATCH, UNIT_PREDICT = 5_000, 32, 12_500
+
+
+def unit_seconds() -> float:
+    """Seconds of one unit of raw torch work on this machine now: one epoch of ``small_cnn`` (width 32, its own
+    default, fixed here whatever the library's student is) over :data:`UNIT_TRAIN` random 28x28 samples at batch
+    :data:`UNIT_BATCH` (Adam, cross-entropy), then predictions over :data:`UNIT_PREDICT` in batches of 512 under
+    ``torch.inference_mode``; NCHW, one thread per core."""
+    from ldpclient.io.folders import available_cores
+
+    torch.set_num_threads(available_cores())
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = small_cnn(num_classes=10, in_channels=1, image_size=28, width=32)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.rand(UNIT_PREDICT, 1, 28, 28, generator=g), torch.randint(0, 10, (UNIT_TRAIN,), generator=g)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    t0 = time.perf_counter()
+    model.train()
+    for s in range(0, UNIT_TRAIN, UNIT_BATCH):
+        end = min(s + UNIT_BATCH, UNIT_TRAIN)
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x[s:end]), y[s:end]).backward()
+        opt.step()
+    model.eval()
+    with torch.inference_mode():
+        for s in range(0, UNIT_PREDICT, 512):
+            model(x[s : s + 512])
+    return time.perf_counter() - t0
+
+
 def prediction_records(n: int, rounds: int = 3, sample: int = 50_000) -> int:
     """Records the defaults predict on: up to the sample size, the unadapted pass, the later rounds and the
     last pass over all n; above it, every round over the sample and only the last pass over all n."""
@@ -194,6 +231,13 @@ def grow_n(args: argparse.Namespace) -> None:
         r = label_at_scale(n, args.queries, work, args.label_args.split())
         stages = ", ".join(f"{k} {v:.0f}" for k, v in r["timings"].items() if isinstance(v, (int, float)))
         print(f"{n:>9} {r['wall']:>8.0f} {1000 * r['wall'] / n:>6.2f} {r['peak_mb']:>12.0f}  {stages}", flush=True)
+        if args.units:
+            unit = min(unit_seconds() for _ in range(3))
+            t = r["timings"]
+            adapting = t.get("adapting", 0.0) + t.get("adapting_predict", 0.0)
+            print(f"{'':>9} one unit {unit:.2f} s (best of 3): the run {r['wall'] / unit:.1f} units, adaptation with "
+                  f"its predictions {adapting / unit:.1f} units ({adapting:.1f} s, {100 * adapting / r['wall']:.0f} % "
+                  "of the run)", flush=True)
         if args.raw:
             t = r["timings"]
             raw = {"loading": raw_loading(work / f"images-{n}"), "noising": raw_noising(n, r["elements"]),
@@ -217,6 +261,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--raw", action="store_true",
                    help="after each label run, time the raw baselines of loading, noising and prediction "
                         "(the files are read once before the run, so both loadings find them in the page cache)")
+    p.add_argument("--units", action="store_true",
+                   help="after each label run, time the unit workload (unit_seconds) and give the run in units")
     p.add_argument("--kind", choices=["sup", "rand"], default="sup")
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--train-queries", type=int, default=20_000, help="one epoch over this many (0 = no training)")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from .names import VERSION as __version__
 
 if TYPE_CHECKING:  # what a type checker sees of the lazy exports below (the redundant aliases re-export them)
     from .api import (

@@ -14,8 +14,8 @@ from typing import Any, Optional
 import typer
 from typer.core import TyperGroup
 
-from .. import __version__
 from ..io.text import check_token
+from ..names import VERSION
 from ..privacy import defaults as privacy_defaults
 from ..run.demo import FEW_CLASSES_CASE, FEW_CLASSES_QUERIES_PER_IMAGE, run_demo
 from ..run.ui import UI
@@ -89,7 +89,7 @@ app = typer.Typer(
 def _print_version(value: bool) -> None:
     """``--version``: print the version and stop before any command runs."""
     if value:
-        typer.echo(__version__)
+        typer.echo(VERSION)
         raise typer.Exit()
 
 
@@ -104,7 +104,7 @@ def _root(
 @app.command(cls=HelpCommand)
 def version() -> None:
     """Print the ldpclient version."""
-    typer.echo(__version__)
+    typer.echo(VERSION)
 
 
 @app.command(cls=HelpCommand)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
-from .. import __version__
+from ..names import VERSION
 from .text import json_text, redact
 
 if TYPE_CHECKING:  # torch and Pillow are imported lazily: `ldpclient --help` should not wait for them
@@ -157,7 +157,7 @@ def versions() -> dict[str, str]:
     import torch
 
     return {
-        "ldpclient": __version__,
+        "ldpclient": VERSION,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "numpy": numpy.__version__,

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from enum import Enum
 
+#: This ldpclient's version (``ldpclient.__version__``, ``ldpclient --version``, every report's ``versions``).
+VERSION = "0.1.0"
+
 
 class Mode(str, Enum):
     """How a transfer gets its labels. ``LDPKIT``: the releases, expanded into queries (``--augment sup`` or
@@ -85,5 +88,6 @@ __all__ = [
     "PRIVACY_BOUGHT",
     "DECLINE_KINDS",
     "VERDICT_LEVELS",
+    "VERSION",
     "choice_list",
 ]

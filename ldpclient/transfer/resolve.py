@@ -155,6 +155,7 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, see
     public = facts.public > 0
     student_seed = t.student_seed if t.student_seed is not None else int(seed)
     students = t.students if t.students is not None else defaults.students()
+    student = t.student or defaults.student(facts.record_shape, public)
     transforms = parse_postprocess(p.postprocess) if p.postprocess is None or isinstance(p.postprocess, str) \
         else list(p.postprocess)
     return Resolved(
@@ -166,8 +167,8 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, see
         free_images=p.free_images,
         query_rounds=p.query_rounds if p.query_rounds is not None else defaults.query_rounds(),
         min_round_gain=p.min_round_gain,
-        student=t.student or defaults.student(facts.record_shape, public),
-        student_kwargs=dict(t.student_kwargs or {}),
+        student=student,
+        student_kwargs={**defaults.student_kwargs(student, facts.record_shape), **(t.student_kwargs or {})},
         epochs=t.epochs if t.epochs is not None else defaults.epochs(),
         batch_size=t.batch_size if t.batch_size is not None else defaults.train_batch_size(),
         lr=t.lr, val_fraction=t.val_fraction, device=t.device,
