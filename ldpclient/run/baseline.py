@@ -37,13 +37,13 @@ def baseline_transfer(setup: RunSetup, session: LabelSession, seeds: Seeds) -> K
     plan = setup.plan
     assert plan.free_mechanism is not None  # planned with --baseline
     base_seed = (seeds.seed * 1_000_003 + 0xB45E) % (2**31)
-    settings = plan.settings._asdict()
-    settings["plan"] = replace(settings["plan"], postprocess=plan.free_postprocess)
+    given = plan.settings
     return KnowledgeTransfer(
         setup.teacher, plan.free_mechanism, mode=Mode.DATA_FREE, seed=base_seed,
         release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
         progress=StageProgress(setup.ui, "baseline ", session.client), client=session.client,
-        result_cache=result_cache(setup, seeds), **settings,
+        result_cache=result_cache(setup, seeds), plan=replace(given.plan, postprocess=plan.free_postprocess),
+        training=given.training, adaptation=given.adaptation,
     )
 
 

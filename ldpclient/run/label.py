@@ -156,18 +156,17 @@ def _transfer(
     from ..transfer.pipeline import KnowledgeTransfer
 
     opts, ledger, client, progress = setup.opts, session.ledger, session.client, session.progress
-    records = images.records
+    records, (plan, training, adaptation) = images.records, setup.plan.settings
     transfer = KnowledgeTransfer(
-        setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode,
-        seed=seeds.seed, release_generator=seeds.generator, progress=progress, client=client,
-        stages=session.cluster, result_cache=result_cache(setup, seeds), **setup.plan.settings._asdict(),
-    )
+        setup.teacher, setup.mechanism, ledger=ledger, scope=setup.scope, mode=setup.plan.mode, seed=seeds.seed,
+        release_generator=seeds.generator, progress=progress, client=client, stages=session.cluster, plan=plan,
+        training=training, adaptation=adaptation, resolved=setup.plan.resolved, result_cache=result_cache(setup, seeds))
     public_images = public_checked(setup, ledger, transfer, images, public_images)
     public = public_images.records if public_images is not None else None
     base = baseline_transfer(setup, session, seeds) if opts.baseline else None
     # every cap the run can foresee, before anything is noised or sent (no stop report: nothing happened)
     if setup.plan.mode != Mode.DATA_FREE:
-        to_release = transfer.records_to_release(records)  # None: every image
+        to_release = transfer.records_to_release(records, public)  # None: every image
         foresee_privacy(ledger, setup.mechanism, records if to_release is None else SubsetRecords(records, to_release),
                         scope=setup.scope, cap=ledger.cap_epsilon)
     foresee_money(client, [p for t in (transfer, base) if t is not None for p in t.query_plans(records, public)],

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, TypeVar
+from typing import TYPE_CHECKING, Mapping, Optional, TypeVar
 
 from ..names import Mode
 from ..privacy import defaults as privacy_defaults
@@ -26,7 +26,7 @@ from ..teachers.base import TeacherMetadata
 from ..transfer import defaults
 from ..transfer.augment import check_sup_queries
 from ..transfer.decoder import decodable
-from ..transfer.resolve import Decoding, Facts, decoding, query_batch_size, resolve
+from ..transfer.resolve import Decoding, Facts, Resolved, decoding, query_batch_size, resolve
 from ..transfer.rounds import round_ends
 from ..transfer.settings import Given
 from .mechanism import fit_public_basis, mechanism_for
@@ -57,7 +57,8 @@ class RunPlan:
     the student trains on each public image (0 without any); ``mirror_check_images``: public images the mirror
     check sends a mirrored and a shifted copy of (0: none; :mod:`ldpclient.transfer.mirror_check`); ``settings``:
     the pipeline's plan, training and adaptation settings, as :func:`ldpclient.transfer.resolve.resolve` settled
-    them for these counts.
+    them for these counts; ``resolved``: what that resolution returned, which the run's transfer reads as it is
+    (a run resolves once).
     """
 
     opts: LabelOptions
@@ -78,6 +79,7 @@ class RunPlan:
     settings: Given
     #: whether the releases are sent decoded, and the check's size (``--decode``)
     decoding: Decoding = field(default_factory=Decoding)
+    resolved: Optional[Resolved] = None
 
     def with_images(self, records: int, public: RecordSource | None) -> "RunPlan":
         """:meth:`with_counts` for ``records`` private images and the ``public`` ones, releasing in the basis
@@ -96,7 +98,8 @@ class RunPlan:
         values = public.read(range(min(len(public), PCA_MAX_IMAGES)))
         basis = fit_public_basis(values, self.meta.value_range, self.opts.coefficients)
         mechanism = build_mechanism(self.opts, self.meta.value_range, self.shape, pca=basis)
-        return dataclasses.replace(self, mechanism=mechanism)
+        # the fitted basis is a fact the settings were not resolved with: the run's transfer resolves them again
+        return dataclasses.replace(self, mechanism=mechanism, resolved=None)
 
     def with_counts(self, records: int, public: int) -> "RunPlan":
         """The same plan for ``records`` private and ``public`` public images: the folders' decodable ones, when
@@ -239,9 +242,7 @@ def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
     opts = plan.opts
     _check_queries(opts, records)
     given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size)
-    # the plan's seed is drawn later (runs.json); nothing read here depends on the student's seed
-    settled = resolve(given, Facts(records, plan.shape, public, plan.meta), mechanism=plan.mechanism, mode=plan.mode,
-                      seed=0)
+    settled = resolve(given, Facts(records, plan.shape, public, plan.meta), mechanism=plan.mechanism, mode=plan.mode)
     opts = dataclasses.replace(opts, student=settled.student)
     num_queries = None if settled.kind == "identity" else settled.queries
     repeats = settled.public_repeats if num_queries else 0
@@ -250,7 +251,7 @@ def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
     return dataclasses.replace(plan, opts=opts, records=records, public=public, num_queries=num_queries,
                                query_batch_size=settled.query_batch_size, public_repeats=repeats,
                                mirror_check_images=settled.mirror_check_images, settings=settings,
-                               decoding=settled.decoding)
+                               decoding=settled.decoding, resolved=settled)
 
 
 def _check_public_basis(opts: LabelOptions, public: int) -> None:

@@ -19,7 +19,7 @@ from ..io.records import RecordSource
 from ..names import Mode
 from ..privacy.base import Mechanism
 from ..privacy.release import Derived, Release
-from .resolve import Resolved
+from .resolve import Resolved, member_seeds
 from .result_cache import ResultCache
 from .settings import Given
 from .student import Progress, predict_proba
@@ -131,6 +131,12 @@ class RunContext:
     def n(self) -> int:
         """The private records' count."""
         return len(self.records)
+
+    @property
+    def member_seeds(self) -> tuple[int, ...]:
+        """The seed of each student's draws in this run (:func:`~.resolve.member_seeds`)."""
+        return member_seeds(self.settings.students, self.given.training.student_seed, self.seed)
+
 
     def report(self, stage: str, done: int, total: int, **metrics: float) -> None:
         """Tell the progress callback (when there is one) that ``stage`` has done ``done`` of ``total``."""

@@ -56,7 +56,9 @@ class KnowledgeTransfer:
 
     ``plan``, ``training``, ``adaptation``: :class:`~.settings.PlanSettings`, :class:`~.settings.TrainingSettings`
     and :class:`~.settings.AdaptationSettings` (defaults: the CLI's), kept as given in :attr:`given` and resolved
-    against each run's records and public images (:meth:`resolved`).
+    against each run's records and public images (:meth:`resolved`), once for the same records and images:
+    ``resolved``, the settings a caller resolved already (:func:`~.resolve.resolve` of the same settings), is
+    used for the facts it was resolved for.
     ``seed``: plan and training seed (the release noise still comes from the OS CSPRNG unless
     ``release_generator`` is given, for tests and benchmarks only). ``progress(stage, done, total, metrics)``:
     stages ``release``, ``label``, ``train``, ``epoch``, ``round`` (query rounds), ``warmup``, ``adapt``,
@@ -70,7 +72,7 @@ class KnowledgeTransfer:
         mode: Mode | str = Mode.LDPKIT, plan: PlanSettings | None = None, training: TrainingSettings | None = None,
         adaptation: AdaptationSettings | None = None, seed: int = 0, release_generator: torch.Generator | None = None,
         progress: Progress | None = None, client: LabelClient | None = None, stages: StageRunner | None = None,
-        result_cache: ResultCache | None = None,
+        result_cache: ResultCache | None = None, resolved: Resolved | None = None,
     ) -> None:
         check_wiring(mode, mechanism, stages, release_generator)
         self.teacher, self.client = teacher_and_client(teacher, client)
@@ -81,6 +83,8 @@ class KnowledgeTransfer:
         self.stages, self.result_cache = stages, result_cache
         check_given(self.given, self.mode)
         self._prepared = Prepared()
+        #: the settings resolved last (for the facts they hold): a run resolves once
+        self._resolved = resolved
 
     def resolved(self, records: Records, public: Records | None = None) -> Resolved:
         """The settings a run on ``records`` (and ``public``) uses, every default resolved (:mod:`.resolve`)."""
@@ -93,7 +97,9 @@ class KnowledgeTransfer:
         source = checked_records(records, meta)
         n_public = len(as_record_source(public)) if public is not None else 0
         facts = Facts(len(source), tuple(source.record_shape), n_public, meta)
-        settings = resolve(self.given, facts, mechanism=self.mechanism, mode=self.mode, seed=self.seed)
+        if self._resolved is None or self._resolved.facts != facts:
+            self._resolved = resolve(self.given, facts, mechanism=self.mechanism, mode=self.mode)
+        settings = self._resolved
         return RunContext(self.teacher, self.client, self.mechanism, settings, self.given, source, meta,
                           mode=self.mode, seed=self.seed, ledger=self.ledger, scope=self.scope,
                           release_generator=self.release_generator, progress=self.progress, stages=self.stages,
@@ -123,13 +129,14 @@ class KnowledgeTransfer:
             return plan, None
         return plan, self._prepared.public(ctx, public, plan)
 
-    def records_to_release(self, records: Records) -> np.ndarray | None:
+    def records_to_release(self, records: Records, public: Records | None = None) -> np.ndarray | None:
         """The private records this run releases (and charges), sorted indices, when its queries use only some of
         them (a query budget the folder could carry many times over: LDPKiT-Sup pairs or Rand copies of fewer
         records than there are); None when it releases them all (every record is used, SIDP, data-free). The plan
         decides it from the record count, the query budget and the seed alone, never from the records' values;
-        every record is labelled by the student either way. Nothing is released or charged."""
-        return self._prepared.records_used(plan_for(self._context(records)), self.mode)
+        every record is labelled by the student either way. Nothing is released or charged; ``public``: the images
+        :meth:`run` will get beside them (the settings are resolved for both)."""
+        return self._prepared.records_used(plan_for(self._context(records, public)), self.mode)
 
     def run(self, records: Records, public: Records | None = None) -> TransferResult:
         """Label ``records``: float ``(N, *teacher input shape)`` in the teacher's value range,

@@ -76,8 +76,8 @@ class Resolved:
     ``flip``: train on mirrored rows, unless ``mirror_check_images`` (> 0) public images' mirrored and shifted
     copies are sent for the teacher to decide it; ``public_shift``: the shift of the warm-up and the check's
     copies; ``public_repeats``, ``public_held_out``: per public image, times trained on per epoch, and how many are
-    held out (0 without public images); ``member_seeds``: the seed of each student's draws (the first is
-    :attr:`student_seed`).
+    held out (0 without public images); ``students``: how many students learn from the same answers (each with
+    draws of its own: :func:`member_seeds`); ``facts``: what the settings were resolved for.
     ``decoding``: whether the releases are sent decoded (:class:`Decoding`).
     ``checkpoint`` None: the student is not saved; ``adapter`` None: the built-in self-training adapts.
     """
@@ -110,20 +110,11 @@ class Resolved:
     mirror_check_images: int
     public_shift: int
     warmup: int
-    member_seeds: tuple[int, ...]
+    students: int
     adapt: bool
     adapter: Optional[SelfTrainingAdapter]
+    facts: Facts
     decoding: Decoding = field(default_factory=Decoding)
-
-    @property
-    def students(self) -> int:
-        """How many students learn from the same answers."""
-        return len(self.member_seeds)
-
-    @property
-    def student_seed(self) -> int:
-        """The seed of the student's side of the run: the first student's draws, the held-out share."""
-        return self.member_seeds[0]
 
     def postprocessed(self, release: Release) -> ReleaseRows:
         """``release`` post-processed on demand as the private releases are (the transforms, the resize back)."""
@@ -144,17 +135,15 @@ def check_given(given: Given, mode: Mode) -> None:
         raise ValueError("query_rounds: the rounds are judged on held-out queries; val_fraction must be > 0")
 
 
-def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, seed: int) -> Resolved:
-    """The settings of a run in ``mode`` on ``facts``, whose private records ``mechanism`` noises and whose plan is
-    drawn from ``seed``; ValueError where they contradict the facts (:func:`check_given`, which needs none, is the
-    transfer's to call once)."""
+def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode) -> Resolved:
+    """The settings of a run in ``mode`` on ``facts``, whose private records ``mechanism`` noises; ValueError where
+    they contradict the facts (:func:`check_given`, which needs none, is the transfer's to call once). A run resolves
+    once: the stages read what this returns, and nothing here depends on the run's seed."""
     p, t, a = given
     kind = "identity" if mode == Mode.SIDP else PLAN_KINDS[p.augment]
     queries = _queries(p.num_queries, facts.records, kind)
     n_blank = (p.n_blank or facts.records) if p.blank_fraction > 0 and kind != "identity" else 0
     public = facts.public > 0
-    student_seed = t.student_seed if t.student_seed is not None else int(seed)
-    students = t.students if t.students is not None else defaults.students()
     student = t.student or defaults.student(facts.record_shape, public)
     transforms = parse_postprocess(p.postprocess) if p.postprocess is None or isinstance(p.postprocess, str) \
         else list(p.postprocess)
@@ -180,11 +169,19 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode, see
         mirror_check_images=defaults.mirror_check_images(facts.public, facts.side) if t.flip is None and public else 0,
         public_shift=defaults.train_crop(facts.side, True),
         warmup=t.warmup,
-        member_seeds=tuple(defaults.member_seed(student_seed, m) for m in range(students)),
-        adapt=bool(a.adapt), adapter=a.adapter,
+        students=t.students if t.students is not None else defaults.students(),
+        adapt=bool(a.adapt), adapter=a.adapter, facts=facts,
         decoding=decoding(p.decode, mechanism, facts.record_shape, facts.public, mode=mode,
                           records=facts.records),
     )
+
+
+def member_seeds(students: int, student_seed: int | None, run_seed: int) -> tuple[int, ...]:
+    """The seed of each of ``students`` students' draws (its initial weights, rows, held-out share, adaptation) in a
+    run drawn from ``run_seed``: from ``student_seed`` (``TrainingSettings.student_seed``), else ``run_seed``
+    (:func:`~.defaults.member_seed`); the first is the one student of ``students=1``."""
+    first = student_seed if student_seed is not None else int(run_seed)
+    return tuple(defaults.member_seed(first, m) for m in range(students))
 
 
 def decoding(decode: str, mechanism: Mechanism, record_shape: tuple[int, ...], public: int, *,
@@ -224,4 +221,4 @@ def _queries(given: int | None, n_records: int, kind: str) -> int:
     return queries
 
 
-__all__ = ["Decoding", "Facts", "Resolved", "check_given", "decoding", "query_batch_size", "resolve"]
+__all__ = ["Decoding", "Facts", "Resolved", "check_given", "decoding", "member_seeds", "query_batch_size", "resolve"]

@@ -160,3 +160,27 @@ def test_the_resolved_settings_leave_nothing_to_decide() -> None:
 
     optional = {f.name for f in dataclasses.fields(Resolved) if "Optional[" in str(f.type) or "None" in str(f.type)}
     assert optional == {"checkpoint", "adapter"}
+
+
+def test_a_run_resolves_its_settings_once_and_its_baseline_once_more(tmp_path: Path, teacher, monkeypatch) -> None:
+    """The plan resolves the settings (ldpclient.transfer.resolve) and the run's transfer reads what it resolved;
+    the data-free baseline beside it is a transfer of its own, resolved once too."""
+    from ldpclient.run import plan as run_plan
+    from ldpclient.transfer import pipeline
+    from ldpclient.transfer import resolve as transfer_resolve
+
+    calls: list[int] = []
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return transfer_resolve.resolve(*args, **kwargs)  # type: ignore[arg-type]
+
+    for module in (run_plan, pipeline):  # the only modules that call it (tests/test_layout.py)
+        monkeypatch.setattr(module, "resolve", counted)
+    private, public = plan_folders(tmp_path)
+    ldpclient.label(str(private), teacher.model_url, seed=7, queries=300, epochs=1, state_dir=tmp_path / "s1")
+    assert len(calls) == 1
+    calls.clear()
+    ldpclient.label(str(private), teacher.model_url, seed=7, queries=300, epochs=1, baseline=True,
+                    public=str(public), state_dir=tmp_path / "s2")
+    assert len(calls) == 2

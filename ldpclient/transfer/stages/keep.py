@@ -26,7 +26,7 @@ def result_key(ctx: RunContext, released: Released, book: QueryBook, store: Labe
 
     parts: list[str | np.ndarray] = [
         repr(sorted(versions().items())), str(select_device(settings.device)), ctx.mode, str(ctx.scope),
-        str(ctx.seed), str(settings.student_seed), *(repr(given) for given in ctx.given),
+        str(ctx.seed), str(ctx.member_seeds[0]), *(repr(given) for given in ctx.given),
         settings.student, repr(sorted(settings.student_kwargs.items())),
         repr(ctx.mechanism), repr(ctx.meta), ctx.result_cache.data_key, book.plan.fingerprint,
         released.release.values.detach().to(torch.float32).contiguous().numpy(), store.labels,

@@ -52,10 +52,10 @@ def train_student(ctx: RunContext, book: QueryBook, store: LabelStore, member: i
     """Build a seeded student (warmed up first with ``warmup`` epochs) and train it on the labelled queries, each
     row shifted (and mirrored with ``flip``, or when the mirror check found the teacher keeps labels under a
     mirror) anew each time it is read; adds its seconds to timings["train"], the warm-up's apart.
-    ``member``: which of the run's ``students`` (its draws: the settings' ``member_seeds``)."""
+    ``member``: which of the run's ``students`` (its draws: the context's ``member_seeds``)."""
     t = time.perf_counter()
     settings = ctx.settings
-    seed = settings.member_seeds[member]
+    seed = ctx.member_seeds[member]
     c, h, w = ctx.records.record_shape
     name, pad = settings.student, settings.crop
     verdict = mirror_verdict(book, store)
@@ -98,7 +98,7 @@ def agreement(ctx: RunContext, students: list[Trained], book: QueryBook, store: 
     held = 0
     settings = ctx.settings
     for ids, values in book.private_batches(list(range(book.batches_sent))):
-        mask = validation_mask(ids, settings.val_fraction, settings.student_seed)
+        mask = validation_mask(ids, settings.val_fraction, ctx.member_seeds[0])
         teacher = torch.from_numpy(store.get(ids[mask]))
         mask[mask] = (teacher >= 0).numpy()
         teacher = teacher[teacher >= 0]
