@@ -344,3 +344,75 @@ def test_the_module_map_names_every_module() -> None:
                for path in sorted((PACKAGE / package).rglob("*.py"))
                if not path.name.startswith("__") and path.stem not in re.findall(r"[a-z_]+", rows[package])]
     assert unnamed == []
+
+
+def _default_literals(path: Path) -> set[tuple[str, str]]:
+    """``(name, literal)`` of every default written as a literal in ``path``: a field's or a parameter's default, and
+    a typer option's first argument (named by its field, or by its flag when declared apart)."""
+    found: set[tuple[str, str]] = set()
+
+    def literal(node: ast.expr | None) -> str | None:
+        return repr(node.value) if isinstance(node, ast.Constant) and node.value is not None else None
+
+    def option_default(call: ast.expr) -> str | None:
+        if isinstance(call, ast.Call) and ast.unparse(call.func).endswith("Option") and call.args:
+            return literal(call.args[0])
+        return None
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            value = literal(node.value) or option_default(node.value)
+            if value is not None:
+                found.add((node.target.id, value))
+        elif isinstance(node, ast.Assign) and (value := option_default(node.value)) is not None:
+            flags = [a.value for a in node.value.args[1:] if isinstance(a, ast.Constant)]  # type: ignore[attr-defined]
+            if flags:
+                found.add((str(flags[0]).split("/")[0].lstrip("-").replace("-", "_"), value))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args.posonlyargs + node.args.args
+            pairs = [*zip(args[len(args) - len(node.args.defaults):], node.args.defaults, strict=True),
+                     *zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)]
+            found.update((arg.arg, value) for arg, default in pairs if (value := literal(default)) is not None)
+    return found
+
+
+#: Where a label run's settings are declared, resolved and handed on: the command line, the front door, the run, and the
+#: transfer's settings, their resolution and its orchestrator. The building blocks below them (the mechanisms'
+#: factories, the student's trainer, the query plan) are library functions with defaults of their own.
+SPEC_MODULES = ("ldpclient.cli.", "ldpclient.api", "ldpclient.run.", "ldpclient.transfer.settings",
+                "ldpclient.transfer.resolve", "ldpclient.transfer.pipeline", "ldpclient.transfer.defaults",
+                "ldpclient.privacy.defaults")
+
+
+def _spec_defaults() -> set[tuple[str, str]]:
+    """``(name, literal)`` of each default a label run's settings hold (the options of ``label`` and the transfer's
+    settings objects) but a switch that is off (False) unless given."""
+    import dataclasses
+
+    from ldpclient.run.options import LabelOptions
+    from ldpclient.transfer.settings import SETTINGS
+
+    return {(f.name, repr(f.default)) for cls in (LabelOptions, *SETTINGS) for f in dataclasses.fields(cls)
+            if isinstance(f.default, (bool, int, float, str)) and f.default is not False}
+
+
+def test_each_default_of_a_label_setting_is_written_in_one_module() -> None:
+    """Each default of a label run's settings is written in one module: the option, field or parameter of that name
+    elsewhere refers to it (a function of ``transfer/defaults.py`` or ``privacy/defaults.py``, or the spec's field)
+    or takes None, "the default"."""
+    wanted = _spec_defaults()
+    assert ("decode", "'none'") in wanted and ("adapt", "True") in wanted
+    where: dict[tuple[str, str], set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        module = _module_name(path)
+        if module.startswith(SPEC_MODULES):
+            for pair in _default_literals(path) & wanted:
+                where.setdefault(pair, set()).add(module)
+    assert {k: sorted(v) for k, v in where.items() if len(v) > 1} == {}
+
+
+def test_the_repeat_check_sees_a_default_written_twice(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text('import typer\nX = typer.Option("none", "--decode")\n', encoding="utf-8")
+    second.write_text('def f(*, decode: str = "none") -> None: ...\n', encoding="utf-8")
+    assert _default_literals(first) == _default_literals(second) == {("decode", "'none'")}

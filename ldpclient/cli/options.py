@@ -9,7 +9,7 @@ into a command's parameters and fills it back): :class:`PrivacyGroup`, :class:`S
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, Optional
@@ -22,6 +22,7 @@ from ..privacy.basis import DEFAULT_COEFFICIENTS
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ..run.facts import FACT_OPTIONS, NETWORK_OPTIONS, WIRE_CHOICES, TeacherFacts, teacher_options
 from ..run.network import NetworkOptions
+from ..run.options import LabelOptions
 from ..transfer import defaults
 from .config import ConfigError, options_for_command, read_config
 from .errors import EXIT_USAGE
@@ -32,6 +33,10 @@ from .groups import OptionGroup
 DEFAULT_MAX_PIXELS = 40_000_000
 
 TOKEN_ENV = "LDPCLIENT_TOKEN"
+
+#: The default of each option the one spec of a label run declares (:class:`~ldpclient.run.options.LabelOptions`, the
+#: options ``noise`` shares with it included): the command line shows and uses these, and writes none of its own.
+GIVEN = {f.name: f.default for f in fields(LabelOptions)}
 
 # The choices derive from the one list of each concept (ldpclient.names).
 Mechanism = Enum("Mechanism", {name: name for name in mechanism_names()}, type=str)  # type: ignore[misc]
@@ -177,7 +182,7 @@ PostprocessOption = typer.Option(
     show_default=False,
 )
 AdaptOption = typer.Option(
-    True, "--adapt/--no-adapt",
+    GIVEN["adapt"], "--adapt/--no-adapt",
     help="Fine-tune the student on the clean private images before labelling them (on this device only: no "
     "query, no privacy cost; the adapted student has seen them and must stay here). The baseline gets the same.",
 )
@@ -199,17 +204,18 @@ PrivacyCapOption = typer.Option(
     None, help="Per-image epsilon cap the ledger enforces, kept in the state for every later command (a lower one "
     "tightens it; only `budget --set-cap` raises it). Default: none, or the cap the state holds.")
 SecureOption = typer.Option(
-    True,
+    GIVEN["secure"],
     "--secure/--no-secure",
     help="Draw the noise on the secure integer path (discrete Laplace/Gaussian on a grid); --no-secure uses float64 "
     "sampling, open to the floating-point attack (benchmarks only). discrete-tldp and quantised-rr are always "
     "secure.",
 )
 AllowLargeDeltaOption = typer.Option(
-    False, "--allow-large-delta", help="Accept a --delta above 1e-2 (refused otherwise: it is no meaningful guarantee)."
+    GIVEN["allow_large_delta"], "--allow-large-delta",
+    help="Accept a --delta above 1e-2 (refused otherwise: it is no meaningful guarantee)."
 )
 AllowWeakPrivacyOption = typer.Option(
-    False, "--allow-weak-privacy",
+    GIVEN["allow_weak_privacy"], "--allow-weak-privacy",
     help=f"Accept a per-record epsilon above {privacy_defaults.epsilon_ceiling():g} (refused otherwise: the releases "
     "come close to sending the images; the summary and report then say so).",
 )
@@ -224,13 +230,13 @@ NoisePublicOption = typer.Option(
     help="Folder of images you state are NOT private, for a release decoder to decode into (--decode) and for "
     "--basis pca to be fitted on; one also in PRIVATE_DIR, or a near copy of a private image, is refused.")
 PublicSkipCopiesOption = typer.Option(
-    False, "--public-skip-copies/--no-public-skip-copies",
+    GIVEN["public_skip_copies"], "--public-skip-copies/--no-public-skip-copies",
     help="Leave out the --public images that are near copies of private images (this run's, or any the ledger "
     "charged): never sent or decoded into, each listed in the report's public_skipped with the private image it "
     "copies. Default: the run is refused, naming them.")
 NoiseDecodeOption = typer.Option(
-    "none", help="With --public (200 images or more) and a --basis dct or pca release: write each release decoded as "
-    "`label --decode` decodes it into the same public images (post-processing: no privacy cost). "
+    GIVEN["decode"], help="With --public (200 images or more) and a --basis dct or pca release: write each release "
+    "decoded as `label --decode` decodes it into the same public images (post-processing: no privacy cost). "
     "auto: where a label run's check chose it for this --teacher; always; none.")
 TokenOption = typer.Option(
     None,
@@ -380,8 +386,8 @@ class QueryGroup(OptionGroup):
     batch_size: Optional[int] = typer.Option(
         None, min=1, help="Queries per request (default: teacher's max, at most 256).")
     baseline: bool = typer.Option(
-        False, "--baseline/--no-baseline", help="Also run the data-free baseline (blank records, epsilon 0, noised at "
-        "a fixed level; with --public, those images too).")
+        GIVEN["baseline"], "--baseline/--no-baseline", help="Also run the data-free baseline (blank records, epsilon "
+        "0, noised at a fixed level; with --public, those images too).")
     public: Optional[Path] = typer.Option(
         None, "--public", file_okay=False,
         help="Folder of images you state are NOT private: each is sent once as it is (no noise, no privacy cost, "
@@ -390,13 +396,14 @@ class QueryGroup(OptionGroup):
         "of a private image (named with it) unless --public-skip-copies.",
         show_default=False)
     decode: Decode = typer.Option(
-        "none", help="With --public (200 images or more) and a --basis dct or pca release: send each release decoded "
-        "into the public images: their mean, each weighted by how likely the mechanism's noise makes it to have given "
-        "the release (post-processing: no privacy cost). auto: only when the teacher, asked about some public images "
-        "and private releases sent raw and decoded (paid queries, no privacy cost), answers the decoded ones clearly "
-        "better and alike on both; always: without asking; none: never.")
+        GIVEN["decode"],
+        help="With --public (200 images or more) and a --basis dct or pca release: send each release decoded into "
+        "the public images: their mean, each weighted by how likely the mechanism's noise makes it to have "
+        "given the release (post-processing: no privacy cost). auto: only when the teacher, asked about some "
+        "public images and private releases sent raw and decoded (paid queries, no privacy cost), answers the"
+        " decoded ones clearly better and alike on both; always: without asking; none: never.")
     public_skip_copies: bool = PublicSkipCopiesOption
-    workers: int = typer.Option(1, min=1, help="Requests in flight at once.")
+    workers: int = typer.Option(GIVEN["workers"], min=1, help="Requests in flight at once.")
     cluster: Optional[str] = typer.Option(
         None, "--cluster", metavar="<auto|address>",
         help="Release and label the images on a Ray cluster: 'auto' (the one RAY_ADDRESS names or this user started "
@@ -411,7 +418,7 @@ class MoneyGroup(OptionGroup):
 
     APART: ClassVar[frozenset[str]] = FACT_OPTIONS
 
-    price: float = typer.Option(0.0, min=0.0, help="Price per query (image), for the cost meter.")
+    price: float = typer.Option(GIVEN["price"], min=0.0, help="Price per query (image), for the cost meter.")
     money_cap: Optional[float] = typer.Option(
         None, min=0.0, help="Largest total spend with this teacher over all runs (needs --price): a run that would "
         "cross it is refused before anything is noised or sent. Default: none.")
@@ -435,7 +442,7 @@ class StudentGroup(OptionGroup):
         "or more, the teacher is asked about mirrored and shifted copies of up to 200 of them (public queries, no "
         "privacy cost) and rows are mirrored when a mirror keeps its answers about as often as a shift; else not.")
     warmup: int = typer.Option(
-        0, min=0, help="Before training, teach the student for this many epochs which way each "
+        GIVEN["warmup"], min=0, help="Before training, teach the student for this many epochs which way each "
         "clean private image was rotated (a self-supervised warm-up on this device: nothing sent, no privacy cost). "
         "Measured without --public at 60 epochs: +9 points on colour digits, no change on photos or grey digits, "
         "at about 4x the run's time. 0 (the default): none.")
@@ -459,12 +466,12 @@ class OutputGroup(OptionGroup):
         None, "--format", help="Labels format (default: from --output's extension).")
     report: Optional[Path] = typer.Option(None, help="Run report JSON (default: next to --output, *.report.json).")
     html: bool = typer.Option(
-        False, "--html",
+        GIVEN["html"], "--html",
         help="Also write a page beside the labels (labels.csv -> labels.html; one file, opens offline): the "
         "verdict on the labels, the guarantee in plain words, releases and queries as sent, counts and money, the "
         "student, timings.")
     html_private: bool = typer.Option(
-        False, "--html-private",
+        GIVEN["html_private"], "--html-private",
         help="Show the clean private images and their file names on that page too (implies --html; the page then "
         "says on top that it holds private images: keep it on this device).")
     check: Optional[Path] = typer.Option(
@@ -476,7 +483,7 @@ class OutputGroup(OptionGroup):
         "(accuracy not measured).",
         show_default=False)
     dry_run: bool = typer.Option(
-        False, "--dry-run",
+        GIVEN["dry_run"], "--dry-run",
         help="Print the plan (what would be released, sent, spent and trained, every default resolved) and stop: "
         "nothing is decoded, noised, sent or charged; the teacher is asked only for its metadata.")
 

@@ -7,7 +7,7 @@ and the audit all read them here.
 from __future__ import annotations
 
 __all__ = ["MIN_RELEASED_SIDE", "basis", "delta", "epsilon", "epsilon_ceiling", "epsilon_element", "epsilon_unit",
-           "free_query_epsilon", "free_query_mechanism", "mechanism", "reduction"]
+           "free_query_epsilon", "free_query_mechanism", "mechanism", "reduction", "secure"]
 
 
 def mechanism() -> str:
@@ -40,6 +40,12 @@ def delta() -> float:
     from .mechanisms import DEFAULT_DELTA
 
     return DEFAULT_DELTA
+
+
+def secure() -> bool:
+    """Whether a run draws its noise on the secure integer path (``--secure``): yes; float sampling is open to the
+    floating-point attack on the noise."""
+    return True
 
 
 def epsilon_ceiling() -> float:

@@ -141,7 +141,7 @@ def run_demo(
     epochs: int | None = None,
     epsilon: float | None = None,
     reduce: int | None = None,
-    adapt: bool = True,
+    adapt: bool = defaults.adapt(),
     seed: int = 0,
     teacher_epochs: int | None = None,
     postprocess: str | None = None,

@@ -31,7 +31,7 @@ def mechanism_for(
     reduce: int | None,
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
-    secure: bool = True,
+    secure: bool = privacy_defaults.secure(),
     allow_large_delta: bool = False,
     allow_weak_privacy: bool = False,
     basis: str = "pool",

@@ -43,7 +43,7 @@ class SharedOptions:
     epsilon: float = privacy_defaults.epsilon()
     epsilon_unit: str = privacy_defaults.epsilon_unit()
     delta: Optional[float] = None
-    secure: bool = True
+    secure: bool = privacy_defaults.secure()
     allow_large_delta: bool = False
     allow_weak_privacy: bool = False
     augment: str = defaults.augment()
@@ -66,7 +66,7 @@ class SharedOptions:
     public: Optional[Path] = None
     #: the releases decoded into the public images: ``auto`` (where a label run's check says it
     #: helps), ``none`` or ``always`` (:data:`~ldpclient.names.DECODINGS`)
-    decode: str = "none"
+    decode: str = defaults.decode()
     #: leave out the public images that are near copies of private ones, each named in the report (else refuse the run)
     public_skip_copies: bool = False
 
@@ -132,7 +132,7 @@ class LabelOptions(SharedOptions):
     private_dir: Optional[Path]
     teacher: str
     baseline: bool = False
-    adapt: bool = True
+    adapt: bool = defaults.adapt()
     queries: Optional[int] = None
     #: send the queries in up to this many doubling rounds, stopping where the student stops learning from them
     #: (:mod:`ldpclient.transfer.rounds`); 1: all at once
@@ -142,14 +142,14 @@ class LabelOptions(SharedOptions):
     money_cap: Optional[float] = None
     student: Optional[str] = None  # None: defaults.student(input shape, public images or not), settled by the plan
     flip: Optional[bool] = None  # train the student on mirrored images too; None: the mirror check decides (--public)
-    warmup: int = 0  # epochs of the rotation pretext on the clean private images before training (0: none)
+    warmup: int = defaults.warmup()  # epochs of the rotation pretext on the clean private images before training
     students: int = defaults.students()  # students trained on the same answers; labels from their mean output
     epochs: int = defaults.epochs()
     output: Optional[Path] = Path("labels.csv")  # None: write no labels or report file (the library's front door)
     format: Optional[str] = None
     report: Optional[Path] = None
     workers: int = 1
-    device: str = "auto"
+    device: str = defaults.device()
     train_batch_size: int = defaults.train_batch_size()
     html: bool = False  # also write <output stem>.html: what was sent, the guarantee, counts, the student
     html_private: bool = False  # show the clean private images on that page too (implies html)

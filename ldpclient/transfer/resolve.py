@@ -55,7 +55,7 @@ class Decoding:
     ``check_images`` public images held out of the decoder and ``check_records`` private releases),
     ``always`` or ``none``; ``note``: why a run asked to decode does not (None: it does, or was not asked)."""
 
-    decode: str = "none"
+    decode: str = field(default_factory=defaults.decode)
     note: Optional[str] = None
     check_images: int = 0
     check_records: int = 0

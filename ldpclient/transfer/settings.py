@@ -18,8 +18,12 @@ from typing import TYPE_CHECKING, NamedTuple, Sequence, Union
 
 from ..names import AUGMENTATIONS, DECODINGS, FREE_IMAGES
 from .defaults import MAX_EPOCHS, MAX_QUERY_ROUNDS, MAX_SEED, MAX_STUDENTS, MAX_TRAIN_BATCH, MAX_WARMUP_EPOCHS
+from .defaults import adapt as default_adapt
 from .defaults import augment as default_augment
+from .defaults import decode as default_decode
+from .defaults import device as default_device
 from .defaults import min_round_gain as default_min_round_gain
+from .defaults import warmup as default_warmup
 
 if TYPE_CHECKING:
     from ..privacy.base import Mechanism
@@ -87,7 +91,7 @@ class PlanSettings:
     free_images: str = "blank"
     query_rounds: int | None = None
     min_round_gain: float = field(default_factory=default_min_round_gain)
-    decode: str = "none"
+    decode: str = field(default_factory=default_decode)
 
     def __post_init__(self) -> None:
         for setting in ("num_queries", "query_batch_size", "query_rounds"):
@@ -135,12 +139,12 @@ class TrainingSettings:
     batch_size: int | None = None
     lr: float = 1e-3
     val_fraction: float = 0.05
-    device: str = "auto"
+    device: str = field(default_factory=default_device)
     checkpoint: str | Path | None = None
     public_repeats: int | None = None
     crop: int | None = None
     flip: bool | None = None
-    warmup: int = 0
+    warmup: int = field(default_factory=default_warmup)
     student_seed: int | None = None
     students: int | None = None
 
@@ -158,7 +162,7 @@ class AdaptationSettings:
     teacher's answer shares: adaptation's rounds pseudo-label from the student's outputs aligned to them, and
     without adaptation from its outputs re-weighted to them; :mod:`ldpclient.transfer.prior`)."""
 
-    adapt: bool = True
+    adapt: bool = field(default_factory=default_adapt)
     adapter: "SelfTrainingAdapter | None" = None
     balance: bool = True
 
