@@ -81,8 +81,10 @@ def label_at_scale(n: int, queries: int, work: Path, extra: list[str]) -> dict:
     from mock_server.runner import start
 
     folder = write_images(work / f"images-{n}", n)
-    state = work / f"state-{n}-{time.time_ns()}"
-    out = state / "labels.csv"
+    run = time.time_ns()
+    state = work / f"state-{n}-{run}"
+    out = work / f"out-{n}-{run}" / "labels.csv"  # outputs never go into the state directory
+    out.parent.mkdir(parents=True)
     with start(subprocess=True, model="trivial", image_size=28, channels=1, num_classes=10) as srv:
         t0 = time.perf_counter()
         proc = subprocess.run(
@@ -93,7 +95,7 @@ def label_at_scale(n: int, queries: int, work: Path, extra: list[str]) -> dict:
         wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"label failed at n={n} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
-    report = json.loads((state / "labels.report.json").read_text())
+    report = json.loads((out.parent / "labels.report.json").read_text())
     return {"n": n, "wall": wall, "peak_mb": peak_rss_kb(proc.stderr) / 1024, "timings": report.get("timings", {}),
             "elements": int(report["guarantee"]["elements_per_record"])}
 
