@@ -42,29 +42,6 @@ def student(record_shape: Sequence[int], public: bool) -> str:
     return "small_resnet" if public and c >= 3 and side >= MIN_AUGMENT_SIDE else "small_cnn"
 
 
-#: The width (first layer's channels) of ``small_cnn`` learning from private releases of one-channel images; on
-#: colour images, and in a data-free run, it keeps its own (32).
-GREY_SMALL_CNN_WIDTH = 16
-
-
-def student_kwargs(student: str, record_shape: Sequence[int], data_free: bool) -> dict[str, object]:
-    """Build options of the ``student`` beyond the records' shape and classes, where the given ones name none: a
-    ``small_cnn`` learning from the private releases of one-channel images is :data:`GREY_SMALL_CNN_WIDTH` wide;
-    every other student, and any student of a ``data_free`` run, is built as its zoo function builds it.
-
-    Measured (1,000 images, 3 seeds, the defaults otherwise): a default run of 1,000 grey 28x28 images took 0.52-0.82
-    of the 32-wide student's time (0.67 on average; training 14-25 s against 30-34 s); its labels: scikit-learn digits
-    92.2 ± 0.8 % against 91.7 ± 0.9 %, MNIST 92.9 ± 0.6 against 93.9 ± 0.7, Fashion-MNIST 65.8 ± 5.3 against 68.4 ±
-    4.0. On colour digits it lost 7.9 points on one seed (73.3 against 81.2 %), so colour images keep the wider
-    student. A data-free run, which learns its classes from adaptation alone, lost 2.7 points on MNIST and 4.5 on
-    digits with the narrow one: the zero-privacy run beside a private one keeps the wider student and stays the
-    strongest.
-    """
-    c = int(record_shape[-3]) if len(record_shape) >= 3 else 1
-    narrow = student == "small_cnn" and c == 1 and not data_free
-    return {"width": GREY_SMALL_CNN_WIDTH} if narrow else {}
-
-
 def train_crop(image_size: int, public: bool) -> int:
     """Pixels by which training shifts each row at random (a crop of the row padded by its edge values), with or
     without ``public`` images: with them an eighth of ``image_size`` (the smaller side; 28 -> 3, 32 -> 4),
@@ -377,7 +354,5 @@ __all__ = [
     "DCT_POSTPROCESS",
     "MIN_AUGMENT_SIDE",
     "student",
-    "student_kwargs",
-    "GREY_SMALL_CNN_WIDTH",
     "train_crop",
 ]

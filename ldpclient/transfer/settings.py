@@ -110,8 +110,7 @@ class PlanSettings:
 class TrainingSettings:
     """How the student learns: ``student`` (a name of ``ldpclient.transfer.student.STUDENTS``; None:
     :func:`~ldpclient.transfer.defaults.student` for the records' shape, with or without public images) built
-    with ``student_kwargs`` (over :func:`~ldpclient.transfer.defaults.student_kwargs`, which they override);
-    ``epochs``, ``batch_size`` (None: the defaults), ``lr``, ``val_fraction``
+    with ``student_kwargs``; ``epochs``, ``batch_size`` (None: the defaults), ``lr``, ``val_fraction``
     (held-out teacher labels), ``device``; ``checkpoint``: a path to save the trained student to;
     ``public_repeats``: times per epoch each public image is trained on (None:
     :func:`~ldpclient.transfer.defaults.public_repeats`). Each row trained on is shifted at random by up to
