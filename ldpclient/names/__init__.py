@@ -48,6 +48,8 @@ FREE_IMAGES: tuple[str, ...] = ("blank", "procedural")
 #: :mod:`ldpclient.transfer.decoder`): when the teacher's answers on a check say it helps, never, or without the
 #: check.
 DECODINGS: tuple[str, ...] = ("auto", "none", "always")
+#: The one of :data:`DECODINGS` that sends the releases as they are.
+NO_DECODING = DECODINGS[1]
 #: Student models, by the name ``--student`` takes (:data:`ldpclient.transfer.student.STUDENTS` builds each).
 STUDENT_NAMES: tuple[str, ...] = ("small_cnn", "small_resnet", "resnet18", "mobilenet_v2")
 
@@ -81,6 +83,7 @@ __all__ = [
     "Mode",
     "BASES",
     "DECODINGS",
+    "NO_DECODING",
     "EPSILON_UNITS",
     "FREE_IMAGES",
     "PLAN_KINDS",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..names import NO_DECODING
 from ..privacy.defaults import MIN_RELEASED_SIDE, epsilon_element, reduction
 from .affine import MIN_AUGMENT_SIDE
 
@@ -255,7 +256,7 @@ def adapt() -> bool:
 def decode() -> str:
     """Whether the releases are sent decoded into the public images (``--decode``, a name of
     :data:`~ldpclient.names.DECODINGS`): ``none``, as they are."""
-    return "none"
+    return NO_DECODING
 
 
 def warmup() -> int:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Optional
 
 import torch
 
-from ..names import PLAN_KINDS, Mode
+from ..names import NO_DECODING, PLAN_KINDS, Mode
 from ..privacy.base import Mechanism
 from ..privacy.release import Release
 from . import defaults
@@ -55,7 +55,7 @@ class Decoding:
     ``check_images`` public images held out of the decoder and ``check_records`` private releases),
     ``always`` or ``none``; ``note``: why a run asked to decode does not (None: it does, or was not asked)."""
 
-    decode: str = field(default_factory=defaults.decode)
+    decode: str = NO_DECODING
     note: Optional[str] = None
     check_images: int = 0
     check_records: int = 0

@@ -24,6 +24,7 @@ import pytest
 import mock_server
 from ldpclient.cli.errors import EXIT_FAILURE, EXIT_USAGE
 from ldpclient.report.label_files import read_labels
+from ldpclient.state.database import JOURNAL_NAMESPACE, LEDGER_NAMESPACE
 from support.cli_runs import cli_command, label_args, mock_teacher, private_folder
 from support.fast_children import run_cli
 from support.faults import mounts  # noqa: F401 - a fixture
@@ -57,20 +58,27 @@ def _run(args: list[str], timeout: float = 240) -> subprocess.CompletedProcess[s
     return run_cli(*args, env=ENV, timeout=timeout)
 
 
-def _ledger_rows(state: Path | str) -> tuple[dict[bytes, float], list[tuple[bytes, np.ndarray]]]:
-    """What the ledger holds, read as a file (a state directory) or a database (a URL): each source's epsilon spent,
-    and each stored release (its source and its values)."""
-    spend_sql = "SELECT source_key, epsilon FROM spend"
-    releases_sql = "SELECT source_key, shape, data FROM releases"
+#: Where each state database's tables are in PostgreSQL.
+NAMESPACES = {"ledger": LEDGER_NAMESPACE, "journal": JOURNAL_NAMESPACE}
+
+
+def _read_state(state: Path | str, name: str, *queries: str) -> list[list[tuple]]:
+    """The rows of each of ``queries`` on the state's ``name`` (``ledger`` or ``journal``), read as a file of a state
+    directory or in a database (a URL), read only."""
     if isinstance(state, str):
         import psycopg
 
         with psycopg.connect(state) as db:
-            db.execute("SET search_path TO ldpclient_ledger")
-            spend_rows, release_rows = db.execute(spend_sql).fetchall(), db.execute(releases_sql).fetchall()
-    else:
-        with closing(sqlite3.connect(f"{(state / 'ledger.sqlite').as_uri()}?mode=ro", uri=True)) as db:
-            spend_rows, release_rows = db.execute(spend_sql).fetchall(), db.execute(releases_sql).fetchall()
+            db.execute(f"SET search_path TO {NAMESPACES[name]}")
+            return [db.execute(sql).fetchall() for sql in queries]
+    with closing(sqlite3.connect(f"{(state / f'{name}.sqlite').as_uri()}?mode=ro", uri=True)) as db:
+        return [db.execute(sql).fetchall() for sql in queries]
+
+
+def _ledger_rows(state: Path | str) -> tuple[dict[bytes, float], list[tuple[bytes, np.ndarray]]]:
+    """What the ledger holds: each source's epsilon spent, and each stored release (its source and its values)."""
+    spend_rows, release_rows = _read_state(state, "ledger", "SELECT source_key, epsilon FROM spend",
+                                           "SELECT source_key, shape, data FROM releases")
     releases = [(bytes(k), np.frombuffer(bytes(d), dtype=np.float32).reshape(json.loads(shape)))
                 for k, shape, d in release_rows]
     return {bytes(k): float(e) for k, e in spend_rows}, releases
@@ -78,15 +86,9 @@ def _ledger_rows(state: Path | str) -> tuple[dict[bytes, float], list[tuple[byte
 
 def _journal_total(state: Path | str) -> float:
     """The money the journal holds: answered batches and booked attempts."""
-    sql = "SELECT (SELECT COALESCE(SUM(cost), 0) FROM batches) + (SELECT COALESCE(SUM(cost), 0) FROM pending)"
-    if isinstance(state, str):
-        import psycopg
-
-        with psycopg.connect(state) as db:
-            db.execute("SET search_path TO ldpclient_journal")
-            return float(db.execute(sql).fetchone()[0])
-    with closing(sqlite3.connect(state / "journal.sqlite")) as db:
-        return float(db.execute(sql).fetchone()[0])
+    (row,), = _read_state(state, "journal", "SELECT (SELECT COALESCE(SUM(cost), 0) FROM batches) + "
+                                            "(SELECT COALESCE(SUM(cost), 0) FROM pending)")
+    return float(row[0])
 
 
 def _budget(state: Path, *database: str) -> dict[str, object]:
@@ -402,7 +404,6 @@ def test_a_database_that_stops_mid_run_is_one_line_and_the_rerun_completes(
         if how != "restart" or stopped.returncode:  # a restart between two statements is reconnected
             line = _one_line(stopped, EXIT_USAGE)
             assert "127.0.0.1" in line and ("re-run" in line or "cannot reach" in line)
-            assert _journal_total(database) >= 0.01 * (sent - 4) - 1e-9 if how == "restart" else True
         if how != "restart":
             own_postgres.start_again()
         assert _journal_total(database) >= 0.01 * (sent - 4) - 1e-9  # nothing was sent that it could not record
