@@ -284,7 +284,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
             augment: str = "sup", free_images: str = "blank", hold: str = "none", query_rounds: int | None = None,
             min_round_gain: float | None = None, students: int | None = None,
-            student_seed: int | None = None, device: str = "cpu", decode: str | None = None) -> dict:
+            student_seed: int | None = None, device: str = "cpu", decode: str | None = None,
+            student_weights: str | None = None) -> dict:
     """One labelling run; ``blank``: ``(fraction, noise level)`` of public blank queries mixed into it;
     ``adapter``: the adaptation step's object (default: the library's, bounded by the two options before it);
     ``basis``: the release basis's options for :func:`mechanism` (None: pool); ``public``: images declared
@@ -303,7 +304,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     output (``label --students``; None: the library's default); ``student_seed``: the seed of the student's draws
     alone (``TrainingSettings.student_seed``), in place of the one ``hold`` gives; ``device``: where the student
     trains and labels (``TrainingSettings.device``: every table here is ``cpu``, one thread); ``decode``: send the
-    releases decoded by a decoder learnt from the public images (``PlanSettings.decode``: auto, always, none)."""
+    releases decoded by a decoder learnt from the public images (``PlanSettings.decode``: auto, always, none);
+    ``student_weights``: a weights file the student starts from (``label --student-weights``; None: random)."""
     run_seed, held_seed = {"none": (seed, None), "data": (0, seed), "student": (seed, 0)}[hold]
     student_seed = student_seed if student_seed is not None else held_seed
     mech = mechanism(setting["mechanism"], setting["eps_record"], setting["reduce"], basis)
@@ -324,7 +326,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
                                                     max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
     given_plan = {"query_rounds": query_rounds, "min_round_gain": min_round_gain, "decode": decode}
     given_training = {"student": student, "public_repeats": public_repeats, "crop": crop, "flip": flip,
-                      "student_seed": student_seed, "students": students}
+                      "student_seed": student_seed, "students": students, "student_weights": student_weights}
     plan.update({k: v for k, v in given_plan.items() if v is not None})  # None: the library's default
     training.update({k: v for k, v in given_training.items() if v is not None})
     if student_width is not None:
@@ -695,6 +697,8 @@ def main(argv: list[str] | None = None) -> None:
                         "before training (label --warmup; BENCHMARKS.md, 'Self-supervised warm-up')")
     p.add_argument("--student-width", type=int, default=None, help="the student's width (default: its own)")
     p.add_argument("--student", default=None, help="the student's zoo name (default: the library's)")
+    p.add_argument("--student-weights", default=None, metavar="FILE",
+                   help="start the student from this weights file (label --student-weights; keyed by its digest)")
     p.add_argument("--teacher", choices=TEACHERS, default="small_cnn", help="the in-process teacher's architecture")
     p.add_argument("--long-tail", type=float, default=None, metavar="RATIO",
                    help="keep a long-tailed share of the private records: class k of K keeps RATIO ** (k / (K - 1)) "
@@ -746,6 +750,12 @@ def main(argv: list[str] | None = None) -> None:
         variant["student"] = args.student
     if args.student_width is not None:
         variant["student_width"] = args.student_width
+    if args.student_weights is not None:  # keyed apart: rows from before have no such key (random weights)
+        from ldpclient.transfer.pretrained import weights_info
+
+        info = weights_info(args.student_weights, args.student)
+        variant["student_weights"] = f"{info.name}:{info.sha256[:12]}"
+        variant["student"] = info.architecture
     if args.public_repeats is not None:
         variant["public_repeats"] = args.public_repeats
     if args.public_shift != "none":  # keyed apart: rows from before have no such key (the held-out images as they are)
@@ -846,7 +856,7 @@ def main(argv: list[str] | None = None) -> None:
                                         augment=args.augment, free_images=args.free_images, hold=args.hold,
                                         query_rounds=args.query_rounds, min_round_gain=args.min_round_gain,
                                         students=args.students, device=args.device,
-                                        decode=args.decode)
+                                        decode=args.decode, student_weights=args.student_weights)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
                                       "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
                             if checked is not None:

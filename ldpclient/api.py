@@ -152,7 +152,8 @@ def _images(given: object, name: str) -> "tuple[Path | None, RecordSource | None
 
 
 #: Options given as paths, taken as str too.
-_PATHS = ("state_dir", "report", "ledger_key_file", "check", "class_names", "label_map", "ca_bundle")
+_PATHS = ("state_dir", "report", "ledger_key_file", "check", "class_names", "label_map", "ca_bundle",
+          "student_weights")
 
 
 def _label_options(

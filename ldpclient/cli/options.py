@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Optional
 
 import typer
 
-from ..names import AUGMENTATIONS, BASES, DECODINGS, EPSILON_UNITS, STUDENT_NAMES, choice_list
+from ..names import AUGMENTATIONS, BASES, DECODINGS, EPSILON_UNITS, PRETRAINED_STUDENTS, STUDENT_NAMES, choice_list
 from ..privacy import defaults as privacy_defaults
 from ..privacy.basis import DEFAULT_COEFFICIENTS
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
@@ -436,6 +436,13 @@ class StudentGroup(OptionGroup):
     student: Optional[str] = typer.Option(
         None, help=f"Student model: {choice_list(STUDENT_NAMES)} (default: small_resnet for colour images of 16 px "
         "or more beside --public images, else small_cnn).")
+    student_weights: Optional[Path] = typer.Option(
+        None, "--student-weights", dir_okay=False, metavar="<file>",
+        help=f"Start the student from a weights file on this device, frozen under a new head for the teacher's "
+        f"classes: a torchvision state dict of {choice_list(PRETRAINED_STUDENTS[:-1])} (the file torchvision "
+        "caches for weights=\"DEFAULT\"; images resized to 224 px and normalised as ImageNet's), or a TorchScript "
+        "feature extractor (--student torchscript) saved with its input size. Read and checked before anything is "
+        "noised or sent; never downloaded. Default: random weights.")
     flip: Optional[bool] = typer.Option(
         None, "--flip/--no-flip", help="Also train on mirrored images (left-right), for images whose class a "
         "mirror keeps (photos of objects and scenes), or never. Default: beside 100 or more --public images of 16 px "

@@ -51,7 +51,9 @@ DECODINGS: tuple[str, ...] = ("auto", "none", "always")
 #: The one of :data:`DECODINGS` that sends the releases as they are.
 NO_DECODING = DECODINGS[1]
 #: Student models, by the name ``--student`` takes (:data:`ldpclient.transfer.student.STUDENTS` builds each).
-STUDENT_NAMES: tuple[str, ...] = ("small_cnn", "small_resnet", "resnet18", "mobilenet_v2")
+STUDENT_NAMES: tuple[str, ...] = ("small_cnn", "small_resnet", "resnet18", "mobilenet_v2", "torchscript")
+#: The students that start from a weights file (``--student-weights``); ``torchscript`` only from one.
+PRETRAINED_STUDENTS: tuple[str, ...] = ("resnet18", "mobilenet_v2", "torchscript")
 
 #: What a run's labels are worth, best first (``ldpclient.run.verdict`` decides; pages colour their bands by it).
 VERDICT_LEVELS: tuple[str, ...] = ("usable", "doubtful", "not worth having")

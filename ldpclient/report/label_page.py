@@ -42,6 +42,7 @@ from .notes import (
     unpriced_note,
     waits_words,
     weak_privacy_note,
+    weights_note,
 )
 from .run_report import CostSection, RunReport, StudentSection
 
@@ -348,6 +349,7 @@ def _student_rows(student: StudentSection, adaptation: Document | None) -> list[
          + (f"; {student.students} of them, each with draws of its own, the labels from their mean "
             "output" if student.students > 1 else "")
          + (f"; each public image trained on {repeats} times per epoch" if repeats else "")),
+        ("started from", weights_note(student.weights)),
         ("mirrors", mirror_note(student.flip, student.mirror_check)),
         ("warm-up", "off" if not student.warmup_epochs else
          f"{student.warmup_epochs} epochs telling rotations of the clean private images apart, on this "

@@ -89,9 +89,17 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
 
 
+def weights_note(weights: Document | None) -> str:
+    """Which weights the student started from, in words: the file's name and digest, or random ones."""
+    if not weights:
+        return "random weights"
+    return (f"{weights.get('name')} (SHA-256 {str(weights.get('sha256'))[:16]}...), a {weights.get('architecture')} "
+            f"feature extractor at {weights.get('input_size')} px, frozen under a new head")
+
+
 __all__ = [
     "DATA_FREE_NOTE", "declined_words", "money_parts", "unpriced_note", "utility_note", "waits_words",
-    "weak_privacy_note",
+    "weak_privacy_note", "weights_note",
 ]
 
 

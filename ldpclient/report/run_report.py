@@ -222,6 +222,8 @@ class StudentSection:
     #: the student and its labels are those a run before trained on the same records, releases, answers and settings
     #: (kept in the run state): nothing was trained, adapted or predicted again
     reused: bool = False
+    #: the file the student started from (name, SHA-256, architecture, input size, features); None: random weights
+    weights: JSONDict | None = None
 
 
 _SECTIONS: dict[str, type] = {

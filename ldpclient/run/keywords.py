@@ -109,6 +109,8 @@ class LabelKeywords(TypedDict, total=False):
     adapt: bool
     #: Student model: a name of :data:`ldpclient.names.STUDENT_NAMES` (default: by image size).
     student: str | None
+    #: A weights file the student starts from (torchvision state dict or TorchScript feature extractor).
+    student_weights: PathLike | None
     #: Also train on mirrored images (None: decided by a check on the public images).
     flip: bool | None
     #: Epochs of rotation warm-up on the clean private images before training.

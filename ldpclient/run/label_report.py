@@ -120,6 +120,7 @@ def build_report(
             students=result.training.students,
             mirror_check=dict(result.training.mirror_check) if result.training.mirror_check is not None else None,
             reused=result.training.reused,
+            weights=dict(result.training.weights) if result.training.weights is not None else None,
         ),
         adaptation=_adaptation_section(result, meta.num_classes),
         baseline=outcome.baseline.section if outcome.baseline is not None else None,

@@ -14,7 +14,7 @@ import torch
 
 from ..cluster.engine import check_cluster_options
 from ..io.folders import DEFAULT_MAX_PIXELS
-from ..names import AUGMENTATIONS, BASES, DECODINGS, EPSILON_UNITS, choice_list
+from ..names import AUGMENTATIONS, BASES, DECODINGS, EPSILON_UNITS, PRETRAINED_STUDENTS, choice_list
 from ..privacy import defaults as privacy_defaults
 from ..privacy.mechanisms import delta_mechanism_names, mechanism_names
 from ..report.label_files import label_format_for
@@ -141,6 +141,9 @@ class LabelOptions(SharedOptions):
     price: float = 0.0
     money_cap: Optional[float] = None
     student: Optional[str] = None  # None: defaults.student(input shape, public images or not), settled by the plan
+    #: a file the student starts from (torchvision weights or a TorchScript feature extractor), frozen under a new
+    #: head; None: random weights
+    student_weights: Optional[Path] = None
     flip: Optional[bool] = None  # train the student on mirrored images too; None: the mirror check decides (--public)
     warmup: int = defaults.warmup()  # epochs of the rotation pretext on the clean private images before training
     students: int = defaults.students()  # students trained on the same answers; labels from their mean output
@@ -182,7 +185,8 @@ class LabelOptions(SharedOptions):
             plan=PlanSettings(augment=self.augment, num_queries=num_queries, postprocess=self.postprocess,
                               query_batch_size=query_batch_size, query_rounds=self.query_rounds,
                               decode=self.decode),
-            training=TrainingSettings(student=self.student, epochs=self.epochs, batch_size=self.train_batch_size,
+            training=TrainingSettings(student=self.student, student_weights=self.student_weights, epochs=self.epochs,
+                                      batch_size=self.train_batch_size,
                                       device=self.device, public_repeats=public_repeats, crop=crop,
                                       flip=self.flip, warmup=self.warmup, students=self.students),
             adaptation=AdaptationSettings(adapt=self.adapt),
@@ -228,10 +232,12 @@ class LabelOptions(SharedOptions):
 
         try:
             with torch.random.fork_rng(devices=[]):  # a trial build: its init draws stay local
-                if self.student is not None:
+                if self.student is not None and self.student_weights is None:
                     build_student(self.student, num_classes=2)
         except (ValueError, KeyError) as exc:
             raise ValueError(f"--student: {exc}") from None
+        if self.student_weights is not None:
+            self._check_weights()
         if self.augment == "none":  # SIDP: each release sent once, its answer is the label; no student to train
             for given, option in ((self.public is not None, "--public images train"),
                                   (self.flip is not None, "--flip/--no-flip trains"),
@@ -240,6 +246,21 @@ class LabelOptions(SharedOptions):
                                   (self.query_rounds > 1, "--query-rounds are judged by")):
                 if given:
                     raise ValueError(f"{option} a student: --augment none (SIDP) has none")
+
+    def _check_weights(self) -> None:
+        """The weights file starts the student named (or one of its own architecture): read and checked here,
+        before any image is read, noised or sent."""
+        from ..transfer.pretrained import weights_info
+
+        if self.student is not None and self.student not in PRETRAINED_STUDENTS:
+            raise ValueError(f"--student-weights starts a {choice_list(PRETRAINED_STUDENTS)} student, not "
+                             f"{self.student}")
+        if self.augment == "none":
+            raise ValueError("--student-weights starts a student: --augment none (SIDP) has none")
+        if self.cluster is not None:
+            raise ValueError("--student-weights: a student from a weights file trains and labels on this machine, "
+                             "not with --cluster")
+        weights_info(self.student_weights, self.student)  # type: ignore[arg-type]
 
     def _check_outputs_and_prices(self) -> None:
         """The files written and read, the teacher named, and the price a money cap needs."""

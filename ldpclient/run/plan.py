@@ -178,19 +178,34 @@ class RunPlan:
                         "cost, and a batch already in the journal is not paid again",
                 **({"booking": dict(booking)} if booking is not None else {}),
             },
-            "student": None if self.mode == Mode.SIDP else {
-                "model": opts.student, "epochs": opts.epochs, "train_batch_size": opts.train_batch_size,
-                "crop_pixels": self.settings.training.crop, "flip": opts.flip, "warmup_epochs": opts.warmup,
-                "warmup_rows": opts.warmup * self.records, "students": opts.students,
-                "mirror_check_images": self.mirror_check_images,
-                "public_repeats": self.public_repeats, "adapt": opts.adapt,
-                "balance": self.settings.adaptation.balances(bool(self.public)),
-            },
+            "student": self._student(),
             "decoding": self._decoding(),
             "baseline": None if self.free_mechanism is None or data_free else {
                 "blank_query_noise": self.free_mechanism.config(), "postprocess": self.free_postprocess,
             },
         }
+
+    def _student(self) -> dict[str, object] | None:
+        """The student the run trains (None: SIDP trains none): the model, its training, the weights it starts from."""
+        opts = self.opts
+        return None if self.mode == Mode.SIDP else {
+            "model": self.resolved.student if self.resolved is not None else opts.student, "epochs": opts.epochs,
+            "train_batch_size": opts.train_batch_size,
+            "crop_pixels": self.settings.training.crop, "flip": opts.flip, "warmup_epochs": opts.warmup,
+            "warmup_rows": opts.warmup * self.records, "students": opts.students,
+            "mirror_check_images": self.mirror_check_images,
+            "public_repeats": self.public_repeats, "adapt": opts.adapt,
+            "balance": self.settings.adaptation.balances(bool(self.public)),
+            "weights": self._weights(),
+        }
+
+    def _weights(self) -> dict[str, object] | None:
+        """The file the student starts from (``--student-weights``): name, SHA-256, architecture, input size."""
+        if self.opts.student_weights is None:
+            return None
+        from ..transfer.pretrained import weights_info
+
+        return weights_info(self.opts.student_weights, self.opts.student).as_dict()
 
     def _decoding(self) -> dict[str, object] | None:
         """The plan's decoder (``--decode``) in numbers: asked, why not, the check's size, the images it holds."""

@@ -40,6 +40,7 @@ from ..report.notes import (
     utility_note,
     waits_words,
     weak_privacy_note,
+    weights_note,
 )
 from ..report.run_report import CostSection, LedgerSection, QueriesSection, RunReport, StudentSection, TeacherSection
 from ..transfer.decode_check import decoding_note
@@ -402,6 +403,8 @@ def _plan_student(st: Document | None) -> str:
     if st is None:
         return "none (SIDP: the teacher's answers are the labels)"
     parts = [f"{st['model']}, {st['epochs']} epochs, batch {st['train_batch_size']}"]
+    if weights := section_or_none(st, "weights"):
+        parts.append(f", started from {weights_note(weights)}")
     if "students" in st and integer(st, "students") > 1:
         parts.append(f", {st['students']} of them (labels from their mean output)")
     if st.get("crop_pixels"):

@@ -81,7 +81,7 @@ class KnowledgeTransfer:
         self.mode = Mode(mode)
         self.release_generator, self.progress = release_generator, progress
         self.stages, self.result_cache = stages, result_cache
-        check_given(self.given, self.mode)
+        check_given(self.given, self.mode, elsewhere=stages is not None)
         self._prepared = Prepared()
         #: the settings resolved last (for the facts they hold): a run resolves once
         self._resolved = resolved

@@ -24,6 +24,7 @@ from . import defaults
 from .augment import check_sup_queries
 from .decoder import decodable
 from .postprocess import ReleaseRows, Transform, parse_postprocess
+from .pretrained import weights_info
 from .settings import Given
 from .student import build_student
 
@@ -121,11 +122,17 @@ class Resolved:
         return ReleaseRows(release, self.transforms, self.upsample_mode)
 
 
-def check_given(given: Given, mode: Mode) -> None:
+def check_given(given: Given, mode: Mode, *, elsewhere: bool = False) -> None:
     """ValueError where the settings as given cannot run in ``mode`` whatever the records: a student that cannot
-    be built, query rounds without a student or a held-out share to judge them by."""
+    be built, query rounds without a student or a held-out share to judge them by, a student from a weights file
+    whose passes would run ``elsewhere`` (a cluster's workers)."""
     t = given.training
-    if t.student is not None:
+    if t.student_weights is not None:  # the file read and checked now, before anything is noised or sent
+        weights_info(t.student_weights, t.student)
+        if elsewhere:
+            raise ValueError("student_weights: a student from a weights file trains and labels on this machine, not "
+                             "on a cluster (stages=)")
+    elif t.student is not None:
         with torch.random.fork_rng(devices=[]):  # fail fast on a bad name/kwargs; its init draws stay local
             build_student(t.student, **{**(t.student_kwargs or {}), "num_classes": 2})
     rounds = given.plan.query_rounds if given.plan.query_rounds is not None else defaults.query_rounds()
@@ -145,6 +152,12 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode) -> 
     n_blank = (p.n_blank or facts.records) if p.blank_fraction > 0 and kind != "identity" else 0
     public = facts.public > 0
     student = t.student or defaults.student(facts.record_shape, public)
+    kwargs = dict(t.student_kwargs or {})
+    if t.student_weights is not None:
+        weights = weights_info(t.student_weights, t.student)
+        student = weights.architecture
+        kwargs.update(weights=str(Path(t.student_weights).expanduser()), weights_sha256=weights.sha256,
+                      value_range=[float(v) for v in facts.meta.value_range])
     transforms = parse_postprocess(p.postprocess) if p.postprocess is None or isinstance(p.postprocess, str) \
         else list(p.postprocess)
     return Resolved(
@@ -157,7 +170,7 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode) -> 
         query_rounds=p.query_rounds if p.query_rounds is not None else defaults.query_rounds(),
         min_round_gain=p.min_round_gain,
         student=student,
-        student_kwargs=dict(t.student_kwargs or {}),
+        student_kwargs=kwargs,
         epochs=t.epochs if t.epochs is not None else defaults.epochs(),
         batch_size=t.batch_size if t.batch_size is not None else defaults.train_batch_size(),
         lr=t.lr, val_fraction=t.val_fraction, device=t.device,

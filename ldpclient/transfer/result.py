@@ -50,7 +50,8 @@ class TrainingSummary:
     ``crop_pixels`` (the most a training row was shifted, pixels), ``flip`` (rows mirrored), ``warmup_epochs``,
     ``students`` (how many learnt from the same answers), ``mirror_check`` (what decided ``flip`` when it was not
     given: :meth:`~.mirror_check.MirrorVerdict.as_dict`; else None), ``reused`` (the result was trained by an
-    earlier run on the same records, releases and answers: :mod:`~.result_cache`)."""
+    earlier run on the same records, releases and answers: :mod:`~.result_cache`), ``weights`` (the file the
+    student started from: :meth:`~.pretrained.WeightsInfo.as_dict`; None: random weights)."""
 
     student: Optional[str] = None
     crop_pixels: int = 0
@@ -59,12 +60,15 @@ class TrainingSummary:
     students: int = 1
     mirror_check: Optional[Mapping[str, float | int]] = None
     reused: bool = False
+    weights: Optional[Mapping[str, object]] = None
 
     def as_dict(self) -> JSONDict:
-        """The summary as the report has it (``reused`` only when true)."""
+        """The summary as the report has it (``reused`` only when true, ``weights`` only when given)."""
         out: JSONDict = {"student": self.student, "crop_pixels": self.crop_pixels, "flip": self.flip,
                                "warmup_epochs": self.warmup_epochs, "students": self.students,
                                "mirror_check": dict(self.mirror_check) if self.mirror_check is not None else None}
+        if self.weights is not None:
+            out["weights"] = dict(self.weights)
         return {**out, "reused": True} if self.reused else out
 
     @classmethod

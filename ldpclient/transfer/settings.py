@@ -110,8 +110,11 @@ class PlanSettings:
 class TrainingSettings:
     """How the student learns: ``student`` (a name of ``ldpclient.transfer.student.STUDENTS``; None:
     :func:`~ldpclient.transfer.defaults.student` for the records' shape, with or without public images) built
-    with ``student_kwargs``; ``epochs``, ``batch_size`` (None: the defaults), ``lr``, ``val_fraction``
-    (held-out teacher labels), ``device``; ``checkpoint``: a path to save the trained student to;
+    with ``student_kwargs``; ``student_weights``: a file the student starts from (a torchvision state dict of
+    ``resnet18`` or ``mobilenet_v2``, or a TorchScript feature extractor: :mod:`~ldpclient.transfer.pretrained`),
+    frozen under a new head; ``student`` None then means the file's architecture; ``epochs``, ``batch_size``
+    (None: the defaults), ``lr``, ``val_fraction`` (held-out teacher labels), ``device``; ``checkpoint``: a path
+    to save the trained student to;
     ``public_repeats``: times per epoch each public image is trained on (None:
     :func:`~ldpclient.transfer.defaults.public_repeats`). Each row trained on is shifted at random by up to
     ``crop`` pixels (None: :func:`~ldpclient.transfer.defaults.train_crop` for the records' side, with or
@@ -134,6 +137,7 @@ class TrainingSettings:
 
     student: str | None = None
     student_kwargs: dict[str, object] | None = None
+    student_weights: str | Path | None = None
     epochs: int | None = None
     batch_size: int | None = None
     lr: float = 1e-3

@@ -7,7 +7,9 @@ Model zoo (factory functions like torchvision's, never downloading weights):
   and more beside public images (:func:`~ldpclient.transfer.defaults.student`);
 * :func:`resnet18` and :func:`mobilenet_v2` - torchvision's architectures
   (``weights=None``) with the stem adapted to ``in_channels`` and, for small
-  images (< 64 px), a stride-1 stem without the first max-pool.
+  images (< 64 px), a stride-1 stem without the first max-pool; from a file of torchvision's weights with
+  ``weights=`` (:mod:`~ldpclient.transfer.pretrained`);
+* :func:`torchscript` - a user's TorchScript feature extractor from a file, under a new head.
 
 :func:`build_student` picks one by name. :class:`Trainer` trains on labelled
 queries streamed batch by batch (the queries are recomputed from the query plan
@@ -31,6 +33,7 @@ from torch import nn
 
 from ..io.output import atomic_torch_save
 from ..io.records import RecordSource, TensorRecords, iter_batches
+from .pretrained import TORCHSCRIPT, pretrained_student
 
 Progress = Callable[[str, int, int, Mapping[str, float]], None]
 """``progress(stage, done, total, metrics)``; the CLI draws it as a bar."""
@@ -135,11 +138,18 @@ def small_resnet(
     )
 
 
-def resnet18(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28) -> nn.Module:
-    """torchvision ResNet-18 (random init) for ``in_channels`` and small images."""
+def resnet18(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28, weights: str | None = None,
+             value_range: tuple[float, float] | list[float] = (0.0, 1.0), weights_sha256: str | None = None
+             ) -> nn.Module:
+    """torchvision ResNet-18 (random init) for ``in_channels`` and small images; with ``weights``, a file of
+    torchvision's resnet18 weights, frozen under a new head (:mod:`~ldpclient.transfer.pretrained`; records in
+    ``value_range``)."""
     from torchvision.models import resnet18 as tv_resnet18
 
     _check_dims(num_classes, in_channels, image_size)
+    if weights is not None:
+        return pretrained_student("resnet18", weights, num_classes=num_classes, in_channels=in_channels,
+                                  value_range=value_range, weights_sha256=weights_sha256)
     model = tv_resnet18(weights=None, num_classes=num_classes)
     if image_size < 64:
         model.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=False)
@@ -149,15 +159,34 @@ def resnet18(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 2
     return model
 
 
-def mobilenet_v2(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28) -> nn.Module:
-    """torchvision MobileNetV2 (random init) for ``in_channels``; stride-1 stem below 64 px."""
+def mobilenet_v2(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28, weights: str | None = None,
+                 value_range: tuple[float, float] | list[float] = (0.0, 1.0), weights_sha256: str | None = None
+                 ) -> nn.Module:
+    """torchvision MobileNetV2 (random init) for ``in_channels``; stride-1 stem below 64 px. With ``weights``, as
+    :func:`resnet18`'s."""
     from torchvision.models import mobilenet_v2 as tv_mobilenet_v2
 
     _check_dims(num_classes, in_channels, image_size)
+    if weights is not None:
+        return pretrained_student("mobilenet_v2", weights, num_classes=num_classes, in_channels=in_channels,
+                                  value_range=value_range, weights_sha256=weights_sha256)
     model = tv_mobilenet_v2(weights=None, num_classes=num_classes)
     stride = 1 if image_size < 64 else 2
     model.features[0][0] = nn.Conv2d(in_channels, 32, 3, stride=stride, padding=1, bias=False)
     return model
+
+
+def torchscript(*, num_classes: int = 10, in_channels: int = 3, image_size: int = 32, weights: str | None = None,
+                value_range: tuple[float, float] | list[float] = (0.0, 1.0), weights_sha256: str | None = None
+                ) -> nn.Module:
+    """A user's own TorchScript feature extractor in the file ``weights``, frozen under a new head
+    (:mod:`~ldpclient.transfer.pretrained`)."""
+    _check_dims(num_classes, in_channels, image_size)
+    if weights is None:
+        raise ValueError("the torchscript student is a feature extractor from a file: give its weights "
+                         "(--student-weights)")
+    return pretrained_student(TORCHSCRIPT, weights, num_classes=num_classes, in_channels=in_channels,
+                              value_range=value_range, weights_sha256=weights_sha256)
 
 
 STUDENTS: dict[str, Callable[..., nn.Module]] = {
@@ -165,6 +194,7 @@ STUDENTS: dict[str, Callable[..., nn.Module]] = {
     "small_resnet": small_resnet,
     "resnet18": resnet18,
     "mobilenet_v2": mobilenet_v2,
+    TORCHSCRIPT: torchscript,
 }
 
 
@@ -595,5 +625,6 @@ __all__ = [
     "select_device",
     "small_cnn",
     "small_resnet",
+    "torchscript",
     "validation_mask",
 ]

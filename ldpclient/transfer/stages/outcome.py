@@ -7,6 +7,7 @@ from ...io.document import JSONDict
 from ...names import Mode
 from ...privacy.public import public_seed
 from ..context import RunContext
+from ..pretrained import PretrainedStudent
 from ..query_book import QueryBook
 from ..release_shift import release_shift
 from ..result import Outcome, TrainingSummary
@@ -42,10 +43,13 @@ def _release_shift(ctx: RunContext, released: Released, book: QueryBook) -> JSON
 
 def training_summary(ctx: RunContext, trained: Trained, students: int) -> TrainingSummary:
     """How the student was trained (:attr:`~..result.TransferResult.training`): its zoo name, the shift and mirror
-    of its rows, the warm-up epochs, how many students, what the mirror check found."""
+    of its rows, the warm-up epochs, how many students, what the mirror check found, the weights file it started
+    from."""
+    model = trained.trainer.model
     return TrainingSummary(student=trained.student_name, crop_pixels=trained.crop_pixels, flip=trained.flip,
                            warmup_epochs=ctx.settings.warmup, students=students,
-                           mirror_check=trained.mirror_check.as_dict() if trained.mirror_check is not None else None)
+                           mirror_check=trained.mirror_check.as_dict() if trained.mirror_check is not None else None,
+                           weights=model.info.as_dict() if isinstance(model, PretrainedStudent) else None)
 
 
 __all__ = ["outcome", "training_summary"]

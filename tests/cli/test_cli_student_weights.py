@@ -1,0 +1,100 @@
+"""``ldpclient label --student-weights FILE`` against the real mock teacher: a run whose student starts from a file
+made here names the file in its report and page; a file that cannot start the student ends the run in one line
+before anything is noised, charged or sent."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from ldpclient.cli.errors import EXIT_USAGE
+from support.cli_runs import invoke, label_args, mock_teacher, private_folder
+
+
+class _Extractor(nn.Module):
+    """RGB (N, 3, 16, 16) in [0, 1] to 6 features."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x)).mean(dim=(2, 3))
+
+
+def _extractor_file(path: Path, input_size: int = 16) -> Path:
+    torch.manual_seed(0)
+    torch.jit.save(torch.jit.script(_Extractor().eval()), str(path),
+                   _extra_files={"ldpclient.json": json.dumps({"input_size": input_size})})
+    return path
+
+
+def test_a_run_from_a_weights_file_names_it_in_the_report_and_on_the_page(tmp_path: Path) -> None:
+    folder = private_folder(tmp_path)
+    weights = _extractor_file(tmp_path / "extractor.ts")
+    with mock_teacher() as srv:
+        result = invoke(label_args(folder, srv.model_url, tmp_path, "--student-weights", str(weights), "--json",
+                                   "--html"))
+    assert result.exit_code == 0, result.output
+    student = json.loads(result.stdout)["student"]
+    assert student["model"] == "torchscript"
+    assert student["weights"]["name"] == "extractor.ts"
+    assert student["weights"]["sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest()
+    page = (tmp_path / "out" / "labels.html").read_text()
+    assert "extractor.ts" in page and student["weights"]["sha256"][:16] in page
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("missing", "no such file"),
+    ("corrupt", "is not a PyTorch file"),
+    ("architecture", "not mobilenet_v2 weights"),
+    ("input size", "failed on RGB input (2, 3, 24, 24)"),
+    ("student", "--student-weights starts a resnet18, mobilenet_v2 or torchscript student, not small_cnn"),
+])
+def test_a_weights_file_that_cannot_start_the_student_ends_the_run_before_anything_is_sent(
+        tmp_path: Path, case: str, needle: str) -> None:
+    folder = private_folder(tmp_path)
+    path = tmp_path / "weights.pt"
+    extra: list[str] = []
+    if case == "corrupt":
+        path.write_bytes(b"\x00" * 4096)
+    elif case == "architecture":
+        _extractor_file(path)
+        torch.save(nn.Linear(3, 2).state_dict(), path)
+        extra = ["--student", "mobilenet_v2"]
+    elif case == "input size":
+        class _Flat(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.fc = nn.Linear(3 * 16 * 16, 4)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.fc(torch.flatten(x, 1))
+
+        torch.jit.save(torch.jit.script(_Flat()), str(path), _extra_files={"ldpclient.json": '{"input_size": 24}'})
+    elif case == "student":
+        _extractor_file(path)
+        extra = ["--student", "small_cnn"]
+    with mock_teacher() as srv:
+        result = invoke(label_args(folder, srv.model_url, tmp_path, "--student-weights", str(path), *extra))
+        assert srv.usage()["total"]["images"] == 0
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert needle in result.stderr and "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "state" / "ledger.sqlite").exists() or invoke(
+        ["budget", "--state-dir", str(tmp_path / "state"), "--json"]).stdout.count('"records": 0') == 1
+
+
+def test_the_dry_run_names_the_file_the_student_would_start_from(tmp_path: Path) -> None:
+    folder = private_folder(tmp_path)
+    weights = _extractor_file(tmp_path / "extractor.ts")
+    with mock_teacher() as srv:
+        result = invoke(label_args(folder, srv.model_url, tmp_path, "--student-weights", str(weights), "--dry-run"))
+        assert srv.usage()["total"]["images"] == 0
+    assert result.exit_code == 0, result.output
+    assert "torchscript, 1 epochs" in result.output and "started from extractor.ts (SHA-256" in result.output
