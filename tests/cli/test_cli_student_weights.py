@@ -98,3 +98,19 @@ def test_the_dry_run_names_the_file_the_student_would_start_from(tmp_path: Path)
         assert srv.usage()["total"]["images"] == 0
     assert result.exit_code == 0, result.output
     assert "torchscript, 1 epochs" in result.output and "started from extractor.ts (SHA-256" in result.output
+
+
+def test_the_front_door_takes_the_same_file_and_refuses_a_bad_one_in_one_line(tmp_path: Path) -> None:
+    import ldpclient
+
+    folder = private_folder(tmp_path)
+    weights = _extractor_file(tmp_path / "extractor.ts")
+    options = dict(state_dir=tmp_path / "state", epsilon=4.0, epsilon_unit="element", reduce=2, queries=24,
+                   batch_size=8, epochs=1)
+    with mock_teacher() as srv:
+        result = ldpclient.label(folder, srv.model_url, student_weights=weights, **options)
+        with pytest.raises(ValueError, match="^student weights nope.pt: no such file") as err:
+            ldpclient.label(folder, srv.model_url, student_weights=tmp_path / "nope.pt", **options)
+        assert srv.usage()["total"]["images"] == 24  # the first run's queries; the refused run sent none
+    assert "\n" not in str(err.value)
+    assert result.report["student"]["weights"]["name"] == "extractor.ts"
