@@ -53,7 +53,8 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
                             "input_name", "output_name", "datatype", "model", "label_map", "batch_api",
                             "teacher_epochs"),
     "Money": ("price", "price_input_tokens", "price_output_tokens", "image_tokens", "money_cap"),
-    "Student": ("student", "epochs", "train_batch_size", "warmup", "flip", "students", "adapt", "baseline"),
+    "Student": ("student", "student_weights", "epochs", "train_batch_size", "warmup", "flip", "students", "adapt",
+                "baseline"),
     "Attack": ("empirical", "holdout", "cnn_steps", "max_queries", "rme", "sweep"),
     "Run control": ("config", "state_dir", "state", "ledger_key_file", "init", "cluster", "seed", "help"),
 }
