@@ -45,6 +45,8 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 TORCHSCRIPT = PRETRAINED_STUDENTS[-1]
 #: Largest input side a weights file may ask for (a bigger one would cost more memory than any student here).
 MAX_INPUT_SIZE = 1024
+#: Largest weights file read (ResNet-18's is 45 MB): a file past it is refused before it is read into memory.
+MAX_FILE_BYTES = 4 * 2**30
 
 
 class WeightsError(ValueError):
@@ -99,6 +101,11 @@ def _first_line(exc: BaseException) -> str:
     """An exception as one short line: its type and the first line of its message."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {lines[0][:160]}" if lines else type(exc).__name__
+
+
+def _size(n: int) -> str:
+    """A file size in words: bytes, MiB or GiB."""
+    return f"{n} bytes" if n < 2**20 else f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.1f} GiB"
 
 
 def _fail(path: Path, why: str) -> WeightsError:
@@ -240,6 +247,9 @@ def load_weights(path: str | Path, architecture: str | None = None, *, sha256: s
     if not path.is_file():
         raise _fail(path, f"no such file ({path}); expected {_expected(architecture)}")
     stat = path.stat()
+    if stat.st_size > MAX_FILE_BYTES:
+        raise _fail(path, f"is {_size(stat.st_size)}, more than the {_size(MAX_FILE_BYTES)} a weights file may be; "
+                          f"expected {_expected(architecture)}")
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, str(architecture))
     if key not in _LOADED:
         _LOADED[key] = _load(path, architecture)

@@ -127,7 +127,8 @@ def _refusal(path: Path, architecture: str | None = None) -> str:
     return message
 
 
-def test_missing_corrupt_and_truncated_files_are_refused_in_one_line(tmp_path: Path, resnet_file: Path) -> None:
+def test_missing_corrupt_and_truncated_files_are_refused_in_one_line(tmp_path: Path, resnet_file: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     assert "no such file" in _refusal(tmp_path / "nope.pth", "resnet18")
     assert "resnet18 state dict" in _refusal(tmp_path / "nope.pth", "resnet18")
     garbage = tmp_path / "garbage.pth"
@@ -136,6 +137,9 @@ def test_missing_corrupt_and_truncated_files_are_refused_in_one_line(tmp_path: P
     truncated = tmp_path / "truncated.pth"
     truncated.write_bytes(resnet_file.read_bytes()[: 1 << 20])
     assert "is cut short or damaged" in _refusal(truncated)
+    monkeypatch.setattr(pretrained, "MAX_FILE_BYTES", 500)
+    assert "is 550 bytes, more than the 500 bytes a weights file may be" in _refusal(garbage, "resnet18")
+    monkeypatch.undo()
     numbers = tmp_path / "numbers.pth"
     torch.save({"epoch": 3, "lr": 0.1}, numbers)
     assert "no state dict of tensors" in _refusal(numbers)
