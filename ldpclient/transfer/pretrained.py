@@ -94,7 +94,8 @@ class _Loaded:
     normalise: bool
 
 
-_LOADED: dict[tuple[str, int, int, str], _Loaded] = {}
+#: The files read (by path, size and modification time), the last four.
+_LOADED: dict[tuple[str, int, int], _Loaded] = {}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -152,9 +153,9 @@ def _shape(t: torch.Tensor) -> str:
     return "[" + ", ".join(str(d) for d in t.shape) + "]"
 
 
-def _mismatch(state: dict[str, torch.Tensor], architecture: str) -> str | None:
-    """Where ``state`` differs from ``architecture``'s layers (None: it fits), as one clause."""
-    body, _ = _torchvision_body(architecture)
+def _mismatch(state: dict[str, torch.Tensor], architecture: str, body: nn.Module) -> str | None:
+    """Where ``state`` differs from the layers of ``body``, an ``architecture`` network (None: it fits), as one
+    clause."""
     want = body.state_dict()
     head = ARCHITECTURES[architecture]
     have = {k: v for k, v in state.items() if not k.startswith(head)}
@@ -180,9 +181,9 @@ def _load_state_dict(path: Path, architecture: str | None) -> tuple[nn.Module, s
         raise _fail(path, f"is a state dict; the {architecture} student takes {_expected(architecture)}")
     whys = []
     for arch in candidates:
-        why = _mismatch(state, arch)
+        body, features = _torchvision_body(arch)
+        why = _mismatch(state, arch, body)
         if why is None:
-            body, features = _torchvision_body(arch)
             body.load_state_dict({k: v for k, v in state.items() if not k.startswith(ARCHITECTURES[arch])})
             return body, arch, features
         whys.append(why)
@@ -250,12 +251,14 @@ def load_weights(path: str | Path, architecture: str | None = None, *, sha256: s
     if stat.st_size > MAX_FILE_BYTES:
         raise _fail(path, f"is {_size(stat.st_size)}, more than the {_size(MAX_FILE_BYTES)} a weights file may be; "
                           f"expected {_expected(architecture)}")
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, str(architecture))
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if key not in _LOADED:
         _LOADED[key] = _load(path, architecture)
         if len(_LOADED) > 4:
             _LOADED.pop(next(iter(_LOADED)))
     loaded = _LOADED[key]
+    if architecture is not None and loaded.info.architecture != architecture:
+        loaded = _load(path, architecture)  # raises, naming where the file differs from ``architecture``
     if sha256 is not None and loaded.info.sha256 != sha256:
         raise _fail(path, f"has changed: the student started from the file of SHA-256 {sha256[:12]}..., this one "
                           f"is {loaded.info.sha256[:12]}...")
@@ -303,10 +306,13 @@ class _FeatureCache:
         return self.rows[key]
 
     def put(self, keys: list[tuple[str, bytes]], features: torch.Tensor) -> None:
-        for key, row in zip(keys, features.clone(), strict=True):
-            self.rows[key] = row
-            self.bytes += row.numel() * row.element_size()
-        while self.bytes > self.limit and len(self.rows) > len(keys):
+        """Keep each row of ``features`` (float ``(len(keys), D)``) under its key, each in a storage of its own (so
+        that dropping a row frees it); then drop the least recently used rows past the limit."""
+        for key, row in zip(keys, features, strict=True):
+            if key not in self.rows:  # an image twice in one batch is kept once
+                self.rows[key] = row.clone()
+                self.bytes += row.numel() * row.element_size()
+        while self.bytes > self.limit and self.rows:
             _, old = self.rows.popitem(last=False)
             self.bytes -= old.numel() * old.element_size()
 
@@ -362,12 +368,18 @@ class PretrainedStudent(nn.Module):
         records every pass)."""
         rows = x.detach().to("cpu", torch.float32).contiguous().numpy().reshape(len(x), -1)
         keys = [(self.info.sha256, hashlib.blake2b(row.tobytes(), digest_size=16).digest()) for row in rows]
-        missing = [i for i, key in enumerate(keys) if key not in _FEATURES]
-        if missing:
-            with torch.no_grad():
-                fresh = self.backbone(self.prepare(x[missing])).float().cpu()
-            _FEATURES.put([keys[i] for i in missing], fresh)
-        return torch.stack([_FEATURES.get(key) for key in keys]).to(x.device)
+        kept = {i: _FEATURES.get(key) for i, key in enumerate(keys) if key in _FEATURES}
+        missing = [i for i in range(len(keys)) if i not in kept]
+        if not missing:
+            return torch.stack([kept[i] for i in range(len(keys))]).to(x.device)
+        with torch.no_grad():
+            fresh = self.backbone(self.prepare(x[missing])).float().cpu()
+        out = torch.empty((len(keys), fresh.shape[1]), dtype=torch.float32)
+        out[missing] = fresh
+        for i, row in kept.items():
+            out[i] = row
+        _FEATURES.put([keys[i] for i in missing], fresh)  # after the batch is built: it may drop some of it
+        return out.to(x.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))

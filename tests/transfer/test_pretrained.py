@@ -197,11 +197,36 @@ def test_the_feature_cache_keeps_at_most_its_bytes(tmp_path: Path, monkeypatch: 
                             weights=str(script_file(tmp_path / "extractor.ts")))
     images = torch.rand(25, 3, 16, 16)
     first = student.features(images)
-    assert cache.bytes <= cache.limit or len(cache.rows) == 25  # one batch is kept whole while it is used
+    assert cache.bytes <= cache.limit or len(cache.rows) == 25
+    assert cache.bytes == sum(row.numel() * 4 for row in cache.rows.values())  # each row counted, in its own storage
     again = student.features(images[-5:])
     assert torch.equal(again, first[-5:]) and len(cache.rows) <= 25
     fresh = student.features(torch.rand(3, 3, 16, 16))
     assert fresh.shape == (3, 6) and cache.bytes <= cache.limit + 3 * 6 * 4
+
+
+def test_a_batch_larger_than_the_cache_and_an_image_twice_in_a_batch_come_back_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = pretrained._FeatureCache(limit=2 * 6 * 4)  # two rows
+    monkeypatch.setattr(pretrained, "_FEATURES", cache)
+    student = build_student("torchscript", num_classes=2, in_channels=3, image_size=16,
+                            weights=str(script_file(tmp_path / "extractor.ts")))
+    images = torch.rand(5, 3, 16, 16)
+    with torch.no_grad():
+        expected = student.backbone(student.prepare(images)).float()
+    student.features(images[:2])  # both kept; the next batch drops them while it adds three new ones
+    assert torch.allclose(student.features(images), expected, atol=1e-6)
+    doubled = student.features(torch.cat([images[4:], images[4:], images[:1]]))
+    assert torch.allclose(doubled, expected[[4, 4, 0]], atol=1e-6)
+    assert cache.bytes == len(cache.rows) * 6 * 4 <= cache.limit
+
+
+def test_a_file_is_read_once_whatever_architecture_is_asked(tmp_path: Path, resnet_file: Path) -> None:
+    path = script_file(tmp_path / "extractor.ts")
+    first = pretrained.load_weights(path)
+    student = build_student("torchscript", num_classes=2, in_channels=1, image_size=8, weights=str(path))
+    assert isinstance(student, PretrainedStudent) and student.backbone is first.body
+    assert pretrained.load_weights(resnet_file, "resnet18").body is pretrained.load_weights(resnet_file).body
 
 
 def test_the_torchscript_archive_is_told_from_a_torch_save_zip(tmp_path: Path, resnet_file: Path) -> None:
