@@ -236,16 +236,17 @@ class LabelOptions(SharedOptions):
                     build_student(self.student, num_classes=2)
         except (ValueError, KeyError) as exc:
             raise ValueError(f"--student: {exc}") from None
-        if self.student_weights is not None:
-            self._check_weights()
         if self.augment == "none":  # SIDP: each release sent once, its answer is the label; no student to train
             for given, option in ((self.public is not None, "--public images train"),
+                                  (self.student_weights is not None, "--student-weights starts"),
                                   (self.flip is not None, "--flip/--no-flip trains"),
                                   (self.warmup > 0, "--warmup trains"),
                                   (self.students > 1, "--students train"),
                                   (self.query_rounds > 1, "--query-rounds are judged by")):
                 if given:
                     raise ValueError(f"{option} a student: --augment none (SIDP) has none")
+        if self.student_weights is not None:
+            self._check_weights()
 
     def _check_weights(self) -> None:
         """The weights file starts the student named (or one of its own architecture): read and checked here,
@@ -255,8 +256,6 @@ class LabelOptions(SharedOptions):
         if self.student is not None and self.student not in PRETRAINED_STUDENTS:
             raise ValueError(f"--student-weights starts a {choice_list(PRETRAINED_STUDENTS)} student, not "
                              f"{self.student}")
-        if self.augment == "none":
-            raise ValueError("--student-weights starts a student: --augment none (SIDP) has none")
         if self.cluster is not None:
             raise ValueError("--student-weights: a student from a weights file trains and labels on this machine, "
                              "not with --cluster")

@@ -14,29 +14,12 @@ from torch import nn
 
 from ldpclient.cli.errors import EXIT_USAGE
 from support.cli_runs import invoke, label_args, mock_teacher, private_folder
-
-
-class _Extractor(nn.Module):
-    """RGB (N, 3, 16, 16) in [0, 1] to 6 features."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 6, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.conv(x)).mean(dim=(2, 3))
-
-
-def _extractor_file(path: Path, input_size: int = 16) -> Path:
-    torch.manual_seed(0)
-    torch.jit.save(torch.jit.script(_Extractor().eval()), str(path),
-                   _extra_files={"ldpclient.json": json.dumps({"input_size": input_size})})
-    return path
+from support.weights_files import FixedSize, script_file
 
 
 def test_a_run_from_a_weights_file_names_it_in_the_report_and_on_the_page(tmp_path: Path) -> None:
     folder = private_folder(tmp_path)
-    weights = _extractor_file(tmp_path / "extractor.ts")
+    weights = script_file(tmp_path / "extractor.ts")
     with mock_teacher() as srv:
         result = invoke(label_args(folder, srv.model_url, tmp_path, "--student-weights", str(weights), "--json",
                                    "--html"))
@@ -55,6 +38,7 @@ def test_a_run_from_a_weights_file_names_it_in_the_report_and_on_the_page(tmp_pa
     ("architecture", "not mobilenet_v2 weights"),
     ("input size", "failed on RGB input (2, 3, 24, 24)"),
     ("student", "--student-weights starts a resnet18, mobilenet_v2 or torchscript student, not small_cnn"),
+    ("sidp", "--student-weights starts a student: --augment none (SIDP) has none"),
 ])
 def test_a_weights_file_that_cannot_start_the_student_ends_the_run_before_anything_is_sent(
         tmp_path: Path, case: str, needle: str) -> None:
@@ -64,22 +48,17 @@ def test_a_weights_file_that_cannot_start_the_student_ends_the_run_before_anythi
     if case == "corrupt":
         path.write_bytes(b"\x00" * 4096)
     elif case == "architecture":
-        _extractor_file(path)
+        script_file(path)
         torch.save(nn.Linear(3, 2).state_dict(), path)
         extra = ["--student", "mobilenet_v2"]
     elif case == "input size":
-        class _Flat(nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.fc = nn.Linear(3 * 16 * 16, 4)
-
-            def forward(self, x: torch.Tensor) -> torch.Tensor:
-                return self.fc(torch.flatten(x, 1))
-
-        torch.jit.save(torch.jit.script(_Flat()), str(path), _extra_files={"ldpclient.json": '{"input_size": 24}'})
+        script_file(path, FixedSize(), meta={"input_size": 24})
     elif case == "student":
-        _extractor_file(path)
+        script_file(path)
         extra = ["--student", "small_cnn"]
+    elif case == "sidp":
+        script_file(path)
+        extra = ["--augment", "none"]
     with mock_teacher() as srv:
         result = invoke(label_args(folder, srv.model_url, tmp_path, "--student-weights", str(path), *extra))
         assert srv.usage()["total"]["images"] == 0
@@ -92,7 +71,7 @@ def test_a_weights_file_that_cannot_start_the_student_ends_the_run_before_anythi
 
 def test_the_dry_run_names_the_file_the_student_would_start_from(tmp_path: Path) -> None:
     folder = private_folder(tmp_path)
-    weights = _extractor_file(tmp_path / "extractor.ts")
+    weights = script_file(tmp_path / "extractor.ts")
     with mock_teacher() as srv:
         result = invoke(label_args(folder, srv.model_url, tmp_path, "--student-weights", str(weights), "--dry-run"))
         assert srv.usage()["total"]["images"] == 0
@@ -104,7 +83,7 @@ def test_the_front_door_takes_the_same_file_and_refuses_a_bad_one_in_one_line(tm
     import ldpclient
 
     folder = private_folder(tmp_path)
-    weights = _extractor_file(tmp_path / "extractor.ts")
+    weights = script_file(tmp_path / "extractor.ts")
     options = dict(state_dir=tmp_path / "state", epsilon=4.0, epsilon_unit="element", reduce=2, queries=24,
                    batch_size=8, epochs=1)
     with mock_teacher() as srv:

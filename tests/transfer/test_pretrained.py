@@ -4,7 +4,6 @@ the frozen extractor under a trained head, and the file named in the result. Eve
 from __future__ import annotations
 
 import hashlib
-import json
 import zipfile
 from pathlib import Path
 
@@ -17,42 +16,10 @@ from ldpclient.privacy import laplace
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import pretrained
 from ldpclient.transfer.pipeline import KnowledgeTransfer
-from ldpclient.transfer.pretrained import METADATA_FILE, PretrainedStudent, WeightsError, weights_info
+from ldpclient.transfer.pretrained import PretrainedStudent, WeightsError, weights_info
 from ldpclient.transfer.settings import PlanSettings, TrainingSettings
 from ldpclient.transfer.student import build_student, load_checkpoint, save_checkpoint
-
-
-class _Extractor(nn.Module):
-    """RGB (N, 3, 16, 16) in [0, 1] to 6 features: a 3x3 convolution and the mean of each channel."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 6, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.conv(x)).mean(dim=(2, 3))
-
-
-class _FixedSize(nn.Module):
-    """Takes only 16x16 inputs: a linear layer over the flattened image."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(3 * 16 * 16, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(x, 1))
-
-
-def script_file(path: Path, module: nn.Module | None = None, meta: object = None) -> Path:
-    """``module`` (default: :class:`_Extractor`, seeded) saved as TorchScript with ``meta`` as its ldpclient.json
-    (default ``{"input_size": 16}``; None-like ``""``: no such file)."""
-    torch.manual_seed(0)
-    scripted = torch.jit.script((module or _Extractor()).eval())
-    meta = {"input_size": 16} if meta is None else meta
-    extra = {} if meta == "" else {METADATA_FILE: meta if isinstance(meta, str) else json.dumps(meta)}
-    torch.jit.save(scripted, str(path), _extra_files=extra)
-    return path
+from support.weights_files import FixedSize, script_file
 
 
 @pytest.fixture(scope="module")
@@ -167,10 +134,10 @@ def test_a_torchscript_file_must_say_its_input_size_and_work_at_it(tmp_path: Pat
     assert "says no input size" in _refusal(script_file(tmp_path / "silent.ts", meta=""))
     assert "input_size must be a whole number" in _refusal(script_file(tmp_path / "odd.ts", meta={"input_size": 3}))
     assert "is not {\"input_size\"" in _refusal(script_file(tmp_path / "bad.ts", meta="[1, 2"))
-    wrong = script_file(tmp_path / "wrong-size.ts", _FixedSize(), meta={"input_size": 32})
+    wrong = script_file(tmp_path / "wrong-size.ts", FixedSize(), meta={"input_size": 32})
     message = _refusal(wrong)
     assert "failed on RGB input (2, 3, 32, 32)" in message and "input_size 32" in message
-    assert weights_info(script_file(tmp_path / "right-size.ts", _FixedSize())).features == 4
+    assert weights_info(script_file(tmp_path / "right-size.ts", FixedSize())).features == 4
     maps = script_file(tmp_path / "maps.ts", nn.Conv2d(3, 2, 3))
     assert "a feature extractor returns (N, features)" in _refusal(maps)
 
