@@ -281,7 +281,7 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
             blank: tuple[float, float] | None = None, max_per_round: int | None = None, adapter: Any = None,
             basis: dict | None = None, public: torch.Tensor | None = None, student: str | None = None,
             public_repeats: int | None = None, crop: int | None = None, flip: bool | None = None,
-            student_width: int | None = None, adapt_flip: bool | None = None, warmup: int | None = None,
+            student_width: int | None = None, adapt_changes: bool = True, warmup: int | None = None,
             augment: str = "sup", free_images: str = "blank", hold: str = "none", query_rounds: int | None = None,
             min_round_gain: float | None = None, students: int | None = None,
             student_seed: int | None = None, device: str = "cpu", decode: str | None = None,
@@ -292,7 +292,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
     public, sent as they are beside the queries (``label --public``); ``student``: a student zoo name (None:
     the library's default); ``public_repeats``: times per epoch each public image is trained on (None: the
     library's default); ``flip``: mirror training rows (None: the library's mirror check decides);
-    ``adapt_flip``: mirror pseudo-labelled rows in adaptation (None: the library's adapter); ``warmup``: epochs of
+    ``adapt_changes``: adaptation checks which image changes the student keeps and trains on them (the library's
+    default; False: not, adaptation as before the check, ``SelfTrainingAdapter(changes=())``); ``warmup``: epochs of
     the rotation pretext on the clean records before training (``label --warmup``; None: none); ``augment``: the
     query expansion (``label --augment``: sup, rand); ``free_images``: the data-free run's and the mixed-in
     blank queries' records (``blank``: noised blanks; ``procedural``: procedural images sent as they are);
@@ -319,11 +320,12 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         training["val_fraction"] = val_fraction
     if adapter is not None:
         adaptation["adapter"] = adapter
-    elif selection_sample is not None or max_per_round is not None or adapt_flip:
+    elif selection_sample is not None or max_per_round is not None or not adapt_changes:
         sample = selection_sample if selection_sample is not None else len(records)
         adaptation["adapter"] = SelfTrainingAdapter(seed=seed if student_seed is None else student_seed,
                                                     selection_sample=sample,
-                                                    max_per_round=max_per_round or len(records), flip=bool(adapt_flip))
+                                                    max_per_round=max_per_round or len(records),
+                                                    **({} if adapt_changes else {"changes": ()}))
     given_plan = {"query_rounds": query_rounds, "min_round_gain": min_round_gain, "decode": decode}
     given_training = {"student": student, "public_repeats": public_repeats, "crop": crop, "flip": flip,
                       "student_seed": student_seed, "students": students, "student_weights": student_weights}
@@ -362,6 +364,8 @@ def run_one(teacher, records, truth, setting: dict, seed: int, mode: str, adapt:
         "decoding": res.decoding,
         "wall_s": round(wall, 2),
         "adapt_s": round(res.timings.get("adapt", 0.0), 2),
+        "changes_checked": (res.adaptation.changes.as_dict()
+                          if res.adaptation is not None and res.adaptation.changes is not None else None),
         "eps_element": res.guarantee.epsilon_element,
         "released_elements": res.guarantee.elements_per_record,
     }
@@ -469,6 +473,7 @@ def _budget(r: dict) -> tuple:
     return (r["dataset"], r["queries"], r["epochs"], r["train_batch"], sample, r.get("public") or 0,
             r.get("public_repeats"), r.get("teacher_arch") or "small_cnn", r.get("student") or "small_cnn",
             r.get("student_width"), r.get("crop") or 0, bool(r.get("flip")), bool(r.get("adapt_flip")),
+            r.get("adapt_changes"),
             r.get("train_transform"), r.get("warmup") or 0, r.get("public_shift"),
             r.get("query_rounds") or 1, r.get("min_round_gain"), bool(r.get("confusion")), r.get("students") or 1)
 
@@ -495,6 +500,8 @@ def _variant(r: dict) -> str:
         parts.append(f"training transform {r['train_transform']}")
     if r.get("flip"):
         parts.append("flip" + (", mirrored adaptation" if r.get("adapt_flip") else ""))
+    if r.get("adapt_changes") == "none":
+        parts.append("adaptation without image changes")
     if r.get("public"):
         parts.append(_public_label(r))
     if r.get("warmup"):
@@ -689,9 +696,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--flip", nargs="?", choices=("auto", "on", "off"), default="auto", const="on",
                    help="mirror training rows: on (label --flip; also --flip alone), off (--no-flip), or auto (the "
                         "default: the library's mirror check on the public images, made once before the runs)")
-    p.add_argument("--adapt-flip", choices=("off", "on"), default="off",
-                   help="mirror pseudo-labelled rows in adaptation when training mirrors them: off (the library's "
-                        "default) or on (SelfTrainingAdapter(flip=True); BENCHMARKS.md, 'Adaptation variants')")
+    p.add_argument("--adapt-changes", choices=("checked", "none"), default="checked",
+                   help="image changes in adaptation: checked (the library's: those the student keeps) or none "
+                        "(SelfTrainingAdapter(changes=()), adaptation as before the check)")
     p.add_argument("--warmup", type=int, default=None, metavar="EPOCHS",
                    help="warm the student up on the rotation pretext over the clean records for this many epochs "
                         "before training (label --warmup; BENCHMARKS.md, 'Self-supervised warm-up')")
@@ -837,8 +844,8 @@ def main(argv: list[str] | None = None) -> None:
                                            else defaults.train_crop(px.shape[-1], with_public))
                 if flip:  # keyed as --flip rows: the same run (the check's answers are never trained on)
                     setting_variant["flip"] = True
-                    if args.adapt_flip == "on":  # keyed apart: rows of the library's adaptation have no such key
-                        setting_variant["adapt_flip"] = True
+                if args.adapt_changes == "none":  # keyed apart: the library's adaptation has no such key
+                    setting_variant["adapt_changes"] = "none"
                 for seed in range(args.seed_from, args.seed_from + args.seeds):
                     for mode in args.modes:
                         levels = args.free_eps if mode == "data-free" and args.free_eps else [base["eps_record"]]
@@ -852,7 +859,7 @@ def main(argv: list[str] | None = None) -> None:
                                         args.max_per_round, basis=run_basis, public=public, student=args.student,
                                         public_repeats=repeats, crop=args.crop, flip=flip,
                                         student_width=args.student_width,
-                                        adapt_flip=args.adapt_flip == "on" and flip, warmup=args.warmup,
+                                        adapt_changes=args.adapt_changes == "checked", warmup=args.warmup,
                                         augment=args.augment, free_images=args.free_images, hold=args.hold,
                                         query_rounds=args.query_rounds, min_round_gain=args.min_round_gain,
                                         students=args.students, device=args.device,

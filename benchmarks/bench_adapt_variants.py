@@ -8,16 +8,23 @@ differ only in the adaptation and the unadapted accuracy is one number per run. 
 ``bench_adapters.py``, issue 20's comparison on the grey sets with FixMatch proper; this one keeps the library's
 adaptation as the run's own, takes public images and the residual teacher, and its variants are the photo ones.)
 
-Variants (:class:`ldpclient.transfer.adapt.SelfTrainingAdapter` unless said):
+Variants (:class:`ldpclient.transfer.adapt.SelfTrainingAdapter` unless said; all but the last without the
+library's check of image changes, ``changes=()``, as adaptation was before it):
 
-* ``weak``: the library's adaptation without mirrors (rotation ±5°, shift ±1 px);
-* ``weak+mirror``: the same with half the rows mirrored (``flip=True``: what the library does when training
-  mirrors);
+* ``weak``: rotation ±5°, shift ±1 px (the adaptation before the check);
+* ``weak+mirror``: the same with half the rows mirrored first;
 * ``crop+mirror``: training's own augmentation instead (mirror, then a shift of up to an eighth of the side
   from an edge-padded copy, :func:`ldpclient.transfer.affine.flip_crop`);
 * ``crop+mirror+cutout``: that, then a square of a quarter of the side set to 0 at a random place (a strong
   view, as FixMatch trains on);
-* ``weak+mirror x2``: ``weak+mirror`` with 6 epochs per round instead of 3.
+* ``weak+mirror x2``, ``weak x2``: 6 epochs per round instead of 3;
+* ``colour``, ``colour x2``: each row as it is or, a quarter each, with its channels in a random order, inverted
+  or grey, then the weak transform (:func:`colour_changes`);
+* ``mirror+cutout``: half the rows mirrored, half given a quarter-side square of the image's mean;
+* ``5 rounds``: the curriculum in 5 rounds (20 % ... 100 %); ``lr 1e-3``: three times the step;
+* ``average``, ``average x2``, ``colour average x2``, ``mirror average x2``: a moving average of the weights
+  labels (:class:`AveragedAdapter`);
+* ``kept changes``: the library's adaptation (the changes its student keeps, with twice the epochs).
 
 It also reports, for a decision that needs no teacher, how often the unadapted student keeps its own label of
 a clean private record under a mirror and under the mirror check's shift (``student_mirror`` /
@@ -26,11 +33,14 @@ a clean private record under a mirror and under the mirror check's shift (``stud
     .venv/bin/python benchmarks/bench_adapt_variants.py --dataset cifar10 --public 5000 --seeds 3 \\
         --out benchmarks/results/adapt_variants.jsonl
     .venv/bin/python benchmarks/bench_adapt_variants.py --table --out benchmarks/results/adapt_variants.jsonl
+    .venv/bin/python benchmarks/bench_adapt_variants.py --dataset colour-digits --seeds 3 --variants weak \
+        "weak x2" colour "colour x2" "5 rounds" "lr 1e-3" weak+mirror --out benchmarks/results/adapt_kinds.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 from functools import partial
@@ -44,10 +54,10 @@ from bench_adapters import AdaptOnCopies
 
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
-from ldpclient.transfer.adapt import SelfTrainingAdapter
+from ldpclient.transfer.adapt import SelfTrainingAdapter, weak_augmentation
 from ldpclient.transfer.affine import flip_crop
 
-SETS = {"cifar10": 32, "colour-digits": 32, "mnist": 28, "digits": 28}
+SETS = {"cifar10": 32, "colour-digits": 32, "fashion": 28, "mnist": 28, "digits": 28}
 
 
 def crop(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -72,22 +82,133 @@ def crop_cutout(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
     return strong
 
 
+def colour_changes(images: torch.Tensor) -> torch.Tensor:
+    """Each colour image ``(N, 3, H, W)`` in [0, 1] as it is or, a quarter of them each, with its channels in a
+    random order, inverted, or grey (the channels' mean); grey images as they are (global RNG)."""
+    n, c = images.shape[:2]
+    if c != 3:
+        return images
+    pick = torch.randint(0, 4, (n,))
+    orders = torch.stack([torch.randperm(3) for _ in range(n)])
+    shuffled = images[torch.arange(n)[:, None], orders]
+    grey = images.mean(1, keepdim=True).expand_as(images)
+    out = torch.where((pick == 1)[:, None, None, None], shuffled, images)
+    out = torch.where((pick == 2)[:, None, None, None], 1.0 - images, out)
+    return torch.where((pick == 3)[:, None, None, None], grey, out)
+
+
+def mean_cutout(images: torch.Tensor) -> torch.Tensor:
+    """Half the images with a square of a quarter of the side set to the image's mean at a random place."""
+    n, _, h, w = images.shape
+    size = max(1, h // 4)
+    out = images.clone()
+    cut = torch.rand(n) < 0.5
+    rows = torch.randint(0, h - size + 1, (n,))
+    cols = torch.randint(0, w - size + 1, (n,))
+    for i in torch.nonzero(cut).flatten().tolist():
+        out[i, :, rows[i]:rows[i] + size, cols[i]:cols[i] + size] = images[i].mean()
+    return out
+
+
+def then_weak(change: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[int], Callable]:
+    """``change`` on every pseudo-labelled batch, then the library's weak rotation and shift."""
+
+    def build(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        weak = weak_augmentation(side)
+        return lambda images: change(images) if weak is None else weak(change(images))
+
+    return build
+
+
+class AveragedAdapter(SelfTrainingAdapter):
+    """The library's adaptation with an exponential moving average of the weights (``decay`` per step, as in
+    Mean Teacher, Tarvainen and Valpola 2017): the averaged model chooses each round's pseudo-labels and gives
+    the labels; the optimiser steps the model as before."""
+
+    def __init__(self, decay: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.decay = decay
+        self.average: torch.nn.Module | None = None
+
+    def adapt(self, model: torch.nn.Module, records: Any, anchor: Any = None, probs: Any = None,
+              on_round: Any = None, prior: Any = None) -> Any:
+        self.average = None
+        return super().adapt(model, records, anchor, probs=probs, on_round=on_round, prior=prior)
+
+    def _fit_round(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, *rest: Any) -> float:
+        if self.average is None:
+            self.average = copy.deepcopy(model)
+            step = optimizer.step
+
+            def stepped(*args: Any, **kwargs: Any) -> Any:
+                out = step(*args, **kwargs)
+                with torch.no_grad():
+                    assert self.average is not None
+                    for a, p in zip(self.average.state_dict().values(), model.state_dict().values(), strict=True):
+                        if a.dtype.is_floating_point:
+                            a.mul_(self.decay).add_(p, alpha=1 - self.decay)
+                        else:
+                            a.copy_(p)
+                return out
+
+            optimizer.step = stepped  # type: ignore[method-assign]
+        return super()._fit_round(model, optimizer, *rest)
+
+    def _predict(self, model: torch.nn.Module, records: Any, hist: Any) -> torch.Tensor:
+        return super()._predict(model if self.average is None else self.average.eval(), records, hist)
+
+
+def mirrored(images: torch.Tensor) -> torch.Tensor:
+    """Half the images mirrored left to right (global RNG)."""
+    return flip_crop(images, pad=0, flip=True)
+
+
+def crop_mirror(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A mirror of half the images, then training's shift (:func:`crop`)."""
+    shift = crop(side)
+    return lambda images: shift(mirrored(images))
+
+
+def crop_mirror_cutout(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A mirror of half the images, then :func:`crop_cutout`."""
+    strong = crop_cutout(side)
+    return lambda images: strong(mirrored(images))
+
+
+def unchecked(**kwargs: Any) -> SelfTrainingAdapter:
+    """The library's adapter without its check of image changes (the adaptation before it), with ``kwargs``."""
+    return SelfTrainingAdapter(changes=(), **kwargs)
+
+
 VARIANTS: dict[str, Callable[[int], SelfTrainingAdapter]] = {
-    "weak": lambda seed: SelfTrainingAdapter(seed=seed),
-    "weak+mirror": lambda seed: SelfTrainingAdapter(seed=seed, flip=True),
-    "crop+mirror": lambda seed: SelfTrainingAdapter(seed=seed, flip=True, augmentation=crop),
-    "crop+mirror+cutout": lambda seed: SelfTrainingAdapter(seed=seed, flip=True, augmentation=crop_cutout),
-    "weak+mirror x2": lambda seed: SelfTrainingAdapter(seed=seed, flip=True, epochs=6),
+    "weak": lambda seed: unchecked(seed=seed),
+    "weak+mirror": lambda seed: unchecked(seed=seed, augmentation=then_weak(mirrored)),
+    "crop+mirror": lambda seed: unchecked(seed=seed, augmentation=crop_mirror),
+    "crop+mirror+cutout": lambda seed: unchecked(seed=seed, augmentation=crop_mirror_cutout),
+    "weak+mirror x2": lambda seed: unchecked(seed=seed, epochs=6, augmentation=then_weak(mirrored)),
+    "weak x2": lambda seed: unchecked(seed=seed, epochs=6),
+    "colour": lambda seed: unchecked(seed=seed, augmentation=then_weak(colour_changes)),
+    "colour x2": lambda seed: unchecked(seed=seed, epochs=6, augmentation=then_weak(colour_changes)),
+    "mirror+cutout": lambda seed: unchecked(seed=seed, augmentation=then_weak(lambda x: mean_cutout(mirrored(x)))),
+    "5 rounds": lambda seed: unchecked(seed=seed, schedule=(0.2, 0.4, 0.6, 0.8, 1.0)),
+    "lr 1e-3": lambda seed: unchecked(seed=seed, lr=1e-3),
+    "average": lambda seed: AveragedAdapter(0.97, seed=seed, changes=()),
+    "average x2": lambda seed: AveragedAdapter(0.98, seed=seed, changes=(), epochs=6),
+    "colour average x2": lambda seed: AveragedAdapter(0.98, seed=seed, changes=(), epochs=6,
+                                                      augmentation=then_weak(colour_changes)),
+    "mirror average x2": lambda seed: AveragedAdapter(0.98, seed=seed, changes=(), epochs=6,
+                                                      augmentation=then_weak(mirrored)),
+    "kept changes": lambda seed: SelfTrainingAdapter(seed=seed),
 }
 
 
 class Explorer(AdaptOnCopies):
     """Stands in for the adapter: every variant on a copy of the trained student, then the library's adaptation
-    (``flip`` as the run's training) on the run's own; also the student's own mirror check."""
+    on the run's own; also the student's own mirror check."""
 
-    def __init__(self, seed: int, truth: torch.Tensor, flip: bool) -> None:
-        super().__init__(truth, {name: make(seed) for name, make in VARIANTS.items()},
-                         SelfTrainingAdapter(seed=seed, flip=flip))
+    def __init__(self, seed: int, truth: torch.Tensor, names: list[str]) -> None:
+        super().__init__(truth, {name: VARIANTS[name](seed) for name in names},
+                         SelfTrainingAdapter(seed=seed))
         self.seed = seed
         self.mirror: dict[str, float] = {}
 
@@ -111,7 +232,7 @@ def table(path: Path) -> None:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["dataset"], r["teacher_arch"], r["public"]), []).append(r)
-    names = ["unadapted", *VARIANTS]
+    names = ["unadapted", *[n for n in VARIANTS if any(n in r for r in rows)]]
     print("| set (teacher), public images | seeds | student mirror/shift | " + " | ".join(names) + " |")
     print("|---|---|---|" + "---|" * len(names))
 
@@ -122,7 +243,7 @@ def table(path: Path) -> None:
     for (dataset, arch, public), rs in groups.items():
         ratio = [r["student_mirror"] / max(r["student_shift"], 1e-9) for r in rs if "student_mirror" in r]
         spread = f"{min(ratio):.2f}-{max(ratio):.2f}" if ratio else "-"
-        cells = [ms([r[n] for r in rs]) for n in names]
+        cells = [ms([r[n] for r in rs]) if all(n in r for r in rs) else "-" for n in names]
         print(f"| {dataset} ({arch}), {public} | {len(rs)} | {spread} | " + " | ".join(cells) + " |")
 
 
@@ -132,6 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--public", type=int, default=0, help="public images sent beside the queries (0: none)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--teacher", choices=bench_adapt.TEACHERS, default="small_cnn")
+    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     p.add_argument("--out", type=Path, default=Path("adapt_variants.jsonl"))
     p.add_argument("--table", action="store_true")
     args = p.parse_args(argv)
@@ -159,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
             if (label, args.teacher, args.public, seed) in done:
                 continue
             print(f"# {label} ({args.teacher}), public {args.public}, seed {seed}: flip {flip}", flush=True)
-            explorer = Explorer(seed, py, flip)
+            explorer = Explorer(seed, py, args.variants)
             r = bench_adapt.run_one(teacher, px, py, setting, seed, "ldpkit", True, basis=basis, public=public,
                                     adapter=explorer)
             row = {"dataset": label, "teacher_arch": args.teacher, "public": args.public, "seed": seed,

@@ -67,7 +67,8 @@ class FixMatchAdapter:
         self.threshold, self.epochs, self.batch_size, self.lr, self.seed = threshold, epochs, batch_size, lr, seed
 
     def adapt(self, model: nn.Module, records: Any, anchor: Anchor | None = None,
-              probs: torch.Tensor | None = None) -> AdaptHistory:
+              probs: torch.Tensor | None = None, prior: torch.Tensor | None = None) -> AdaptHistory:
+        """FixMatch on ``records``; ``prior`` is not used (it learns the outputs as they are)."""
         from torchvision.transforms import v2
 
         hist = AdaptHistory()
@@ -152,7 +153,7 @@ class AdaptOnCopies:
         self.unadapted = self.accuracy(before)
         self.inspect(model, source)
         for name, adapter in self.variants.items():
-            hist = adapter.adapt(copy.deepcopy(model), source, anchor, probs=before)
+            hist = adapter.adapt(copy.deepcopy(model), source, anchor, probs=before, prior=prior)
             assert hist.probs is not None
             self.scores[name] = (self.accuracy(hist.probs), round(hist.seconds, 1))
             print(f"    {name:20s} {100 * self.scores[name][0]:.1f} ({hist.seconds:.0f} s)", flush=True)

@@ -55,6 +55,15 @@ STUDENT_NAMES: tuple[str, ...] = ("small_cnn", "small_resnet", "resnet18", "mobi
 #: The students that start from a weights file (``--student-weights``); ``torchscript`` only from one.
 PRETRAINED_STUDENTS: tuple[str, ...] = ("resnet18", "mobilenet_v2", "torchscript")
 
+#: Changes of an image adaptation checks the student's labels under (:mod:`ldpclient.transfer.image_changes`), by
+#: name, with the words the summary and the page use for an image so changed.
+IMAGE_CHANGES: dict[str, str] = {
+    "mirror": "mirrored",
+    "channels": "with their colour channels reordered",
+    "invert": "inverted",
+    "grey": "in grey",
+}
+
 #: What a run's labels are worth, best first (``ldpclient.run.verdict`` decides; pages colour their bands by it).
 VERDICT_LEVELS: tuple[str, ...] = ("usable", "doubtful", "not worth having")
 #: What the privacy a run spent bought, set beside the data-free run on the same images (the verdict's
@@ -92,6 +101,7 @@ __all__ = [
     "STUDENT_NAMES",
     "PRIVACY_BOUGHT",
     "DECLINE_KINDS",
+    "IMAGE_CHANGES",
     "VERDICT_LEVELS",
     "VERSION",
     "choice_list",

@@ -37,6 +37,7 @@ from .html import bar_chart, png_data_uri, render
 from .notes import (
     DATA_FREE_NOTE,
     declined_words,
+    image_changes_words,
     money_parts,
     token_prices_words,
     unpriced_note,
@@ -358,7 +359,8 @@ def _student_rows(student: StudentSection, adaptation: Document | None) -> list[
          "(how well it learnt the teacher's answers; not accuracy on your images)"),
         ("adaptation", "off" if not adaptation else
          "fine-tuned on the clean private images on this device; "
-         + ("" if changed is None else f"{100 * changed:.1f}% of labels changed by it")),
+         + ("" if changed is None else f"{100 * changed:.1f}% of labels changed by it")
+         + (f"; {shown}" if (shown := image_changes_words(adaptation)) else "")),
     ]
 
 

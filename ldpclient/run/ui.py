@@ -34,6 +34,7 @@ from ..privacy.guarantee import coefficient_treatment, coefficients_named
 from ..report.notes import (
     DATA_FREE_NOTE,
     declined_words,
+    image_changes_words,
     money_parts,
     token_prices_words,
     unpriced_note,
@@ -225,8 +226,10 @@ class UI:
         ]
         if r.adaptation:
             changed = number_or_none(r.adaptation, "labels_changed")
+            shown = image_changes_words(r.adaptation)
             rows.append(("adaptation", "fine-tuned on the clean private images on this device"
                          + (f" ({100 * changed:.1f}% of labels changed)" if changed is not None else "")
+                         + (f"; {shown}" if shown else "")
                          + "; the student has seen them: keep it here"))
         if r.baseline:
             b = r.baseline

@@ -170,6 +170,7 @@ class TransferResult:
                 "loss": list(self.adaptation.loss),
                 "labels_changed": self.adaptation.changed[-1] if self.adaptation.changed else 0.0,
                 "seconds": round(self.adaptation.seconds, 3),
+                "image_changes": self.adaptation.changes.as_dict() if self.adaptation.changes else None,
             }
         if self.history is not None:
             out["training"] = {

@@ -22,7 +22,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ from ..io.document import typed_fields
 from ..io.output import atomic_torch_save
 from ..names import Mode
 from .adapt import AdaptHistory
+from .image_changes import KeptChanges
 from .result import TrainingSummary
 from .student import TrainHistory, load_checkpoint, save_checkpoint
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from .result import Outcome, TransferResult
 
 #: The layout of a kept result (:meth:`ResultCache.save`); another one is not read (the run trains anew).
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class ResultCache:
             return KeptResult(
                 values, model,
                 history=TrainHistory(**history) if isinstance(history, dict) else None,
-                adaptation=AdaptHistory(**adaptation) if isinstance(adaptation, dict) else None,
+                adaptation=_adaptation(adaptation) if isinstance(adaptation, dict) else None,
                 training=TrainingSummary.from_dict({**(training if isinstance(training, dict) else {}),
                                                     "reused": True}))
         except (TypeError, ValueError):  # not what this ldpclient kept
@@ -156,5 +157,11 @@ class ResultCache:
         except OSError:
             return
 
+
+
+def _adaptation(kept: dict[str, Any]) -> AdaptHistory:
+    """The adaptation's history as kept (its image changes a plain dict there)."""
+    changes = kept.get("changes")
+    return AdaptHistory(**{**kept, "changes": KeptChanges(**changes) if isinstance(changes, dict) else None})
 
 __all__ = ["CACHE_SCHEMA", "ResultCache", "STUDENTS_FOLDER"]

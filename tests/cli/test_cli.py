@@ -328,6 +328,20 @@ def test_a_file_name_that_is_not_utf8_is_labelled_and_named_in_the_report(tmp_pa
     assert len(rows) == 9 and "dogs/caf\\xe9-\\xff.png" in {r.path for r in rows}
 
 
+def test_adaptation_says_which_image_changes_the_student_kept_its_labels_under(tmp_path: Path) -> None:
+    folder = private_folder(tmp_path, n=16, size=16)
+    with mock_teacher(image_size=16) as srv:
+        run = invoke(label_args(folder, srv.model_url, tmp_path, "--json"))
+        assert run.exit_code == 0, run.output
+        changes = json.loads(run.stdout)["adaptation"]["image_changes"]
+        assert changes["images"] == 16 and set(changes["shares"]) == {"mirror", "invert"}  # grey: no colour ones
+        assert set(changes["kept"]) <= {"mirror", "invert"} and 0.0 <= changes["shift"] <= 1.0
+        human = invoke(label_args(folder, srv.model_url, tmp_path / "human"))
+        assert human.exit_code == 0, human.output
+        said = " ".join(human.stderr.split())
+        assert "also shown" in said or "no larger change kept the student's labels" in said
+
+
 def test_sampling_path_is_secure_by_default_and_reported(tmp_path: Path) -> None:
     folder = private_folder(tmp_path, n=4)
     with mock_teacher() as srv:

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from ldpclient.transfer.adapt import SelfTrainingAdapter, select_confident
+from ldpclient.transfer.image_changes import CHANGES, KeptChanges, candidates, check_changes
 from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
 from ldpclient.transfer.student import small_cnn
 
@@ -151,33 +152,99 @@ def test_the_augmentation_is_chosen_from_the_image_side_and_applied_to_every_pse
     assert none.selected == [40]
 
 
-def test_with_flip_half_the_pseudo_labelled_rows_are_mirrored_before_the_weak_transform() -> None:
-    x = torch.rand(64, 1, 12, 12, generator=torch.Generator().manual_seed(1))
-    originals = {tuple(img.flatten().tolist()) for img in x}
-    mirrors = {tuple(img.flip(-1).flatten().tolist()) for img in x}
+class _BrighterHalf(torch.nn.Module):
+    """A model whose label is the brighter half of the image, top (1) or bottom (0): kept under a mirror, the
+    channels' order and grey, swapped by inversion."""
 
-    def recorded(flip: bool) -> list[torch.Tensor]:
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.shape[2] // 2
+        return self.scale * torch.stack([x[:, :, h:].sum((1, 2, 3)), x[:, :, :h].sum((1, 2, 3))], dim=1)
+
+
+def test_the_check_keeps_the_changes_that_keep_the_students_labels_and_leaves_the_global_rng_alone() -> None:
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(60, 3, 16, 16, generator=g)
+
+    def row_of_brightest(batch: torch.Tensor) -> torch.Tensor:  # which half of the image is brighter, by row
+        top, bottom = batch[:, :, :8].sum((1, 2, 3)), batch[:, :, 8:].sum((1, 2, 3))
+        return (top > bottom).long()
+
+    labels = row_of_brightest(images)
+    state = torch.random.get_rng_state()
+    found = check_changes(row_of_brightest, images, labels, tuple(CHANGES), seed=1)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    # a mirror, the channels' order and grey keep which half is brighter; inversion swaps it
+    assert found.kept == ("mirror", "channels", "grey")
+    assert found.shares["mirror"] == 1.0 and found.shares["invert"] == 0.0 and found.images == 60
+    assert found.as_dict()["kept"] == ["mirror", "channels", "grey"]
+    assert check_changes(row_of_brightest, images, labels, (), seed=1).kept == ()
+    # colour-only changes are not candidates for grey images, nor is anything below the augmented size
+    assert candidates(tuple(CHANGES), 1, 28) == ("mirror", "invert")
+    assert candidates(tuple(CHANGES), 3, 12) == ()
+    with pytest.raises(ValueError, match="unknown image change"):
+        SelfTrainingAdapter(changes=("rotate",))
+
+
+def test_each_change_keeps_the_images_range_and_the_transform_shows_each_record_as_it_is_or_changed() -> None:
+    g = torch.Generator().manual_seed(2)
+    images = 0.2 + 0.5 * torch.rand(400, 3, 16, 16, generator=g)
+    for name, change in CHANGES.items():
+        out = change(images, g)
+        assert out.shape == images.shape, name
+        assert torch.allclose(out.amin((1, 2, 3)), images.amin((1, 2, 3))) or name == "grey", name
+        assert bool((out >= 0.2 - 1e-6).all() and (out <= 0.7 + 1e-6).all()), name
+    kept = KeptChanges(("mirror", "invert"), {}, 1.0, 400)
+    transform = kept.transform()
+    assert transform is not None and KeptChanges((), {}, 1.0, 400).transform() is None
+    torch.manual_seed(0)
+    out = transform(images)
+    same = (out == images).flatten(1).all(1)
+    mirrored = (out == images.flip(-1)).flatten(1).all(1)
+    inverted = torch.isclose(out, CHANGES["invert"](images, None)).flatten(1).all(1)
+    assert bool((same | mirrored | inverted).all())
+    for share in (same, mirrored, inverted):  # one in three each
+        assert 0.25 < float(share.float().mean()) < 0.42
+
+
+def test_where_the_student_keeps_a_change_adaptation_shows_it_and_runs_twice_the_epochs() -> None:
+    x = torch.rand(64, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    originals = {tuple(img.flatten().tolist()) for img in x}
+
+    def recorded(changes: tuple[str, ...]) -> tuple[list[torch.Tensor], object]:
         batches: list[torch.Tensor] = []
 
         def augmentation(side: int):
             return lambda batch: batches.append(batch.clone()) or batch
 
-        model = small_cnn(num_classes=3, in_channels=1, image_size=12, width=4)
-        SelfTrainingAdapter(schedule=(1.0,), epochs=2, seed=0, augmentation=augmentation, flip=flip).adapt(model, x)
-        return [img for b in batches for img in b]
+        adapter = SelfTrainingAdapter(schedule=(1.0,), epochs=1, epochs_with_changes=2, seed=0,
+                                      augmentation=augmentation, changes=changes)
+        hist = adapter.adapt(_BrighterHalf(), x)
+        return [img for b in batches for img in b], hist.changes
 
-    seen = recorded(True)
-    kinds = ["mirror" if tuple(i.flatten().tolist()) in mirrors else
-             "original" if tuple(i.flatten().tolist()) in originals else "other" for i in seen]
-    assert len(seen) == 2 * 64 and "other" not in kinds
-    assert 0.3 < kinds.count("mirror") / len(kinds) < 0.7  # a fair coin per row
-    assert all(tuple(i.flatten().tolist()) in originals for i in recorded(False))
-    # without a weak transform (None for the side) the mirror alone is applied
-    model = small_cnn(num_classes=3, in_channels=1, image_size=12, width=4)
-    hist = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0, augmentation=lambda side: None, flip=True).adapt(
-        model, x
-    )
-    assert hist.selected == [64]
+    seen, found = recorded(("mirror", "invert"))
+    assert found.kept == ("mirror",) and found.shares["invert"] < found.shift
+    assert len(seen) == 2 * 64  # twice the epochs
+    kinds = [tuple(i.flatten().tolist()) in originals for i in seen]
+    assert 0.3 < kinds.count(False) / len(kinds) < 0.7  # as it is or mirrored, a fair coin per row
+    unchanged, none = recorded(())
+    assert len(unchanged) == 64 and none.kept == () and none.images == 0
+    assert all(tuple(i.flatten().tolist()) in originals for i in unchanged)
+
+
+def test_grey_images_below_the_augmented_size_adapt_as_without_the_check() -> None:
+    x, _ = _stripes(48, 4)
+    weights = []
+    for changes in ((), ("mirror", "invert")):
+        torch.manual_seed(3)
+        model = small_cnn(num_classes=2, image_size=12, width=4)
+        hist = SelfTrainingAdapter(schedule=(0.5, 1.0), epochs=1, seed=5, changes=changes).adapt(model, x)
+        assert hist.changes is not None and hist.changes.kept == ()
+        weights.append([p.detach().clone() for p in model.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*weights, strict=True))
 
 
 def test_the_default_augmentation_adapts_exactly_as_torchvisions_transform_applied_image_by_image() -> None:
@@ -224,7 +291,7 @@ def test_the_variants_benchmark_scores_copies_and_its_weak_variant_is_the_librar
         x = 0.3 * torch.rand(120, 3, 16, 16, generator=g)
         x[torch.arange(120), truth] += 0.1  # the class: the bright channel
         teacher = LocalTeacher(lambda v: v.mean((2, 3)), (3, 16, 16), 3, name="channel")
-        explorer = variants.Explorer(0, truth, flip=False)
+        explorer = variants.Explorer(0, truth, list(variants.VARIANTS))
 
         def run(**adaptation):
             return KnowledgeTransfer(
@@ -239,7 +306,7 @@ def test_the_variants_benchmark_scores_copies_and_its_weak_variant_is_the_librar
 
         res, library = run(adapter=explorer), run()
         assert set(variants.VARIANTS) <= set(explorer.row)
-        assert explorer.row["weak"] == float((res.labels == truth).float().mean())
+        assert explorer.row["kept changes"] == float((res.labels == truth).float().mean())
         # the variants adapted copies: the run's own student is the library's, weight for weight
         for a, b in zip(res.student.state_dict().values(), library.student.state_dict().values(), strict=True):
             assert torch.equal(a, b)

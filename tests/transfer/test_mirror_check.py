@@ -140,19 +140,21 @@ def test_a_teacher_whose_answers_a_mirror_keeps_gets_mirrored_rows(seen):
     assert forced.training.flip is False and forced.counts["mirror_check_queries"] == 0
 
 
-def test_adaptation_does_not_mirror_even_when_training_does_unless_its_adapter_is_told(monkeypatch):
-    from ldpclient.transfer import adapt
+def test_adaptation_shows_the_changes_its_own_student_keeps_whatever_training_decided():
+    from ldpclient.names import IMAGE_CHANGES
     from ldpclient.transfer.adapt import SelfTrainingAdapter
+    from ldpclient.transfer.mirror_check import MIRROR_KEEPS_SHARE
 
-    mirrored: list[int] = []
-    real = adapt.flip_crop
-    monkeypatch.setattr(adapt, "flip_crop", lambda images, pad, *, flip=True, generator=None:
-                        mirrored.append(len(images)) or real(images, pad, flip=flip, generator=generator))
     x, public = torch.rand(24, 3, SIDE, SIDE), torch.rand(120, 3, SIDE, SIDE)
-    kept = _kt(_channel_teacher(), adapt=True).run(x, public=public)
-    assert kept.training.flip is True and kept.adaptation is not None and mirrored == []  # measured: no gain
-    told = _kt(_channel_teacher(), adapt=True, adapter=SelfTrainingAdapter(seed=0, flip=True)).run(x, public=public)
-    assert told.adaptation is not None and sum(mirrored) > 0
+    res = _kt(_channel_teacher(), adapt=True).run(x, public=public)
+    found = res.adaptation.changes if res.adaptation is not None else None
+    assert res.training.flip is True and found is not None and found.images == 24
+    assert set(found.shares) == set(IMAGE_CHANGES)  # colour images: every change is a candidate
+    assert set(found.kept) == {n for n in IMAGE_CHANGES if found.shares[n] >= MIRROR_KEEPS_SHARE * found.shift}
+    assert res.summary()["adaptation"]["image_changes"]["kept"] == list(found.kept)
+    told = _kt(_channel_teacher(), adapt=True, adapter=SelfTrainingAdapter(seed=0, changes=())).run(x, public=public)
+    assert told.adaptation is not None and told.adaptation.changes is not None
+    assert told.adaptation.changes.kept == () and told.adaptation.changes.images == 0
 
 
 def test_no_check_without_public_images_or_on_small_ones():

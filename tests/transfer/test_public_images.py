@@ -140,6 +140,8 @@ def test_a_second_run_answers_the_public_images_from_the_journal(tmp_path: Path)
     assert first.report["queries"]["public_sent"] == 5
     assert again.report["queries"]["public_sent"] == 0 and again.report["queries"]["public_from_journal"] == 5
     assert again.report["cost"]["spent_public_run"] == 0.0 and billed == 60 + 5
+    # the kept result's adaptation comes back whole, its check of image changes too
+    assert again.report["adaptation"]["image_changes"] == first.report["adaptation"]["image_changes"] is not None
 
 
 def test_the_same_picture_in_another_file_is_refused_too(tmp_path: Path) -> None:
