@@ -22,7 +22,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 import numpy as np
 import torch
@@ -159,7 +159,7 @@ class ResultCache:
 
 
 
-def _adaptation(kept: dict[str, Any]) -> AdaptHistory:
+def _adaptation(kept: dict) -> AdaptHistory:
     """The adaptation's history as kept (its image changes a plain dict there)."""
     changes = kept.get("changes")
     return AdaptHistory(**{**kept, "changes": KeptChanges(**changes) if isinstance(changes, dict) else None})
