@@ -45,7 +45,7 @@ from torch import nn
 
 from ..io.records import RecordSource, SubsetRecords, as_record_source
 from .affine import MIN_AUGMENT_SIDE, RandomRotateShift
-from .image_changes import CHANGES, CHECK_IMAGES, KeptChanges, candidates, check_changes
+from .image_changes import CHANGES, CHECK_IMAGES, KeptChanges, candidates, check_changes, known
 from .prior import aligned, target_shares
 from .student import batch_in_layout, predict_proba, to_compute_layout
 
@@ -153,7 +153,7 @@ class SelfTrainingAdapter:
         self.max_per_round = max_per_round
         self.selection_sample = selection_sample
         self.augmentation = augmentation or weak_augmentation
-        self.changes = candidates(tuple(changes), 3, MIN_AUGMENT_SIDE)  # checks the names
+        self.changes = known(changes)
         self.epochs_with_changes = epochs_with_changes
         self.schedule = tuple(float(f) for f in schedule)
         self.epochs = epochs

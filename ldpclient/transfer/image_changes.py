@@ -26,7 +26,7 @@ adaptation draws exactly what it drew without the check.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import torch
 
@@ -69,11 +69,17 @@ CHANGES: Mapping[str, Change] = dict(zip(IMAGE_CHANGES, (_mirror, _channels, _in
 COLOUR_ONLY = frozenset({"channels", "grey"})
 
 
-def candidates(names: tuple[str, ...], channels: int, side: int) -> tuple[str, ...]:
-    """The changes of ``names`` that apply to images of ``channels`` channels and smaller side ``side`` pixels."""
+def known(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` as a tuple, each one of :data:`CHANGES` (ValueError naming the others)."""
     unknown = [n for n in names if n not in CHANGES]
     if unknown:
         raise ValueError(f"unknown image change(s) {unknown}; choose from {list(CHANGES)}")
+    return tuple(names)
+
+
+def candidates(names: tuple[str, ...], channels: int, side: int) -> tuple[str, ...]:
+    """The changes of ``names`` that apply to images of ``channels`` channels and smaller side ``side`` pixels."""
+    known(names)
     if side < MIN_AUGMENT_SIDE:
         return ()
     return tuple(n for n in names if channels == 3 or n not in COLOUR_ONLY)
@@ -130,4 +136,4 @@ def check_changes(
     return KeptChanges(kept, shares, shift, n)
 
 
-__all__ = ["CHANGES", "CHECK_IMAGES", "CHECK_SHIFT", "KeptChanges", "candidates", "check_changes"]
+__all__ = ["CHANGES", "CHECK_IMAGES", "CHECK_SHIFT", "KeptChanges", "candidates", "check_changes", "known"]
