@@ -97,7 +97,6 @@ def weights_note(weights: Document | None) -> str:
             f"feature extractor at {weights.get('input_size')} px, frozen under a new head")
 
 
-
 def image_changes_words(adaptation: Document | None) -> str | None:
     """Which larger changes of the images adaptation also showed them under, in words, with the shares of labels
     the student kept under them and under a shift (None: not checked). Only the known changes' names are said."""
@@ -112,6 +111,7 @@ def image_changes_words(adaptation: Document | None) -> str | None:
     kept_shares = ", ".join(f"{100 * number(shares, n):.0f}%" for n in kept)
     return (f"also shown {' or '.join(IMAGE_CHANGES[n] for n in kept)} (the student kept {kept_shares} of its "
             f"labels so, {shift})")
+
 
 __all__ = [
     "DATA_FREE_NOTE", "declined_words", "money_parts", "unpriced_note", "utility_note", "waits_words",
