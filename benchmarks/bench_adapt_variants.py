@@ -24,7 +24,10 @@ library's check of image changes, ``changes=()``, as adaptation was before it):
 * ``5 rounds``: the curriculum in 5 rounds (20 % ... 100 %); ``lr 1e-3``: three times the step;
 * ``average``, ``average x2``, ``colour average x2``, ``mirror average x2``: a moving average of the weights
   labels (:class:`AveragedAdapter`);
-* ``kept changes``: the library's adaptation (the changes its student keeps, with twice the epochs).
+* ``kept changes, crop``, ``kept changes, crop and weak``: the library's adaptation with training's shift (up to
+  an eighth of the side) instead of the weak transform, or before it;
+* ``kept changes``: the library's adaptation (the changes its student keeps, with twice the epochs, and labels
+  through their views and the one-pixel shifts).
 
 It also reports, for a decision that needs no teacher, how often the unadapted student keeps its own label of
 a clean private record under a mirror and under the mirror check's shift (``student_mirror`` /
@@ -52,12 +55,10 @@ import numpy as np
 import torch
 from bench_adapters import AdaptOnCopies
 
-from ldpclient.io.records import as_record_source
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
 from ldpclient.transfer.adapt import SelfTrainingAdapter, weak_augmentation
 from ldpclient.transfer.affine import flip_crop
-from ldpclient.transfer.image_changes import CHANGES
 
 SETS = {"cifar10": 32, "colour-digits": 32, "fashion": 28, "mnist": 28, "digits": 28}
 
@@ -66,6 +67,12 @@ def crop(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
     """Training's shift (:func:`ldpclient.transfer.defaults.train_crop` with public images: an eighth of the
     side): a window of an edge-padded copy (global RNG)."""
     return partial(flip_crop, pad=defaults.train_crop(side, True), flip=False)
+
+
+def crop_weak(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """:func:`crop`, then the library's weak rotation and shift."""
+    shift, weak = crop(side), weak_augmentation(side)
+    return shift if weak is None else lambda images: weak(shift(images))
 
 
 def crop_cutout(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -160,73 +167,6 @@ class AveragedAdapter(SelfTrainingAdapter):
         return super()._predict(model if self.average is None else self.average.eval(), records, hist)
 
 
-class ViewsAdapter(SelfTrainingAdapter):
-    """The library's adaptation whose labels are the mean softmax over each record as it is and under each kept
-    change (one view per change; the channel order from a generator seeded with ``seed``): test-time views.
-    ``rounds``: the rounds' pseudo-labels come from the views too; else only the final labels."""
-
-    def __init__(self, rounds: bool, shifts: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.rounds, self.shifts = rounds, shifts
-        self.views: tuple[str, ...] = ()
-
-    def adapt(self, model: torch.nn.Module, records: Any, anchor: Any = None, probs: Any = None,
-              on_round: Any = None, prior: Any = None) -> Any:
-        self.views = ()
-        hist = super().adapt(model, records, anchor, probs=probs, on_round=on_round, prior=prior)
-        if not self.rounds and hist.changes is not None and hist.changes.kept:
-            self.views = hist.changes.kept
-            hist.probs = self._predict(model, as_record_source(records), hist)
-        return hist
-
-    def _check_changes(self, *args: Any) -> Any:
-        kept = super()._check_changes(*args)
-        if self.rounds:
-            self.views = kept.kept
-        return kept
-
-    def _predict(self, model: torch.nn.Module, records: Any, hist: Any) -> torch.Tensor:
-        probs = super()._predict(model, records, hist)
-        if not self.views:
-            return probs
-        images = records.read(np.arange(len(records))).float()
-        g = torch.Generator().manual_seed(self.seed)
-        views = [CHANGES[name](images, g) for name in self.views]
-        if self.shifts:
-            padded = torch.nn.functional.pad(images, (1, 1, 1, 1), mode="replicate")
-            h, w = images.shape[-2:]
-            steps = ((0, 1), (0, -1), (1, 0), (-1, 0))
-            views += [padded[..., 1 + dy:1 + dy + h, 1 + dx:1 + dx + w] for dy, dx in steps]
-        for view in views:
-            probs = probs + super()._predict(model, as_record_source(view.contiguous()), hist)
-        return probs / (1 + len(views))
-
-
-class ChangedAnchorsAdapter(ViewsAdapter):
-    """:class:`ViewsAdapter` whose anchor batches (the teacher-labelled queries) are shown under the kept changes
-    as the pseudo-labelled records are."""
-
-    def __init__(self, rounds: bool, **kwargs: Any) -> None:
-        super().__init__(rounds, **kwargs)
-        self.change: Callable[[torch.Tensor], torch.Tensor] | None = None
-
-    def adapt(self, model: torch.nn.Module, records: Any, anchor: Any = None, probs: Any = None,
-              on_round: Any = None, prior: Any = None) -> Any:
-        self.change = None
-
-        def changed(rnd: int) -> Any:
-            for x, y in anchor(rnd):
-                yield (x if self.change is None else self.change(x.float())), y
-
-        return super().adapt(model, records, None if anchor is None else changed, probs=probs,
-                             on_round=on_round, prior=prior)
-
-    def _check_changes(self, *args: Any) -> Any:
-        kept = super()._check_changes(*args)
-        self.change = kept.transform()
-        return kept
-
-
 def mirrored(images: torch.Tensor) -> torch.Tensor:
     """Half the images mirrored left to right (global RNG)."""
     return flip_crop(images, pad=0, flip=True)
@@ -268,10 +208,8 @@ VARIANTS: dict[str, Callable[[int], SelfTrainingAdapter]] = {
     "mirror average x2": lambda seed: AveragedAdapter(0.98, seed=seed, changes=(), epochs=6,
                                                       augmentation=then_weak(mirrored)),
     "kept changes": lambda seed: SelfTrainingAdapter(seed=seed),
-    "kept changes, views": lambda seed: ViewsAdapter(False, seed=seed),
-    "kept changes, views in rounds": lambda seed: ViewsAdapter(True, seed=seed),
-    "kept changes, views and shifts": lambda seed: ViewsAdapter(False, True, seed=seed),
-    "kept changes on anchors too": lambda seed: ChangedAnchorsAdapter(False, seed=seed),
+    "kept changes, crop": lambda seed: SelfTrainingAdapter(seed=seed, augmentation=crop),
+    "kept changes, crop and weak": lambda seed: SelfTrainingAdapter(seed=seed, augmentation=crop_weak),
 }
 
 

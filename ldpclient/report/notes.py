@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..io.document import Document, integer, items, number, number_or_none, section_or_none
+from ..io.document import Document, integer, integer_or_none, items, number, number_or_none, section_or_none
 from ..names import DECLINE_KINDS, IMAGE_CHANGES
 from ..privacy import defaults as privacy_defaults
 
@@ -99,18 +99,21 @@ def weights_note(weights: Document | None) -> str:
 
 def image_changes_words(adaptation: Document | None) -> str | None:
     """Which larger changes of the images adaptation also showed them under, in words, with the shares of labels
-    the student kept under them and under a shift (None: not checked). Only the known changes' names are said."""
+    the student kept under them and under a shift, and how many views of each image its labels are the mean over
+    (None: not checked). Only the known changes' names are said."""
     changes = section_or_none(adaptation, "image_changes") if adaptation else None
-    if changes is None or not integer(changes, "images"):
+    if adaptation is None or changes is None or not integer(changes, "images"):
         return None
+    views = integer_or_none(adaptation, "label_views") or 1
+    labelled = f"; each image labelled by the mean over {views} views of it" if views > 1 else ""
     shares = section_or_none(changes, "shares") or {}
     kept = [str(n) for n in items(changes, "kept") if n in IMAGE_CHANGES and shares.get(str(n)) is not None]
     shift = f"{100 * number(changes, 'shift'):.0f}% under a shift, of {integer(changes, 'images')} images"
     if not kept:
-        return f"no larger change kept the student's labels as often as a shift ({shift}): not shown changed"
+        return f"no larger change kept the student's labels as often as a shift ({shift}): not shown changed{labelled}"
     kept_shares = ", ".join(f"{100 * number(shares, n):.0f}%" for n in kept)
     return (f"also shown {' or '.join(IMAGE_CHANGES[n] for n in kept)} (the student kept {kept_shares} of its "
-            f"labels so, {shift})")
+            f"labels so, {shift}){labelled}")
 
 
 __all__ = [

@@ -19,7 +19,10 @@ selection as in FlexMatch, Zhang et al. 2021), anchored to the teacher:
   each pseudo-labelled record is shown as it is or under one of them, and each round runs
   ``epochs_with_changes`` epochs instead of ``epochs`` (the changed views need the passes: measured, the
   changes alone moved colour digits by +0.6 points and Fashion-MNIST by +0.6, with twice the epochs +2.1 and
-  +1.5, where twice the epochs alone gave +1.0 and +0.2).
+  +1.5, where twice the epochs alone gave +1.0 and +0.2);
+* the adapted student's outputs, from which the records are labelled, are its mean softmax over each record as
+  it is, under the one-pixel shifts and under each kept change (test-time views, one prediction pass each:
+  :mod:`~ldpclient.transfer.label_views`).
 
 What this means for privacy: the adapted student has seen the clean private records.
 It never leaves the device and is not covered by the LDP guarantee (no model is); the
@@ -46,6 +49,7 @@ from torch import nn
 from ..io.records import RecordSource, SubsetRecords, as_record_source
 from .affine import MIN_AUGMENT_SIDE, RandomRotateShift
 from .image_changes import CHANGES, CHECK_IMAGES, KeptChanges, candidates, check_changes, known
+from .label_views import ViewedRecords, label_views
 from .prior import aligned, target_shares
 from .student import batch_in_layout, predict_proba, to_compute_layout
 
@@ -65,8 +69,8 @@ AnchorBatches = Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]
 class AdaptHistory:
     """What adaptation did: per round the pseudo-labelled count, mean loss and the share of labels changed.
 
-    ``probs``: the adapted model's softmax outputs on the records (float32 ``(N, K)``), so the caller
-    labels them without another pass.
+    ``probs``: the adapted model's softmax outputs on the records (float32 ``(N, K)``: the mean over each record's
+    views, :func:`~ldpclient.transfer.label_views.label_views`), so the caller labels them without another pass.
     """
 
     selected: list[int] = field(default_factory=list)
@@ -79,6 +83,8 @@ class AdaptHistory:
     probs: torch.Tensor | None = field(default=None, repr=False)
     #: the changes the student was found to keep (None: not checked)
     changes: KeptChanges | None = None
+    #: views of each record ``probs`` is the mean over, the record as it is included (1: that one alone)
+    views: int = 1
 
 
 def weak_augmentation(image_size: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
@@ -185,7 +191,7 @@ class SelfTrainingAdapter:
         (:func:`~ldpclient.transfer.prior.target_shares`), and every round aligns its outputs to equal shares over
         them before choosing and labelling (:func:`~ldpclient.transfer.prior.aligned`, which reads the bias from
         the current outputs, so a model that learnt aligned labels is not corrected twice); None: as they are.
-        ``AdaptHistory.probs`` stays the adapted outputs as they are."""
+        ``AdaptHistory.probs`` are the adapted outputs as they are (not aligned), averaged over each record's views."""
         hist = AdaptHistory()
         t0 = time.perf_counter()
         records = as_record_source(records)
@@ -218,7 +224,7 @@ class SelfTrainingAdapter:
                 if on_round is not None:
                     on_round(rnd + 1)
         model.eval()
-        hist.probs = self._predict(model, records, hist)
+        hist.probs = self._predict_views(model, records, hist)
         final = hist.probs if sample is None else hist.probs[sample]
         hist.changed.append(float((final.argmax(1) != previous).float().mean()))
         hist.seconds = time.perf_counter() - t0
@@ -281,6 +287,17 @@ class SelfTrainingAdapter:
             return self._predict(model, as_record_source(batch), hist).argmax(1)
 
         return check_changes(labels_of, images, labels[sample], names, self.seed)
+
+    def _predict_views(self, model: nn.Module, records: RecordSource, hist: AdaptHistory) -> torch.Tensor:
+        """The mean softmax of ``model`` over ``records`` as they are and under their
+        :func:`~ldpclient.transfer.label_views.label_views`."""
+        kept = hist.changes.kept if hist.changes is not None else ()
+        views = label_views(kept, min(int(v) for v in records.record_shape[-2:]))
+        probs = self._predict(model, records, hist)
+        for view in views:
+            probs += self._predict(model, ViewedRecords(records, view), hist)
+        hist.views = 1 + len(views)
+        return probs / hist.views if views else probs
 
     def _predict(self, model: nn.Module, records: RecordSource, hist: AdaptHistory) -> torch.Tensor:
         t = time.perf_counter()

@@ -9,7 +9,8 @@ knows anything. So before adapting, the student labels a sample of the clean rec
 change (:data:`CHANGES`), and a change is kept when it keeps the label at least
 :data:`~ldpclient.transfer.mirror_check.MIRROR_KEEPS_SHARE` times as often as the shift does: the mirror check's
 rule, with the student in the teacher's place. Adaptation then shows each pseudo-labelled record as it is or
-under one of the kept changes, each as likely (:meth:`KeptChanges.transform`).
+under one of the kept changes, each as likely (:meth:`KeptChanges.transform`), and the adapted student labels
+each record under the same changes too (:mod:`~ldpclient.transfer.label_views`).
 
 The candidates (values in any range; each image is changed within its own range):
 

@@ -171,6 +171,7 @@ class TransferResult:
                 "labels_changed": self.adaptation.changed[-1] if self.adaptation.changed else 0.0,
                 "seconds": round(self.adaptation.seconds, 3),
                 "image_changes": self.adaptation.changes.as_dict() if self.adaptation.changes else None,
+                "label_views": self.adaptation.views,
             }
         if self.history is not None:
             out["training"] = {

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .result import Outcome, TransferResult
 
 #: The layout of a kept result (:meth:`ResultCache.save`); another one is not read (the run trains anew).
-CACHE_SCHEMA = 2
+CACHE_SCHEMA = 3
 
 
 @dataclass(frozen=True)

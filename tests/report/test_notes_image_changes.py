@@ -17,6 +17,10 @@ def test_the_kept_changes_are_said_with_the_shares_the_student_kept() -> None:
     assert image_changes_words({"image_changes": none.as_dict()}) == (
         "no larger change kept the student's labels as often as a shift (95% under a shift, of 500 images): "
         "not shown changed")
+    # the views the labels are the mean over: the image as it is, its four one-pixel shifts, the two kept changes
+    words = image_changes_words({"image_changes": found.as_dict(), "label_views": 7})
+    assert words is not None and words.endswith("of 500 images); each image labelled by the mean over 7 views of it")
+    assert image_changes_words({"image_changes": none.as_dict(), "label_views": 1}).endswith("not shown changed")
 
 
 def test_nothing_is_said_where_nothing_was_checked_and_unknown_names_are_never_said() -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
+from ldpclient.io.records import as_record_source
 from ldpclient.transfer.adapt import SelfTrainingAdapter, select_confident
 from ldpclient.transfer.image_changes import CHANGES, KeptChanges, candidates, check_changes
+from ldpclient.transfer.label_views import OTHER_ORDERS, ViewedRecords, changed, label_views, shifted
 from ldpclient.transfer.settings import AdaptationSettings, PlanSettings, TrainingSettings
-from ldpclient.transfer.student import small_cnn
+from ldpclient.transfer.student import predict_proba, small_cnn
 
 
 def test_select_confident_takes_the_top_fraction_within_each_predicted_class() -> None:
@@ -233,6 +236,43 @@ def test_where_the_student_keeps_a_change_adaptation_shows_it_and_runs_twice_the
     unchanged, none = recorded(())
     assert len(unchanged) == 64 and none.kept == () and none.images == 0
     assert all(tuple(i.flatten().tolist()) in originals for i in unchanged)
+
+
+class _SureOfRedAndLeft(_BrighterHalf):
+    """:class:`_BrighterHalf`, surer the brighter its first channel and its left half: its labels keep a mirror,
+    the channels' order and grey; its outputs do not."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = x.shape[3] // 2
+        return super().forward(x) * (1 + x[:, 0].mean((1, 2)) + x[..., :w].mean((1, 2, 3)))[:, None]
+
+
+def test_the_labels_are_the_mean_output_over_each_record_as_it_is_shifted_and_under_each_kept_change() -> None:
+    x = torch.rand(64, 3, 16, 16, generator=torch.Generator().manual_seed(4))
+    model = _SureOfRedAndLeft()
+    hist = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0).adapt(model, x)
+    assert hist.changes is not None and hist.changes.kept == ("mirror", "channels", "grey")
+    source, positions = as_record_source(x), np.arange(64)
+    padded = torch.nn.functional.pad(x, (1, 1, 1, 1), mode="replicate")
+    shifts = [padded[..., 1 + r:17 + r, 1 + c:17 + c] for r, c in ((0, 1), (0, -1), (1, 0), (-1, 0))]
+    kept = [ViewedRecords(source, changed(name)).read(positions) for name in hist.changes.kept]
+    expected = torch.stack([predict_proba(model, v, device="cpu") for v in [x, *shifts, *kept]]).mean(0)
+    assert hist.probs is not None and torch.allclose(hist.probs, expected, atol=1e-6)
+    assert not torch.allclose(hist.probs, predict_proba(model, x, device="cpu"), atol=1e-3)
+    assert torch.equal(kept[0], x.flip(-1)) and torch.equal(kept[2], x.mean(1, keepdim=True).expand_as(x))
+    # a record's view is fixed by its position, whatever the batch: the channels in an order not their own
+    channels = ViewedRecords(source, changed("channels"))
+    assert torch.equal(channels.read([5, 6]), kept[1][5:7])
+    for i in range(64):
+        order = OTHER_ORDERS[i % len(OTHER_ORDERS)]
+        assert torch.equal(kept[1][i], x[i, list(order)]) and order != (0, 1, 2)
+    # below the augmented size no shift, and nothing kept means no view at all
+    assert len(label_views(("mirror",), 12)) == 1 and label_views((), 12) == ()
+    assert len(label_views((), 16)) == 4
+    with pytest.raises(ValueError, match="unknown image change"):
+        changed("rotate")
+    with pytest.raises(ValueError, match="at most one pixel"):
+        shifted(2, 0)
 
 
 def test_grey_images_below_the_augmented_size_adapt_as_without_the_check() -> None:
