@@ -51,6 +51,7 @@ from ldpclient.privacy import defaults as privacy_defaults
 from ldpclient.privacy import fit_pca, make_mechanism
 from ldpclient.privacy.guarantee import Domain
 from ldpclient.privacy.public import public_release, public_seed
+from ldpclient.run.plan import shape_settings
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
 from ldpclient.transfer.adapt import SelfTrainingAdapter
@@ -263,7 +264,7 @@ def resolve(setting: dict, shape: tuple[int, ...], n: int, basis: str = "pool") 
         out["mechanism"] = privacy_defaults.mechanism()
     if out["eps_record"] is None:
         out["eps_record"] = privacy_defaults.epsilon()
-    out["reduce"], post = defaults.shape_settings(
+    out["reduce"], post = shape_settings(
         shape, out["reduce"], out.get("postprocess") or None, basis, out["eps_record"], "record"
     )
     if out["queries"] is None:

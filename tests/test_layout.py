@@ -296,6 +296,43 @@ def test_the_default_check_sees_a_stage_that_reads_one() -> None:
     assert "ldpclient.transfer.defaults" in _imports_in("from ..defaults import epochs\n", "ldpclient.transfer.stages")
 
 
+#: What the transfer may take from the privacy defaults: constants, none of them a function of epsilon.
+TRANSFER_TAKES_FROM_PRIVACY_DEFAULTS = {"MIN_RELEASED_SIDE"}
+
+
+def _privacy_defaults_taken(source: str, package: str) -> set[str]:
+    """The names ``source`` (a module of ``package``) takes from ``ldpclient.privacy.defaults``; ``*`` for the
+    module itself."""
+    taken: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            taken.update("*" for a in node.names if a.name == "ldpclient.privacy.defaults")
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = parts[: len(parts) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base) if node.level else (node.module or "")
+            if module == "ldpclient.privacy.defaults":
+                taken.update(a.name for a in node.names)
+            elif module == "ldpclient.privacy" and any(a.name == "defaults" for a in node.names):
+                taken.add("*")
+    return taken
+
+
+def test_epsilon_runs_one_way_the_transfer_asks_no_privacy_default_of_it() -> None:
+    """``--epsilon`` runs from the command line through the run's plan into the privacy package (its defaults and
+    the mechanism) and does not come back: the transfer gets the ``Mechanism``, and for a pooled release's default
+    post-processing the per-element level the plan worked out (``run/plan.py`` ``shape_settings``). No module of
+    the transfer takes a privacy default but a constant."""
+    taken = {str(path.relative_to(ROOT)): names for path in sorted((PACKAGE / "transfer").rglob("*.py"))
+             if (names := _privacy_defaults_taken(path.read_text(encoding="utf-8"), _package(path))
+                 - TRANSFER_TAKES_FROM_PRIVACY_DEFAULTS)}
+    assert taken == {}
+    # the check sees both ways of asking
+    assert _privacy_defaults_taken("from ...privacy.defaults import epsilon_element\n",
+                                   "ldpclient.transfer.stages") == {"epsilon_element"}
+    assert _privacy_defaults_taken("from ..privacy import defaults\n", "ldpclient.transfer") == {"*"}
+
+
 def _bare_any(annotation: ast.expr | None) -> bool:
     return (isinstance(annotation, ast.Name) and annotation.id == "Any") or (
         isinstance(annotation, ast.Constant) and annotation.value == "Any")

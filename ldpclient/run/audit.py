@@ -37,7 +37,6 @@ from ..names import AUGMENTATIONS, BASES, EPSILON_UNITS, choice_list
 from ..privacy import defaults as privacy_defaults
 from ..privacy.mechanisms import mechanism_names
 from ..report.run_report import RunReport
-from ..transfer import defaults
 
 if TYPE_CHECKING:  # torch/numpy are imported where used, so `ldpclient --help` stays fast
     import torch
@@ -269,7 +268,9 @@ def _record_shape(o: AuditOptions, st: _ClientSettings) -> tuple[int, int, int]:
 def _load_records(o: AuditOptions, st: _ClientSettings, shape: tuple[int, int, int]) -> _Records:
     """The private records in the mechanism's domain units, the client's mechanism(s) and post-processing spec."""
     # what `label` would have used, where neither the options nor the run report say
-    reduction, postprocess = defaults.shape_settings(
+    from .plan import shape_settings
+
+    reduction, postprocess = shape_settings(
         shape, st.reduce, st.postprocess, st.basis, st.epsilon, st.per
     )
     from ..io.folders import load_private_folder

@@ -315,13 +315,37 @@ def resolve_basis(opts: SharedOptions) -> str:
     )
 
 
+def shape_settings(
+    input_shape: tuple[int, ...],
+    given_reduce: int | None,
+    given_postprocess: str | None,
+    basis: str,
+    epsilon: float | None = None,
+    epsilon_unit: str = "record",
+) -> tuple[int, str]:
+    """``(reduce, postprocess)`` for records of ``input_shape``: the given values, else the defaults (what
+    ``label`` uses, and what ``audit`` assumes a run used). ``reduce``: 1 for a coefficient basis, else
+    :func:`ldpclient.privacy.defaults.reduction`. ``postprocess``: :func:`ldpclient.transfer.defaults.postprocess`
+    at the per-element epsilon of a pooled release of the run's ``epsilon`` in ``epsilon_unit`` (None: not known),
+    which :func:`ldpclient.privacy.defaults.epsilon_element` gives here: the transfer gets that level, never the
+    run's epsilon."""
+    if given_reduce is not None:
+        reduce = int(given_reduce)
+    else:
+        reduce = privacy_defaults.reduction(input_shape) if basis == "pool" else 1
+    if given_postprocess is not None:
+        return reduce, given_postprocess
+    level = None
+    if epsilon is not None and basis == "pool":
+        level = privacy_defaults.epsilon_element(epsilon, epsilon_unit, input_shape, reduce)
+    return reduce, defaults.postprocess(input_shape, reduce, level, basis)
+
+
 def resolve_shape_defaults(opts: _Options, input_shape: tuple[int, ...]) -> _Options:
     """``opts`` with ``basis`` (:func:`resolve_basis`), then ``reduce`` and ``postprocess`` filled from the record
-    shape where the user gave none (:func:`ldpclient.transfer.defaults.shape_settings`)."""
+    shape where the user gave none (:func:`shape_settings`)."""
     basis = resolve_basis(opts)
-    reduce, post = defaults.shape_settings(
-        input_shape, opts.reduce, opts.postprocess, basis, opts.epsilon, opts.epsilon_unit
-    )
+    reduce, post = shape_settings(input_shape, opts.reduce, opts.postprocess, basis, opts.epsilon, opts.epsilon_unit)
     return dataclasses.replace(opts, basis=basis, reduce=reduce, postprocess=post)
 
 
@@ -372,8 +396,8 @@ def free_query_shape_settings(opts: SharedOptions, record_shape: tuple[int, ...]
     defaults for a ``dct`` run (the data-free study measured blank queries pooled, at those settings)."""
     level = privacy_defaults.free_query_epsilon()
     if resolve_basis(opts) == "pool":
-        return defaults.shape_settings(record_shape, opts.reduce, opts.postprocess, "pool", level, "record")
-    return defaults.shape_settings(record_shape, None, None, "pool", level, "record")
+        return shape_settings(record_shape, opts.reduce, opts.postprocess, "pool", level, "record")
+    return shape_settings(record_shape, None, None, "pool", level, "record")
 
 
 def resolve_noise_decoding(opts: SharedOptions, mechanism: Mechanism, record_shape: tuple[int, ...],
@@ -385,4 +409,4 @@ def resolve_noise_decoding(opts: SharedOptions, mechanism: Mechanism, record_sha
 
 __all__ = ["PCA_NEEDS_PUBLIC", "RunPlan", "basis_asked", "build_free_query_mechanism", "build_mechanism",
            "free_query_shape_settings", "resolve_basis", "resolve_noise_decoding", "resolve_plan",
-           "resolve_shape_defaults"]
+           "resolve_shape_defaults", "shape_settings"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..names import NO_DECODING
-from ..privacy.defaults import MIN_RELEASED_SIDE, epsilon_element, reduction
+from ..privacy.defaults import MIN_RELEASED_SIDE
 from .affine import MIN_AUGMENT_SIDE
 
 #: Teacher queries per private record when the user gives no ``--queries``.
@@ -96,9 +96,17 @@ def blur_postprocess(input_shape: tuple[int, ...]) -> str:
 LOWPASS_MIN_EPSILON_ELEMENT = 2.0
 
 
-def postprocess(input_shape: tuple[int, ...], reduce: int, epsilon_element: float | None = None) -> str:
-    """Default post-processing of pooled releases (basis ``pool``) of records of ``input_shape`` (..., H, W)
-    released at pooling factor ``reduce``, each released element at ``epsilon_element`` (nats; None: not known).
+#: Post-processing of a ``dct`` release when none is given: its reconstruction is band-limited already
+#: (no blur), and is clipped to the domain.
+DCT_POSTPROCESS = "clip"
+
+
+def postprocess(
+    input_shape: tuple[int, ...], reduce: int, epsilon_element: float | None = None, basis: str = "pool"
+) -> str:
+    """Default post-processing of releases in ``basis`` of records of ``input_shape`` (..., H, W): for a
+    coefficient basis (``dct``, ``pca``) :data:`DCT_POSTPROCESS`; for pooled releases (``pool``) at pooling
+    factor ``reduce``, each released element at ``epsilon_element`` (nats; None: not known), as follows.
 
     A release of every pixel (``reduce`` 1) of a channel with more pixels than
     :data:`~ldpclient.privacy.basis.DEFAULT_COEFFICIENTS`, at a per-element epsilon of at least
@@ -112,6 +120,8 @@ def postprocess(input_shape: tuple[int, ...], reduce: int, epsilon_element: floa
     """
     from ..privacy.basis import DEFAULT_COEFFICIENTS
 
+    if basis != "pool":
+        return DCT_POSTPROCESS
     h, w = int(input_shape[-2]), int(input_shape[-1])
     if (
         int(reduce) == 1
@@ -122,34 +132,6 @@ def postprocess(input_shape: tuple[int, ...], reduce: int, epsilon_element: floa
         return f"lowpass:{DEFAULT_COEFFICIENTS},clip"
     return blur_postprocess(input_shape)
 
-
-#: Post-processing of a ``dct`` release when none is given: its reconstruction is band-limited already
-#: (no blur), and is clipped to the domain.
-DCT_POSTPROCESS = "clip"
-
-
-def shape_settings(
-    input_shape: tuple[int, ...],
-    given_reduce: int | None,
-    given_postprocess: str | None,
-    basis: str,
-    epsilon: float | None = None,
-    epsilon_unit: str = "record",
-) -> tuple[int, str]:
-    """``(reduce, postprocess)`` for records of ``input_shape``: the given values, else :func:`reduction`
-    and :func:`postprocess` at the run's ``epsilon`` in ``epsilon_unit`` (None: not known) (what ``label``
-    uses, and what ``audit`` assumes a run used). With ``basis`` ``dct`` the record is not pooled (reduce 1)
-    and the default post-processing is :data:`DCT_POSTPROCESS`."""
-    if basis != "pool":
-        return (
-            int(given_reduce) if given_reduce is not None else 1,
-            given_postprocess if given_postprocess is not None else DCT_POSTPROCESS,
-        )
-    reduce = int(given_reduce) if given_reduce is not None else reduction(input_shape)
-    if given_postprocess is not None:
-        return reduce, given_postprocess
-    per_element = None if epsilon is None else epsilon_element(epsilon, epsilon_unit, input_shape, reduce)
-    return reduce, postprocess(input_shape, reduce, per_element)
 
 
 def num_queries(n_records: int, augmentation: str) -> int | None:
@@ -350,7 +332,6 @@ __all__ = [
     "public_repeats",
     "query_batch_size",
     "query_rounds",
-    "shape_settings",
     "train_batch_size",
     "DCT_POSTPROCESS",
     "MIN_AUGMENT_SIDE",

@@ -13,6 +13,7 @@ from ldpclient.cli.commands import app
 from ldpclient.privacy import defaults as privacy_defaults
 from ldpclient.privacy import laplace
 from ldpclient.run.options import COUNT_OPTIONS, LabelOptions, NoiseOptions
+from ldpclient.run.plan import shape_settings
 from ldpclient.teachers.local import LocalTeacher
 from ldpclient.transfer import defaults
 from ldpclient.transfer.pipeline import KnowledgeTransfer
@@ -49,11 +50,14 @@ def test_postprocess_of_a_pixel_release_is_the_dct_band_unless_the_noise_is_wide
     assert privacy_defaults.epsilon_element(2, "element", (1, 28, 28), 1) == 2.0
     assert privacy_defaults.epsilon_element(96, "record", (3, 32, 32), 4) == 96 / 192
     assert privacy_defaults.epsilon_element(49, "record", (28, 28), 4) == 1.0
-    assert defaults.shape_settings((1, 28, 28), 1, None, "pool", 1568, "record") == (1, "lowpass:64,clip")
-    assert defaults.shape_settings((1, 28, 28), 1, None, "pool", 100, "record") == (1, "blur:2,clip")
-    assert defaults.shape_settings((1, 28, 28), 1, None, "pool") == (1, "blur:2,clip")
-    assert defaults.shape_settings((1, 28, 28), None, None, "pool", 2, "element") == (4, "blur:2,clip")
-    assert defaults.shape_settings((1, 28, 28), 1, "clip", "pool", 2, "element") == (1, "clip")  # given wins
+    assert defaults.postprocess((1, 28, 28), 1, 50.0, "dct") == "clip"  # a coefficient basis: band-limited already
+    assert defaults.postprocess((3, 32, 32), 1, None, "pca") == "clip"
+    assert shape_settings((1, 28, 28), 1, None, "pool", 1568, "record") == (1, "lowpass:64,clip")
+    assert shape_settings((1, 28, 28), 1, None, "pool", 100, "record") == (1, "blur:2,clip")
+    assert shape_settings((1, 28, 28), 1, None, "pool") == (1, "blur:2,clip")
+    assert shape_settings((1, 28, 28), None, None, "pool", 2, "element") == (4, "blur:2,clip")
+    assert shape_settings((1, 28, 28), 1, "clip", "pool", 2, "element") == (1, "clip")  # given wins
+    assert shape_settings((1, 28, 28), None, None, "dct", 100, "record") == (1, "clip")  # a coefficient basis
 
 
 def test_query_budget_defaults() -> None:
@@ -90,10 +94,10 @@ def test_cli_options_and_library_share_the_defaults() -> None:
 
 
 def test_shape_settings_keep_what_is_given_and_fill_the_rest() -> None:
-    assert defaults.shape_settings((1, 28, 28), None, None, "pool") == (4, "blur:2,clip")
-    assert defaults.shape_settings((1, 28, 28), 1, "", "pool") == (1, "")  # '' is "no post-processing", kept
-    assert defaults.shape_settings((1, 8, 8), 2, None, "pool") == (2, "blur:0.571,clip")
-    assert defaults.shape_settings((1, 28, 28), None, None, "dct") == (1, "clip")
+    assert shape_settings((1, 28, 28), None, None, "pool") == (4, "blur:2,clip")
+    assert shape_settings((1, 28, 28), 1, "", "pool") == (1, "")  # '' is "no post-processing", kept
+    assert shape_settings((1, 8, 8), 2, None, "pool") == (2, "blur:0.571,clip")
+    assert shape_settings((1, 28, 28), None, None, "dct") == (1, "clip")
 
 
 def test_label_options_resolve_the_pixel_release_post_processing_from_the_shape() -> None:
