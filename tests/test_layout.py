@@ -433,6 +433,34 @@ def _spec_defaults() -> set[tuple[str, str]]:
             if isinstance(f.default, (bool, int, float, str)) and f.default is not False}
 
 
+def _spread_settings(source: str) -> list[str]:
+    """The calls in ``source`` that spread an object's fields as keywords: ``**x._asdict()``, ``**asdict(x)``,
+    ``**vars(x)`` or ``**x.__dict__``."""
+    def spreads(value: ast.expr) -> bool:
+        if isinstance(value, ast.Attribute):
+            return value.attr == "__dict__"
+        if not isinstance(value, ast.Call):
+            return False
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        return name in {"_asdict", "asdict", "vars"}
+
+    return [ast.unparse(node)[:80] for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+            and any(k.arg is None and spreads(k.value) for k in node.keywords)]
+
+
+def test_no_stage_receives_a_spread_dict_of_settings() -> None:
+    """A label run's settings travel as the typed objects that hold them (the plan, its ``Resolved``, the settings
+    objects by name): no module of the settings' path, nor a stage, spreads an object's fields into a call."""
+    spread = {str(path.relative_to(ROOT)): calls for path in sorted(PACKAGE.rglob("*.py"))
+              if _module_name(path).startswith((*SPEC_MODULES, "ldpclient.transfer."))
+              and (calls := _spread_settings(path.read_text(encoding="utf-8")))}
+    assert spread == {}
+    assert _spread_settings("KnowledgeTransfer(t, m, **plan.settings._asdict())\n") != []  # the check sees one
+    assert len(_spread_settings("f(**dataclasses.asdict(s))\nf(**vars(s))\nf(**s.__dict__)\n")) == 3
+    assert _spread_settings("f(**teacher_options)\n") == []
+
+
 def test_each_default_of_a_label_setting_is_written_in_one_module() -> None:
     """Each default of a label run's settings is written in one module: the option, field or parameter of that name
     elsewhere refers to it (a function of ``transfer/defaults.py`` or ``privacy/defaults.py``, or the spec's field)
