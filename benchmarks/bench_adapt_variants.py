@@ -11,7 +11,9 @@ adaptation as the run's own, takes public images and the residual teacher, and i
 Variants (:class:`ldpclient.transfer.adapt.SelfTrainingAdapter` unless said; all but the last without the
 library's check of image changes, ``changes=()``, as adaptation was before it):
 
-* ``weak``: rotation ±5°, shift ±1 px (the adaptation before the check);
+* ``weak``: rotation ±5°, shift ±1 px (the adaptation before the check), labelled through the library's views
+  (the one-pixel shifts); ``weak, one view``: the same labelled from the records as they are (the adaptation
+  before the check and the views); ``kept changes, one view``: the library's without its views;
 * ``weak+mirror``: the same with half the rows mirrored first;
 * ``crop+mirror``: training's own augmentation instead (mirror, then a shift of up to an eighth of the side
   from an edge-padded copy, :func:`ldpclient.transfer.affine.flip_crop`);
@@ -184,6 +186,13 @@ def crop_mirror_cutout(side: int) -> Callable[[torch.Tensor], torch.Tensor]:
     return lambda images: strong(mirrored(images))
 
 
+class SingleViewAdapter(SelfTrainingAdapter):
+    """The library's adaptation whose labels are its outputs on the records as they are (no views)."""
+
+    def _predict_views(self, model: torch.nn.Module, records: Any, hist: Any) -> torch.Tensor:
+        return self._predict(model, records, hist)
+
+
 def unchecked(**kwargs: Any) -> SelfTrainingAdapter:
     """The library's adapter without its check of image changes (the adaptation before it), with ``kwargs``."""
     return SelfTrainingAdapter(changes=(), **kwargs)
@@ -191,6 +200,8 @@ def unchecked(**kwargs: Any) -> SelfTrainingAdapter:
 
 VARIANTS: dict[str, Callable[[int], SelfTrainingAdapter]] = {
     "weak": lambda seed: unchecked(seed=seed),
+    "weak, one view": lambda seed: SingleViewAdapter(seed=seed, changes=()),
+    "kept changes, one view": lambda seed: SingleViewAdapter(seed=seed),
     "weak+mirror": lambda seed: unchecked(seed=seed, augmentation=then_weak(mirrored)),
     "crop+mirror": lambda seed: unchecked(seed=seed, augmentation=crop_mirror),
     "crop+mirror+cutout": lambda seed: unchecked(seed=seed, augmentation=crop_mirror_cutout),
