@@ -29,10 +29,11 @@ It never leaves the device and is not covered by the LDP guarantee (no model is)
 labels it writes are local outputs, and the queries and teacher answers keep their
 meaning. The clean records are read in batches from a
 :class:`~ldpclient.io.records.RecordSource`: memory O(n x classes) for the predictions plus
-O(batch x record). Work per round is bounded: at most ``max_per_round`` pseudo-labelled
-records (a seeded random subset of the confident ones) per round, and the rounds choose them
+O(batch x record). Work per round is bounded: at most ``max_per_round x epochs`` fine-tuning samples
+(``max_per_round`` pseudo-labelled records at ``epochs`` epochs, proportionally fewer at
+``epochs_with_changes``: a seeded random subset of the confident ones) per round, and the rounds choose them
 from a seeded sample of at most ``selection_sample`` records (50,000: enough that the per-class
-confidence ranking is stable), so only the final labelling pass reads every record. Folders
+confidence ranking is stable), so only the final labelling passes (one per view) read every record. Folders
 at or below the sample size are unaffected: every record is in the sample, in order, and no
 random number is drawn for it.
 """
@@ -55,8 +56,9 @@ from .student import batch_in_layout, predict_proba, to_compute_layout
 
 #: Pseudo-label fraction per class in each round (the curriculum): one default, measured.
 DEFAULT_SCHEDULE: tuple[float, ...] = (0.5, 0.8, 1.0)
-#: Most pseudo-labelled records per round: a compute bound (9 x this many fine-tuning samples per run
-#: at the default schedule and epochs); folders up to this size are unaffected.
+#: Most pseudo-labelled records per round at the default 3 epochs: a compute bound (9 x this many fine-tuning samples
+#: per run at the default schedule, with or without image changes: at 6 epochs half as many records); folders up to
+#: half this size are unaffected.
 DEFAULT_MAX_PER_ROUND = 10_000
 #: Most records a selection round predicts on (a seeded sample when there are more); the last pass reads all.
 DEFAULT_SELECTION_SAMPLE = 50_000
@@ -123,7 +125,9 @@ class SelfTrainingAdapter:
     records per step (the anchor batch is re-split to the same size). ``lr``: Adam step (a
     fine-tune: lower than training's). ``seed``: augmentation and order (a private generator;
     the caller's global RNG is left untouched). ``max_per_round``: most pseudo-labelled records
-    trained on per round (a compute bound for large folders; None: no bound). ``selection_sample``:
+    trained on per round at ``epochs`` epochs (at ``epochs_with_changes`` proportionally fewer, so that a round's
+    fine-tuning samples stay within ``max_per_round x epochs``; a compute bound for large folders; None: no
+    bound). ``selection_sample``:
     most records the rounds predict on and choose from (a sample seeded by ``seed``; None: all).
     ``augmentation``: the image side (pixels) -> the transform of a batch of pseudo-labelled records
     ``(B, C, H, W)`` (None: none); default :func:`weak_augmentation`. ``changes``: the candidate changes
@@ -208,6 +212,7 @@ class SelfTrainingAdapter:
         hist.changes = self._check_changes(model, pool, previous, hist)
         augment = self._augment(int(records.record_shape[-1]), hist.changes)
         epochs = self.epochs_with_changes if hist.changes.kept else self.epochs
+        most = None if self.max_per_round is None else max(1, self.max_per_round * self.epochs // epochs)
         with torch.random.fork_rng(devices=[]):  # the augmentation draws from the global RNG: keep it local
             torch.manual_seed(self.seed)
             for rnd, fraction in enumerate(self.schedule):
@@ -215,8 +220,8 @@ class SelfTrainingAdapter:
                     probs = self._predict(model, pool, hist)
                 view = probs if shares is None else aligned(probs, shares)
                 chosen = select_confident(view, fraction)
-                if self.max_per_round is not None and len(chosen) > self.max_per_round:
-                    chosen = torch.sort(chosen[torch.randperm(len(chosen))[: self.max_per_round]]).values
+                if most is not None and len(chosen) > most:
+                    chosen = torch.sort(chosen[torch.randperm(len(chosen))[:most]]).values
                 anchors = anchor(rnd) if anchor is not None else None
                 hist.selected.append(len(chosen))
                 hist.loss.append(

@@ -275,6 +275,16 @@ def test_the_labels_are_the_mean_output_over_each_record_as_it_is_shifted_and_un
         shifted(2, 0)
 
 
+def test_a_round_with_the_kept_changes_trains_on_as_many_samples_not_twice_as_many() -> None:
+    x = torch.rand(64, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    for changes, selected in ((("mirror",), [20]), ((), [40])):
+        adapter = SelfTrainingAdapter(schedule=(1.0,), epochs=1, epochs_with_changes=2, max_per_round=40, seed=0,
+                                      changes=changes)
+        hist = adapter.adapt(_BrighterHalf(), x)
+        assert hist.changes is not None and hist.changes.kept == changes
+        assert hist.selected == selected  # 40 records at 1 epoch, 20 at 2: 40 samples a round either way
+
+
 def test_grey_images_below_the_augmented_size_adapt_as_without_the_check() -> None:
     x, _ = _stripes(48, 4)
     weights = []
