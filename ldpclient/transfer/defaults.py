@@ -133,7 +133,6 @@ def postprocess(
     return blur_postprocess(input_shape)
 
 
-
 def num_queries(n_records: int, augmentation: str) -> int | None:
     """Default query budget for ``n_records`` private records.
 
