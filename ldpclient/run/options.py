@@ -175,17 +175,18 @@ class LabelOptions(SharedOptions):
 
     def transfer_settings(
         self, *, num_queries: int | None, query_batch_size: int | None, public_repeats: int | None = None,
-        crop: int | None = None,
+        crop: int | None = None, student: str | None = None,
     ) -> Given:
-        """The ``KnowledgeTransfer`` settings these options stand for (counts as the run's plan settled them, or
-        None: the transfer's defaults)."""
+        """The ``KnowledgeTransfer`` settings these options stand for (counts and the student as the run's plan
+        settled them, or None: the options' own ``student`` and the transfer's defaults)."""
         from ..transfer.settings import AdaptationSettings, Given, PlanSettings, TrainingSettings
 
         return Given(
             plan=PlanSettings(augment=self.augment, num_queries=num_queries, postprocess=self.postprocess,
                               query_batch_size=query_batch_size, query_rounds=self.query_rounds,
                               decode=self.decode),
-            training=TrainingSettings(student=self.student, student_weights=self.student_weights, epochs=self.epochs,
+            training=TrainingSettings(student=student or self.student, student_weights=self.student_weights,
+                                      epochs=self.epochs,
                                       batch_size=self.train_batch_size,
                                       device=self.device, public_repeats=public_repeats, crop=crop,
                                       flip=self.flip, warmup=self.warmup, students=self.students),

@@ -189,7 +189,7 @@ class RunPlan:
         """The student the run trains (None: SIDP trains none): the model, its training, the weights it starts from."""
         opts = self.opts
         return None if self.mode == Mode.SIDP else {
-            "model": self.resolved.student if self.resolved is not None else opts.student, "epochs": opts.epochs,
+            "model": self.settings.training.student, "epochs": opts.epochs,
             "train_batch_size": opts.train_batch_size,
             "crop_pixels": self.settings.training.crop, "flip": opts.flip, "warmup_epochs": opts.warmup,
             "warmup_rows": opts.warmup * self.records, "students": opts.students,
@@ -205,7 +205,7 @@ class RunPlan:
             return None
         from ..transfer.pretrained import weights_info
 
-        return weights_info(self.opts.student_weights, self.opts.student).as_dict()
+        return weights_info(self.opts.student_weights, self.settings.training.student).as_dict()
 
     def _decoding(self) -> dict[str, object] | None:
         """The plan's decoder (``--decode``) in numbers: asked, why not, the check's size, the images it holds."""
@@ -258,12 +258,11 @@ def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
     _check_queries(opts, records)
     given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size)
     settled = resolve(given, Facts(records, plan.shape, public, plan.meta), mechanism=plan.mechanism, mode=plan.mode)
-    opts = dataclasses.replace(opts, student=settled.student)
     num_queries = None if settled.kind == "identity" else settled.queries
     repeats = settled.public_repeats if num_queries else 0
     settings = opts.transfer_settings(num_queries=num_queries, query_batch_size=settled.query_batch_size,
-                                      public_repeats=repeats or None, crop=settled.crop)
-    return dataclasses.replace(plan, opts=opts, records=records, public=public, num_queries=num_queries,
+                                      public_repeats=repeats or None, crop=settled.crop, student=settled.student)
+    return dataclasses.replace(plan, records=records, public=public, num_queries=num_queries,
                                query_batch_size=settled.query_batch_size, public_repeats=repeats,
                                mirror_check_images=settled.mirror_check_images, settings=settings,
                                decoding=settled.decoding, resolved=settled)

@@ -3,6 +3,7 @@ keeps it, and resolving it in one place changed no label (pinned against the cod
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -146,9 +147,29 @@ def test_the_dry_run_and_the_transfer_resolve_the_same_values(extra: dict) -> No
     settled = transfer.resolved(torch.rand(40, 3, 16, 16), torch.rand(120, 3, 16, 16))
     assert (settled.queries, settled.query_batch_size, settled.public_repeats, settled.crop, settled.student,
             settled.mirror_check_images, settled.students) == (
-        plan.num_queries, plan.query_batch_size, plan.public_repeats, plan.settings.training.crop, plan.opts.student,
+        plan.num_queries, plan.query_batch_size, plan.public_repeats, plan.settings.training.crop,
+        plan.settings.training.student,
         plan.mirror_check_images, plan.opts.students)
     assert settled.mirror_check_images == (0 if extra.get("flip") else 120) and settled.crop == 2
+
+
+def test_the_student_the_plan_settled_is_a_fact_settled_again_for_other_counts() -> None:
+    """The student chosen for the image counts is not written into the options as if the user had asked for it:
+    planned again for other counts (decodable files only), the default is chosen again."""
+    from ldpclient.run.options import LabelOptions
+    from ldpclient.run.plan import resolve_plan
+    from ldpclient.teachers.local import LocalTeacher
+
+    teacher = LocalTeacher(lambda x: x.mean((2, 3)), (3, 16, 16), 3, name="channel")
+    opts = LabelOptions(private_dir=Path("."), teacher="t", public=Path("."))
+    plan = resolve_plan(opts, teacher.metadata(), identity="t", scope="t", records=40, public=120)
+    assert plan.settings.training.student == "small_resnet" and plan.opts.student is None
+    assert plan.describe()["student"]["model"] == "small_resnet"
+    without_public = plan.with_counts(40, 0)
+    assert without_public.settings.training.student == "small_cnn" == without_public.describe()["student"]["model"]
+    asked = resolve_plan(dataclasses.replace(opts, student="small_cnn"), teacher.metadata(), identity="t", scope="t",
+                         records=40, public=120)
+    assert asked.settings.training.student == "small_cnn"  # what the user asked stays
 
 
 def test_the_resolved_settings_leave_nothing_to_decide() -> None:
