@@ -73,13 +73,13 @@ _NOTHING_DONE = "nothing was noised, sent or charged"
 
 def check_release_fits(plan: RunPlan) -> None:
     """Refuse (:class:`PrivacyCapForeseen`) a plan whose one release of an image costs more than ``--privacy-cap``."""
-    opts = plan.opts
+    cap = plan.terms.privacy_cap
     eps = float(plan.mechanism.guarantee(plan.shape).epsilon_record)
-    if opts.privacy_cap is not None and plan.mode != Mode.DATA_FREE and eps > opts.privacy_cap:
+    if cap is not None and plan.mode != Mode.DATA_FREE and eps > cap:
         raise PrivacyCapForeseen(
-            f"--privacy-cap {opts.privacy_cap:g} is below one release of an image (epsilon {eps:.6g} per image): "
+            f"--privacy-cap {cap:g} is below one release of an image (epsilon {eps:.6g} per image): "
             f"{_NOTHING_DONE}; the smallest cap that would do is {eps:.6g} (or a smaller --epsilon)",
-            needed=eps, n_exceeding=plan.records, n_fresh=plan.records, epsilon_cost=eps, cap_epsilon=opts.privacy_cap)
+            needed=eps, n_exceeding=plan.records, n_fresh=plan.records, epsilon_cost=eps, cap_epsilon=cap)
 
 
 def check_plan_money(plan: RunPlan, *, spent_money: float, journal_has_answers: bool) -> list[str]:
@@ -87,15 +87,15 @@ def check_plan_money(plan: RunPlan, *, spent_money: float, journal_has_answers: 
     ``spent_money`` (what the journal recorded for this teacher) past ``--money-cap``; where the journal holds
     answers from this teacher (some may be this plan's, not paid again) the figure is an upper bound, and the
     warning returned says so instead."""
-    opts = plan.opts
+    opts, price = plan.opts, plan.terms.price
     if opts.money_cap is None:
         return []
     queries = sum(plan.queries_sent_at_most().values())
-    needed = spent_money + queries * opts.price
+    needed = spent_money + queries * price
     if needed <= opts.money_cap + 1e-12:
         return []
-    words = (f"--money-cap {opts.money_cap:g}: the run may send {queries} queries at {opts.price:g} "
-             f"({queries * opts.price:.6g}) on top of {spent_money:.6g} already spent with this teacher")
+    words = (f"--money-cap {opts.money_cap:g}: the run may send {queries} queries at {price:g} "
+             f"({queries * price:.6g}) on top of {spent_money:.6g} already spent with this teacher")
     if journal_has_answers:
         return [f"{words}; the journal has answers from this teacher, which are not paid again, so the run checks "
                 "exactly before it noises or sends anything"]

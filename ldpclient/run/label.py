@@ -144,8 +144,7 @@ def _run_transfer(setup: RunSetup, seeds: Seeds, images: Images, public_images: 
         except CapForeseen:
             raise
         except (CostCapReached, BudgetExceeded) as exc:
-            write_stop_report(setup.opts, exc, setup.identity, session.client, session.ledger, images.records,
-                              setup.token)
+            write_stop_report(setup, exc, session.client, session.ledger, images.records)
             raise
 
 

@@ -180,12 +180,12 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
         ),
         "queries": _queries_section(setup, outcome),
         "cost": CostSection(
-            price_per_query=opts.price,
+            price_per_query=setup.plan.terms.price,
             spent_run=outcome.spent_run,
             spent_total=outcome.spent_total,
             cap=opts.money_cap,
             billing=outcome.billing,
-            spent_public_run=_spent_public(opts.price, int(counts.get("public_sent", 0)), outcome.spent_run,
+            spent_public_run=_spent_public(setup.plan.terms.price, int(counts.get("public_sent", 0)), outcome.spent_run,
                                            stats.queries_sent if opts.facts.token_priced else None),
             price_input_tokens=opts.facts.price_input_tokens if opts.facts.token_priced else None,
             price_output_tokens=opts.facts.price_output_tokens if opts.facts.token_priced else None,
@@ -275,10 +275,10 @@ def report_path_for(opts: LabelOptions) -> Path | None:
 
 
 def write_stop_report(
-    opts: LabelOptions, exc: Exception, identity: str, client: QueryClient, ledger: Ledger, records: RecordSource,
-    token: str | None,
+    setup: RunSetup, exc: Exception, client: QueryClient, ledger: Ledger, records: RecordSource
 ) -> None:
     """A partial report for a run stopped at the money or privacy cap: what was spent and answered."""
+    opts = setup.opts
     path = report_path_for(opts)
     if path is None:
         return
@@ -290,17 +290,17 @@ def write_stop_report(
         ok=False,
         stopped=StoppedSection(reason=stopped, message=" ".join(str(exc).split())),
         private_dir=None if opts.private_dir is None else str(opts.private_dir),
-        teacher={"address": identity},
+        teacher={"address": setup.identity},
         queries=StopQueriesSection(sent=client.stats.queries_sent, from_journal=client.stats.queries_from_journal,
                                    requests=client.stats.requests),
-        cost={"price_per_query": opts.price, "cap": opts.money_cap,
+        cost={"price_per_query": setup.plan.terms.price, "cap": opts.money_cap,
               **{k: costs[k] for k in ("spent_run", "spent_total", "spent_unconfirmed", "billing")}},
         ledger=StopLedgerSection(path=ledger.location, max_spent_epsilon=float(spent.max()) if len(spent) else 0.0,
                                  cap_epsilon=ledger.cap_epsilon),
         outputs={"report": str(path)},
         versions=versions(),
     )
-    write_json(path, report.to_dict(), secrets=(token,))
+    write_json(path, report.to_dict(), secrets=(setup.token,))
 
 
 def _wire_used(teacher: Teacher) -> str | None:

@@ -45,6 +45,17 @@ PCA_NEEDS_PUBLIC = "--basis pca is fitted on public images: give --public DIR"
 
 
 @dataclass(frozen=True)
+class RunTerms:
+    """What a run learnt of its terms once the teacher and the state were opened, kept beside the options it was
+    asked with (never written into them): ``price``, money per query each query is booked at (``--price``; for a
+    teacher billed in tokens the most a query can cost, which caps and plans book); ``privacy_cap``, the per-image
+    epsilon cap the run works under (the ledger's, tightened by ``--privacy-cap``; None: none)."""
+
+    price: float
+    privacy_cap: float | None
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """Every setting of one label run, resolved.
 
@@ -58,10 +69,11 @@ class RunPlan:
     check sends a mirrored and a shifted copy of (0: none; :mod:`ldpclient.transfer.mirror_check`); ``settings``:
     the pipeline's plan, training and adaptation settings, as :func:`ldpclient.transfer.resolve.resolve` settled
     them for these counts; ``resolved``: what that resolution returned, which the run's transfer reads as it is
-    (a run resolves once).
+    (a run resolves once); ``terms``: the price and the privacy cap the run works under (:class:`RunTerms`).
     """
 
     opts: LabelOptions
+    terms: RunTerms
     identity: str
     scope: str
     meta: TeacherMetadata
@@ -134,7 +146,7 @@ class RunPlan:
     def describe(self, booking: Mapping[str, object] | None = None) -> dict[str, object]:
         """The plan in words and numbers (JSON-able, no pixels): what would be released, sent, spent and trained;
         ``booking``: what a query is booked at, in tokens, for a teacher billed in them."""
-        opts, g = self.opts, self.mechanism.guarantee(self.shape)
+        opts, terms, g = self.opts, self.terms, self.mechanism.guarantee(self.shape)
         data_free = self.mode == Mode.DATA_FREE
         sent = self.queries_sent_at_most()
         n_sent = sum(sent.values())
@@ -169,10 +181,10 @@ class RunPlan:
             "spend": {
                 "epsilon_per_image": release["epsilon_record"],
                 "images_charged_at_most": 0 if data_free else self.records,
-                "privacy_cap": opts.privacy_cap,
-                "money_per_query": opts.price,
-                "money_at_most": n_sent * opts.price,
-                "money_at_least": sum(at_least.values()) * opts.price,
+                "privacy_cap": terms.privacy_cap,
+                "money_per_query": terms.price,
+                "money_at_most": n_sent * terms.price,
+                "money_at_least": sum(at_least.values()) * terms.price,
                 "money_cap": opts.money_cap,
                 "note": "upper bounds: an image with a stored release for this teacher and mechanism is reused at no "
                         "cost, and a batch already in the journal is not paid again",
@@ -219,11 +231,13 @@ class RunPlan:
 
 
 def resolve_plan(
-    opts: LabelOptions, meta: TeacherMetadata, *, identity: str, scope: str, records: int, public: int
+    opts: LabelOptions, meta: TeacherMetadata, *, identity: str, scope: str, records: int, public: int,
+    terms: RunTerms | None = None,
 ) -> RunPlan:
     """The plan of a label run with ``opts`` against a teacher publishing ``meta``, for ``records`` private and
-    ``public`` public images; ValueError (one line, naming the option) for anything that cannot run. Nothing
-    is decoded, noised or sent here: it is what a run checks before touching data."""
+    ``public`` public images, under ``terms`` (None: the price and the cap as asked); ValueError (one line, naming
+    the option) for anything that cannot run. Nothing is decoded, noised or sent here: it is what a run checks
+    before touching data."""
     from ..teachers.limits import TeacherLimits
 
     shape = tuple(int(s) for s in meta.input_shape)
@@ -243,7 +257,8 @@ def resolve_plan(
     mode = Mode.DATA_FREE if opts.data_free else (Mode.LDPKIT if opts.augment != "none" else Mode.SIDP)
     given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size)
     skeleton = RunPlan(
-        opts=opts, identity=identity, scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
+        opts=opts, terms=terms if terms is not None else RunTerms(opts.price, opts.privacy_cap), identity=identity,
+        scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
         free_mechanism=free_mechanism, free_postprocess=free_postprocess, records=0, public=0, num_queries=None,
         query_batch_size=0, public_repeats=0, mirror_check_images=0, settings=given,
     )

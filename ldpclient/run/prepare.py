@@ -4,7 +4,6 @@ read, and the plan resolved under the caps the state directory holds.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -17,13 +16,13 @@ from .check_file import CheckSet, check_indices, parse_check_rows, read_check_fi
 from .connect import connect_options, open_teacher
 from .handoffs import RunSetup
 from .options import LabelOptions
-from .plan import RunPlan, resolve_plan
+from .plan import RunPlan, RunTerms, resolve_plan
 
 if TYPE_CHECKING:
     from ..teachers.base import Teacher, TeacherMetadata
     from .ui import UI
 
-__all__ = ["connect_teacher", "plan_under_caps", "prepare", "priced_by_teacher", "read_check", "with_held_cap"]
+__all__ = ["booked_price", "connect_teacher", "held_cap", "plan_under_caps", "prepare", "read_check"]
 
 
 def connect_teacher(
@@ -82,26 +81,25 @@ def plan_under_caps(
     """The plan of a run (and of its dry run) for ``counts`` (private, public) images against ``teacher``: each
     query booked at the teacher's price, under the privacy cap the run holds, its release checked against a
     ``--privacy-cap`` (what the ledger would charge; reuse is free)."""
-    opts = priced_by_teacher(opts, teacher)
     n, n_public = counts
-    plan = resolve_plan(with_held_cap(opts, state), meta, identity=redact_url(opts.teacher),
-                        scope=str(teacher.journal_scope), records=n, public=n_public)
+    terms = RunTerms(booked_price(opts, teacher), held_cap(opts, state))
+    plan = resolve_plan(opts, meta, identity=redact_url(opts.teacher), scope=str(teacher.journal_scope), records=n,
+                        public=n_public, terms=terms)
     if opts.privacy_cap is not None:
         check_release_fits(plan)
     return plan
 
 
-def with_held_cap(opts: LabelOptions, state: Path) -> LabelOptions:
-    """``opts`` with the privacy cap the run works under: the ledger's, tightened by ``--privacy-cap``
+def held_cap(opts: LabelOptions, state: Path) -> float | None:
+    """The privacy cap the run works under: the ledger's, tightened by ``--privacy-cap``
     (:func:`~ldpclient.privacy.ledger.cap_history.cap_for_run`; a cap above the ledger's is refused)."""
     from ..privacy.ledger.cap_history import cap_for_run
 
-    return replace(opts, privacy_cap=cap_for_run(opts.state_locations(state).ledger, opts.privacy_cap,
-                                                  "--privacy-cap"))
+    return cap_for_run(opts.state_locations(state).ledger, opts.privacy_cap, "--privacy-cap")
 
 
-def priced_by_teacher(opts: LabelOptions, teacher: Teacher) -> LabelOptions:
-    """``opts`` with the price per query a teacher billed in tokens books each query at (the most it can cost:
-    what caps and plans book), where token prices were given."""
+def booked_price(opts: LabelOptions, teacher: Teacher) -> float:
+    """The price each query is booked at: for a teacher billed in tokens, where token prices were given, the most
+    a query can cost (what caps and plans book); else ``--price``."""
     most = teacher.most_per_query()
-    return replace(opts, price=float(most)) if most is not None and opts.facts.token_priced else opts
+    return float(most) if most is not None and opts.facts.token_priced else opts.price

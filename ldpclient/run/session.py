@@ -41,8 +41,8 @@ class LabelSession:
         from ..privacy.ledger import Ledger
         from ..teachers import Journal
 
-        opts, where = self.setup.opts, self.setup.opts.state_locations(self.setup.state)
-        self.ledger = Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=opts.privacy_cap,
+        where = self.setup.opts.state_locations(self.setup.state)
+        self.ledger = Ledger(where.ledger, key_file=where.ledger_key, cap_epsilon=self.setup.plan.terms.privacy_cap,
                              cap_origin="--privacy-cap")
         try:
             show_ledger(self.ledger, self.records)
@@ -66,7 +66,8 @@ class LabelSession:
 
         setup, opts = self.setup, self.setup.opts
         # a teacher billed in tokens books its own queries (the client asks it before each batch): no price of ours
-        cost = CostMeter(price_per_query=0.0 if opts.facts.token_priced else opts.price, cap=opts.money_cap)
+        cost = CostMeter(price_per_query=0.0 if opts.facts.token_priced else setup.plan.terms.price,
+                         cap=opts.money_cap)
         return QueryClient(setup.teacher, batch_size=opts.batch_size, workers=opts.workers, journal=journal,
                            cost=cost, scope=setup.scope)
 

@@ -172,6 +172,25 @@ def test_the_student_the_plan_settled_is_a_fact_settled_again_for_other_counts()
     assert asked.settings.training.student == "small_cnn"  # what the user asked stays
 
 
+def test_the_price_booked_and_the_cap_held_are_terms_of_the_plan_not_options_rewritten(tmp_path: Path, teacher) -> None:
+    """The cap a state holds and the price a query is booked at are learnt once the state and the teacher are
+    opened: they go into the plan's terms, and the options stay what was asked."""
+    from ldpclient.run.options import LabelOptions
+    from ldpclient.run.plan import RunTerms
+    from ldpclient.run.prepare import connect_teacher, plan_under_caps
+
+    state = tmp_path / "state"
+    opts = LabelOptions(private_dir=tmp_path, teacher=teacher.model_url, price=0.01, state_dir=state)
+    opened, meta = connect_teacher(opts, token=None, teacher=None, state=state)
+    assert plan_under_caps(opts, opened, meta, state, (30, 0)).terms == RunTerms(0.01, None)
+    Ledger(opts.state_locations(state).ledger, cap_epsilon=400.0).close()  # the state now holds a cap
+    plan = plan_under_caps(opts, opened, meta, state, (30, 0))
+    assert (plan.opts.privacy_cap, plan.opts.price) == (None, 0.01) and plan.terms == RunTerms(0.01, 400.0)
+    assert plan.describe()["spend"]["privacy_cap"] == 400.0
+    tighter = dataclasses.replace(opts, privacy_cap=250.0)
+    assert plan_under_caps(tighter, opened, meta, state, (30, 0)).terms == RunTerms(0.01, 250.0)
+
+
 def test_the_resolved_settings_leave_nothing_to_decide() -> None:
     """Every field of the transfer's resolved settings holds a value; None is one only where it means "none": no file
     to save the student to, the built-in adapter."""
