@@ -28,8 +28,10 @@ library's check of image changes, ``changes=()``, as adaptation was before it):
   labels (:class:`AveragedAdapter`);
 * ``kept changes, crop``, ``kept changes, crop and weak``: the library's adaptation with training's shift (up to
   an eighth of the side) instead of the weak transform, or before it;
-* ``kept changes``: the library's adaptation (the changes its student keeps, with twice the epochs, and labels
-  through their views and the one-pixel shifts).
+* ``kept changes``: the library's adaptation (the changes its student keeps, with twice the epochs, and the
+  labels of the records it is unsure of through their views and the one-pixel shifts); ``kept changes, every
+  view``: the same with every record labelled through its views; ``kept changes, 5 epochs``: the library's with 5
+  epochs a round where it keeps changes, not 6.
 
 It also reports, for a decision that needs no teacher, how often the unadapted student keeps its own label of
 a clean private record under a mirror and under the mirror check's shift (``student_mirror`` /
@@ -47,6 +49,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import statistics
 from functools import partial
 from pathlib import Path
@@ -219,6 +222,8 @@ VARIANTS: dict[str, Callable[[int], SelfTrainingAdapter]] = {
     "mirror average x2": lambda seed: AveragedAdapter(0.98, seed=seed, changes=(), epochs=6,
                                                       augmentation=then_weak(mirrored)),
     "kept changes": lambda seed: SelfTrainingAdapter(seed=seed),
+    "kept changes, every view": lambda seed: SelfTrainingAdapter(seed=seed, unsure_below=math.inf),
+    "kept changes, 5 epochs": lambda seed: SelfTrainingAdapter(seed=seed, epochs_with_changes=5),
     "kept changes, crop": lambda seed: SelfTrainingAdapter(seed=seed, augmentation=crop),
     "kept changes, crop and weak": lambda seed: SelfTrainingAdapter(seed=seed, augmentation=crop_weak),
 }

@@ -99,13 +99,15 @@ def weights_note(weights: Document | None) -> str:
 
 def image_changes_words(adaptation: Document | None) -> str | None:
     """Which larger changes of the images adaptation also showed them under, in words, with the shares of labels
-    the student kept under them and under a shift, and how many views of each image its labels are the mean over
-    (None: not checked). Only the known changes' names are said."""
+    the student kept under them and under a shift, and how many views of how many images (those the adapted student
+    was unsure of) their labels are the mean over (None: not checked). Only the known changes' names are said."""
     changes = section_or_none(adaptation, "image_changes") if adaptation else None
     if adaptation is None or changes is None or not integer(changes, "images"):
         return None
     views = integer_or_none(adaptation, "label_views") or 1
-    labelled = f"; each image labelled by the mean over {views} views of it" if views > 1 else ""
+    viewed = integer_or_none(adaptation, "labelled_through_views") or 0
+    labelled = (f"; the {viewed} images the adapted student was unsure of labelled by the mean over {views} views of "
+                "each" if views > 1 and viewed else "")
     shares = section_or_none(changes, "shares") or {}
     kept = [str(n) for n in items(changes, "kept") if n in IMAGE_CHANGES and shares.get(str(n)) is not None]
     shift = f"{100 * number(changes, 'shift'):.0f}% under a shift, of {integer(changes, 'images')} images"

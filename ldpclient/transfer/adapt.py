@@ -20,9 +20,10 @@ selection as in FlexMatch, Zhang et al. 2021), anchored to the teacher:
   ``epochs_with_changes`` epochs instead of ``epochs`` (the changed views need the passes: measured, the
   changes alone moved colour digits by +0.6 points and Fashion-MNIST by +0.6, with twice the epochs +2.1 and
   +1.5, where twice the epochs alone gave +1.0 and +0.2);
-* the adapted student's outputs, from which the records are labelled, are its mean softmax over each record as
-  it is, under the one-pixel shifts and under each kept change (test-time views, one prediction pass each:
-  :mod:`~ldpclient.transfer.label_views`).
+* the adapted student's outputs, from which the records are labelled, are, for each record it is unsure of (top
+  output below ``unsure_below``), its mean softmax over the record as it is, under the one-pixel shifts and under
+  each kept change (test-time views, one prediction pass each over those records:
+  :mod:`~ldpclient.transfer.label_views`); for the others, its output on the record as it is.
 
 What this means for privacy: the adapted student has seen the clean private records.
 It never leaves the device and is not covered by the LDP guarantee (no model is); the
@@ -33,7 +34,8 @@ O(batch x record). Work per round is bounded: at most ``max_per_round x epochs``
 (``max_per_round`` pseudo-labelled records at ``epochs`` epochs, proportionally fewer at
 ``epochs_with_changes``: a seeded random subset of the confident ones) per round, and the rounds choose them
 from a seeded sample of at most ``selection_sample`` records (50,000: enough that the per-class
-confidence ranking is stable), so only the final labelling passes (one per view) read every record. Folders
+confidence ranking is stable), so only the final labelling pass reads every record (and each view's pass the
+records the student is unsure of). Folders
 at or below the sample size are unaffected: every record is in the sample, in order, and no
 random number is drawn for it.
 """
@@ -50,7 +52,7 @@ from torch import nn
 from ..io.records import RecordSource, SubsetRecords, as_record_source
 from .affine import MIN_AUGMENT_SIDE, RandomRotateShift
 from .image_changes import CHANGES, CHECK_IMAGES, KeptChanges, candidates, check_changes, known
-from .label_views import ViewedRecords, label_views
+from .label_views import UNSURE_BELOW, ViewedRecords, label_views, unsure
 from .prior import aligned, target_shares
 from .student import batch_in_layout, predict_proba, to_compute_layout
 
@@ -71,8 +73,9 @@ AnchorBatches = Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]
 class AdaptHistory:
     """What adaptation did: per round the pseudo-labelled count, mean loss and the share of labels changed.
 
-    ``probs``: the adapted model's softmax outputs on the records (float32 ``(N, K)``: the mean over each record's
-    views, :func:`~ldpclient.transfer.label_views.label_views`), so the caller labels them without another pass.
+    ``probs``: the adapted model's softmax outputs on the records (float32 ``(N, K)``: for the ``viewed`` records the
+    model was unsure of, the mean over each one's views, :func:`~ldpclient.transfer.label_views.label_views`), so the
+    caller labels them without another pass.
     """
 
     selected: list[int] = field(default_factory=list)
@@ -85,8 +88,10 @@ class AdaptHistory:
     probs: torch.Tensor | None = field(default=None, repr=False)
     #: the changes the student was found to keep (None: not checked)
     changes: KeptChanges | None = None
-    #: views of each record ``probs`` is the mean over, the record as it is included (1: that one alone)
+    #: views of an unsure record ``probs`` is the mean over, the record as it is included (1: that one alone)
     views: int = 1
+    #: records labelled through their views (those the adapted model was unsure of; 0 where ``views`` is 1)
+    viewed: int = 0
 
 
 def weak_augmentation(image_size: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
@@ -133,7 +138,8 @@ class SelfTrainingAdapter:
     ``(B, C, H, W)`` (None: none); default :func:`weak_augmentation`. ``changes``: the candidate changes
     (:data:`~ldpclient.transfer.image_changes.CHANGES`' names) checked before the rounds; those the student keeps
     are applied before ``augmentation``, and the rounds then run ``epochs_with_changes`` epochs (empty: no check,
-    ``epochs``).
+    ``epochs``). ``unsure_below``: the adapted model's top output (in [0, 1]) below which a record is labelled
+    through its views (0: none is; above 1: every record is).
     """
 
     def __init__(
@@ -151,6 +157,7 @@ class SelfTrainingAdapter:
         changes: Sequence[str] = tuple(CHANGES),
         epochs_with_changes: int = 6,
         predictor: Callable[[nn.Module, RecordSource], torch.Tensor] | None = None,
+        unsure_below: float = UNSURE_BELOW,
     ) -> None:
         if not schedule or any(not 0.0 < f <= 1.0 for f in schedule):
             raise ValueError(f"schedule must be fractions in (0, 1], got {list(schedule)}")
@@ -165,6 +172,7 @@ class SelfTrainingAdapter:
         self.augmentation = augmentation or weak_augmentation
         self.changes = known(changes)
         self.epochs_with_changes = epochs_with_changes
+        self.unsure_below = float(unsure_below)
         self.schedule = tuple(float(f) for f in schedule)
         self.epochs = epochs
         self.batch_size = batch_size
@@ -294,15 +302,20 @@ class SelfTrainingAdapter:
         return check_changes(labels_of, images, labels[sample], names, self.seed)
 
     def _predict_views(self, model: nn.Module, records: RecordSource, hist: AdaptHistory) -> torch.Tensor:
-        """The mean softmax of ``model`` over ``records`` as they are and under their
-        :func:`~ldpclient.transfer.label_views.label_views`."""
+        """The softmax of ``model`` over ``records`` as they are; for those it is unsure of, the mean with their
+        :func:`~ldpclient.transfer.label_views.label_views` (each view of a record fixed by its position in
+        ``records``)."""
         kept = hist.changes.kept if hist.changes is not None else ()
         views = label_views(kept, min(int(v) for v in records.record_shape[-2:]))
         probs = self._predict(model, records, hist)
-        for view in views:
-            probs += self._predict(model, ViewedRecords(records, view), hist)
-        hist.views = 1 + len(views)
-        return probs / hist.views if views else probs
+        chosen = unsure(probs, self.unsure_below) if views else torch.zeros(0, dtype=torch.int64)
+        hist.views, hist.viewed = 1 + len(views), len(chosen)
+        if len(chosen):
+            total = probs[chosen]
+            for view in views:
+                total += self._predict(model, SubsetRecords(ViewedRecords(records, view), chosen), hist)
+            probs[chosen] = total / hist.views
+        return probs
 
     def _predict(self, model: nn.Module, records: RecordSource, hist: AdaptHistory) -> torch.Tensor:
         t = time.perf_counter()

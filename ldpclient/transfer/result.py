@@ -172,6 +172,7 @@ class TransferResult:
                 "seconds": round(self.adaptation.seconds, 3),
                 "image_changes": self.adaptation.changes.as_dict() if self.adaptation.changes else None,
                 "label_views": self.adaptation.views,
+                "labelled_through_views": self.adaptation.viewed,
             }
         if self.history is not None:
             out["training"] = {

@@ -338,11 +338,14 @@ def test_adaptation_says_which_image_changes_the_student_kept_its_labels_under(t
         assert changes["images"] == 16 and set(changes["shares"]) == {"mirror", "invert"}  # grey: no colour ones
         assert set(changes["kept"]) <= {"mirror", "invert"} and 0.0 <= changes["shift"] <= 1.0
         assert adaptation["label_views"] == 5 + len(changes["kept"])  # as it is, four one-pixel shifts, the kept
+        viewed = adaptation["labelled_through_views"]  # the images the adapted student was unsure of
+        assert 0 <= viewed <= 16
         human = invoke(label_args(folder, srv.model_url, tmp_path / "human"))
         assert human.exit_code == 0, human.output
         said = " ".join(human.stderr.split())
         assert "also shown" in said or "no larger change kept the student's labels" in said
-        assert "each image labelled by the mean over" in said
+        views = f"the adapted student was unsure of labelled by the mean over {adaptation['label_views']} views"
+        assert (views in said) == (viewed > 0), said
 
 
 def test_sampling_path_is_secure_by_default_and_reported(tmp_path: Path) -> None:

@@ -17,10 +17,14 @@ def test_the_kept_changes_are_said_with_the_shares_the_student_kept() -> None:
     assert image_changes_words({"image_changes": none.as_dict()}) == (
         "no larger change kept the student's labels as often as a shift (95% under a shift, of 500 images): "
         "not shown changed")
-    # the views the labels are the mean over: the image as it is, its four one-pixel shifts, the two kept changes
-    words = image_changes_words({"image_changes": found.as_dict(), "label_views": 7})
-    assert words is not None and words.endswith("of 500 images); each image labelled by the mean over 7 views of it")
+    # the views the labels of the unsure images are the mean over: the image as it is, its four one-pixel shifts,
+    # the two kept changes
+    words = image_changes_words({"image_changes": found.as_dict(), "label_views": 7, "labelled_through_views": 120})
+    assert words is not None and words.endswith(
+        "of 500 images); the 120 images the adapted student was unsure of labelled by the mean over 7 views of each")
     assert image_changes_words({"image_changes": none.as_dict(), "label_views": 1}).endswith("not shown changed")
+    sure = {"image_changes": found.as_dict(), "label_views": 7, "labelled_through_views": 0}
+    assert image_changes_words(sure) == words.split(";")[0]  # no image unsure, no views said
 
 
 def test_nothing_is_said_where_nothing_was_checked_and_unknown_names_are_never_said() -> None:

@@ -250,7 +250,7 @@ class _SureOfRedAndLeft(_BrighterHalf):
 def test_the_labels_are_the_mean_output_over_each_record_as_it_is_shifted_and_under_each_kept_change() -> None:
     x = torch.rand(64, 3, 16, 16, generator=torch.Generator().manual_seed(4))
     model = _SureOfRedAndLeft()
-    hist = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0).adapt(model, x)
+    hist = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0, unsure_below=1.01).adapt(model, x)
     assert hist.changes is not None and hist.changes.kept == ("mirror", "channels", "grey")
     source, positions = as_record_source(x), np.arange(64)
     padded = torch.nn.functional.pad(x, (1, 1, 1, 1), mode="replicate")
@@ -259,6 +259,7 @@ def test_the_labels_are_the_mean_output_over_each_record_as_it_is_shifted_and_un
     expected = torch.stack([predict_proba(model, v, device="cpu") for v in [x, *shifts, *kept]]).mean(0)
     assert hist.probs is not None and torch.allclose(hist.probs, expected, atol=1e-6)
     assert not torch.allclose(hist.probs, predict_proba(model, x, device="cpu"), atol=1e-3)
+    assert (hist.views, hist.viewed) == (8, 64)
     assert torch.equal(kept[0], x.flip(-1)) and torch.equal(kept[2], x.mean(1, keepdim=True).expand_as(x))
     # a record's view is fixed by its position, whatever the batch: the channels in an order not their own
     channels = ViewedRecords(source, changed("channels"))
@@ -273,6 +274,25 @@ def test_the_labels_are_the_mean_output_over_each_record_as_it_is_shifted_and_un
         changed("rotate")
     with pytest.raises(ValueError, match="at most one pixel"):
         shifted(2, 0)
+
+
+def test_only_the_records_the_adapted_student_is_unsure_of_are_labelled_through_their_views() -> None:
+    x = torch.rand(64, 3, 16, 16, generator=torch.Generator().manual_seed(4))
+    adapted = _SureOfRedAndLeft()
+    every = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0, unsure_below=1.01).adapt(adapted, x)
+    assert every.probs is not None
+    as_they_are = predict_proba(adapted, x, device="cpu")  # the same adaptation, whatever the views
+    below = float(as_they_are.max(1).values.median())
+    some = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0, unsure_below=below).adapt(_SureOfRedAndLeft(), x)
+    assert some.probs is not None
+    unsure = as_they_are.max(1).values < below
+    assert some.viewed == int(unsure.sum()) and 0 < some.viewed < 64 and some.views == 8
+    # each unsure record's mean over its views is the one of every record's views (its views fixed by its
+    # position among all the records); a surer one keeps its output as it is
+    assert torch.allclose(some.probs[unsure], every.probs[unsure], atol=1e-6)
+    assert torch.allclose(some.probs[~unsure], as_they_are[~unsure], atol=1e-6)
+    none = SelfTrainingAdapter(schedule=(1.0,), epochs=1, seed=0, unsure_below=0.0).adapt(_SureOfRedAndLeft(), x)
+    assert none.viewed == 0 and none.probs is not None and torch.allclose(none.probs, as_they_are, atol=1e-6)
 
 
 def test_a_round_with_the_kept_changes_trains_on_as_many_samples_not_twice_as_many() -> None:
