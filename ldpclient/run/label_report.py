@@ -162,7 +162,7 @@ class _UsageSections(TypedDict):
 
 def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labelled: int) -> _UsageSections:
     """The report's ``counts``, ``queries``, ``cost`` and ``ledger`` sections, in that order."""
-    opts, counts, n = setup.opts, outcome.result.counts, len(images)
+    opts, counts, n, price = setup.opts, outcome.result.counts, len(images), setup.plan.terms.price
     stats = outcome.stats_private
     return {
         "counts": CountsSection(
@@ -180,12 +180,12 @@ def _usage_sections(setup: RunSetup, images: Images, outcome: RunOutcome, labell
         ),
         "queries": _queries_section(setup, outcome),
         "cost": CostSection(
-            price_per_query=setup.plan.terms.price,
+            price_per_query=price,
             spent_run=outcome.spent_run,
             spent_total=outcome.spent_total,
             cap=opts.money_cap,
             billing=outcome.billing,
-            spent_public_run=_spent_public(setup.plan.terms.price, int(counts.get("public_sent", 0)), outcome.spent_run,
+            spent_public_run=_spent_public(price, int(counts.get("public_sent", 0)), outcome.spent_run,
                                            stats.queries_sent if opts.facts.token_priced else None),
             price_input_tokens=opts.facts.price_input_tokens if opts.facts.token_priced else None,
             price_output_tokens=opts.facts.price_output_tokens if opts.facts.token_priced else None,

@@ -308,8 +308,11 @@ class SelfTrainingAdapter:
         kept = hist.changes.kept if hist.changes is not None else ()
         views = label_views(kept, min(int(v) for v in records.record_shape[-2:]))
         probs = self._predict(model, records, hist)
-        chosen = unsure(probs, self.unsure_below) if views else torch.zeros(0, dtype=torch.int64)
-        hist.views, hist.viewed = 1 + len(views), len(chosen)
+        hist.views = 1 + len(views)
+        if not views:
+            return probs
+        chosen = unsure(probs, self.unsure_below)
+        hist.viewed = len(chosen)
         if len(chosen):
             total = probs[chosen]
             for view in views:

@@ -73,7 +73,7 @@ def label_views(kept: Sequence[str], side: int) -> tuple[View, ...]:
     return shifts + tuple(changed(name) for name in kept)
 
 
-def unsure(probs: torch.Tensor, below: float = UNSURE_BELOW) -> torch.Tensor:
+def unsure(probs: torch.Tensor, below: float) -> torch.Tensor:
     """Positions (int64, ascending) of the records whose top output in ``probs`` (float ``(N, K)`` softmax) is below
     ``below``: the ones labelled through their views."""
     return torch.nonzero(probs.max(1).values < below).flatten()
