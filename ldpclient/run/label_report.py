@@ -96,11 +96,12 @@ def build_report(
                                value_range=list(meta.value_range), wire=_wire_used(setup.teacher),
                                assumed=list(meta.assumed)),
         mechanism=MechanismSection(name=opts.mechanism, epsilon=opts.epsilon, epsilon_unit=opts.epsilon_unit,
-                                   delta=opts.delta, reduce=opts.reduce, config=mechanism.config()),
+                                   delta=opts.delta, reduce=setup.plan.release.reduce,
+                                   config=mechanism.config()),
         guarantee=result.guarantee.as_dict(),
         guarantee_note=_guarantee_note(result, accuracy_words(judged)),
         augment=opts.augment,
-        postprocess=opts.postprocess,
+        postprocess=setup.plan.release.postprocess,
         # the full query plan: with the teacher's query log it maps every logged query to its records
         # (`ldpclient audit --run REPORT --queries LOG --private DIR`)
         plan=result.plan.as_dict() if result.plan is not None else None,

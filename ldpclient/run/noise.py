@@ -24,7 +24,7 @@ from .memory import check_memory_for_shape
 from .noise_decoding import noise_decoding, public_values
 from .options import NoiseOptions
 from .output_paths import check_output_paths
-from .plan import PCA_NEEDS_PUBLIC, build_mechanism, resolve_shape_defaults
+from .plan import PCA_NEEDS_PUBLIC, ReleaseSettings, build_mechanism, settle_release
 from .ui import UI
 
 if TYPE_CHECKING:
@@ -59,10 +59,10 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
     state = state_dir(opts.state_dir)
     with state_lock(state):  # one run at a time per state dir
         target = _noise_target(opts, token, state)
-        opts = resolve_shape_defaults(opts, target.shape)
-        if opts.basis == "pca" and opts.public is None:
+        settled = settle_release(opts, target.shape)
+        if settled.basis == "pca" and opts.public is None:
             raise ValueError(PCA_NEEDS_PUBLIC)
-        mechanism = build_mechanism(opts, target.value_range, target.shape)  # a pca basis: fitted once loaded
+        mechanism = build_mechanism(opts, settled, target.value_range, target.shape)  # pca: fitted once loaded
         lo, hi = target.value_range
         with ui.stage("loading", None) as bar:
             images = spool_private_folder(
@@ -71,7 +71,7 @@ def run_noise(opts: NoiseOptions, *, token: str | None = None, ui: UI | None = N
                 progress=lambda d, t: bar.update(d, total=t),
             )
         with images:
-            noised = _noise_and_write(opts, images, mechanism, target, state, ui)
+            noised = _noise_and_write(opts, settled, images, mechanism, target, state, ui)
             preview_path = _write_preview(opts, Path(opts.out), images.records, noised.rows, noised.mechanism,
                                           lambda v: (v - lo) / (hi - lo))
         release, n = noised.rows.release, len(images)
@@ -108,7 +108,8 @@ class _Noised:
 
 
 def _noise_and_write(
-    opts: NoiseOptions, images: SpooledImages, mechanism: Mechanism, target: _NoiseTarget, state: Path, ui: UI
+    opts: NoiseOptions, settled: ReleaseSettings, images: SpooledImages, mechanism: Mechanism, target: _NoiseTarget,
+    state: Path, ui: UI,
 ) -> _Noised:
     """Release the records in chunks through the ledger and write each one's post-processed release as
     ``OUT/<relative path>.png`` (clipped to the value range, quantised to 8 bits: free post-processing), decoded
@@ -120,7 +121,7 @@ def _noise_and_write(
     from ..transfer.stages.release import release_in_chunks
 
     lo, hi = target.value_range
-    transforms = parse_postprocess(opts.postprocess)
+    transforms = parse_postprocess(settled.postprocess)
     generator = torch.Generator().manual_seed(opts.seed) if opts.seed is not None else None
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -131,12 +132,12 @@ def _noise_and_write(
         merge_scope_aliases(ledger, target.scope)
         show_ledger(ledger, images.records)
         given = (public_values(opts, state, ledger, images, mechanism, target.value_range)
-                 if opts.decode != "none" or opts.basis == "pca" else None)
+                 if opts.decode != "none" or settled.basis == "pca" else None)
         public = given.values if given is not None else None
-        if opts.basis == "pca":
+        if settled.basis == "pca":
             assert public is not None  # --basis pca without --public was refused before loading
             basis = fit_public_basis(public, target.value_range, opts.coefficients)
-            mechanism = build_mechanism(opts, target.value_range, target.shape, pca=basis)
+            mechanism = build_mechanism(opts, settled, target.value_range, target.shape, pca=basis)
         decoding = noise_decoding(opts, state, images, mechanism, public, target.scope)
         chunks = release_in_chunks(images.records, lambda records, ids: ledger.release(
             mechanism, records, scope=target.scope, generator=generator, sources=ids))

@@ -48,7 +48,7 @@ class SharedOptions:
     allow_weak_privacy: bool = False
     augment: str = defaults.augment()
     reduce: Optional[int] = None
-    basis: Optional[str] = None  # None: privacy_defaults.basis() for these options (resolve_shape_defaults)
+    basis: Optional[str] = None  # None: privacy_defaults.basis() for these options (plan.settle_release)
     coefficients: Optional[int] = None
     clip_norm: Optional[float] = None
     postprocess: Optional[str] = None
@@ -174,15 +174,16 @@ class LabelOptions(SharedOptions):
         return self.output.with_name(self.output.stem + ".html")
 
     def transfer_settings(
-        self, *, num_queries: int | None, query_batch_size: int | None, public_repeats: int | None = None,
-        crop: int | None = None, student: str | None = None,
+        self, *, num_queries: int | None, query_batch_size: int | None, postprocess: str,
+        public_repeats: int | None = None, crop: int | None = None, student: str | None = None,
     ) -> Given:
-        """The ``KnowledgeTransfer`` settings these options stand for (counts and the student as the run's plan
-        settled them, or None: the options' own ``student`` and the transfer's defaults)."""
+        """The ``KnowledgeTransfer`` settings these options stand for: ``postprocess`` as the plan settled it for
+        the shape, the counts and the student as the run's plan settled them (or None: the options' own
+        ``student`` and the transfer's defaults)."""
         from ..transfer.settings import AdaptationSettings, Given, PlanSettings, TrainingSettings
 
         return Given(
-            plan=PlanSettings(augment=self.augment, num_queries=num_queries, postprocess=self.postprocess,
+            plan=PlanSettings(augment=self.augment, num_queries=num_queries, postprocess=postprocess,
                               query_batch_size=query_batch_size, query_rounds=self.query_rounds,
                               decode=self.decode),
             training=TrainingSettings(student=student or self.student, student_weights=self.student_weights,

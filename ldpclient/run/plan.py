@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from ..names import Mode
 from ..privacy import defaults as privacy_defaults
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from ..privacy.base import Mechanism
     from ..privacy.pca import PcaBasis
 
-_Options = TypeVar("_Options", bound=SharedOptions)
-
 #: Why a ``--basis pca`` run without public images cannot start.
 PCA_NEEDS_PUBLIC = "--basis pca is fitted on public images: give --public DIR"
 
@@ -56,11 +54,24 @@ class RunTerms:
 
 
 @dataclass(frozen=True)
+class ReleaseSettings:
+    """How each record is released and post-processed, settled for the teacher's record shape from the options (a
+    given value as given, else its default; :func:`settle_release`): ``basis`` (``pool``, ``dct`` or ``pca``),
+    ``reduce`` (the pooling factor per side; 1 for a coefficient basis) and ``postprocess`` (the spec the releases
+    are post-processed with before they are sent)."""
+
+    basis: str
+    reduce: int
+    postprocess: str
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """Every setting of one label run, resolved.
 
-    ``opts``: the options with the shape defaults filled (``basis``, ``reduce``, ``postprocess``);
-    ``shape``: the teacher's input ``(C, H, W)``; ``mode``: ``ldpkit``, ``sidp`` or ``data-free``;
+    ``opts``: the options as asked; ``release``: the basis, pooling and post-processing settled for the shape
+    (:class:`ReleaseSettings`); ``shape``: the teacher's input ``(C, H, W)``; ``mode``: ``ldpkit``, ``sidp`` or
+    ``data-free``;
     ``mechanism``: what noises the releases (at ``--epsilon 0``: the blank queries); ``free_mechanism`` and
     ``free_postprocess``: the data-free baseline's blank queries (None without ``--baseline``); ``records`` and
     ``public``: images to label and public images; ``num_queries``: private (or blank) queries, None for SIDP
@@ -73,6 +84,7 @@ class RunPlan:
     """
 
     opts: LabelOptions
+    release: ReleaseSettings
     terms: RunTerms
     identity: str
     scope: str
@@ -101,7 +113,7 @@ class RunPlan:
         return counted._with_public_basis(public)
 
     def _with_public_basis(self, public: RecordSource | None) -> "RunPlan":
-        if self.opts.basis != "pca" or self.opts.data_free:
+        if self.release.basis != "pca" or self.opts.data_free:
             return self
         if public is None or not len(public):
             raise ValueError(PCA_NEEDS_PUBLIC)
@@ -109,7 +121,7 @@ class RunPlan:
 
         values = public.read(range(min(len(public), PCA_MAX_IMAGES)))
         basis = fit_public_basis(values, self.meta.value_range, self.opts.coefficients)
-        mechanism = build_mechanism(self.opts, self.meta.value_range, self.shape, pca=basis)
+        mechanism = build_mechanism(self.opts, self.release, self.meta.value_range, self.shape, pca=basis)
         # the fitted basis is a fact the settings were not resolved with: the run's transfer resolves them again
         return dataclasses.replace(self, mechanism=mechanism, resolved=None)
 
@@ -153,9 +165,9 @@ class RunPlan:
         at_least = self.queries_sent_at_least()
         release: dict[str, object] = {
             "mechanism": opts.mechanism,
-            "basis": opts.basis,
-            "reduce": opts.reduce,
-            "postprocess": opts.postprocess,
+            "basis": self.release.basis,
+            "reduce": self.release.reduce,
+            "postprocess": self.release.postprocess,
             "epsilon_record": 0.0 if data_free else g.epsilon_record,
             "epsilon_element": 0.0 if data_free else g.epsilon_element,
             "delta_record": 0.0 if data_free else g.delta_record,
@@ -247,18 +259,19 @@ def resolve_plan(
         raise ValueError(f"teacher {identity!r} declares input shape {shape}; ldpclient label needs (C, H, W) images")
     check_memory_for_shape(shape, identity, opts.max_memory, train_batch=opts.train_batch_size,
                            query_batch=query_batch_size(opts.batch_size, meta))  # before anything is built
-    opts = resolve_shape_defaults(opts, shape)  # basis, then reduce and postprocess from the shape
-    mechanism = build_mechanism(opts, meta.value_range, shape)
-    _check_public_basis(opts, public)
+    release = settle_release(opts, shape)
+    mechanism = build_mechanism(opts, release, meta.value_range, shape)
+    _check_public_basis(opts, release, public)
     free_mechanism, free_postprocess = None, None
     if opts.baseline:  # the data-free baseline's blank queries, noised at the free level
-        free_mechanism = build_free_query_mechanism(opts, meta.value_range, shape)
-        free_postprocess = free_query_shape_settings(opts, shape)[1]
+        free_mechanism = build_free_query_mechanism(opts, release, meta.value_range, shape)
+        free_postprocess = free_query_shape_settings(release, shape)[1]
     mode = Mode.DATA_FREE if opts.data_free else (Mode.LDPKIT if opts.augment != "none" else Mode.SIDP)
-    given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size)
+    given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size,
+                                   postprocess=release.postprocess)
     skeleton = RunPlan(
-        opts=opts, terms=terms if terms is not None else RunTerms(opts.price, opts.privacy_cap), identity=identity,
-        scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
+        opts=opts, release=release, terms=terms if terms is not None else RunTerms(opts.price, opts.privacy_cap),
+        identity=identity, scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
         free_mechanism=free_mechanism, free_postprocess=free_postprocess, records=0, public=0, num_queries=None,
         query_batch_size=0, public_repeats=0, mirror_check_images=0, settings=given,
     )
@@ -269,26 +282,27 @@ def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
     """``plan`` with what follows from the image counts, resolved as the pipeline resolves it
     (:func:`ldpclient.transfer.resolve.resolve`): the query budget, the student, the public images' repeats and
     mirror check, and the pipeline settings with those values filled in."""
-    opts = plan.opts
+    opts, post = plan.opts, plan.release.postprocess
     _check_queries(opts, records)
-    given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size)
+    given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size, postprocess=post)
     settled = resolve(given, Facts(records, plan.shape, public, plan.meta), mechanism=plan.mechanism, mode=plan.mode)
     num_queries = None if settled.kind == "identity" else settled.queries
     repeats = settled.public_repeats if num_queries else 0
     settings = opts.transfer_settings(num_queries=num_queries, query_batch_size=settled.query_batch_size,
-                                      public_repeats=repeats or None, crop=settled.crop, student=settled.student)
+                                      postprocess=post, public_repeats=repeats or None, crop=settled.crop,
+                                      student=settled.student)
     return dataclasses.replace(plan, records=records, public=public, num_queries=num_queries,
                                query_batch_size=settled.query_batch_size, public_repeats=repeats,
                                mirror_check_images=settled.mirror_check_images, settings=settings,
                                decoding=settled.decoding, resolved=settled)
 
 
-def _check_public_basis(opts: LabelOptions, public: int) -> None:
+def _check_public_basis(opts: LabelOptions, release: ReleaseSettings, public: int) -> None:
     """ValueError (one line) when ``--basis pca`` has too few public images to be fitted on."""
     from ..privacy.pca import luminance_components
 
     k = luminance_components(opts.coefficients)
-    if opts.basis != "pca" or opts.data_free:
+    if release.basis != "pca" or opts.data_free:
         return
     if not public:
         raise ValueError(PCA_NEEDS_PUBLIC)
@@ -355,38 +369,40 @@ def shape_settings(
     return reduce, defaults.postprocess(input_shape, reduce, level, basis)
 
 
-def resolve_shape_defaults(opts: _Options, input_shape: tuple[int, ...]) -> _Options:
-    """``opts`` with ``basis`` (:func:`resolve_basis`), then ``reduce`` and ``postprocess`` filled from the record
-    shape where the user gave none (:func:`shape_settings`)."""
+def settle_release(opts: SharedOptions, input_shape: tuple[int, ...]) -> ReleaseSettings:
+    """The release settings of ``opts`` for records of ``input_shape``: ``basis`` (:func:`resolve_basis`), then
+    ``reduce`` and ``postprocess`` from the shape where the user gave none (:func:`shape_settings`)."""
     basis = resolve_basis(opts)
     reduce, post = shape_settings(input_shape, opts.reduce, opts.postprocess, basis, opts.epsilon, opts.epsilon_unit)
-    return dataclasses.replace(opts, basis=basis, reduce=reduce, postprocess=post)
-
+    return ReleaseSettings(basis, reduce, post)
 
 
 def build_mechanism(
     opts: SharedOptions,
+    release: ReleaseSettings,
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
     pca: PcaBasis | None = None,
 ) -> Mechanism:
-    """The mechanism the options name, on the teacher's value range, checked against the record shape; ``--basis
-    pca`` releases in ``pca`` (None: planned, unfitted; :meth:`RunPlan.with_images` fits it).
+    """The mechanism the options name, in the basis and pooling of ``release``, on the teacher's value range,
+    checked against the record shape; ``--basis pca`` releases in ``pca`` (None: planned, unfitted;
+    :meth:`RunPlan.with_images` fits it).
 
     At ``--epsilon 0`` (data-free) it is :func:`build_free_query_mechanism`'s: only blank images pass through it.
     """
     if opts.data_free:
-        return build_free_query_mechanism(opts, value_range, record_shape)
+        return build_free_query_mechanism(opts, release, value_range, record_shape)
     return mechanism_for(
-        opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=opts.reduce,
+        opts.mechanism, epsilon=opts.epsilon, per=opts.epsilon_unit, delta=opts.delta, reduce=release.reduce,
         value_range=value_range, record_shape=record_shape, secure=opts.secure,
         allow_large_delta=opts.allow_large_delta, allow_weak_privacy=opts.allow_weak_privacy,
-        basis=resolve_basis(opts), coefficients=opts.coefficients, clip_norm=opts.clip_norm, pca=pca,
+        basis=release.basis, coefficients=opts.coefficients, clip_norm=opts.clip_norm, pca=pca,
     )
 
 
 def build_free_query_mechanism(
     opts: SharedOptions,
+    release: ReleaseSettings,
     value_range: tuple[float, float],
     record_shape: tuple[int, ...],
 ) -> Mechanism:
@@ -397,7 +413,7 @@ def build_free_query_mechanism(
 
     Its inputs are public blank images, so its epsilon is a noise level, not a cost (the guarantee reads 0).
     """
-    reduce, _ = free_query_shape_settings(opts, record_shape)
+    reduce, _ = free_query_shape_settings(release, record_shape)
     return mechanism_for(
         privacy_defaults.free_query_mechanism(opts.mechanism), epsilon=privacy_defaults.free_query_epsilon(),
         per="record", delta=opts.delta, reduce=reduce,
@@ -405,13 +421,13 @@ def build_free_query_mechanism(
     )
 
 
-def free_query_shape_settings(opts: SharedOptions, record_shape: tuple[int, ...]) -> tuple[int, str]:
-    """``(reduce, postprocess)`` of the blank queries: the run's own for a pooled run, the shape's pooled
-    defaults for a ``dct`` run (the data-free study measured blank queries pooled, at those settings)."""
-    level = privacy_defaults.free_query_epsilon()
-    if resolve_basis(opts) == "pool":
-        return shape_settings(record_shape, opts.reduce, opts.postprocess, "pool", level, "record")
-    return shape_settings(record_shape, None, None, "pool", level, "record")
+def free_query_shape_settings(release: ReleaseSettings, record_shape: tuple[int, ...]) -> tuple[int, str]:
+    """``(reduce, postprocess)`` of the blank queries: the run's own (``release``) for a pooled run, the shape's
+    pooled defaults for a coefficient basis (the data-free study measured blank queries pooled, at those
+    settings)."""
+    if release.basis == "pool":
+        return release.reduce, release.postprocess
+    return shape_settings(record_shape, None, None, "pool", privacy_defaults.free_query_epsilon(), "record")
 
 
 def resolve_noise_decoding(opts: SharedOptions, mechanism: Mechanism, record_shape: tuple[int, ...],
@@ -421,6 +437,6 @@ def resolve_noise_decoding(opts: SharedOptions, mechanism: Mechanism, record_sha
     return decoding(opts.decode, mechanism, record_shape, public)
 
 
-__all__ = ["PCA_NEEDS_PUBLIC", "RunPlan", "basis_asked", "build_free_query_mechanism", "build_mechanism",
-           "free_query_shape_settings", "resolve_basis", "resolve_noise_decoding", "resolve_plan",
-           "resolve_shape_defaults", "shape_settings"]
+__all__ = ["PCA_NEEDS_PUBLIC", "ReleaseSettings", "RunPlan", "basis_asked", "build_free_query_mechanism",
+           "build_mechanism", "free_query_shape_settings", "resolve_basis", "resolve_noise_decoding", "resolve_plan",
+           "settle_release", "shape_settings"]

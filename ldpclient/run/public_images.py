@@ -146,7 +146,7 @@ def public_checked(
     copies = known_private(ledger, public, domain=domain, private=images,
                            check=transfer.mirror_check(images.records, public.records))
     if copies and setup.opts.public_skip_copies:
-        if setup.opts.basis == "pca":  # fitted on every public image: one that is private must not have shaped it
+        if setup.plan.release.basis == "pca":  # fitted on every public image: no private one may have shaped it
             raise ValueError(f"{public_where(setup)}: {len(copies)} image(s) are near copies of private images, and "
                              "--basis pca was fitted on them; remove them from the public images")
         public = without_copies(public, copies)

@@ -70,7 +70,7 @@ def plan_seeds(setup: RunSetup, data_key: str, old_data_key: str | None = None) 
         "teacher": setup.scope,
         "mechanism": plan.mechanism.config(),
         "augment": opts.augment,
-        "postprocess": opts.postprocess,
+        "postprocess": plan.release.postprocess,
         "queries": plan.num_queries,
         "batch_size": opts.batch_size,
         "records": plan.records,

@@ -346,11 +346,11 @@ def test_audit_simulates_the_dct_release_it_is_told_of(tmp_path) -> None:
 )
 def test_the_default_basis_follows_the_options(tmp_path, options: dict, expected: str) -> None:
     from ldpclient.run.options import LabelOptions
-    from ldpclient.run.plan import resolve_basis, resolve_shape_defaults
+    from ldpclient.run.plan import resolve_basis, settle_release
 
     opts = LabelOptions(private_dir=tmp_path, teacher="http://127.0.0.1:1/v2/models/m", **options)
     assert resolve_basis(opts) == expected
-    resolved = resolve_shape_defaults(opts, (1, 28, 28))
+    resolved = settle_release(opts, (1, 28, 28))
     assert resolved.basis == expected
     if expected == "dct" and "reduce" not in options:
         assert (resolved.reduce, resolved.postprocess) == (1, "clip")
@@ -358,14 +358,16 @@ def test_the_default_basis_follows_the_options(tmp_path, options: dict, expected
 
 def test_a_dct_runs_baseline_pools_its_blank_queries_as_measured(tmp_path) -> None:
     from ldpclient.run.options import LabelOptions
-    from ldpclient.run.plan import build_free_query_mechanism, free_query_shape_settings
+    from ldpclient.run.plan import build_free_query_mechanism, free_query_shape_settings, settle_release
 
     opts = LabelOptions(private_dir=tmp_path, teacher="http://127.0.0.1:1/v2/models/m", baseline=True)
-    free = build_free_query_mechanism(opts, (0.0, 1.0), (1, 28, 28))
+    release = settle_release(opts, (1, 28, 28))
+    assert release.basis == "dct"
+    free = build_free_query_mechanism(opts, release, (0.0, 1.0), (1, 28, 28))
     assert free.basis == "pool" and free.reduction == 4
-    assert free_query_shape_settings(opts, (1, 28, 28)) == (4, "blur:2,clip")
+    assert free_query_shape_settings(release, (1, 28, 28)) == (4, "blur:2,clip")
     pooled = LabelOptions(private_dir=tmp_path, teacher="x", reduce=2, postprocess="clip")
-    assert free_query_shape_settings(pooled, (1, 28, 28)) == (2, "clip")  # a pooled run's own settings
+    assert free_query_shape_settings(settle_release(pooled, (1, 28, 28)), (1, 28, 28)) == (2, "clip")  # its own
 
 
 def test_the_ledger_stores_the_coefficients_and_returns_releases_that_rebuild(tmp_path) -> None:

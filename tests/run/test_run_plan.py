@@ -172,6 +172,35 @@ def test_the_student_the_plan_settled_is_a_fact_settled_again_for_other_counts()
     assert asked.settings.training.student == "small_cnn"  # what the user asked stays
 
 
+@pytest.mark.parametrize("asked, settled", [
+    ({}, ("dct", 1, "clip")),
+    ({"epsilon": 2.0, "epsilon_unit": "element"}, ("pool", 4, "blur:2,clip")),
+    ({"reduce": 2, "postprocess": "clip", "baseline": True}, ("pool", 2, "clip")),
+    ({"epsilon": 0.0, "baseline": True}, ("pool", 4, "blur:2,clip")),
+])
+def test_the_release_settled_for_the_shape_is_a_fact_of_the_plan_and_the_options_stay_as_asked(
+    asked: dict, settled: tuple
+) -> None:
+    """The basis, the pooling and the post-processing a run settles for the teacher's shape are the plan's
+    ``release``: the plan holds the very options it was given, counted again or not, and every reader (the dry
+    run, the transfer's settings) reads the settled values."""
+    from ldpclient.run.options import LabelOptions
+    from ldpclient.run.plan import ReleaseSettings, resolve_plan
+    from ldpclient.teachers.local import LocalTeacher
+
+    teacher = LocalTeacher(lambda x: x.mean((2, 3)), (1, 28, 28), 3, name="channel")
+    opts = LabelOptions(private_dir=Path("."), teacher="t", **asked)
+    plan = resolve_plan(opts, teacher.metadata(), identity="t", scope="t", records=40, public=0)
+    assert plan.opts is opts and plan.with_counts(30, 0).opts is opts
+    assert plan.release == ReleaseSettings(*settled)
+    assert [opts.basis, opts.reduce, opts.postprocess] == [asked.get(k) for k in ("basis", "reduce", "postprocess")]
+    described = plan.describe()["release"]
+    assert (described["basis"], described["reduce"], described["postprocess"]) == settled
+    assert plan.settings.plan.postprocess == settled[2] == plan.with_counts(30, 0).settings.plan.postprocess
+    if asked.get("baseline"):
+        assert plan.free_postprocess == settled[2]  # a pooled run's blank queries are post-processed as the run's
+
+
 def test_the_price_booked_and_the_cap_held_are_terms_of_the_plan_not_options_rewritten(tmp_path: Path, teacher) -> None:
     """The cap a state holds and the price a query is booked at are learnt once the state and the teacher are
     opened: they go into the plan's terms, and the options stay what was asked."""

@@ -101,18 +101,18 @@ def test_shape_settings_keep_what_is_given_and_fill_the_rest() -> None:
 
 
 def test_label_options_resolve_the_pixel_release_post_processing_from_the_shape() -> None:
-    from ldpclient.run.plan import resolve_shape_defaults
+    from ldpclient.run.plan import settle_release
 
     paper = LabelOptions(private_dir=".", teacher="t", epsilon=2.0, epsilon_unit="element", reduce=1)  # type: ignore[arg-type]
-    resolved = resolve_shape_defaults(paper, (1, 28, 28))
+    resolved = settle_release(paper, (1, 28, 28))
     assert (resolved.basis, resolved.reduce, resolved.postprocess) == ("pool", 1, "lowpass:64,clip")
-    assert resolve_shape_defaults(paper, (1, 8, 8)).postprocess == "blur:0.571,clip"
+    assert settle_release(paper, (1, 8, 8)).postprocess == "blur:0.571,clip"
     noisy = LabelOptions(private_dir=".", teacher="t", epsilon=100.0, reduce=1)  # type: ignore[arg-type]
-    assert resolve_shape_defaults(noisy, (1, 28, 28)).postprocess == "blur:2,clip"  # 0.128 per pixel
+    assert settle_release(noisy, (1, 28, 28)).postprocess == "blur:2,clip"  # 0.128 per pixel
     pooled = LabelOptions(private_dir=".", teacher="t", epsilon=2.0, epsilon_unit="element")  # type: ignore[arg-type]
-    assert resolve_shape_defaults(pooled, (1, 28, 28)).postprocess == "blur:2,clip"
+    assert settle_release(pooled, (1, 28, 28)).postprocess == "blur:2,clip"
     record = LabelOptions(private_dir=".", teacher="t")  # type: ignore[arg-type]
-    assert resolve_shape_defaults(record, (1, 28, 28)).postprocess == "clip"  # dct
+    assert settle_release(record, (1, 28, 28)).postprocess == "clip"  # dct
 
 
 def test_the_student_and_the_training_shift_follow_the_image_shape() -> None:
