@@ -31,7 +31,8 @@ library's check of image changes, ``changes=()``, as adaptation was before it):
 * ``kept changes``: the library's adaptation (the changes its student keeps, with twice the epochs, and the
   labels of the records it is unsure of through their views and the one-pixel shifts); ``kept changes, every
   view``: the same with every record labelled through its views; ``kept changes, 5 epochs``: the library's with 5
-  epochs a round where it keeps changes, not 6.
+  epochs a round where it keeps changes, not 6; ``kept changes, fewer anchors``: the library's with half the
+  anchor rows per step where it keeps changes (:class:`FewerAnchorsAdapter`).
 
 It also reports, for a decision that needs no teacher, how often the unadapted student keeps its own label of
 a clean private record under a mirror and under the mirror check's shift (``student_mirror`` /
@@ -61,6 +62,7 @@ import torch
 from bench_adapters import AdaptOnCopies
 
 from ldpclient.teachers.local import LocalTeacher
+from ldpclient.transfer import adapt as library_adapt
 from ldpclient.transfer import defaults
 from ldpclient.transfer.adapt import SelfTrainingAdapter, weak_augmentation
 from ldpclient.transfer.affine import flip_crop
@@ -196,6 +198,21 @@ class SingleViewAdapter(SelfTrainingAdapter):
         return self._predict(model, records, hist)
 
 
+class FewerAnchorsAdapter(SelfTrainingAdapter):
+    """The library's adaptation whose steps, at ``epochs_with_changes`` epochs a round, take anchor rows in the
+    share ``epochs / epochs_with_changes`` of their pseudo-labelled rows (half, at the defaults), so that a round
+    trains on as many teacher-labelled rows as it did at ``epochs``."""
+
+    def _fit_round(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, pool: Any, chosen: torch.Tensor,
+                   targets: torch.Tensor, anchors: Any, augment: Any, epochs: int) -> float:
+        share, take = self.epochs / epochs, library_adapt._next_anchor
+        library_adapt._next_anchor = lambda stream, size: take(stream, max(1, round(size * share)))
+        try:
+            return super()._fit_round(model, optimizer, pool, chosen, targets, anchors, augment, epochs)
+        finally:
+            library_adapt._next_anchor = take
+
+
 def unchecked(**kwargs: Any) -> SelfTrainingAdapter:
     """The library's adapter without its check of image changes (the adaptation before it), with ``kwargs``."""
     return SelfTrainingAdapter(changes=(), **kwargs)
@@ -224,6 +241,7 @@ VARIANTS: dict[str, Callable[[int], SelfTrainingAdapter]] = {
     "kept changes": lambda seed: SelfTrainingAdapter(seed=seed),
     "kept changes, every view": lambda seed: SelfTrainingAdapter(seed=seed, unsure_below=math.inf),
     "kept changes, 5 epochs": lambda seed: SelfTrainingAdapter(seed=seed, epochs_with_changes=5),
+    "kept changes, fewer anchors": lambda seed: FewerAnchorsAdapter(seed=seed),
     "kept changes, crop": lambda seed: SelfTrainingAdapter(seed=seed, augmentation=crop),
     "kept changes, crop and weak": lambda seed: SelfTrainingAdapter(seed=seed, augmentation=crop_weak),
 }
