@@ -4,7 +4,6 @@ at the free level, with the run's public images; how far its labels agree with t
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -26,24 +25,25 @@ __all__ = ["baseline_transfer", "run_baseline"]
 
 
 def baseline_transfer(setup: RunSetup, session: LabelSession, seeds: Seeds) -> KnowledgeTransfer:
-    """The data-free baseline's transfer (blank public input, no privacy cost), with a progress bar of its own.
+    """The data-free baseline's transfer (blank public input, no privacy cost), with a progress bar of its own,
+    running the plan's baseline (:class:`~ldpclient.run.plan.BaselinePlan`) as it was resolved.
 
-    Its blank queries are noised at the free level (the plan's ``free_mechanism``), not at the private run's
+    Its blank queries are noised at the free level (the baseline plan's ``mechanism``), not at the private run's
     epsilon: the strongest data-free labels the study found, whatever epsilon is chosen. With public images it
     uses them too, as the private run does (their answers come from the journal).
     """
     from ..transfer.pipeline import KnowledgeTransfer
 
-    plan = setup.plan
-    assert plan.free_mechanism is not None  # planned with --baseline
+    planned = setup.plan.baseline
+    assert planned is not None and planned.settings is not None  # planned with --baseline, for the run's counts
     base_seed = (seeds.seed * 1_000_003 + 0xB45E) % (2**31)
-    given = plan.settings
+    given = planned.settings
     return KnowledgeTransfer(
-        setup.teacher, plan.free_mechanism, mode=Mode.DATA_FREE, seed=base_seed,
+        setup.teacher, planned.mechanism, mode=Mode.DATA_FREE, seed=base_seed,
         release_generator=torch.Generator().manual_seed(base_seed),  # public blank input: a fixed seed is harmless
         progress=StageProgress(setup.ui, "baseline ", session.client), client=session.client,
-        result_cache=result_cache(setup, seeds), plan=replace(given.plan, postprocess=plan.free_postprocess),
-        training=given.training, adaptation=given.adaptation,
+        result_cache=result_cache(setup, seeds), plan=given.plan, training=given.training,
+        adaptation=given.adaptation, resolved=planned.resolved,
     )
 
 

@@ -162,7 +162,7 @@ def _transfer(
         training=training, adaptation=adaptation, resolved=setup.plan.resolved, result_cache=result_cache(setup, seeds))
     public_images = public_checked(setup, ledger, transfer, images, public_images)
     public = public_images.records if public_images is not None else None
-    base = baseline_transfer(setup, session, seeds) if opts.baseline else None
+    base = baseline_transfer(setup, session, seeds) if setup.plan.baseline is not None else None
     # every cap the run can foresee, before anything is noised or sent (no stop report: nothing happened)
     if setup.plan.mode != Mode.DATA_FREE:
         to_release = transfer.records_to_release(records, public)  # None: every image

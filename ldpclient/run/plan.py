@@ -15,6 +15,7 @@ Units: epsilon in nats, per record (one image) unless a key says ``element``; mo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Optional
@@ -66,14 +67,28 @@ class ReleaseSettings:
 
 
 @dataclass(frozen=True)
+class BaselinePlan:
+    """The data-free baseline beside a run (``--baseline``), a plan of its own: ``mechanism`` noises its blank queries
+    at the free level (:func:`build_free_query_mechanism`), post-processed with ``postprocess``
+    (:func:`free_query_shape_settings`); ``settings``: the run's transfer settings with that post-processing (the same
+    queries, student and training as the run); ``resolved``: what :func:`ldpclient.transfer.resolve.resolve` settled
+    for them in data-free mode, which the baseline's transfer reads as it is (None: not counted yet)."""
+
+    mechanism: Mechanism
+    postprocess: str
+    settings: Optional[Given] = None
+    resolved: Optional[Resolved] = None
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """Every setting of one label run, resolved.
 
     ``opts``: the options as asked; ``release``: the basis, pooling and post-processing settled for the shape
     (:class:`ReleaseSettings`); ``shape``: the teacher's input ``(C, H, W)``; ``mode``: ``ldpkit``, ``sidp`` or
     ``data-free``;
-    ``mechanism``: what noises the releases (at ``--epsilon 0``: the blank queries); ``free_mechanism`` and
-    ``free_postprocess``: the data-free baseline's blank queries (None without ``--baseline``); ``records`` and
+    ``mechanism``: what noises the releases (at ``--epsilon 0``: the blank queries); ``baseline``: the data-free
+    baseline's plan (:class:`BaselinePlan`; None without ``--baseline``); ``records`` and
     ``public``: images to label and public images; ``num_queries``: private (or blank) queries, None for SIDP
     (each release is sent once); ``query_batch_size``: queries per request; ``public_repeats``: times per epoch
     the student trains on each public image (0 without any); ``mirror_check_images``: public images the mirror
@@ -92,8 +107,7 @@ class RunPlan:
     shape: tuple[int, ...]
     mode: Mode
     mechanism: Mechanism
-    free_mechanism: Mechanism | None
-    free_postprocess: str | None
+    baseline: BaselinePlan | None
     records: int
     public: int
     num_queries: int | None
@@ -136,8 +150,8 @@ class RunPlan:
         """Queries this run may send: private releases (or their Sup/Rand queries), public images (once each),
         the baseline's blank queries. The journal answers those already paid for, so these are upper bounds."""
         private = self.num_queries if self.num_queries is not None else self.records
-        baseline = (self.num_queries or 0) if self.free_mechanism is not None and self.mode != Mode.DATA_FREE else 0
-        free = self.free_mechanism
+        free = self.baseline.mechanism if self.baseline is not None else None
+        baseline = (self.num_queries or 0) if free is not None and self.mode != Mode.DATA_FREE else 0
         baseline_checks = bool(baseline) and free is not None and decodable(free, self.shape) is None
         check = self.decoding.check_queries + (2 * self.decoding.check_images if baseline_checks else 0)
         return {"private": private, "public": self.public + 2 * self.mirror_check_images, "baseline": baseline,
@@ -204,8 +218,8 @@ class RunPlan:
             },
             "student": self._student(),
             "decoding": self._decoding(),
-            "baseline": None if self.free_mechanism is None or data_free else {
-                "blank_query_noise": self.free_mechanism.config(), "postprocess": self.free_postprocess,
+            "baseline": None if self.baseline is None or data_free else {
+                "blank_query_noise": self.baseline.mechanism.config(), "postprocess": self.baseline.postprocess,
             },
         }
 
@@ -262,17 +276,17 @@ def resolve_plan(
     release = settle_release(opts, shape)
     mechanism = build_mechanism(opts, release, meta.value_range, shape)
     _check_public_basis(opts, release, public)
-    free_mechanism, free_postprocess = None, None
+    baseline = None
     if opts.baseline:  # the data-free baseline's blank queries, noised at the free level
-        free_mechanism = build_free_query_mechanism(opts, release, meta.value_range, shape)
-        free_postprocess = free_query_shape_settings(release, shape)[1]
+        baseline = BaselinePlan(build_free_query_mechanism(opts, release, meta.value_range, shape),
+                                free_query_shape_settings(release, shape)[1])
     mode = Mode.DATA_FREE if opts.data_free else (Mode.LDPKIT if opts.augment != "none" else Mode.SIDP)
     given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size,
                                    postprocess=release.postprocess)
     skeleton = RunPlan(
         opts=opts, release=release, terms=terms if terms is not None else RunTerms(opts.price, opts.privacy_cap),
         identity=identity, scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
-        free_mechanism=free_mechanism, free_postprocess=free_postprocess, records=0, public=0, num_queries=None,
+        baseline=baseline, records=0, public=0, num_queries=None,
         query_batch_size=0, public_repeats=0, mirror_check_images=0, settings=given,
     )
     return _counted(skeleton, records, public)
@@ -281,20 +295,28 @@ def resolve_plan(
 def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
     """``plan`` with what follows from the image counts, resolved as the pipeline resolves it
     (:func:`ldpclient.transfer.resolve.resolve`): the query budget, the student, the public images' repeats and
-    mirror check, and the pipeline settings with those values filled in."""
-    opts, post = plan.opts, plan.release.postprocess
+    mirror check, and the pipeline settings with those values filled in; the baseline's the same way, in data-free
+    mode, from the same settings with its blank queries' post-processing."""
+    opts, facts = plan.opts, Facts(records, plan.shape, public, plan.meta)
     _check_queries(opts, records)
-    given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size, postprocess=post)
-    settled = resolve(given, Facts(records, plan.shape, public, plan.meta), mechanism=plan.mechanism, mode=plan.mode)
+    given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size,
+                                   postprocess=plan.release.postprocess)
+    settled = resolve(given, facts, mechanism=plan.mechanism, mode=plan.mode)
     num_queries = None if settled.kind == "identity" else settled.queries
     repeats = settled.public_repeats if num_queries else 0
-    settings = opts.transfer_settings(num_queries=num_queries, query_batch_size=settled.query_batch_size,
-                                      postprocess=post, public_repeats=repeats or None, crop=settled.crop,
-                                      student=settled.student)
+    settled_with = functools.partial(opts.transfer_settings, num_queries=num_queries,
+                                     query_batch_size=settled.query_batch_size, public_repeats=repeats or None,
+                                     crop=settled.crop, student=settled.student)
+    baseline = plan.baseline
+    if baseline is not None:
+        free = settled_with(postprocess=baseline.postprocess)
+        baseline = BaselinePlan(baseline.mechanism, baseline.postprocess, free,
+                                resolve(free, facts, mechanism=baseline.mechanism, mode=Mode.DATA_FREE))
     return dataclasses.replace(plan, records=records, public=public, num_queries=num_queries,
                                query_batch_size=settled.query_batch_size, public_repeats=repeats,
-                               mirror_check_images=settled.mirror_check_images, settings=settings,
-                               decoding=settled.decoding, resolved=settled)
+                               mirror_check_images=settled.mirror_check_images,
+                               settings=settled_with(postprocess=plan.release.postprocess),
+                               decoding=settled.decoding, resolved=settled, baseline=baseline)
 
 
 def _check_public_basis(opts: LabelOptions, release: ReleaseSettings, public: int) -> None:
@@ -437,6 +459,6 @@ def resolve_noise_decoding(opts: SharedOptions, mechanism: Mechanism, record_sha
     return decoding(opts.decode, mechanism, record_shape, public)
 
 
-__all__ = ["PCA_NEEDS_PUBLIC", "ReleaseSettings", "RunPlan", "basis_asked", "build_free_query_mechanism",
-           "build_mechanism", "free_query_shape_settings", "resolve_basis", "resolve_noise_decoding", "resolve_plan",
-           "settle_release", "shape_settings"]
+__all__ = ["PCA_NEEDS_PUBLIC", "BaselinePlan", "ReleaseSettings", "RunPlan", "basis_asked",
+           "build_free_query_mechanism", "build_mechanism", "free_query_shape_settings", "resolve_basis",
+           "resolve_noise_decoding", "resolve_plan", "settle_release", "shape_settings"]

@@ -176,7 +176,7 @@ def test_the_student_the_plan_settled_is_a_fact_settled_again_for_other_counts()
     ({}, ("dct", 1, "clip")),
     ({"epsilon": 2.0, "epsilon_unit": "element"}, ("pool", 4, "blur:2,clip")),
     ({"reduce": 2, "postprocess": "clip", "baseline": True}, ("pool", 2, "clip")),
-    ({"epsilon": 0.0, "baseline": True}, ("pool", 4, "blur:2,clip")),
+    ({"epsilon": 0.0}, ("pool", 4, "blur:2,clip")),
 ])
 def test_the_release_settled_for_the_shape_is_a_fact_of_the_plan_and_the_options_stay_as_asked(
     asked: dict, settled: tuple
@@ -197,8 +197,8 @@ def test_the_release_settled_for_the_shape_is_a_fact_of_the_plan_and_the_options
     described = plan.describe()["release"]
     assert (described["basis"], described["reduce"], described["postprocess"]) == settled
     assert plan.settings.plan.postprocess == settled[2] == plan.with_counts(30, 0).settings.plan.postprocess
-    if asked.get("baseline"):
-        assert plan.free_postprocess == settled[2]  # a pooled run's blank queries are post-processed as the run's
+    if asked.get("baseline"):  # a pooled run's blank queries are post-processed as the run's
+        assert plan.baseline is not None and plan.baseline.postprocess == settled[2]
 
 
 def test_the_price_booked_and_the_cap_held_are_terms_of_the_plan_not_options_rewritten(tmp_path: Path, teacher) -> None:
@@ -233,23 +233,26 @@ def test_the_resolved_settings_leave_nothing_to_decide() -> None:
 
 def test_a_run_resolves_its_settings_once_and_its_baseline_once_more(tmp_path: Path, teacher, monkeypatch) -> None:
     """The plan resolves the settings (ldpclient.transfer.resolve) and the run's transfer reads what it resolved;
-    the data-free baseline beside it is a transfer of its own, resolved once too."""
+    the data-free baseline beside it is a plan of its own, resolved once too, by the plan, and its transfer reads
+    that."""
     from ldpclient.run import plan as run_plan
     from ldpclient.transfer import pipeline
     from ldpclient.transfer import resolve as transfer_resolve
 
-    calls: list[int] = []
+    calls: list[str] = []
 
-    def counted(*args: object, **kwargs: object) -> object:
-        calls.append(1)
-        return transfer_resolve.resolve(*args, **kwargs)  # type: ignore[arg-type]
+    def counted(where: str):
+        def call(*args: object, **kwargs: object) -> object:
+            calls.append(where)
+            return transfer_resolve.resolve(*args, **kwargs)  # type: ignore[arg-type]
+        return call
 
     for module in (run_plan, pipeline):  # the only modules that call it (tests/test_layout.py)
-        monkeypatch.setattr(module, "resolve", counted)
+        monkeypatch.setattr(module, "resolve", counted(module.__name__))
     private, public = plan_folders(tmp_path)
     ldpclient.label(str(private), teacher.model_url, seed=7, queries=300, epochs=1, state_dir=tmp_path / "s1")
-    assert len(calls) == 1
+    assert calls == ["ldpclient.run.plan"]
     calls.clear()
-    ldpclient.label(str(private), teacher.model_url, seed=7, queries=300, epochs=1, baseline=True,
-                    public=str(public), state_dir=tmp_path / "s2")
-    assert len(calls) == 2
+    run = ldpclient.label(str(private), teacher.model_url, seed=7, queries=300, epochs=1, baseline=True,
+                          public=str(public), state_dir=tmp_path / "s2")
+    assert calls == ["ldpclient.run.plan"] * 2 and run.report["baseline"]["queries_sent"] > 0
