@@ -213,6 +213,17 @@ class FewerAnchorsAdapter(SelfTrainingAdapter):
             library_adapt._next_anchor = take
 
 
+class ViewsOnlyAdapter(SelfTrainingAdapter):
+    """The library's check of image changes, with the changes its student keeps used only as label views: the rounds
+    train with the weak transform at ``epochs``, as before the check."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(epochs_with_changes=3, **kwargs)
+
+    def _augment(self, image_size: int, changes: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        return self.augmentation(image_size)
+
+
 def unchecked(**kwargs: Any) -> SelfTrainingAdapter:
     """The library's adapter without its check of image changes (the adaptation before it), with ``kwargs``."""
     return SelfTrainingAdapter(changes=(), **kwargs)
@@ -242,6 +253,8 @@ VARIANTS: dict[str, Callable[[int], SelfTrainingAdapter]] = {
     "kept changes, every view": lambda seed: SelfTrainingAdapter(seed=seed, unsure_below=math.inf),
     "kept changes, 5 epochs": lambda seed: SelfTrainingAdapter(seed=seed, epochs_with_changes=5),
     "kept changes, fewer anchors": lambda seed: FewerAnchorsAdapter(seed=seed),
+    "kept changes, 3 epochs": lambda seed: SelfTrainingAdapter(seed=seed, epochs_with_changes=3),
+    "kept changes as views only": lambda seed: ViewsOnlyAdapter(seed=seed),
     "kept changes, crop": lambda seed: SelfTrainingAdapter(seed=seed, augmentation=crop),
     "kept changes, crop and weak": lambda seed: SelfTrainingAdapter(seed=seed, augmentation=crop_weak),
 }
