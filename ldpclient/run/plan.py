@@ -72,12 +72,12 @@ class BaselinePlan:
     at the free level (:func:`build_free_query_mechanism`), post-processed with ``postprocess``
     (:func:`free_query_shape_settings`); ``settings``: the run's transfer settings with that post-processing (the same
     queries, student and training as the run); ``resolved``: what :func:`ldpclient.transfer.resolve.resolve` settled
-    for them in data-free mode, which the baseline's transfer reads as it is (None: not counted yet)."""
+    for them in data-free mode, which the baseline's transfer reads as it is."""
 
     mechanism: Mechanism
     postprocess: str
-    settings: Optional[Given] = None
-    resolved: Optional[Resolved] = None
+    settings: Given
+    resolved: Resolved
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,8 @@ class RunPlan:
         some files were skipped (the plan was resolved from the files found, before decoding)."""
         if (records, public) == (self.records, self.public):
             return self
-        return _counted(self, records, public)
+        blank = (self.baseline.mechanism, self.baseline.postprocess) if self.baseline is not None else None
+        return _counted(self, records, public, blank)
 
     def queries_sent_at_most(self) -> dict[str, int]:
         """Queries this run may send: private releases (or their Sup/Rand queries), public images (once each),
@@ -276,27 +277,28 @@ def resolve_plan(
     release = settle_release(opts, shape)
     mechanism = build_mechanism(opts, release, meta.value_range, shape)
     _check_public_basis(opts, release, public)
-    baseline = None
+    blank = None
     if opts.baseline:  # the data-free baseline's blank queries, noised at the free level
-        baseline = BaselinePlan(build_free_query_mechanism(opts, release, meta.value_range, shape),
-                                free_query_shape_settings(release, shape)[1])
+        blank = (build_free_query_mechanism(opts, release, meta.value_range, shape),
+                 free_query_shape_settings(release, shape)[1])
     mode = Mode.DATA_FREE if opts.data_free else (Mode.LDPKIT if opts.augment != "none" else Mode.SIDP)
     given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size,
                                    postprocess=release.postprocess)
     skeleton = RunPlan(
         opts=opts, release=release, terms=terms if terms is not None else RunTerms(opts.price, opts.privacy_cap),
         identity=identity, scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
-        baseline=baseline, records=0, public=0, num_queries=None,
+        baseline=None, records=0, public=0, num_queries=None,
         query_batch_size=0, public_repeats=0, mirror_check_images=0, settings=given,
     )
-    return _counted(skeleton, records, public)
+    return _counted(skeleton, records, public, blank)
 
 
-def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
+def _counted(plan: RunPlan, records: int, public: int, blank: tuple[Mechanism, str] | None) -> RunPlan:
     """``plan`` with what follows from the image counts, resolved as the pipeline resolves it
     (:func:`ldpclient.transfer.resolve.resolve`): the query budget, the student, the public images' repeats and
-    mirror check, and the pipeline settings with those values filled in; the baseline's the same way, in data-free
-    mode, from the same settings with its blank queries' post-processing."""
+    mirror check, and the pipeline settings with those values filled in; with ``blank`` (the baseline's blank
+    queries: their mechanism and post-processing; None: no baseline) the baseline's plan the same way, in data-free
+    mode, from the same settings with that post-processing."""
     opts, facts = plan.opts, Facts(records, plan.shape, public, plan.meta)
     _check_queries(opts, records)
     given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size,
@@ -307,11 +309,12 @@ def _counted(plan: RunPlan, records: int, public: int) -> RunPlan:
     settled_with = functools.partial(opts.transfer_settings, num_queries=num_queries,
                                      query_batch_size=settled.query_batch_size, public_repeats=repeats or None,
                                      crop=settled.crop, student=settled.student)
-    baseline = plan.baseline
-    if baseline is not None:
-        free = settled_with(postprocess=baseline.postprocess)
-        baseline = BaselinePlan(baseline.mechanism, baseline.postprocess, free,
-                                resolve(free, facts, mechanism=baseline.mechanism, mode=Mode.DATA_FREE))
+    baseline = None
+    if blank is not None:
+        free_mechanism, free_postprocess = blank
+        free = settled_with(postprocess=free_postprocess)
+        baseline = BaselinePlan(free_mechanism, free_postprocess, free,
+                                resolve(free, facts, mechanism=free_mechanism, mode=Mode.DATA_FREE))
     return dataclasses.replace(plan, records=records, public=public, num_queries=num_queries,
                                query_batch_size=settled.query_batch_size, public_repeats=repeats,
                                mirror_check_images=settled.mirror_check_images,
