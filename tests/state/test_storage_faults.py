@@ -101,12 +101,13 @@ def _budget(state: Path, *database: str) -> dict[str, object]:
 # ------------------------------------------------------------------ SIGKILL at seeded moments
 
 
-#: Kill points: 3 states, 7 kills each (a database state: 7 more), at seeded moments through every stage.
-ROUNDS, KILLS_PER_ROUND = 3, 7
+#: Kill points: 3 file states (a test each), 7 kills each (a database state: 7 more), at seeded moments through
+#: every stage.
+STATES, KILLS_PER_STATE = 3, 7
 #: The mock's answer time (s): long enough that kills land while a request is in flight.
 LATENCY = 0.2
-#: The kill tests' timeout (s): each starts about 30 runs. Idle, the longer took 66 s; beside two CPU-bound
-#: processes, 127 s.
+#: The kill tests' timeout (s): each starts about 10 runs. Idle, the three states in one test took 66 s; beside two
+#: CPU-bound processes, 127 s.
 KILL_TEST_TIMEOUT = 900
 
 
@@ -158,10 +159,12 @@ def _check_after_kills(args: list[str], srv, where: Path, state: Path | str, bil
 
 
 @pytest.mark.timeout(KILL_TEST_TIMEOUT)
-def test_killed_at_21_seeded_moments_one_run_of_labels_and_every_release_charged(tmp_path: Path) -> None:
+@pytest.mark.parametrize("state_number", range(STATES))
+def test_killed_at_7_seeded_moments_one_run_of_labels_and_every_release_charged(
+        tmp_path: Path, state_number: int) -> None:
     folder = private_folder(tmp_path, n=IMAGES)
     log = tmp_path / "received.jsonl"
-    rng = np.random.default_rng(89)
+    rng = np.random.default_rng(89 + state_number)
     landed = dict.fromkeys(("while sending", "while not sending", "finished first"), 0)
     with mock_teacher(latency=LATENCY, query_log=str(log)) as srv:
         started = time.monotonic()
@@ -169,16 +172,13 @@ def test_killed_at_21_seeded_moments_one_run_of_labels_and_every_release_charged
         whole_run = time.monotonic() - started
         assert reference.returncode == 0, reference.stderr
         one_run_bill = srv.usage()["total"]["cost"]
-        for round_ in range(ROUNDS):
-            where = tmp_path / f"round{round_}"
-            args = _sidp_args(folder, srv.model_url, where)
-            billed_before = srv.usage()["total"]["cost"]
-            _killed_at(args, srv, rng, KILLS_PER_ROUND, whole_run, landed)
-            billed = _check_after_kills(args, srv, where, where / "state", billed_before, one_run_bill,
-                                        KILLS_PER_ROUND)
-            print(f"round {round_}: billed {billed:.2f} against one run's {one_run_bill:.2f}")
-    _check_the_teacher_saw_charged_releases(
-        log, [tmp_path / "reference" / "state", *(tmp_path / f"round{r}" / "state" for r in range(ROUNDS))])
+        where = tmp_path / "killed"
+        args = _sidp_args(folder, srv.model_url, where)
+        billed_before = srv.usage()["total"]["cost"]
+        _killed_at(args, srv, rng, KILLS_PER_STATE, whole_run, landed)
+        billed = _check_after_kills(args, srv, where, where / "state", billed_before, one_run_bill, KILLS_PER_STATE)
+        print(f"state {state_number}: billed {billed:.2f} against one run's {one_run_bill:.2f}")
+    _check_the_teacher_saw_charged_releases(log, [tmp_path / "reference" / "state", where / "state"])
     print("kills landed:", landed)
 
 
@@ -505,8 +505,8 @@ def test_killed_at_7_seeded_moments_on_a_database_state(tmp_path: Path, own_post
     landed = dict.fromkeys(("while sending", "while not sending", "finished first"), 0)
     with mock_teacher(latency=LATENCY, query_log=str(log)) as srv:
         args = _pg_args(folder, srv.model_url, tmp_path, database)
-        _killed_at(args, srv, np.random.default_rng(90), KILLS_PER_ROUND, 6.0, landed)
-        billed = _check_after_kills(args, srv, tmp_path, database, 0.0, IMAGES * 0.01, KILLS_PER_ROUND,
+        _killed_at(args, srv, np.random.default_rng(90), KILLS_PER_STATE, 6.0, landed)
+        billed = _check_after_kills(args, srv, tmp_path, database, 0.0, IMAGES * 0.01, KILLS_PER_STATE,
                                     "--state", database, "--ledger-key-file", str(tmp_path / "ledger.key"))
     _check_the_teacher_saw_charged_releases(log, [database])
     print(f"database state: billed {billed:.2f} against one run's {IMAGES * 0.01:.2f}; kills landed: {landed}")
