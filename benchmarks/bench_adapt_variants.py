@@ -31,8 +31,10 @@ library's check of image changes, ``changes=()``, as adaptation was before it):
 * ``kept changes``: the library's adaptation (the changes its student keeps, with twice the epochs, and the
   labels of the records it is unsure of through their views and the one-pixel shifts); ``kept changes, every
   view``: the same with every record labelled through its views; ``kept changes, 5 epochs``: the library's with 5
-  epochs a round where it keeps changes, not 6; ``kept changes, fewer anchors``: the library's with half the
-  anchor rows per step where it keeps changes (:class:`FewerAnchorsAdapter`).
+  epochs a round where it keeps changes, not 6; ``kept changes, every anchor``: the library's with as many anchor
+  rows per step as pseudo-labelled ones where it trains on kept changes, not half (:class:`EveryAnchorAdapter`;
+  the rows of ``kept changes, fewer anchors`` in the result files are the library's now); ``kept changes, mirror
+  trained`` (``..., every anchor``): the library's training on a kept mirror too, not only viewing through it.
 
 It also reports, for a decision that needs no teacher, how often the unadapted student keeps its own label of
 a clean private record under a mirror and under the mirror check's shift (``student_mirror`` /
@@ -62,8 +64,7 @@ import torch
 from bench_adapters import AdaptOnCopies
 
 from ldpclient.teachers.local import LocalTeacher
-from ldpclient.transfer import adapt as library_adapt
-from ldpclient.transfer import defaults
+from ldpclient.transfer import defaults, image_changes
 from ldpclient.transfer.adapt import SelfTrainingAdapter, weak_augmentation
 from ldpclient.transfer.affine import flip_crop
 
@@ -151,7 +152,7 @@ class AveragedAdapter(SelfTrainingAdapter):
         self.average = None
         return super().adapt(model, records, anchor, probs=probs, on_round=on_round, prior=prior)
 
-    def _fit_round(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, *rest: Any) -> float:
+    def _fit_round(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, *rest: Any, **options: Any) -> float:
         if self.average is None:
             self.average = copy.deepcopy(model)
             step = optimizer.step
@@ -168,7 +169,7 @@ class AveragedAdapter(SelfTrainingAdapter):
                 return out
 
             optimizer.step = stepped  # type: ignore[method-assign]
-        return super()._fit_round(model, optimizer, *rest)
+        return super()._fit_round(model, optimizer, *rest, **options)
 
     def _predict(self, model: torch.nn.Module, records: Any, hist: Any) -> torch.Tensor:
         return super()._predict(model if self.average is None else self.average.eval(), records, hist)
@@ -198,19 +199,29 @@ class SingleViewAdapter(SelfTrainingAdapter):
         return self._predict(model, records, hist)
 
 
-class FewerAnchorsAdapter(SelfTrainingAdapter):
-    """The library's adaptation whose steps, at ``epochs_with_changes`` epochs a round, take anchor rows in the
-    share ``epochs / epochs_with_changes`` of their pseudo-labelled rows (half, at the defaults), so that a round
-    trains on as many teacher-labelled rows as it did at ``epochs``."""
+class EveryAnchorAdapter(SelfTrainingAdapter):
+    """The library's adaptation whose steps take as many anchor rows as pseudo-labelled ones at any epochs (the
+    library takes the share ``epochs / epochs_with_changes`` of them where it trains on kept changes)."""
 
-    def _fit_round(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, pool: Any, chosen: torch.Tensor,
-                   targets: torch.Tensor, anchors: Any, augment: Any, epochs: int) -> float:
-        share, take = self.epochs / epochs, library_adapt._next_anchor
-        library_adapt._next_anchor = lambda stream, size: take(stream, max(1, round(size * share)))
+    def _fit_round(self, *args: Any, **kwargs: Any) -> float:
+        return super()._fit_round(*args, **{**kwargs, "anchor_share": 1.0})
+
+
+class MirrorTrainedAdapter(SelfTrainingAdapter):
+    """The library's adaptation that trains on a kept mirror too (as on the colour changes it trains on), instead of
+    using it as a label view only."""
+
+    def adapt(self, *args: Any, **kwargs: Any) -> Any:
+        saved = image_changes.TRAINED_ON
+        image_changes.TRAINED_ON = saved | {"mirror"}
         try:
-            return super()._fit_round(model, optimizer, pool, chosen, targets, anchors, augment, epochs)
+            return super().adapt(*args, **kwargs)
         finally:
-            library_adapt._next_anchor = take
+            image_changes.TRAINED_ON = saved
+
+
+class MirrorTrainedEveryAnchorAdapter(MirrorTrainedAdapter, EveryAnchorAdapter):
+    """:class:`MirrorTrainedAdapter` with as many anchor rows per step as pseudo-labelled ones."""
 
 
 class ViewsOnlyAdapter(SelfTrainingAdapter):
@@ -252,7 +263,9 @@ VARIANTS: dict[str, Callable[[int], SelfTrainingAdapter]] = {
     "kept changes": lambda seed: SelfTrainingAdapter(seed=seed),
     "kept changes, every view": lambda seed: SelfTrainingAdapter(seed=seed, unsure_below=math.inf),
     "kept changes, 5 epochs": lambda seed: SelfTrainingAdapter(seed=seed, epochs_with_changes=5),
-    "kept changes, fewer anchors": lambda seed: FewerAnchorsAdapter(seed=seed),
+    "kept changes, every anchor": lambda seed: EveryAnchorAdapter(seed=seed),
+    "kept changes, mirror trained": lambda seed: MirrorTrainedAdapter(seed=seed),
+    "kept changes, mirror trained, every anchor": lambda seed: MirrorTrainedEveryAnchorAdapter(seed=seed),
     "kept changes, 3 epochs": lambda seed: SelfTrainingAdapter(seed=seed, epochs_with_changes=3),
     "kept changes as views only": lambda seed: ViewsOnlyAdapter(seed=seed),
     "kept changes, crop": lambda seed: SelfTrainingAdapter(seed=seed, augmentation=crop),
@@ -278,8 +291,8 @@ class Explorer(AdaptOnCopies):
     @property
     def row(self) -> dict[str, float]:
         """This script's row: the unadapted accuracy, the mirror check's shares, each variant's accuracy and
-        ``"<name> s"`` its seconds."""
-        out = {"unadapted": self.unadapted, **self.mirror}
+        ``"<name> s"`` its seconds (``"library s"``: the library's adaptation of the run's own student)."""
+        out = {"unadapted": self.unadapted, **self.mirror, "library s": self.final_seconds}
         for name, (acc, seconds) in self.scores.items():
             out.update({name: acc, f"{name} s": seconds})
         return out
@@ -290,7 +303,8 @@ def table(path: Path) -> None:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["dataset"], r["teacher_arch"], r["public"]), []).append(r)
-    names = ["unadapted", *[n for n in VARIANTS if any(n in r for r in rows)]]
+    timed = [k[: -len(" s")] for r in rows for k in r if k.endswith(" s") and k[: -len(" s")] in r]
+    names = ["unadapted", *dict.fromkeys(timed)]  # each variant in the rows, with or without this script's
     print("| set (teacher), public images | seeds | student mirror/shift | " + " | ".join(names) + " |")
     print("|---|---|---|" + "---|" * len(names))
 

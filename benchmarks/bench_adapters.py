@@ -130,14 +130,15 @@ class AdaptOnCopies:
     """Stands in for the pipeline's adapter: runs each of ``variants`` (name -> adapter) on its own copy of the
     trained student, scores each against ``truth``, then adapts the run's own student with ``final``, whose result
     the pipeline goes on with (so the run finishes as it would with ``final``). ``bench_adapt_variants.py`` uses it
-    too. After :meth:`adapt`: ``unadapted`` (the trained student's accuracy, in [0, 1]) and ``scores`` (name ->
-    ``(accuracy, seconds)``)."""
+    too. After :meth:`adapt`: ``unadapted`` (the trained student's accuracy, in [0, 1]), ``scores`` (name ->
+    ``(accuracy, seconds)``) and ``final_seconds`` (the run's own adaptation's seconds)."""
 
     def __init__(self, truth: torch.Tensor, variants: dict[str, Any], final: Any) -> None:
         self.truth, self.variants, self.final = truth, variants, final
         self.schedule = final.schedule  # the pipeline's progress bar counts its rounds
         self.unadapted = float("nan")
         self.scores: dict[str, tuple[float, float]] = {}
+        self.final_seconds = float("nan")
 
     def accuracy(self, probs: torch.Tensor) -> float:
         return float((probs.argmax(1) == self.truth).float().mean())
@@ -157,7 +158,9 @@ class AdaptOnCopies:
             assert hist.probs is not None
             self.scores[name] = (self.accuracy(hist.probs), round(hist.seconds, 1))
             print(f"    {name:20s} {100 * self.scores[name][0]:.1f} ({hist.seconds:.0f} s)", flush=True)
-        return self.final.adapt(model, source, anchor, probs=before, on_round=on_round, prior=prior)
+        hist = self.final.adapt(model, source, anchor, probs=before, on_round=on_round, prior=prior)
+        self.final_seconds = round(hist.seconds, 1)
+        return hist
 
 
 def recorded(copies: AdaptOnCopies) -> dict[str, dict[str, float]]:

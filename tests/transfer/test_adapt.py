@@ -301,14 +301,38 @@ def test_only_the_records_the_adapted_student_is_unsure_of_are_labelled_through_
     assert none.viewed == 0 and none.probs is not None and torch.allclose(none.probs, as_they_are, atol=1e-6)
 
 
-def test_a_round_with_the_kept_changes_trains_on_as_many_samples_not_twice_as_many() -> None:
+class _CountingRows(_BrighterHalf):
+    """:class:`_BrighterHalf` counting the rows it trains on (those it sees in training mode)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trained_rows = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.trained_rows += len(x) if self.training else 0
+        return super().forward(x)
+
+
+def test_a_round_with_the_kept_changes_trains_on_as_many_samples_and_as_many_anchor_rows_not_twice_as_many() -> None:
     x = torch.rand(64, 3, 16, 16, generator=torch.Generator().manual_seed(1))
-    for changes, selected in ((("grey",), [20]), ((), [40]), (("mirror",), [40])):
-        adapter = SelfTrainingAdapter(schedule=(1.0,), epochs=1, epochs_with_changes=2, max_per_round=40, seed=0,
-                                      changes=changes)
-        hist = adapter.adapt(_BrighterHalf(), x)
+    anchor_x = torch.rand(400, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+
+    def anchor(rnd: int):
+        for s in range(0, len(anchor_x), 7):
+            yield anchor_x[s : s + 7], torch.zeros(len(anchor_x[s : s + 7]), dtype=torch.long)
+
+    # (kept changes, max_per_round, records trained on, epochs they are trained at)
+    for changes, most, records, epochs in ((("grey",), 40, 20, 2), ((), 40, 40, 1), (("mirror",), 40, 40, 1),
+                                           (("grey",), None, 64, 2)):
+        adapter = SelfTrainingAdapter(schedule=(1.0,), epochs=1, epochs_with_changes=2, max_per_round=most, seed=0,
+                                      changes=changes, batch_size=10)
+        model = _CountingRows()
+        hist = adapter.adapt(model, x, anchor)
         assert hist.changes is not None and hist.changes.kept == changes
-        assert hist.selected == selected  # 40 records at 1 epoch, 20 at 2: 40 samples a round either way
+        # at most 40 records at 1 epoch, 20 at 2: 40 samples a round either way
+        assert hist.selected == [records]
+        # beside each step of 10 records, 10 anchor rows at 1 epoch and 5 at 2: as many as the records at 1 epoch
+        assert model.trained_rows == records * epochs + records
 
 
 def test_grey_images_below_the_augmented_size_adapt_as_without_the_check() -> None:
