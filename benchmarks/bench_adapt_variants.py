@@ -33,8 +33,9 @@ library's check of image changes, ``changes=()``, as adaptation was before it):
   view``: the same with every record labelled through its views; ``kept changes, 5 epochs``: the library's with 5
   epochs a round where it keeps changes, not 6; ``kept changes, every anchor``: the library's with as many anchor
   rows per step as pseudo-labelled ones where it trains on kept changes, not half (:class:`EveryAnchorAdapter`;
-  the rows of ``kept changes, fewer anchors`` in the result files are the library's now); ``kept changes, mirror
-  trained`` (``..., every anchor``): the library's training on a kept mirror too, not only viewing through it.
+  the rows of ``kept changes, fewer anchors`` in the result files are the library's now, and so are those of
+  ``kept changes, mirror trained``: the library's, with half the anchor rows, training on a kept mirror too where it
+  had been a label view only; ``kept changes, mirror trained, every anchor`` is ``kept changes, every anchor``).
 
 It also reports, for a decision that needs no teacher, how often the unadapted student keeps its own label of
 a clean private record under a mirror and under the mirror check's shift (``student_mirror`` /
@@ -64,7 +65,7 @@ import torch
 from bench_adapters import AdaptOnCopies
 
 from ldpclient.teachers.local import LocalTeacher
-from ldpclient.transfer import defaults, image_changes
+from ldpclient.transfer import defaults
 from ldpclient.transfer.adapt import SelfTrainingAdapter, weak_augmentation
 from ldpclient.transfer.affine import flip_crop
 
@@ -207,23 +208,6 @@ class EveryAnchorAdapter(SelfTrainingAdapter):
         return super()._fit_round(*args, **{**kwargs, "anchor_share": 1.0})
 
 
-class MirrorTrainedAdapter(SelfTrainingAdapter):
-    """The library's adaptation that trains on a kept mirror too (as on the colour changes it trains on), instead of
-    using it as a label view only."""
-
-    def adapt(self, *args: Any, **kwargs: Any) -> Any:
-        saved = image_changes.TRAINED_ON
-        image_changes.TRAINED_ON = saved | {"mirror"}
-        try:
-            return super().adapt(*args, **kwargs)
-        finally:
-            image_changes.TRAINED_ON = saved
-
-
-class MirrorTrainedEveryAnchorAdapter(MirrorTrainedAdapter, EveryAnchorAdapter):
-    """:class:`MirrorTrainedAdapter` with as many anchor rows per step as pseudo-labelled ones."""
-
-
 class ViewsOnlyAdapter(SelfTrainingAdapter):
     """The library's check of image changes, with the changes its student keeps used only as label views: the rounds
     train with the weak transform at ``epochs``, as before the check."""
@@ -264,8 +248,6 @@ VARIANTS: dict[str, Callable[[int], SelfTrainingAdapter]] = {
     "kept changes, every view": lambda seed: SelfTrainingAdapter(seed=seed, unsure_below=math.inf),
     "kept changes, 5 epochs": lambda seed: SelfTrainingAdapter(seed=seed, epochs_with_changes=5),
     "kept changes, every anchor": lambda seed: EveryAnchorAdapter(seed=seed),
-    "kept changes, mirror trained": lambda seed: MirrorTrainedAdapter(seed=seed),
-    "kept changes, mirror trained, every anchor": lambda seed: MirrorTrainedEveryAnchorAdapter(seed=seed),
     "kept changes, 3 epochs": lambda seed: SelfTrainingAdapter(seed=seed, epochs_with_changes=3),
     "kept changes as views only": lambda seed: ViewsOnlyAdapter(seed=seed),
     "kept changes, crop": lambda seed: SelfTrainingAdapter(seed=seed, augmentation=crop),

@@ -98,10 +98,9 @@ def weights_note(weights: Document | None) -> str:
 
 
 def image_changes_words(adaptation: Document | None) -> str | None:
-    """Which larger changes of the images adaptation also showed them under, and which it labelled them under only
-    (the views of a change it does not train on), in words, with the shares of labels the student kept under them
-    and under a shift, and how many views of how many images (those the adapted student was unsure of) their labels
-    are the mean over (None: not checked). Only the known changes' names are said."""
+    """Which larger changes of the images adaptation also showed them under, in words, with the shares of labels
+    the student kept under them and under a shift, and how many views of how many images (those the adapted student
+    was unsure of) their labels are the mean over (None: not checked). Only the known changes' names are said."""
     changes = section_or_none(adaptation, "image_changes") if adaptation else None
     if adaptation is None or changes is None or not integer(changes, "images"):
         return None
@@ -111,19 +110,12 @@ def image_changes_words(adaptation: Document | None) -> str | None:
                 "each" if views > 1 and viewed else "")
     shares = section_or_none(changes, "shares") or {}
     kept = [str(n) for n in items(changes, "kept") if n in IMAGE_CHANGES and shares.get(str(n)) is not None]
-    # a report without "trained" was written when every kept change was trained on
-    trained = set(map(str, items(changes, "trained"))) if "trained" in changes else set(kept)
     shift = f"{100 * number(changes, 'shift'):.0f}% under a shift, of {integer(changes, 'images')} images"
     if not kept:
         return f"no larger change kept the student's labels as often as a shift ({shift}): not shown changed{labelled}"
-    parts = []
-    for names, how in (([n for n in kept if n in trained], "also shown"),
-                       ([n for n in kept if n not in trained], "also read")):
-        if names:
-            kept_shares = ", ".join(f"{100 * number(shares, n):.0f}%" for n in names)
-            parts.append(f"{how} {' or '.join(IMAGE_CHANGES[n] for n in names)} (the student kept {kept_shares} of "
-                         f"its labels so, {shift})")
-    return "; ".join(parts) + labelled
+    kept_shares = ", ".join(f"{100 * number(shares, n):.0f}%" for n in kept)
+    return (f"also shown {' or '.join(IMAGE_CHANGES[n] for n in kept)} (the student kept {kept_shares} of its "
+            f"labels so, {shift}){labelled}")
 
 
 __all__ = [

@@ -337,14 +337,13 @@ def test_adaptation_says_which_image_changes_the_student_kept_its_labels_under(t
         changes = adaptation["image_changes"]
         assert changes["images"] == 16 and set(changes["shares"]) == {"mirror", "invert"}  # grey: no colour ones
         assert set(changes["kept"]) <= {"mirror", "invert"} and 0.0 <= changes["shift"] <= 1.0
-        assert changes["trained"] == [n for n in changes["kept"] if n != "mirror"]  # the mirror: a view only
         assert adaptation["label_views"] == 5 + len(changes["kept"])  # as it is, four one-pixel shifts, the kept
         viewed = adaptation["labelled_through_views"]  # the images the adapted student was unsure of
         assert 0 <= viewed <= 16
         human = invoke(label_args(folder, srv.model_url, tmp_path / "human"))
         assert human.exit_code == 0, human.output
         said = " ".join(human.stderr.split())
-        assert "also shown" in said or "also read" in said or "no larger change kept the student's labels" in said
+        assert "also shown" in said or "no larger change kept the student's labels" in said
         views = f"the adapted student was unsure of labelled by the mean over {adaptation['label_views']} views"
         assert (views in said) == (viewed > 0), said
 

@@ -25,11 +25,6 @@ def test_the_kept_changes_are_said_with_the_shares_the_student_kept() -> None:
     assert image_changes_words({"image_changes": none.as_dict(), "label_views": 1}).endswith("not shown changed")
     sure = {"image_changes": found.as_dict(), "label_views": 7, "labelled_through_views": 0}
     assert image_changes_words(sure) == words.split(";")[0]  # no image unsure, no views said
-    # a kept mirror is a label view only: said apart from the changes adaptation showed
-    both = KeptChanges(("mirror", "grey"), {"mirror": 0.9, "channels": 0.5, "grey": 0.88}, 0.95, 500)
-    assert image_changes_words({"image_changes": both.as_dict()}) == (
-        "also shown in grey (the student kept 88% of its labels so, 95% under a shift, of 500 images); also read "
-        "mirrored (the student kept 90% of its labels so, 95% under a shift, of 500 images)")
 
 
 def test_nothing_is_said_where_nothing_was_checked_and_unknown_names_are_never_said() -> None:
@@ -38,7 +33,5 @@ def test_nothing_is_said_where_nothing_was_checked_and_unknown_names_are_never_s
     assert image_changes_words({"image_changes": KeptChanges((), {}, 0.0, 0).as_dict()}) is None
     hostile = {"kept": ["\x1b[2J<script>", "mirror"], "shares": {"\x1b[2J<script>": 1.0, "mirror": 0.97},
                "shift": 0.9, "images": 200}
-    words = image_changes_words({"image_changes": hostile})  # without "trained": every kept change trained on
+    words = image_changes_words({"image_changes": hostile})
     assert words is not None and words.startswith("also shown mirrored (the student kept 97%") and "\x1b" not in words
-    words = image_changes_words({"image_changes": {**hostile, "trained": ["\x1b[2J<script>"]}})
-    assert words is not None and words.startswith("also read mirrored (the student kept 97%") and "\x1b" not in words
