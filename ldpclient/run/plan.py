@@ -145,7 +145,8 @@ class RunPlan:
         if (records, public) == (self.records, self.public):
             return self
         blank = (self.baseline.mechanism, self.baseline.postprocess) if self.baseline is not None else None
-        return _counted(self, records, public, blank)
+        return _counted(self.opts, self.release, self.terms, self.identity, self.scope, self.meta, self.mechanism,
+                        records=records, public=public, blank=blank)
 
     def queries_sent_at_most(self) -> dict[str, int]:
         """Queries this run may send: private releases (or their Sup/Rand queries), public images (once each),
@@ -281,29 +282,27 @@ def resolve_plan(
     if opts.baseline:  # the data-free baseline's blank queries, noised at the free level
         blank = (build_free_query_mechanism(opts, release, meta.value_range, shape),
                  free_query_shape_settings(release, shape)[1])
+    terms = terms if terms is not None else RunTerms(opts.price, opts.privacy_cap)
+    return _counted(opts, release, terms, identity, scope, meta, mechanism, records=records, public=public,
+                    blank=blank)
+
+
+def _counted(
+    opts: LabelOptions, release: ReleaseSettings, terms: RunTerms, identity: str, scope: str, meta: TeacherMetadata,
+    mechanism: Mechanism, *, records: int, public: int, blank: tuple[Mechanism, str] | None,
+) -> RunPlan:
+    """The plan of ``opts`` for ``records`` private and ``public`` public images, with what follows from those
+    counts resolved as the pipeline resolves it (:func:`ldpclient.transfer.resolve.resolve`): the query budget, the
+    student, the public images' repeats and mirror check, and the pipeline settings with those values filled in;
+    with ``blank`` (the baseline's blank queries: their mechanism and post-processing; None: no baseline) the
+    baseline's plan the same way, in data-free mode, from the same settings with that post-processing."""
+    shape = tuple(int(s) for s in meta.input_shape)
     mode = Mode.DATA_FREE if opts.data_free else (Mode.LDPKIT if opts.augment != "none" else Mode.SIDP)
-    given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size,
-                                   postprocess=release.postprocess)
-    skeleton = RunPlan(
-        opts=opts, release=release, terms=terms if terms is not None else RunTerms(opts.price, opts.privacy_cap),
-        identity=identity, scope=scope, meta=meta, shape=shape, mode=mode, mechanism=mechanism,
-        baseline=None, records=0, public=0, num_queries=None,
-        query_batch_size=0, public_repeats=0, mirror_check_images=0, settings=given,
-    )
-    return _counted(skeleton, records, public, blank)
-
-
-def _counted(plan: RunPlan, records: int, public: int, blank: tuple[Mechanism, str] | None) -> RunPlan:
-    """``plan`` with what follows from the image counts, resolved as the pipeline resolves it
-    (:func:`ldpclient.transfer.resolve.resolve`): the query budget, the student, the public images' repeats and
-    mirror check, and the pipeline settings with those values filled in; with ``blank`` (the baseline's blank
-    queries: their mechanism and post-processing; None: no baseline) the baseline's plan the same way, in data-free
-    mode, from the same settings with that post-processing."""
-    opts, facts = plan.opts, Facts(records, plan.shape, public, plan.meta)
+    facts = Facts(records, shape, public, meta)
     _check_queries(opts, records)
     given = opts.transfer_settings(num_queries=opts.queries, query_batch_size=opts.batch_size,
-                                   postprocess=plan.release.postprocess)
-    settled = resolve(given, facts, mechanism=plan.mechanism, mode=plan.mode)
+                                   postprocess=release.postprocess)
+    settled = resolve(given, facts, mechanism=mechanism, mode=mode)
     num_queries = None if settled.kind == "identity" else settled.queries
     repeats = settled.public_repeats if num_queries else 0
     settled_with = functools.partial(opts.transfer_settings, num_queries=num_queries,
@@ -315,11 +314,12 @@ def _counted(plan: RunPlan, records: int, public: int, blank: tuple[Mechanism, s
         free = settled_with(postprocess=free_postprocess)
         baseline = BaselinePlan(free_mechanism, free_postprocess, free,
                                 resolve(free, facts, mechanism=free_mechanism, mode=Mode.DATA_FREE))
-    return dataclasses.replace(plan, records=records, public=public, num_queries=num_queries,
-                               query_batch_size=settled.query_batch_size, public_repeats=repeats,
-                               mirror_check_images=settled.mirror_check_images,
-                               settings=settled_with(postprocess=plan.release.postprocess),
-                               decoding=settled.decoding, resolved=settled, baseline=baseline)
+    return RunPlan(opts=opts, release=release, terms=terms, identity=identity, scope=scope, meta=meta, shape=shape,
+                   mode=mode, mechanism=mechanism, baseline=baseline, records=records, public=public,
+                   num_queries=num_queries, query_batch_size=settled.query_batch_size, public_repeats=repeats,
+                   mirror_check_images=settled.mirror_check_images,
+                   settings=settled_with(postprocess=release.postprocess), decoding=settled.decoding,
+                   resolved=settled)
 
 
 def _check_public_basis(opts: LabelOptions, release: ReleaseSettings, public: int) -> None:
