@@ -838,9 +838,6 @@ def main(argv: list[str] | None = None) -> None:
                 # the student and the training shift, recorded even when they are the defaults (rows from before
                 # they were chosen by shape have neither key: small_cnn, no shift)
                 with_public = bool(args.public)
-                setting_variant.setdefault(
-                    "student", args.student or defaults.student(tuple(px.shape[1:]), with_public)
-                )
                 setting_variant["crop"] = (args.crop if args.crop is not None
                                            else defaults.train_crop(px.shape[-1], with_public))
                 if flip:  # keyed as --flip rows: the same run (the check's answers are never trained on)
@@ -850,9 +847,11 @@ def main(argv: list[str] | None = None) -> None:
                 for seed in range(args.seed_from, args.seed_from + args.seeds):
                     for mode in args.modes:
                         levels = args.free_eps if mode == "data-free" and args.free_eps else [base["eps_record"]]
+                        mode_variant = {"student": args.student or defaults.student(
+                            tuple(px.shape[1:]), with_public, data_free=mode == "data-free"), **setting_variant}
                         for level in levels:
                             setting = {**base, "eps_record": level}
-                            key = key_of(label, setting, seed, mode, setting_variant)
+                            key = key_of(label, setting, seed, mode, mode_variant)
                             if key in done:
                                 continue
                             r = run_one(teacher, px, py, setting, seed, mode, not args.no_adapt, args.selection_sample,
@@ -866,7 +865,7 @@ def main(argv: list[str] | None = None) -> None:
                                         students=args.students, device=args.device,
                                         decode=args.decode, student_weights=args.student_weights)
                             r.update({"key": key, "dataset": label, **setting, "seed": seed, "mode": mode,
-                                      "teacher": t_acc, **setting_variant, "flip_rule": args.flip})
+                                      "teacher": t_acc, **mode_variant, "flip_rule": args.flip})
                             if checked is not None:
                                 r["mirror_check"] = checked.as_dict()
                             with args.out.open("a") as fh:

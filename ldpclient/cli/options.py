@@ -435,7 +435,8 @@ class StudentGroup(OptionGroup):
 
     student: Optional[str] = typer.Option(
         None, help=f"Student model: {choice_list(STUDENT_NAMES)} (default: small_resnet for colour images of 16 px "
-        "or more beside --public images, else small_cnn).")
+        "or more beside --public images; pooled_cnn, a small_cnn on the image averaged over 2x2 pixels, for grey "
+        "images of 24 px or more without them, except in data-free runs and baselines; else small_cnn).")
     student_weights: Optional[Path] = typer.Option(
         None, "--student-weights", dir_okay=False, metavar="<file>",
         help=f"Start the student from a weights file on this device, frozen under a new head for the teacher's "

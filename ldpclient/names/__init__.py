@@ -51,7 +51,7 @@ DECODINGS: tuple[str, ...] = ("auto", "none", "always")
 #: The one of :data:`DECODINGS` that sends the releases as they are.
 NO_DECODING = DECODINGS[1]
 #: Student models, by the name ``--student`` takes (:data:`ldpclient.transfer.student.STUDENTS` builds each).
-STUDENT_NAMES: tuple[str, ...] = ("small_cnn", "small_resnet", "resnet18", "mobilenet_v2", "torchscript")
+STUDENT_NAMES: tuple[str, ...] = ("small_cnn", "pooled_cnn", "small_resnet", "resnet18", "mobilenet_v2", "torchscript")
 #: The students that start from a weights file (``--student-weights``); ``torchscript`` only from one.
 PRETRAINED_STUDENTS: tuple[str, ...] = ("resnet18", "mobilenet_v2", "torchscript")
 

@@ -71,7 +71,8 @@ class BaselinePlan:
     """The data-free baseline beside a run (``--baseline``), a plan of its own: ``mechanism`` noises its blank queries
     at the free level (:func:`build_free_query_mechanism`), post-processed with ``postprocess``
     (:func:`free_query_shape_settings`); ``settings``: the run's transfer settings with that post-processing (the same
-    queries, student and training as the run); ``resolved``: what :func:`ldpclient.transfer.resolve.resolve` settled
+    queries and training as the run, and its student where one was asked; else the data-free default,
+    :func:`ldpclient.transfer.defaults.student`); ``resolved``: what :func:`ldpclient.transfer.resolve.resolve` settled
     for them in data-free mode, which the baseline's transfer reads as it is."""
 
     mechanism: Mechanism
@@ -311,7 +312,7 @@ def _counted(
     baseline = None
     if blank is not None:
         free_mechanism, free_postprocess = blank
-        free = settled_with(postprocess=free_postprocess)
+        free = settled_with(postprocess=free_postprocess, student=opts.student)  # unasked: the data-free default
         baseline = BaselinePlan(free_mechanism, free_postprocess, free,
                                 resolve(free, facts, mechanism=free_mechanism, mode=Mode.DATA_FREE))
     return RunPlan(opts=opts, release=release, terms=terms, identity=identity, scope=scope, meta=meta, shape=shape,

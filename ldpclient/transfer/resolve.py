@@ -151,7 +151,7 @@ def resolve(given: Given, facts: Facts, *, mechanism: Mechanism, mode: Mode) -> 
     queries = _queries(p.num_queries, facts.records, kind)
     n_blank = (p.n_blank or facts.records) if p.blank_fraction > 0 and kind != "identity" else 0
     public = facts.public > 0
-    student = t.student or defaults.student(facts.record_shape, public)
+    student = t.student or defaults.student(facts.record_shape, public, data_free=mode == Mode.DATA_FREE)
     kwargs = dict(t.student_kwargs or {})
     if t.student_weights is not None:
         weights = weights_info(t.student_weights, t.student)

@@ -3,6 +3,8 @@
 Model zoo (factory functions like torchvision's, never downloading weights):
 
 * :func:`small_cnn` - three conv layers, suited to small images (8x8 to 64x64): the default, except
+* :func:`pooled_cnn` - the same on the image averaged over 2x2 pixels: the default for grey images of 24 px and
+  more trained on noised queries alone;
 * :func:`small_resnet` - a small residual network with a stride-1 stem: the default for colour images of 16 px
   and more beside public images (:func:`~ldpclient.transfer.defaults.student`);
 * :func:`resnet18` and :func:`mobilenet_v2` - torchvision's architectures
@@ -52,15 +54,21 @@ def _check_dims(num_classes: int, in_channels: int, image_size: int) -> None:
 class SmallCNN(nn.Module):
     """conv(w)-pool-conv(2w)-pool-conv(2w)-fc(128)-fc; for 4x4 to ~64x64 inputs.
 
-    The first max-pool is skipped below 16 px so that 8x8 inputs keep their detail.
+    The first max-pool is skipped below 16 px so that 8x8 inputs keep their detail. With ``input_pool`` above 1
+    the image is first averaged over ``input_pool`` x ``input_pool`` pixels and the convolutions run on that
+    smaller image, both max-pools kept (:func:`pooled_cnn`).
     """
 
-    def __init__(self, num_classes: int = 10, in_channels: int = 1, image_size: int = 28, width: int = 32) -> None:
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, image_size: int = 28, width: int = 32,
+                 input_pool: int = 1) -> None:
         super().__init__()
         _check_dims(num_classes, in_channels, image_size)
         if width < 1:
             raise ValueError(f"width must be >= 1, got {width}")
+        if input_pool < 1 or (input_pool > 1 and image_size // input_pool < 8):
+            raise ValueError(f"input_pool {input_pool} leaves fewer than 8 of {image_size} pixels a side")
         w = width
+        self.input_pool = nn.AvgPool2d(input_pool) if input_pool > 1 else nn.Identity()
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, w, 3, padding=1),
             nn.ReLU(inplace=True),
@@ -81,12 +89,20 @@ class SmallCNN(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.features(x))
+        return self.classifier(self.features(self.input_pool(x)))
 
 
 def small_cnn(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28, width: int = 32) -> nn.Module:
-    """The default student: a small CNN for ``(in_channels, image_size, image_size)`` inputs."""
+    """A small CNN for ``(in_channels, image_size, image_size)`` inputs: the default student but where
+    :func:`~ldpclient.transfer.defaults.student` picks :func:`pooled_cnn` or :func:`small_resnet`."""
     return SmallCNN(num_classes, in_channels, image_size, width)
+
+
+def pooled_cnn(*, num_classes: int = 10, in_channels: int = 1, image_size: int = 28, width: int = 32) -> nn.Module:
+    """:func:`small_cnn` on the image averaged over 2x2 pixels (28 px -> 14; 16 px a side or more): a quarter of
+    its convolutions' work. The default student for grey images of 24 px or more trained on noised queries
+    alone (:func:`~ldpclient.transfer.defaults.student`)."""
+    return SmallCNN(num_classes, in_channels, image_size, width, input_pool=2)
 
 
 class _ResidualBlock(nn.Module):
@@ -191,6 +207,7 @@ def torchscript(*, num_classes: int = 10, in_channels: int = 3, image_size: int 
 
 STUDENTS: dict[str, Callable[..., nn.Module]] = {
     "small_cnn": small_cnn,
+    "pooled_cnn": pooled_cnn,
     "small_resnet": small_resnet,
     "resnet18": resnet18,
     "mobilenet_v2": mobilenet_v2,

@@ -172,6 +172,22 @@ def test_the_student_the_plan_settled_is_a_fact_settled_again_for_other_counts()
     assert asked.settings.training.student == "small_cnn"  # what the user asked stays
 
 
+def test_a_grey_28px_run_trains_the_pooled_cnn_and_its_data_free_baseline_the_small_cnn_unless_one_is_asked() -> None:
+    from ldpclient.run.options import LabelOptions
+    from ldpclient.run.plan import resolve_plan
+    from ldpclient.teachers.local import LocalTeacher
+
+    meta = LocalTeacher(lambda x: x.mean((2, 3)), (1, 28, 28), 3, name="grey").metadata()
+    opts = LabelOptions(private_dir=Path("."), teacher="t", baseline=True)
+    plan = resolve_plan(opts, meta, identity="t", scope="t", records=40, public=0)
+    assert plan.baseline is not None
+    assert (plan.resolved.student, plan.baseline.resolved.student) == ("pooled_cnn", "small_cnn")
+    asked = resolve_plan(dataclasses.replace(opts, student="small_cnn"), meta, identity="t", scope="t", records=40,
+                         public=0)
+    assert asked.baseline is not None
+    assert (asked.resolved.student, asked.baseline.resolved.student) == ("small_cnn", "small_cnn")
+
+
 @pytest.mark.parametrize("asked, settled", [
     ({}, ("dct", 1, "clip")),
     ({"epsilon": 2.0, "epsilon_unit": "element"}, ("pool", 4, "blur:2,clip")),

@@ -123,8 +123,11 @@ def test_the_student_and_the_training_shift_follow_the_image_shape() -> None:
     assert defaults.student((1, 28, 28), True) == "small_cnn"  # grey
     assert defaults.student((3, 8, 8), True) == "small_cnn" and defaults.student((3, 15, 64), True) == "small_cnn"
     assert [defaults.train_crop(s, True) for s in (8, 15, 16, 28, 32, 224)] == [0, 0, 2, 3, 4, 28]
-    # without them (noised queries alone): the small CNN, no shift, whatever the shape
-    assert {defaults.student(s, False) for s in ((3, 32, 32), (1, 28, 28), (3, 224, 224))} == {"small_cnn"}
+    # without them (noised queries alone): no shift whatever the shape; the pooled CNN for grey images of 24 px
+    # and more, the small CNN for colour and small ones and in data-free runs
+    assert {defaults.student(s, False) for s in ((3, 32, 32), (1, 23, 64), (3, 224, 224))} == {"small_cnn"}
+    assert {defaults.student(s, False) for s in ((1, 24, 24), (1, 28, 28), (1, 64, 48))} == {"pooled_cnn"}
+    assert defaults.student((1, 28, 28), False, data_free=True) == "small_cnn"
     assert {defaults.train_crop(s, False) for s in (8, 28, 32, 224)} == {0}
 
 

@@ -10,6 +10,7 @@ from ldpclient.transfer.student import (
     build_student,
     load_checkpoint,
     mobilenet_v2,
+    pooled_cnn,
     predict,
     resnet18,
     save_checkpoint,
@@ -26,6 +27,21 @@ def test_zoo_shapes(name, channels, size):
     with torch.no_grad():
         out = model(torch.rand(2, channels, size, size))
     assert out.shape == (2, 7)
+
+
+def test_the_pooled_cnn_runs_the_small_cnn_on_the_image_averaged_over_2x2_pixels() -> None:
+    torch.manual_seed(0)
+    pooled, small = pooled_cnn(num_classes=4, image_size=28), small_cnn(num_classes=4, image_size=28)
+    # the same layers and weights: the pooled CNN on a 28 px image is the small CNN on its 2x2 means
+    assert pooled.state_dict().keys() == small.state_dict().keys()
+    small.load_state_dict(pooled.state_dict())
+    x = torch.rand(3, 1, 28, 28)
+    with torch.no_grad():
+        torch.testing.assert_close(pooled.eval()(x), small.eval()(torch.nn.functional.avg_pool2d(x, 2)))
+    assert build_student("pooled_cnn", num_classes=4, in_channels=1, image_size=16)(torch.rand(2, 1, 16, 16)).shape \
+        == (2, 4)
+    with pytest.raises(ValueError, match="fewer than 8 of 15 pixels"):
+        pooled_cnn(image_size=15)
 
 
 def test_factories_and_bad_names():
