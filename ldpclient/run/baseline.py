@@ -66,6 +66,7 @@ def run_baseline(
         "mode": str(Mode.DATA_FREE) + (" with the public images" if public is not None else ""),
         "epsilon_record": 0.0,
         "blank_query_noise": base.mechanism.config(),
+        "student": base_result.training.student,
         "queries_sent": client.stats.queries_sent - stats_private.queries_sent,
         "queries_from_journal": client.stats.queries_from_journal - stats_private.queries_from_journal,
         "spent": client.cost.spent_run - spent_private,

@@ -223,6 +223,7 @@ class RunPlan:
             "decoding": self._decoding(),
             "baseline": None if self.baseline is None or data_free else {
                 "blank_query_noise": self.baseline.mechanism.config(), "postprocess": self.baseline.postprocess,
+                "student": self.baseline.resolved.student,
             },
         }
 

@@ -257,7 +257,9 @@ class UI:
         plan = section(report, "plan")
         lines = _plan_rows(plan)
         if baseline := section_or_none(plan, "baseline"):
-            lines.append(("baseline", f"data-free, blank queries noised as {baseline['blank_query_noise']}"))
+            noise = section(baseline, "blank_query_noise")
+            lines.append(("baseline", f"data-free, student {baseline['student']}; blank queries noised by "
+                                      f"{noise['name']} at epsilon {noise['epsilon']:g} per {noise['per']}"))
         lines.append(("note", str(section(plan, "spend")["note"])))
         lines += [("warning", str(w)) for w in items(report, "warnings")]
         self._table("ldpclient label --dry-run: nothing decoded, noised, sent or charged", lines)

@@ -44,7 +44,7 @@ def test_label_happy_path_json_schema_then_resume(tmp_path: Path) -> None:
         assert g["elements_per_record"] == 16
         assert report["queries"]["sent"] == 24 and report["queries"]["from_journal"] == 0
         assert report["cost"]["spent_run"] == pytest.approx(0.48)  # 24 private + 24 baseline queries
-        assert report["baseline"]["queries_sent"] == 24
+        assert report["baseline"]["queries_sent"] == 24 and report["baseline"]["student"] == "small_cnn"
         # 24 pairs of 12 images: an image no pair uses is neither released nor charged (about 1 run in 20)
         unused = report["counts"]["not_released"]
         assert report["ledger"]["fresh"] == 12 - unused and unused <= 1

@@ -110,7 +110,8 @@ def test_label_html_writes_the_page_beside_the_labels_without_clean_images(tmp_p
     assert "PRIVATE" not in doc and "img00.png" not in doc  # no file name without --html-private
     assert not [t for t, _ in tags if t == "script"]
     for words in ("per image (record)", "epsilon 50", "queries sent (paid)", "data-free baseline",
-                  "the teacher&#x27;s answers to the queries", "Time per stage", "money cap"):
+                  "Its student (small_cnn)", "the teacher&#x27;s answers to the queries", "Time per stage",
+                  "money cap"):
         assert words in doc, words
     assert report["queries"]["answers_histogram"] is not None and sum(report["queries"]["answers_histogram"]) == 200
     assert sum(report["baseline"]["label_histogram"]) == 30

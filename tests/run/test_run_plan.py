@@ -75,6 +75,8 @@ def test_dry_run_prints_the_plan_and_spends_nothing(tmp_path: Path, teacher) -> 
     dry = runner.invoke(app, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
     assert "nothing decoded, noised, sent or charged" in dry.output and "at most 300 private" in dry.output
+    assert "data-free, student small_cnn; blank queries noised by laplace at epsilon 20 per record" in " ".join(
+        dry.output.split())
     # ledger, journal and money unchanged: the same bytes in the state directory, the same bill at the teacher
     assert _state_files(state) == before and teacher.usage() == usage
     with Ledger(state / "ledger.sqlite") as ledger:
@@ -182,6 +184,7 @@ def test_a_grey_28px_run_trains_the_pooled_cnn_and_its_data_free_baseline_the_sm
     plan = resolve_plan(opts, meta, identity="t", scope="t", records=40, public=0)
     assert plan.baseline is not None
     assert (plan.resolved.student, plan.baseline.resolved.student) == ("pooled_cnn", "small_cnn")
+    assert (plan.describe()["student"]["model"], plan.describe()["baseline"]["student"]) == ("pooled_cnn", "small_cnn")
     asked = resolve_plan(dataclasses.replace(opts, student="small_cnn"), meta, identity="t", scope="t", records=40,
                          public=0)
     assert asked.baseline is not None
