@@ -369,11 +369,12 @@ def _baseline_words(baseline: Document) -> str:
     agree = number_or_none(baseline, "agreement_with_private_run")
     val = number_or_none(baseline, "student_val_accuracy")
     student = text(baseline, "student", "")
+    named = f" ({student})" if student else ""
     return (
         "Data-free baseline (--baseline): the same pipeline on blank images, epsilon 0, no private information. "
         + ("" if agree is None else f"Its labels agree with this run's on {100 * agree:.1f}% of the images. ")
-        + ("" if val is None else f"Its student{f' ({student})' if student else ''} agrees with the teacher on "
-           f"{100 * val:.1f}% of held-out queries. ")
+        + ("" if val is None else f"Its student{named} agrees with the teacher on {100 * val:.1f}% of held-out "
+           "queries. ")
         + "What the private releases add is the difference between the two; it can only be measured against "
         "true labels.")
 
