@@ -233,7 +233,8 @@ class UI:
                          + "; the student has seen them: keep it here"))
         if r.baseline:
             b = r.baseline
-            rows.append(("baseline", f"data-free (epsilon 0 per record): {b.get('queries_sent', 0)} queries; "
+            student = f", student {b['student']}" if b.get("student") else ""
+            rows.append(("baseline", f"data-free (epsilon 0 per record){student}: {b.get('queries_sent', 0)} queries; "
                          f"{_agreement_line(b)}"))
         if r.counts.skipped or r.counts.public_skipped:
             where = f" (reasons in {r.outputs['report']})" if "report" in r.outputs else ""

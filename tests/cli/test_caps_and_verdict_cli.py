@@ -147,6 +147,7 @@ def test_every_run_ends_with_a_verdict_scored_on_the_check_set(tmp_path: Path) -
         res = _run(label_args(folder, srv.model_url, tmp_path, "--check", str(check), "--baseline", "--html"))
         assert res.exit_code == 0, res.output
         assert "  verdict " in res.stderr and "on the check set" in res.stderr
+        assert "data-free (epsilon 0 per record), student small_cnn:" in " ".join(res.stderr.split())
         report = json.loads((tmp_path / "out" / "labels.report.json").read_text())
         verdict = report["verdict"]
         labels = {row.path: row.label for row in read_labels(tmp_path / "out" / "labels.csv")}
