@@ -51,6 +51,21 @@ def _check_dims(num_classes: int, in_channels: int, image_size: int) -> None:
         raise ValueError(f"image_size must be >= 4 pixels, got {image_size}")
 
 
+class _AveragedTo(nn.AdaptiveAvgPool2d):
+    """``nn.AdaptiveAvgPool2d(side)`` that passes a map already ``side`` x ``side`` through as it is: the same values
+    (the mean of one value is that value) without the pooling and its backward pass, about a twentieth of a
+    :func:`pooled_cnn` training step on 28 px images (whose last map is 3x3)."""
+
+    def __init__(self, side: int) -> None:
+        super().__init__(side)
+        self.side = side
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-2] == x.shape[-1] == self.side:
+            return x
+        return super().forward(x)
+
+
 class SmallCNN(nn.Module):
     """conv(w)-pool-conv(2w)-pool-conv(2w)-fc(128)-fc; for 4x4 to ~64x64 inputs.
 
@@ -78,7 +93,7 @@ class SmallCNN(nn.Module):
             nn.MaxPool2d(2),
             nn.Conv2d(2 * w, 2 * w, 3, padding=1),
             nn.ReLU(inplace=True),
-            nn.AdaptiveAvgPool2d(3),
+            _AveragedTo(3),
         )
         self.classifier = nn.Sequential(
             nn.Flatten(),
@@ -321,6 +336,14 @@ class TrainHistory:
         return self.images / self.seconds if self.seconds > 0 else float("nan")
 
 
+def adam(params: Iterable[nn.Parameter], lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
+    """The Adam optimiser every student trains with (training, adaptation, warm-up): torch's fused kernel, one pass over
+    each tensor where the plain one makes eight. With it (and the last pooling passed through) :func:`pooled_cnn`
+    trained 1.15-1.16x the images a second on 28 px images; its float sums run in another order, so a student trains
+    to slightly other weights (the labels over 3 seeds on four sets, 6 on colour digits, stayed within their spread)."""
+    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
+
+
 class Trainer:
     """Trains a student on hard labels, streaming batches (Adam by default).
 
@@ -375,7 +398,7 @@ class Trainer:
         self.augment = augment
         params = self.model.parameters()
         self.optimizer: torch.optim.Optimizer = (
-            torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+            adam(params, lr, weight_decay)
             if optimizer == "adam"
             else torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=weight_decay)
         )
@@ -633,6 +656,7 @@ __all__ = [
     "StudentMean",
     "TrainHistory",
     "Trainer",
+    "adam",
     "build_student",
     "load_checkpoint",
     "mobilenet_v2",

@@ -1,5 +1,7 @@
 """Student zoo, trainer on hard labels, labelling, checkpoints."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -42,6 +44,28 @@ def test_the_pooled_cnn_runs_the_small_cnn_on_the_image_averaged_over_2x2_pixels
         == (2, 4)
     with pytest.raises(ValueError, match="fewer than 8 of 15 pixels"):
         pooled_cnn(image_size=15)
+
+
+def test_the_last_pooling_passes_a_map_already_3x3_through_with_the_same_values_and_gradients() -> None:
+    """The pooled CNN's last map on 28 px images is 3x3: it skips the pooling (and its backward pass), the small
+    CNN's 7x7 map is still averaged; the outputs and gradients are those of ``nn.AdaptiveAvgPool2d(3)``."""
+    torch.manual_seed(0)
+    x = torch.rand(5, 1, 28, 28)
+    for model in (pooled_cnn(num_classes=4), small_cnn(num_classes=4)):
+        plain = copy.deepcopy(model)
+        plain.features[8] = torch.nn.AdaptiveAvgPool2d(3)
+        for m in (model, plain):
+            m.eval()(x).square().sum().backward()
+        assert torch.equal(model(x), plain(x))
+        assert all(torch.equal(a.grad, b.grad) for a, b in zip(model.parameters(), plain.parameters(), strict=True))
+    last = pooled_cnn(num_classes=4).features[8]
+    three, seven = torch.rand(2, 64, 3, 3), torch.rand(2, 64, 7, 7)
+    assert last(three) is three and last(seven).shape == (2, 64, 3, 3)  # passed through, not computed again
+
+
+def test_students_train_with_fused_adam() -> None:
+    tr = Trainer(small_cnn(num_classes=2, image_size=8, width=8), epochs=1, device="cpu")
+    assert isinstance(tr.optimizer, torch.optim.Adam) and tr.optimizer.defaults["fused"] is True
 
 
 def test_factories_and_bad_names():
