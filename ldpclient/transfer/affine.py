@@ -39,7 +39,7 @@ class RandomRotateShift:
         if images.dim() != 4 or not images.is_floating_point():
             raise ValueError(f"images must be a float batch (N, C, H, W), got {images.dtype} {tuple(images.shape)}")
         n, _, h, w = images.shape
-        theta = torch.tensor([self._inverse_matrix(h, w) for _ in range(n)], dtype=images.dtype).reshape(n, 2, 3)
+        theta = torch.tensor(self._inverse_matrices(n, h, w), dtype=images.dtype).reshape(n, 2, 3)
         ones = torch.ones((n, 1, h, w), dtype=images.dtype)
         out = grid_sample(
             torch.cat((images, ones), dim=1),
@@ -51,16 +51,23 @@ class RandomRotateShift:
         moved, mask = out[:, :-1], out[:, -1:]
         return moved.mul_(mask.expand_as(moved))  # fill 0: the part of a pixel that came from outside is 0
 
-    def _inverse_matrix(self, h: int, w: int) -> list[float]:
-        """One image's draws (angle, then whole-pixel shifts x and y) as the output-to-input map, row-major 2x3."""
-        angle = torch.empty(1).uniform_(-self.degrees, self.degrees).item()
+    def _inverse_matrices(self, n: int, h: int, w: int) -> list[list[float]]:
+        """``n`` images' draws (per image the angle, then whole-pixel shifts x and y) as output-to-input maps,
+        row-major 2x3. One call draws the ``3n`` numbers the per-image calls would (the same stream, in the same
+        order: each is a 24-bit fraction, then scaled in double and rounded to float as ``uniform_`` does)."""
         max_dx, max_dy = float(self.translate * w), float(self.translate * h)
-        tx = float(int(round(float(torch.empty(1).uniform_(-max_dx, max_dx).item()))))
-        ty = float(int(round(float(torch.empty(1).uniform_(-max_dy, max_dy).item()))))
+        low = torch.tensor([-self.degrees, -max_dx, -max_dy])
+        span = (torch.tensor([self.degrees, max_dx, max_dy]) - low).double()
+        draws = (torch.empty(n, 3).uniform_(0.0, 1.0).double() * span + low.double()).float()
+        draws[:, 1:] = torch.round(draws[:, 1:])  # half to even, as Python's round
+        return [self._inverse_matrix(angle, tx, ty) for angle, tx, ty in draws.tolist()]
+
+    @staticmethod
+    def _inverse_matrix(angle: float, tx: float, ty: float) -> list[float]:
+        """The inverse of "rotate by ``angle`` degrees about the centre, then shift by (tx, ty) pixels", in
+        torchvision's order of operations (its matrix with scale 1 and no shear), so the floats come out the same."""
         rot = math.radians(angle)
         cos, sin = math.cos(rot), math.sin(rot)
-        # the inverse of "rotate by angle about the centre, then shift by (tx, ty)", in torchvision's
-        # order of operations (its matrix with scale 1 and no shear), so the floats come out the same
         m = [cos, sin, 0.0, -sin, cos, 0.0]
         m[2] += cos * -tx + sin * -ty
         m[5] += -sin * -tx + cos * -ty
