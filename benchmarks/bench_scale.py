@@ -236,7 +236,7 @@ def grow_n(args: argparse.Namespace) -> None:
         if args.units:
             unit = min(unit_seconds() for _ in range(3))
             t = r["timings"]
-            adapting = t.get("adapting", 0.0) + t.get("adapting_predict", 0.0)
+            adapting = t.get("adapting", 0.0)  # its prediction passes (adapting_predict) are a part of it
             print(f"{'':>9} one unit {unit:.2f} s (best of 3): the run {r['wall'] / unit:.1f} units, adaptation with "
                   f"its predictions {adapting / unit:.1f} units ({adapting:.1f} s, {100 * adapting / r['wall']:.0f} % "
                   "of the run)", flush=True)

@@ -2,7 +2,9 @@
 
 Trains each model for a few Adam steps on random batches of ``--channels`` x size x size images (after one
 warm-up step), laid out as the trainer lays them out on the CPU (channels-last), each batch shifted at random
-as training shifts it beside public images (``defaults.train_crop``; ``--no-shift``: not), and prints images/s.
+as training shifts it beside public images (``defaults.train_crop``; ``--no-shift``: not), with the optimiser the
+students train with (``student.adam``), and prints images/s. ``--flush-denormals``: the floating-point mode the
+commands compute in (``run.compute.set_up_command_compute``: denormal floats flushed to zero) instead of torch's own.
 Ratios to
 small_cnn are within one run; ``--rounds`` repeats the models in turn and keeps each one's best round, so that
 a machine whose load changes during the run penalises every model alike.
@@ -10,6 +12,8 @@ a machine whose load changes during the run penalises every model alike.
     nice -n 10 .venv/bin/python benchmarks/bench_student.py --threads 2
     .venv/bin/python benchmarks/bench_student.py --threads 1 --channels 3 --sizes 32 --batch 32 \\
         --models small_cnn small_resnet small_resnet:32 --rounds 3
+    .venv/bin/python benchmarks/bench_student.py --threads 2 --batch 32 --steps 200 --sizes 28 \\
+        --models pooled_cnn small_cnn --rounds 3 --no-shift --flush-denormals
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from functools import partial
 
 import torch
 
+from ldpclient.run.compute import set_up_command_compute
 from ldpclient.transfer import defaults
 from ldpclient.transfer.affine import flip_crop
-from ldpclient.transfer.student import STUDENTS, batch_in_layout, build_student, to_compute_layout
+from ldpclient.transfer.student import STUDENTS, adam, batch_in_layout, build_student, to_compute_layout
 
 
 def throughput(spec: str, size: int, batch: int, steps: int, channels: int = 1, shift: bool = True) -> float:
@@ -32,7 +37,7 @@ def throughput(spec: str, size: int, batch: int, steps: int, channels: int = 1, 
     kwargs = {"width": int(width)} if width else {}
     model = to_compute_layout(build_student(name, num_classes=10, in_channels=channels, image_size=size, **kwargs),
                               "cpu").train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = adam(model.parameters(), 1e-3)
     x = torch.rand(batch, channels, size, size)
     y = torch.randint(0, 10, (batch,))
     pad = defaults.train_crop(size, public=True) if shift else 0
@@ -60,10 +65,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--models", nargs="+", default=list(STUDENTS), help="zoo names, or name:width")
     p.add_argument("--rounds", type=int, default=1, help="measure every model this many times in turn; keep the best")
     p.add_argument("--no-shift", action="store_true", help="train on the batches as they are (no random shift)")
+    p.add_argument("--flush-denormals", action="store_true", help="compute as the commands do: denormals flushed")
     args = p.parse_args(argv)
+    if args.flush_denormals:
+        set_up_command_compute()  # before torch starts its threads, so that they flush too
     torch.set_num_threads(args.threads)
     print(f"threads={args.threads} batch={args.batch} steps={args.steps} channels={args.channels} "
-          f"rounds={args.rounds} shift={not args.no_shift}")
+          f"rounds={args.rounds} shift={not args.no_shift} flush_denormals={args.flush_denormals}")
     print("| model | image | images/s | vs first |")
     print("|---|---|---|---|")
     for size in args.sizes:
