@@ -336,12 +336,19 @@ class TrainHistory:
         return self.images / self.seconds if self.seconds > 0 else float("nan")
 
 
+#: Devices whose parameters :func:`adam` updates with torch's fused kernel (every torch this package takes has it).
+FUSED_ADAM_DEVICES = ("cpu", "cuda")
+
+
 def adam(params: Iterable[nn.Parameter], lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
     """The Adam optimiser every student trains with (training, adaptation, warm-up): torch's fused kernel, one pass over
-    each tensor where the plain one makes eight. With it (and the last pooling passed through) :func:`pooled_cnn`
-    trained 1.15-1.16x the images a second on 28 px images; its float sums run in another order, so a student trains
-    to slightly other weights (the labels over 3 seeds on four sets, 6 on colour digits, stayed within their spread)."""
-    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
+    each tensor where the plain one makes eight, where the parameters are on :data:`FUSED_ADAM_DEVICES` (elsewhere
+    torch's default). With it (and the last pooling passed through) :func:`pooled_cnn` trained 1.15-1.16x the images
+    a second on 28 px images; its float sums run in another order, so a student trains to slightly other weights (the
+    labels over 3 seeds on four sets, 6 on colour digits, stayed within their spread)."""
+    params = list(params)
+    fused = all(p.device.type in FUSED_ADAM_DEVICES for p in params) or None
+    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=fused)
 
 
 class Trainer:

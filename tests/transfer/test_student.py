@@ -63,9 +63,13 @@ def test_the_last_pooling_passes_a_map_already_3x3_through_with_the_same_values_
     assert last(three) is three and last(seven).shape == (2, 64, 3, 3)  # passed through, not computed again
 
 
-def test_students_train_with_fused_adam() -> None:
+def test_students_train_with_fused_adam_where_torch_has_it() -> None:
+    from ldpclient.transfer.student import adam
+
     tr = Trainer(small_cnn(num_classes=2, image_size=8, width=8), epochs=1, device="cpu")
     assert isinstance(tr.optimizer, torch.optim.Adam) and tr.optimizer.defaults["fused"] is True
+    on_meta = torch.nn.Linear(2, 2, device="meta")  # a device without the fused kernel: torch's default
+    assert adam(on_meta.parameters(), 1e-3).defaults["fused"] is None
 
 
 def test_factories_and_bad_names():
