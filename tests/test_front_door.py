@@ -4,7 +4,6 @@ the same state and resume as the CLI, tensors accepted, unknown options refused,
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -126,43 +125,21 @@ def test_import_ldpclient_is_light() -> None:
 def test_the_front_door_computes_on_the_cores_it_may_use_and_leaves_the_callers_threads_as_they_were(
         tmp_path: Path, monkeypatch) -> None:
     """As the command does: torch's threads above the cores this process may use are lowered for the call (8 on 2
-    cores made the README's example 1.7 times slower), and the caller's count is back afterwards. Unlike the command,
-    it leaves denormal floats as the application has them."""
+    cores made the README's example 1.7 times slower), and the caller's count is back afterwards."""
     from ldpclient.io.folders import available_cores
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     folder = _folder(tmp_path / "private", n=12)
     during: set[int] = set()
     before = torch.get_num_threads()
-
-    def flushing() -> bool:
-        return bool((torch.full((4,), 1e-39) * 1.0).eq(0).all())
-
-    flushed_before = flushing()  # a command run in this process before (the CLI's tests) may have set it
     try:
-        torch.set_flush_denormal(False)
         torch.set_num_threads(available_cores() + 3)
         with mock_server.serve(model="trivial", image_size=8, channels=1) as srv:
             ldpclient.label(folder, srv.model_url, epsilon=20, queries=24, epochs=1, state_dir=tmp_path / "s",
                             progress=lambda stage, done, total: during.add(torch.get_num_threads()))
         assert during == {available_cores()} and torch.get_num_threads() == available_cores() + 3
-        assert not flushing()
     finally:
         torch.set_num_threads(before)
-        torch.set_flush_denormal(flushed_before)
-
-
-def test_a_command_flushes_denormals_in_every_thread_it_computes_with() -> None:
-    """A command sets the mode before torch starts its threads, so both halves of a two-thread product flush; without
-    it none does (the front door leaves the mode to the application: the test above)."""
-    code = (
-        "import torch; from ldpclient.run.compute import set_up_command_compute; {setup}torch.set_num_threads(2); "
-        "x = torch.full((1_000_000,), 1e-39); print(int(((x * 1.0) == 0).sum()))"
-    )
-    flushed = [int(subprocess.run([sys.executable, "-c", code.format(setup=setup)], capture_output=True, text=True,
-                                  check=True, env={**os.environ, "OMP_NUM_THREADS": "2"}).stdout)
-               for setup in ("set_up_command_compute(); ", "")]
-    assert flushed == [1_000_000, 0]
 
 
 def test_the_front_door_reports_progress_to_a_callback_and_on_a_terminal(tmp_path: Path, monkeypatch,

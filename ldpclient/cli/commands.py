@@ -124,7 +124,7 @@ def label(
 
     Re-running the same command resumes: no record is re-noised, no batch paid twice.
     """
-    from ..run.compute import set_up_command_compute
+    from ..run.compute import use_available_cores
     from ..run.label import LabelOptions, label_run, resume_hint
 
     ui = UI(quiet=run_group.quiet or json_out, json_mode=json_out)
@@ -138,7 +138,7 @@ def label(
                             **teacher_group.run_options(money_group))
         opts.validate()
     with user_errors(ui, resume_hint=resume_hint(opts), secrets=(token,)):
-        set_up_command_compute()
+        use_available_cores()
         with ui.stdout_kept_for_json():
             result = label_run(opts, token=token, ui=ui).report
     if json_out:
@@ -172,7 +172,7 @@ def noise(
     preview.png rows: clean records, their releases (post-processed), augmented queries. Charged in the ledger like
     any release; the preview shows clean images and is for your eyes only.
     """
-    from ..run.compute import set_up_command_compute
+    from ..run.compute import use_available_cores
     from ..run.noise import NoiseOptions, run_noise
 
     ui = UI(quiet=run_group.quiet or json_out, json_mode=json_out)
@@ -183,7 +183,7 @@ def noise(
                             teacher=teacher, size=size, channels=channels, epsilon=epsilon, augment=augment.value,
                             preview=preview, public=public, decode=decode.value,
                             public_skip_copies=public_skip_copies, **teacher_group.run_options())
-        set_up_command_compute()  # run_noise validates the options first
+        use_available_cores()  # run_noise validates the options first
         with ui.stdout_kept_for_json():
             result = run_noise(opts, token=token, ui=ui)
     if json_out:
