@@ -3,8 +3,7 @@
 Trains each model for a few Adam steps on random batches of ``--channels`` x size x size images (after one
 warm-up step), laid out as the trainer lays them out on the CPU (channels-last), each batch shifted at random
 as training shifts it beside public images (``defaults.train_crop``; ``--no-shift``: not), with the optimiser the
-students train with (``student.adam``), and prints images/s. ``--flush-denormals``: the floating-point mode the
-commands compute in (``run.compute.set_up_command_compute``: denormal floats flushed to zero) instead of torch's own.
+students train with (``student.adam``), and prints images/s.
 Ratios to
 small_cnn are within one run; ``--rounds`` repeats the models in turn and keeps each one's best round, so that
 a machine whose load changes during the run penalises every model alike.
@@ -13,7 +12,7 @@ a machine whose load changes during the run penalises every model alike.
     .venv/bin/python benchmarks/bench_student.py --threads 1 --channels 3 --sizes 32 --batch 32 \\
         --models small_cnn small_resnet small_resnet:32 --rounds 3
     .venv/bin/python benchmarks/bench_student.py --threads 2 --batch 32 --steps 200 --sizes 28 \\
-        --models pooled_cnn small_cnn --rounds 3 --no-shift --flush-denormals
+        --models pooled_cnn small_cnn --rounds 3 --no-shift
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from functools import partial
 
 import torch
 
-from ldpclient.run.compute import set_up_command_compute
 from ldpclient.transfer import defaults
 from ldpclient.transfer.affine import flip_crop
 from ldpclient.transfer.student import STUDENTS, adam, batch_in_layout, build_student, to_compute_layout
@@ -65,13 +63,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--models", nargs="+", default=list(STUDENTS), help="zoo names, or name:width")
     p.add_argument("--rounds", type=int, default=1, help="measure every model this many times in turn; keep the best")
     p.add_argument("--no-shift", action="store_true", help="train on the batches as they are (no random shift)")
-    p.add_argument("--flush-denormals", action="store_true", help="compute as the commands do: denormals flushed")
     args = p.parse_args(argv)
-    if args.flush_denormals:
-        set_up_command_compute()  # before torch starts its threads, so that they flush too
     torch.set_num_threads(args.threads)
     print(f"threads={args.threads} batch={args.batch} steps={args.steps} channels={args.channels} "
-          f"rounds={args.rounds} shift={not args.no_shift} flush_denormals={args.flush_denormals}")
+          f"rounds={args.rounds} shift={not args.no_shift}")
     print("| model | image | images/s | vs first |")
     print("|---|---|---|---|")
     for size in args.sizes:
