@@ -44,7 +44,8 @@ def student(record_shape: Sequence[int], public: bool, data_free: bool = False) 
 
     The pooled student on grey 28x28 images (the default release keeps their 64 lowest DCT frequencies, which a
     14x14 image holds): MNIST 94.7 ± 0.5 against 94.0 ± 0.5, scikit-learn digits 92.7 ± 0.6 against 91.9 ± 1.1,
-    Fashion-MNIST 71.1 ± 3.3 against 70.6 ± 2.2, in 0.45-0.63 of the run's time. It lost where the run leans on
+    Fashion-MNIST 71.1 ± 3.3 against 70.6 ± 2.2, in 0.45-0.63 of the time of the code it replaced (whose
+    adaptation had made it slower than the defaults a few changes before). It lost where the run leans on
     adaptation to clean images: colour digits at 32x32 (67.3 and 61.2 against 85.2 and 82.9) and the data-free
     runs (digits 84.4 ± 0.4 against 88.9 ± 2.0, MNIST 92.8 ± 1.4 against 94.5 ± 1.0, Fashion-MNIST 63.9 ± 3.0
     against 65.9 ± 1.4), which keep ``small_cnn``, as the data-free baseline beside a run does.

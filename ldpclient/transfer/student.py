@@ -52,16 +52,12 @@ def _check_dims(num_classes: int, in_channels: int, image_size: int) -> None:
 
 
 class _AveragedTo(nn.AdaptiveAvgPool2d):
-    """``nn.AdaptiveAvgPool2d(side)`` that passes a map already ``side`` x ``side`` through as it is: the same values
-    (the mean of one value is that value) without the pooling and its backward pass, about a twentieth of a
-    :func:`pooled_cnn` training step on 28 px images (whose last map is 3x3)."""
-
-    def __init__(self, side: int) -> None:
-        super().__init__(side)
-        self.side = side
+    """``nn.AdaptiveAvgPool2d(side)`` (an int ``output_size``) that passes a map already ``side`` x ``side`` through as
+    it is: the same values (the mean of one value is that value) without the pooling and its backward pass, about a
+    twentieth of a :func:`pooled_cnn` training step on 28 px images (whose last map is 3x3)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-2] == x.shape[-1] == self.side:
+        if x.shape[-2] == x.shape[-1] == self.output_size:
             return x
         return super().forward(x)
 
