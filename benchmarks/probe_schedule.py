@@ -16,8 +16,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ldpclient.transfer import student as student_mod
 from ldpclient.transfer.stages import train as train_mod
 
@@ -30,8 +28,8 @@ def scheduled(peak: float) -> type[student_mod.Trainer]:
     class ScheduledTrainer(student_mod.Trainer):
         def fit(self, make_stream: Any, labels: Any, *, steps_per_epoch: int | None = None) -> Any:
             total = max(1, int((steps_per_epoch or 1) * self.epochs))
-            for group in self.optimizer.param_groups:
-                group["lr"] = peak
+            optimizer = self.optimizer
+            assert isinstance(optimizer, student_mod.StudentAdam)
 
             def factor(step: int) -> float:
                 t = min(step / total, 1.0)
@@ -39,15 +37,15 @@ def scheduled(peak: float) -> type[student_mod.Trainer]:
                     return max(t / WARM, 0.01)
                 return 0.5 * (1 + math.cos(math.pi * (t - WARM) / (1 - WARM))) + 0.01
 
-            schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
-            step = self.optimizer.step
+            step = optimizer.step
+            done = [0]
 
-            def stepped(*args: Any, **kwargs: Any) -> Any:
-                out = step(*args, **kwargs)
-                schedule.step()
-                return out
+            def stepped() -> None:
+                optimizer.lr = peak * factor(done[0])
+                step()
+                done[0] += 1
 
-            self.optimizer.step = stepped  # type: ignore[method-assign]
+            optimizer.step = stepped  # type: ignore[method-assign]
             return super().fit(make_stream, labels, steps_per_epoch=steps_per_epoch)
 
     return ScheduledTrainer

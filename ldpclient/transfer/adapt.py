@@ -56,7 +56,7 @@ from .affine import MIN_AUGMENT_SIDE, RandomRotateShift
 from .image_changes import CHANGES, CHECK_IMAGES, KeptChanges, candidates, check_changes, known
 from .label_views import UNSURE_BELOW, ViewedRecords, label_views, unsure
 from .prior import aligned, target_shares
-from .student import adam, batch_in_layout, predict_proba, to_compute_layout
+from .student import StudentAdam, adam, batch_in_layout, predict_proba, to_compute_layout
 
 #: Pseudo-label fraction per class in each round (the curriculum): one default, measured.
 DEFAULT_SCHEDULE: tuple[float, ...] = (0.5, 0.8, 1.0)
@@ -246,7 +246,7 @@ class SelfTrainingAdapter:
         return hist
 
     def _fit_round(
-        self, model: nn.Module, optimizer: torch.optim.Optimizer, pool: RecordSource, chosen: torch.Tensor,
+        self, model: nn.Module, optimizer: StudentAdam, pool: RecordSource, chosen: torch.Tensor,
         targets: torch.Tensor, anchors: Iterator[tuple[torch.Tensor, torch.Tensor]] | None,
         augment: Callable[[torch.Tensor], torch.Tensor] | None, epochs: int, anchor_share: float = 1.0,
     ) -> float:

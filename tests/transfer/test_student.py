@@ -63,13 +63,85 @@ def test_the_last_pooling_passes_a_map_already_3x3_through_with_the_same_values_
     assert last(three) is three and last(seven).shape == (2, 64, 3, 3)  # passed through, not computed again
 
 
+def test_each_max_pool_before_its_relu_gives_the_values_and_gradients_of_relu_first() -> None:
+    """The small CNN pools before each ReLU (the ReLU then runs on a quarter of the map); the outputs and gradients
+    are those of the usual order, ReLU first, with the same weights (dropout drawn alike)."""
+    x = torch.rand(6, 1, 28, 28) - 0.3
+    for model in (pooled_cnn(num_classes=4), small_cnn(num_classes=4), small_cnn(num_classes=4, image_size=8)):
+        usual = copy.deepcopy(model)
+        f = usual.features
+        usual.features = torch.nn.Sequential(f[0], f[2], f[1], f[3], f[5], f[4], *f[6:])
+        assert isinstance(usual.features[1], torch.nn.ReLU) and isinstance(usual.features[4], torch.nn.ReLU)
+        assert usual.state_dict().keys() == model.state_dict().keys()
+        size = 8 if isinstance(model.features[1], torch.nn.Identity) else 28
+        outs = []
+        for m in (model, usual):
+            torch.manual_seed(1)
+            outs.append(m.train()(x[..., :size, :size]))
+            outs[-1].square().sum().backward()
+        assert torch.equal(outs[0], outs[1])
+        assert all(torch.equal(a.grad, b.grad) for a, b in zip(model.parameters(), usual.parameters(), strict=True))
+
+
 def test_students_train_with_fused_adam_where_torch_has_it() -> None:
-    from ldpclient.transfer.student import adam
+    from ldpclient.transfer.student import StudentAdam, adam
 
     tr = Trainer(small_cnn(num_classes=2, image_size=8, width=8), epochs=1, device="cpu")
-    assert isinstance(tr.optimizer, torch.optim.Adam) and tr.optimizer.defaults["fused"] is True
+    assert isinstance(tr.optimizer, StudentAdam) and tr.optimizer.fused is True
     on_meta = torch.nn.Linear(2, 2, device="meta")  # a device without the fused kernel: torch's default
-    assert adam(on_meta.parameters(), 1e-3).defaults["fused"] is None
+    assert adam(on_meta.parameters(), 1e-3).fused is None
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
+def test_student_adam_makes_torch_adams_weights_and_lets_no_moment_stay_subnormal(weight_decay: float) -> None:
+    """Step for step the weights of ``torch.optim.Adam`` (fused), also for a parameter whose first gradient comes
+    late and one whose gradient stays 0 after a few steps; that one's first moment, subnormal in torch's Adam after
+    about 800 steps, is 0 in the student's."""
+    from ldpclient.transfer.student import SUBNORMAL_FLUSH_STEPS, adam
+
+    torch.manual_seed(0)
+    ours = [torch.nn.Parameter(torch.randn(300)) for _ in range(3)]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    mine, torchs = adam(ours, 1e-3, weight_decay), torch.optim.Adam(theirs, lr=1e-3, weight_decay=weight_decay,
+                                                                   fused=True)
+    g = torch.Generator().manual_seed(1)
+    steps = 1000 + SUBNORMAL_FLUSH_STEPS
+    for t in range(steps):
+        for k, (p, q) in enumerate(zip(ours, theirs, strict=True)):
+            if k == 2 and t < 5:
+                continue  # no gradient yet
+            grad = torch.randn(300, generator=g) * float(k != 1 or t < 10)
+            p.grad, q.grad = grad.clone(), grad.clone()
+        mine.step()
+        torchs.step()
+        mine.zero_grad()
+        torchs.zero_grad()
+        assert all(torch.equal(p, q) for p, q in zip(ours, theirs, strict=True)), f"step {t}"
+    tiny = torch.finfo(torch.float32).tiny
+    if weight_decay == 0.0:
+        stuck = torchs.state[theirs[1]]["exp_avg"]
+        assert bool(((stuck != 0) & (stuck.abs() < tiny)).all())  # subnormal, for good
+    for _, first, second in mine.state.values():
+        for moment in (first, second):
+            assert not bool(((moment != 0) & (moment.abs() < tiny)).any())
+
+
+def test_a_student_trains_without_importing_torchs_compiler() -> None:
+    """torch's optimisers import ``torch._dynamo`` (about a second) at their first use; training does not."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from ldpclient.transfer.student import LabelStore, Trainer, small_cnn\n"
+        "x = torch.rand(64, 1, 8, 8); store = LabelStore(64, 2)\n"
+        "store.set(list(range(64)), [k % 2 for k in range(64)])\n"
+        "Trainer(small_cnn(num_classes=2, image_size=8, width=4), epochs=2, device='cpu').fit("
+        "lambda epoch: [(list(range(64)), x)], store)\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_factories_and_bad_names():
