@@ -12,8 +12,9 @@ and the stages' seconds from the run report. Targets (issue 13): 50,000 records
 
 With ``--units`` each label run's wall time and its adaptation are also given in *units*: one unit is a fixed raw
 torch workload timed right after the run in the same process tree (:func:`unit_seconds`: one epoch of a width-32
-``small_cnn`` over 5,000 28x28 samples at batch 32 with Adam, plus its predictions over 12,500, NCHW, on every
-core), so that runs on machines of different speeds compare.
+small CNN, ``small_cnn`` as issue 88 timed it (:func:`unit_network`), over 5,000 28x28 samples at batch 32 with
+Adam, plus its predictions over 12,500, NCHW, on every core), so that runs on machines of different speeds and
+heads of different students compare.
 
 **Growing Q** (default): n private 28x28 records -> Laplace release -> blur + clip -> QueryPlan (Sup by
 default) -> batches streamed to an in-process synthetic teacher (a fixed random
@@ -189,17 +190,29 @@ def raw_noising(records: int, elements: int, chunk: int = 2**21 // 784) -> float
 UNIT_TRAIN, UNIT_BATCH, UNIT_PREDICT = 5_000, 32, 12_500
 
 
+def unit_network() -> torch.nn.Module:
+    """The unit's network, fixed here whatever the library's students become: the small CNN as issue 88 timed it
+    (``small_cnn`` at f6a07f0: width 32, 28x28 grey images, each ReLU before its max-pool, 10 classes)."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+        nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(3),
+        nn.Flatten(), nn.Linear(64 * 9, 128), nn.ReLU(inplace=True), nn.Dropout(0.25), nn.Linear(128, 10),
+    )
+
+
 def unit_seconds() -> float:
-    """Seconds of one unit of raw torch work on this machine now: one epoch of ``small_cnn`` (width 32, its own
-    default, fixed here whatever the library's student is) over :data:`UNIT_TRAIN` random 28x28 samples at batch
-    :data:`UNIT_BATCH` (Adam, cross-entropy), then predictions over :data:`UNIT_PREDICT` in batches of 512 under
-    ``torch.inference_mode``; NCHW, one thread per core."""
+    """Seconds of one unit of raw torch work on this machine now: one epoch of :func:`unit_network` over
+    :data:`UNIT_TRAIN` random 28x28 samples at batch :data:`UNIT_BATCH` (torch's Adam, cross-entropy), then
+    predictions over :data:`UNIT_PREDICT` in batches of 512 under ``torch.inference_mode``; NCHW, one thread per
+    core."""
     from ldpclient.io.folders import available_cores
 
     torch.set_num_threads(available_cores())
     g = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
-    model = small_cnn(num_classes=10, in_channels=1, image_size=28, width=32)
+    model = unit_network()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x, y = torch.rand(UNIT_PREDICT, 1, 28, 28, generator=g), torch.randint(0, 10, (UNIT_TRAIN,), generator=g)
     loss_fn = torch.nn.CrossEntropyLoss()
