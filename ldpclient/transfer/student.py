@@ -13,7 +13,7 @@ Model zoo (factory functions like torchvision's, never downloading weights):
   ``weights=`` (:mod:`~ldpclient.transfer.pretrained`);
 * :func:`torchscript` - a user's TorchScript feature extractor from a file, under a new head.
 
-:func:`build_student` picks one by name. :class:`Trainer` trains on labelled
+:func:`build_student` picks one by name. :class:`Trainer` trains (with :class:`StudentAdam`) on labelled
 queries streamed batch by batch (the queries are recomputed from the query plan
 each epoch, so memory stays O(batch)); labels live in a compact
 :class:`LabelStore` (int16 per query id, -1 = unlabelled). :func:`predict` labels
