@@ -359,11 +359,11 @@ class StudentAdam:
     0 (a unit that has stopped learning) sees its first moment shrink by 0.9 a step: from about 800 steps on it is
     subnormal, and it stays so, as 0.9 times the smallest subnormal rounds back to it. The CPU computes on subnormal
     numbers many times slower than on normal ones: in a default run on 28 px digits about 50,000 of the student's
-    131,000 first moments were subnormal from the 1,000th step on. From the 16th step on, the update such a moment
-    makes is below ``lr`` x 1.5e-30 (its denominator is at least eps), which float32 rounding loses on any weight above
-    about 3e-23 x ``lr`` in size, as it loses the moment beside a later gradient above about 1e-31; a subnormal second
-    moment adds below 2e-19 to eps, which rounding loses too. So the weights are those of torch's Adam, value for
-    value, unless weights or gradients come that close to 0.
+    131,000 first moments were subnormal from the 1,000th step on. Setting one to 0 changes the first moment by less
+    than 1.2e-38, and every later one by less still (the change shrinks by 0.9 a step); from the 16th step on, an
+    update changes by below ``lr`` x 1.5e-30 (its denominator is at least eps), which float32 rounding loses on any
+    weight above about 3e-23 x ``lr`` in size. A second moment's change moves the denominator by far less than its
+    rounding step. So the weights are those of torch's Adam, value for value, unless a weight comes that close to 0.
     """
 
     def __init__(self, params: Iterable[nn.Parameter], lr: float, weight_decay: float = 0.0) -> None:
