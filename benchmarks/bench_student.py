@@ -3,7 +3,7 @@
 Trains each model for a few Adam steps on random batches of ``--channels`` x size x size images (after one
 warm-up step), laid out as the trainer lays them out on the CPU (channels-last), each batch shifted at random
 as training shifts it beside public images (``defaults.train_crop``; ``--no-shift``: not), with the optimiser the
-students train with (``student.adam``), and prints images/s.
+students train with (``student.StudentAdam``), and prints images/s.
 Ratios to
 small_cnn are within one run; ``--rounds`` repeats the models in turn and keeps each one's best round, so that
 a machine whose load changes during the run penalises every model alike.
@@ -25,7 +25,7 @@ import torch
 
 from ldpclient.transfer import defaults
 from ldpclient.transfer.affine import flip_crop
-from ldpclient.transfer.student import STUDENTS, adam, batch_in_layout, build_student, to_compute_layout
+from ldpclient.transfer.student import STUDENTS, StudentAdam, batch_in_layout, build_student, to_compute_layout
 
 
 def throughput(spec: str, size: int, batch: int, steps: int, channels: int = 1, shift: bool = True) -> float:
@@ -35,7 +35,7 @@ def throughput(spec: str, size: int, batch: int, steps: int, channels: int = 1, 
     kwargs = {"width": int(width)} if width else {}
     model = to_compute_layout(build_student(name, num_classes=10, in_channels=channels, image_size=size, **kwargs),
                               "cpu").train()
-    opt = adam(model.parameters(), 1e-3)
+    opt = StudentAdam(model.parameters(), 1e-3)
     x = torch.rand(batch, channels, size, size)
     y = torch.randint(0, 10, (batch,))
     pad = defaults.train_crop(size, public=True) if shift else 0

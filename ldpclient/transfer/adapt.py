@@ -56,7 +56,7 @@ from .affine import MIN_AUGMENT_SIDE, RandomRotateShift
 from .image_changes import CHANGES, CHECK_IMAGES, KeptChanges, candidates, check_changes, known
 from .label_views import UNSURE_BELOW, ViewedRecords, label_views, unsure
 from .prior import aligned, target_shares
-from .student import StudentAdam, adam, batch_in_layout, predict_proba, to_compute_layout
+from .student import StudentAdam, batch_in_layout, predict_proba, to_compute_layout
 
 #: Pseudo-label fraction per class in each round (the curriculum): one default, measured.
 DEFAULT_SCHEDULE: tuple[float, ...] = (0.5, 0.8, 1.0)
@@ -210,7 +210,7 @@ class SelfTrainingAdapter:
         t0 = time.perf_counter()
         records = as_record_source(records)
         to_compute_layout(model, self.device)  # in place, before the optimiser takes its parameters
-        optimizer = adam(model.parameters(), self.lr)
+        optimizer = StudentAdam(model.parameters(), self.lr)
         sample = self._sample(len(records))  # None: every record, in order
         pool = records if sample is None else SubsetRecords(records, sample)
         if probs is None:

@@ -22,7 +22,7 @@ from torch import nn
 
 from ..io.records import RecordSource
 from .affine import flip_crop
-from .student import adam
+from .student import StudentAdam
 
 #: Rotations the pretext tells apart (multiples of 90 degrees).
 ROTATIONS = 4
@@ -76,7 +76,7 @@ def rotation_warmup(
     model.to(device)
     gen = torch.Generator().manual_seed(seed)
     setattr(parent, attribute, nn.Linear(head.in_features, ROTATIONS).to(device))
-    optimiser = adam(model.parameters(), WARMUP_LR)
+    optimiser = StudentAdam(model.parameters(), WARMUP_LR)
     history: list[float] = []
     model.train()
     try:

@@ -84,12 +84,12 @@ def test_each_max_pool_before_its_relu_gives_the_values_and_gradients_of_relu_fi
 
 
 def test_students_train_with_fused_adam_where_torch_has_it() -> None:
-    from ldpclient.transfer.student import StudentAdam, adam
+    from ldpclient.transfer.student import StudentAdam
 
     tr = Trainer(small_cnn(num_classes=2, image_size=8, width=8), epochs=1, device="cpu")
     assert isinstance(tr.optimizer, StudentAdam) and tr.optimizer.fused is True
     on_meta = torch.nn.Linear(2, 2, device="meta")  # a device without the fused kernel: torch's default
-    assert adam(on_meta.parameters(), 1e-3).fused is None
+    assert StudentAdam(on_meta.parameters(), 1e-3).fused is None
 
 
 @pytest.mark.parametrize("weight_decay", [0.0, 1e-2])
@@ -97,12 +97,12 @@ def test_student_adam_makes_torch_adams_weights_and_lets_no_moment_stay_subnorma
     """Step for step the weights of ``torch.optim.Adam`` (fused), also for a parameter whose first gradient comes
     late and one whose gradient stays 0 after a few steps; that one's first moment, subnormal in torch's Adam after
     about 800 steps, is 0 in the student's."""
-    from ldpclient.transfer.student import SUBNORMAL_FLUSH_STEPS, adam
+    from ldpclient.transfer.student import SUBNORMAL_FLUSH_STEPS, StudentAdam
 
     torch.manual_seed(0)
     ours = [torch.nn.Parameter(torch.randn(300)) for _ in range(3)]
     theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
-    mine, torchs = adam(ours, 1e-3, weight_decay), torch.optim.Adam(theirs, lr=1e-3, weight_decay=weight_decay,
+    mine, torchs = StudentAdam(ours, 1e-3, weight_decay), torch.optim.Adam(theirs, lr=1e-3, weight_decay=weight_decay,
                                                                    fused=True)
     g = torch.Generator().manual_seed(1)
     steps = 1000 + SUBNORMAL_FLUSH_STEPS
